@@ -1,0 +1,4 @@
+//! The `delayq` command line: `serve` and its helpers.
+
+pub mod private_redis;
+pub mod serve;

@@ -1,0 +1,96 @@
+//! `delayq serve`: the HTTP server over one [`Queue`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use delayq::duration::parse_duration;
+use delayq::http::{self, AppState, ServerConfig};
+use delayq::{Config, Queue, Shutdown};
+use tokio::net::TcpListener;
+
+use super::private_redis::PrivateRedis;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on. Binds to loopback unless told otherwise.
+    #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:9277")]
+    listen: String,
+
+    /// Redis to use (redis://HOST:PORT/DB, rediss://..., redis+unix:///PATH).
+    /// Without it, delayq starts a private redis-server in --data-dir.
+    #[arg(long, env = "DELAYQ_REDIS")]
+    redis: Option<String>,
+
+    /// Data directory of the private redis-server (when --redis is not set).
+    #[arg(long, env = "DELAYQ_DATA_DIR", default_value = ".delayq")]
+    data_dir: PathBuf,
+
+    /// Key prefix; every key delayq writes is "{PREFIX}:...".
+    #[arg(long, env = "DELAYQ_PREFIX", default_value = "dq")]
+    prefix: String,
+
+    /// How long /pop holds a request when nothing is ready.
+    #[arg(long, env = "DELAYQ_POP_TIMEOUT", default_value = "178s", value_parser = parse_duration)]
+    pop_timeout: Duration,
+
+    /// How long one Redis call may take before the request fails.
+    #[arg(long, env = "DELAYQ_REDIS_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    redis_timeout: Duration,
+}
+
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let private = match &args.redis {
+        Some(_) => None,
+        None => Some(PrivateRedis::start(&args.data_dir).await?),
+    };
+    let redis_url = args
+        .redis
+        .clone()
+        .or_else(|| private.as_ref().map(|p| p.url().to_owned()))
+        .expect("either --redis or a private redis-server");
+
+    let queue = Queue::connect(Config {
+        redis_url,
+        prefix: args.prefix.clone(),
+        redis_timeout: args.redis_timeout,
+        ..Config::default()
+    })
+    .context("invalid configuration")?;
+
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    // On stdout, for scripts and tests that start delayq on port 0.
+    println!("delayq listening on {addr}");
+    tracing::info!(%addr, prefix = %args.prefix, "delayq serving");
+
+    let shutdown = Shutdown::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let state = AppState {
+        queue,
+        server: ServerConfig {
+            pop_timeout: args.pop_timeout,
+            ..ServerConfig::default()
+        },
+    };
+    http::serve(listener, state, shutdown).await?;
+    tracing::info!("delayq stopped");
+    if let Some(p) = private {
+        p.stop().await;
+    }
+    Ok(())
+}
+
+async fn stop_on_signal(shutdown: Shutdown) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("stopping: answering waiting pops, finishing requests in flight");
+    shutdown.trigger();
+}

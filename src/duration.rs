@@ -1,0 +1,46 @@
+//! Durations as people write them: `500ms`, `30s`, `2m`, `1h`, `15d`; a bare
+//! number is seconds.
+
+use std::time::Duration;
+
+/// Parses a human duration, naming the problem when it cannot.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}: expected a whole number and a unit, like 500ms, 30s, 2m, 1h or 15d"))?;
+    let ms_per_unit: u64 = match unit.trim() {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        other => {
+            return Err(format!(
+                "invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    n.checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("invalid duration {text:?}: too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("178"), Ok(Duration::from_secs(178)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("15d"), Ok(Duration::from_secs(15 * 86400)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5y").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("-1s").is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! The library's error type.
+//!
+//! Two kinds of failure matter to callers: the request was wrong (nothing was
+//! changed, fix the input) and Redis could not be used (nothing is known to
+//! have changed, try again). Everything else is a bug or a broken invariant.
+
+use std::time::Duration;
+
+/// What went wrong in a [`Queue`](crate::Queue) call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input breaks a documented limit; nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+
+    /// Redis did not answer within the configured time (down, restarting,
+    /// paused). The request may or may not have been applied.
+    #[error("redis unavailable: no answer within {0:?}")]
+    Timeout(Duration),
+
+    /// Redis answered with an error or the connection failed.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+
+    /// A script returned something delayq's scripts never return.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+impl Error {
+    /// True when the failure is about Redis, not about the request.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Timeout(_) | Error::Redis(_))
+    }
+}
+
+/// Shorthand used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,241 @@
+//! What a job is, what it carries at each step of its life, and the limits
+//! on what a producer may send.
+//!
+//! A job's life: `delayed` (in the schedule, trigger key ticking) ->
+//! `ready` (in its topic's ready list) -> `reserved` (leased to a consumer
+//! until now + ttr) -> finished (gone), or back to `ready` when the lease runs
+//! out. Delete removes it from any state; pushing its id again replaces it.
+
+use std::time::Duration;
+
+/// A job to push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    /// How long from now (Redis time) until the job is due.
+    pub delay: Duration,
+    /// Time to run: how long a popped job stays leased before it is
+    /// delivered again.
+    pub ttr: Duration,
+}
+
+/// Where a job is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobState {
+    Delayed,
+    Ready,
+    Reserved,
+}
+
+impl JobState {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "delayed" => Some(JobState::Delayed),
+            "ready" => Some(JobState::Ready),
+            "reserved" => Some(JobState::Reserved),
+            _ => None,
+        }
+    }
+}
+
+/// A stored job, as `get` sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    pub ttr: Duration,
+    /// Unix time (ms, Redis clock) at which the job was or will be due.
+    pub due_ms: i64,
+    pub state: JobState,
+    /// Deliveries so far.
+    pub attempts: u32,
+}
+
+/// A job handed to a consumer, with the lease that goes with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    /// The lease token: finishing with it fails once the job was delivered
+    /// again to someone else.
+    pub token: String,
+    /// Unix time (ms, Redis clock) at which the job was due.
+    pub due_ms: i64,
+    /// Redis time (ms) at the hand-over; `popped_at_ms - due_ms` is how late
+    /// it was.
+    pub popped_at_ms: i64,
+    /// 1 on the first delivery.
+    pub attempts: u32,
+}
+
+/// The result of a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// Unix time (ms, Redis clock) at which the job falls due.
+    pub due_ms: i64,
+    /// An existing job with this id was replaced.
+    pub replaced: bool,
+}
+
+/// The result of finish/delete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removed {
+    Removed,
+    /// There was no such job (already finished, deleted, or never pushed).
+    Missing,
+    /// The lease token is not the job's current one; nothing changed.
+    StaleToken,
+}
+
+/// Explicit bounds on what a producer may send. Every one is checked before
+/// anything is written.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_id_bytes: usize,
+    pub max_topic_bytes: usize,
+    pub max_body_bytes: usize,
+    pub max_delay: Duration,
+    pub max_ttr: Duration,
+    /// Most topics one pop may name.
+    pub max_pop_topics: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_id_bytes: 256,
+            max_topic_bytes: 128,
+            max_body_bytes: 1024 * 1024,
+            // 2^31-1 seconds: the compatible API's bound, about 68 years.
+            max_delay: Duration::from_secs((1 << 31) - 1),
+            max_ttr: Duration::from_secs(7 * 24 * 3600),
+            max_pop_topics: 32,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks an id: not empty, not too long.
+    pub fn check_id(&self, id: &str) -> Result<(), String> {
+        if id.is_empty() {
+            return Err("job id is empty".into());
+        }
+        if id.len() > self.max_id_bytes {
+            return Err(format!(
+                "job id is {} bytes; the limit is {}",
+                id.len(),
+                self.max_id_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a topic name: not empty, not too long, no control characters
+    /// and no comma (pops name several topics separated by commas).
+    pub fn check_topic(&self, topic: &str) -> Result<(), String> {
+        if topic.is_empty() {
+            return Err("topic is empty".into());
+        }
+        if topic.len() > self.max_topic_bytes {
+            return Err(format!(
+                "topic is {} bytes; the limit is {}",
+                topic.len(),
+                self.max_topic_bytes
+            ));
+        }
+        if let Some(c) = topic.chars().find(|c| c.is_control() || *c == ',') {
+            return Err(format!(
+                "topic {topic:?} contains {c:?}; commas and control characters are not allowed"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a whole job before it is pushed.
+    pub fn check_job(&self, job: &NewJob) -> Result<(), String> {
+        self.check_id(&job.id)?;
+        self.check_topic(&job.topic)?;
+        if job.body.len() > self.max_body_bytes {
+            return Err(format!(
+                "body is {} bytes; the limit is {}",
+                job.body.len(),
+                self.max_body_bytes
+            ));
+        }
+        if job.delay > self.max_delay {
+            return Err(format!(
+                "delay {:?} is longer than the limit {:?}",
+                job.delay, self.max_delay
+            ));
+        }
+        if job.ttr.is_zero() || job.ttr > self.max_ttr {
+            return Err(format!(
+                "ttr {:?} is out of range: 1 ms to {:?}",
+                job.ttr, self.max_ttr
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the topic list of a pop.
+    pub fn check_topics(&self, topics: &[String]) -> Result<(), String> {
+        if topics.is_empty() {
+            return Err("no topic given".into());
+        }
+        if topics.len() > self.max_pop_topics {
+            return Err(format!(
+                "{} topics given; one pop may name at most {}",
+                topics.len(),
+                self.max_pop_topics
+            ));
+        }
+        topics.iter().try_for_each(|t| self.check_topic(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> NewJob {
+        NewJob {
+            id: "1".into(),
+            topic: "order".into(),
+            body: String::new(),
+            delay: Duration::from_secs(1),
+            ttr: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn limits_name_the_problem() {
+        let l = Limits::default();
+        assert!(l.check_job(&job()).is_ok());
+        let e = l
+            .check_job(&NewJob {
+                id: "x".repeat(257),
+                ..job()
+            })
+            .unwrap_err();
+        assert!(e.contains("257 bytes"), "{e}");
+        let e = l
+            .check_job(&NewJob {
+                topic: "a,b".into(),
+                ..job()
+            })
+            .unwrap_err();
+        assert!(e.contains("comma"), "{e}");
+        let e = l
+            .check_job(&NewJob {
+                ttr: Duration::ZERO,
+                ..job()
+            })
+            .unwrap_err();
+        assert!(e.contains("ttr"), "{e}");
+        assert!(l.check_topics(&[]).is_err());
+    }
+}

@@ -1,0 +1,43 @@
+//! delayq: a delay queue on Redis. Jobs fire on time, never early, and are
+//! never lost; the HTTP server is a drop-in for ouqiang/delay-queue.
+//!
+//! How a job moves: [`Queue::push`] writes its hash, a schedule entry and a
+//! trigger key that expires at the due time. When it is due, a dispatch
+//! script moves it to its topic's ready list; [`Queue::pop`] leases it to a
+//! consumer for its ttr; [`Queue::finish`] removes it, and a lease that runs
+//! out puts it back to ready. Two paths call the dispatch script and race
+//! harmlessly: the expired-event subscriber (cheap, but late or lost under
+//! load and across disconnects) and the sweep, which sleeps until the
+//! earliest due time and is the clock that makes jobs fire on time.
+//!
+//! Map of the crate:
+//! - [`queue`]: `Queue`, the public engine; every operation is one script.
+//! - [`job`]: job types at each step of their life, and input limits.
+//! - [`keys`]: the Redis key layout (one prefix, one hash tag).
+//! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`).
+//! - [`scheduler`]: the sweep that fires due jobs at the earliest due time.
+//! - [`subscriber`]: the pub/sub connection: expired events, ready and wake
+//!   notices, reconnect and catch-up.
+//! - [`waiters`]: long-polling consumers parked per topic, no Redis
+//!   connection each.
+//! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract.
+//! - [`shutdown`]: the one signal that stops everything gracefully.
+//! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
+//! - [`error`]: the library's error type.
+
+pub mod duration;
+pub mod error;
+pub mod http;
+pub mod job;
+pub mod keys;
+pub mod queue;
+mod scheduler;
+pub mod scripts;
+pub mod shutdown;
+mod subscriber;
+pub mod waiters;
+
+pub use error::{Error, Result};
+pub use job::{Delivery, Job, JobState, Limits, NewJob, Pushed, Removed};
+pub use queue::{Config, DispatchPath, Queue, Stats};
+pub use shutdown::Shutdown;

@@ -1,0 +1,70 @@
+//! The sweep: fires due jobs on time by itself.
+//!
+//! Expired events alone are late by seconds once many keys carry a TTL, and
+//! lost across disconnects and restarts (see DESIGN.md). So the sweep is the
+//! clock: after each dispatch call it knows the earliest due time left in the
+//! schedule (from the same script, in Redis time) and sleeps exactly until
+//! then. A push that becomes the new earliest job wakes it (directly in this
+//! process, through the `{p}:wake` channel in others), and so does a
+//! subscriber reconnect, after which events may have been missed.
+//!
+//! Several instances sweep the same schedule; the dispatch script makes their
+//! races harmless (each due job moves once).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::queue::{DispatchPath, Queue};
+
+/// Longest sleep between sweeps even when nothing is due: a backstop for a
+/// wake-up lost while the subscriber was down.
+const MAX_IDLE: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+pub(crate) async fn run(queue: Queue) {
+    let shutdown = queue.shutdown_signal().clone();
+    let mut backoff = Duration::from_millis(20);
+    let mut failing = false;
+    loop {
+        let until = match queue.dispatch(&[], DispatchPath::Sweep).await {
+            Ok(out) => {
+                if failing {
+                    tracing::info!("sweep reaches redis again");
+                    failing = false;
+                }
+                backoff = Duration::from_millis(20);
+                if out.moved >= queue.config().dispatch_batch {
+                    // More is due than one call may move: go on at once.
+                    continue;
+                }
+                let received = Instant::now();
+                let wait = match out.next_due_ms {
+                    // The job is due at due_ms.000 Redis time; the script saw
+                    // now_us. Sleeping the difference from when the reply
+                    // arrived can only err late, never early.
+                    Some(due_ms) => {
+                        Duration::from_micros((due_ms * 1000 - out.now_us).max(0) as u64)
+                    }
+                    None => MAX_IDLE,
+                };
+                received + wait.min(MAX_IDLE)
+            }
+            Err(e) => {
+                if !failing {
+                    warn!(error = %e, "sweep cannot reach redis; retrying");
+                    failing = true;
+                }
+                let wait = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                Instant::now() + wait
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            _ = queue.sweep_woken() => {}
+            _ = shutdown.wait() => return,
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Waiting consumers, per topic, inside one delayq process.
+//!
+//! A long-poll does not hold a Redis connection while it waits: it parks on
+//! its topics' [`Notify`]s here and only runs the pop script when woken.
+//! Wake-ups come from the `{p}:ready` channel, which every dispatch publishes
+//! to, so consumers in every instance hear about jobs any instance moved.
+//!
+//! A wake for `n` new jobs wakes `n` waiters (`notify_one` each), not all of
+//! them: ten thousand waiters on one topic do not stampede Redis for one job.
+//! Tokio passes a `notify_one` on to another waiter when the woken future is
+//! dropped before it completes, so a consumer that goes away does not swallow
+//! a wake-up.
+//!
+//! A std mutex guards the map: it is held for a hash lookup only, never across
+//! an await.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+#[derive(Default)]
+pub struct Waiters {
+    topics: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl Waiters {
+    /// The wake-up handle for `topic`. Entries are dropped by [`release`]
+    /// once no waiter holds them, so polling many topic names leaves nothing
+    /// behind.
+    ///
+    /// [`release`]: Self::release
+    pub fn handle(&self, topic: &str) -> Arc<Notify> {
+        let mut map = self.topics.lock().unwrap();
+        map.entry(topic.to_owned()).or_default().clone()
+    }
+
+    /// Gives back handles taken with [`handle`](Self::handle).
+    pub fn release(&self, topics: &[String], handles: Vec<Arc<Notify>>) {
+        drop(handles);
+        let mut map = self.topics.lock().unwrap();
+        for t in topics {
+            if map.get(t).is_some_and(|n| Arc::strong_count(n) == 1) {
+                map.remove(t);
+            }
+        }
+    }
+
+    /// `count` jobs became ready on `topic`.
+    pub fn wake(&self, topic: &str, count: usize) {
+        let notify = self.topics.lock().unwrap().get(topic).cloned();
+        if let Some(n) = notify {
+            for _ in 0..count.max(1) {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Wake every waiter: after a gap in wake-ups (subscriber reconnect) or at
+    /// shutdown, everyone looks again.
+    pub fn wake_all(&self) {
+        let all: Vec<_> = self.topics.lock().unwrap().values().cloned().collect();
+        for n in all {
+            n.notify_waiters();
+        }
+    }
+
+    /// Topics with at least one waiter (for stats and tests).
+    pub fn len(&self) -> usize {
+        self.topics.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
