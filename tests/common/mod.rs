@@ -1,0 +1,262 @@
+//! Test harness: real redis-server processes (one per test, on a unix socket
+//! in a temp dir, configured from `redis-conf/redis.conf`), delayq servers in
+//! process or as child processes, and small helpers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use delayq::http::{AppState, ServerConfig};
+use delayq::{Config, Queue, Shutdown};
+use tempfile::TempDir;
+
+pub const REDIS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/redis.conf");
+
+/// A redis-server owned by one test. Killed when dropped.
+pub struct RedisServer {
+    dir: TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts with extra config, e.g. `["--appendfsync", "everysec"]`.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let dir = tempfile::Builder::new().prefix("dq").tempdir().unwrap();
+        let mut r = RedisServer {
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        r.spawn();
+        r
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket().display())
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .arg(REDIS_CONF)
+            .args(["--port", "0"])
+            .arg("--unixsocket")
+            .arg(self.socket())
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install -y redis-server)");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = redis::Client::open(self.url()).unwrap();
+        loop {
+            if let Ok(mut c) = client.get_connection() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL: no shutdown, no final fsync.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(self.socket());
+    }
+
+    /// Starts again on the same data directory (the AOF) and socket.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Redis TIME in milliseconds (the clock delayq's promises are in).
+    pub async fn time_ms(&self) -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.conn().await)
+            .await
+            .unwrap();
+        s * 1000 + us / 1000
+    }
+
+    pub async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query_async(&mut self.conn().await).await.unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub fn config(redis: &RedisServer) -> Config {
+    Config {
+        redis_url: redis.url(),
+        ..Config::default()
+    }
+}
+
+pub fn queue(redis: &RedisServer) -> Queue {
+    Queue::connect(config(redis)).unwrap()
+}
+
+/// A delayq HTTP server running inside the test process.
+pub struct TestServer {
+    pub base: String,
+    pub queue: Queue,
+    shutdown: Shutdown,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl TestServer {
+    pub async fn start(queue: Queue, server: ServerConfig) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = Shutdown::new();
+        let state = AppState {
+            queue: queue.clone(),
+            server,
+        };
+        let task = tokio::spawn(delayq::http::serve(listener, state, shutdown.clone()));
+        TestServer {
+            base,
+            queue,
+            shutdown,
+            task,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.trigger();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// A delayq binary running as a child process (for kill -9).
+pub struct DelayqProcess {
+    pub base: String,
+    child: Child,
+}
+
+impl DelayqProcess {
+    pub fn start(redis: &RedisServer, extra: &[&str]) -> DelayqProcess {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis"])
+            .arg(redis.url())
+            .args(extra)
+            .env("DELAYQ_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("delayq listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        DelayqProcess {
+            base: format!("http://{addr}"),
+            child,
+        }
+    }
+
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for DelayqProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// POSTs a JSON body to a compatible endpoint and returns the reply.
+pub async fn post(base: &str, path: &str, body: &str) -> serde_json::Value {
+    let text = post_raw(base, path, body).await;
+    serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+pub async fn post_raw(base: &str, path: &str, body: &str) -> String {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "every compatible reply is HTTP 200");
+    resp.text().await.unwrap()
+}
+
+/// Polls `check` every few ms until it returns Some, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+pub fn topics(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+pub fn job(id: &str, topic: &str, delay_ms: u64, ttr_ms: u64) -> delayq::NewJob {
+    delayq::NewJob {
+        id: id.into(),
+        topic: topic.into(),
+        body: format!("body-{id}"),
+        delay: Duration::from_millis(delay_ms),
+        ttr: Duration::from_millis(ttr_ms),
+    }
+}
