@@ -337,10 +337,13 @@ impl Queue {
     pub async fn pop(&self, topics: &[String], wait: Duration) -> Result<Option<Delivery>> {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
         let deadline = Instant::now() + wait;
-        let handles: Vec<_> = topics.iter().map(|t| self.waiters().handle(t)).collect();
-        let result = self.pop_loop(topics, &handles, deadline).await;
-        self.waiters().release(topics, handles);
-        result
+        let guard = self.waiters().enter(topics);
+        self.pop_loop(topics, guard.handles(), deadline).await
+    }
+
+    /// Pops waiting for a job in this process right now.
+    pub fn waiting_pops(&self) -> usize {
+        self.waiters().waiting()
     }
 
     async fn pop_loop(

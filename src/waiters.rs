@@ -15,6 +15,7 @@
 //! an await.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -22,21 +23,31 @@ use tokio::sync::Notify;
 #[derive(Default)]
 pub struct Waiters {
     topics: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Pops waiting right now.
+    waiting: AtomicUsize,
 }
 
 impl Waiters {
-    /// The wake-up handle for `topic`. Entries are dropped by [`release`]
-    /// once no waiter holds them, so polling many topic names leaves nothing
-    /// behind.
-    ///
-    /// [`release`]: Self::release
-    pub fn handle(&self, topic: &str) -> Arc<Notify> {
+    /// The wake-up handle for `topic`. Entries are dropped once no waiter
+    /// holds them, so polling many topic names leaves nothing behind.
+    fn handle(&self, topic: &str) -> Arc<Notify> {
         let mut map = self.topics.lock().unwrap();
         map.entry(topic.to_owned()).or_default().clone()
     }
 
-    /// Gives back handles taken with [`handle`](Self::handle).
-    pub fn release(&self, topics: &[String], handles: Vec<Arc<Notify>>) {
+    /// Takes the handles for one waiting pop's topics; they are given back
+    /// when the returned guard drops (also when the pop is cancelled).
+    pub fn enter<'a>(&'a self, topics: &'a [String]) -> WaitGuard<'a> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        WaitGuard {
+            waiters: self,
+            topics,
+            handles: topics.iter().map(|t| self.handle(t)).collect(),
+        }
+    }
+
+    fn release(&self, topics: &[String], handles: Vec<Arc<Notify>>) {
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
         drop(handles);
         let mut map = self.topics.lock().unwrap();
         for t in topics {
@@ -65,12 +76,28 @@ impl Waiters {
         }
     }
 
-    /// Topics with at least one waiter (for stats and tests).
-    pub fn len(&self) -> usize {
-        self.topics.lock().unwrap().len()
+    /// Pops waiting right now, in this process.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
+}
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+/// One waiting pop's registration; see [`Waiters::enter`].
+pub struct WaitGuard<'a> {
+    waiters: &'a Waiters,
+    topics: &'a [String],
+    handles: Vec<Arc<Notify>>,
+}
+
+impl WaitGuard<'_> {
+    pub fn handles(&self) -> &[Arc<Notify>] {
+        &self.handles
+    }
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        let handles = std::mem::take(&mut self.handles);
+        self.waiters.release(self.topics, handles);
     }
 }

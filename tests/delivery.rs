@@ -1,0 +1,241 @@
+//! Delivery semantics through the library: never early, leases and
+//! re-delivery, replacement, exactly one hand-over per due time across
+//! instances, and long-polls that leave.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use delayq::{Delivery, JobState, Queue, Removed};
+use futures::stream::{self, StreamExt};
+
+/// Pops from `topic` with `consumers` concurrent long-polls until `total`
+/// deliveries have come, then returns them.
+async fn collect(queues: &[Queue], topic: &str, consumers: usize, total: usize) -> Vec<Delivery> {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..consumers {
+        let q = queues[i % queues.len()].clone();
+        let got = got.clone();
+        let topic = topic.to_owned();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                if got.lock().unwrap().len() >= total {
+                    return;
+                }
+                if let Some(d) = q.pop(&[topic.clone()], Duration::from_millis(200)).await.unwrap() {
+                    q.finish(&d.id, Some(&d.token)).await.unwrap();
+                    got.lock().unwrap().push(d);
+                }
+            }
+        }));
+    }
+    let all = async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), all)
+        .await
+        .expect("not every job was delivered within 60 s");
+    let v = got.lock().unwrap().clone();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_job_is_handed_out_before_its_due_time() {
+    let redis = RedisServer::start_with(&["--appendfsync", "everysec"]);
+    let q = queue(&redis);
+    let n = 2000usize;
+    // Sub-second and multi-second delays, interleaved.
+    let delay_of = |i: usize| ((i * 7919) % 3000) as u64;
+    let start_ms = redis.time_ms().await;
+    let pushed: HashMap<String, i64> = stream::iter(0..n)
+        .map(|i| {
+            let q = q.clone();
+            async move {
+                let p = q.push(&job(&format!("j{i}"), "t", delay_of(i), 30_000)).await.unwrap();
+                (format!("j{i}"), p.due_ms)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for i in 0..n {
+        // The due time is at least the delay after the push began (Redis clock).
+        assert!(pushed[&format!("j{i}")] >= start_ms + delay_of(i) as i64);
+    }
+    let got = collect(&[q.clone()], "t", 8, n).await;
+    assert_eq!(got.len(), n);
+    let mut late: Vec<i64> = Vec::new();
+    for d in &got {
+        assert_eq!(d.due_ms, pushed[&d.id], "{}", d.id);
+        assert!(
+            d.popped_at_ms >= d.due_ms,
+            "{} handed out {} ms early",
+            d.id,
+            d.due_ms - d.popped_at_ms
+        );
+        late.push(d.popped_at_ms - d.due_ms);
+    }
+    late.sort();
+    let p99 = late[late.len() * 99 / 100];
+    // A loose correctness bound (not a benchmark): with only expired events
+    // at Redis's defaults this would be seconds. The sweep keeps it small.
+    assert!(p99 < 500, "p99 lateness {p99} ms: the sweep is not firing on time");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let t = topics(&["lease"]);
+    q.push(&job("L", "lease", 0, 700)).await.unwrap();
+    let first = q.pop(&t, Duration::from_secs(5)).await.unwrap().expect("first delivery");
+    assert_eq!(first.attempts, 1);
+    assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
+    // Not finished: delivered again, after the ttr and not before.
+    let second = q.pop(&t, Duration::from_secs(5)).await.unwrap().expect("re-delivery");
+    assert_eq!(second.id, "L");
+    assert_eq!(second.attempts, 2);
+    assert!(
+        second.popped_at_ms >= first.popped_at_ms + 700,
+        "re-delivered {} ms after the first, ttr is 700",
+        second.popped_at_ms - first.popped_at_ms
+    );
+    assert_ne!(first.token, second.token);
+    // The first consumer's lease is stale now.
+    assert_eq!(q.finish("L", Some(&first.token)).await.unwrap(), Removed::StaleToken);
+    assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
+    assert_eq!(q.finish("L", Some(&second.token)).await.unwrap(), Removed::Removed);
+    // Finished: never again, not even after another ttr.
+    assert!(q.pop(&t, Duration::from_millis(1500)).await.unwrap().is_none());
+    assert!(q.get("L").await.unwrap().is_none());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let t = topics(&["r"]);
+
+    // Delayed: the new body and due time win; one delivery.
+    q.push(&job("D", "r", 200, 5000)).await.unwrap();
+    let mut replacement = job("D", "r", 600, 5000);
+    replacement.body = "new".into();
+    let p = q.push(&replacement).await.unwrap();
+    assert!(p.replaced);
+    let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!((d.id.as_str(), d.body.as_str(), d.due_ms), ("D", "new", p.due_ms));
+    assert!(d.popped_at_ms >= p.due_ms);
+    q.finish("D", Some(&d.token)).await.unwrap();
+
+    // Ready: taken out of the ready list, due again later, one delivery.
+    q.push(&job("R", "r", 0, 5000)).await.unwrap();
+    eventually(Duration::from_secs(5), "R ready", || async {
+        (q.get("R").await.unwrap()?.state == JobState::Ready).then_some(())
+    })
+    .await;
+    let p = q.push(&job("R", "r", 300, 5000)).await.unwrap();
+    assert!(p.replaced);
+    let len: i64 = redis.cmd(&["LLEN", "{dq}:ready:r"]).await;
+    assert_eq!(len, 0, "the replaced ready job is still in the ready list");
+    let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!(d.id, "R");
+    assert!(d.popped_at_ms >= p.due_ms);
+
+    // Reserved: the old lease is void.
+    let p = q.push(&job("R", "r", 100, 5000)).await.unwrap();
+    assert!(p.replaced);
+    assert_eq!(q.finish("R", Some(&d.token)).await.unwrap(), Removed::StaleToken);
+    let again = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
+    assert_eq!((again.id.as_str(), again.attempts), ("R", 1));
+    q.finish("R", Some(&again.token)).await.unwrap();
+
+    // And nothing else is left to deliver.
+    assert!(q.pop(&t, Duration::from_millis(800)).await.unwrap().is_none());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_hand_each_job_over_exactly_once() {
+    let redis = RedisServer::start_with(&["--appendfsync", "everysec"]);
+    let a = queue(&redis);
+    let b = queue(&redis);
+    let n = 5000usize;
+    // All due at the same moment: both sweeps and both subscribers race.
+    let ids: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
+    stream::iter(ids.iter())
+        .map(|id| {
+            let q = if id.len() % 2 == 0 { a.clone() } else { b.clone() };
+            async move { q.push(&job(id, "once", 1000, 60_000)).await.unwrap() }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+    let got = collect(&[a.clone(), b.clone()], "once", 8, n).await;
+    let mut seen = HashMap::new();
+    for d in &got {
+        *seen.entry(d.id.clone()).or_insert(0) += 1;
+        assert!(d.popped_at_ms >= d.due_ms);
+    }
+    let dups: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(dups.is_empty(), "handed out more than once: {dups:?}");
+    assert_eq!(seen.len(), n);
+    // Nothing more to come from either engine.
+    for q in [&a, &b] {
+        assert!(q.pop(&topics(&["once"]), Duration::from_millis(300)).await.unwrap().is_none());
+    }
+    let dispatched: u64 = [&a, &b]
+        .iter()
+        .map(|q| {
+            let s = q.stats();
+            s.dispatched_by_event.load(std::sync::atomic::Ordering::Relaxed)
+                + s.dispatched_by_sweep.load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    assert_eq!(dispatched, n as u64, "dispatch moved a job more than once");
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_whose_client_left_takes_no_job() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let q = s.queue.clone();
+    // A client that gives up after 300 ms while its /pop is held.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let leaving = tokio::spawn({
+        let url = format!("{}/pop", s.base);
+        async move { client.post(url).body(r#"{"topic":"gone"}"#).send().await }
+    });
+    eventually(Duration::from_secs(5), "the pop to wait", || async {
+        (q.waiting_pops() == 1).then_some(())
+    })
+    .await;
+    assert!(leaving.await.unwrap().is_err(), "the client should have timed out");
+    eventually(Duration::from_secs(5), "the server to notice", || async {
+        (q.waiting_pops() == 0).then_some(())
+    })
+    .await;
+    // Now a job falls due: nobody is waiting, so it must stay ready.
+    q.push(&job("G", "gone", 100, 60_000)).await.unwrap();
+    let state = eventually(Duration::from_secs(5), "G to be dispatched", || async {
+        let j = q.get("G").await.unwrap()?;
+        (j.state != JobState::Delayed).then_some(j.state)
+    })
+    .await;
+    assert_eq!(state, JobState::Ready, "a departed client took the job");
+    let d = q.pop(&topics(&["gone"]), Duration::from_secs(1)).await.unwrap().unwrap();
+    assert_eq!((d.id.as_str(), d.attempts), ("G", 1));
+    s.stop().await;
+}
