@@ -1,0 +1,159 @@
+//! Faults caused for real: the subscriber's connection killed, redis-server
+//! killed with SIGKILL and restarted on its AOF, delayq killed with SIGKILL.
+//! Every job still fires, none early.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::*;
+use delayq::http::ServerConfig;
+use delayq::Config;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
+    let redis = RedisServer::start_with(&["--appendfsync", "everysec"]);
+    let q = queue(&redis);
+    eventually(Duration::from_secs(5), "subscriber up", || async {
+        q.subscriber_connected().then_some(())
+    })
+    .await;
+    let n = 300usize;
+    for i in 0..n {
+        // Due over 0.2 s .. 3.2 s.
+        q.push(&job(&format!("k{i}"), "kill", 200 + (i as u64 * 10), 60_000))
+            .await
+            .unwrap();
+    }
+    // Kill every pub/sub connection every 100 ms while the jobs fall due.
+    let killer = {
+        let client = redis.client();
+        tokio::spawn(async move {
+            let mut c = client.get_multiplexed_async_connection().await.unwrap();
+            let mut kills = 0u32;
+            for _ in 0..40 {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg(&["KILL", "TYPE", "pubsub"])
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                kills += killed as u32;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            kills
+        })
+    };
+    let mut seen = HashSet::new();
+    let mut worst = 0;
+    while seen.len() < n {
+        let d = q
+            .pop(&topics(&["kill"]), Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("a job was lost while the subscriber was down");
+        assert!(d.popped_at_ms >= d.due_ms, "early");
+        worst = worst.max(d.popped_at_ms - d.due_ms);
+        q.finish(&d.id, Some(&d.token)).await.unwrap();
+        assert!(seen.insert(d.id), "delivered twice");
+    }
+    let kills = killer.await.unwrap();
+    assert!(kills >= 5, "only {kills} subscriber connections were killed");
+    assert!(q.stats().subscriber_connects.load(Ordering::Relaxed) >= 5);
+    // The sweep does not depend on the subscriber: lateness stays bounded.
+    assert!(worst < 1000, "a job fired {worst} ms late");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_crash_and_restart_loses_nothing_and_the_server_recovers() {
+    let mut redis = RedisServer::start();
+    let q = delayq::Queue::connect(Config {
+        redis_timeout: Duration::from_millis(500),
+        ..config(&redis)
+    })
+    .unwrap();
+    let s = TestServer::start(
+        q,
+        ServerConfig {
+            pop_timeout: Duration::from_millis(500),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let b = s.base.clone();
+    let n = 60usize;
+    // Due 1..3 s from now: many fall due while Redis is down.
+    for i in 0..n {
+        let body = json!({"topic":"crash","id":format!("c{i}"),"delay":1 + i % 3,"ttr":60}).to_string();
+        assert_eq!(post(&b, "/push", &body).await["code"], 0);
+    }
+    let pushed_at = redis.time_ms().await;
+    redis.kill();
+    // During the outage: clear errors, no hang.
+    let v = post(&b, "/push", r#"{"topic":"crash","id":"late","delay":1,"ttr":60}"#).await;
+    assert_eq!(v["code"], 1);
+    assert!(v["message"].as_str().unwrap().contains("push failed: redis"), "{v}");
+    let v = post(&b, "/pop", r#"{"topic":"crash"}"#).await;
+    assert_eq!(v["code"], 1, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("redis"), "{v}");
+    let v = post(&b, "/get", r#"{"id":"c1"}"#).await;
+    assert_eq!(v["code"], 1, "{v}");
+    // Stay down past every due time, then come back on the same AOF.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    redis.restart();
+    let mut seen = HashSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while seen.len() < n {
+        assert!(std::time::Instant::now() < deadline, "only {} of {n} fired after the restart", seen.len());
+        let v = post(&b, "/pop", r#"{"topic":"crash"}"#).await;
+        if let Some(id) = v["data"]["id"].as_str() {
+            seen.insert(id.to_owned());
+            assert_eq!(post(&b, "/finish", &json!({"id": id}).to_string()).await["code"], 0);
+        }
+    }
+    // Nothing fired before its time: all were due >= 1 s after the pushes.
+    assert!(redis.time_ms().await >= pushed_at + 1000);
+    // And the server takes new work again, without a restart of delayq.
+    let v = post(&b, "/push", r#"{"topic":"crash","id":"after","delay":1,"ttr":60}"#).await;
+    assert_eq!(v["code"], 0, "{v}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_delayq_leaves_nothing_behind_for_the_next_one() {
+    let redis = RedisServer::start_with(&["--appendfsync", "everysec"]);
+    let first = DelayqProcess::start(&redis, &["--pop-timeout", "1s"]);
+    let n = 20usize;
+    for i in 0..n {
+        let body = json!({"topic":"k9","id":format!("p{i}"),"delay":1,"ttr":2}).to_string();
+        assert_eq!(post(&first.base, "/push", &body).await["code"], 0);
+    }
+    // Reserve five; the other fifteen stay ready.
+    let mut reserved = HashMap::new();
+    while reserved.len() < 5 {
+        let v = post(&first.base, "/pop", r#"{"topic":"k9"}"#).await;
+        if let Some(id) = v["data"]["id"].as_str() {
+            reserved.insert(id.to_owned(), redis.time_ms().await);
+        }
+    }
+    first.kill9();
+
+    let second = DelayqProcess::start(&redis, &["--pop-timeout", "1s"]);
+    let mut seen = HashSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while seen.len() < n {
+        assert!(std::time::Instant::now() < deadline, "only {} of {n} came back", seen.len());
+        let v = post(&second.base, "/pop", r#"{"topic":"k9"}"#).await;
+        let Some(id) = v["data"]["id"].as_str() else { continue };
+        let now = redis.time_ms().await;
+        if let Some(leased_at) = reserved.get(id) {
+            // Not before its lease (ttr 2 s) ran out.
+            assert!(now - leased_at >= 2000 - 5, "{id} re-delivered {} ms into its lease", now - leased_at);
+        }
+        assert!(seen.insert(id.to_owned()), "{id} delivered twice by the second delayq");
+        post(&second.base, "/finish", &json!({"id": id}).to_string()).await;
+    }
+}
