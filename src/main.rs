@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
-#[command(name = "delayq", version, about = "A delay queue on Redis: on time, never early, never lost")]
+#[command(
+    name = "delayq",
+    version,
+    about = "A delay queue on Redis: on time, never early, never lost"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -426,7 +426,11 @@ impl Queue {
     /// Runs the dispatch script: for `ids` (from expired events), or for
     /// everything due when `ids` is empty (the sweep).
     #[tracing::instrument(level = "debug", skip_all, fields(path = ?path, ids = ids.len()))]
-    pub(crate) async fn dispatch(&self, ids: &[String], path: DispatchPath) -> Result<DispatchOutcome> {
+    pub(crate) async fn dispatch(
+        &self,
+        ids: &[String],
+        path: DispatchPath,
+    ) -> Result<DispatchOutcome> {
         let k = self.keys();
         let mut conn = self.conn();
         let mut inv = self.inner.scripts.dispatch.prepare_invoke();

@@ -31,26 +31,74 @@ async fn push_replies_and_validation_messages_are_the_originals() {
     let s = server(&redis).await;
     let b = &s.base;
     let cases: &[(&str, String)] = &[
-        (r#"{"topic":"order","id":"1","delay":3600,"ttr":120,"body":"x"}"#, PUSHED.into()),
+        (
+            r#"{"topic":"order","id":"1","delay":3600,"ttr":120,"body":"x"}"#,
+            PUSHED.into(),
+        ),
         // body is optional
-        (r#"{"topic":"order","id":"2","delay":1,"ttr":1}"#, PUSHED.into()),
+        (
+            r#"{"topic":"order","id":"2","delay":1,"ttr":1}"#,
+            PUSHED.into(),
+        ),
         // bounds that are accepted
-        (r#"{"topic":"t","id":"3","delay":2147483647,"ttr":86400}"#, PUSHED.into()),
+        (
+            r#"{"topic":"t","id":"3","delay":2147483647,"ttr":86400}"#,
+            PUSHED.into(),
+        ),
         // validation order: id, topic, delay, ttr
-        (r#"{"topic":"","id":"","delay":0,"ttr":0}"#, error("job id不能为空")),
-        (r#"{"id":"   ","topic":"t","delay":1,"ttr":1}"#, error("job id不能为空")),
-        (r#"{"id":"a","topic":" ","delay":0,"ttr":0}"#, error("topic 不能为空")),
-        (r#"{"id":"a","topic":"t","delay":0,"ttr":0}"#, error("delay 取值范围1 - (2^31 - 1)")),
-        (r#"{"id":"a","topic":"t","delay":-1,"ttr":1}"#, error("delay 取值范围1 - (2^31 - 1)")),
-        (r#"{"id":"a","topic":"t","delay":2147483648,"ttr":1}"#, error("delay 取值范围1 - (2^31 - 1)")),
-        (r#"{"id":"a","topic":"t","delay":1,"ttr":0}"#, error("ttr 取值范围1 - 86400")),
-        (r#"{"id":"a","topic":"t","delay":1,"ttr":86401}"#, error("ttr 取值范围1 - 86400")),
-        (r#"{"id":"a","topic":"t","delay":1}"#, error("ttr 取值范围1 - 86400")),
+        (
+            r#"{"topic":"","id":"","delay":0,"ttr":0}"#,
+            error("job id不能为空"),
+        ),
+        (
+            r#"{"id":"   ","topic":"t","delay":1,"ttr":1}"#,
+            error("job id不能为空"),
+        ),
+        (
+            r#"{"id":"a","topic":" ","delay":0,"ttr":0}"#,
+            error("topic 不能为空"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":0,"ttr":0}"#,
+            error("delay 取值范围1 - (2^31 - 1)"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":-1,"ttr":1}"#,
+            error("delay 取值范围1 - (2^31 - 1)"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":2147483648,"ttr":1}"#,
+            error("delay 取值范围1 - (2^31 - 1)"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":1,"ttr":0}"#,
+            error("ttr 取值范围1 - 86400"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":1,"ttr":86401}"#,
+            error("ttr 取值范围1 - 86400"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":1}"#,
+            error("ttr 取值范围1 - 86400"),
+        ),
         // what Go's json refuses
-        (r#"{"id":"a","topic":"t","delay":"5","ttr":1}"#, error("解析json失败")),
-        (r#"{"id":"a","topic":"t","delay":5.5,"ttr":1}"#, error("解析json失败")),
-        (r#"{"id":"a","topic":"t","delay":5,"ttr":1,"body":{"k":1}}"#, error("解析json失败")),
-        (r#"{"id":"a","topic":"t","delay":5,"ttr":1} trailing"#, error("解析json失败")),
+        (
+            r#"{"id":"a","topic":"t","delay":"5","ttr":1}"#,
+            error("解析json失败"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":5.5,"ttr":1}"#,
+            error("解析json失败"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":5,"ttr":1,"body":{"k":1}}"#,
+            error("解析json失败"),
+        ),
+        (
+            r#"{"id":"a","topic":"t","delay":5,"ttr":1} trailing"#,
+            error("解析json失败"),
+        ),
         (r#"["a"]"#, error("解析json失败")),
         ("", error("解析json失败")),
         ("not json", error("解析json失败")),
@@ -93,17 +141,27 @@ async fn get_reports_the_absolute_due_second_and_null_for_missing_jobs() {
     let b = &s.base;
     let before = redis.time_ms().await / 1000;
     assert_eq!(
-        post_raw(b, "/push", r#"{"topic":"order","id":"o1","delay":3600,"ttr":60,"body":"订单<1>&"}"#).await,
+        post_raw(
+            b,
+            "/push",
+            r#"{"topic":"order","id":"o1","delay":3600,"ttr":60,"body":"订单<1>&"}"#
+        )
+        .await,
         PUSHED
     );
     let after = redis.time_ms().await / 1000;
     let raw = post_raw(b, "/get", r#"{"id":"o1"}"#).await;
     // Key order, Go's escaping of < > &, Chinese written raw.
     assert!(
-        raw.starts_with(r#"{"code":0,"message":"操作成功","data":{"topic":"order","id":"o1","delay":"#),
+        raw.starts_with(
+            r#"{"code":0,"message":"操作成功","data":{"topic":"order","id":"o1","delay":"#
+        ),
         "{raw}"
     );
-    assert!(raw.ends_with(r#","ttr":60,"body":"订单\u003c1\u003e\u0026"}}"#), "{raw}");
+    assert!(
+        raw.ends_with(r#","ttr":60,"body":"订单\u003c1\u003e\u0026"}}"#),
+        "{raw}"
+    );
     let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
     let delay = v["data"]["delay"].as_i64().unwrap();
     assert!(
@@ -111,8 +169,14 @@ async fn get_reports_the_absolute_due_second_and_null_for_missing_jobs() {
         "delay {delay} should be the due time in Unix seconds ({before}+3600..{after}+3600)"
     );
     assert_eq!(post_raw(b, "/get", r#"{"id":"nope"}"#).await, OK_NULL);
-    assert_eq!(post_raw(b, "/get", r#"{"id":""}"#).await, error("job id不能为空"));
-    assert_eq!(post_raw(b, "/get", r#"{"id":5}"#).await, error("解析json失败"));
+    assert_eq!(
+        post_raw(b, "/get", r#"{"id":""}"#).await,
+        error("job id不能为空")
+    );
+    assert_eq!(
+        post_raw(b, "/get", r#"{"id":5}"#).await,
+        error("解析json失败")
+    );
     s.stop().await;
 }
 
@@ -123,7 +187,10 @@ async fn finish_and_delete_remove_jobs_and_succeed_for_unknown_ids() {
     let b = &s.base;
     for path in ["/finish", "/delete"] {
         assert_eq!(post_raw(b, path, r#"{"id":"never-pushed"}"#).await, OK_NULL);
-        assert_eq!(post_raw(b, path, r#"{"id":" "}"#).await, error("job id不能为空"));
+        assert_eq!(
+            post_raw(b, path, r#"{"id":" "}"#).await,
+            error("job id不能为空")
+        );
         assert_eq!(post_raw(b, path, "{").await, error("解析json失败"));
     }
     // A deleted delayed job never fires.
@@ -159,10 +226,19 @@ async fn pop_tries_topics_in_the_order_given_and_trims_each_name() {
     let redis = RedisServer::start();
     let s = server(&redis).await;
     let b = &s.base;
-    assert_eq!(post_raw(b, "/pop", r#"{"topic":""}"#).await, error("topic不能为空"));
-    assert_eq!(post_raw(b, "/pop", r#"{"topic":" , "}"#).await, error("topic不能为空"));
+    assert_eq!(
+        post_raw(b, "/pop", r#"{"topic":""}"#).await,
+        error("topic不能为空")
+    );
+    assert_eq!(
+        post_raw(b, "/pop", r#"{"topic":" , "}"#).await,
+        error("topic不能为空")
+    );
     assert_eq!(post_raw(b, "/pop", r#"{}"#).await, error("topic不能为空"));
-    assert_eq!(post_raw(b, "/pop", r#"{"topic":7}"#).await, error("解析json失败"));
+    assert_eq!(
+        post_raw(b, "/pop", r#"{"topic":7}"#).await,
+        error("解析json失败")
+    );
     for (id, topic) in [("b1", "b"), ("a1", "a"), ("b2", "b")] {
         let body = json!({"topic": topic, "id": id, "delay": 1, "ttr": 60}).to_string();
         assert_eq!(post_raw(b, "/push", &body).await, PUSHED);
@@ -203,12 +279,21 @@ async fn pop_holds_for_the_configured_time_then_answers_null() {
     let redis = RedisServer::start();
     let s = server(&redis).await;
     let start = Instant::now();
-    assert_eq!(post_raw(&s.base, "/pop", r#"{"topic":"empty"}"#).await, OK_NULL);
+    assert_eq!(
+        post_raw(&s.base, "/pop", r#"{"topic":"empty"}"#).await,
+        OK_NULL
+    );
     let held = start.elapsed();
-    assert!(held >= Duration::from_millis(300), "answered after {held:?}, before the hold");
+    assert!(
+        held >= Duration::from_millis(300),
+        "answered after {held:?}, before the hold"
+    );
     assert!(held < Duration::from_secs(3), "held {held:?}");
     // The original holds about 178 s; so does delayq unless configured.
-    assert_eq!(ServerConfig::default().pop_timeout, Duration::from_secs(178));
+    assert_eq!(
+        ServerConfig::default().pop_timeout,
+        Duration::from_secs(178)
+    );
     s.stop().await;
 }
 
@@ -217,7 +302,12 @@ async fn pop_returns_id_and_body_and_get_works_with_a_get_request() {
     let redis = RedisServer::start();
     let s = server(&redis).await;
     let b = &s.base;
-    post(b, "/push", r#"{"topic":"order","id":"15702398321","delay":1,"ttr":60,"body":"<x>"}"#).await;
+    post(
+        b,
+        "/push",
+        r#"{"topic":"order","id":"15702398321","delay":1,"ttr":60,"body":"<x>"}"#,
+    )
+    .await;
     let raw = loop {
         let raw = post_raw(b, "/pop", r#"{"topic":"order"}"#).await;
         if raw != OK_NULL {
@@ -246,18 +336,34 @@ async fn oversized_bodies_and_delayq_limits_get_clear_errors_and_change_nothing(
     let redis = RedisServer::start();
     let s = server(&redis).await;
     let b = &s.base;
-    let huge = json!({"topic":"t","id":"big","delay":1,"ttr":1,"body":"x".repeat(100_000)}).to_string();
+    let huge =
+        json!({"topic":"t","id":"big","delay":1,"ttr":1,"body":"x".repeat(100_000)}).to_string();
     let v = post(b, "/push", &huge).await;
     assert_eq!(v["code"], 1);
-    assert!(v["message"].as_str().unwrap().contains("65536 bytes"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("65536 bytes"),
+        "{v}"
+    );
     let long_id = json!({"topic":"t","id":"i".repeat(300),"delay":1,"ttr":1}).to_string();
     let v = post(b, "/push", &long_id).await;
     assert_eq!(v["code"], 1);
-    assert!(v["message"].as_str().unwrap().contains("job id is 300 bytes"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("job id is 300 bytes"),
+        "{v}"
+    );
     let bad_topic = json!({"topic":"a\u{1}b","id":"x","delay":1,"ttr":1}).to_string();
     let v = post(b, "/push", &bad_topic).await;
     assert_eq!(v["code"], 1);
-    assert!(v["message"].as_str().unwrap().contains("control characters"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("control characters"),
+        "{v}"
+    );
     let n: i64 = redis.cmd(&["DBSIZE"]).await;
     assert_eq!(n, 0, "a refused push wrote something");
     s.stop().await;
@@ -282,6 +388,9 @@ async fn ids_that_look_like_delayq_keys_are_just_ids() {
         }
     }
     got.sort();
-    assert_eq!(got, ["dq_bucket_1", "{dq}:ready:t", "{dq}:schedule", "{dq}:seq"]);
+    assert_eq!(
+        got,
+        ["dq_bucket_1", "{dq}:ready:t", "{dq}:schedule", "{dq}:seq"]
+    );
     s.stop().await;
 }

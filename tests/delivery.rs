@@ -26,7 +26,11 @@ async fn collect(queues: &[Queue], topic: &str, consumers: usize, total: usize) 
                 if got.lock().unwrap().len() >= total {
                     return;
                 }
-                if let Some(d) = q.pop(&[topic.clone()], Duration::from_millis(200)).await.unwrap() {
+                if let Some(d) = q
+                    .pop(std::slice::from_ref(&topic), Duration::from_millis(200))
+                    .await
+                    .unwrap()
+                {
                     q.finish(&d.id, Some(&d.token)).await.unwrap();
                     got.lock().unwrap().push(d);
                 }
@@ -57,7 +61,10 @@ async fn no_job_is_handed_out_before_its_due_time() {
         .map(|i| {
             let q = q.clone();
             async move {
-                let p = q.push(&job(&format!("j{i}"), "t", delay_of(i), 30_000)).await.unwrap();
+                let p = q
+                    .push(&job(&format!("j{i}"), "t", delay_of(i), 30_000))
+                    .await
+                    .unwrap();
                 (format!("j{i}"), p.due_ms)
             }
         })
@@ -68,7 +75,7 @@ async fn no_job_is_handed_out_before_its_due_time() {
         // The due time is at least the delay after the push began (Redis clock).
         assert!(pushed[&format!("j{i}")] >= start_ms + delay_of(i) as i64);
     }
-    let got = collect(&[q.clone()], "t", 8, n).await;
+    let got = collect(std::slice::from_ref(&q), "t", 8, n).await;
     assert_eq!(got.len(), n);
     let mut late: Vec<i64> = Vec::new();
     for d in &got {
@@ -85,7 +92,10 @@ async fn no_job_is_handed_out_before_its_due_time() {
     let p99 = late[late.len() * 99 / 100];
     // A loose correctness bound (not a benchmark): with only expired events
     // at Redis's defaults this would be seconds. The sweep keeps it small.
-    assert!(p99 < 500, "p99 lateness {p99} ms: the sweep is not firing on time");
+    assert!(
+        p99 < 500,
+        "p99 lateness {p99} ms: the sweep is not firing on time"
+    );
     q.close().await;
 }
 
@@ -95,11 +105,19 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     let q = queue(&redis);
     let t = topics(&["lease"]);
     q.push(&job("L", "lease", 0, 700)).await.unwrap();
-    let first = q.pop(&t, Duration::from_secs(5)).await.unwrap().expect("first delivery");
+    let first = q
+        .pop(&t, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("first delivery");
     assert_eq!(first.attempts, 1);
     assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
     // Not finished: delivered again, after the ttr and not before.
-    let second = q.pop(&t, Duration::from_secs(5)).await.unwrap().expect("re-delivery");
+    let second = q
+        .pop(&t, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("re-delivery");
     assert_eq!(second.id, "L");
     assert_eq!(second.attempts, 2);
     assert!(
@@ -109,11 +127,21 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     );
     assert_ne!(first.token, second.token);
     // The first consumer's lease is stale now.
-    assert_eq!(q.finish("L", Some(&first.token)).await.unwrap(), Removed::StaleToken);
+    assert_eq!(
+        q.finish("L", Some(&first.token)).await.unwrap(),
+        Removed::StaleToken
+    );
     assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
-    assert_eq!(q.finish("L", Some(&second.token)).await.unwrap(), Removed::Removed);
+    assert_eq!(
+        q.finish("L", Some(&second.token)).await.unwrap(),
+        Removed::Removed
+    );
     // Finished: never again, not even after another ttr.
-    assert!(q.pop(&t, Duration::from_millis(1500)).await.unwrap().is_none());
+    assert!(q
+        .pop(&t, Duration::from_millis(1500))
+        .await
+        .unwrap()
+        .is_none());
     assert!(q.get("L").await.unwrap().is_none());
     q.close().await;
 }
@@ -131,7 +159,10 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
     let p = q.push(&replacement).await.unwrap();
     assert!(p.replaced);
     let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
-    assert_eq!((d.id.as_str(), d.body.as_str(), d.due_ms), ("D", "new", p.due_ms));
+    assert_eq!(
+        (d.id.as_str(), d.body.as_str(), d.due_ms),
+        ("D", "new", p.due_ms)
+    );
     assert!(d.popped_at_ms >= p.due_ms);
     q.finish("D", Some(&d.token)).await.unwrap();
 
@@ -152,13 +183,20 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
     // Reserved: the old lease is void.
     let p = q.push(&job("R", "r", 100, 5000)).await.unwrap();
     assert!(p.replaced);
-    assert_eq!(q.finish("R", Some(&d.token)).await.unwrap(), Removed::StaleToken);
+    assert_eq!(
+        q.finish("R", Some(&d.token)).await.unwrap(),
+        Removed::StaleToken
+    );
     let again = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
     assert_eq!((again.id.as_str(), again.attempts), ("R", 1));
     q.finish("R", Some(&again.token)).await.unwrap();
 
     // And nothing else is left to deliver.
-    assert!(q.pop(&t, Duration::from_millis(800)).await.unwrap().is_none());
+    assert!(q
+        .pop(&t, Duration::from_millis(800))
+        .await
+        .unwrap()
+        .is_none());
     q.close().await;
 }
 
@@ -172,7 +210,11 @@ async fn two_engines_hand_each_job_over_exactly_once() {
     let ids: Vec<String> = (0..n).map(|i| format!("x{i}")).collect();
     stream::iter(ids.iter())
         .map(|id| {
-            let q = if id.len() % 2 == 0 { a.clone() } else { b.clone() };
+            let q = if id.len() % 2 == 0 {
+                a.clone()
+            } else {
+                b.clone()
+            };
             async move { q.push(&job(id, "once", 1000, 60_000)).await.unwrap() }
         })
         .buffer_unordered(64)
@@ -189,14 +231,20 @@ async fn two_engines_hand_each_job_over_exactly_once() {
     assert_eq!(seen.len(), n);
     // Nothing more to come from either engine.
     for q in [&a, &b] {
-        assert!(q.pop(&topics(&["once"]), Duration::from_millis(300)).await.unwrap().is_none());
+        assert!(q
+            .pop(&topics(&["once"]), Duration::from_millis(300))
+            .await
+            .unwrap()
+            .is_none());
     }
     let dispatched: u64 = [&a, &b]
         .iter()
         .map(|q| {
             let s = q.stats();
-            s.dispatched_by_event.load(std::sync::atomic::Ordering::Relaxed)
-                + s.dispatched_by_sweep.load(std::sync::atomic::Ordering::Relaxed)
+            s.dispatched_by_event
+                .load(std::sync::atomic::Ordering::Relaxed)
+                + s.dispatched_by_sweep
+                    .load(std::sync::atomic::Ordering::Relaxed)
         })
         .sum();
     assert_eq!(dispatched, n as u64, "dispatch moved a job more than once");
@@ -222,7 +270,10 @@ async fn a_long_poll_whose_client_left_takes_no_job() {
         (q.waiting_pops() == 1).then_some(())
     })
     .await;
-    assert!(leaving.await.unwrap().is_err(), "the client should have timed out");
+    assert!(
+        leaving.await.unwrap().is_err(),
+        "the client should have timed out"
+    );
     eventually(Duration::from_secs(5), "the server to notice", || async {
         (q.waiting_pops() == 0).then_some(())
     })
@@ -235,7 +286,11 @@ async fn a_long_poll_whose_client_left_takes_no_job() {
     })
     .await;
     assert_eq!(state, JobState::Ready, "a departed client took the job");
-    let d = q.pop(&topics(&["gone"]), Duration::from_secs(1)).await.unwrap().unwrap();
+    let d = q
+        .pop(&topics(&["gone"]), Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((d.id.as_str(), d.attempts), ("G", 1));
     s.stop().await;
 }

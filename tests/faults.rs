@@ -24,9 +24,14 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
     let n = 300usize;
     for i in 0..n {
         // Due over 0.2 s .. 3.2 s.
-        q.push(&job(&format!("k{i}"), "kill", 200 + (i as u64 * 10), 60_000))
-            .await
-            .unwrap();
+        q.push(&job(
+            &format!("k{i}"),
+            "kill",
+            200 + (i as u64 * 10),
+            60_000,
+        ))
+        .await
+        .unwrap();
     }
     // Kill every pub/sub connection every 100 ms while the jobs fall due.
     let killer = {
@@ -60,7 +65,10 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
         assert!(seen.insert(d.id), "delivered twice");
     }
     let kills = killer.await.unwrap();
-    assert!(kills >= 5, "only {kills} subscriber connections were killed");
+    assert!(
+        kills >= 5,
+        "only {kills} subscriber connections were killed"
+    );
     assert!(q.stats().subscriber_connects.load(Ordering::Relaxed) >= 5);
     // The sweep does not depend on the subscriber: lateness stays bounded.
     assert!(worst < 1000, "a job fired {worst} ms late");
@@ -87,15 +95,27 @@ async fn a_redis_crash_and_restart_loses_nothing_and_the_server_recovers() {
     let n = 60usize;
     // Due 1..3 s from now: many fall due while Redis is down.
     for i in 0..n {
-        let body = json!({"topic":"crash","id":format!("c{i}"),"delay":1 + i % 3,"ttr":60}).to_string();
+        let body =
+            json!({"topic":"crash","id":format!("c{i}"),"delay":1 + i % 3,"ttr":60}).to_string();
         assert_eq!(post(&b, "/push", &body).await["code"], 0);
     }
     let pushed_at = redis.time_ms().await;
     redis.kill();
     // During the outage: clear errors, no hang.
-    let v = post(&b, "/push", r#"{"topic":"crash","id":"late","delay":1,"ttr":60}"#).await;
+    let v = post(
+        &b,
+        "/push",
+        r#"{"topic":"crash","id":"late","delay":1,"ttr":60}"#,
+    )
+    .await;
     assert_eq!(v["code"], 1);
-    assert!(v["message"].as_str().unwrap().contains("push failed: redis"), "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("push failed: redis"),
+        "{v}"
+    );
     let v = post(&b, "/pop", r#"{"topic":"crash"}"#).await;
     assert_eq!(v["code"], 1, "{v}");
     assert!(v["message"].as_str().unwrap().contains("redis"), "{v}");
@@ -107,17 +127,29 @@ async fn a_redis_crash_and_restart_loses_nothing_and_the_server_recovers() {
     let mut seen = HashSet::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while seen.len() < n {
-        assert!(std::time::Instant::now() < deadline, "only {} of {n} fired after the restart", seen.len());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {n} fired after the restart",
+            seen.len()
+        );
         let v = post(&b, "/pop", r#"{"topic":"crash"}"#).await;
         if let Some(id) = v["data"]["id"].as_str() {
             seen.insert(id.to_owned());
-            assert_eq!(post(&b, "/finish", &json!({"id": id}).to_string()).await["code"], 0);
+            assert_eq!(
+                post(&b, "/finish", &json!({"id": id}).to_string()).await["code"],
+                0
+            );
         }
     }
     // Nothing fired before its time: all were due >= 1 s after the pushes.
     assert!(redis.time_ms().await >= pushed_at + 1000);
     // And the server takes new work again, without a restart of delayq.
-    let v = post(&b, "/push", r#"{"topic":"crash","id":"after","delay":1,"ttr":60}"#).await;
+    let v = post(
+        &b,
+        "/push",
+        r#"{"topic":"crash","id":"after","delay":1,"ttr":60}"#,
+    )
+    .await;
     assert_eq!(v["code"], 0, "{v}");
     s.stop().await;
 }
@@ -145,15 +177,28 @@ async fn a_killed_delayq_leaves_nothing_behind_for_the_next_one() {
     let mut seen = HashSet::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while seen.len() < n {
-        assert!(std::time::Instant::now() < deadline, "only {} of {n} came back", seen.len());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {n} came back",
+            seen.len()
+        );
         let v = post(&second.base, "/pop", r#"{"topic":"k9"}"#).await;
-        let Some(id) = v["data"]["id"].as_str() else { continue };
+        let Some(id) = v["data"]["id"].as_str() else {
+            continue;
+        };
         let now = redis.time_ms().await;
         if let Some(leased_at) = reserved.get(id) {
             // Not before its lease (ttr 2 s) ran out.
-            assert!(now - leased_at >= 2000 - 5, "{id} re-delivered {} ms into its lease", now - leased_at);
+            assert!(
+                now - leased_at >= 2000 - 5,
+                "{id} re-delivered {} ms into its lease",
+                now - leased_at
+            );
         }
-        assert!(seen.insert(id.to_owned()), "{id} delivered twice by the second delayq");
+        assert!(
+            seen.insert(id.to_owned()),
+            "{id} delivered twice by the second delayq"
+        );
         post(&second.base, "/finish", &json!({"id": id}).to_string()).await;
     }
 }

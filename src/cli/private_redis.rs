@@ -73,7 +73,11 @@ impl PrivateRedis {
                 tracing::info!(socket = %socket.display(), "private redis-server started");
                 return Ok(redis);
             }
-            if let Some(status) = redis.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = redis
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 let tail = std::fs::read_to_string(&log).unwrap_or_default();
                 let tail: Vec<_> = tail.lines().rev().take(5).collect();
                 bail!(
@@ -84,7 +88,10 @@ impl PrivateRedis {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        bail!("redis-server did not answer on {} within 60 s", socket.display())
+        bail!(
+            "redis-server did not answer on {} within 60 s",
+            socket.display()
+        )
     }
 
     pub fn url(&self) -> &str {
@@ -101,7 +108,10 @@ impl PrivateRedis {
                 let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query_async(&mut c).await;
             }
         }
-        if tokio::time::timeout(Duration::from_secs(10), child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_err()
+        {
             let _ = child.kill().await;
         }
     }

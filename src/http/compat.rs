@@ -64,70 +64,78 @@ fn reply<T: Serialize>(code: u8, message: impl Into<String>, data: Option<T>) ->
         .into_response()
 }
 
-fn ok<T: Serialize>(message: &str, data: Option<T>) -> Response {
-    reply(0, message, data)
+fn ok<T: Serialize>(message: &str, data: Option<T>) -> Result<Response, Refused> {
+    Ok(reply(0, message, data))
 }
 
-fn fail(message: impl Into<String>) -> Response {
-    reply::<()>(1, message, None)
+/// A code-1 reply: the request was refused or could not be carried out.
+struct Refused(String);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        reply::<()>(1, self.0, None)
+    }
+}
+
+impl From<&str> for Refused {
+    fn from(message: &str) -> Self {
+        Refused(message.to_owned())
+    }
 }
 
 /// A library error as the contract reports it: code 1, saying what failed.
-fn failed(action: &str, e: Error) -> Response {
-    match e {
-        Error::Invalid(msg) => fail(msg),
+fn failed(action: &'static str) -> impl FnOnce(Error) -> Refused {
+    move |e| match e {
+        Error::Invalid(msg) => Refused(msg),
         e => {
             tracing::warn!(error = %e, "{action} failed");
-            fail(format!("{action} failed: {e}"))
+            Refused(format!("{action} failed: {e}"))
         }
     }
 }
 
-/// Reads and parses the request, or the reply the original gives instead.
-fn parse(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Request, Response> {
+/// Reads and parses the request body as the original does.
+fn parse(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Request, Refused> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            fail(format!(
+            Refused(format!(
                 "request body is larger than the limit of {} bytes",
                 state.server.max_request_bytes
             ))
         } else {
-            fail(BAD_BODY)
+            BAD_BODY.into()
         }
     })?;
-    Request::parse(&bytes).ok_or_else(|| fail(BAD_JSON))
+    Request::parse(&bytes).ok_or(BAD_JSON.into())
 }
 
-/// The trimmed id, or the reply for a missing one.
-fn required_id(req: &Request) -> Result<String, Response> {
+/// The trimmed, non-empty id.
+fn required_id(req: &Request) -> Result<String, Refused> {
     let id = req.id.as_deref().unwrap_or("").trim();
     if id.is_empty() {
-        Err(fail(NO_ID))
+        Err(NO_ID.into())
     } else {
         Ok(id.to_owned())
     }
 }
 
-async fn push(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let req = match parse(&state, body) {
-        Ok(r) => r,
-        Err(resp) => return resp,
-    };
-    let id = match required_id(&req) {
-        Ok(id) => id,
-        Err(resp) => return resp,
-    };
+async fn push(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Refused> {
+    let req = parse(&state, body)?;
+    let id = required_id(&req)?;
     let topic = req.topic.as_deref().unwrap_or("").trim();
     if topic.is_empty() {
-        return fail(NO_TOPIC_PUSH);
+        return Err(NO_TOPIC_PUSH.into());
     }
     let delay = req.delay.unwrap_or(0);
     if !(1..=(1 << 31) - 1).contains(&delay) {
-        return fail(BAD_DELAY);
+        return Err(BAD_DELAY.into());
     }
     let ttr = req.ttr.unwrap_or(0);
     if !(1..=86400).contains(&ttr) {
-        return fail(BAD_TTR);
+        return Err(BAD_TTR.into());
     }
     let job = NewJob {
         id,
@@ -136,10 +144,8 @@ async fn push(State(state): State<AppState>, body: Result<Bytes, BytesRejection>
         delay: Duration::from_secs(delay as u64),
         ttr: Duration::from_secs(ttr as u64),
     };
-    match state.queue.push(&job).await {
-        Ok(_) => ok::<()>(PUSHED, None),
-        Err(e) => failed("push", e),
-    }
+    state.queue.push(&job).await.map_err(failed("push"))?;
+    ok::<()>(PUSHED, None)
 }
 
 #[derive(Serialize)]
@@ -148,11 +154,11 @@ struct Popped {
     body: String,
 }
 
-async fn pop(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let req = match parse(&state, body) {
-        Ok(r) => r,
-        Err(resp) => return resp,
-    };
+async fn pop(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Refused> {
+    let req = parse(&state, body)?;
     let topics: Vec<String> = req
         .topic
         .as_deref()
@@ -163,31 +169,34 @@ async fn pop(State(state): State<AppState>, body: Result<Bytes, BytesRejection>)
         .map(str::to_owned)
         .collect();
     if topics.is_empty() {
-        return fail(NO_TOPIC_POP);
+        return Err(NO_TOPIC_POP.into());
     }
-    match state.queue.pop(&topics, state.server.pop_timeout).await {
-        Ok(Some(d)) => ok(
-            OK,
-            Some(Popped {
-                id: d.id,
-                body: d.body,
-            }),
-        ),
-        Ok(None) => ok::<()>(OK, None),
-        Err(e) => failed("pop", e),
-    }
+    let job = state
+        .queue
+        .pop(&topics, state.server.pop_timeout)
+        .await
+        .map_err(failed("pop"))?;
+    ok(
+        OK,
+        job.map(|d| Popped {
+            id: d.id,
+            body: d.body,
+        }),
+    )
 }
 
 /// `/finish` and `/delete`: both remove the job, whatever its state.
-async fn remove(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let id = match parse(&state, body).and_then(|r| required_id(&r)) {
-        Ok(id) => id,
-        Err(resp) => return resp,
-    };
-    match state.queue.remove(&id, None).await {
-        Ok(_) => ok::<()>(OK, None),
-        Err(e) => failed("remove", e),
-    }
+async fn remove(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Refused> {
+    let id = required_id(&parse(&state, body)?)?;
+    state
+        .queue
+        .remove(&id, None)
+        .await
+        .map_err(failed("remove"))?;
+    ok::<()>(OK, None)
 }
 
 #[derive(Serialize)]
@@ -200,23 +209,20 @@ struct Got {
     body: String,
 }
 
-async fn get(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let id = match parse(&state, body).and_then(|r| required_id(&r)) {
-        Ok(id) => id,
-        Err(resp) => return resp,
-    };
-    match state.queue.get(&id).await {
-        Ok(Some(job)) => ok(
-            OK,
-            Some(Got {
-                topic: job.topic,
-                id: job.id,
-                delay: job.due_ms.div_euclid(1000),
-                ttr: job.ttr.as_secs(),
-                body: job.body,
-            }),
-        ),
-        Ok(None) => ok::<()>(OK, None),
-        Err(e) => failed("get", e),
-    }
+async fn get(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Refused> {
+    let id = required_id(&parse(&state, body)?)?;
+    let job = state.queue.get(&id).await.map_err(failed("get"))?;
+    ok(
+        OK,
+        job.map(|job| Got {
+            topic: job.topic,
+            id: job.id,
+            delay: job.due_ms.div_euclid(1000),
+            ttr: job.ttr.as_secs(),
+            body: job.body,
+        }),
+    )
 }

@@ -151,12 +151,14 @@ mod tests {
             b"",
             b"{",
         ] {
-            assert_eq!(Request::parse(bad), None, "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                Request::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        assert_eq!(
-            Request::parse(br#"{"delay":-3}"#).unwrap().delay,
-            Some(-3)
-        );
+        assert_eq!(Request::parse(br#"{"delay":-3}"#).unwrap().delay, Some(-3));
     }
 
     #[test]

@@ -58,12 +58,18 @@ pub fn router(state: AppState) -> Router {
 /// Serves `state` on `listener` until `shutdown` fires, then stops accepting,
 /// lets in-flight requests finish (waiting pops answer at once, because the
 /// queue's own shutdown wakes them) and returns.
-pub async fn serve(listener: TcpListener, state: AppState, shutdown: Shutdown) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: Shutdown,
+) -> std::io::Result<()> {
     let queue = state.queue.clone();
     let app = router(state);
     let stop = async move {
         shutdown.wait().await;
         queue.close().await;
     };
-    axum::serve(listener, app).with_graceful_shutdown(stop).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
 }
