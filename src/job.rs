@@ -65,9 +65,9 @@ pub struct Delivery {
     pub token: String,
     /// Unix time (ms, Redis clock) at which the job was due.
     pub due_ms: i64,
-    /// Redis time (ms) at the hand-over; `popped_at_ms - due_ms` is how late
-    /// it was.
-    pub popped_at_ms: i64,
+    /// Redis time (µs) at the hand-over; `popped_at_us - due_ms * 1000` is
+    /// how late it was.
+    pub popped_at_us: i64,
     /// 1 on the first delivery.
     pub attempts: u32,
 }

@@ -473,7 +473,7 @@ fn millis(d: Duration) -> u64 {
 fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
     let bad = || Error::Protocol(format!("pop reply {reply:?}"));
     let (now, rest) = reply.split_first().ok_or_else(bad)?;
-    let popped_at_ms: i64 = now.parse().map_err(|_| bad())?;
+    let popped_at_us: i64 = now.parse().map_err(|_| bad())?;
     if rest.len() % 6 != 0 {
         return Err(bad());
     }
@@ -485,7 +485,7 @@ fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
                 body: f[2].clone(),
                 token: f[3].clone(),
                 due_ms: f[4].parse().map_err(|_| bad())?,
-                popped_at_ms,
+                popped_at_us,
                 attempts: f[5].parse().map_err(|_| bad())?,
             })
         })

@@ -6,7 +6,7 @@
 -- ARGV[2]  most jobs to reserve
 -- ARGV[3..] topics, tried in the order given
 --
--- Returns { now_ms, then per job: id, topic, body, token, due_ms, attempts }.
+-- Returns { now_us (Redis TIME in microseconds), then per job: id, topic, body, token, due_ms, attempts }.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. Its lease expiry goes into the
@@ -15,12 +15,11 @@
 -- new token; a finish with an older token is refused.
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now_ms = math.floor(now_us / 1000)
 local lease_from = math.ceil(now_us / 1000)
 local prefix = ARGV[1]
 local want = tonumber(ARGV[2])
 
-local reply = { now_ms }
+local reply = { now_us }
 local got = 0
 for i = 3, #ARGV do
   local topic = ARGV[i]
