@@ -106,7 +106,10 @@ impl Redis {
             .unwrap()
     }
     fn version() -> String {
-        let out = Command::new("redis-server").arg("--version").output().unwrap();
+        let out = Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .find_map(|w| w.strip_prefix("v="))
@@ -321,7 +324,10 @@ async fn main() {
     let (n, per_job) = memory_per_job(&o).await;
     println!("redis memory per pending job:        {per_job:>10.0} bytes  (used_memory delta over {n} jobs)");
     println!("fire lateness (hand-over minus due time, Redis clock), ms:");
-    println!("  {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6}", "pending", "jobs", "p50", "p90", "p99", "max", "early");
+    println!(
+        "  {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6}",
+        "pending", "jobs", "p50", "p90", "p99", "max", "early"
+    );
     for &pending in &o.pending {
         let l = lateness(&o, pending).await;
         println!(

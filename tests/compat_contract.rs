@@ -394,3 +394,53 @@ async fn ids_that_look_like_delayq_keys_are_just_ids() {
     );
     s.stop().await;
 }
+
+/// Sends raw bytes on a fresh connection and reads until the server closes
+/// it or `limit` passes.
+async fn raw_exchange(base: &str, request: &[u8], limit: Duration) -> (String, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let start = Instant::now();
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(limit, stream.read_to_end(&mut buf)).await;
+    (String::from_utf8_lossy(&buf).into_owned(), start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_an_unreadable_body_gets_the_original_message() {
+    let redis = RedisServer::start();
+    let cfg = ServerConfig {
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(500),
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(queue(&redis), cfg).await;
+    // Headers never finished: the connection is closed after the timeout.
+    let (_, took) = raw_exchange(
+        &s.base,
+        b"POST /push HTTP/1.1\r\nHost: x\r\n",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        took < Duration::from_secs(5),
+        "a connection with unfinished headers was held {took:?}"
+    );
+    // A body that never arrives in full: the original's "cannot read body".
+    let (reply, _) = raw_exchange(
+        &s.base,
+        b"POST /push HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"id\":",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        reply.contains(r#"{"code":1,"message":"读取request body失败","data":null}"#),
+        "{reply}"
+    );
+    let n: i64 = redis.cmd(&["DBSIZE"]).await;
+    assert_eq!(n, 0);
+    s.stop().await;
+}

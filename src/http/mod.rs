@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -24,6 +28,8 @@ pub struct ServerConfig {
     pub max_request_bytes: usize,
     /// A client must send its whole body within this time.
     pub body_timeout: Duration,
+    /// A client must send a request's headers within this time.
+    pub header_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -33,6 +39,7 @@ impl Default for ServerConfig {
             // A maximal job body, JSON-escaped, plus its other fields.
             max_request_bytes: 2 * 1024 * 1024 + 64 * 1024,
             body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -55,21 +62,53 @@ pub fn router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http())
 }
 
-/// Serves `state` on `listener` until `shutdown` fires, then stops accepting,
-/// lets in-flight requests finish (waiting pops answer at once, because the
-/// queue's own shutdown wakes them) and returns.
+/// Serves `state` on `listener` until `shutdown` fires, then stops
+/// accepting, answers waiting pops at once (the queue's own shutdown wakes
+/// them), lets requests in flight finish and returns.
+///
+/// hyper is driven directly (not through `axum::serve`) to set a header read
+/// timeout: a client that opens a connection and trickles its headers must
+/// not hold it for ever.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: Shutdown,
 ) -> std::io::Result<()> {
     let queue = state.queue.clone();
+    let header_timeout = state.server.header_timeout;
     let app = router(state);
-    let stop = async move {
-        shutdown.wait().await;
-        queue.close().await;
-    };
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
+    let graceful = GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait, don't spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.wait() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    queue.close().await;
+    if tokio::time::timeout(Duration::from_secs(30), graceful.shutdown())
         .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight 30 s after shutdown began; stopping anyway");
+    }
+    Ok(())
 }
