@@ -134,7 +134,6 @@ async fn ping(url: &str) -> bool {
 fn find_redis_server() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/usr/local/bin".into()])
         .map(|d| d.join("redis-server"))
         .find(|p| p.is_file())
 }
