@@ -137,6 +137,7 @@ fn new_job(id: String, topic: &str, delay: Duration) -> NewJob {
         body: "b".repeat(64),
         delay,
         ttr: Duration::from_secs(60),
+        ..NewJob::default()
     }
 }
 
@@ -249,7 +250,7 @@ async fn lateness(o: &Options, pending: usize) -> Lateness {
             while !done.load(Ordering::Relaxed) {
                 if let Some(d) = q.pop(&topic, Duration::from_millis(200)).await.unwrap() {
                     late.lock().unwrap().push(d.popped_at_us - d.due_ms * 1000);
-                    q.finish(&d.id, Some(&d.token)).await.unwrap();
+                    q.finish(&d.id, &d.token).await.unwrap();
                 }
             }
         }));

@@ -13,6 +13,15 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 
+    /// No job with this id.
+    #[error("no job with id {0:?}")]
+    NotFound(String),
+
+    /// The lease token is not the job's current one: the job was delivered
+    /// again (to someone else), replaced, or finished. Nothing changed.
+    #[error("the lease on job {0:?} is no longer yours (stale token)")]
+    StaleLease(String),
+
     /// Redis did not answer within the configured time (down, restarting,
     /// paused). The request may or may not have been applied.
     #[error("redis unavailable: no answer within {0:?}")]

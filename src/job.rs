@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use crate::retry::RetryPolicy;
+
 /// A job to push.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewJob {
@@ -16,9 +18,41 @@ pub struct NewJob {
     pub body: String,
     /// How long from now (Redis time) until the job is due.
     pub delay: Duration,
-    /// Time to run: how long a popped job stays leased before it is
-    /// delivered again.
+    /// Absolute due time (Unix ms, Redis clock); overrides `delay`. A time
+    /// in the past means now.
+    pub due_at_ms: Option<i64>,
+    /// Time to run: how long a popped job stays leased before the attempt
+    /// counts as failed.
     pub ttr: Duration,
+    /// Retry policy; `None` takes the topic's default, then the queue's.
+    pub retry: Option<RetryPolicy>,
+    /// What to do when a job with this id exists.
+    pub if_exists: IfExists,
+}
+
+impl Default for NewJob {
+    fn default() -> Self {
+        NewJob {
+            id: String::new(),
+            topic: String::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+            due_at_ms: None,
+            ttr: Duration::from_secs(60),
+            retry: None,
+            if_exists: IfExists::Replace,
+        }
+    }
+}
+
+/// Pushing an id that exists...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IfExists {
+    /// ...replaces the job atomically: new body, due time and policy.
+    #[default]
+    Replace,
+    /// ...changes nothing and reports [`PushOutcome::Kept`].
+    Keep,
 }
 
 /// Where a job is in its life.
@@ -27,6 +61,8 @@ pub enum JobState {
     Delayed,
     Ready,
     Reserved,
+    /// Attempts used up; kept for inspection, requeue or purge.
+    Dead,
 }
 
 impl JobState {
@@ -35,9 +71,28 @@ impl JobState {
             "delayed" => Some(JobState::Delayed),
             "ready" => Some(JobState::Ready),
             "reserved" => Some(JobState::Reserved),
+            "dead" => Some(JobState::Dead),
             _ => None,
         }
     }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Delayed => "delayed",
+            JobState::Ready => "ready",
+            JobState::Reserved => "reserved",
+            JobState::Dead => "dead",
+        }
+    }
+}
+
+/// One failed attempt in a job's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedAttempt {
+    pub attempt: u32,
+    /// When it failed (Unix ms, Redis clock).
+    pub at_ms: i64,
+    pub error: String,
 }
 
 /// A stored job, as `get` sees it.
@@ -50,8 +105,17 @@ pub struct Job {
     /// Unix time (ms, Redis clock) at which the job was or will be due.
     pub due_ms: i64,
     pub state: JobState,
-    /// Deliveries so far.
+    /// Deliveries so far (since the last requeue).
     pub attempts: u32,
+    pub retry: RetryPolicy,
+    /// End of the current lease (reserved jobs).
+    pub lease_until_ms: Option<i64>,
+    /// When the job died (dead jobs).
+    pub dead_at_ms: Option<i64>,
+    /// The last failed attempt's error.
+    pub last_error: Option<String>,
+    /// The last 20 failed attempts, oldest first.
+    pub history: Vec<FailedAttempt>,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.
@@ -75,10 +139,28 @@ pub struct Delivery {
 /// The result of a push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pushed {
-    /// Unix time (ms, Redis clock) at which the job falls due.
+    /// Unix time (ms, Redis clock) at which the job falls due (for a kept
+    /// job: its existing due time).
     pub due_ms: i64,
+    pub outcome: PushOutcome,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushOutcome {
+    Created,
     /// An existing job with this id was replaced.
-    pub replaced: bool,
+    Replaced,
+    /// The id existed and [`IfExists::Keep`] left it as it was.
+    Kept,
+}
+
+/// Where a nacked job went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nacked {
+    /// `Ready`, `Delayed` (waiting for its next attempt) or `Dead`.
+    pub state: JobState,
+    /// When the next attempt is due (Unix ms), or when it died.
+    pub due_ms: i64,
 }
 
 /// The result of finish/delete.
@@ -172,10 +254,18 @@ impl Limits {
                 job.delay, self.max_delay
             ));
         }
-        if job.ttr.is_zero() || job.ttr > self.max_ttr {
+        self.check_ttr(job.ttr)?;
+        if let Some(p) = &job.retry {
+            p.check()?;
+        }
+        Ok(())
+    }
+
+    pub fn check_ttr(&self, ttr: Duration) -> Result<(), String> {
+        if ttr.is_zero() || ttr > self.max_ttr {
             return Err(format!(
                 "ttr {:?} is out of range: 1 ms to {:?}",
-                job.ttr, self.max_ttr
+                ttr, self.max_ttr
             ));
         }
         Ok(())
@@ -205,9 +295,8 @@ mod tests {
         NewJob {
             id: "1".into(),
             topic: "order".into(),
-            body: String::new(),
             delay: Duration::from_secs(1),
-            ttr: Duration::from_secs(1),
+            ..NewJob::default()
         }
     }
 

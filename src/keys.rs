@@ -2,16 +2,18 @@
 //!
 //! Every key starts with `{prefix}:`. The braces make the prefix a hash tag,
 //! so every key a script touches lives in one Redis Cluster slot. After the
-//! prefix comes a fixed kind (`job:`, `t:`, `ready:`, `schedule`, `seq`) and
+//! prefix comes a fixed kind (`job:`, `t:`, `ready:`, `dead:`, `schedule`, `count`, `seq`) and
 //! only then the user's id or topic, so no id or topic can ever name one of
 //! delayq's own keys or another application's.
 //!
 //! | key                      | type   | holds                                         |
 //! |--------------------------|--------|-----------------------------------------------|
-//! | `{p}:job:<id>`           | hash   | topic, body, ttr, due, state, attempts, token |
+//! | `{p}:job:<id>`           | hash   | topic, body, ttr, due, state, attempts, token, lease, retry, max, err, hist, dead_at |
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
+//! | `{p}:dead:<topic>`       | zset   | dead job ids -> time of death (ms)            |
+//! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
 //! | `{p}:seq`                | string | lease token counter                           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
@@ -51,8 +53,11 @@ impl Keys {
     pub fn ready(&self, topic: &str) -> String {
         format!("{}ready:{topic}", self.base)
     }
-    pub fn seq(&self) -> String {
-        format!("{}seq", self.base)
+    pub fn dead(&self, topic: &str) -> String {
+        format!("{}dead:{topic}", self.base)
+    }
+    pub fn counts(&self) -> String {
+        format!("{}count", self.base)
     }
     pub fn ready_channel(&self) -> String {
         format!("{}ready", self.base)

@@ -13,6 +13,7 @@
 //! Map of the crate:
 //! - [`queue`]: `Queue`, the public engine; every operation is one script.
 //! - [`job`]: job types at each step of their life, and input limits.
+//! - [`retry`]: retry policies (intervals, max attempts) and dead letters.
 //! - [`keys`]: the Redis key layout (one prefix, one hash tag).
 //! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`).
 //! - [`scheduler`]: the sweep that fires due jobs at the earliest due time.
@@ -31,6 +32,7 @@ pub mod http;
 pub mod job;
 pub mod keys;
 pub mod queue;
+pub mod retry;
 mod scheduler;
 pub mod scripts;
 pub mod shutdown;
@@ -38,6 +40,10 @@ mod subscriber;
 pub mod waiters;
 
 pub use error::{Error, Result};
-pub use job::{Delivery, Job, JobState, Limits, NewJob, Pushed, Removed};
-pub use queue::{Config, DispatchPath, Queue, Stats};
+pub use job::{
+    Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
+    Removed,
+};
+pub use queue::{Config, DispatchPath, Overview, Queue, Stats, TopicCounts};
+pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;

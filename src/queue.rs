@@ -1,6 +1,7 @@
 //! [`Queue`]: the engine's public face. Every operation is one script call
 //! (or one read); the HTTP layers are thin shells over these methods.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,8 +13,12 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::job::{Delivery, Job, JobState, Limits, NewJob, Pushed, Removed};
+use crate::job::{
+    Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
+    Removed,
+};
 use crate::keys::{validate_prefix, Keys};
+use crate::retry::RetryPolicy;
 use crate::scripts::Scripts;
 use crate::shutdown::Shutdown;
 use crate::waiters::Waiters;
@@ -37,6 +42,15 @@ pub struct Config {
     /// Most jobs one dispatch script call moves.
     pub dispatch_batch: usize,
     pub limits: Limits,
+    /// Retry policy of jobs pushed without one, per topic...
+    pub topic_retry: HashMap<String, RetryPolicy>,
+    /// ...and for every other topic. The default (no intervals, no maximum)
+    /// delivers a failed job again at once, for ever.
+    pub default_retry: RetryPolicy,
+    /// Dead letters kept per topic; the oldest beyond it are dropped.
+    pub dead_max_per_topic: usize,
+    /// Dead letters older than this are dropped.
+    pub dead_max_age: Duration,
 }
 
 impl Default for Config {
@@ -48,6 +62,10 @@ impl Default for Config {
             dispatch: true,
             dispatch_batch: 1000,
             limits: Limits::default(),
+            topic_retry: HashMap::new(),
+            default_retry: RetryPolicy::default(),
+            dead_max_per_topic: 10_000,
+            dead_max_age: Duration::from_secs(7 * 86400),
         }
     }
 }
@@ -214,60 +232,103 @@ impl Queue {
         self.inner.conn.clone()
     }
 
-    /// Pushes a job, replacing any job with the same id.
+    /// The retry policy a job pushed to `topic` without one gets.
+    pub fn retry_policy_for(&self, topic: &str) -> &RetryPolicy {
+        let c = &self.inner.config;
+        c.topic_retry.get(topic).unwrap_or(&c.default_retry)
+    }
+
+    fn dead_retention(&self) -> (usize, u64) {
+        let c = &self.inner.config;
+        (c.dead_max_per_topic, millis(c.dead_max_age))
+    }
+
+    /// Pushes a job; an existing job with the same id is replaced (or kept,
+    /// with [`IfExists::Keep`]).
     #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
         self.limits().check_job(job).map_err(Error::Invalid)?;
-        let k = self.keys();
-        let mut conn = self.conn();
+        let policy = job
+            .retry
+            .as_ref()
+            .unwrap_or_else(|| self.retry_policy_for(&job.topic));
         let mut inv = self.inner.scripts.push.prepare_invoke();
-        inv.key(k.job(&job.id))
-            .key(k.schedule())
-            .key(k.trigger(&job.id))
-            .arg(k.base())
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
             .arg(&job.id)
             .arg(&job.topic)
             .arg(&job.body)
             .arg(millis(job.ttr))
-            .arg(millis(job.delay));
-        let (due_ms, replaced, new_head): (i64, i64, i64) =
-            self.call(inv.invoke_async(&mut conn)).await?;
-        self.inner.stats.pushed.fetch_add(1, Ordering::Relaxed);
+            .arg(millis(job.delay))
+            .arg(job.due_at_ms.map_or(-1, |t| t.max(0)))
+            .arg(policy.intervals_ms())
+            .arg(policy.max_attempts.unwrap_or(0))
+            .arg(match job.if_exists {
+                IfExists::Replace => "replace",
+                IfExists::Keep => "keep",
+            });
+        let (status, due_ms, new_head): (i64, i64, i64) =
+            self.call(inv.invoke_async(&mut self.conn())).await?;
+        let outcome = match status {
+            0 => PushOutcome::Created,
+            1 => PushOutcome::Replaced,
+            _ => PushOutcome::Kept,
+        };
+        if outcome != PushOutcome::Kept {
+            self.inner.stats.pushed.fetch_add(1, Ordering::Relaxed);
+        }
         if new_head == 1 {
             // Other instances hear of it on the wake channel; this one needs
             // no round trip through Redis.
             self.wake_sweep();
         }
-        debug!(due_ms, replaced = replaced == 1, "pushed");
-        Ok(Pushed {
-            due_ms,
-            replaced: replaced == 1,
-        })
+        debug!(due_ms, ?outcome, "pushed");
+        Ok(Pushed { due_ms, outcome })
     }
 
     /// Reads a job, in whatever state it is.
     pub async fn get(&self, id: &str) -> Result<Option<Job>> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let mut conn = self.conn();
-        let mut cmd = redis::cmd("HMGET");
-        cmd.arg(self.keys().job(id))
-            .arg(&["topic", "body", "ttr", "due", "state", "attempts"]);
-        let f: Vec<Option<String>> = self.call(cmd.query_async(&mut conn)).await?;
-        let [topic, body, ttr, due, state, attempts] = <[Option<String>; 6]>::try_from(f)
-            .map_err(|_| Error::Protocol("HMGET returned the wrong number of fields".into()))?;
-        let (Some(topic), Some(state)) = (topic, state) else {
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(self.keys().job(id));
+        let mut f: HashMap<String, String> = self.call(cmd.query_async(&mut self.conn())).await?;
+        let (Some(topic), Some(state)) = (f.remove("topic"), f.remove("state")) else {
             return Ok(None);
         };
-        let int = |v: Option<String>| v.and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+        let int = |v: Option<&String>| v.and_then(|s| s.parse::<i64>().ok());
+        let history = f
+            .get("hist")
+            .map(|h| {
+                h.lines()
+                    .filter_map(|line| {
+                        let mut parts = line.splitn(3, '\t');
+                        Some(FailedAttempt {
+                            attempt: parts.next()?.parse().ok()?,
+                            at_ms: parts.next()?.parse().ok()?,
+                            error: parts.next().unwrap_or("").to_owned(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let state = JobState::parse(&state)
+            .ok_or_else(|| Error::Protocol(format!("unknown job state {state:?}")))?;
         Ok(Some(Job {
             id: id.to_owned(),
             topic,
-            body: body.unwrap_or_default(),
-            ttr: Duration::from_millis(int(ttr).max(0) as u64),
-            due_ms: int(due),
-            state: JobState::parse(&state)
-                .ok_or_else(|| Error::Protocol(format!("unknown job state {state:?}")))?,
-            attempts: int(attempts).max(0) as u32,
+            body: f.remove("body").unwrap_or_default(),
+            ttr: Duration::from_millis(int(f.get("ttr")).unwrap_or(0).max(0) as u64),
+            due_ms: int(f.get("due")).unwrap_or(0),
+            attempts: int(f.get("attempts")).unwrap_or(0).max(0) as u32,
+            retry: RetryPolicy::from_stored(
+                f.get("retry").map(String::as_str),
+                f.get("max").map(String::as_str),
+            ),
+            lease_until_ms: int(f.get("lease")).filter(|_| state == JobState::Reserved),
+            dead_at_ms: int(f.get("dead_at")),
+            last_error: f.remove("err"),
+            history,
+            state,
         }))
     }
 
@@ -276,16 +337,12 @@ impl Queue {
     #[tracing::instrument(skip_all, fields(id))]
     pub async fn remove(&self, id: &str, token: Option<&str>) -> Result<Removed> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let k = self.keys();
-        let mut conn = self.conn();
         let mut inv = self.inner.scripts.remove.prepare_invoke();
-        inv.key(k.job(id))
-            .key(k.schedule())
-            .key(k.trigger(id))
-            .arg(k.base())
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
             .arg(id)
             .arg(token.unwrap_or(""));
-        let r: i64 = self.call(inv.invoke_async(&mut conn)).await?;
+        let r: i64 = self.call(inv.invoke_async(&mut self.conn())).await?;
         Ok(match r {
             1 => {
                 self.inner.stats.removed.fetch_add(1, Ordering::Relaxed);
@@ -296,14 +353,239 @@ impl Queue {
         })
     }
 
-    /// Finishes a delivered job (the consumer is done with it).
-    pub async fn finish(&self, id: &str, token: Option<&str>) -> Result<Removed> {
-        self.remove(id, token).await
+    /// Finishes a delivered job: the consumer holding lease `token` is done.
+    pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
+        match self.remove(id, Some(token)).await? {
+            Removed::Removed => Ok(()),
+            Removed::Missing => Err(Error::NotFound(id.to_owned())),
+            Removed::StaleToken => Err(Error::StaleLease(id.to_owned())),
+        }
     }
 
-    /// Cancels a job, whatever its state.
-    pub async fn delete(&self, id: &str) -> Result<Removed> {
-        self.remove(id, None).await
+    /// Cancels a job, whatever its state. False if there was none.
+    pub async fn delete(&self, id: &str) -> Result<bool> {
+        Ok(self.remove(id, None).await? == Removed::Removed)
+    }
+
+    /// Reports a failed attempt: the job goes where its retry policy says
+    /// (after `delay` instead of the schedule's interval, if given).
+    #[tracing::instrument(skip_all, fields(id))]
+    pub async fn nack(
+        &self,
+        id: &str,
+        token: &str,
+        delay: Option<Duration>,
+        error: &str,
+    ) -> Result<Nacked> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        // History lines are tab-separated, one per line: keep errors to one
+        // line of bounded length.
+        let error: String = error
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(1000)
+            .collect();
+        let (dead_max, dead_age) = self.dead_retention();
+        let mut inv = self.inner.scripts.nack.prepare_invoke();
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
+            .arg(dead_max)
+            .arg(dead_age)
+            .arg(id)
+            .arg(token)
+            .arg(delay.map_or(-1, |d| millis(d) as i64))
+            .arg(if error.is_empty() { "nack" } else { &error });
+        let (status, state, due_ms): (i64, String, i64) =
+            self.call(inv.invoke_async(&mut self.conn())).await?;
+        match status {
+            1 => {
+                if due_ms > 0 && state == "delayed" {
+                    self.wake_sweep();
+                }
+                Ok(Nacked {
+                    state: JobState::parse(&state)
+                        .ok_or_else(|| Error::Protocol(format!("nack state {state:?}")))?,
+                    due_ms,
+                })
+            }
+            0 => Err(Error::NotFound(id.to_owned())),
+            _ => Err(Error::StaleLease(id.to_owned())),
+        }
+    }
+
+    /// Extends the lease `token` holds to `ttr` from now (the job's own ttr
+    /// when `None`). Returns the new end of the lease (Unix ms).
+    pub async fn touch(&self, id: &str, token: &str, ttr: Option<Duration>) -> Result<i64> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        if let Some(t) = ttr {
+            self.limits().check_ttr(t).map_err(Error::Invalid)?;
+        }
+        let mut inv = self.inner.scripts.touch.prepare_invoke();
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
+            .arg(id)
+            .arg(token)
+            .arg(ttr.map_or(-1, |d| millis(d) as i64));
+        let (status, until): (i64, i64) = self.call(inv.invoke_async(&mut self.conn())).await?;
+        match status {
+            1 => Ok(until),
+            0 => Err(Error::NotFound(id.to_owned())),
+            _ => Err(Error::StaleLease(id.to_owned())),
+        }
+    }
+
+    /// Gives a job a new due time (`due_at_ms`, or `delay` from now) and,
+    /// optionally, a new body. Returns the new due time.
+    pub async fn reschedule(
+        &self,
+        id: &str,
+        delay: Duration,
+        due_at_ms: Option<i64>,
+        body: Option<&str>,
+    ) -> Result<i64> {
+        let l = self.limits();
+        l.check_id(id).map_err(Error::Invalid)?;
+        if delay > l.max_delay {
+            return Err(Error::Invalid(format!(
+                "delay {delay:?} is longer than the limit {:?}",
+                l.max_delay
+            )));
+        }
+        if body.is_some_and(|b| b.len() > l.max_body_bytes) {
+            return Err(Error::Invalid(format!(
+                "body is longer than the limit of {} bytes",
+                l.max_body_bytes
+            )));
+        }
+        let mut inv = self.inner.scripts.reschedule.prepare_invoke();
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
+            .arg(id)
+            .arg(millis(delay))
+            .arg(due_at_ms.map_or(-1, |t| t.max(0)))
+            .arg(if body.is_some() { "1" } else { "0" })
+            .arg(body.unwrap_or(""));
+        let (status, due, new_head): (i64, i64, i64) =
+            self.call(inv.invoke_async(&mut self.conn())).await?;
+        if status == 0 {
+            return Err(Error::NotFound(id.to_owned()));
+        }
+        if new_head == 1 {
+            self.wake_sweep();
+        }
+        Ok(due)
+    }
+
+    /// Dead jobs of `topic`, oldest first: `limit` of them from `offset`.
+    pub async fn dead(&self, topic: &str, offset: usize, limit: usize) -> Result<Vec<Job>> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(self.keys().dead(topic))
+            .arg(offset)
+            .arg(offset + limit - 1);
+        let ids: Vec<String> = self.call(cmd.query_async(&mut self.conn())).await?;
+        let mut jobs = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(j) = self.get(&id).await? {
+                jobs.push(j);
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Brings dead jobs of `topic` back to ready with fresh attempts: the
+    /// given ids, or all of them when `ids` is empty. Returns how many.
+    pub async fn requeue_dead(&self, topic: &str, ids: &[String]) -> Result<u64> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        let mut total = 0;
+        if ids.is_empty() {
+            // All of them, 500 per script call.
+            loop {
+                match self.requeue_batch(topic, &[]).await? {
+                    0 => return Ok(total),
+                    n => total += n,
+                }
+            }
+        }
+        for batch in ids.chunks(500) {
+            total += self.requeue_batch(topic, batch).await?;
+        }
+        Ok(total)
+    }
+
+    async fn requeue_batch(&self, topic: &str, ids: &[String]) -> Result<u64> {
+        let mut inv = self.inner.scripts.requeue.prepare_invoke();
+        inv.key(self.keys().schedule())
+            .arg(self.keys().base())
+            .arg(topic)
+            .arg(500);
+        for id in ids {
+            inv.arg(id);
+        }
+        self.call(inv.invoke_async(&mut self.conn())).await
+    }
+
+    /// Deletes every dead job of `topic`. Returns how many.
+    pub async fn purge_dead(&self, topic: &str) -> Result<u64> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        let mut total = 0;
+        loop {
+            let mut inv = self.inner.scripts.purge.prepare_invoke();
+            inv.key(self.keys().schedule())
+                .arg(self.keys().base())
+                .arg(topic)
+                .arg(500);
+            let n: u64 = self.call(inv.invoke_async(&mut self.conn())).await?;
+            total += n;
+            if n == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Job counts per topic and state, and the earliest due time in the
+    /// schedule.
+    pub async fn topics(&self) -> Result<Overview> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(self.keys().counts())
+            .cmd("ZRANGE")
+            .arg(self.keys().schedule())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES");
+        let (counts, head): (HashMap<String, i64>, Vec<(String, i64)>) =
+            self.call(pipe.query_async(&mut self.conn())).await?;
+        let mut topics: BTreeMap<String, TopicCounts> = BTreeMap::new();
+        for (field, n) in counts {
+            let Some((state, topic)) = field.split_once(':') else {
+                continue;
+            };
+            let c = topics.entry(topic.to_owned()).or_default();
+            let n = n.max(0) as u64;
+            match state {
+                "delayed" => c.delayed = n,
+                "ready" => c.ready = n,
+                "reserved" => c.reserved = n,
+                "dead" => c.dead = n,
+                _ => {}
+            }
+        }
+        Ok(Overview {
+            topics,
+            next_due_ms: head.first().map(|(_, due)| *due),
+        })
+    }
+
+    /// Redis answers (for readiness checks).
+    pub async fn ping(&self) -> Result<()> {
+        let _: String = self
+            .call(redis::cmd("PING").query_async(&mut self.conn()))
+            .await?;
+        Ok(())
     }
 
     /// Reserves up to `max` ready jobs from `topics` (tried in order) without
@@ -313,7 +595,7 @@ impl Queue {
         let k = self.keys();
         let mut conn = self.conn();
         let mut inv = self.inner.scripts.pop.prepare_invoke();
-        inv.key(k.schedule()).key(k.seq()).arg(k.base()).arg(max);
+        inv.key(k.schedule()).arg(k.base()).arg(max);
         for t in topics {
             inv.arg(t);
         }
@@ -409,12 +691,7 @@ impl Queue {
         let k = self.keys();
         let mut conn = self.conn();
         let mut inv = self.inner.scripts.release.prepare_invoke();
-        inv.key(k.job(&d.id))
-            .key(k.schedule())
-            .key(k.trigger(&d.id))
-            .arg(k.base())
-            .arg(&d.id)
-            .arg(&d.token);
+        inv.key(k.schedule()).arg(k.base()).arg(&d.id).arg(&d.token);
         let r: i64 = self.call(inv.invoke_async(&mut conn)).await?;
         if r == 1 {
             self.inner.stats.released.fetch_add(1, Ordering::Relaxed);
@@ -433,10 +710,13 @@ impl Queue {
     ) -> Result<DispatchOutcome> {
         let k = self.keys();
         let mut conn = self.conn();
+        let (dead_max, dead_age) = self.dead_retention();
         let mut inv = self.inner.scripts.dispatch.prepare_invoke();
         inv.key(k.schedule())
             .arg(k.base())
-            .arg(self.inner.config.dispatch_batch);
+            .arg(self.inner.config.dispatch_batch)
+            .arg(dead_max)
+            .arg(dead_age);
         for id in ids {
             inv.arg(id);
         }
@@ -464,6 +744,23 @@ impl Queue {
             next_due_ms: (next >= 0).then_some(next),
         })
     }
+}
+
+/// Job counts of one topic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TopicCounts {
+    pub delayed: u64,
+    pub ready: u64,
+    pub reserved: u64,
+    pub dead: u64,
+}
+
+/// Counts per topic and the earliest due time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overview {
+    pub topics: BTreeMap<String, TopicCounts>,
+    /// The earliest due time (or lease end) in the schedule, Unix ms.
+    pub next_due_ms: Option<i64>,
 }
 
 fn millis(d: Duration) -> u64 {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use delayq::{Delivery, JobState, Queue, Removed};
+use delayq::{Delivery, Error, JobState, PushOutcome, Queue};
 use futures::stream::{self, StreamExt};
 
 /// Pops from `topic` with `consumers` concurrent long-polls until `total`
@@ -31,7 +31,7 @@ async fn collect(queues: &[Queue], topic: &str, consumers: usize, total: usize) 
                     .await
                     .unwrap()
                 {
-                    q.finish(&d.id, Some(&d.token)).await.unwrap();
+                    q.finish(&d.id, &d.token).await.unwrap();
                     got.lock().unwrap().push(d);
                 }
             }
@@ -127,15 +127,12 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     );
     assert_ne!(first.token, second.token);
     // The first consumer's lease is stale now.
-    assert_eq!(
-        q.finish("L", Some(&first.token)).await.unwrap(),
-        Removed::StaleToken
-    );
+    assert!(matches!(
+        q.finish("L", &first.token).await,
+        Err(Error::StaleLease(_))
+    ));
     assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
-    assert_eq!(
-        q.finish("L", Some(&second.token)).await.unwrap(),
-        Removed::Removed
-    );
+    q.finish("L", &second.token).await.unwrap();
     // Finished: never again, not even after another ttr.
     assert!(q
         .pop(&t, Duration::from_millis(1500))
@@ -157,14 +154,14 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
     let mut replacement = job("D", "r", 600, 5000);
     replacement.body = "new".into();
     let p = q.push(&replacement).await.unwrap();
-    assert!(p.replaced);
+    assert_eq!(p.outcome, PushOutcome::Replaced);
     let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
     assert_eq!(
         (d.id.as_str(), d.body.as_str(), d.due_ms),
         ("D", "new", p.due_ms)
     );
     assert!(d.popped_at_us >= p.due_ms * 1000);
-    q.finish("D", Some(&d.token)).await.unwrap();
+    q.finish("D", &d.token).await.unwrap();
 
     // Ready: taken out of the ready list, due again later, one delivery.
     q.push(&job("R", "r", 0, 5000)).await.unwrap();
@@ -173,7 +170,7 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
     })
     .await;
     let p = q.push(&job("R", "r", 300, 5000)).await.unwrap();
-    assert!(p.replaced);
+    assert_eq!(p.outcome, PushOutcome::Replaced);
     let len: i64 = redis.cmd(&["LLEN", "{dq}:ready:r"]).await;
     assert_eq!(len, 0, "the replaced ready job is still in the ready list");
     let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
@@ -182,14 +179,14 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
 
     // Reserved: the old lease is void.
     let p = q.push(&job("R", "r", 100, 5000)).await.unwrap();
-    assert!(p.replaced);
-    assert_eq!(
-        q.finish("R", Some(&d.token)).await.unwrap(),
-        Removed::StaleToken
-    );
+    assert_eq!(p.outcome, PushOutcome::Replaced);
+    assert!(matches!(
+        q.finish("R", &d.token).await,
+        Err(Error::StaleLease(_))
+    ));
     let again = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
     assert_eq!((again.id.as_str(), again.attempts), ("R", 1));
-    q.finish("R", Some(&again.token)).await.unwrap();
+    q.finish("R", &again.token).await.unwrap();
 
     // And nothing else is left to deliver.
     assert!(q

@@ -61,7 +61,7 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
             .expect("a job was lost while the subscriber was down");
         assert!(d.popped_at_us >= d.due_ms * 1000, "early");
         worst = worst.max(d.popped_at_us / 1000 - d.due_ms);
-        q.finish(&d.id, Some(&d.token)).await.unwrap();
+        q.finish(&d.id, &d.token).await.unwrap();
         assert!(seen.insert(d.id), "delivered twice");
     }
     let kills = killer.await.unwrap();

@@ -143,6 +143,7 @@ async fn push(
         body: req.body.as_deref().unwrap_or("").trim().to_owned(),
         delay: Duration::from_secs(delay as u64),
         ttr: Duration::from_secs(ttr as u64),
+        ..NewJob::default()
     };
     state.queue.push(&job).await.map_err(failed("push"))?;
     ok::<()>(PUSHED, None)

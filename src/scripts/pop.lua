@@ -1,42 +1,39 @@
 -- pop.lua: reserve ready jobs for a consumer under a time-to-run lease.
 --
 -- KEYS[1]  schedule zset   {p}:schedule
--- KEYS[2]  lease sequence  {p}:seq       (source of unique lease tokens)
--- ARGV[1]  key prefix      "{p}:"
+-- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  most jobs to reserve
 -- ARGV[3..] topics, tried in the order given
 --
--- Returns { now_us (Redis TIME in microseconds), then per job: id, topic, body, token, due_ms, attempts }.
+-- Returns { now_us, then per job: id, topic, body, token, due_ms, attempts }.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
--- it is never handed to two consumers at once. Its lease expiry goes into the
--- schedule (and a trigger key), so a consumer that dies without finishing
--- gets the job re-delivered after ttr, not before. Every delivery carries a
--- new token; a finish with an older token is refused.
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local lease_from = math.ceil(now_us / 1000)
-local prefix = ARGV[1]
+-- it is never handed to two consumers at once. The lease's end goes into
+-- the schedule, so a consumer that dies without finishing counts as a failed
+-- attempt after ttr, not before. Every delivery carries a new token (from
+-- {p}:seq); finish, nack and touch with an older token are refused.
+local now = now_us()
+local lease_from = math.ceil(now / 1000)
 local want = tonumber(ARGV[2])
 
-local reply = { now_us }
+local reply = { now }
 local got = 0
 for i = 3, #ARGV do
   local topic = ARGV[i]
-  local list = prefix .. 'ready:' .. topic
+  local list = P .. 'ready:' .. topic
   while got < want do
     local id = redis.call('RPOP', list)
     if not id then break end
-    local job = prefix .. 'job:' .. id
+    local job = P .. 'job:' .. id
     local f = redis.call('HMGET', job, 'state', 'topic', 'body', 'ttr', 'due')
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == 'ready' and f[2] == topic then
-      local token = redis.call('INCR', KEYS[2])
+      local token = redis.call('INCR', P .. 'seq')
       local lease_until = lease_from + tonumber(f[4])
-      redis.call('HSET', job, 'state', 'reserved', 'token', token)
+      redis.call('HSET', job, 'state', 'reserved', 'token', token, 'lease', lease_until)
       local attempts = redis.call('HINCRBY', job, 'attempts', 1)
-      redis.call('ZADD', KEYS[1], lease_until, id)
-      redis.call('SET', prefix .. 't:' .. id, '', 'PXAT', lease_until)
+      schedule(id, lease_until)
+      move_count(topic, 'ready', 'reserved')
       reply[#reply + 1] = id
       reply[#reply + 1] = topic
       reply[#reply + 1] = f[3]

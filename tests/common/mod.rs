@@ -258,5 +258,6 @@ pub fn job(id: &str, topic: &str, delay_ms: u64, ttr_ms: u64) -> delayq::NewJob 
         body: format!("body-{id}"),
         delay: Duration::from_millis(delay_ms),
         ttr: Duration::from_millis(ttr_ms),
+        ..Default::default()
     }
 }

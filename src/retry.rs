@@ -1,0 +1,111 @@
+//! Retry policies: how long to wait before each new attempt, and when to
+//! give up.
+//!
+//! A failed attempt is a nack or a lease (ttr) that ran out. After attempt N
+//! fails, attempt N+1 waits the N-th interval; past the last interval, the
+//! last one repeats while `max_attempts` allows. When the attempts are used
+//! up (`max_attempts`, or one more than the intervals when no maximum is
+//! given) the job is dead.
+//!
+//! The payment-notification schedule (notify now; on failure retry after 2m,
+//! 10m, 10m, 1h, 2h, 6h, 15h; then give up) is
+//! `RetryPolicy::parse("2m,10m,10m,1h,2h,6h,15h", None)`: 8 attempts.
+//!
+//! A job without a policy is delivered again at once after every failure,
+//! for ever: the behaviour ouqiang/delay-queue clients expect.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::parse_duration;
+
+/// At most this many intervals in one policy.
+pub const MAX_INTERVALS: usize = 64;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Waits before attempts 2, 3, ...
+    pub intervals: Vec<Duration>,
+    /// Most attempts in all (first one included); `None` = one more than
+    /// the intervals, or unlimited when there are no intervals.
+    pub max_attempts: Option<u32>,
+}
+
+impl RetryPolicy {
+    /// Parses "2m,10m,1h" (human durations, bare numbers are seconds).
+    pub fn parse(intervals: &str, max_attempts: Option<u32>) -> Result<RetryPolicy, String> {
+        let intervals = intervals
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(parse_duration)
+            .collect::<Result<Vec<_>, _>>()?;
+        let p = RetryPolicy {
+            intervals,
+            max_attempts,
+        };
+        p.check()?;
+        Ok(p)
+    }
+
+    /// Checks the documented bounds.
+    pub fn check(&self) -> Result<(), String> {
+        if self.intervals.len() > MAX_INTERVALS {
+            return Err(format!(
+                "retry schedule has {} intervals; the limit is {MAX_INTERVALS}",
+                self.intervals.len()
+            ));
+        }
+        if let Some(d) = self.intervals.iter().find(|d| d.as_secs() > 366 * 86400) {
+            return Err(format!("retry interval {d:?} is longer than a year"));
+        }
+        if self.max_attempts == Some(0) {
+            return Err("max_attempts must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// True when the policy changes nothing (unlimited immediate retries).
+    pub fn is_unlimited(&self) -> bool {
+        self.intervals.is_empty() && self.max_attempts.is_none()
+    }
+
+    /// The intervals as the scripts store them: "120000,600000".
+    pub(crate) fn intervals_ms(&self) -> String {
+        self.intervals
+            .iter()
+            .map(|d| d.as_millis().to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub(crate) fn from_stored(intervals: Option<&str>, max: Option<&str>) -> RetryPolicy {
+        RetryPolicy {
+            intervals: intervals
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|v| v.parse().ok())
+                .map(Duration::from_millis)
+                .collect(),
+            max_attempts: max.and_then(|m| m.parse().ok()).filter(|m| *m > 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payment_schedule() {
+        let p = RetryPolicy::parse("2m, 10m,10m,1h,2h,6h,15h", None).unwrap();
+        assert_eq!(p.intervals.len(), 7);
+        assert_eq!(p.intervals[0], Duration::from_secs(120));
+        assert_eq!(p.intervals_ms().split(',').next(), Some("120000"));
+        assert_eq!(RetryPolicy::from_stored(Some(&p.intervals_ms()), None), p);
+        assert!(RetryPolicy::parse("2x", None).is_err());
+        assert!(RetryPolicy::parse("", Some(0)).is_err());
+        assert!(RetryPolicy::default().is_unlimited());
+    }
+}

@@ -1,0 +1,152 @@
+-- lib.lua: helpers shared by every delayq script. It is prepended to each
+-- script's text when the script is loaded, so every script still runs as
+-- one atomic unit.
+--
+-- Conventions for every script:
+--   KEYS[1] is the schedule zset "{p}:schedule". Every other key the script
+--           touches is named from the prefix and carries the same hash tag
+--           "{p}", so all of them live in KEYS[1]'s Redis Cluster slot.
+--   ARGV[1] is the key prefix "{p}:".
+-- Times are Unix milliseconds of the Redis clock (TIME), never the client's.
+local P = ARGV[1]
+local SCHEDULE = KEYS[1]
+
+-- Redis time in microseconds (exact: below 2^53).
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Per-topic job counts by state live in one hash, field "<state>:<topic>".
+local function count(state, topic, by)
+  local key = P .. 'count'
+  local field = state .. ':' .. topic
+  if redis.call('HINCRBY', key, field, by) <= 0 then
+    redis.call('HDEL', key, field)
+  end
+end
+
+local function move_count(topic, from, to)
+  if from then count(from, topic, -1) end
+  if to then count(to, topic, 1) end
+end
+
+-- Into the schedule: the sweep and the trigger key's expiry both fire at due.
+local function schedule(id, due)
+  redis.call('ZADD', SCHEDULE, due, id)
+  redis.call('SET', P .. 't:' .. id, '', 'PXAT', due)
+end
+
+local function unschedule(id)
+  redis.call('ZREM', SCHEDULE, id)
+  redis.call('DEL', P .. 't:' .. id)
+end
+
+-- A job that is out of the schedule joins the back of its ready list.
+local function make_ready(id, topic, from)
+  redis.call('HSET', P .. 'job:' .. id, 'state', 'ready', 'token', '')
+  redis.call('LPUSH', P .. 'ready:' .. topic, id)
+  move_count(topic, from, 'ready')
+end
+
+-- Takes a job out of whatever structure its state keeps it in.
+local function detach(id, state, topic)
+  if state == 'ready' then
+    redis.call('LREM', P .. 'ready:' .. topic, 1, id)
+  elseif state == 'dead' then
+    redis.call('ZREM', P .. 'dead:' .. topic, id)
+  else
+    unschedule(id)
+  end
+  move_count(topic, state, nil)
+end
+
+local function notify_ready(topic, n)
+  redis.call('PUBLISH', P .. 'ready', n .. ' ' .. topic)
+end
+
+-- Dead-letter retention: drop the oldest dead jobs of a topic beyond
+-- max_count, and those dead for longer than max_age ms (at most 100 a call,
+-- so a script's run time stays bounded; later calls finish the trim).
+local function trim_dead(topic, now_ms, max_count, max_age)
+  local key = P .. 'dead:' .. topic
+  local drop = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms - max_age, 'LIMIT', 0, 100)
+  local excess = redis.call('ZCARD', key) - #drop - max_count
+  if excess > 0 then
+    local oldest = redis.call('ZRANGE', key, #drop, #drop + math.min(excess, 100) - 1)
+    for _, id in ipairs(oldest) do drop[#drop + 1] = id end
+  end
+  for _, id in ipairs(drop) do
+    redis.call('ZREM', key, id)
+    redis.call('DEL', P .. 'job:' .. id)
+    count('dead', topic, -1)
+  end
+end
+
+-- A reserved job's attempt failed (nack, or its lease ran out). Records the
+-- error, then applies the job's retry policy:
+--   attempts used up          -> dead (kept for inspection, requeue, purge)
+--   next interval (or override) > 0 -> delayed until now + interval
+--   otherwise                 -> ready at once
+-- Returns state, due_ms.
+local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
+  local job = P .. 'job:' .. id
+  local f = redis.call('HMGET', job, 'attempts', 'retry', 'max', 'hist')
+  local attempts = tonumber(f[1]) or 0
+  local intervals = {}
+  for v in string.gmatch(f[2] or '', '[^,]+') do
+    intervals[#intervals + 1] = tonumber(v)
+  end
+  local max = tonumber(f[3]) or 0
+  if max == 0 and #intervals > 0 then max = #intervals + 1 end
+
+  -- History: one line per failed attempt, "attempt<TAB>ms<TAB>error", last 20.
+  local hist = attempts .. '\t' .. now_ms .. '\t' .. err
+  if f[4] and f[4] ~= '' then hist = f[4] .. '\n' .. hist end
+  local _, lines = string.gsub(hist, '\n', '')
+  while lines >= 20 do
+    hist = string.sub(hist, string.find(hist, '\n', 1, true) + 1)
+    lines = lines - 1
+  end
+  redis.call('HSET', job, 'err', err, 'hist', hist, 'token', '')
+  unschedule(id)
+
+  if max > 0 and attempts >= max then
+    redis.call('HSET', job, 'state', 'dead', 'dead_at', now_ms)
+    redis.call('ZADD', P .. 'dead:' .. topic, now_ms, id)
+    move_count(topic, 'reserved', 'dead')
+    trim_dead(topic, now_ms, dead_max, dead_age)
+    return 'dead', now_ms
+  end
+  local wait = override
+  if not wait or wait < 0 then
+    wait = intervals[math.min(attempts, #intervals)] or 0
+  end
+  if wait <= 0 then
+    make_ready(id, topic, 'reserved')
+    return 'ready', now_ms
+  end
+  local due = now_ms + wait
+  redis.call('HSET', job, 'state', 'delayed', 'due', due)
+  schedule(id, due)
+  move_count(topic, 'reserved', 'delayed')
+  return 'delayed', due
+end
+
+-- The earliest due time in the schedule, or -1.
+local function next_due()
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  if head[2] then return tonumber(head[2]) end
+  return -1
+end
+
+-- After scheduling `id` at `due`: if it is now the earliest job, tell every
+-- delayq instance to re-arm its sweep. Returns 1 if so.
+local function wake_if_head(id, due)
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
+  if head[1] == id then
+    redis.call('PUBLISH', P .. 'wake', due)
+    return 1
+  end
+  return 0
+end

@@ -1,0 +1,28 @@
+-- nack.lua: a consumer reports that its attempt failed.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  dead-letter retention: most dead jobs per topic
+-- ARGV[3]  dead-letter retention: longest age, ms
+-- ARGV[4]  id    ARGV[5] lease token
+-- ARGV[6]  delay override in ms before the next attempt, or -1 for the
+--          job's retry schedule
+-- ARGV[7]  error text (one line)
+--
+-- Returns { status, state, due_ms }: status 1 done, 0 no such job, -1 the
+-- token is not the job's current lease (nothing changed).
+--
+-- Guarantees: only the current lease holder can fail an attempt; the job
+-- then goes exactly where its retry policy says (see fail_attempt in
+-- lib.lua), atomically, with the error and attempt kept in its history.
+local id = ARGV[4]
+local f = redis.call('HMGET', P .. 'job:' .. id, 'state', 'topic', 'token')
+if not f[1] then return { 0, '', 0 } end
+if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1], 0 } end
+local override = tonumber(ARGV[6])
+if override < 0 then override = nil end
+local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
+  override, tonumber(ARGV[2]), tonumber(ARGV[3]))
+if state == 'ready' then notify_ready(f[2], 1) end
+if state == 'delayed' then wake_if_head(id, due) end
+return { 1, state, due }

@@ -1,0 +1,20 @@
+-- purge.lua: delete dead jobs of a topic for good.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  topic
+-- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
+--
+-- Returns the number of jobs deleted.
+--
+-- Guarantees: only dead jobs go; each leaves the dead set, its hash and the
+-- counts together.
+local topic = ARGV[2]
+local dead = P .. 'dead:' .. topic
+local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
+for _, id in ipairs(ids) do
+  redis.call('ZREM', dead, id)
+  redis.call('DEL', P .. 'job:' .. id)
+end
+if #ids > 0 then count('dead', topic, -#ids) end
+return #ids

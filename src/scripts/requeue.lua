@@ -1,0 +1,34 @@
+-- requeue.lua: bring dead jobs of a topic back, with fresh attempts.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  topic
+-- ARGV[3]  most jobs to requeue in this call
+-- ARGV[4..] ids to requeue (optional; none = the oldest dead jobs)
+--
+-- Returns the number of jobs requeued.
+--
+-- Guarantees: each requeued job leaves the dead set and joins the ready
+-- list in one step, attempts reset to 0 (its history is kept); ids that are
+-- not dead jobs of this topic are skipped. Waiting consumers are woken.
+local topic = ARGV[2]
+local dead = P .. 'dead:' .. topic
+local ids
+if #ARGV > 3 then
+  ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+else
+  ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', dead, id) == 1 then
+    local job = P .. 'job:' .. id
+    redis.call('HSET', job, 'attempts', 0)
+    redis.call('HDEL', job, 'dead_at')
+    make_ready(id, topic, 'dead')
+    n = n + 1
+  end
+end
+if n > 0 then notify_ready(topic, n) end
+return n

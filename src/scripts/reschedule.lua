@@ -1,0 +1,35 @@
+-- reschedule.lua: give an existing job a new due time (and maybe a new body).
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  id
+-- ARGV[3]  delay ms from now, used when ARGV[4] is -1
+-- ARGV[4]  absolute due time, Unix ms, or -1
+-- ARGV[5]  "1" to replace the body with ARGV[6], "0" to keep it
+--
+-- Returns { status, due_ms, new_head }: status 1 done, 0 no such job.
+--
+-- Guarantees: from any state the job becomes delayed until the new due
+-- time, atomically; a lease it had is void. Topic, ttr and retry policy stay;
+-- so do attempts, except that a dead job starts its schedule afresh.
+local id = ARGV[2]
+local job = P .. 'job:' .. id
+local f = redis.call('HMGET', job, 'state', 'topic')
+if not f[1] then return { 0, 0, 0 } end
+local now = math.ceil(now_us() / 1000)
+local due
+if tonumber(ARGV[4]) >= 0 then
+  due = math.max(tonumber(ARGV[4]), now)
+else
+  due = now + tonumber(ARGV[3])
+end
+detach(id, f[1], f[2])
+if f[1] == 'dead' then
+  redis.call('HSET', job, 'attempts', 0)
+  redis.call('HDEL', job, 'dead_at')
+end
+if ARGV[5] == '1' then redis.call('HSET', job, 'body', ARGV[6]) end
+redis.call('HSET', job, 'state', 'delayed', 'due', due, 'token', '')
+schedule(id, due)
+move_count(f[2], nil, 'delayed')
+return { 1, due, wake_if_head(id, due) }
