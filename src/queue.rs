@@ -615,38 +615,38 @@ impl Queue {
     /// cancel-safe: if the future is dropped (an HTTP client went away) while
     /// the pop script is under way, the job it reserved is given back at once
     /// instead of waiting out its ttr.
-    #[tracing::instrument(skip_all, fields(topics = ?topics))]
     pub async fn pop(&self, topics: &[String], wait: Duration) -> Result<Option<Delivery>> {
-        self.limits().check_topics(topics).map_err(Error::Invalid)?;
-        let deadline = Instant::now() + wait;
-        let guard = self.waiters().enter(topics);
-        self.pop_loop(topics, guard.handles(), deadline).await
+        Ok(self.pop_many(topics, 1, wait).await?.pop())
     }
 
-    /// Pops waiting for a job in this process right now.
-    pub fn waiting_pops(&self) -> usize {
-        self.waiters().waiting()
-    }
-
-    async fn pop_loop(
+    /// Like [`pop`](Self::pop), for up to `max` jobs: returns as soon as at
+    /// least one is reserved, or empty after `wait`.
+    #[tracing::instrument(skip_all, fields(topics = ?topics, max))]
+    pub async fn pop_many(
         &self,
         topics: &[String],
-        handles: &[Arc<Notify>],
-        deadline: Instant,
-    ) -> Result<Option<Delivery>> {
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        self.limits().check_topics(topics).map_err(Error::Invalid)?;
+        let max = max.max(1);
+        let deadline = Instant::now() + wait;
+        let guard = self.waiters().enter(topics);
         let shutdown = self.shutdown_signal();
         loop {
             // Register for wake-ups before looking, so a job that becomes
             // ready between the look and the wait is not missed.
-            let mut notified: Vec<_> = handles.iter().map(|n| Box::pin(n.notified())).collect();
+            let mut notified: Vec<_> = guard
+                .handles()
+                .iter()
+                .map(|n| Box::pin(n.notified()))
+                .collect();
             for n in &mut notified {
                 n.as_mut().enable();
             }
-            if let Some(d) = self.pop_guarded(topics).await? {
-                return Ok(Some(d));
-            }
-            if shutdown.is_triggered() || Instant::now() >= deadline {
-                return Ok(None);
+            let got = self.pop_guarded(topics, max).await?;
+            if !got.is_empty() || shutdown.is_triggered() || Instant::now() >= deadline {
+                return Ok(got);
             }
             // Wake-ups arrive through the subscriber; while it is down, look
             // now and then instead.
@@ -659,19 +659,24 @@ impl Queue {
             tokio::select! {
                 _ = futures::future::select_all(notified) => {}
                 _ = tokio::time::sleep_until(until) => {}
-                _ = shutdown.wait() => return Ok(None),
+                _ = shutdown.wait() => return Ok(Vec::new()),
             }
         }
     }
 
+    /// Pops waiting for a job in this process right now.
+    pub fn waiting_pops(&self) -> usize {
+        self.waiters().waiting()
+    }
+
     /// One pop attempt, run in its own task so that it completes even if the
     /// caller goes away; a reservation nobody received is released.
-    async fn pop_guarded(&self, topics: &[String]) -> Result<Option<Delivery>> {
+    async fn pop_guarded(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         let (tx, rx) = oneshot::channel();
         let queue = self.clone();
         let topics = topics.to_vec();
         tokio::spawn(async move {
-            let result = queue.try_pop(&topics, 1).await;
+            let result = queue.try_pop(&topics, max).await;
             if let Err(Ok(unclaimed)) = tx.send(result) {
                 for d in unclaimed {
                     if let Err(e) = queue.release(&d).await {
@@ -680,10 +685,8 @@ impl Queue {
                 }
             }
         });
-        match rx.await {
-            Ok(r) => r.map(|mut v| v.pop()),
-            Err(_) => Err(Error::Protocol("pop task ended without a result".into())),
-        }
+        rx.await
+            .unwrap_or_else(|_| Err(Error::Protocol("pop task ended without a result".into())))
     }
 
     /// Undoes a reservation that never reached its consumer.

@@ -1,7 +1,12 @@
 //! The HTTP server: routes, limits, timeouts and graceful shutdown.
+//!
+//! - [`compat`]: the ouqiang/delay-queue endpoints (`/push`, `/pop`, ...).
+//! - [`v1`]: the native API (`/v1/...`, `/healthz`, `/readyz`).
+//! - [`go_json`]: JSON read and written the way the Go original does.
 
 pub mod compat;
 pub mod go_json;
+pub mod v1;
 
 use std::time::Duration;
 
@@ -56,6 +61,8 @@ pub fn router(state: AppState) -> Router {
     let max = state.server.max_request_bytes;
     let body_timeout = state.server.body_timeout;
     compat::routes()
+        .merge(v1::routes())
+        .fallback(v1::no_route)
         .with_state(state)
         .layer(DefaultBodyLimit::max(max))
         .layer(RequestBodyTimeoutLayer::new(body_timeout))
