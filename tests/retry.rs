@@ -6,7 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use delayq::{Config, Error, IfExists, JobState, NewJob, PushOutcome, Queue, RetryPolicy, TopicCounts};
+use delayq::{
+    Config, Error, IfExists, JobState, NewJob, PushOutcome, Queue, RetryPolicy, TopicCounts,
+};
 
 fn queue_with(redis: &RedisServer, f: impl FnOnce(&mut Config)) -> Queue {
     let mut c = config(redis);
@@ -37,7 +39,9 @@ async fn the_payment_notification_schedule_runs_scaled_then_dies_and_requeues() 
     .unwrap();
     let mut failed_at_ms = None;
     for attempt in 1..=5u32 {
-        let d = pop1(&q, "notify", Duration::from_secs(5)).await.expect("an attempt");
+        let d = pop1(&q, "notify", Duration::from_secs(5))
+            .await
+            .expect("an attempt");
         assert_eq!(d.attempts, attempt);
         if let Some((at, interval)) = failed_at_ms {
             // Redis time: not before the interval after the failure.
@@ -48,7 +52,12 @@ async fn the_payment_notification_schedule_runs_scaled_then_dies_and_requeues() 
             );
         }
         let nacked = q
-            .nack(&d.id, &d.token, None, &format!("merchant said 500 (try {attempt})"))
+            .nack(
+                &d.id,
+                &d.token,
+                None,
+                &format!("merchant said 500 (try {attempt})"),
+            )
             .await
             .unwrap();
         if attempt < 5 {
@@ -60,7 +69,9 @@ async fn the_payment_notification_schedule_runs_scaled_then_dies_and_requeues() 
         }
     }
     // Dead: kept with its history, not delivered.
-    assert!(pop1(&q, "notify", Duration::from_millis(800)).await.is_none());
+    assert!(pop1(&q, "notify", Duration::from_millis(800))
+        .await
+        .is_none());
     let job = q.get("pay-1").await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Dead);
     assert_eq!(job.attempts, 5);
@@ -72,7 +83,13 @@ async fn the_payment_notification_schedule_runs_scaled_then_dies_and_requeues() 
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].id, "pay-1");
     let counts = q.topics().await.unwrap().topics["notify"];
-    assert_eq!(counts, TopicCounts { dead: 1, ..Default::default() });
+    assert_eq!(
+        counts,
+        TopicCounts {
+            dead: 1,
+            ..Default::default()
+        }
+    );
 
     // Requeue: fresh attempts, delivered again.
     assert_eq!(q.requeue_dead("notify", &[]).await.unwrap(), 1);
@@ -109,14 +126,27 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
 
     // The first consumer's token is stale for every lease operation.
     let before = q.get("L").await.unwrap().unwrap();
-    assert!(matches!(q.finish("L", &first.token).await, Err(Error::StaleLease(_))));
+    assert!(matches!(
+        q.finish("L", &first.token).await,
+        Err(Error::StaleLease(_))
+    ));
     assert!(matches!(
         q.nack("L", &first.token, None, "late").await,
         Err(Error::StaleLease(_))
     ));
-    assert!(matches!(q.touch("L", &first.token, None).await, Err(Error::StaleLease(_))));
-    assert_eq!(q.get("L").await.unwrap().unwrap(), before, "a stale token changed the job");
-    assert!(matches!(q.finish("nope", "1").await, Err(Error::NotFound(_))));
+    assert!(matches!(
+        q.touch("L", &first.token, None).await,
+        Err(Error::StaleLease(_))
+    ));
+    assert_eq!(
+        q.get("L").await.unwrap().unwrap(),
+        before,
+        "a stale token changed the job"
+    );
+    assert!(matches!(
+        q.finish("nope", "1").await,
+        Err(Error::NotFound(_))
+    ));
 
     // The second lease runs out too: attempts used up, dead.
     let job = eventually(Duration::from_secs(5), "L to die", || async {
@@ -125,7 +155,9 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
     })
     .await;
     assert_eq!(job.history.len(), 2);
-    assert!(pop1(&q, "lease", Duration::from_millis(500)).await.is_none());
+    assert!(pop1(&q, "lease", Duration::from_millis(500))
+        .await
+        .is_none());
     q.close().await;
 }
 
@@ -135,13 +167,24 @@ async fn touch_extends_a_lease_and_nack_can_override_the_delay() {
     let q = queue(&redis);
     q.push(&job("T", "touch", 0, 400)).await.unwrap();
     let d = pop1(&q, "touch", Duration::from_secs(5)).await.unwrap();
-    let until = q.touch("T", &d.token, Some(Duration::from_millis(1500))).await.unwrap();
+    let until = q
+        .touch("T", &d.token, Some(Duration::from_millis(1500)))
+        .await
+        .unwrap();
     assert!(until * 1000 >= d.popped_at_us + 1_500_000);
     // Not re-delivered within the extended lease.
-    assert!(pop1(&q, "touch", Duration::from_millis(900)).await.is_none());
-    assert_eq!(q.get("T").await.unwrap().unwrap().lease_until_ms, Some(until));
+    assert!(pop1(&q, "touch", Duration::from_millis(900))
+        .await
+        .is_none());
+    assert_eq!(
+        q.get("T").await.unwrap().unwrap().lease_until_ms,
+        Some(until)
+    );
     // A nack with its own delay.
-    let n = q.nack("T", &d.token, Some(Duration::from_millis(300)), "busy").await.unwrap();
+    let n = q
+        .nack("T", &d.token, Some(Duration::from_millis(300)), "busy")
+        .await
+        .unwrap();
     assert_eq!(n.state, JobState::Delayed);
     let again = pop1(&q, "touch", Duration::from_secs(5)).await.unwrap();
     assert!(again.popped_at_us >= n.due_ms * 1000);
@@ -164,11 +207,16 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
     });
     // Five jobs that die at the first failure (the topic's default policy).
     for i in 0..5 {
-        q.push(&job(&format!("d{i}"), "once", 0, 60_000)).await.unwrap();
+        q.push(&job(&format!("d{i}"), "once", 0, 60_000))
+            .await
+            .unwrap();
     }
     for _ in 0..5 {
         let d = pop1(&q, "once", Duration::from_secs(5)).await.unwrap();
-        assert_eq!(q.nack(&d.id, &d.token, None, "no").await.unwrap().state, JobState::Dead);
+        assert_eq!(
+            q.nack(&d.id, &d.token, None, "no").await.unwrap().state,
+            JobState::Dead
+        );
     }
     // Only the newest three are kept.
     let dead = q.dead("once", 0, 10).await.unwrap();
@@ -179,7 +227,9 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
         assert!(q.get(id).await.unwrap().is_some());
     }
     assert_eq!(
-        redis.cmd::<i64>(&["EXISTS", "{dq}:job:d0", "{dq}:job:d1"]).await
+        redis
+            .cmd::<i64>(&["EXISTS", "{dq}:job:d0", "{dq}:job:d1"])
+            .await
             + survivors.len() as i64,
         3,
         "trimmed dead jobs must be deleted"
@@ -187,11 +237,19 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
 
     // Reschedule a dead job: delayed again, attempts afresh, new body.
     let due = q
-        .reschedule(&survivors[0], Duration::from_millis(200), None, Some("again"))
+        .reschedule(
+            &survivors[0],
+            Duration::from_millis(200),
+            None,
+            Some("again"),
+        )
         .await
         .unwrap();
     let j = q.get(&survivors[0]).await.unwrap().unwrap();
-    assert_eq!((j.state, j.attempts, j.due_ms, j.body.as_str()), (JobState::Delayed, 0, due, "again"));
+    assert_eq!(
+        (j.state, j.attempts, j.due_ms, j.body.as_str()),
+        (JobState::Delayed, 0, due, "again")
+    );
     assert!(matches!(
         q.reschedule("missing", Duration::ZERO, None, None).await,
         Err(Error::NotFound(_))
@@ -215,7 +273,13 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
     // Purge the rest of the dead.
     assert_eq!(q.purge_dead("once").await.unwrap(), 2);
     let counts = q.topics().await.unwrap().topics["once"];
-    assert_eq!(counts, TopicCounts { delayed: 1, ..Default::default() });
+    assert_eq!(
+        counts,
+        TopicCounts {
+            delayed: 1,
+            ..Default::default()
+        }
+    );
     q.close().await;
 }
 
@@ -224,26 +288,54 @@ async fn counts_follow_every_transition() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     for i in 0..4 {
-        q.push(&job(&format!("c{i}"), "cnt", if i < 2 { 0 } else { 3_600_000 }, 60_000))
-            .await
-            .unwrap();
+        q.push(&job(
+            &format!("c{i}"),
+            "cnt",
+            if i < 2 { 0 } else { 3_600_000 },
+            60_000,
+        ))
+        .await
+        .unwrap();
     }
     let counts = eventually(Duration::from_secs(5), "two ready", || async {
         let c = q.topics().await.unwrap().topics["cnt"];
         (c.ready == 2).then_some(c)
     })
     .await;
-    assert_eq!(counts, TopicCounts { delayed: 2, ready: 2, ..Default::default() });
+    assert_eq!(
+        counts,
+        TopicCounts {
+            delayed: 2,
+            ready: 2,
+            ..Default::default()
+        }
+    );
     let d = pop1(&q, "cnt", Duration::from_secs(1)).await.unwrap();
     let c = q.topics().await.unwrap().topics["cnt"];
-    assert_eq!(c, TopicCounts { delayed: 2, ready: 1, reserved: 1, dead: 0 });
+    assert_eq!(
+        c,
+        TopicCounts {
+            delayed: 2,
+            ready: 1,
+            reserved: 1,
+            dead: 0
+        }
+    );
     q.finish(&d.id, &d.token).await.unwrap();
     q.delete("c2").await.unwrap();
     // Replacing a ready job with a delayed one moves its count.
     let ready_id = if d.id == "c0" { "c1" } else { "c0" };
-    q.push(&job(ready_id, "cnt", 3_600_000, 60_000)).await.unwrap();
+    q.push(&job(ready_id, "cnt", 3_600_000, 60_000))
+        .await
+        .unwrap();
     let o = q.topics().await.unwrap();
-    assert_eq!(o.topics["cnt"], TopicCounts { delayed: 2, ..Default::default() });
+    assert_eq!(
+        o.topics["cnt"],
+        TopicCounts {
+            delayed: 2,
+            ..Default::default()
+        }
+    );
     assert!(o.next_due_ms.is_some());
     q.close().await;
 }

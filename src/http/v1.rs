@@ -123,7 +123,11 @@ impl From<Error> for ApiError {
             }
             Error::Timeout(_) | Error::Redis(_) => {
                 tracing::warn!(error = %e, "redis unavailable");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string())
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    e.to_string(),
+                )
             }
             Error::Protocol(_) => {
                 tracing::error!(error = %e, "unexpected reply");
@@ -137,7 +141,10 @@ type ApiResult<T> = Result<T, ApiError>;
 
 /// Parses a JSON body strictly (unknown fields are errors: a typo in a
 /// field name must not silently change what a job does).
-fn parse<T: DeserializeOwned>(state: &AppState, body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+fn parse<T: DeserializeOwned>(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<T> {
     let bytes = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -149,11 +156,20 @@ fn parse<T: DeserializeOwned>(state: &AppState, body: Result<Bytes, BytesRejecti
                 ),
             )
         } else {
-            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", format!("cannot read the request body: {e}"))
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("cannot read the request body: {e}"),
+            )
         }
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", format!("invalid JSON: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("invalid JSON: {e}"),
+        )
+    })
 }
 
 /// A due time: Unix milliseconds or an RFC 3339 timestamp.
@@ -295,7 +311,11 @@ async fn push_spec(state: &AppState, spec: &JobSpec) -> ApiResult<(StatusCode, P
             ))
         }
     };
-    let status = if outcome == "created" { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if outcome == "created" {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((
         status,
         PushedView {
@@ -306,7 +326,10 @@ async fn push_spec(state: &AppState, spec: &JobSpec) -> ApiResult<(StatusCode, P
     ))
 }
 
-async fn push_one(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+async fn push_one(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let spec: JobSpec = parse(&state, body)?;
     let (status, view) = push_spec(&state, &spec).await?;
     Ok((status, Json(view)).into_response())
@@ -320,7 +343,10 @@ struct BatchSpec {
 
 /// Each job is pushed on its own (each atomically): valid ones are
 /// accepted, invalid ones reported at their index; none is half-written.
-async fn push_batch(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult<Response> {
+async fn push_batch(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
     let batch: BatchSpec = parse(&state, body)?;
     if batch.jobs.len() > MAX_BATCH {
         return Err(ApiError::invalid(format!(
@@ -347,7 +373,10 @@ async fn push_batch(State(state): State<AppState>, body: Result<Bytes, BytesReje
         .collect()
         .await;
     let accepted = results.iter().filter(|r| r.get("error").is_none()).count();
-    Ok(Json(json!({"accepted": accepted, "rejected": results.len() - accepted, "results": results})).into_response())
+    Ok(Json(
+        json!({"accepted": accepted, "rejected": results.len() - accepted, "results": results}),
+    )
+    .into_response())
 }
 
 #[derive(Serialize)]
@@ -390,7 +419,12 @@ impl From<Job> for JobView {
             ttr_ms: j.ttr.as_millis() as u64,
             attempts: j.attempts,
             retry: RetryView {
-                intervals_ms: j.retry.intervals.iter().map(|d| d.as_millis() as u64).collect(),
+                intervals_ms: j
+                    .retry
+                    .intervals
+                    .iter()
+                    .map(|d| d.as_millis() as u64)
+                    .collect(),
                 max_attempts: j.retry.max_attempts,
             },
             lease_until_ms: j.lease_until_ms,
@@ -416,12 +450,18 @@ fn not_found(id: &str) -> ApiError {
     Error::NotFound(id.to_owned()).into()
 }
 
-async fn get_job(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
+async fn get_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobView>> {
     let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok(Json(job.into()))
 }
 
-async fn delete_job(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn delete_job(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
     if state.queue.delete(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -488,9 +528,16 @@ async fn nack(
     let spec: NackSpec = parse(&state, body)?;
     let n = state
         .queue
-        .nack(&id, &spec.token, spec.delay_ms.map(Duration::from_millis), &spec.error)
+        .nack(
+            &id,
+            &spec.token,
+            spec.delay_ms.map(Duration::from_millis),
+            &spec.error,
+        )
         .await?;
-    Ok(Json(json!({"id": id, "state": n.state.as_str(), "due_at_ms": n.due_ms})))
+    Ok(Json(
+        json!({"id": id, "state": n.state.as_str(), "due_at_ms": n.due_ms}),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -552,14 +599,24 @@ impl From<Delivery> for DeliveryView {
     }
 }
 
-async fn pop(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult<Json<serde_json::Value>> {
+async fn pop(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
     let spec: PopSpec = parse(&state, body)?;
     if !(1..=MAX_POP).contains(&spec.max) {
-        return Err(ApiError::invalid(format!("max {} is out of range 1 to {MAX_POP}", spec.max)));
+        return Err(ApiError::invalid(format!(
+            "max {} is out of range 1 to {MAX_POP}",
+            spec.max
+        )));
     }
     let wait = Duration::from_millis(spec.wait_ms);
     if wait > MAX_WAIT {
-        return Err(ApiError::invalid(format!("wait_ms {} is over the limit of {}", spec.wait_ms, MAX_WAIT.as_millis())));
+        return Err(ApiError::invalid(format!(
+            "wait_ms {} is over the limit of {}",
+            spec.wait_ms,
+            MAX_WAIT.as_millis()
+        )));
     }
     let topics: Vec<String> = spec.topics.iter().map(|t| t.trim().to_owned()).collect();
     let jobs = state.queue.pop_many(&topics, spec.max, wait).await?;
@@ -601,13 +658,19 @@ async fn dead_list(
     Path(topic): Path<String>,
     page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let Query(page) = page.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    let Query(page) =
+        page.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
     if !(1..=1000).contains(&page.limit) {
-        return Err(ApiError::invalid(format!("limit {} is out of range 1 to 1000", page.limit)));
+        return Err(ApiError::invalid(format!(
+            "limit {} is out of range 1 to 1000",
+            page.limit
+        )));
     }
     let jobs = state.queue.dead(&topic, page.offset, page.limit).await?;
     let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
-    Ok(Json(json!({"topic": topic, "offset": page.offset, "jobs": jobs})))
+    Ok(Json(
+        json!({"topic": topic, "offset": page.offset, "jobs": jobs}),
+    ))
 }
 
 #[derive(Deserialize, Default)]
@@ -631,13 +694,20 @@ async fn dead_requeue(
     Ok(Json(json!({"topic": topic, "requeued": n})))
 }
 
-async fn dead_purge(State(state): State<AppState>, Path(topic): Path<String>) -> ApiResult<Json<serde_json::Value>> {
+async fn dead_purge(
+    State(state): State<AppState>,
+    Path(topic): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
     let n = state.queue.purge_dead(&topic).await?;
     Ok(Json(json!({"topic": topic, "purged": n})))
 }
 
 async fn openapi() -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -648,11 +718,23 @@ async fn healthz() -> Json<serde_json::Value> {
 async fn readyz(State(state): State<AppState>) -> Response {
     let redis = state.queue.ping().await.is_ok();
     let subscriber = state.queue.subscriber_connected();
-    let status = if redis && subscriber { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(json!({"redis": redis, "subscriber": subscriber}))).into_response()
+    let status = if redis && subscriber {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({"redis": redis, "subscriber": subscriber})),
+    )
+        .into_response()
 }
 
 /// Unknown paths get a JSON 404 that says so (and not "no such job").
 pub async fn no_route(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no_route", format!("no route {}", uri.path()))
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        format!("no route {}", uri.path()),
+    )
 }

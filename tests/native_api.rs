@@ -1,0 +1,379 @@
+//! The native `/v1` API: every status code it promises, batch pushes,
+//! leases, dead letters, and the OpenAPI document matching the routes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use delayq::http::v1::{OPENAPI, ROUTES};
+use delayq::http::ServerConfig;
+use serde_json::{json, Value};
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new(s: &TestServer) -> Api {
+        Api {
+            base: s.base.clone(),
+            http: reqwest::Client::new(),
+        }
+    }
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let mut req = self.http.request(m, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            req = req.body(b.to_string());
+        }
+        self.send(req).await
+    }
+    async fn raw(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let req = self
+            .http
+            .request(m, format!("{}{path}", self.base))
+            .body(body.to_owned());
+        self.send(req).await
+    }
+    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let v = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
+        };
+        (status, v)
+    }
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+async fn server(redis: &RedisServer) -> TestServer {
+    let q = delayq::Queue::connect(delayq::Config {
+        redis_timeout: Duration::from_millis(500),
+        ..config(redis)
+    })
+    .unwrap();
+    TestServer::start(
+        q,
+        ServerConfig {
+            max_request_bytes: 64 * 1024,
+            ..ServerConfig::default()
+        },
+    )
+    .await
+}
+
+#[test]
+fn the_openapi_document_lists_exactly_the_routes() {
+    let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.clone(), path.clone()))
+        })
+        .collect();
+    let routed: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(documented, routed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listed_route_is_served_and_the_document_is_too() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+    for (method, path) in ROUTES {
+        let path = path.replace("{id}", "x").replace("{topic}", "t");
+        let (status, v) = api.call(method, &path, Some(json!({}))).await;
+        assert_ne!(status, 405, "{method} {path}");
+        assert_ne!(code(&v), "no_route", "{method} {path} is not routed");
+    }
+    let (status, v) = api.call("get", "/nowhere", None).await;
+    assert_eq!((status, code(&v)), (404, "no_route"));
+    let (status, doc) = api.call("get", "/v1/openapi.json", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(doc, serde_json::from_str::<Value>(OPENAPI).unwrap());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_status_code_means_what_the_document_says() {
+    let mut redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+
+    // 201 created, 200 replaced, 409 kept.
+    let job = json!({"id":"a","topic":"t","body":"x","delay_ms":3_600_000});
+    let (st, v) = api.call("post", "/v1/jobs", Some(job.clone())).await;
+    assert_eq!((st, v["outcome"].as_str()), (201, Some("created")), "{v}");
+    let (st, v) = api.call("post", "/v1/jobs", Some(job.clone())).await;
+    assert_eq!((st, v["outcome"].as_str()), (200, Some("replaced")), "{v}");
+    let mut keep = job.clone();
+    keep["if_exists"] = json!("keep");
+    let (st, v) = api.call("post", "/v1/jobs", Some(keep)).await;
+    assert_eq!((st, code(&v)), (409, "exists"), "{v}");
+    // An id is generated when none is given.
+    let (st, v) = api
+        .call("post", "/v1/jobs", Some(json!({"topic":"t"})))
+        .await;
+    assert_eq!(st, 201);
+    assert_eq!(v["id"].as_str().unwrap().len(), 36);
+
+    // 400: not JSON, wrong shape, unknown field.
+    for bad in ["{", "[]", r#"{"topic":5}"#, r#"{"topic":"t","dleay_ms":5}"#] {
+        let (st, v) = api.raw("POST", "/v1/jobs", bad).await;
+        assert_eq!((st, code(&v)), (400, "bad_request"), "{bad}: {v}");
+    }
+    // 422: values out of bounds, each named.
+    for (bad, word) in [
+        (json!({"topic":""}), "topic"),
+        (json!({"topic":"a,b"}), "comma"),
+        (json!({"topic":"t","ttr_ms":0}), "ttr"),
+        (json!({"topic":"t","delay_ms":1,"due_at":5}), "not both"),
+        (json!({"topic":"t","due_at":"yesterday"}), "RFC 3339"),
+        (json!({"topic":"t","retry":{"intervals":["2y"]}}), "unit"),
+        (
+            json!({"topic":"t","retry":{"max_attempts":0}}),
+            "max_attempts",
+        ),
+        (json!({"id":"i".repeat(300),"topic":"t"}), "300 bytes"),
+    ] {
+        let (st, v) = api.call("post", "/v1/jobs", Some(bad.clone())).await;
+        assert_eq!((st, code(&v)), (422, "invalid"), "{bad}: {v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(word),
+            "{v}"
+        );
+    }
+    // 413: over the body limit.
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/jobs",
+            Some(json!({"topic":"t","body":"x".repeat(100_000)})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (413, "too_large"), "{v}");
+
+    // 404 for unknown jobs.
+    for (m, p, b) in [
+        ("get", "/v1/jobs/none", None),
+        ("delete", "/v1/jobs/none", None),
+        ("post", "/v1/jobs/none/finish", Some(json!({"token":"1"}))),
+        ("post", "/v1/jobs/none/nack", Some(json!({"token":"1"}))),
+        ("post", "/v1/jobs/none/touch", Some(json!({"token":"1"}))),
+        (
+            "post",
+            "/v1/jobs/none/reschedule",
+            Some(json!({"delay_ms":1})),
+        ),
+    ] {
+        let (st, v) = api.call(m, p, b).await;
+        assert_eq!((st, code(&v)), (404, "not_found"), "{m} {p}: {v}");
+    }
+
+    // 200 pop, 409 stale token, 204 finish, 204 delete.
+    api.call(
+        "post",
+        "/v1/jobs",
+        Some(json!({"id":"p","topic":"now","ttr_ms":60000})),
+    )
+    .await;
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/pop",
+            Some(json!({"topics":["now"],"wait_ms":5000})),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let token = v["jobs"][0]["token"].as_str().unwrap().to_owned();
+    assert_eq!(v["jobs"][0]["id"], "p");
+    let (st, v) = api
+        .call("post", "/v1/jobs/p/finish", Some(json!({"token":"stale"})))
+        .await;
+    assert_eq!((st, code(&v)), (409, "stale_lease"), "{v}");
+    let (st, _) = api
+        .call("post", "/v1/jobs/p/finish", Some(json!({"token":token})))
+        .await;
+    assert_eq!(st, 204);
+    let (st, _) = api.call("delete", "/v1/jobs/a", None).await;
+    assert_eq!(st, 204);
+
+    // /healthz and /readyz, then 503 while Redis is down.
+    assert_eq!(api.call("get", "/healthz", None).await.0, 200);
+    let ready = eventually(Duration::from_secs(5), "ready", || async {
+        let (st, v) = api.call("get", "/readyz", None).await;
+        (st == 200).then_some(v)
+    })
+    .await;
+    assert_eq!(ready, json!({"redis": true, "subscriber": true}));
+    redis.kill();
+    let (st, v) = api
+        .call("post", "/v1/jobs", Some(json!({"topic":"t"})))
+        .await;
+    assert_eq!((st, code(&v)), (503, "unavailable"), "{v}");
+    let (st, v) = api.call("get", "/readyz", None).await;
+    assert_eq!((st, &v["redis"]), (503, &json!(false)));
+    assert_eq!(api.call("get", "/healthz", None).await.0, 200);
+    redis.restart();
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (api.call("get", "/readyz", None).await.0 == 200).then_some(())
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_accepts_the_valid_jobs_and_reports_each_invalid_one() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/jobs/batch",
+            Some(json!({"jobs": [
+                {"id":"b0","topic":"batch","delay_ms":3_600_000},
+                {"id":"b1","topic":"","delay_ms":1},
+                {"id":"b2","topic":"batch","due_at":"2999-01-01T00:00:00Z"},
+                {"id":"b3","topic":"batch","ttr_ms":0},
+                {"id":"b4","topic":"batch","nonsense":true},
+                {"id":"b5","topic":"batch","due_at":1}
+            ]})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (v["accepted"].as_u64(), v["rejected"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let statuses: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [201, 422, 201, 422, 400, 201]);
+    assert_eq!(v["results"][1]["error"]["code"], "invalid");
+    assert_eq!(v["results"][4]["error"]["code"], "bad_request");
+    // Nothing of the rejected ones was written.
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
+    keys.sort();
+    assert_eq!(keys, ["{dq}:job:b0", "{dq}:job:b2", "{dq}:job:b5"]);
+    // RFC 3339 due times; a past one means now.
+    let (_, b2) = api.call("get", "/v1/jobs/b2", None).await;
+    assert_eq!(b2["due_at_ms"], 32_472_144_000_000i64);
+    let (_, b5) = api.call("get", "/v1/jobs/b5", None).await;
+    assert!(b5["due_at_ms"].as_i64().unwrap() >= redis.time_ms().await - 5_000);
+    let over: Vec<Value> = (0..1001)
+        .map(|i| json!({"id": format!("o{i}"), "topic":"t"}))
+        .collect();
+    let (st, v) = api
+        .call("post", "/v1/jobs/batch", Some(json!({ "jobs": over })))
+        .await;
+    assert_eq!((st, code(&v)), (422, "invalid"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_dead_letters_and_requeue_over_http() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+    api.call(
+        "post",
+        "/v1/jobs",
+        Some(json!({"id":"n1","topic":"hook","retry":{"intervals":["100ms", 200]}})),
+    )
+    .await;
+    for attempt in 1..=3 {
+        let (_, v) = api
+            .call(
+                "post",
+                "/v1/pop",
+                Some(json!({"topics":["hook"],"wait_ms":5000,"max":10})),
+            )
+            .await;
+        let d = &v["jobs"][0];
+        assert_eq!(d["attempts"], attempt, "{v}");
+        let (st, n) = api
+            .call(
+                "post",
+                "/v1/jobs/n1/nack",
+                Some(json!({"token": d["token"], "error": format!("HTTP 502 #{attempt}")})),
+            )
+            .await;
+        assert_eq!(st, 200);
+        assert_eq!(n["state"], if attempt < 3 { "delayed" } else { "dead" });
+    }
+    let (_, dead) = api.call("get", "/v1/topics/hook/dead?limit=10", None).await;
+    assert_eq!(dead["jobs"][0]["id"], "n1");
+    assert_eq!(dead["jobs"][0]["last_error"], "HTTP 502 #3");
+    assert_eq!(dead["jobs"][0]["history"].as_array().unwrap().len(), 3);
+    let (_, topics) = api.call("get", "/v1/topics", None).await;
+    assert_eq!(topics["topics"]["hook"]["dead"], 1);
+    let (st, v) = api.call("get", "/v1/topics/hook/dead?limit=0", None).await;
+    assert_eq!((st, code(&v)), (422, "invalid"));
+
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/topics/hook/dead/requeue",
+            Some(json!({"ids":["n1","zzz"]})),
+        )
+        .await;
+    assert_eq!((st, v["requeued"].as_u64()), (200, Some(1)));
+    let (_, v) = api
+        .call(
+            "post",
+            "/v1/pop",
+            Some(json!({"topics":["hook"],"wait_ms":5000})),
+        )
+        .await;
+    let token = v["jobs"][0]["token"].clone();
+    assert_eq!(v["jobs"][0]["attempts"], 1);
+    // touch, then let it die again by nacking with max attempts... purge.
+    let (st, t) = api
+        .call(
+            "post",
+            "/v1/jobs/n1/touch",
+            Some(json!({"token": token, "ttr_ms": 5000})),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert!(t["lease_until_ms"].as_i64().unwrap() > 0);
+    let (st, _) = api.call("delete", "/v1/topics/hook/dead", None).await;
+    assert_eq!(st, 200);
+    let (st, r) = api
+        .call(
+            "post",
+            "/v1/jobs/n1/reschedule",
+            Some(json!({"delay_ms": 3_600_000, "body": "later"})),
+        )
+        .await;
+    assert_eq!(st, 200, "{r}");
+    let (_, j) = api.call("get", "/v1/jobs/n1", None).await;
+    assert_eq!(
+        (j["state"].as_str(), j["body"].as_str()),
+        (Some("delayed"), Some("later"))
+    );
+    s.stop().await;
+}
