@@ -12,6 +12,7 @@
 //!
 //! Map of the crate:
 //! - [`queue`]: `Queue`, the public engine; every operation is one script.
+//! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts) and dead letters.
 //! - [`keys`]: the Redis key layout (one prefix, one hash tag).
@@ -26,6 +27,7 @@
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
 
+pub mod consumer;
 pub mod duration;
 pub mod error;
 pub mod http;
@@ -39,6 +41,7 @@ pub mod shutdown;
 mod subscriber;
 pub mod waiters;
 
+pub use consumer::Consumer;
 pub use error::{Error, Result};
 pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,

@@ -1,0 +1,84 @@
+//! The library's `Consumer`: bounded concurrency, Ok finishes, Err nacks
+//! onto the retry schedule.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use delayq::{Consumer, JobState, NewJob, RetryPolicy, Shutdown};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_run_bounded_ok_finishes_and_err_retries() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let n = 30;
+    for i in 0..n {
+        q.push(&NewJob {
+            id: format!("c{i}"),
+            topic: "work".into(),
+            retry: Some(RetryPolicy::parse("50ms,50ms", None).unwrap()),
+            ..NewJob::default()
+        })
+        .await
+        .unwrap();
+    }
+    let calls: Arc<Mutex<HashMap<String, u32>>> = Default::default();
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let shutdown = Shutdown::new();
+    let consumer = Consumer::new(q.clone(), &["work"]).concurrency(4);
+    let task = tokio::spawn({
+        let (calls, running, peak) = (calls.clone(), running.clone(), peak.clone());
+        consumer.run(
+            move |job| {
+                let (calls, running, peak) = (calls.clone(), running.clone(), peak.clone());
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    let attempt = {
+                        let mut c = calls.lock().unwrap();
+                        let e = c.entry(job.id.clone()).or_default();
+                        *e += 1;
+                        *e
+                    };
+                    // c0 fails twice then succeeds; c1 always fails.
+                    match (job.id.as_str(), attempt) {
+                        ("c0", 1 | 2) | ("c1", _) => Err(format!("boom {attempt}")),
+                        _ => Ok(()),
+                    }
+                }
+            },
+            shutdown.clone(),
+        )
+    });
+    let dead = eventually(Duration::from_secs(20), "all settled", || async {
+        let o = q.topics().await.unwrap();
+        let c = o.topics.get("work").copied().unwrap_or_default();
+        (c.delayed + c.ready + c.reserved == 0).then_some(c.dead)
+    })
+    .await;
+    shutdown.trigger();
+    task.await.unwrap();
+    assert_eq!(dead, 1);
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls["c0"], 3);
+    assert_eq!(calls["c1"], 3, "three attempts, then dead");
+    assert!(calls
+        .iter()
+        .filter(|(id, _)| !["c0", "c1"].contains(&id.as_str()))
+        .all(|(_, c)| *c == 1));
+    assert_eq!(calls.len(), n);
+    let p = peak.load(Ordering::SeqCst);
+    assert!(p <= 4 && p >= 2, "peak concurrency {p}");
+    let c1 = q.get("c1").await.unwrap().unwrap();
+    assert_eq!(c1.state, JobState::Dead);
+    assert_eq!(c1.last_error.as_deref(), Some("boom 3"));
+    assert!(q.get("c0").await.unwrap().is_none());
+    q.close().await;
+}
