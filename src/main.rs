@@ -15,12 +15,16 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    client: cli::client::ClientArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the HTTP server (ouqiang/delay-queue compatible endpoints).
+    /// Run the HTTP server (native /v1 API and ouqiang/delay-queue endpoints).
     Serve(cli::serve::ServeArgs),
+    #[command(flatten)]
+    Client(cli::client::ClientCommand),
 }
 
 #[tokio::main]
@@ -31,7 +35,9 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    match cli.command {
         Command::Serve(args) => cli::serve::run(args).await,
+        Command::Client(command) => cli::client::run(cli.client, command).await,
     }
 }

@@ -1,4 +1,6 @@
-//! The `delayq` command line: `serve` and its helpers.
+//! The `delayq` command line: `serve`, and client subcommands that talk to a
+//! running server.
 
+pub mod client;
 pub mod private_redis;
 pub mod serve;
