@@ -134,6 +134,9 @@ pub struct Delivery {
     pub popped_at_us: i64,
     /// 1 on the first delivery.
     pub attempts: u32,
+    /// End of the lease (Unix ms, Redis clock): finish, nack or touch
+    /// before then.
+    pub lease_until_ms: i64,
 }
 
 /// The result of a push.
@@ -165,8 +168,8 @@ pub struct Nacked {
 
 /// The result of finish/delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Removed {
-    Removed,
+pub(crate) enum Removal {
+    Done,
     /// There was no such job (already finished, deleted, or never pushed).
     Missing,
     /// The lease token is not the job's current one; nothing changed.

@@ -22,7 +22,9 @@
 //!   notices, reconnect and catch-up.
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
+//! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL.
 //! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract.
+//! - [`metrics`]: Prometheus counters and histograms.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
@@ -33,6 +35,7 @@ pub mod error;
 pub mod http;
 pub mod job;
 pub mod keys;
+pub mod metrics;
 pub mod queue;
 pub mod retry;
 mod scheduler;
@@ -40,12 +43,12 @@ pub mod scripts;
 pub mod shutdown;
 mod subscriber;
 pub mod waiters;
+pub mod webhook;
 
 pub use consumer::Consumer;
 pub use error::{Error, Result};
 pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
-    Removed,
 };
 pub use queue::{Config, DispatchPath, Overview, Queue, Stats, TopicCounts};
 pub use retry::RetryPolicy;

@@ -29,13 +29,21 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let json_logs = matches!(
+        &cli.command,
+        Command::Serve(args) if matches!(args.log_format, cli::serve::LogFormat::Json)
+    );
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_env("DELAYQ_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr)
-        .init();
-    let cli = Cli::parse();
+        .with_writer(std::io::stderr);
+    if json_logs {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     match cli.command {
         Command::Serve(args) => cli::serve::run(args).await,
         Command::Client(command) => cli::client::run(cli.client, command).await,

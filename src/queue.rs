@@ -15,9 +15,10 @@ use tracing::{debug, warn};
 use crate::error::{Error, Result};
 use crate::job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
-    Removed,
+    Removal,
 };
 use crate::keys::{validate_prefix, Keys};
+use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::scripts::Scripts;
 use crate::shutdown::Shutdown;
@@ -120,6 +121,7 @@ struct Inner {
     sweep_wake: Notify,
     subscriber_connected: AtomicBool,
     stats: Stats,
+    metrics: Metrics,
     shutdown: Shutdown,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -148,6 +150,7 @@ impl Queue {
                 sweep_wake: Notify::new(),
                 subscriber_connected: AtomicBool::new(false),
                 stats: Stats::default(),
+                metrics: Metrics::default(),
                 shutdown: Shutdown::new(),
                 tasks: Mutex::new(Vec::new()),
                 client,
@@ -184,6 +187,10 @@ impl Queue {
     }
     pub fn stats(&self) -> &Stats {
         &self.inner.stats
+    }
+    /// Labelled counters and histograms for `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
     pub(crate) fn keys(&self) -> &Keys {
         &self.inner.keys
@@ -222,10 +229,14 @@ impl Queue {
         &self,
         f: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.inner.config.redis_timeout, f).await {
-            Ok(r) => Ok(r?),
+        let result = match tokio::time::timeout(self.inner.config.redis_timeout, f).await {
+            Ok(r) => r.map_err(Error::from),
             Err(_) => Err(Error::Timeout(self.inner.config.redis_timeout)),
+        };
+        if result.is_err() {
+            self.inner.metrics.inc("delayq_redis_errors_total", &[], 1);
         }
+        result
     }
 
     fn conn(&self) -> ConnectionManager {
@@ -276,6 +287,9 @@ impl Queue {
         };
         if outcome != PushOutcome::Kept {
             self.inner.stats.pushed.fetch_add(1, Ordering::Relaxed);
+            self.inner
+                .metrics
+                .inc("delayq_jobs_pushed_total", &[("topic", &job.topic)], 1);
         }
         if new_head == 1 {
             // Other instances hear of it on the wake channel; this one needs
@@ -332,39 +346,55 @@ impl Queue {
         }))
     }
 
-    /// Removes a job from any state. With `token`, only if that is the job's
-    /// current lease.
-    #[tracing::instrument(skip_all, fields(id))]
-    pub async fn remove(&self, id: &str, token: Option<&str>) -> Result<Removed> {
+    /// Removes a job from any state; with `token`, only if that is the job's
+    /// current lease. `counter` names what the removal means.
+    async fn remove(
+        &self,
+        id: &str,
+        token: Option<&str>,
+        counter: &'static str,
+    ) -> Result<Removal> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
         let mut inv = self.inner.scripts.remove.prepare_invoke();
         inv.key(self.keys().schedule())
             .arg(self.keys().base())
             .arg(id)
             .arg(token.unwrap_or(""));
-        let r: i64 = self.call(inv.invoke_async(&mut self.conn())).await?;
+        let (r, topic): (i64, String) = self.call(inv.invoke_async(&mut self.conn())).await?;
         Ok(match r {
             1 => {
                 self.inner.stats.removed.fetch_add(1, Ordering::Relaxed);
-                Removed::Removed
+                self.inner.metrics.inc(counter, &[("topic", &topic)], 1);
+                Removal::Done
             }
-            0 => Removed::Missing,
-            _ => Removed::StaleToken,
+            0 => Removal::Missing,
+            _ => Removal::StaleToken,
         })
     }
 
     /// Finishes a delivered job: the consumer holding lease `token` is done.
+    #[tracing::instrument(skip_all, fields(id))]
     pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
-        match self.remove(id, Some(token)).await? {
-            Removed::Removed => Ok(()),
-            Removed::Missing => Err(Error::NotFound(id.to_owned())),
-            Removed::StaleToken => Err(Error::StaleLease(id.to_owned())),
+        match self
+            .remove(id, Some(token), "delayq_jobs_finished_total")
+            .await?
+        {
+            Removal::Done => Ok(()),
+            Removal::Missing => Err(Error::NotFound(id.to_owned())),
+            Removal::StaleToken => Err(Error::StaleLease(id.to_owned())),
         }
     }
 
+    /// Finishes a job without a lease token, whatever its state: the
+    /// compatible API's `/finish`. False if there was no such job.
+    pub async fn finish_by_id(&self, id: &str) -> Result<bool> {
+        Ok(self.remove(id, None, "delayq_jobs_finished_total").await? == Removal::Done)
+    }
+
     /// Cancels a job, whatever its state. False if there was none.
+    #[tracing::instrument(skip_all, fields(id))]
     pub async fn delete(&self, id: &str) -> Result<bool> {
-        Ok(self.remove(id, None).await? == Removed::Removed)
+        Ok(self.remove(id, None, "delayq_jobs_deleted_total").await? == Removal::Done)
     }
 
     /// Reports a failed attempt: the job goes where its retry policy says
@@ -395,10 +425,16 @@ impl Queue {
             .arg(token)
             .arg(delay.map_or(-1, |d| millis(d) as i64))
             .arg(if error.is_empty() { "nack" } else { &error });
-        let (status, state, due_ms): (i64, String, i64) =
+        let (status, state, due_ms, topic): (i64, String, i64, String) =
             self.call(inv.invoke_async(&mut self.conn())).await?;
         match status {
             1 => {
+                let counter = if state == "dead" {
+                    "delayq_jobs_dead_total"
+                } else {
+                    "delayq_jobs_retried_total"
+                };
+                self.inner.metrics.inc(counter, &[("topic", &topic)], 1);
                 if due_ms > 0 && state == "delayed" {
                     self.wake_sweep();
                 }
@@ -605,6 +641,11 @@ impl Queue {
             .stats
             .popped
             .fetch_add(deliveries.len() as u64, Ordering::Relaxed);
+        for d in &deliveries {
+            self.inner
+                .metrics
+                .inc("delayq_jobs_popped_total", &[("topic", &d.topic)], 1);
+        }
         Ok(deliveries)
     }
 
@@ -705,7 +746,7 @@ impl Queue {
 
     /// Runs the dispatch script: for `ids` (from expired events), or for
     /// everything due when `ids` is empty (the sweep).
-    #[tracing::instrument(level = "debug", skip_all, fields(path = ?path, ids = ids.len()))]
+    #[tracing::instrument(name = "dispatch", skip_all, fields(path = ?path, ids = ids.len()))]
     pub(crate) async fn dispatch(
         &self,
         ids: &[String],
@@ -724,15 +765,37 @@ impl Queue {
             inv.arg(id);
         }
         let reply: Vec<String> = self.call(inv.invoke_async(&mut conn)).await?;
-        let int = |i: usize| -> Result<i64> {
-            reply
-                .get(i)
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| Error::Protocol(format!("dispatch reply {reply:?}")))
-        };
+        let bad = || Error::Protocol(format!("dispatch reply {reply:?}"));
+        let int =
+            |i: usize| -> Result<i64> { reply.get(i).and_then(|s| s.parse().ok()).ok_or_else(bad) };
         let now_us = int(0)?;
         let moved = int(1)? as usize;
         let next = int(2)?;
+        let topics = int(3)? as usize;
+        let path_label = match path {
+            DispatchPath::Event => "event",
+            DispatchPath::Sweep => "sweep",
+        };
+        let m = &self.inner.metrics;
+        for t in 0..topics {
+            let at = 4 + t * 4;
+            let topic = reply.get(at).ok_or_else(bad)?;
+            let labels = [("topic", topic.as_str())];
+            m.inc(
+                "delayq_jobs_dispatched_total",
+                &[("path", path_label), ("topic", topic)],
+                int(at + 1)? as u64,
+            );
+            m.inc("delayq_jobs_retried_total", &labels, int(at + 2)? as u64);
+            m.inc("delayq_jobs_dead_total", &labels, int(at + 3)? as u64);
+        }
+        for i in 4 + topics * 4..reply.len() {
+            m.observe(
+                "delayq_fire_lateness_seconds",
+                &[],
+                int(i)?.max(0) as f64 / 1e6,
+            );
+        }
         let counter = match path {
             DispatchPath::Event => &self.inner.stats.dispatched_by_event,
             DispatchPath::Sweep => &self.inner.stats.dispatched_by_sweep,
@@ -774,10 +837,10 @@ fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
     let bad = || Error::Protocol(format!("pop reply {reply:?}"));
     let (now, rest) = reply.split_first().ok_or_else(bad)?;
     let popped_at_us: i64 = now.parse().map_err(|_| bad())?;
-    if rest.len() % 6 != 0 {
+    if rest.len() % 7 != 0 {
         return Err(bad());
     }
-    rest.chunks(6)
+    rest.chunks(7)
         .map(|f| {
             Ok(Delivery {
                 id: f[0].clone(),
@@ -787,6 +850,7 @@ fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
                 due_ms: f[4].parse().map_err(|_| bad())?,
                 popped_at_us,
                 attempts: f[5].parse().map_err(|_| bad())?,
+                lease_until_ms: f[6].parse().map_err(|_| bad())?,
             })
         })
         .collect()

@@ -46,7 +46,8 @@ impl Api {
         let v = if text.is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"))
+            // /metrics is text; everything else must be JSON.
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         (status, v)
     }

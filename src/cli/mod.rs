@@ -2,5 +2,6 @@
 //! running server.
 
 pub mod client;
+pub mod config;
 pub mod private_redis;
 pub mod serve;

@@ -1,6 +1,5 @@
 //! `delayq serve`: the HTTP server over one [`Queue`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,9 +7,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
-use delayq::{Config, Queue, RetryPolicy, Shutdown};
+use delayq::webhook;
+use delayq::{Config, Queue, Shutdown};
 use tokio::net::TcpListener;
 
+use super::config::{self, Topics};
 use super::private_redis::PrivateRedis;
 
 #[derive(Args, Debug)]
@@ -55,6 +56,22 @@ pub struct ServeArgs {
     #[arg(long = "topic-retry", value_name = "TOPIC=POLICY")]
     topic_retry: Vec<String>,
 
+    /// Topic configuration file (TOML): webhooks, retry policies.
+    #[arg(long, env = "DELAYQ_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Deliver a topic's jobs by POST to a URL: TOPIC=URL. Repeatable.
+    #[arg(long, value_name = "TOPIC=URL")]
+    webhook: Vec<String>,
+
+    /// HMAC-SHA256 key for webhook signatures (topics without their own).
+    #[arg(long, env = "DELAYQ_WEBHOOK_SECRET", hide_env_values = true)]
+    webhook_secret: Option<String>,
+
+    /// Log format: text or json.
+    #[arg(long, env = "DELAYQ_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+
     /// Dead letters kept per topic (the oldest beyond are dropped).
     #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = 10_000)]
     dead_max: usize,
@@ -64,40 +81,24 @@ pub struct ServeArgs {
     dead_max_age: Duration,
 }
 
-/// Parses "INTERVALS[;max=N]".
-fn parse_policy(text: &str) -> Result<RetryPolicy> {
-    let (intervals, max) = match text.split_once(";max=") {
-        Some((i, m)) => (
-            i,
-            Some(
-                m.trim()
-                    .parse::<u32>()
-                    .with_context(|| format!("invalid max attempts in {text:?}"))?,
-            ),
-        ),
-        None => (text, None),
-    };
-    RetryPolicy::parse(intervals, max).map_err(anyhow::Error::msg)
-}
-
-fn retry_config(args: &ServeArgs) -> Result<(RetryPolicy, HashMap<String, RetryPolicy>)> {
-    let default = RetryPolicy::parse(&args.default_retry, args.default_max_attempts)
-        .map_err(anyhow::Error::msg)
-        .context("--default-retry")?;
-    let mut topics = HashMap::new();
-    for spec in &args.topic_retry {
-        let (topic, policy) = spec
-            .split_once('=')
-            .with_context(|| format!("--topic-retry {spec:?}: expected TOPIC=INTERVALS[;max=N]"))?;
-        let policy = parse_policy(policy).with_context(|| format!("--topic-retry {spec:?}"))?;
-        topics.insert(topic.trim().to_owned(), policy);
+impl ServeArgs {
+    fn topics(&self) -> Result<Topics> {
+        config::load(
+            self.config.as_deref(),
+            &config::Flags {
+                default_retry: &self.default_retry,
+                default_max_attempts: self.default_max_attempts,
+                topic_retry: &self.topic_retry,
+                webhooks: &self.webhook,
+                webhook_secret: self.webhook_secret.as_deref(),
+            },
+        )
     }
-    Ok((default, topics))
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     // Check the whole configuration before starting anything.
-    retry_config(&args)?;
+    let topics = args.topics()?;
     let private = match &args.redis {
         Some(_) => None,
         None => Some(PrivateRedis::start(&args.data_dir).await?),
@@ -108,13 +109,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .or_else(|| private.as_ref().map(|p| p.url().to_owned()))
         .expect("either --redis or a private redis-server");
 
-    let (default_retry, topic_retry) = retry_config(&args)?;
     let queue = Queue::connect(Config {
         redis_url,
         prefix: args.prefix.clone(),
         redis_timeout: args.redis_timeout,
-        default_retry,
-        topic_retry,
+        default_retry: topics.default_retry,
+        topic_retry: topics.topic_retry,
         dead_max_per_topic: args.dead_max,
         dead_max_age: args.dead_max_age,
         ..Config::default()
@@ -131,6 +131,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
 
     let shutdown = Shutdown::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    let hooks: Vec<_> = topics
+        .webhooks
+        .into_iter()
+        .map(|hook| {
+            tracing::info!(topic = %hook.topic, url = %hook.url, "delivering topic by webhook");
+            tokio::spawn(webhook::run(queue.clone(), hook, shutdown.clone()))
+        })
+        .collect();
     let state = AppState {
         queue,
         server: ServerConfig {
@@ -139,6 +147,10 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         },
     };
     http::serve(listener, state, shutdown).await?;
+    // Deliveries in flight end within their timeout.
+    for h in hooks {
+        let _ = h.await;
+    }
     tracing::info!("delayq stopped");
     if let Some(p) = private {
         p.stop().await;
@@ -155,4 +167,10 @@ async fn stop_on_signal(shutdown: Shutdown) {
     }
     tracing::info!("stopping: answering waiting pops, finishing requests in flight");
     shutdown.trigger();
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }

@@ -38,8 +38,8 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/push", any(push))
         .route("/pop", any(pop))
-        .route("/finish", any(remove))
-        .route("/delete", any(remove))
+        .route("/finish", any(finish))
+        .route("/delete", any(delete))
         .route("/get", any(get))
 }
 
@@ -186,17 +186,27 @@ async fn pop(
     )
 }
 
-/// `/finish` and `/delete`: both remove the job, whatever its state.
-async fn remove(
+/// `/finish`: removes the job, whatever its state; success for unknown ids.
+async fn finish(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Refused> {
     let id = required_id(&parse(&state, body)?)?;
     state
         .queue
-        .remove(&id, None)
+        .finish_by_id(&id)
         .await
-        .map_err(failed("remove"))?;
+        .map_err(failed("finish"))?;
+    ok::<()>(OK, None)
+}
+
+/// `/delete`: the same, counted as a cancellation.
+async fn delete(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, Refused> {
+    let id = required_id(&parse(&state, body)?)?;
+    state.queue.delete(&id).await.map_err(failed("delete"))?;
     ok::<()>(OK, None)
 }
 

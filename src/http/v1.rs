@@ -53,6 +53,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/openapi.json"),
     ("get", "/healthz"),
     ("get", "/readyz"),
+    ("get", "/metrics"),
 ];
 
 /// The OpenAPI 3.1 description of the native API.
@@ -81,6 +82,7 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/openapi.json", get(openapi))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
 }
 
 /// An error reply of the native API.
@@ -726,6 +728,44 @@ async fn readyz(State(state): State<AppState>) -> Response {
     (
         status,
         Json(json!({"redis": redis, "subscriber": subscriber})),
+    )
+        .into_response()
+}
+
+/// Prometheus text format. Queue depths are read from Redis at scrape time
+/// (and left out while Redis is away; `delayq_redis_errors_total` says so).
+async fn metrics(State(state): State<AppState>) -> Response {
+    let q = &state.queue;
+    let mut gauges = vec![
+        (
+            "delayq_subscriber_connected",
+            vec![],
+            if q.subscriber_connected() { 1.0 } else { 0.0 },
+        ),
+        ("delayq_waiting_pops", vec![], q.waiting_pops() as f64),
+    ];
+    if let Ok(o) = q.topics().await {
+        for (topic, c) in o.topics {
+            for (st, n) in [
+                ("delayed", c.delayed),
+                ("ready", c.ready),
+                ("reserved", c.reserved),
+                ("dead", c.dead),
+            ] {
+                gauges.push((
+                    "delayq_jobs",
+                    vec![("topic", topic.clone()), ("state", st.to_owned())],
+                    n as f64,
+                ));
+            }
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        q.metrics().render(&gauges),
     )
         .into_response()
 }

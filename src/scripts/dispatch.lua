@@ -13,7 +13,10 @@
 -- ARGV[4]  dead-letter retention: longest age, ms
 -- ARGV[5..] ids to check (optional; none = sweep the schedule)
 --
--- Returns { now_us, moved, next_due_ms or -1 }.
+-- Returns { now_us, moved, next_due_ms or -1, #topics,
+--           then per topic: topic, moved, retried, died,
+--           then per moved job: lateness in us (now - due) }.
+-- ("retried" and "died" count reserved jobs whose lease ran out.)
 --
 -- Guarantees: a job moves only if its schedule entry exists and its score is
 -- <= Redis TIME (never early). Moving removes or replaces the entry, so
@@ -36,10 +39,13 @@ end
 local moved = 0
 local ready = {}
 local topics = {}
+local per = {}
+local lateness = {}
 for _, id in ipairs(ids) do
   if moved >= limit then break end
   local score = redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
+    score = tonumber(score)
     local f = redis.call('HMGET', P .. 'job:' .. id, 'state', 'topic', 'ttr')
     local state, topic = f[1], f[2]
     local became
@@ -56,15 +62,31 @@ for _, id in ipairs(ids) do
       -- No job behind the entry: nothing to hand over.
       unschedule(id)
     end
-    if became == 'ready' then
-      if not ready[topic] then
+    if became then
+      if not per[topic] then
+        per[topic] = { 0, 0, 0 }
         ready[topic] = 0
         topics[#topics + 1] = topic
       end
-      ready[topic] = ready[topic] + 1
+      local p = per[topic]
+      p[1] = p[1] + 1
+      if state == 'reserved' then
+        if became == 'dead' then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
+      end
+      if became == 'ready' then ready[topic] = ready[topic] + 1 end
+      lateness[#lateness + 1] = now - score * 1000
     end
   end
 end
 
-for _, topic in ipairs(topics) do notify_ready(topic, ready[topic]) end
-return { now, moved, next_due() }
+local reply = { now, moved, next_due(), #topics }
+for _, topic in ipairs(topics) do
+  if ready[topic] > 0 then notify_ready(topic, ready[topic]) end
+  local p = per[topic]
+  reply[#reply + 1] = topic
+  reply[#reply + 1] = p[1]
+  reply[#reply + 1] = p[2]
+  reply[#reply + 1] = p[3]
+end
+for _, l in ipairs(lateness) do reply[#reply + 1] = l end
+return reply

@@ -9,20 +9,20 @@
 --          job's retry schedule
 -- ARGV[7]  error text (one line)
 --
--- Returns { status, state, due_ms }: status 1 done, 0 no such job, -1 the
--- token is not the job's current lease (nothing changed).
+-- Returns { status, state, due_ms, topic }: status 1 done, 0 no such job,
+-- -1 the token is not the job's current lease (nothing changed).
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
 -- then goes exactly where its retry policy says (see fail_attempt in
 -- lib.lua), atomically, with the error and attempt kept in its history.
 local id = ARGV[4]
 local f = redis.call('HMGET', P .. 'job:' .. id, 'state', 'topic', 'token')
-if not f[1] then return { 0, '', 0 } end
-if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1], 0 } end
+if not f[1] then return { 0, '', 0, '' } end
+if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1], 0, f[2] } end
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
 local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
   override, tonumber(ARGV[2]), tonumber(ARGV[3]))
 if state == 'ready' then notify_ready(f[2], 1) end
 if state == 'delayed' then wake_if_head(id, due) end
-return { 1, state, due }
+return { 1, state, due, f[2] }

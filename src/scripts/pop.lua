@@ -5,7 +5,8 @@
 -- ARGV[2]  most jobs to reserve
 -- ARGV[3..] topics, tried in the order given
 --
--- Returns { now_us, then per job: id, topic, body, token, due_ms, attempts }.
+-- Returns { now_us, then per job: id, topic, body, token, due_ms, attempts,
+--           lease_until_ms }.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
@@ -40,6 +41,7 @@ for i = 3, #ARGV do
       reply[#reply + 1] = tostring(token)
       reply[#reply + 1] = f[5]
       reply[#reply + 1] = attempts
+      reply[#reply + 1] = lease_until
       got = got + 1
     end
   end

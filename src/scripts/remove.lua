@@ -5,18 +5,19 @@
 -- ARGV[2]  id
 -- ARGV[3]  lease token, or "" to remove whatever the state
 --
--- Returns 1 removed, 0 no such job, -1 refused: the token is not the job's
--- current lease (it was delivered again to someone else, or replaced).
+-- Returns { status, topic }: status 1 removed, 0 no such job, -1 refused:
+-- the token is not the job's current lease (it was delivered again to
+-- someone else, or replaced).
 --
 -- Guarantees: the job leaves every structure at once (hash, schedule,
 -- trigger, ready list, dead set, counts); a refused call changes nothing.
 local id = ARGV[2]
 local job = P .. 'job:' .. id
 local f = redis.call('HMGET', job, 'state', 'topic', 'token')
-if not f[1] then return 0 end
+if not f[1] then return { 0, '' } end
 if ARGV[3] ~= '' and (f[1] ~= 'reserved' or f[3] ~= ARGV[3]) then
-  return -1
+  return { -1, f[2] }
 end
 detach(id, f[1], f[2])
 redis.call('DEL', job)
-return 1
+return { 1, f[2] }

@@ -1,0 +1,252 @@
+//! Topic configuration: a TOML file (`--config`) merged with flags. Flags
+//! win over the file.
+//!
+//! ```toml
+//! [defaults]                      # jobs pushed without a policy
+//! retry = ["2m", "10m", "1h"]
+//! max_attempts = 5
+//!
+//! [topics.order-timeout]          # consumed by delayq: POST to the app
+//! webhook = "http://127.0.0.1:8080/hooks/order-timeout"
+//! timeout = "10s"                 # per request (default 10s)
+//! concurrency = 8                 # deliveries in flight (default 8)
+//! retry = ["30s", "2m", "10m"]
+//! secret_env = "ORDER_HOOK_SECRET"   # or secret = "..." (HMAC signature key)
+//!
+//! [topics.merchant-notify]        # pull-based, with its own schedule
+//! retry = ["2m", "10m", "10m", "1h", "2h", "6h", "15h"]
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use delayq::duration::parse_duration;
+use delayq::webhook::{Secret, Webhook};
+use delayq::RetryPolicy;
+use serde::Deserialize;
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    defaults: Policy,
+    #[serde(default)]
+    topics: BTreeMap<String, TopicSpec>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct Policy {
+    retry: Option<Vec<String>>,
+    max_attempts: Option<u32>,
+}
+
+impl Policy {
+    fn to_policy(&self) -> Result<Option<RetryPolicy>> {
+        if self.retry.is_none() && self.max_attempts.is_none() {
+            return Ok(None);
+        }
+        let intervals = self.retry.clone().unwrap_or_default().join(",");
+        Ok(Some(
+            RetryPolicy::parse(&intervals, self.max_attempts).map_err(anyhow::Error::msg)?,
+        ))
+    }
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct TopicSpec {
+    webhook: Option<String>,
+    timeout: Option<String>,
+    concurrency: Option<usize>,
+    secret: Option<String>,
+    secret_env: Option<String>,
+    #[serde(flatten)]
+    policy: Policy,
+}
+
+/// What the flags contribute.
+pub struct Flags<'a> {
+    pub default_retry: &'a str,
+    pub default_max_attempts: Option<u32>,
+    /// "TOPIC=INTERVALS[;max=N]"
+    pub topic_retry: &'a [String],
+    /// "TOPIC=URL"
+    pub webhooks: &'a [String],
+    pub webhook_secret: Option<&'a str>,
+}
+
+/// Everything about topics that the server needs.
+#[derive(Debug, Default)]
+pub struct Topics {
+    pub default_retry: RetryPolicy,
+    pub topic_retry: HashMap<String, RetryPolicy>,
+    pub webhooks: Vec<Webhook>,
+}
+
+pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
+    let parsed: File = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?
+        }
+        None => File::default(),
+    };
+    let mut t = Topics {
+        default_retry: parsed
+            .defaults
+            .to_policy()
+            .context("[defaults]")?
+            .unwrap_or_default(),
+        ..Topics::default()
+    };
+    for (topic, spec) in &parsed.topics {
+        let ctx = || format!("[topics.{topic}]");
+        if let Some(p) = spec.policy.to_policy().with_context(ctx)? {
+            t.topic_retry.insert(topic.clone(), p);
+        }
+        let Some(url) = &spec.webhook else {
+            if spec.timeout.is_some()
+                || spec.concurrency.is_some()
+                || spec.secret.is_some()
+                || spec.secret_env.is_some()
+            {
+                bail!("{}: timeout, concurrency and secret need a webhook", ctx());
+            }
+            continue;
+        };
+        let mut hook = Webhook::new(topic, url);
+        if let Some(timeout) = &spec.timeout {
+            hook.timeout = parse_duration(timeout)
+                .map_err(anyhow::Error::msg)
+                .with_context(ctx)?;
+        }
+        if let Some(c) = spec.concurrency {
+            hook.concurrency = c;
+        }
+        hook.secret =
+            match (&spec.secret, &spec.secret_env) {
+                (Some(_), Some(_)) => bail!("{}: give secret or secret_env, not both", ctx()),
+                (Some(s), None) => Some(Secret(s.clone())),
+                (None, Some(var)) => Some(Secret(std::env::var(var).with_context(|| {
+                    format!("{}: environment variable {var} is not set", ctx())
+                })?)),
+                (None, None) => None,
+            };
+        t.webhooks.push(hook);
+    }
+
+    // Flags on top.
+    if !flags.default_retry.is_empty() || flags.default_max_attempts.is_some() {
+        t.default_retry = RetryPolicy::parse(flags.default_retry, flags.default_max_attempts)
+            .map_err(anyhow::Error::msg)
+            .context("--default-retry")?;
+    }
+    for spec in flags.topic_retry {
+        let (topic, policy) = spec
+            .split_once('=')
+            .with_context(|| format!("--topic-retry {spec:?}: expected TOPIC=INTERVALS[;max=N]"))?;
+        let policy = parse_policy(policy).with_context(|| format!("--topic-retry {spec:?}"))?;
+        t.topic_retry.insert(topic.trim().to_owned(), policy);
+    }
+    for spec in flags.webhooks {
+        let (topic, url) = spec
+            .split_once('=')
+            .with_context(|| format!("--webhook {spec:?}: expected TOPIC=URL"))?;
+        let topic = topic.trim();
+        t.webhooks.retain(|h| h.topic != topic);
+        t.webhooks.push(Webhook::new(topic, url.trim()));
+    }
+    if let Some(secret) = flags.webhook_secret {
+        for h in &mut t.webhooks {
+            h.secret.get_or_insert_with(|| Secret(secret.to_owned()));
+        }
+    }
+    let limits = delayq::Limits::default();
+    for h in &t.webhooks {
+        limits.check_topic(&h.topic).map_err(anyhow::Error::msg)?;
+        h.check().map_err(anyhow::Error::msg)?;
+    }
+    Ok(t)
+}
+
+/// Parses "INTERVALS[;max=N]".
+fn parse_policy(text: &str) -> Result<RetryPolicy> {
+    let (intervals, max) = match text.split_once(";max=") {
+        Some((i, m)) => (
+            i,
+            Some(
+                m.trim()
+                    .parse::<u32>()
+                    .with_context(|| format!("invalid max attempts in {text:?}"))?,
+            ),
+        ),
+        None => (text, None),
+    };
+    RetryPolicy::parse(intervals, max).map_err(anyhow::Error::msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_flags() -> Flags<'static> {
+        Flags {
+            default_retry: "",
+            default_max_attempts: None,
+            topic_retry: &[],
+            webhooks: &[],
+            webhook_secret: None,
+        }
+    }
+
+    #[test]
+    fn file_and_flags_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delayq.toml");
+        std::fs::write(
+            &path,
+            r#"
+[defaults]
+max_attempts = 4
+[topics.hook]
+webhook = "http://127.0.0.1:9/x"
+timeout = "2s"
+concurrency = 3
+secret = "s3"
+retry = ["1m"]
+[topics.pull]
+retry = ["2m", "10m"]
+"#,
+        )
+        .unwrap();
+        let t = load(Some(&path), &no_flags()).unwrap();
+        assert_eq!(t.default_retry.max_attempts, Some(4));
+        assert_eq!(t.topic_retry.len(), 2);
+        let h = &t.webhooks[0];
+        assert_eq!(
+            (h.topic.as_str(), h.concurrency, h.timeout.as_secs()),
+            ("hook", 3, 2)
+        );
+        assert_eq!(h.secret, Some(Secret("s3".into())));
+
+        let hooks = vec!["hook=http://127.0.0.1:9/y".to_string()];
+        let flags = Flags {
+            webhooks: &hooks,
+            webhook_secret: Some("global"),
+            ..no_flags()
+        };
+        let t = load(Some(&path), &flags).unwrap();
+        assert_eq!(t.webhooks[0].url, "http://127.0.0.1:9/y");
+        assert_eq!(t.webhooks[0].secret, Some(Secret("global".into())));
+
+        std::fs::write(&path, "[topics.x]\nwebhok = \"http://a\"\n").unwrap();
+        let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
+        assert!(e.contains("webhok"), "{e}");
+        std::fs::write(&path, "[topics.x]\ntimeout = \"1s\"\n").unwrap();
+        let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
+        assert!(e.contains("need a webhook"), "{e}");
+    }
+}

@@ -1,0 +1,223 @@
+//! Webhooks: delayq consumes a topic itself and POSTs each due job to a URL.
+//!
+//! 2xx finishes the job. Anything else (another status, a timeout, a
+//! connection error) is a failed attempt, nacked with what happened, so the
+//! topic's retry schedule decides when to try again and when the job is
+//! dead. Each webhook topic runs its own [`Consumer`] with its own
+//! concurrency limit: a slow or dead endpoint fills only its own slots and
+//! never holds up other topics. A delivery in flight when delayq dies is
+//! leased, so it is delivered again after its lease: nothing is lost.
+//!
+//! ## The request
+//!
+//! `POST <url>` with `Content-Type: application/json` and the body
+//! `{"id":..,"topic":..,"body":..,"attempt":1,"due_at_ms":..}`. Headers:
+//! `X-Delayq-Id`, `X-Delayq-Topic`, `X-Delayq-Attempt`, and, when the topic
+//! has a secret, `X-Delayq-Timestamp` (Unix seconds) and
+//! `X-Delayq-Signature: sha256=<hex>`, the HMAC-SHA256 with the secret as
+//! key over `"<timestamp>.<request body>"`. A receiver recomputes it, compares
+//! in constant time, and rejects old timestamps to stop replays.
+
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::consumer::Consumer;
+use crate::job::Delivery;
+use crate::queue::Queue;
+use crate::shutdown::Shutdown;
+
+/// A secret that never shows in logs or debug output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Where and how to deliver one topic's jobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    pub topic: String,
+    pub url: String,
+    /// One request may take this long; then it counts as failed.
+    pub timeout: Duration,
+    /// Most deliveries in flight to this endpoint.
+    pub concurrency: usize,
+    pub secret: Option<Secret>,
+}
+
+impl Webhook {
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    pub fn new(topic: &str, url: &str) -> Webhook {
+        Webhook {
+            topic: topic.to_owned(),
+            url: url.to_owned(),
+            timeout: Self::DEFAULT_TIMEOUT,
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            secret: None,
+        }
+    }
+
+    /// Checks the URL and bounds; names the problem.
+    pub fn check(&self) -> Result<(), String> {
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| format!("webhook URL {:?} of topic {:?}: {e}", self.url, self.topic))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("webhook URL {:?}: only http and https", self.url));
+        }
+        if self.timeout.is_zero() || self.concurrency == 0 {
+            return Err(format!(
+                "webhook of topic {:?}: timeout and concurrency must be above 0",
+                self.topic
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The signature header value for `body` sent at `timestamp`.
+pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Checks a signature in constant time (for receivers written in Rust, and
+/// the tests).
+pub fn verify(secret: &str, timestamp: u64, body: &[u8], signature: &str) -> bool {
+    let Some(hex_sig) = signature.strip_prefix("sha256=") else {
+        return false;
+    };
+    let Ok(sig) = hex::decode(hex_sig) else {
+        return false;
+    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.verify_slice(&sig).is_ok()
+}
+
+/// Delivers `hook.topic`'s jobs until `shutdown`.
+pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
+    let client = reqwest::Client::builder()
+        .timeout(hook.timeout)
+        .build()
+        .expect("an HTTP client with a timeout");
+    let consumer =
+        Consumer::new(queue.clone(), &[hook.topic.as_str()]).concurrency(hook.concurrency);
+    let hook = std::sync::Arc::new(hook);
+    consumer
+        .run(
+            move |job| {
+                let (queue, client, hook) = (queue.clone(), client.clone(), hook.clone());
+                async move { deliver(&queue, &client, &hook, job).await }
+            },
+            shutdown,
+        )
+        .await;
+}
+
+/// One delivery: Ok on 2xx, otherwise the error that goes into the job's
+/// history.
+async fn deliver(
+    queue: &Queue,
+    client: &reqwest::Client,
+    hook: &Webhook,
+    job: Delivery,
+) -> Result<(), String> {
+    // The lease must outlast the request, or the job would be delivered
+    // again while this delivery is still waiting for an answer.
+    let margin = hook.timeout + Duration::from_secs(1);
+    let lease_left = job.lease_until_ms - job.popped_at_us / 1000;
+    if lease_left < margin.as_millis() as i64 {
+        queue
+            .touch(&job.id, &job.token, Some(margin))
+            .await
+            .map_err(|e| format!("could not extend the lease: {e}"))?;
+    }
+    let body = serde_json::to_vec(&serde_json::json!({
+        "id": job.id,
+        "topic": job.topic,
+        "body": job.body,
+        "attempt": job.attempts,
+        "due_at_ms": job.due_ms,
+    }))
+    .expect("JSON of strings and numbers");
+    let mut req = client
+        .post(&hook.url)
+        .header("content-type", "application/json")
+        .header("x-delayq-id", &job.id)
+        .header("x-delayq-topic", &job.topic)
+        .header("x-delayq-attempt", job.attempts.to_string());
+    if let Some(secret) = &hook.secret {
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        req = req
+            .header("x-delayq-timestamp", ts.to_string())
+            .header("x-delayq-signature", sign(&secret.0, ts, &body));
+    }
+    let started = Instant::now();
+    let result = req.body(body).send().await;
+    let m = queue.metrics();
+    m.observe(
+        "delayq_webhook_duration_seconds",
+        &[("topic", &job.topic)],
+        started.elapsed().as_secs_f64(),
+    );
+    let (outcome, verdict) = match result {
+        Ok(resp) if resp.status().is_success() => ("success", Ok(())),
+        Ok(resp) => {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            let snippet: String = text.chars().take(200).collect();
+            (
+                "http_error",
+                Err(format!("HTTP {}: {snippet}", status.as_u16())),
+            )
+        }
+        Err(e) if e.is_timeout() => (
+            "timeout",
+            Err(format!("timed out after {:?}", hook.timeout)),
+        ),
+        Err(e) => ("connection_error", Err(format!("connection error: {e}"))),
+    };
+    m.inc(
+        "delayq_webhook_deliveries_total",
+        &[("topic", &job.topic), ("outcome", outcome)],
+        1,
+    );
+    tracing::debug!(id = %job.id, outcome, "webhook delivery");
+    verdict
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_verify_and_secrets_stay_hidden() {
+        let sig = sign("k", 1700000000, b"{\"id\":\"1\"}");
+        assert!(verify("k", 1700000000, b"{\"id\":\"1\"}", &sig));
+        assert!(!verify("k", 1700000001, b"{\"id\":\"1\"}", &sig));
+        assert!(!verify("other", 1700000000, b"{\"id\":\"1\"}", &sig));
+        let hook = Webhook {
+            secret: Some(Secret("hunter2".into())),
+            ..Webhook::new("t", "http://127.0.0.1:1/x")
+        };
+        assert!(!format!("{hook:?}").contains("hunter2"));
+        assert!(hook.check().is_ok());
+        assert!(Webhook::new("t", "ftp://x").check().is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! Webhook delivery against real local HTTP receivers started by the tests,
+//! and the Prometheus metrics that count it.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing;
+use axum::Router;
+use common::*;
+use delayq::webhook::{self, Secret, Webhook};
+use delayq::{JobState, NewJob, Queue, RetryPolicy, Shutdown};
+use serde_json::Value;
+
+/// One request a receiver saw.
+#[derive(Clone, Debug)]
+struct Hit {
+    at: Instant,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+/// What the receiver answers to its n-th request (0-based).
+type Behaviour = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
+
+enum Reply {
+    Status(u16),
+    Hang,
+}
+
+/// A local HTTP endpoint that records every request.
+struct Receiver {
+    url: String,
+    hits: Arc<Mutex<Vec<Hit>>>,
+}
+
+impl Receiver {
+    async fn start(behaviour: impl Fn(usize) -> Reply + Send + Sync + 'static) -> Receiver {
+        let hits: Arc<Mutex<Vec<Hit>>> = Default::default();
+        let behaviour: Behaviour = Arc::new(behaviour);
+        let app = Router::new().route(
+            "/hook",
+            routing::post({
+                let hits = hits.clone();
+                move |headers: HeaderMap, body: axum::body::Bytes| {
+                    let (hits, behaviour) = (hits.clone(), behaviour.clone());
+                    async move {
+                        let n = {
+                            let mut h = hits.lock().unwrap();
+                            h.push(Hit {
+                                at: Instant::now(),
+                                headers,
+                                body: body.to_vec(),
+                            });
+                            h.len() - 1
+                        };
+                        match behaviour(n) {
+                            Reply::Status(s) => {
+                                (StatusCode::from_u16(s).unwrap(), "receiver says so")
+                            }
+                            Reply::Hang => {
+                                std::future::pending::<()>().await;
+                                unreachable!()
+                            }
+                        }
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, hits }
+    }
+
+    fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
+}
+
+fn header(h: &Hit, name: &str) -> String {
+    h.headers[name].to_str().unwrap().to_owned()
+}
+
+async fn push(q: &Queue, id: &str, topic: &str, retry: RetryPolicy) {
+    q.push(&NewJob {
+        id: id.into(),
+        topic: topic.into(),
+        body: format!("body of {id}"),
+        retry: Some(retry),
+        ttr: Duration::from_secs(30),
+        ..NewJob::default()
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_deliveries_follow_the_schedule_then_succeed_signed_or_die() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // Fails twice, then accepts.
+    let flaky = Receiver::start(|n| Reply::Status(if n < 2 { 500 } else { 204 })).await;
+    let down = Receiver::start(|_| Reply::Status(503)).await;
+    let shutdown = Shutdown::new();
+    for (topic, r) in [("orders", &flaky), ("broken", &down)] {
+        let hook = Webhook {
+            secret: Some(Secret("s3cr3t".into())),
+            ..Webhook::new(topic, &r.url)
+        };
+        tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    }
+    let schedule = RetryPolicy::parse("200ms,400ms", None).unwrap();
+    push(&q, "o1", "orders", schedule.clone()).await;
+    push(&q, "b1", "broken", schedule.clone()).await;
+
+    eventually(Duration::from_secs(10), "o1 finished", || async {
+        q.get("o1").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let hits = flaky.hits();
+    assert_eq!(hits.len(), 3);
+    for (i, h) in hits.iter().enumerate() {
+        assert_eq!(header(h, "x-delayq-attempt"), (i + 1).to_string());
+        assert_eq!(header(h, "x-delayq-id"), "o1");
+        let ts: u64 = header(h, "x-delayq-timestamp").parse().unwrap();
+        assert!(
+            webhook::verify("s3cr3t", ts, &h.body, &header(h, "x-delayq-signature")),
+            "signature does not verify"
+        );
+        let v: Value = serde_json::from_slice(&h.body).unwrap();
+        assert_eq!(
+            (v["id"].as_str(), v["topic"].as_str(), v["body"].as_str()),
+            (Some("o1"), Some("orders"), Some("body of o1"))
+        );
+        assert_eq!(v["attempt"], i + 1);
+    }
+    // Each retry waited its interval after the failure.
+    assert!(
+        hits[1].at - hits[0].at >= Duration::from_millis(198),
+        "{:?}",
+        hits[1].at - hits[0].at
+    );
+    assert!(
+        hits[2].at - hits[1].at >= Duration::from_millis(398),
+        "{:?}",
+        hits[2].at - hits[1].at
+    );
+
+    // Always failing: dead after the last attempt, with the reason.
+    let dead = eventually(Duration::from_secs(10), "b1 dead", || async {
+        let j = q.get("b1").await.unwrap()?;
+        (j.state == JobState::Dead).then_some(j)
+    })
+    .await;
+    assert_eq!(down.hits().len(), 3);
+    assert_eq!(dead.attempts, 3);
+    assert!(dead.last_error.unwrap().starts_with("HTTP 503"));
+    let m = q.metrics();
+    assert_eq!(
+        m.counter(
+            "delayq_webhook_deliveries_total",
+            &[("topic", "orders"), ("outcome", "success")]
+        ),
+        1
+    );
+    assert_eq!(
+        m.counter(
+            "delayq_webhook_deliveries_total",
+            &[("topic", "orders"), ("outcome", "http_error")]
+        ),
+        2
+    );
+    assert_eq!(
+        m.counter("delayq_jobs_dead_total", &[("topic", "broken")]),
+        1
+    );
+    shutdown.trigger();
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_endpoint_times_out_and_other_topics_keep_flowing() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let hanging = Receiver::start(|_| Reply::Hang).await;
+    let fine = Receiver::start(|_| Reply::Status(200)).await;
+    let shutdown = Shutdown::new();
+    let slow = Webhook {
+        timeout: Duration::from_millis(500),
+        concurrency: 1,
+        ..Webhook::new("slow", &hanging.url)
+    };
+    tokio::spawn(webhook::run(q.clone(), slow, shutdown.clone()));
+    tokio::spawn(webhook::run(
+        q.clone(),
+        Webhook::new("fast", &fine.url),
+        shutdown.clone(),
+    ));
+
+    let once = RetryPolicy {
+        intervals: vec![],
+        max_attempts: Some(2),
+    };
+    for i in 0..3 {
+        push(&q, &format!("s{i}"), "slow", once.clone()).await;
+    }
+    eventually(
+        Duration::from_secs(5),
+        "the slow endpoint to hang",
+        || async { (!hanging.hits().is_empty()).then_some(()) },
+    )
+    .await;
+    // While it hangs (one slot, taken), the other topic flows.
+    for i in 0..20 {
+        push(&q, &format!("f{i}"), "fast", once.clone()).await;
+    }
+    eventually(
+        Duration::from_secs(5),
+        "all fast jobs delivered",
+        || async { (fine.hits().len() == 20).then_some(()) },
+    )
+    .await;
+    // The hanging requests time out: failed attempts, then dead.
+    let dead = eventually(Duration::from_secs(15), "s0 dead", || async {
+        let j = q.get("s0").await.unwrap()?;
+        (j.state == JobState::Dead).then_some(j)
+    })
+    .await;
+    assert!(dead.last_error.unwrap().starts_with("timed out after"));
+    assert!(
+        q.metrics().counter(
+            "delayq_webhook_deliveries_total",
+            &[("topic", "slow"), ("outcome", "timeout")]
+        ) >= 2
+    );
+    shutdown.trigger();
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_in_flight_when_delayq_dies_is_delivered_again() {
+    let redis = RedisServer::start();
+    // First request hangs for ever; later ones succeed.
+    let receiver = Receiver::start(|n| {
+        if n == 0 {
+            Reply::Hang
+        } else {
+            Reply::Status(200)
+        }
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("delayq.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[topics.hook]\nwebhook = \"{}\"\ntimeout = \"1s\"\n",
+            receiver.url
+        ),
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap();
+    let first = DelayqProcess::start(&redis, &["--config", conf]);
+    assert_eq!(
+        post(
+            &first.base,
+            "/push",
+            r#"{"topic":"hook","id":"w1","delay":1,"ttr":2}"#
+        )
+        .await["code"],
+        0
+    );
+    eventually(Duration::from_secs(10), "the first delivery", || async {
+        (!receiver.hits().is_empty()).then_some(())
+    })
+    .await;
+    let killed_at = Instant::now();
+    first.kill9();
+    let _second = DelayqProcess::start(&redis, &["--config", conf]);
+    eventually(
+        Duration::from_secs(20),
+        "w1 finished by the second delayq",
+        || async {
+            let exists: i64 = redis.cmd(&["EXISTS", "{dq}:job:w1"]).await;
+            (exists == 0).then_some(())
+        },
+    )
+    .await;
+    let hits = receiver.hits();
+    assert_eq!(hits.len(), 2);
+    assert_eq!(header(&hits[1], "x-delayq-attempt"), "2");
+    assert!(hits[1].at > killed_at);
+}
+
+/// Parses Prometheus text format strictly enough to catch a broken line.
+fn parse_metrics(text: &str) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with("# HELP ") || line.starts_with("# TYPE ") {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad line {line:?}"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad metric name in {line:?}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "bad labels in {line:?}");
+        }
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        out.insert(series.to_owned(), v);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_and_move_as_jobs_flow() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let q = s.queue.clone();
+    let n = 50;
+    for i in 0..n {
+        q.push(&job(&format!("m{i}"), "met", 50, 60_000))
+            .await
+            .unwrap();
+    }
+    let mut done = 0;
+    while done < n {
+        if let Some(d) = q
+            .pop(&topics(&["met"]), Duration::from_secs(5))
+            .await
+            .unwrap()
+        {
+            q.finish(&d.id, &d.token).await.unwrap();
+            done += 1;
+        }
+    }
+    q.push(&job("later", "met", 3_600_000, 60_000))
+        .await
+        .unwrap();
+    let text = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let m = parse_metrics(&text);
+    assert_eq!(m["delayq_jobs_pushed_total{topic=\"met\"}"], (n + 1) as f64);
+    assert_eq!(m["delayq_jobs_popped_total{topic=\"met\"}"], n as f64);
+    assert_eq!(m["delayq_jobs_finished_total{topic=\"met\"}"], n as f64);
+    let dispatched: f64 = ["event", "sweep"]
+        .iter()
+        .map(|p| {
+            m.get(&format!(
+                "delayq_jobs_dispatched_total{{path=\"{p}\",topic=\"met\"}}"
+            ))
+            .copied()
+            .unwrap_or(0.0)
+        })
+        .sum();
+    assert_eq!(dispatched, n as f64);
+    assert_eq!(
+        m["delayq_fire_lateness_seconds_count"], dispatched,
+        "one lateness sample per dispatch"
+    );
+    assert_eq!(
+        m["delayq_fire_lateness_seconds_bucket{le=\"+Inf\"}"],
+        dispatched
+    );
+    assert_eq!(m["delayq_jobs{topic=\"met\",state=\"delayed\"}"], 1.0);
+    assert_eq!(m["delayq_subscriber_connected"], 1.0);
+    s.stop().await;
+}
