@@ -254,11 +254,8 @@ impl Queue {
         (c.dead_max_per_topic, millis(c.dead_max_age))
     }
 
-    /// Pushes a job; an existing job with the same id is replaced (or kept,
-    /// with [`IfExists::Keep`]).
-    #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
-    pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
-        self.limits().check_job(job).map_err(Error::Invalid)?;
+    /// The push script call for `job` (which `check_job` has accepted).
+    fn push_invocation<'a>(&'a self, job: &NewJob) -> redis::ScriptInvocation<'a> {
         let policy = job
             .retry
             .as_ref()
@@ -278,8 +275,11 @@ impl Queue {
                 IfExists::Replace => "replace",
                 IfExists::Keep => "keep",
             });
-        let (status, due_ms, new_head): (i64, i64, i64) =
-            self.call(inv.invoke_async(&mut self.conn())).await?;
+        inv
+    }
+
+    /// Books a push script's reply `(status, due_ms, new_head)`.
+    fn pushed(&self, job: &NewJob, (status, due_ms, new_head): (i64, i64, i64)) -> Pushed {
         let outcome = match status {
             0 => PushOutcome::Created,
             1 => PushOutcome::Replaced,
@@ -296,8 +296,56 @@ impl Queue {
             // no round trip through Redis.
             self.wake_sweep();
         }
-        debug!(due_ms, ?outcome, "pushed");
-        Ok(Pushed { due_ms, outcome })
+        Pushed { due_ms, outcome }
+    }
+
+    /// Pushes a job; an existing job with the same id is replaced (or kept,
+    /// with [`IfExists::Keep`]).
+    #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
+    pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
+        self.limits().check_job(job).map_err(Error::Invalid)?;
+        let inv = self.push_invocation(job);
+        let reply = self.call(inv.invoke_async(&mut self.conn())).await?;
+        let pushed = self.pushed(job, reply);
+        debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
+        Ok(pushed)
+    }
+
+    /// Pushes many jobs in one round trip (a pipeline of push scripts; each
+    /// job is still its own atomic upsert). Jobs that break a limit get
+    /// their own [`Error::Invalid`] and are not sent.
+    #[tracing::instrument(skip_all, fields(jobs = jobs.len()))]
+    pub async fn push_many(&self, jobs: &[NewJob]) -> Result<Vec<Result<Pushed>>> {
+        let checked: Vec<Result<(), String>> =
+            jobs.iter().map(|j| self.limits().check_job(j)).collect();
+        let mut pipe = redis::pipe();
+        // After a Redis restart its script cache is empty: load first.
+        pipe.load_script(&self.inner.scripts.push).ignore();
+        let valid: Vec<&NewJob> = jobs
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(j, _)| j)
+            .collect();
+        let invocations: Vec<_> = valid.iter().map(|j| self.push_invocation(j)).collect();
+        for inv in &invocations {
+            pipe.invoke_script(inv);
+        }
+        let replies: Vec<(i64, i64, i64)> = if valid.is_empty() {
+            Vec::new()
+        } else {
+            self.call(pipe.query_async(&mut self.conn())).await?
+        };
+        let mut replies = valid.iter().zip(replies).map(|(j, r)| self.pushed(j, r));
+        Ok(checked
+            .into_iter()
+            .map(|c| match c {
+                Ok(()) => replies
+                    .next()
+                    .ok_or_else(|| Error::Protocol("pipeline reply too short".into())),
+                Err(e) => Err(Error::Invalid(e)),
+            })
+            .collect())
     }
 
     /// Reads a job, in whatever state it is.

@@ -291,3 +291,28 @@ async fn a_long_poll_whose_client_left_takes_no_job() {
     assert_eq!((d.id.as_str(), d.attempts), ("G", 1));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_many_sends_valid_jobs_in_one_go_even_after_a_script_flush() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("warm", "pm", 3_600_000, 1000)).await.unwrap();
+    // As after a Redis restart: the script cache is empty.
+    let _: String = redis.cmd(&["SCRIPT", "FLUSH"]).await;
+    let jobs = vec![
+        job("a", "pm", 3_600_000, 1000),
+        job("", "pm", 0, 1000),
+        job("b", "bad,topic", 0, 1000),
+        job("warm", "pm", 3_600_000, 1000),
+    ];
+    let results = q.push_many(&jobs).await.unwrap();
+    assert_eq!(results.len(), 4);
+    assert_eq!(results[0].as_ref().unwrap().outcome, PushOutcome::Created);
+    assert!(matches!(results[1], Err(Error::Invalid(_))));
+    assert!(matches!(results[2], Err(Error::Invalid(_))));
+    assert_eq!(results[3].as_ref().unwrap().outcome, PushOutcome::Replaced);
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
+    keys.sort();
+    assert_eq!(keys, ["{dq}:job:a", "{dq}:job:warm"]);
+    q.close().await;
+}

@@ -30,7 +30,7 @@ use serde_json::json;
 
 use super::AppState;
 use crate::error::Error;
-use crate::job::{Delivery, IfExists, Job, NewJob, PushOutcome};
+use crate::job::{Delivery, IfExists, Job, NewJob, PushOutcome, Pushed};
 use crate::queue::TopicCounts;
 use crate::retry::RetryPolicy;
 
@@ -295,13 +295,12 @@ struct PushedView {
     outcome: &'static str,
 }
 
-/// Pushes one job; the HTTP status and body of its result.
-async fn push_spec(state: &AppState, spec: &JobSpec) -> ApiResult<(StatusCode, PushedView)> {
-    let job = spec.to_job()?;
-    let pushed = state.queue.push(&job).await?;
-    let outcome = match pushed.outcome {
-        PushOutcome::Created => "created",
-        PushOutcome::Replaced => "replaced",
+/// A push's result as the API reports it: 201 created, 200 replaced, 409
+/// when the id exists and `if_exists` is keep.
+fn pushed_view(job: &NewJob, pushed: Pushed) -> ApiResult<(StatusCode, PushedView)> {
+    let (status, outcome) = match pushed.outcome {
+        PushOutcome::Created => (StatusCode::CREATED, "created"),
+        PushOutcome::Replaced => (StatusCode::OK, "replaced"),
         PushOutcome::Kept => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -313,15 +312,10 @@ async fn push_spec(state: &AppState, spec: &JobSpec) -> ApiResult<(StatusCode, P
             ))
         }
     };
-    let status = if outcome == "created" {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
     Ok((
         status,
         PushedView {
-            id: job.id,
+            id: job.id.clone(),
             due_at_ms: pushed.due_ms,
             outcome,
         },
@@ -333,7 +327,9 @@ async fn push_one(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let spec: JobSpec = parse(&state, body)?;
-    let (status, view) = push_spec(&state, &spec).await?;
+    let job = spec.to_job()?;
+    let pushed = state.queue.push(&job).await?;
+    let (status, view) = pushed_view(&job, pushed)?;
     Ok((status, Json(view)).into_response())
 }
 
@@ -343,8 +339,8 @@ struct BatchSpec {
     jobs: Vec<serde_json::Value>,
 }
 
-/// Each job is pushed on its own (each atomically): valid ones are
-/// accepted, invalid ones reported at their index; none is half-written.
+/// Valid jobs are pushed in one round trip (each still atomic on its own);
+/// invalid ones are reported at their index. None is half-written.
 async fn push_batch(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -356,24 +352,45 @@ async fn push_batch(
             batch.jobs.len()
         )));
     }
-    use futures::stream::{self, StreamExt};
-    let results: Vec<serde_json::Value> = stream::iter(batch.jobs.into_iter().enumerate())
-        .map(|(index, raw)| {
-            let state = state.clone();
-            async move {
-                let result = match serde_json::from_value::<JobSpec>(raw) {
-                    Err(e) => Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_request", format!("invalid job: {e}"))),
-                    Ok(spec) => push_spec(&state, &spec).await,
-                };
-                match result {
-                    Ok((status, v)) => json!({"index": index, "status": status.as_u16(), "id": v.id, "due_at_ms": v.due_at_ms, "outcome": v.outcome}),
-                    Err(e) => json!({"index": index, "status": e.status.as_u16(), "error": e.body()}),
+    let specs: Vec<ApiResult<NewJob>> = batch
+        .jobs
+        .into_iter()
+        .map(|raw| {
+            serde_json::from_value::<JobSpec>(raw)
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_request",
+                        format!("invalid job: {e}"),
+                    )
+                })
+                .and_then(|spec| spec.to_job())
+        })
+        .collect();
+    let jobs: Vec<NewJob> = specs
+        .iter()
+        .filter_map(|s| s.as_ref().ok().cloned())
+        .collect();
+    let mut pushed = state.queue.push_many(&jobs).await?.into_iter();
+    let mut jobs = jobs.iter();
+    let results: Vec<serde_json::Value> = specs
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let result = match spec {
+                Err(e) => Err(ApiError::new(e.status, e.code, e.message.clone())),
+                Ok(_) => {
+                    let job = jobs.next().expect("one pushed result per valid job");
+                    let r = pushed.next().expect("one pushed result per valid job");
+                    r.map_err(ApiError::from).and_then(|p| pushed_view(job, p))
                 }
+            };
+            match result {
+                Ok((status, v)) => json!({"index": index, "status": status.as_u16(), "id": v.id, "due_at_ms": v.due_at_ms, "outcome": v.outcome}),
+                Err(e) => json!({"index": index, "status": e.status.as_u16(), "error": e.body()}),
             }
         })
-        .buffered(32)
-        .collect()
-        .await;
+        .collect();
     let accepted = results.iter().filter(|r| r.get("error").is_none()).count();
     Ok(Json(
         json!({"accepted": accepted, "rejected": results.len() - accepted, "results": results}),

@@ -1,0 +1,145 @@
+// The BullMQ side of delayq's benchmark. The Rust harness (bench/main.rs)
+// starts a redis-server, runs one scenario here with
+//   node bench.mjs <scenario> '<options as JSON>'
+// and reads one JSON line of results from stdout. Every scenario mirrors the
+// delayq one: 36-character ids, 64-byte bodies, jobs removed when done.
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+
+const [scenario, rawOptions] = process.argv.slice(2);
+const o = JSON.parse(rawOptions || '{}');
+const connection = { host: '127.0.0.1', port: o.port };
+const BODY = 'b'.repeat(64);
+const opts = { removeOnComplete: true, removeOnFail: true };
+const id = (tag, i) => `${tag.padStart(8, '0')}-0000-0000-0000-${String(i).padStart(12, '0')}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A plain connection for INFO, apart from BullMQ's own.
+const admin = new IORedis({ ...connection, lazyConnect: true });
+
+async function redisInfo(queue, section, field) {
+  const info = await admin.info(section);
+  const line = info.split('\r\n').find((l) => l.startsWith(field + ':'));
+  return Number(line.split(':')[1]);
+}
+
+async function redisCpu(queue) {
+  return (await redisInfo(queue, 'cpu', 'used_cpu_sys')) + (await redisInfo(queue, 'cpu', 'used_cpu_user'));
+}
+
+// n adds, `inflight` at a time.
+async function addMany(queue, tag, n, delay, inflight) {
+  let next = 0;
+  const lane = async () => {
+    while (next < n) {
+      const i = next++;
+      await queue.add('job', BODY, { ...opts, delay, jobId: id(tag, i) });
+    }
+  };
+  await Promise.all(Array.from({ length: inflight }, lane));
+}
+
+async function addBulk(queue, tag, n, delay, batch) {
+  for (let start = 0; start < n; start += batch) {
+    const jobs = [];
+    for (let i = start; i < Math.min(n, start + batch); i++) {
+      jobs.push({ name: 'job', data: BODY, opts: { ...opts, delay, jobId: id(tag, i) } });
+    }
+    await queue.addBulk(jobs);
+  }
+}
+
+const scenarios = {
+  async add_single(queue) {
+    await addMany(queue, 'warm', 1000, 3_600_000, o.inflight);
+    const t = performance.now();
+    await addMany(queue, 'single', o.n, 3_600_000, o.inflight);
+    return { jobs_per_s: o.n / ((performance.now() - t) / 1000) };
+  },
+
+  async add_bulk(queue) {
+    await addBulk(queue, 'warm', 1000, 3_600_000, o.batch);
+    const t = performance.now();
+    await addBulk(queue, 'bulk', o.n, 3_600_000, o.batch);
+    return { jobs_per_s: o.n / ((performance.now() - t) / 1000) };
+  },
+
+  async memory(queue) {
+    await addBulk(queue, 'warm', 100, 3_600_000, 100);
+    const before = await redisInfo(queue, 'memory', 'used_memory');
+    await addBulk(queue, 'mem', o.n, 3_600_000, 1000);
+    const after = await redisInfo(queue, 'memory', 'used_memory');
+    return { bytes_per_job: (after - before) / o.n };
+  },
+
+  // `jobs` jobs fall due evenly over `spread_ms` while `pending` others wait
+  // an hour away; lateness = processing start - (added + delay).
+  async lateness(queue) {
+    await addBulk(queue, 'far', o.pending, 3_600_000, 1000);
+    const late = [];
+    const worker = new Worker(queue.name, async (job) => {
+      late.push(Date.now() - (job.timestamp + job.opts.delay));
+    }, { connection, concurrency: o.concurrency });
+    await worker.waitUntilReady();
+    const t0 = Date.now();
+    const step = o.spread_ms / o.jobs;
+    let next = 0;
+    const lane = async () => {
+      while (next < o.jobs) {
+        const i = next++;
+        const dueAt = t0 + o.lead_ms + step * i;
+        await queue.add('job', BODY, { ...opts, delay: Math.max(0, Math.round(dueAt - Date.now())), jobId: id('due', i) });
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, lane));
+    const deadline = Date.now() + o.lead_ms + o.spread_ms + 30_000;
+    while (late.length < o.jobs && Date.now() < deadline) await sleep(50);
+    await worker.close();
+    return { lateness_ms: late };
+  },
+
+  // Redis CPU per add -> fire -> process -> complete, idle subtracted.
+  async cpu(queue) {
+    const worker = new Worker(queue.name, async () => {}, { connection, concurrency: 64 });
+    await worker.waitUntilReady();
+    let done = 0;
+    worker.on('completed', () => { done++; });
+    await sleep(500);
+    const idleStart = await redisCpu(queue);
+    const idleT = performance.now();
+    await sleep(2000);
+    const idleRate = (await redisCpu(queue) - idleStart) / ((performance.now() - idleT) / 1000);
+    const cpu0 = await redisCpu(queue);
+    const t = performance.now();
+    await addMany(queue, 'cpu', o.n, 10, 64);
+    while (done < o.n) await sleep(5);
+    const wall = (performance.now() - t) / 1000;
+    const cpu = (await redisCpu(queue)) - cpu0 - idleRate * wall;
+    await worker.close();
+    return { cpu_us_per_job: (cpu * 1e6) / o.n };
+  },
+
+  // add -> fire -> process -> complete at full speed.
+  async e2e(queue) {
+    const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });
+    await worker.waitUntilReady();
+    let done = 0;
+    worker.on('completed', () => { done++; });
+    const t = performance.now();
+    await addMany(queue, 'e2e', o.n, 10, 64);
+    while (done < o.n) await sleep(2);
+    const secs = (performance.now() - t) / 1000;
+    await worker.close();
+    return { jobs_per_s: o.n / secs };
+  },
+};
+
+const queue = new Queue(`bench-${scenario}`, { connection });
+try {
+  const result = await scenarios[scenario](queue);
+  process.stdout.write(JSON.stringify(result) + '\n');
+} finally {
+  await queue.close();
+  admin.disconnect();
+}
+process.exit(0);
