@@ -1,44 +1,112 @@
-//! delayq benchmarks: figures and the conditions they were measured under.
+//! delayq's benchmark, side by side with BullMQ on the same redis-server
+//! configuration, in the same run.
 //!
-//! `cargo run --release --example bench -- [--quick] [--pending N] [--appendfsync always|everysec]`
+//! ```text
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq]
+//!                                        [--repeats N] [--pending 0,100000,1000000]
+//! ```
 //!
-//! Starts its own redis-server on loopback TCP with `redis-conf/redis.conf`
-//! and measures, for delayq:
-//! - library push throughput, 64 in flight;
-//! - HTTP push throughput on the compatible `/push`, 64 connections in
-//!   flight, load from `wrk` (a separate C process) when installed;
-//! - fire lateness (hand-over minus due time, Redis clock) of jobs falling
-//!   due at a steady rate while N other jobs wait far in the future;
-//! - Redis memory per pending job (used_memory delta / jobs).
+//! Every scenario runs for delayq and BullMQ alternately, each run on a fresh
+//! redis-server started here (loopback TCP, `redis-conf/redis.conf`), and the
+//! table shows medians over the repeats and delayq/BullMQ ratios. BullMQ runs
+//! in Node (`bench/bullmq/`, installed with npm on first use); `--only
+//! delayq` needs no Node. HTTP push uses `wrk` (apt-get install wrk) as the
+//! load generator, a separate C process, and is skipped without it.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use delayq::http::{AppState, ServerConfig};
 use delayq::{Config, NewJob, Queue, Shutdown};
 use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
 
 const CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/redis.conf");
-const WRK_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/push.lua");
+const BENCH_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench");
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum System {
+    Delayq,
+    Bullmq,
+}
+
+/// Sizes of one run.
+struct Sizes {
+    adds: usize,
+    batch: usize,
+    wrk_secs: u32,
+    due_jobs: usize,
+    due_spread_ms: u64,
+    memory_jobs: usize,
+    cpu_jobs: usize,
+    e2e_jobs: usize,
+}
 
 struct Options {
-    quick: bool,
+    systems: Vec<System>,
+    repeats: usize,
     pending: Vec<usize>,
-    appendfsync: String,
+    sizes: Sizes,
+    label: &'static str,
 }
 
 fn options() -> Options {
     let mut o = Options {
-        quick: false,
-        pending: vec![0, 10_000],
-        appendfsync: "always".into(),
+        systems: vec![System::Delayq, System::Bullmq],
+        repeats: 3,
+        pending: vec![0, 100_000, 1_000_000],
+        sizes: Sizes {
+            adds: 100_000,
+            batch: 100,
+            wrk_secs: 10,
+            due_jobs: 5000,
+            due_spread_ms: 10_000,
+            memory_jobs: 1_000_000,
+            cpu_jobs: 20_000,
+            e2e_jobs: 50_000,
+        },
+        label: "full",
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--quick" => o.quick = true,
+            "--quick" | "--smoke" => {
+                let smoke = a == "--smoke";
+                o.repeats = 1;
+                o.pending = if smoke { vec![1000] } else { vec![0, 20_000] };
+                o.sizes = Sizes {
+                    adds: if smoke { 2000 } else { 10_000 },
+                    batch: 100,
+                    wrk_secs: if smoke { 1 } else { 3 },
+                    due_jobs: if smoke { 200 } else { 1000 },
+                    due_spread_ms: if smoke { 1000 } else { 3000 },
+                    memory_jobs: if smoke { 5000 } else { 50_000 },
+                    cpu_jobs: if smoke { 1000 } else { 5000 },
+                    e2e_jobs: if smoke { 2000 } else { 10_000 },
+                };
+                o.label = if smoke {
+                    "smoke (tiny counts: checks the harness, not the speed)"
+                } else {
+                    "quick (small counts)"
+                };
+            }
+            "--only" => {
+                o.systems = match args.next().as_deref() {
+                    Some("delayq") => vec![System::Delayq],
+                    Some("bullmq") => vec![System::Bullmq],
+                    other => panic!("--only delayq|bullmq, not {other:?}"),
+                }
+            }
+            "--repeats" => {
+                o.repeats = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--repeats N")
+            }
             "--pending" => {
                 o.pending = args
                     .next()
@@ -47,14 +115,14 @@ fn options() -> Options {
                     .map(|n| n.parse().expect("--pending takes numbers"))
                     .collect()
             }
-            "--appendfsync" => o.appendfsync = args.next().expect("--appendfsync always|everysec"),
             other => panic!("unknown argument {other:?}"),
         }
     }
     o
 }
 
-/// A redis-server on a free loopback port, killed on drop.
+/// A redis-server on a free loopback port with the shared config, killed on
+/// drop.
 struct Redis {
     child: Child,
     port: u16,
@@ -62,7 +130,7 @@ struct Redis {
 }
 
 impl Redis {
-    fn start(appendfsync: &str) -> Redis {
+    fn start() -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -71,19 +139,19 @@ impl Redis {
         let dir = tempfile::tempdir().unwrap();
         let child = Command::new("redis-server")
             .arg(CONF)
-            .args(["--port", &port.to_string(), "--appendfsync", appendfsync])
+            .args(["--port", &port.to_string()])
             .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
             .spawn()
-            .expect("redis-server");
+            .expect("redis-server (apt-get install redis-server)");
         let r = Redis {
             child,
             port,
             _dir: dir,
         };
         let client = redis::Client::open(r.url()).unwrap();
-        for _ in 0..200 {
+        for _ in 0..250 {
             if let Ok(mut c) = client.get_connection() {
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
                     return r;
@@ -96,25 +164,17 @@ impl Redis {
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
-    fn used_memory(&self) -> i64 {
+    fn info(&self, section: &str, field: &str) -> f64 {
         let client = redis::Client::open(self.url()).unwrap();
         let mut c = client.get_connection().unwrap();
-        let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+        let info: String = redis::cmd("INFO").arg(section).query(&mut c).unwrap();
         info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
             .and_then(|v| v.trim().parse().ok())
             .unwrap()
     }
-    fn version() -> String {
-        let out = Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("v="))
-            .unwrap_or("?")
-            .to_owned()
+    fn cpu(&self) -> f64 {
+        self.info("cpu", "used_cpu_sys") + self.info("cpu", "used_cpu_user")
     }
 }
 
@@ -126,7 +186,6 @@ impl Drop for Redis {
 }
 
 fn id(tag: &str, i: usize) -> String {
-    // 36 characters, like a UUID.
     format!("{tag:0>8}-0000-0000-0000-{i:012}")
 }
 
@@ -141,20 +200,6 @@ fn new_job(id: String, topic: &str, delay: Duration) -> NewJob {
     }
 }
 
-async fn push_many(q: &Queue, tag: &str, n: usize, delay: Duration, in_flight: usize) -> Duration {
-    let start = Instant::now();
-    stream::iter(0..n)
-        .map(|i| {
-            let q = q.clone();
-            let job = new_job(id(tag, i), "far", delay);
-            async move { q.push(&job).await.expect("push") }
-        })
-        .buffer_unordered(in_flight)
-        .for_each(|_| async {})
-        .await;
-    start.elapsed()
-}
-
 fn queue(redis: &Redis) -> Queue {
     Queue::connect(Config {
         redis_url: redis.url(),
@@ -163,22 +208,71 @@ fn queue(redis: &Redis) -> Queue {
     .unwrap()
 }
 
-async fn library_push(o: &Options) -> f64 {
-    let redis = Redis::start(&o.appendfsync);
-    let q = queue(&redis);
-    let n = if o.quick { 5_000 } else { 100_000 };
-    push_many(&q, "warm", 1000, Duration::from_secs(3600), 64).await;
-    let took = push_many(&q, "lib", n, Duration::from_secs(3600), 64).await;
-    q.close().await;
-    n as f64 / took.as_secs_f64()
+async fn add_single(q: &Queue, tag: &str, n: usize, delay: Duration) -> Duration {
+    let start = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let q = q.clone();
+            let job = new_job(id(tag, i), "t", delay);
+            async move { q.push(&job).await.expect("push") }
+        })
+        .buffer_unordered(64)
+        .for_each(|_| async {})
+        .await;
+    start.elapsed()
 }
 
-async fn http_push(o: &Options) -> Option<(f64, String)> {
+async fn add_bulk(q: &Queue, tag: &str, n: usize, delay: Duration, batch: usize) -> Duration {
+    let start = Instant::now();
+    for from in (0..n).step_by(batch) {
+        let jobs: Vec<NewJob> = (from..(from + batch).min(n))
+            .map(|i| new_job(id(tag, i), "t", delay))
+            .collect();
+        for r in q.push_many(&jobs).await.expect("push_many") {
+            r.expect("push");
+        }
+    }
+    start.elapsed()
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Runs one BullMQ scenario in Node and returns its JSON result.
+fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
+    let dir = Path::new(BENCH_DIR).join("bullmq");
+    if !dir.join("node_modules").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "npm ci in bench/bullmq failed (or Node is missing: use --only delayq)"
+        );
+    }
+    let mut o = options;
+    o["port"] = json!(redis.port);
+    let out = Command::new("node")
+        .arg(dir.join("bench.mjs"))
+        .arg(scenario)
+        .arg(o.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("node");
+    assert!(out.status.success(), "BullMQ scenario {scenario} failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|_| panic!("BullMQ said {text}"))
+}
+
+/// HTTP push through wrk; jobs/s, or None without wrk.
+async fn http_push(secs: u32, script: &str) -> Option<f64> {
     if Command::new("wrk").arg("--version").output().is_err() {
-        println!("  (wrk not installed: apt-get install wrk; HTTP push skipped)");
         return None;
     }
-    let redis = Redis::start(&o.appendfsync);
+    let redis = Redis::start();
     let q = queue(&redis);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -191,10 +285,11 @@ async fn http_push(o: &Options) -> Option<(f64, String)> {
         },
         shutdown.clone(),
     ));
-    let secs = if o.quick { "2s" } else { "10s" };
+    let script = Path::new(BENCH_DIR).join(script);
     let out = tokio::task::spawn_blocking(move || {
         Command::new("wrk")
-            .args(["-t1", "-c64", "-d", secs, "-s", WRK_SCRIPT])
+            .args(["-t1", "-c64", "-d", &format!("{secs}s"), "-s"])
+            .arg(script)
             .arg(format!("http://{addr}"))
             .output()
             .unwrap()
@@ -204,41 +299,22 @@ async fn http_push(o: &Options) -> Option<(f64, String)> {
     shutdown.trigger();
     let _ = server.await;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let rps = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok())?;
-    let errors = text
+    let errors: u64 = text
         .lines()
         .find_map(|l| l.strip_prefix("non-success replies: "))
-        .unwrap_or("?")
-        .trim()
-        .to_owned();
-    Some((rps, errors))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(u64::MAX);
+    assert_eq!(errors, 0, "HTTP push had failures: {text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
-struct Lateness {
-    pending: usize,
-    jobs: usize,
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    max: f64,
-    early: usize,
-}
-
-/// `jobs` jobs fall due evenly over `spread` while `pending` others wait an
-/// hour away; 16 consumers long-poll and finish. Lateness is the Redis time
-/// of the hand-over minus the due time.
-async fn lateness(o: &Options, pending: usize) -> Lateness {
-    let redis = Redis::start(&o.appendfsync);
-    let q = queue(&redis);
-    push_many(&q, "far", pending, Duration::from_secs(3600), 256).await;
-    let (jobs, spread) = if o.quick {
-        (500, Duration::from_secs(2))
-    } else {
-        (5000, Duration::from_secs(10))
-    };
+/// Lateness samples (ms) of `jobs` jobs due evenly over `spread` while
+/// `pending` others wait an hour away; 16 consumers.
+async fn delayq_lateness(redis: &Redis, pending: usize, jobs: usize, spread_ms: u64) -> Vec<f64> {
+    let q = queue(redis);
+    add_bulk(&q, "far", pending, HOUR, 1000).await;
     let lead = Duration::from_secs(2);
     let late = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
     let done = Arc::new(AtomicBool::new(false));
@@ -249,14 +325,15 @@ async fn lateness(o: &Options, pending: usize) -> Lateness {
             let topic = ["due".to_string()];
             while !done.load(Ordering::Relaxed) {
                 if let Some(d) = q.pop(&topic, Duration::from_millis(200)).await.unwrap() {
-                    late.lock().unwrap().push(d.popped_at_us - d.due_ms * 1000);
+                    late.lock()
+                        .unwrap()
+                        .push((d.popped_at_us - d.due_ms * 1000) as f64 / 1000.0);
                     q.finish(&d.id, &d.token).await.unwrap();
                 }
             }
         }));
     }
-    // Push all of them first (with 2 s lead), spread evenly over `spread`.
-    let step = spread.as_micros() as u64 / jobs as u64;
+    let step = spread_ms * 1000 / jobs as u64;
     let t0 = Instant::now();
     stream::iter(0..jobs)
         .map(|i| {
@@ -270,7 +347,8 @@ async fn lateness(o: &Options, pending: usize) -> Lateness {
         .buffer_unordered(64)
         .for_each(|_| async {})
         .await;
-    let deadline = Instant::now() + lead + spread + Duration::from_secs(30);
+    let deadline =
+        Instant::now() + lead + Duration::from_millis(spread_ms) + Duration::from_secs(30);
     while late.lock().unwrap().len() < jobs && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -279,61 +357,308 @@ async fn lateness(o: &Options, pending: usize) -> Lateness {
         let _ = c.await;
     }
     q.close().await;
-    let mut v = late.lock().unwrap().clone();
+    let v = late.lock().unwrap().clone();
     assert_eq!(v.len(), jobs, "not every job fired");
-    v.sort();
-    let pct = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)] as f64 / 1000.0;
-    Lateness {
-        pending,
-        jobs,
-        p50: pct(0.50),
-        p90: pct(0.90),
-        p99: pct(0.99),
-        max: *v.last().unwrap() as f64 / 1000.0,
-        early: v.iter().filter(|l| **l < 0).count(),
+    v
+}
+
+/// 64 consumers popping and finishing until `n` are done; returns when.
+fn consume(q: &Queue, n: usize, done: Arc<AtomicUsize>) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..64)
+        .map(|_| {
+            let (q, done) = (q.clone(), done.clone());
+            tokio::spawn(async move {
+                let topic = ["t".to_string()];
+                while done.load(Ordering::Relaxed) < n {
+                    if let Some(d) = q.pop(&topic, Duration::from_millis(100)).await.unwrap() {
+                        q.finish(&d.id, &d.token).await.unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Redis CPU (µs) per add -> fire -> pop -> finish, idle subtracted; and the
+/// end-to-end rate of the same flow (jobs/s).
+async fn delayq_lifecycle(redis: &Redis, n: usize, measure_cpu: bool) -> f64 {
+    let q = queue(redis);
+    let done = Arc::new(AtomicUsize::new(0));
+    let consumers = consume(&q, n, done.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let idle_rate = if measure_cpu {
+        let (c0, t0) = (redis.cpu(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        (redis.cpu() - c0) / t0.elapsed().as_secs_f64()
+    } else {
+        0.0
+    };
+    let (c0, t0) = (redis.cpu(), Instant::now());
+    add_single(&q, "life", n, Duration::from_millis(10)).await;
+    while done.load(Ordering::Relaxed) < n {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = redis.cpu() - c0 - idle_rate * wall;
+    for c in consumers {
+        let _ = c.await;
+    }
+    q.close().await;
+    if measure_cpu {
+        cpu * 1e6 / n as f64
+    } else {
+        n as f64 / wall
     }
 }
 
-async fn memory_per_job(o: &Options) -> (usize, f64) {
-    let redis = Redis::start(&o.appendfsync);
-    let q = queue(&redis);
-    let n = if o.quick { 10_000 } else { 100_000 };
-    push_many(&q, "warm", 100, Duration::from_secs(3600), 64).await;
-    let before = redis.used_memory();
-    push_many(&q, "mem", n, Duration::from_secs(3600), 256).await;
-    let after = redis.used_memory();
-    q.close().await;
-    (n, (after - before) as f64 / n as f64)
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// The table's rows, in order.
+const ROWS: &[&str] = &[
+    "add, single, 64 in flight (jobs/s)",
+    "add, batches of 100 (jobs/s)",
+    "HTTP /push (compatible), 64 conns, wrk (jobs/s)",
+    "HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)",
+    "Redis memory per pending job (bytes)",
+    "Redis CPU per job lifecycle (us)",
+    "end to end, add->fire->pop->finish (jobs/s)",
+];
+
+/// Results: (row, system) -> samples over repeats.
+type Table = BTreeMap<(String, &'static str), Vec<f64>>;
+
+fn record(t: &mut Table, row: &str, system: System, value: f64) {
+    let col = match system {
+        System::Delayq => "delayq",
+        System::Bullmq => "bullmq",
+    };
+    t.entry((row.to_owned(), col)).or_default().push(value);
 }
 
 #[tokio::main]
 async fn main() {
     let o = options();
-    println!("delayq benchmark");
+    let s = &o.sizes;
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let redis_version = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("v="))
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .unwrap_or_default();
     println!(
-        "conditions: redis-server {} on loopback TCP, redis-conf/redis.conf with appendfsync {}; {} cores; 36-char ids, 64-byte bodies{}",
-        Redis::version(),
-        o.appendfsync,
+        "delayq benchmark: {} run, {} repeat(s), medians",
+        o.label, o.repeats
+    );
+    println!(
+        "conditions: redis-server {redis_version} on loopback TCP with redis-conf/redis.conf (AOF, appendfsync always), a fresh server per run; {} cores shared by Redis, the system under test and the load; 36-char ids, 64-byte bodies; node {}",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        if o.quick { "; QUICK smoke run (small counts)" } else { "" }
+        node.as_deref().unwrap_or("absent"),
     );
-    let lib = library_push(&o).await;
-    println!("library push, 64 in flight:          {lib:>10.0} jobs/s");
-    if let Some((rps, errors)) = http_push(&o).await {
-        println!("HTTP /push (compatible), 64 conns:   {rps:>10.0} jobs/s  (wrk -t1 -c64; non-success replies: {errors})");
+    let mut t = Table::new();
+    let mut lateness: BTreeMap<(usize, &'static str), Vec<Vec<f64>>> = BTreeMap::new();
+    for rep in 0..o.repeats {
+        eprintln!("repeat {} of {}", rep + 1, o.repeats);
+        for &system in &o.systems {
+            let row = "add, single, 64 in flight (jobs/s)";
+            let redis = Redis::start();
+            let v = match system {
+                System::Delayq => {
+                    let q = queue(&redis);
+                    add_single(&q, "warm", 1000, HOUR).await;
+                    let took = add_single(&q, "one", s.adds, HOUR).await;
+                    q.close().await;
+                    s.adds as f64 / took.as_secs_f64()
+                }
+                System::Bullmq => {
+                    bullmq("add_single", &redis, json!({"n": s.adds, "inflight": 64}))["jobs_per_s"]
+                        .as_f64()
+                        .unwrap()
+                }
+            };
+            record(&mut t, row, system, v);
+
+            let row = "add, batches of 100 (jobs/s)";
+            let redis = Redis::start();
+            let v = match system {
+                System::Delayq => {
+                    let q = queue(&redis);
+                    add_bulk(&q, "warm", 1000, HOUR, s.batch).await;
+                    let took = add_bulk(&q, "bulk", s.adds, HOUR, s.batch).await;
+                    q.close().await;
+                    s.adds as f64 / took.as_secs_f64()
+                }
+                System::Bullmq => {
+                    bullmq("add_bulk", &redis, json!({"n": s.adds, "batch": s.batch}))["jobs_per_s"]
+                        .as_f64()
+                        .unwrap()
+                }
+            };
+            record(&mut t, row, system, v);
+
+            if system == System::Delayq {
+                for (row, script) in [
+                    (
+                        "HTTP /push (compatible), 64 conns, wrk (jobs/s)",
+                        "push_compat.lua",
+                    ),
+                    (
+                        "HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)",
+                        "push_native.lua",
+                    ),
+                ] {
+                    if let Some(v) = http_push(s.wrk_secs, script).await {
+                        record(&mut t, row, system, v);
+                    }
+                }
+            }
+
+            let row = "Redis memory per pending job (bytes)";
+            let redis = Redis::start();
+            let v = match system {
+                System::Delayq => {
+                    let q = queue(&redis);
+                    add_bulk(&q, "warm", 100, HOUR, 100).await;
+                    let before = redis.info("memory", "used_memory");
+                    add_bulk(&q, "mem", s.memory_jobs, HOUR, 1000).await;
+                    let after = redis.info("memory", "used_memory");
+                    q.close().await;
+                    (after - before) / s.memory_jobs as f64
+                }
+                System::Bullmq => bullmq("memory", &redis, json!({"n": s.memory_jobs}))
+                    ["bytes_per_job"]
+                    .as_f64()
+                    .unwrap(),
+            };
+            record(&mut t, row, system, v);
+
+            let row = "Redis CPU per job lifecycle (us)";
+            let redis = Redis::start();
+            let v = match system {
+                System::Delayq => delayq_lifecycle(&redis, s.cpu_jobs, true).await,
+                System::Bullmq => bullmq("cpu", &redis, json!({"n": s.cpu_jobs}))["cpu_us_per_job"]
+                    .as_f64()
+                    .unwrap(),
+            };
+            record(&mut t, row, system, v);
+
+            let row = "end to end, add->fire->pop->finish (jobs/s)";
+            let redis = Redis::start();
+            let v = match system {
+                System::Delayq => delayq_lifecycle(&redis, s.e2e_jobs, false).await,
+                System::Bullmq => {
+                    bullmq("e2e", &redis, json!({"n": s.e2e_jobs, "concurrency": 64}))["jobs_per_s"]
+                        .as_f64()
+                        .unwrap()
+                }
+            };
+            record(&mut t, row, system, v);
+
+            for &pending in &o.pending {
+                let redis = Redis::start();
+                let mut v = match system {
+                    System::Delayq => delayq_lateness(&redis, pending, s.due_jobs, s.due_spread_ms).await,
+                    System::Bullmq => bullmq(
+                        "lateness",
+                        &redis,
+                        json!({"pending": pending, "jobs": s.due_jobs, "spread_ms": s.due_spread_ms, "lead_ms": 2000, "concurrency": 16}),
+                    )["lateness_ms"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_f64().unwrap())
+                        .collect(),
+                };
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let col = if system == System::Delayq {
+                    "delayq"
+                } else {
+                    "bullmq"
+                };
+                lateness.entry((pending, col)).or_default().push(v);
+            }
+        }
     }
-    let (n, per_job) = memory_per_job(&o).await;
-    println!("redis memory per pending job:        {per_job:>10.0} bytes  (used_memory delta over {n} jobs)");
-    println!("fire lateness (hand-over minus due time, Redis clock), ms:");
+
+    println!();
+    println!("| scenario | delayq | BullMQ | delayq/BullMQ |");
+    println!("|---|---:|---:|---:|");
+    for row in ROWS {
+        let row = row.to_string();
+        let d = t.get(&(row.clone(), "delayq")).cloned().map(median);
+        let b = t.get(&(row.clone(), "bullmq")).cloned().map(median);
+        let fmt = |v: Option<f64>| {
+            v.map_or("-".to_owned(), |v| {
+                if v >= 100.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            })
+        };
+        let ratio = match (d, b) {
+            (Some(d), Some(b)) if b > 0.0 => format!("{:.2}x", d / b),
+            _ => "-".into(),
+        };
+        println!("| {row} | {} | {} | {ratio} |", fmt(d), fmt(b));
+    }
+    println!();
     println!(
-        "  {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6}",
-        "pending", "jobs", "p50", "p90", "p99", "max", "early"
+        "fire lateness, ms (hand-over minus due time; {} jobs due evenly over {} s while N others wait an hour away; 16 consumers):",
+        s.due_jobs,
+        s.due_spread_ms / 1000
     );
-    for &pending in &o.pending {
-        let l = lateness(&o, pending).await;
+    println!("| N pending | system | p50 | p90 | p99 | max | early |");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for ((pending, col), runs) in &lateness {
+        let stat = |f: &dyn Fn(&[f64]) -> f64| median(runs.iter().map(|r| f(r)).collect());
         println!(
-            "  {:>9} {:>6} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>6}",
-            l.pending, l.jobs, l.p50, l.p90, l.p99, l.max, l.early
+            "| {pending} | {col} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            stat(&|r| percentile(r, 0.50)),
+            stat(&|r| percentile(r, 0.90)),
+            stat(&|r| percentile(r, 0.99)),
+            stat(&|r| *r.last().unwrap()),
+            runs.iter()
+                .map(|r| r.iter().filter(|x| **x < 0.0).count())
+                .max()
+                .unwrap_or(0),
         );
+    }
+    // Raw samples for charts: one line per (N, system, repeat).
+    if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
+        let mut out = String::new();
+        for ((pending, col), runs) in &lateness {
+            for r in runs {
+                out.push_str(&format!(
+                    "{pending} {col} {}\n",
+                    r.iter()
+                        .map(|x| format!("{x:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+            }
+        }
+        std::fs::write(path, out).unwrap();
     }
 }
