@@ -8,7 +8,7 @@
 //!
 //! | key                      | type   | holds                                         |
 //! |--------------------------|--------|-----------------------------------------------|
-//! | `{p}:job:<id>`           | hash   | topic, body, ttr, due, state, attempts, token, lease, retry, max, err, hist, dead_at |
+//! | `{p}:job:<id>`           | hash   | the job; fields below                         |
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
@@ -17,6 +17,14 @@
 //! | `{p}:seq`                | string | lease token counter                           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
+//!
+//! Job hash fields are one letter each, because every pending job carries
+//! them (lib.lua names them): `q` topic, `b` body, `r` ttr (ms), `d` due
+//! (Unix ms), `s` state (absent while delayed; `ready`, `reserved`, `dead`),
+//! `a` attempts (absent = 0), `k` lease token, `l` lease end, `p` retry
+//! intervals (ms, comma-separated), `m` max attempts, `e` last error, `h`
+//! history (one "attempt TAB ms TAB error" line per failure), `x` time of
+//! death.
 
 /// Names every key and channel for one prefix.
 #[derive(Clone, Debug)]

@@ -354,12 +354,14 @@ impl Queue {
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(self.keys().job(id));
         let mut f: HashMap<String, String> = self.call(cmd.query_async(&mut self.conn())).await?;
-        let (Some(topic), Some(state)) = (f.remove("topic"), f.remove("state")) else {
+        // Field names: see keys.rs.
+        let Some(topic) = f.remove("q") else {
             return Ok(None);
         };
+        let state = f.remove("s").unwrap_or_else(|| "delayed".into());
         let int = |v: Option<&String>| v.and_then(|s| s.parse::<i64>().ok());
         let history = f
-            .get("hist")
+            .get("h")
             .map(|h| {
                 h.lines()
                     .filter_map(|line| {
@@ -378,17 +380,17 @@ impl Queue {
         Ok(Some(Job {
             id: id.to_owned(),
             topic,
-            body: f.remove("body").unwrap_or_default(),
-            ttr: Duration::from_millis(int(f.get("ttr")).unwrap_or(0).max(0) as u64),
-            due_ms: int(f.get("due")).unwrap_or(0),
-            attempts: int(f.get("attempts")).unwrap_or(0).max(0) as u32,
+            body: f.remove("b").unwrap_or_default(),
+            ttr: Duration::from_millis(int(f.get("r")).unwrap_or(0).max(0) as u64),
+            due_ms: int(f.get("d")).unwrap_or(0),
+            attempts: int(f.get("a")).unwrap_or(0).max(0) as u32,
             retry: RetryPolicy::from_stored(
-                f.get("retry").map(String::as_str),
-                f.get("max").map(String::as_str),
+                f.get("p").map(String::as_str),
+                f.get("m").map(String::as_str),
             ),
-            lease_until_ms: int(f.get("lease")).filter(|_| state == JobState::Reserved),
-            dead_at_ms: int(f.get("dead_at")),
-            last_error: f.remove("err"),
+            lease_until_ms: int(f.get("l")).filter(|_| state == JobState::Reserved),
+            dead_at_ms: int(f.get("x")),
+            last_error: f.remove("e"),
             history,
             state,
         }))

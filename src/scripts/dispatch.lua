@@ -46,8 +46,9 @@ for _, id in ipairs(ids) do
   local score = redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', P .. 'job:' .. id, 'state', 'topic', 'ttr')
-    local state, topic = f[1], f[2]
+    local f = redis.call('HMGET', P .. 'job:' .. id, STATE, TOPIC, TTR)
+    local topic = f[2]
+    local state = topic and (f[1] or 'delayed')
     local became
     if state == 'delayed' then
       moved = moved + 1

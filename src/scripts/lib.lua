@@ -11,6 +11,16 @@
 local P = ARGV[1]
 local SCHEDULE = KEYS[1]
 
+-- Job hash fields. One letter each: millions of pending jobs each carry
+-- these names (see keys.rs for the table).
+local TOPIC, BODY, TTR, DUE = 'q', 'b', 'r', 'd'
+-- State: absent while delayed (most jobs, so it costs nothing), otherwise
+-- 'ready', 'reserved' or 'dead'. Attempts: absent means 0.
+local STATE, ATTEMPTS = 's', 'a'
+local TOKEN, LEASE = 'k', 'l'
+local RETRY, MAX = 'p', 'm'
+local ERR, HIST, DEAD_AT = 'e', 'h', 'x'
+
 -- Redis time in microseconds (exact: below 2^53).
 local function now_us()
   local t = redis.call('TIME')
@@ -32,9 +42,11 @@ local function move_count(topic, from, to)
 end
 
 -- Into the schedule: the sweep and the trigger key's expiry both fire at due.
+-- The trigger's value is 1: Redis shares small integers, so it costs no
+-- value object.
 local function schedule(id, due)
   redis.call('ZADD', SCHEDULE, due, id)
-  redis.call('SET', P .. 't:' .. id, '', 'PXAT', due)
+  redis.call('SET', P .. 't:' .. id, 1, 'PXAT', due)
 end
 
 local function unschedule(id)
@@ -44,7 +56,7 @@ end
 
 -- A job that is out of the schedule joins the back of its ready list.
 local function make_ready(id, topic, from)
-  redis.call('HSET', P .. 'job:' .. id, 'state', 'ready', 'token', '')
+  redis.call('HSET', P .. 'job:' .. id, STATE, 'ready', TOKEN, '')
   redis.call('LPUSH', P .. 'ready:' .. topic, id)
   move_count(topic, from, 'ready')
 end
@@ -91,7 +103,7 @@ end
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
   local job = P .. 'job:' .. id
-  local f = redis.call('HMGET', job, 'attempts', 'retry', 'max', 'hist')
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -108,11 +120,11 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
     hist = string.sub(hist, string.find(hist, '\n', 1, true) + 1)
     lines = lines - 1
   end
-  redis.call('HSET', job, 'err', err, 'hist', hist, 'token', '')
+  redis.call('HSET', job, ERR, err, HIST, hist, TOKEN, '')
   unschedule(id)
 
   if max > 0 and attempts >= max then
-    redis.call('HSET', job, 'state', 'dead', 'dead_at', now_ms)
+    redis.call('HSET', job, STATE, 'dead', DEAD_AT, now_ms)
     redis.call('ZADD', P .. 'dead:' .. topic, now_ms, id)
     move_count(topic, 'reserved', 'dead')
     trim_dead(topic, now_ms, dead_max, dead_age)
@@ -127,7 +139,8 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
     return 'ready', now_ms
   end
   local due = now_ms + wait
-  redis.call('HSET', job, 'state', 'delayed', 'due', due)
+  redis.call('HSET', job, DUE, due)
+  redis.call('HDEL', job, STATE)
   schedule(id, due)
   move_count(topic, 'reserved', 'delayed')
   return 'delayed', due

@@ -16,9 +16,9 @@
 -- then goes exactly where its retry policy says (see fail_attempt in
 -- lib.lua), atomically, with the error and attempt kept in its history.
 local id = ARGV[4]
-local f = redis.call('HMGET', P .. 'job:' .. id, 'state', 'topic', 'token')
-if not f[1] then return { 0, '', 0, '' } end
-if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1], 0, f[2] } end
+local f = redis.call('HMGET', P .. 'job:' .. id, STATE, TOPIC, TOKEN)
+if not f[2] then return { 0, '', 0, '' } end
+if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1] or 'delayed', 0, f[2] } end
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
 local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],

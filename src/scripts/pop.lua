@@ -26,13 +26,13 @@ for i = 3, #ARGV do
     local id = redis.call('RPOP', list)
     if not id then break end
     local job = P .. 'job:' .. id
-    local f = redis.call('HMGET', job, 'state', 'topic', 'body', 'ttr', 'due')
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == 'ready' and f[2] == topic then
       local token = redis.call('INCR', P .. 'seq')
       local lease_until = lease_from + tonumber(f[4])
-      redis.call('HSET', job, 'state', 'reserved', 'token', token, 'lease', lease_until)
-      local attempts = redis.call('HINCRBY', job, 'attempts', 1)
+      redis.call('HSET', job, STATE, 'reserved', TOKEN, token, LEASE, lease_until)
+      local attempts = redis.call('HINCRBY', job, ATTEMPTS, 1)
       schedule(id, lease_until)
       move_count(topic, 'ready', 'reserved')
       reply[#reply + 1] = id

@@ -26,21 +26,21 @@ else
   due = now + tonumber(ARGV[6])
 end
 
-local old = redis.call('HMGET', job, 'state', 'topic', 'due')
+local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
 local status = 0
-if old[1] then
+if old[2] then
   if ARGV[10] == 'keep' then
     return { 2, tonumber(old[3]), 0 }
   end
   status = 1
-  detach(id, old[1], old[2])
+  detach(id, old[1] or 'delayed', old[2])
   redis.call('DEL', job)
 end
 
-redis.call('HSET', job, 'topic', topic, 'body', ARGV[4], 'ttr', ARGV[5],
-  'due', due, 'state', 'delayed', 'attempts', 0)
-if ARGV[8] ~= '' then redis.call('HSET', job, 'retry', ARGV[8]) end
-if ARGV[9] ~= '0' then redis.call('HSET', job, 'max', ARGV[9]) end
+redis.call('HSET', job, TOPIC, topic, BODY, ARGV[4], TTR, ARGV[5],
+  DUE, due)
+if ARGV[8] ~= '' then redis.call('HSET', job, RETRY, ARGV[8]) end
+if ARGV[9] ~= '0' then redis.call('HSET', job, MAX, ARGV[9]) end
 schedule(id, due)
 move_count(topic, nil, 'delayed')
 return { status, due, wake_if_head(id, due) }

@@ -13,11 +13,11 @@
 -- waiting consumers are woken.
 local id = ARGV[2]
 local job = P .. 'job:' .. id
-local f = redis.call('HMGET', job, 'state', 'topic', 'token')
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
 if f[1] ~= 'reserved' or f[3] ~= ARGV[3] then return 0 end
 unschedule(id)
-redis.call('HSET', job, 'state', 'ready', 'token', '')
-redis.call('HINCRBY', job, 'attempts', -1)
+redis.call('HSET', job, STATE, 'ready', TOKEN, '')
+redis.call('HINCRBY', job, ATTEMPTS, -1)
 redis.call('RPUSH', P .. 'ready:' .. f[2], id)
 move_count(f[2], 'reserved', 'ready')
 notify_ready(f[2], 1)

@@ -13,11 +13,11 @@
 -- trigger, ready list, dead set, counts); a refused call changes nothing.
 local id = ARGV[2]
 local job = P .. 'job:' .. id
-local f = redis.call('HMGET', job, 'state', 'topic', 'token')
-if not f[1] then return { 0, '' } end
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
+if not f[2] then return { 0, '' } end
 if ARGV[3] ~= '' and (f[1] ~= 'reserved' or f[3] ~= ARGV[3]) then
   return { -1, f[2] }
 end
-detach(id, f[1], f[2])
+detach(id, f[1] or 'delayed', f[2])
 redis.call('DEL', job)
 return { 1, f[2] }

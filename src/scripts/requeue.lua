@@ -24,8 +24,7 @@ local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
     local job = P .. 'job:' .. id
-    redis.call('HSET', job, 'attempts', 0)
-    redis.call('HDEL', job, 'dead_at')
+    redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
     make_ready(id, topic, 'dead')
     n = n + 1
   end

@@ -14,8 +14,8 @@
 -- so do attempts, except that a dead job starts its schedule afresh.
 local id = ARGV[2]
 local job = P .. 'job:' .. id
-local f = redis.call('HMGET', job, 'state', 'topic')
-if not f[1] then return { 0, 0, 0 } end
+local f = redis.call('HMGET', job, STATE, TOPIC)
+if not f[2] then return { 0, 0, 0 } end
 local now = math.ceil(now_us() / 1000)
 local due
 if tonumber(ARGV[4]) >= 0 then
@@ -23,13 +23,13 @@ if tonumber(ARGV[4]) >= 0 then
 else
   due = now + tonumber(ARGV[3])
 end
-detach(id, f[1], f[2])
+detach(id, f[1] or 'delayed', f[2])
 if f[1] == 'dead' then
-  redis.call('HSET', job, 'attempts', 0)
-  redis.call('HDEL', job, 'dead_at')
+  redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
 end
-if ARGV[5] == '1' then redis.call('HSET', job, 'body', ARGV[6]) end
-redis.call('HSET', job, 'state', 'delayed', 'due', due, 'token', '')
+if ARGV[5] == '1' then redis.call('HSET', job, BODY, ARGV[6]) end
+redis.call('HSET', job, DUE, due)
+redis.call('HDEL', job, STATE, TOKEN)
 schedule(id, due)
 move_count(f[2], nil, 'delayed')
 return { 1, due, wake_if_head(id, due) }

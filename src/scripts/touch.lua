@@ -12,12 +12,12 @@
 -- ends at now + length (Redis time), and not before.
 local id = ARGV[2]
 local job = P .. 'job:' .. id
-local f = redis.call('HMGET', job, 'state', 'token', 'ttr')
-if not f[1] then return { 0, 0 } end
+local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC)
+if not f[4] then return { 0, 0 } end
 if f[1] ~= 'reserved' or f[2] ~= ARGV[3] then return { -1, 0 } end
 local length = tonumber(ARGV[4])
 if length < 0 then length = tonumber(f[3]) end
 local lease_until = math.ceil(now_us() / 1000) + length
-redis.call('HSET', job, 'lease', lease_until)
+redis.call('HSET', job, LEASE, lease_until)
 schedule(id, lease_until)
 return { 1, lease_until }
