@@ -20,7 +20,7 @@ use crate::job::{
 use crate::keys::{validate_prefix, Keys};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
-use crate::scripts::Scripts;
+use crate::scripts::{self, Transition};
 use crate::shutdown::Shutdown;
 use crate::waiters::Waiters;
 use crate::{scheduler, subscriber};
@@ -114,7 +114,6 @@ struct Inner {
     client: redis::Client,
     conn: ConnectionManager,
     keys: Keys,
-    scripts: Scripts,
     waiters: Waiters,
     /// Pokes the sweep to look at the schedule again (a new earliest job,
     /// or a reconnect after which events may have been lost).
@@ -145,7 +144,6 @@ impl Queue {
         let queue = Queue {
             inner: Arc::new(Inner {
                 keys: Keys::new(&config.prefix),
-                scripts: Scripts::new(),
                 waiters: Waiters::default(),
                 sweep_wake: Notify::new(),
                 subscriber_connected: AtomicBool::new(false),
@@ -239,6 +237,31 @@ impl Queue {
         result
     }
 
+    /// Runs a script call (an FCALL); loads the function library first
+    /// when Redis does not have it (a new or flushed server).
+    async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        match self.call(cmd.query_async(&mut self.conn())).await {
+            Err(Error::Redis(e)) if scripts::is_missing(&e) => {
+                self.load_functions().await?;
+                self.call(cmd.query_async(&mut self.conn())).await
+            }
+            r => r,
+        }
+    }
+
+    async fn load_functions(&self) -> Result<()> {
+        let loaded: redis::RedisResult<String> =
+            scripts::load_cmd().query_async(&mut self.conn()).await;
+        match loaded {
+            Ok(_) => {
+                tracing::info!("loaded delayq's functions into redis");
+                Ok(())
+            }
+            Err(e) if scripts::is_already_loaded(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn conn(&self) -> ConnectionManager {
         self.inner.conn.clone()
     }
@@ -255,15 +278,13 @@ impl Queue {
     }
 
     /// The push script call for `job` (which `check_job` has accepted).
-    fn push_invocation<'a>(&'a self, job: &NewJob) -> redis::ScriptInvocation<'a> {
+    fn push_cmd(&self, job: &NewJob) -> redis::Cmd {
         let policy = job
             .retry
             .as_ref()
             .unwrap_or_else(|| self.retry_policy_for(&job.topic));
-        let mut inv = self.inner.scripts.push.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(&job.id)
+        let mut cmd = scripts::fcall(Transition::Push, self.keys());
+        cmd.arg(&job.id)
             .arg(&job.topic)
             .arg(&job.body)
             .arg(millis(job.ttr))
@@ -275,7 +296,7 @@ impl Queue {
                 IfExists::Replace => "replace",
                 IfExists::Keep => "keep",
             });
-        inv
+        cmd
     }
 
     /// Books a push script's reply `(status, due_ms, new_head)`.
@@ -304,8 +325,7 @@ impl Queue {
     #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
         self.limits().check_job(job).map_err(Error::Invalid)?;
-        let inv = self.push_invocation(job);
-        let reply = self.call(inv.invoke_async(&mut self.conn())).await?;
+        let reply = self.run(&self.push_cmd(job)).await?;
         let pushed = self.pushed(job, reply);
         debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
         Ok(pushed)
@@ -318,23 +338,26 @@ impl Queue {
     pub async fn push_many(&self, jobs: &[NewJob]) -> Result<Vec<Result<Pushed>>> {
         let checked: Vec<Result<(), String>> =
             jobs.iter().map(|j| self.limits().check_job(j)).collect();
-        let mut pipe = redis::pipe();
-        // After a Redis restart its script cache is empty: load first.
-        pipe.load_script(&self.inner.scripts.push).ignore();
         let valid: Vec<&NewJob> = jobs
             .iter()
             .zip(&checked)
             .filter(|(_, c)| c.is_ok())
             .map(|(j, _)| j)
             .collect();
-        let invocations: Vec<_> = valid.iter().map(|j| self.push_invocation(j)).collect();
-        for inv in &invocations {
-            pipe.invoke_script(inv);
+        let mut pipe = redis::pipe();
+        for j in &valid {
+            pipe.add_command(self.push_cmd(j));
         }
         let replies: Vec<(i64, i64, i64)> = if valid.is_empty() {
             Vec::new()
         } else {
-            self.call(pipe.query_async(&mut self.conn())).await?
+            match self.call(pipe.query_async(&mut self.conn())).await {
+                Err(Error::Redis(e)) if scripts::is_missing(&e) => {
+                    self.load_functions().await?;
+                    self.call(pipe.query_async(&mut self.conn())).await?
+                }
+                r => r?,
+            }
         };
         let mut replies = valid.iter().zip(replies).map(|(j, r)| self.pushed(j, r));
         Ok(checked
@@ -405,12 +428,9 @@ impl Queue {
         counter: &'static str,
     ) -> Result<Removal> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let mut inv = self.inner.scripts.remove.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(id)
-            .arg(token.unwrap_or(""));
-        let (r, topic): (i64, String) = self.call(inv.invoke_async(&mut self.conn())).await?;
+        let mut cmd = scripts::fcall(Transition::Remove, self.keys());
+        cmd.arg(id).arg(token.unwrap_or(""));
+        let (r, topic): (i64, String) = self.run(&cmd).await?;
         Ok(match r {
             1 => {
                 self.inner.stats.removed.fetch_add(1, Ordering::Relaxed);
@@ -466,17 +486,14 @@ impl Queue {
             .take(1000)
             .collect();
         let (dead_max, dead_age) = self.dead_retention();
-        let mut inv = self.inner.scripts.nack.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(dead_max)
+        let mut cmd = scripts::fcall(Transition::Nack, self.keys());
+        cmd.arg(dead_max)
             .arg(dead_age)
             .arg(id)
             .arg(token)
             .arg(delay.map_or(-1, |d| millis(d) as i64))
             .arg(if error.is_empty() { "nack" } else { &error });
-        let (status, state, due_ms, topic): (i64, String, i64, String) =
-            self.call(inv.invoke_async(&mut self.conn())).await?;
+        let (status, state, due_ms, topic): (i64, String, i64, String) = self.run(&cmd).await?;
         match status {
             1 => {
                 let counter = if state == "dead" {
@@ -506,13 +523,11 @@ impl Queue {
         if let Some(t) = ttr {
             self.limits().check_ttr(t).map_err(Error::Invalid)?;
         }
-        let mut inv = self.inner.scripts.touch.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(id)
+        let mut cmd = scripts::fcall(Transition::Touch, self.keys());
+        cmd.arg(id)
             .arg(token)
             .arg(ttr.map_or(-1, |d| millis(d) as i64));
-        let (status, until): (i64, i64) = self.call(inv.invoke_async(&mut self.conn())).await?;
+        let (status, until): (i64, i64) = self.run(&cmd).await?;
         match status {
             1 => Ok(until),
             0 => Err(Error::NotFound(id.to_owned())),
@@ -543,16 +558,13 @@ impl Queue {
                 l.max_body_bytes
             )));
         }
-        let mut inv = self.inner.scripts.reschedule.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(id)
+        let mut cmd = scripts::fcall(Transition::Reschedule, self.keys());
+        cmd.arg(id)
             .arg(millis(delay))
             .arg(due_at_ms.map_or(-1, |t| t.max(0)))
             .arg(if body.is_some() { "1" } else { "0" })
             .arg(body.unwrap_or(""));
-        let (status, due, new_head): (i64, i64, i64) =
-            self.call(inv.invoke_async(&mut self.conn())).await?;
+        let (status, due, new_head): (i64, i64, i64) = self.run(&cmd).await?;
         if status == 0 {
             return Err(Error::NotFound(id.to_owned()));
         }
@@ -603,15 +615,12 @@ impl Queue {
     }
 
     async fn requeue_batch(&self, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut inv = self.inner.scripts.requeue.prepare_invoke();
-        inv.key(self.keys().schedule())
-            .arg(self.keys().base())
-            .arg(topic)
-            .arg(500);
+        let mut cmd = scripts::fcall(Transition::Requeue, self.keys());
+        cmd.arg(topic).arg(500);
         for id in ids {
-            inv.arg(id);
+            cmd.arg(id);
         }
-        self.call(inv.invoke_async(&mut self.conn())).await
+        self.run(&cmd).await
     }
 
     /// Deletes every dead job of `topic`. Returns how many.
@@ -619,12 +628,9 @@ impl Queue {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let mut total = 0;
         loop {
-            let mut inv = self.inner.scripts.purge.prepare_invoke();
-            inv.key(self.keys().schedule())
-                .arg(self.keys().base())
-                .arg(topic)
-                .arg(500);
-            let n: u64 = self.call(inv.invoke_async(&mut self.conn())).await?;
+            let mut cmd = scripts::fcall(Transition::Purge, self.keys());
+            cmd.arg(topic).arg(500);
+            let n: u64 = self.run(&cmd).await?;
             total += n;
             if n == 0 {
                 return Ok(total);
@@ -679,13 +685,12 @@ impl Queue {
     pub async fn try_pop(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
         let k = self.keys();
-        let mut conn = self.conn();
-        let mut inv = self.inner.scripts.pop.prepare_invoke();
-        inv.key(k.schedule()).arg(k.base()).arg(max);
+        let mut cmd = scripts::fcall(Transition::Pop, k);
+        cmd.arg(max);
         for t in topics {
-            inv.arg(t);
+            cmd.arg(t);
         }
-        let reply: Vec<String> = self.call(inv.invoke_async(&mut conn)).await?;
+        let reply: Vec<String> = self.run(&cmd).await?;
         let deliveries = parse_pop(&reply)?;
         self.inner
             .stats
@@ -783,10 +788,9 @@ impl Queue {
     /// Undoes a reservation that never reached its consumer.
     async fn release(&self, d: &Delivery) -> Result<bool> {
         let k = self.keys();
-        let mut conn = self.conn();
-        let mut inv = self.inner.scripts.release.prepare_invoke();
-        inv.key(k.schedule()).arg(k.base()).arg(&d.id).arg(&d.token);
-        let r: i64 = self.call(inv.invoke_async(&mut conn)).await?;
+        let mut cmd = scripts::fcall(Transition::Release, k);
+        cmd.arg(&d.id).arg(&d.token);
+        let r: i64 = self.run(&cmd).await?;
         if r == 1 {
             self.inner.stats.released.fetch_add(1, Ordering::Relaxed);
             debug!(id = %d.id, "released a job whose consumer went away");
@@ -803,18 +807,15 @@ impl Queue {
         path: DispatchPath,
     ) -> Result<DispatchOutcome> {
         let k = self.keys();
-        let mut conn = self.conn();
         let (dead_max, dead_age) = self.dead_retention();
-        let mut inv = self.inner.scripts.dispatch.prepare_invoke();
-        inv.key(k.schedule())
-            .arg(k.base())
-            .arg(self.inner.config.dispatch_batch)
+        let mut cmd = scripts::fcall(Transition::Dispatch, k);
+        cmd.arg(self.inner.config.dispatch_batch)
             .arg(dead_max)
             .arg(dead_age);
         for id in ids {
-            inv.arg(id);
+            cmd.arg(id);
         }
-        let reply: Vec<String> = self.call(inv.invoke_async(&mut conn)).await?;
+        let reply: Vec<String> = self.run(&cmd).await?;
         let bad = || Error::Protocol(format!("dispatch reply {reply:?}"));
         let int =
             |i: usize| -> Result<i64> { reply.get(i).and_then(|s| s.parse().ok()).ok_or_else(bad) };

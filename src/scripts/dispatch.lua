@@ -57,6 +57,7 @@ for _, id in ipairs(ids) do
       became = 'ready'
     elseif state == 'reserved' then
       moved = moved + 1
+      -- fail_attempt takes it out of the schedule.
       became = fail_attempt(id, topic, math.ceil(now / 1000),
         'lease expired (ttr ' .. f[3] .. ' ms)', nil, dead_max, dead_age)
     else

@@ -1,6 +1,9 @@
--- lib.lua: helpers shared by every delayq script. It is prepended to each
--- script's text when the script is loaded, so every script still runs as
--- one atomic unit.
+-- lib.lua: helpers shared by every delayq script.
+--
+-- delayq loads its scripts into Redis once, as one function library
+-- (FUNCTION LOAD): this file first, then each <transition>.lua registered as
+-- a function of its own (see scripts.rs). Each call still runs as one atomic
+-- unit; the helpers are compiled once, not on every call.
 --
 -- Conventions for every script:
 --   KEYS[1] is the schedule zset "{p}:schedule". Every other key the script
@@ -8,8 +11,9 @@
 --           "{p}", so all of them live in KEYS[1]'s Redis Cluster slot.
 --   ARGV[1] is the key prefix "{p}:".
 -- Times are Unix milliseconds of the Redis clock (TIME), never the client's.
-local P = ARGV[1]
-local SCHEDULE = KEYS[1]
+
+-- Set at the start of every call (Redis runs one call at a time).
+local P, SCHEDULE
 
 -- Job hash fields. One letter each: millions of pending jobs each carry
 -- these names (see keys.rs for the table).
@@ -41,9 +45,9 @@ local function move_count(topic, from, to)
   if to then count(to, topic, 1) end
 end
 
--- Into the schedule: the sweep and the trigger key's expiry both fire at due.
--- The trigger's value is 1: Redis shares small integers, so it costs no
--- value object.
+-- A delayed job goes into the schedule and gets a trigger key: the sweep
+-- and the key's expiry both fire at due. The trigger's value is 1: Redis
+-- shares small integers, so it costs no value object.
 local function schedule(id, due)
   redis.call('ZADD', SCHEDULE, due, id)
   redis.call('SET', P .. 't:' .. id, 1, 'PXAT', due)
@@ -52,6 +56,16 @@ end
 local function unschedule(id)
   redis.call('ZREM', SCHEDULE, id)
   redis.call('DEL', P .. 't:' .. id)
+end
+
+-- A lease's end goes into the schedule only: the sweep is the clock, and a
+-- trigger key per lease would cost two more writes per delivery.
+local function lease(id, until_ms)
+  redis.call('ZADD', SCHEDULE, until_ms, id)
+end
+
+local function unlease(id)
+  redis.call('ZREM', SCHEDULE, id)
 end
 
 -- A job that is out of the schedule joins the back of its ready list.
@@ -67,6 +81,8 @@ local function detach(id, state, topic)
     redis.call('LREM', P .. 'ready:' .. topic, 1, id)
   elseif state == 'dead' then
     redis.call('ZREM', P .. 'dead:' .. topic, id)
+  elseif state == 'reserved' then
+    unlease(id)
   else
     unschedule(id)
   end
@@ -121,7 +137,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
     lines = lines - 1
   end
   redis.call('HSET', job, ERR, err, HIST, hist, TOKEN, '')
-  unschedule(id)
+  unlease(id)
 
   if max > 0 and attempts >= max then
     redis.call('HSET', job, STATE, 'dead', DEAD_AT, now_ms)

@@ -10,8 +10,8 @@
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
--- the schedule, so a consumer that dies without finishing counts as a failed
--- attempt after ttr, not before. Every delivery carries a new token (from
+-- the schedule (no trigger key: the sweep is the clock), so a consumer that
+-- dies without finishing counts as a failed attempt after ttr, not before. Every delivery carries a new token (from
 -- {p}:seq); finish, nack and touch with an older token are refused.
 local now = now_us()
 local lease_from = math.ceil(now / 1000)
@@ -26,14 +26,15 @@ for i = 3, #ARGV do
     local id = redis.call('RPOP', list)
     if not id then break end
     local job = P .. 'job:' .. id
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE)
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == 'ready' and f[2] == topic then
       local token = redis.call('INCR', P .. 'seq')
       local lease_until = lease_from + tonumber(f[4])
-      redis.call('HSET', job, STATE, 'reserved', TOKEN, token, LEASE, lease_until)
-      local attempts = redis.call('HINCRBY', job, ATTEMPTS, 1)
-      schedule(id, lease_until)
+      local attempts = (tonumber(f[6]) or 0) + 1
+      redis.call('HSET', job, STATE, 'reserved', TOKEN, token, LEASE, lease_until,
+        ATTEMPTS, attempts)
+      lease(id, lease_until)
       move_count(topic, 'ready', 'reserved')
       reply[#reply + 1] = id
       reply[#reply + 1] = topic

@@ -15,7 +15,7 @@ local id = ARGV[2]
 local job = P .. 'job:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
 if f[1] ~= 'reserved' or f[3] ~= ARGV[3] then return 0 end
-unschedule(id)
+unlease(id)
 redis.call('HSET', job, STATE, 'ready', TOKEN, '')
 redis.call('HINCRBY', job, ATTEMPTS, -1)
 redis.call('RPUSH', P .. 'ready:' .. f[2], id)

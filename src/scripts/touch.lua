@@ -19,5 +19,5 @@ local length = tonumber(ARGV[4])
 if length < 0 then length = tonumber(f[3]) end
 local lease_until = math.ceil(now_us() / 1000) + length
 redis.call('HSET', job, LEASE, lease_until)
-schedule(id, lease_until)
+lease(id, lease_until)
 return { 1, lease_until }
