@@ -293,12 +293,12 @@ async fn a_long_poll_whose_client_left_takes_no_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn push_many_sends_valid_jobs_in_one_go_even_after_a_script_flush() {
+async fn push_many_sends_valid_jobs_in_one_go_even_after_a_function_flush() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     q.push(&job("warm", "pm", 3_600_000, 1000)).await.unwrap();
-    // As after a Redis restart: the script cache is empty.
-    let _: String = redis.cmd(&["SCRIPT", "FLUSH"]).await;
+    // As on a fresh server: delayq's functions are not loaded.
+    let _: String = redis.cmd(&["FUNCTION", "FLUSH"]).await;
     let jobs = vec![
         job("a", "pm", 3_600_000, 1000),
         job("", "pm", 0, 1000),
@@ -314,5 +314,9 @@ async fn push_many_sends_valid_jobs_in_one_go_even_after_a_script_flush() {
     let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
     keys.sort();
     assert_eq!(keys, ["{dq}:job:a", "{dq}:job:warm"]);
+    // And single calls load them too.
+    let _: String = redis.cmd(&["FUNCTION", "FLUSH"]).await;
+    assert!(q.get("a").await.unwrap().is_some());
+    assert!(q.delete("a").await.unwrap());
     q.close().await;
 }
