@@ -20,6 +20,10 @@ pub struct ClientArgs {
     /// Print the server's JSON reply instead of text.
     #[arg(long, global = true)]
     json: bool,
+
+    /// Bearer token, when the server requires one.
+    #[arg(long, global = true, env = "DELAYQ_AUTH_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,6 +91,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> Result<()> {
     let c = Client {
         http: reqwest::Client::new(),
         base: args.server.trim_end_matches('/').to_owned(),
+        token: args.token.clone(),
     };
     let reply = match &command {
         ClientCommand::Push {
@@ -168,6 +173,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> Result<()> {
 struct Client {
     http: reqwest::Client,
     base: String,
+    token: Option<String>,
 }
 
 impl Client {
@@ -181,6 +187,9 @@ impl Client {
     ) -> Result<Value> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
         if let Some(b) = body {
             req = req.body(b.to_string());
         }

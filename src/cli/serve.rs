@@ -68,6 +68,15 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_WEBHOOK_SECRET", hide_env_values = true)]
     webhook_secret: Option<String>,
 
+    /// Require `Authorization: Bearer <TOKEN>` on every endpoint but
+    /// /healthz.
+    #[arg(long, env = "DELAYQ_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+
+    /// Most open client connections (each waiting /pop holds one).
+    #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384)]
+    max_connections: usize,
+
     /// Log format: text or json.
     #[arg(long, env = "DELAYQ_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
@@ -97,6 +106,7 @@ impl ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> Result<()> {
+    raise_open_files_limit();
     // Check the whole configuration before starting anything.
     let topics = args.topics()?;
     let private = match &args.redis {
@@ -143,6 +153,8 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         queue,
         server: ServerConfig {
             pop_timeout: args.pop_timeout,
+            max_connections: args.max_connections,
+            auth_token: args.auth_token.clone().map(webhook::Secret),
             ..ServerConfig::default()
         },
     };
@@ -173,4 +185,20 @@ async fn stop_on_signal(shutdown: Shutdown) {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Every client connection is a file descriptor: raise the soft limit to the
+/// hard one, so thousands of long-polls do not run out.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }

@@ -4,10 +4,12 @@
 //! - [`v1`]: the native API (`/v1/...`, `/healthz`, `/readyz`).
 //! - [`go_json`]: JSON read and written the way the Go original does.
 
+pub mod auth;
 pub mod compat;
 pub mod go_json;
 pub mod v1;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -17,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -35,6 +38,12 @@ pub struct ServerConfig {
     pub body_timeout: Duration,
     /// A client must send a request's headers within this time.
     pub header_timeout: Duration,
+    /// Most open client connections; past it, new ones wait to be accepted.
+    /// Each long-poll holds one, and no Redis connection.
+    pub max_connections: usize,
+    /// When set, every endpoint but `/healthz` needs
+    /// `Authorization: Bearer <token>`.
+    pub auth_token: Option<crate::webhook::Secret>,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +54,8 @@ impl Default for ServerConfig {
             max_request_bytes: 2 * 1024 * 1024 + 64 * 1024,
             body_timeout: Duration::from_secs(30),
             header_timeout: Duration::from_secs(30),
+            max_connections: 16_384,
+            auth_token: None,
         }
     }
 }
@@ -60,9 +71,11 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     let max = state.server.max_request_bytes;
     let body_timeout = state.server.body_timeout;
+    let auth = axum::middleware::from_fn_with_state(state.clone(), auth::require_token);
     compat::routes()
         .merge(v1::routes())
         .fallback(v1::no_route)
+        .layer(auth)
         .with_state(state)
         .layer(DefaultBodyLimit::max(max))
         .layer(RequestBodyTimeoutLayer::new(body_timeout))
@@ -83,9 +96,16 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let queue = state.queue.clone();
     let header_timeout = state.server.header_timeout;
+    let slots = Arc::new(Semaphore::new(state.server.max_connections));
     let app = router(state);
     let graceful = GracefulShutdown::new();
     loop {
+        // A free connection slot first: at the limit, new clients wait in
+        // the kernel's backlog instead of exhausting memory or descriptors.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            _ = shutdown.wait() => break,
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -108,6 +128,7 @@ pub async fn serve(
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     queue.close().await;

@@ -18,6 +18,8 @@ pub struct RedisServer {
     dir: TempDir,
     extra: Vec<String>,
     child: Option<Child>,
+    /// "?user=..&pass=.." for servers that require a login.
+    login: String,
 }
 
 impl RedisServer {
@@ -32,6 +34,7 @@ impl RedisServer {
             dir,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
+            login: String::new(),
         };
         r.spawn();
         r
@@ -42,7 +45,30 @@ impl RedisServer {
     }
 
     pub fn url(&self) -> String {
-        format!("redis+unix://{}", self.socket().display())
+        format!("redis+unix://{}{}", self.socket().display(), self.login)
+    }
+
+    /// A server whose default user needs `password`, with `extra` config.
+    pub fn start_with_password(password: &str, extra: &[&str]) -> RedisServer {
+        let dir = tempfile::Builder::new().prefix("dq").tempdir().unwrap();
+        let mut args = vec!["--requirepass".to_string(), password.to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut r = RedisServer {
+            dir,
+            extra: args,
+            child: None,
+            login: format!("?pass={password}"),
+        };
+        r.spawn();
+        r
+    }
+
+    /// The socket URL with another login.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!(
+            "redis+unix://{}?user={user}&pass={password}",
+            self.socket().display()
+        )
     }
 
     fn spawn(&mut self) {

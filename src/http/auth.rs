@@ -1,0 +1,57 @@
+//! Optional bearer-token authentication for every endpoint but `/healthz`.
+//!
+//! The token is compared in constant time, so response timing does not
+//! tell an attacker how many leading bytes were right. A refused request
+//! gets 401 with a JSON error and changes nothing.
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::AppState;
+
+/// Equal without an early exit on the first differing byte.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(expected) = &state.server.auth_token else {
+        return next.run(req).await;
+    };
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if constant_time_eq(token.as_bytes(), expected.0.as_bytes()) => next.run(req).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            axum::Json(json!({"error": {"code": "unauthorized", "message": "missing or wrong bearer token (Authorization: Bearer <token>)"}})),
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compares_whole_tokens() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

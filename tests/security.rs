@@ -1,0 +1,126 @@
+//! Bearer-token auth, Redis passwords and ACL users.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use delayq::http::ServerConfig;
+use delayq::webhook::Secret;
+use delayq::{Config, Queue};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_token_guards_every_endpoint_but_healthz() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        ServerConfig {
+            auth_token: Some(Secret("t0ken".into())),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let push = r#"{"topic":"t","id":"a","delay":1,"ttr":1}"#;
+    for (path, body) in [
+        ("/push", push),
+        ("/v1/jobs", r#"{"topic":"t"}"#),
+        ("/v1/topics", ""),
+        ("/metrics", ""),
+        ("/readyz", ""),
+    ] {
+        for auth in [
+            None,
+            Some("Bearer wrong"),
+            Some("Bearer t0ke"),
+            Some("t0ken"),
+        ] {
+            let mut req = http.post(format!("{}{path}", s.base)).body(body);
+            if path == "/v1/topics" || path == "/metrics" || path == "/readyz" {
+                req = http.get(format!("{}{path}", s.base));
+            }
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 401, "{path} with {auth:?}");
+            let v: serde_json::Value = resp.json().await.unwrap();
+            assert_eq!(v["error"]["code"], "unauthorized");
+        }
+    }
+    let n: i64 = redis.cmd(&["DBSIZE"]).await;
+    assert_eq!(n, 0, "a refused request wrote something");
+    assert_eq!(
+        http.get(format!("{}/healthz", s.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let ok = http
+        .post(format!("{}/push", s.base))
+        .bearer_auth("t0ken")
+        .body(push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_eq!(ok.json::<serde_json::Value>().await.unwrap()["code"], 0);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_passwords_and_acl_users_work_and_a_wrong_one_is_a_clear_error() {
+    // An ACL user limited to delayq's keys and channels.
+    let redis = RedisServer::start_with_password(
+        "adm1n",
+        &[
+            "--user",
+            "delayq",
+            "on",
+            ">s3cret",
+            "~{dq}:*",
+            "&{dq}:*",
+            "&__keyevent@*__:expired",
+            "+@all",
+        ],
+    );
+    for url in [redis.url(), redis.url_as("delayq", "s3cret")] {
+        let q = Queue::connect(Config {
+            redis_url: url.clone(),
+            ..Config::default()
+        })
+        .unwrap();
+        q.push(&job("j", "acl", 0, 60_000)).await.unwrap();
+        let d = q
+            .pop(&topics(&["acl"]), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("delivered through the dispatcher, logged in");
+        q.finish(&d.id, &d.token).await.unwrap();
+        eventually(
+            Duration::from_secs(5),
+            "the subscriber to log in",
+            || async { q.subscriber_connected().then_some(()) },
+        )
+        .await;
+        q.close().await;
+    }
+    let q = Queue::connect(Config {
+        redis_url: redis.url_as("delayq", "wrong"),
+        redis_timeout: Duration::from_millis(500),
+        ..Config::default()
+    })
+    .unwrap();
+    let e = q.push(&job("x", "acl", 0, 1000)).await.unwrap_err();
+    assert!(e.is_unavailable(), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("WRONGPASS")
+            || msg.contains("invalid username-password")
+            || msg.contains("no answer"),
+        "{msg}"
+    );
+    q.close().await;
+}
