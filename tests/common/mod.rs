@@ -227,6 +227,20 @@ impl DelayqProcess {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn terminate(mut self) {
+        // SAFETY: a plain kill(2) on our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "delayq exited with {status}");
+    }
+
     pub fn kill9(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
