@@ -206,8 +206,8 @@ impl Default for Limits {
 impl Limits {
     /// Checks an id: not empty, not too long.
     pub fn check_id(&self, id: &str) -> Result<(), String> {
-        if id.is_empty() {
-            return Err("job id is empty".into());
+        if id.trim().is_empty() {
+            return Err("job id is empty or blank".into());
         }
         if id.len() > self.max_id_bytes {
             return Err(format!(
@@ -216,14 +216,20 @@ impl Limits {
                 self.max_id_bytes
             ));
         }
+        // Ids end up in logs and key names: no line breaks or escapes.
+        if let Some(c) = id.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "job id {id:?} contains {c:?}; control characters are not allowed"
+            ));
+        }
         Ok(())
     }
 
     /// Checks a topic name: not empty, not too long, no control characters
     /// and no comma (pops name several topics separated by commas).
     pub fn check_topic(&self, topic: &str) -> Result<(), String> {
-        if topic.is_empty() {
-            return Err("topic is empty".into());
+        if topic.trim().is_empty() {
+            return Err("topic is empty or blank".into());
         }
         if topic.len() > self.max_topic_bytes {
             return Err(format!(

@@ -11,7 +11,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const WAITERS: usize = 10_000;
 
 fn raise_open_files_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: plain libc calls on a local struct.
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
@@ -87,8 +90,15 @@ async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
         clients_idle.lines().count(),
     );
     // One command connection, one subscriber, and the test's own.
-    assert!(connections <= 4, "{connections} Redis connections:\n{clients}");
-    assert!(rss_held < 1024 * 1024, "delayq uses {} MiB", rss_held / 1024);
+    assert!(
+        connections <= 4,
+        "{connections} Redis connections:\n{clients}"
+    );
+    assert!(
+        rss_held < 1024 * 1024,
+        "delayq uses {} MiB",
+        rss_held / 1024
+    );
 
     // 100 jobs arrive: 100 waiters get one each.
     for i in 0..100 {
@@ -109,7 +119,8 @@ async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
     server.terminate();
     for t in tasks {
         let body = t.await.unwrap();
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("reply {body:?}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|_| panic!("reply {body:?}"));
         assert_eq!(v["code"], 0);
         answered += 1;
         if !v["data"].is_null() {

@@ -1,0 +1,188 @@
+//! Bad input, generated: random bytes, invalid UTF-8, and valid requests
+//! broken one field at a time, against both APIs. Each gets a clear refusal
+//! (a 4xx, or the compatible API's code 1), never a 5xx or a panic, and
+//! Redis is left exactly as it was.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+/// One server for all cases (proptest runs hundreds).
+struct World {
+    rt: tokio::runtime::Runtime,
+    redis: RedisServer,
+    base: String,
+}
+
+fn world() -> &'static World {
+    static W: OnceLock<World> = OnceLock::new();
+    W.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let redis = RedisServer::start();
+        let base = rt.block_on(async {
+            let s = TestServer::start(queue(&redis), Default::default()).await;
+            let base = s.base.clone();
+            std::mem::forget(s); // serves until the process ends
+            base
+        });
+        World { rt, redis, base }
+    })
+}
+
+const COMPAT: &[&str] = &["/push", "/pop", "/get", "/finish", "/delete"];
+const NATIVE: &[&str] = &[
+    "/v1/jobs",
+    "/v1/jobs/batch",
+    "/v1/pop",
+    "/v1/jobs/x/nack",
+    "/v1/jobs/x/finish",
+    "/v1/jobs/x/touch",
+    "/v1/jobs/x/reschedule",
+];
+
+/// Sends `body` and checks the refusal; returns the status.
+fn refused(path: &str, body: Vec<u8>) {
+    let w = world();
+    let (status, text, keys) = w.rt.block_on(async {
+        let resp = reqwest::Client::new()
+            .post(format!("{}{path}", w.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        let keys: i64 = w.redis.cmd(&["DBSIZE"]).await;
+        (status, text, keys)
+    });
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("{path}: not JSON ({status}): {text}"));
+    if path.starts_with("/v1") {
+        assert!(
+            (400..500).contains(&status),
+            "{path}: status {status}: {text}"
+        );
+        assert!(
+            !v["error"]["message"].as_str().unwrap_or("").is_empty(),
+            "{text}"
+        );
+    } else {
+        assert_eq!(status, 200, "{path}: {text}");
+        // /pop with an unparsable topic list is refused too; /finish and
+        // /delete of unknown ids succeed by contract, so only pushes and
+        // malformed bodies are generated for them.
+        assert_eq!(v["code"], 1, "{path}: {text}");
+        assert!(!v["message"].as_str().unwrap_or("").is_empty());
+    }
+    assert_eq!(keys, 0, "{path}: a refused request changed Redis");
+}
+
+/// Whether a string passes delayq's name rules. Ids may hold commas; topics
+/// may not (pops list topics with them).
+fn fine(s: &str, max: usize, comma_ok: bool) -> bool {
+    !s.trim().is_empty()
+        && s.len() <= max
+        && !s.chars().any(|c| c.is_control() || (c == ',' && !comma_ok))
+}
+
+/// A way to break one field of a valid request.
+fn bad_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(json!(null)),
+        Just(json!("")),
+        Just(json!("   ")),
+        any::<f64>()
+            .prop_filter("not whole", |f| f.fract() != 0.0)
+            .prop_map(|f| json!(f)),
+        (i64::MIN..0i64).prop_map(|n| json!(n)),
+        (1i64 << 31..i64::MAX).prop_map(|n| json!(n)),
+        Just(json!({"nested": true})),
+        Just(json!([1, 2])),
+        "[\\x00-\\x1f,]{1,4}".prop_map(|s| json!(format!("a{s}b"))),
+        (257usize..3000).prop_map(|n| json!("x".repeat(n))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_are_refused_everywhere(
+        bytes in proptest::collection::vec(any::<u8>(), 0..600),
+        i in 0usize..12,
+    ) {
+        // Random bytes are not a valid request (and an empty object is
+        // not a valid push, pop, nack...).
+        let path = if i < COMPAT.len() { COMPAT[i] } else { NATIVE[i - COMPAT.len()] };
+        if (path == "/finish" || path == "/delete" || path == "/get") && serde_json::from_slice::<Value>(&bytes).is_ok() {
+            return Ok(());
+        }
+        refused(path, bytes);
+    }
+
+    #[test]
+    fn invalid_utf8_inside_strings_is_refused(prefix in "[a-z]{0,8}", lead in 0x80u8..0xc0, junk in proptest::collection::vec(0x80u8..0xff, 0..8), i in 0usize..2) {
+        // A continuation byte with no lead byte before it is never UTF-8.
+        let mut body = format!(r#"{{"topic":"t","id":"{prefix}"#).into_bytes();
+        body.push(lead);
+        body.extend(&junk);
+        body.extend(br#"","delay":1,"ttr":1}"#);
+        refused(["/push", "/v1/jobs"][i], body);
+    }
+
+    #[test]
+    fn a_compatible_push_with_one_broken_field_is_refused(field in 0usize..5, bad in bad_value()) {
+        let mut push = json!({"topic":"t","id":"job-1","delay":5,"ttr":10,"body":"b"});
+        let name = ["topic", "id", "delay", "ttr", "body"][field];
+        // A string or null body, and a whole-number delay or ttr in range,
+        // are valid: skip those.
+        let valid = match name {
+            "topic" => bad.as_str().is_some_and(|s| fine(s.trim(), 128, false)),
+            "id" => bad.as_str().is_some_and(|s| fine(s.trim(), 256, true)),
+            "body" => bad.is_string() || bad.is_null(),
+            "delay" => bad.as_i64().is_some_and(|n| (1..1 << 31).contains(&n)),
+            "ttr" => bad.as_i64().is_some_and(|n| (1..=86400).contains(&n)),
+            _ => false,
+        };
+        prop_assume!(!valid);
+        push[name] = bad;
+        refused("/push", push.to_string().into_bytes());
+    }
+
+    #[test]
+    fn a_native_push_with_one_broken_field_is_refused(field in 0usize..6, bad in bad_value()) {
+        let mut job = json!({"topic":"t","id":"job-1","delay_ms":5,"ttr_ms":10,"body":"b","retry":{"intervals":["1s"]}});
+        let name = ["topic", "id", "delay_ms", "ttr_ms", "body", "retry"][field];
+        let valid = match name {
+            "topic" => bad.as_str().is_some_and(|s| fine(s, 128, false)),
+            "id" => bad.is_null() || bad.as_str().is_some_and(|s| fine(s, 256, true)),
+            "delay_ms" => bad.is_null() || bad.as_u64().is_some_and(|n| n <= ((1 << 31) - 1) * 1000),
+            "ttr_ms" => bad.is_null() || bad.as_u64().is_some_and(|n| (1..=7 * 86_400_000).contains(&n)),
+            "body" => bad.is_string(),
+            _ => bad.is_null(),
+        };
+        prop_assume!(!valid);
+        job[name] = bad;
+        refused("/v1/jobs", job.to_string().into_bytes());
+    }
+
+    #[test]
+    fn a_native_pop_or_nack_with_broken_fields_is_refused(bad in bad_value(), i in 0usize..3) {
+        let body = match i {
+            0 => json!({"topics": [bad], "wait_ms": 0}),
+            1 => json!({"topics": ["t"], "max": bad}),
+            _ => json!({"token": bad}),
+        };
+        prop_assume!(!(i == 1 && bad.is_null()));
+        refused(["/v1/pop", "/v1/pop", "/v1/jobs/x/nack"][i], body.to_string().into_bytes());
+    }
+}
