@@ -36,9 +36,10 @@ pub struct Config {
     /// [`Error::Timeout`]. Bounds how long a request hangs while Redis is
     /// down.
     pub redis_timeout: Duration,
-    /// Run the dispatcher (expired-event subscriber and sweep) in this
-    /// process. A producer-only library user may turn it off; every server
-    /// runs it.
+    /// Dispatch due jobs (the sweep, and dispatch on expired events) in this
+    /// process. Off, the queue still pushes, pops and hears ready notices,
+    /// and relies on other delayq instances to dispatch; every server runs
+    /// it.
     pub dispatch: bool,
     /// Most jobs one dispatch script call moves.
     pub dispatch_batch: usize,
@@ -156,13 +157,13 @@ impl Queue {
                 config,
             }),
         };
+        // The subscriber always runs: it wakes waiting pops. The sweep (and
+        // dispatch on expired events) only where `dispatch` is on.
+        let mut tasks = vec![tokio::spawn(subscriber::run(queue.clone()))];
         if queue.inner.config.dispatch {
-            let tasks = vec![
-                tokio::spawn(subscriber::run(queue.clone())),
-                tokio::spawn(scheduler::run(queue.clone())),
-            ];
-            *queue.inner.tasks.lock().unwrap() = tasks;
+            tasks.push(tokio::spawn(scheduler::run(queue.clone())));
         }
+        *queue.inner.tasks.lock().unwrap() = tasks;
         Ok(queue)
     }
 

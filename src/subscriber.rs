@@ -88,7 +88,7 @@ async fn session(queue: &Queue) -> Result<(), redis::RedisError> {
                 due_ids.push(id.to_owned());
             }
         }
-        if !due_ids.is_empty() {
+        if !due_ids.is_empty() && queue.config().dispatch {
             // Dispatch in its own task: reading events must not wait on it.
             let q = queue.clone();
             tokio::spawn(async move {
