@@ -362,7 +362,7 @@ async fn scenario(faults: &[Fault]) -> Figures {
     }
 
     // The ledger's verdict.
-    let jobs = ledger.jobs.lock().unwrap();
+    let jobs = std::mem::take(&mut *ledger.jobs.lock().unwrap());
     let mut f = Figures {
         jobs: 0,
         faults: injected,
@@ -424,12 +424,10 @@ async fn scenario(faults: &[Fault]) -> Figures {
             f.lost += 1;
         }
     }
-    drop(jobs);
     // Dead exactly those that used up their schedule (library pushes of
     // "always-fail" jobs; compatible ones retry for ever, as the original).
     let mut dead: Vec<String> = Vec::new();
-    let ids: Vec<String> = ledger.jobs.lock().unwrap().keys().cloned().collect();
-    for id in ids {
+    for id in jobs.keys().cloned() {
         if let Ok(Some(j)) = q.get(&id).await {
             if j.state == JobState::Dead {
                 dead.push(id);
