@@ -498,6 +498,9 @@ async fn main() {
                 }
             };
             record(&mut t, row, system, v);
+            // Stop this run's server before the next starts: an idle
+            // redis-server with a million keys still expires and syncs.
+            drop(redis);
 
             let row = "add, batches of 100 (jobs/s)";
             let redis = Redis::start();
@@ -516,6 +519,9 @@ async fn main() {
                 }
             };
             record(&mut t, row, system, v);
+            // Stop this run's server before the next starts: an idle
+            // redis-server with a million keys still expires and syncs.
+            drop(redis);
 
             if system == System::Delayq {
                 for (row, script) in [
@@ -552,6 +558,9 @@ async fn main() {
                     .unwrap(),
             };
             record(&mut t, row, system, v);
+            // Stop this run's server before the next starts: an idle
+            // redis-server with a million keys still expires and syncs.
+            drop(redis);
 
             let row = "Redis CPU per job lifecycle (us)";
             let redis = Redis::start();
@@ -562,6 +571,9 @@ async fn main() {
                     .unwrap(),
             };
             record(&mut t, row, system, v);
+            // Stop this run's server before the next starts: an idle
+            // redis-server with a million keys still expires and syncs.
+            drop(redis);
 
             let row = "end to end, add->fire->pop->finish (jobs/s)";
             let redis = Redis::start();
@@ -574,6 +586,9 @@ async fn main() {
                 }
             };
             record(&mut t, row, system, v);
+            // Stop this run's server before the next starts: an idle
+            // redis-server with a million keys still expires and syncs.
+            drop(redis);
 
             for &pending in &o.pending {
                 let redis = Redis::start();

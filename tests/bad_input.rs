@@ -186,3 +186,35 @@ proptest! {
         refused(["/v1/pop", "/v1/pop", "/v1/jobs/x/nack"][i], body.to_string().into_bytes());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, .. ProptestConfig::default() })]
+
+    /// Odd headers change nothing about how a request is judged: a valid
+    /// native get of a missing job is a 404 whatever they say, a bad
+    /// Authorization on a server without auth is ignored, and nothing is
+    /// written.
+    #[test]
+    fn odd_headers_do_not_matter(
+        name in "[a-zA-Z][a-zA-Z0-9-]{0,30}",
+        value in "[ -~]{0,200}",
+        ctype in prop_oneof![Just("application/json"), Just("text/plain"), Just("application/x-www-form-urlencoded"), Just("nonsense/%%")],
+    ) {
+        let w = world();
+        let lower = name.to_ascii_lowercase();
+        prop_assume!(!["content-length", "transfer-encoding", "host", "connection", "expect", "upgrade", "te", "trailer"].contains(&lower.as_str()));
+        let (status, keys) = w.rt.block_on(async {
+            let resp = reqwest::Client::new()
+                .get(format!("{}/v1/jobs/none", w.base))
+                .header(name.as_str(), value.as_str())
+                .header("content-type", ctype)
+                .send()
+                .await
+                .unwrap();
+            let keys: i64 = w.redis.cmd(&["DBSIZE"]).await;
+            (resp.status().as_u16(), keys)
+        });
+        prop_assert_eq!(status, 404);
+        prop_assert_eq!(keys, 0);
+    }
+}

@@ -31,6 +31,16 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- The due time (ms) for an absolute time `at_ms` (if >= 0) or a delay from
+-- now, rounded up to the next millisecond of Redis time: never early, and a
+-- past absolute time means now.
+local function due_time(delay_ms, at_ms)
+  local now = math.ceil(now_us() / 1000)
+  at_ms = tonumber(at_ms)
+  if at_ms >= 0 then return math.max(at_ms, now) end
+  return now + tonumber(delay_ms)
+end
+
 -- Per-topic job counts by state live in one hash, field "<state>:<topic>".
 local function count(state, topic, by)
   local key = P .. 'count'

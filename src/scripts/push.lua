@@ -18,13 +18,7 @@
 -- The due time is never before Redis time (a past absolute time means now).
 local id, topic = ARGV[2], ARGV[3]
 local job = P .. 'job:' .. id
-local now = math.ceil(now_us() / 1000)
-local due
-if tonumber(ARGV[7]) >= 0 then
-  due = math.max(tonumber(ARGV[7]), now)
-else
-  due = now + tonumber(ARGV[6])
-end
+local due = due_time(ARGV[6], ARGV[7])
 
 local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
 local status = 0

@@ -16,13 +16,7 @@ local id = ARGV[2]
 local job = P .. 'job:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC)
 if not f[2] then return { 0, 0, 0 } end
-local now = math.ceil(now_us() / 1000)
-local due
-if tonumber(ARGV[4]) >= 0 then
-  due = math.max(tonumber(ARGV[4]), now)
-else
-  due = now + tonumber(ARGV[3])
-end
+local due = due_time(ARGV[3], ARGV[4])
 detach(id, f[1] or 'delayed', f[2])
 if f[1] == 'dead' then
   redis.call('HDEL', job, ATTEMPTS, DEAD_AT)

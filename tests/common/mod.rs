@@ -202,12 +202,20 @@ pub struct DelayqProcess {
 }
 
 impl DelayqProcess {
+    /// `delayq serve` on `redis`, with `extra` flags.
     pub fn start(redis: &RedisServer, extra: &[&str]) -> DelayqProcess {
+        let url = redis.url();
+        let mut args = vec!["--redis", url.as_str()];
+        args.extend_from_slice(extra);
+        Self::spawn(&args)
+    }
+
+    /// `delayq serve --listen 127.0.0.1:0 ARGS`; returns once it listens.
+    pub fn spawn(args: &[&str]) -> DelayqProcess {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--redis"])
-            .arg(redis.url())
-            .args(extra)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("DELAYQ_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
