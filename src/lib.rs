@@ -16,7 +16,8 @@
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts) and dead letters.
 //! - [`keys`]: the Redis key layout (one prefix, one hash tag).
-//! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`).
+//! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`),
+//!   loaded into Redis as one function library and called by name.
 //! - [`scheduler`]: the sweep that fires due jobs at the earliest due time.
 //! - [`subscriber`]: the pub/sub connection: expired events, ready and wake
 //!   notices, reconnect and catch-up.
