@@ -267,8 +267,9 @@ fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
         .unwrap_or_else(|_| panic!("BullMQ said {text}"))
 }
 
-/// HTTP push through wrk; jobs/s, or None without wrk.
-async fn http_push(secs: u32, script: &str) -> Option<f64> {
+/// HTTP push through wrk (`bench/push.lua`, `mode` compat or native);
+/// jobs/s, or None without wrk.
+async fn http_push(secs: u32, mode: &str) -> Option<f64> {
     if Command::new("wrk").arg("--version").output().is_err() {
         return None;
     }
@@ -285,12 +286,14 @@ async fn http_push(secs: u32, script: &str) -> Option<f64> {
         },
         shutdown.clone(),
     ));
-    let script = Path::new(BENCH_DIR).join(script);
+    let script = Path::new(BENCH_DIR).join("push.lua");
+    let mode = mode.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("wrk")
             .args(["-t1", "-c64", "-d", &format!("{secs}s"), "-s"])
             .arg(script)
             .arg(format!("http://{addr}"))
+            .args(["--", &mode])
             .output()
             .unwrap()
     })
@@ -525,14 +528,8 @@ async fn main() {
 
             if system == System::Delayq {
                 for (row, script) in [
-                    (
-                        "HTTP /push (compatible), 64 conns, wrk (jobs/s)",
-                        "push_compat.lua",
-                    ),
-                    (
-                        "HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)",
-                        "push_native.lua",
-                    ),
+                    ("HTTP /push (compatible), 64 conns, wrk (jobs/s)", "compat"),
+                    ("HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)", "native"),
                 ] {
                     if let Some(v) = http_push(s.wrk_secs, script).await {
                         record(&mut t, row, system, v);
