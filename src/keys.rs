@@ -2,13 +2,13 @@
 //!
 //! Every key starts with `{prefix}:`. The braces make the prefix a hash tag,
 //! so every key a script touches lives in one Redis Cluster slot. After the
-//! prefix comes a fixed kind (`job:`, `t:`, `ready:`, `dead:`, `schedule`, `count`, `seq`) and
+//! prefix comes a fixed kind (`j:`, `t:`, `ready:`, `dead:`, `schedule`, `count`, `seq`) and
 //! only then the user's id or topic, so no id or topic can ever name one of
 //! delayq's own keys or another application's.
 //!
 //! | key                      | type   | holds                                         |
 //! |--------------------------|--------|-----------------------------------------------|
-//! | `{p}:job:<id>`           | hash   | the job; fields below                         |
+//! | `{p}:j:<id>`             | hash   | the job; fields below                         |
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
@@ -20,7 +20,7 @@
 //!
 //! Job hash fields are one letter each, because every pending job carries
 //! them (lib.lua names them): `q` topic, `b` body, `r` ttr (ms), `d` due
-//! (Unix ms), `s` state (absent while delayed; `ready`, `reserved`, `dead`),
+//! (Unix ms; absent while delayed, when the schedule holds it), `s` state (absent while delayed; `ready`, `reserved`, `dead`),
 //! `a` attempts (absent = 0), `k` lease token, `l` lease end, `p` retry
 //! intervals (ms, comma-separated), `m` max attempts, `e` last error, `h`
 //! history (one "attempt TAB ms TAB error" line per failure), `x` time of
@@ -45,7 +45,7 @@ impl Keys {
         &self.base
     }
     pub fn job(&self, id: &str) -> String {
-        format!("{}job:{id}", self.base)
+        format!("{}j:{id}", self.base)
     }
     pub fn trigger(&self, id: &str) -> String {
         format!("{}t:{id}", self.base)
@@ -101,7 +101,7 @@ mod tests {
         let k = Keys::new("dq");
         assert_eq!(k.schedule(), "{dq}:schedule");
         // An id that looks like a delayq key still lands under job:/t:.
-        assert_eq!(k.job("{dq}:schedule"), "{dq}:job:{dq}:schedule");
+        assert_eq!(k.job("{dq}:schedule"), "{dq}:j:{dq}:schedule");
         assert_ne!(k.trigger("x"), k.job("x"));
         assert!(k.trigger("a").starts_with(&k.trigger_prefix()));
     }

@@ -375,9 +375,15 @@ impl Queue {
     /// Reads a job, in whatever state it is.
     pub async fn get(&self, id: &str) -> Result<Option<Job>> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let mut cmd = redis::cmd("HGETALL");
-        cmd.arg(self.keys().job(id));
-        let mut f: HashMap<String, String> = self.call(cmd.query_async(&mut self.conn())).await?;
+        // A delayed job's due time is its score in the schedule.
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(self.keys().job(id))
+            .cmd("ZSCORE")
+            .arg(self.keys().schedule())
+            .arg(id);
+        let (mut f, scheduled): (HashMap<String, String>, Option<f64>) =
+            self.call(pipe.query_async(&mut self.conn())).await?;
         // Field names: see keys.rs.
         let Some(topic) = f.remove("q") else {
             return Ok(None);
@@ -406,7 +412,7 @@ impl Queue {
             topic,
             body: f.remove("b").unwrap_or_default(),
             ttr: Duration::from_millis(int(f.get("r")).unwrap_or(0).max(0) as u64),
-            due_ms: int(f.get("d")).unwrap_or(0),
+            due_ms: int(f.get("d")).or(scheduled.map(|s| s as i64)).unwrap_or(0),
             attempts: int(f.get("a")).unwrap_or(0).max(0) as u32,
             retry: RetryPolicy::from_stored(
                 f.get("p").map(String::as_str),

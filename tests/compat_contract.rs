@@ -107,10 +107,10 @@ async fn push_replies_and_validation_messages_are_the_originals() {
         assert_eq!(&post_raw(b, "/push", body).await, want, "push {body}");
     }
     // Nothing that was refused was written: only jobs 1, 2 and 3 exist.
-    let keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
+    let keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
     let mut keys = keys;
     keys.sort();
-    assert_eq!(keys, ["{dq}:job:1", "{dq}:job:2", "{dq}:job:3"]);
+    assert_eq!(keys, ["{dq}:j:1", "{dq}:j:2", "{dq}:j:3"]);
     s.stop().await;
 }
 

@@ -311,9 +311,9 @@ async fn push_many_sends_valid_jobs_in_one_go_even_after_a_function_flush() {
     assert!(matches!(results[1], Err(Error::Invalid(_))));
     assert!(matches!(results[2], Err(Error::Invalid(_))));
     assert_eq!(results[3].as_ref().unwrap().outcome, PushOutcome::Replaced);
-    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
     keys.sort();
-    assert_eq!(keys, ["{dq}:job:a", "{dq}:job:warm"]);
+    assert_eq!(keys, ["{dq}:j:a", "{dq}:j:warm"]);
     // And single calls load them too.
     let _: String = redis.cmd(&["FUNCTION", "FLUSH"]).await;
     assert!(q.get("a").await.unwrap().is_some());

@@ -321,7 +321,7 @@ async fn scenario(faults: &[Fault]) -> Figures {
                     .await
                     .unwrap_err();
                 assert!(err.to_string().contains("OOM"), "{err}");
-                let exists: i64 = redis.cmd(&["EXISTS", "{dq}:job:oom-probe"]).await;
+                let exists: i64 = redis.cmd(&["EXISTS", "{dq}:j:oom-probe"]).await;
                 assert_eq!(exists, 0, "a refused push left a job behind");
                 tokio::time::sleep(Duration::from_millis(1000)).await;
                 let _: String = redis.cmd(&["CONFIG", "SET", "maxmemory", "0"]).await;

@@ -276,9 +276,9 @@ async fn a_batch_accepts_the_valid_jobs_and_reports_each_invalid_one() {
     assert_eq!(v["results"][1]["error"]["code"], "invalid");
     assert_eq!(v["results"][4]["error"]["code"], "bad_request");
     // Nothing of the rejected ones was written.
-    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:job:*"]).await;
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
     keys.sort();
-    assert_eq!(keys, ["{dq}:job:b0", "{dq}:job:b2", "{dq}:job:b5"]);
+    assert_eq!(keys, ["{dq}:j:b0", "{dq}:j:b2", "{dq}:j:b5"]);
     // RFC 3339 due times; a past one means now.
     let (_, b2) = api.call("get", "/v1/jobs/b2", None).await;
     assert_eq!(b2["due_at_ms"], 32_472_144_000_000i64);

@@ -228,7 +228,7 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
     }
     assert_eq!(
         redis
-            .cmd::<i64>(&["EXISTS", "{dq}:job:d0", "{dq}:job:d1"])
+            .cmd::<i64>(&["EXISTS", "{dq}:j:d0", "{dq}:j:d1"])
             .await
             + survivors.len() as i64,
         3,

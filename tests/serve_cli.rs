@@ -41,7 +41,7 @@ async fn sigterm_stops_delayq_cleanly_and_keeps_every_job() {
     assert_eq!(post(&delayq.base, "/push", push).await["code"], 0);
     // SIGTERM; it must exit 0.
     delayq.terminate();
-    let exists: i64 = redis.cmd(&["EXISTS", "{dq}:job:keep"]).await;
+    let exists: i64 = redis.cmd(&["EXISTS", "{dq}:j:keep"]).await;
     assert_eq!(exists, 1, "a graceful stop lost a job");
 }
 

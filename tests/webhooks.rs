@@ -285,7 +285,7 @@ async fn a_delivery_in_flight_when_delayq_dies_is_delivered_again() {
         Duration::from_secs(20),
         "w1 finished by the second delayq",
         || async {
-            let exists: i64 = redis.cmd(&["EXISTS", "{dq}:job:w1"]).await;
+            let exists: i64 = redis.cmd(&["EXISTS", "{dq}:j:w1"]).await;
             (exists == 0).then_some(())
         },
     )

@@ -46,14 +46,14 @@ for _, id in ipairs(ids) do
   local score = redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', P .. 'job:' .. id, STATE, TOPIC, TTR)
+    local f = redis.call('HMGET', P .. 'j:' .. id, STATE, TOPIC, TTR)
     local topic = f[2]
     local state = topic and (f[1] or 'delayed')
     local became
     if state == 'delayed' then
       moved = moved + 1
       unschedule(id)
-      make_ready(id, topic, 'delayed')
+      make_ready(id, topic, 'delayed', score)
       became = 'ready'
     elseif state == 'reserved' then
       moved = moved + 1

@@ -19,7 +19,9 @@ local P, SCHEDULE
 -- these names (see keys.rs for the table).
 local TOPIC, BODY, TTR, DUE = 'q', 'b', 'r', 'd'
 -- State: absent while delayed (most jobs, so it costs nothing), otherwise
--- 'ready', 'reserved' or 'dead'. Attempts: absent means 0.
+-- 'ready', 'reserved' or 'dead'. Attempts: absent means 0. Due: absent while
+-- delayed too, when the schedule's score is the due time; set when the job
+-- is handed over.
 local STATE, ATTEMPTS = 's', 'a'
 local TOKEN, LEASE = 'k', 'l'
 local RETRY, MAX = 'p', 'm'
@@ -78,9 +80,14 @@ local function unlease(id)
   redis.call('ZREM', SCHEDULE, id)
 end
 
--- A job that is out of the schedule joins the back of its ready list.
-local function make_ready(id, topic, from)
-  redis.call('HSET', P .. 'job:' .. id, STATE, 'ready', TOKEN, '')
+-- A job that is out of the schedule joins the back of its ready list;
+-- `due` (if given) records when it fell due.
+local function make_ready(id, topic, from, due)
+  if due then
+    redis.call('HSET', P .. 'j:' .. id, STATE, 'ready', TOKEN, '', DUE, due)
+  else
+    redis.call('HSET', P .. 'j:' .. id, STATE, 'ready', TOKEN, '')
+  end
   redis.call('LPUSH', P .. 'ready:' .. topic, id)
   move_count(topic, from, 'ready')
 end
@@ -116,7 +123,7 @@ local function trim_dead(topic, now_ms, max_count, max_age)
   end
   for _, id in ipairs(drop) do
     redis.call('ZREM', key, id)
-    redis.call('DEL', P .. 'job:' .. id)
+    redis.call('DEL', P .. 'j:' .. id)
     count('dead', topic, -1)
   end
 end
@@ -128,7 +135,7 @@ end
 --   otherwise                 -> ready at once
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
-  local job = P .. 'job:' .. id
+  local job = P .. 'j:' .. id
   local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
@@ -165,8 +172,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
     return 'ready', now_ms
   end
   local due = now_ms + wait
-  redis.call('HSET', job, DUE, due)
-  redis.call('HDEL', job, STATE)
+  redis.call('HDEL', job, STATE, DUE)
   schedule(id, due)
   move_count(topic, 'reserved', 'delayed')
   return 'delayed', due

@@ -16,7 +16,7 @@
 -- then goes exactly where its retry policy says (see fail_attempt in
 -- lib.lua), atomically, with the error and attempt kept in its history.
 local id = ARGV[4]
-local f = redis.call('HMGET', P .. 'job:' .. id, STATE, TOPIC, TOKEN)
+local f = redis.call('HMGET', P .. 'j:' .. id, STATE, TOPIC, TOKEN)
 if not f[2] then return { 0, '', 0, '' } end
 if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1] or 'delayed', 0, f[2] } end
 local override = tonumber(ARGV[6])

@@ -25,7 +25,7 @@ for i = 3, #ARGV do
   while got < want do
     local id = redis.call('RPOP', list)
     if not id then break end
-    local job = P .. 'job:' .. id
+    local job = P .. 'j:' .. id
     local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == 'ready' and f[2] == topic then

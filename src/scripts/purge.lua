@@ -14,7 +14,7 @@ local dead = P .. 'dead:' .. topic
 local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', dead, id)
-  redis.call('DEL', P .. 'job:' .. id)
+  redis.call('DEL', P .. 'j:' .. id)
 end
 if #ids > 0 then count('dead', topic, -#ids) end
 return #ids

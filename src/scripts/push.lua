@@ -17,22 +17,21 @@
 -- there is never a second copy, and a stale lease can no longer finish it.
 -- The due time is never before Redis time (a past absolute time means now).
 local id, topic = ARGV[2], ARGV[3]
-local job = P .. 'job:' .. id
+local job = P .. 'j:' .. id
 local due = due_time(ARGV[6], ARGV[7])
 
 local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
 local status = 0
 if old[2] then
   if ARGV[10] == 'keep' then
-    return { 2, tonumber(old[3]), 0 }
+    return { 2, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), 0 }
   end
   status = 1
   detach(id, old[1] or 'delayed', old[2])
   redis.call('DEL', job)
 end
 
-redis.call('HSET', job, TOPIC, topic, BODY, ARGV[4], TTR, ARGV[5],
-  DUE, due)
+redis.call('HSET', job, TOPIC, topic, BODY, ARGV[4], TTR, ARGV[5])
 if ARGV[8] ~= '' then redis.call('HSET', job, RETRY, ARGV[8]) end
 if ARGV[9] ~= '0' then redis.call('HSET', job, MAX, ARGV[9]) end
 schedule(id, due)

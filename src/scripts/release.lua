@@ -12,7 +12,7 @@
 -- of its ready list (it was first in line) with the attempt uncounted, and
 -- waiting consumers are woken.
 local id = ARGV[2]
-local job = P .. 'job:' .. id
+local job = P .. 'j:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
 if f[1] ~= 'reserved' or f[3] ~= ARGV[3] then return 0 end
 unlease(id)

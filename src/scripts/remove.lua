@@ -12,7 +12,7 @@
 -- Guarantees: the job leaves every structure at once (hash, schedule,
 -- trigger, ready list, dead set, counts); a refused call changes nothing.
 local id = ARGV[2]
-local job = P .. 'job:' .. id
+local job = P .. 'j:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
 if not f[2] then return { 0, '' } end
 if ARGV[3] ~= '' and (f[1] ~= 'reserved' or f[3] ~= ARGV[3]) then

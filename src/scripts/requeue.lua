@@ -20,12 +20,13 @@ if #ARGV > 3 then
 else
   ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 end
+local now = math.ceil(now_us() / 1000)
 local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
-    local job = P .. 'job:' .. id
+    local job = P .. 'j:' .. id
     redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
-    make_ready(id, topic, 'dead')
+    make_ready(id, topic, 'dead', now)
     n = n + 1
   end
 end

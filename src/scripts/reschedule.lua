@@ -13,7 +13,7 @@
 -- time, atomically; a lease it had is void. Topic, ttr and retry policy stay;
 -- so do attempts, except that a dead job starts its schedule afresh.
 local id = ARGV[2]
-local job = P .. 'job:' .. id
+local job = P .. 'j:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC)
 if not f[2] then return { 0, 0, 0 } end
 local due = due_time(ARGV[3], ARGV[4])
@@ -22,8 +22,7 @@ if f[1] == 'dead' then
   redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
 end
 if ARGV[5] == '1' then redis.call('HSET', job, BODY, ARGV[6]) end
-redis.call('HSET', job, DUE, due)
-redis.call('HDEL', job, STATE, TOKEN)
+redis.call('HDEL', job, STATE, TOKEN, DUE)
 schedule(id, due)
 move_count(f[2], nil, 'delayed')
 return { 1, due, wake_if_head(id, due) }

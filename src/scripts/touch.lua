@@ -11,7 +11,7 @@
 -- Guarantees: only the current lease holder can extend it; the lease then
 -- ends at now + length (Redis time), and not before.
 local id = ARGV[2]
-local job = P .. 'job:' .. id
+local job = P .. 'j:' .. id
 local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC)
 if not f[4] then return { 0, 0 } end
 if f[1] ~= 'reserved' or f[2] ~= ARGV[3] then return { -1, 0 } end
