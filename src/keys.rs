@@ -58,9 +58,6 @@ impl Keys {
     pub fn schedule(&self) -> String {
         format!("{}schedule", self.base)
     }
-    pub fn ready(&self, topic: &str) -> String {
-        format!("{}ready:{topic}", self.base)
-    }
     pub fn dead(&self, topic: &str) -> String {
         format!("{}dead:{topic}", self.base)
     }

@@ -66,11 +66,6 @@ impl RetryPolicy {
         Ok(())
     }
 
-    /// True when the policy changes nothing (unlimited immediate retries).
-    pub fn is_unlimited(&self) -> bool {
-        self.intervals.is_empty() && self.max_attempts.is_none()
-    }
-
     /// The intervals as the scripts store them: "120000,600000".
     pub(crate) fn intervals_ms(&self) -> String {
         self.intervals
@@ -106,6 +101,5 @@ mod tests {
         assert_eq!(RetryPolicy::from_stored(Some(&p.intervals_ms()), None), p);
         assert!(RetryPolicy::parse("2x", None).is_err());
         assert!(RetryPolicy::parse("", Some(0)).is_err());
-        assert!(RetryPolicy::default().is_unlimited());
     }
 }
