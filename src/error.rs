@@ -27,6 +27,22 @@ pub enum Error {
     #[error("redis unavailable: no answer within {0:?}")]
     Timeout(Duration),
 
+    /// The call reached Redis after this process had stopped waiting for it
+    /// (Redis paused, stopped or overloaded), and Redis refused it: nothing
+    /// was changed.
+    #[error("redis unavailable: the call reached redis after {0:?}; nothing was changed")]
+    Late(Duration),
+
+    /// Redis is at `maxmemory` and refused a call that would grow it.
+    /// Finishing and deleting jobs still works and makes room.
+    #[error("redis is out of memory (OOM: maxmemory reached): nothing was changed; finish or delete jobs, or give redis more memory")]
+    Full,
+
+    /// Redis is set to evict keys it needs (`maxmemory-policy` {0}): it
+    /// could silently delete accepted jobs, so delayq accepts none.
+    #[error("redis maxmemory-policy is {0}, which lets redis silently delete jobs; set it to noeviction (or a volatile-* policy)")]
+    Evicting(String),
+
     /// Redis answered with an error or the connection failed.
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
@@ -39,7 +55,10 @@ pub enum Error {
 impl Error {
     /// True when the failure is about Redis, not about the request.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, Error::Timeout(_) | Error::Redis(_))
+        matches!(
+            self,
+            Error::Timeout(_) | Error::Late(_) | Error::Full | Error::Evicting(_) | Error::Redis(_)
+        )
     }
 }
 

@@ -3,8 +3,10 @@
 //!
 //! A job's life: `delayed` (in the schedule, trigger key ticking) ->
 //! `ready` (in its topic's ready list) -> `reserved` (leased to a consumer
-//! until now + ttr) -> finished (gone), or back to `ready` when the lease runs
-//! out. Delete removes it from any state; pushing its id again replaces it.
+//! until now + ttr) -> finished (gone). A failed attempt (a nack, or a lease
+//! that runs out) goes where the job's retry policy says: `ready` again,
+//! `delayed` until the next interval, or `dead` when the attempts are used
+//! up. Delete removes it from any state; pushing its id again replaces it.
 
 use std::time::Duration;
 
@@ -176,6 +178,10 @@ pub(crate) enum Removal {
     StaleToken,
 }
 
+/// The latest absolute time a job may be due (or a lease end), Unix ms:
+/// 9999-12-31T23:59:59.999Z. The scripts enforce it too.
+pub const MAX_DUE_AT_MS: i64 = 253_402_300_799_999;
+
 /// Explicit bounds on what a producer may send. Every one is checked before
 /// anything is written.
 #[derive(Clone, Debug)]
@@ -187,6 +193,10 @@ pub struct Limits {
     pub max_ttr: Duration,
     /// Most topics one pop may name.
     pub max_pop_topics: usize,
+    /// Most body bytes one pop returns (it always returns at least one job
+    /// when one is ready): a pop's reply must reach its caller well within
+    /// the Redis timeout, however many jobs it asked for.
+    pub max_pop_bytes: usize,
 }
 
 impl Default for Limits {
@@ -199,6 +209,7 @@ impl Default for Limits {
             max_delay: Duration::from_secs((1 << 31) - 1),
             max_ttr: Duration::from_secs(7 * 24 * 3600),
             max_pop_topics: 32,
+            max_pop_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -231,6 +242,7 @@ impl Limits {
         if topic.trim().is_empty() {
             return Err("topic is empty or blank".into());
         }
+        check_untrimmed("topic", topic)?;
         if topic.len() > self.max_topic_bytes {
             return Err(format!(
                 "topic is {} bytes; the limit is {}",
@@ -249,6 +261,9 @@ impl Limits {
     /// Checks a whole job before it is pushed.
     pub fn check_job(&self, job: &NewJob) -> Result<(), String> {
         self.check_id(&job.id)?;
+        // Lookups take any id, so jobs pushed before this rule stay
+        // reachable; new ids follow the rule topics follow.
+        check_untrimmed("job id", &job.id)?;
         self.check_topic(&job.topic)?;
         if job.body.len() > self.max_body_bytes {
             return Err(format!(
@@ -257,15 +272,32 @@ impl Limits {
                 self.max_body_bytes
             ));
         }
-        if job.delay > self.max_delay {
-            return Err(format!(
-                "delay {:?} is longer than the limit {:?}",
-                job.delay, self.max_delay
-            ));
+        self.check_delay("delay", job.delay)?;
+        if let Some(at) = job.due_at_ms {
+            check_due_at(at)?;
         }
         self.check_ttr(job.ttr)?;
         if let Some(p) = &job.retry {
             p.check()?;
+        }
+        Ok(())
+    }
+
+    /// Checks a delay from now (a push's, a nack's, a reschedule's).
+    pub fn check_delay(&self, what: &str, delay: Duration) -> Result<(), String> {
+        if delay > self.max_delay {
+            return Err(format!(
+                "{what} {delay:?} is longer than the limit {:?}",
+                self.max_delay
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a lease token: finish, nack and touch need the one pop gave.
+    pub fn check_token(&self, token: &str) -> Result<(), String> {
+        if token.is_empty() {
+            return Err("lease token is empty; give the token the pop returned".into());
         }
         Ok(())
     }
@@ -294,6 +326,27 @@ impl Limits {
         }
         topics.iter().try_for_each(|t| self.check_topic(t))
     }
+}
+
+/// Checks an absolute due time (Unix ms).
+pub fn check_due_at(at_ms: i64) -> Result<(), String> {
+    if !(0..=MAX_DUE_AT_MS).contains(&at_ms) {
+        return Err(format!(
+            "due time {at_ms} ms is out of range: 0 to {MAX_DUE_AT_MS} (year 9999)"
+        ));
+    }
+    Ok(())
+}
+
+/// Ids and topics are taken as given, so one with spaces around it would be
+/// a different name from the one a consumer types: refuse it instead.
+fn check_untrimmed(what: &str, name: &str) -> Result<(), String> {
+    if name.trim() != name {
+        return Err(format!(
+            "{what} {name:?} starts or ends with white space; names are used exactly as given"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! How a job moves: [`Queue::push`] writes its hash, a schedule entry and a
 //! trigger key that expires at the due time. When it is due, a dispatch
 //! script moves it to its topic's ready list; [`Queue::pop`] leases it to a
-//! consumer for its ttr; [`Queue::finish`] removes it, and a lease that runs
-//! out puts it back to ready. Two paths call the dispatch script and race
+//! consumer for its ttr; [`Queue::finish`] removes it. A nack or a lease
+//! that runs out is a failed attempt: the job's retry policy sends it back
+//! to ready, to delayed until its next interval, or to dead. Two paths call the dispatch script and race
 //! harmlessly: the expired-event subscriber (cheap, but late or lost under
 //! load and across disconnects) and the sweep, which sleeps until the
 //! earliest due time and is the clock that makes jobs fire on time.
@@ -18,7 +19,9 @@
 //! - [`keys`]: the Redis key layout (one prefix, one hash tag).
 //! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`),
 //!   loaded into Redis as one function library and called by name.
-//! - [`scheduler`]: the sweep that fires due jobs at the earliest due time.
+//! - [`scheduler`]: the sweep that fires due jobs at the earliest due time,
+//!   and dead-letter retention.
+//! - [`clock`]: this process's estimate of Redis time, for call deadlines.
 //! - [`subscriber`]: the pub/sub connection: expired events, ready and wake
 //!   notices, reconnect and catch-up.
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
@@ -30,6 +33,7 @@
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
 
+mod clock;
 pub mod consumer;
 pub mod duration;
 pub mod error;
@@ -51,6 +55,6 @@ pub use error::{Error, Result};
 pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
 };
-pub use queue::{Config, DispatchPath, Overview, Queue, Stats, TopicCounts};
+pub use queue::{Config, DispatchPath, Memory, Overview, Queue, Stats, TopicCounts};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;

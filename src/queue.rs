@@ -12,10 +12,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::clock::RedisClock;
 use crate::error::{Error, Result};
 use crate::job::{
-    Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
-    Removal,
+    check_due_at, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob,
+    PushOutcome, Pushed, Removal,
 };
 use crate::keys::{validate_prefix, Keys};
 use crate::metrics::Metrics;
@@ -93,6 +94,50 @@ pub struct Stats {
     pub subscriber_connects: AtomicU64,
 }
 
+/// How long a call that this process stopped waiting for may still bring
+/// its reply: a pop's late reply is still read, so the jobs it reserved for
+/// nobody go back to ready at once instead of after their ttr.
+const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
+
+/// How long a reading of Redis's memory settings is trusted.
+const MEMORY_RECHECK: Duration = Duration::from_secs(1);
+
+/// Redis's memory, as `INFO memory` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Memory {
+    pub used_bytes: u64,
+    /// `maxmemory`; 0 means no limit.
+    pub max_bytes: u64,
+    /// `maxmemory-policy`.
+    pub policy: String,
+}
+
+impl Memory {
+    /// At `maxmemory`: with `noeviction`, calls that grow memory are refused.
+    pub fn full(&self) -> bool {
+        self.max_bytes > 0 && self.used_bytes >= self.max_bytes
+    }
+    /// The policy lets Redis delete keys that carry no TTL, such as jobs.
+    /// (`volatile-*` policies evict only keys with a TTL: trigger keys,
+    /// which the sweep does without.)
+    pub fn evicting(&self) -> bool {
+        self.policy.starts_with("allkeys-")
+    }
+
+    fn parse(info: &str) -> Option<Memory> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        Some(Memory {
+            used_bytes: field("used_memory")?.parse().ok()?,
+            max_bytes: field("maxmemory")?.parse().ok()?,
+            policy: field("maxmemory_policy")?.to_owned(),
+        })
+    }
+}
+
 /// What one dispatch call did.
 #[derive(Debug)]
 pub(crate) struct DispatchOutcome {
@@ -120,6 +165,9 @@ struct Inner {
     /// or a reconnect after which events may have been lost).
     sweep_wake: Notify,
     subscriber_connected: AtomicBool,
+    clock: RedisClock,
+    /// The last reading of `maxmemory-policy`, and when it was taken.
+    policy: Mutex<Option<(Instant, String)>>,
     stats: Stats,
     metrics: Metrics,
     shutdown: Shutdown,
@@ -132,6 +180,12 @@ impl Queue {
     /// after every failure, so a queue outlives Redis restarts.
     pub fn connect(config: Config) -> Result<Queue> {
         validate_prefix(&config.prefix).map_err(Error::Invalid)?;
+        if config.redis_timeout.is_zero() {
+            return Err(Error::Invalid("redis_timeout must be above 0".into()));
+        }
+        if config.dispatch_batch == 0 {
+            return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
+        }
         let client = redis::Client::open(config.redis_url.as_str())?;
         let manager_config = ConnectionManagerConfig::new()
             // Retry for ever, at most a second apart: an outage of any length
@@ -140,7 +194,10 @@ impl Queue {
             .set_number_of_retries(usize::MAX)
             .set_max_delay(Duration::from_secs(1))
             .set_connection_timeout(Some(config.redis_timeout))
-            .set_response_timeout(Some(config.redis_timeout));
+            // Callers are bounded by `redis_timeout` (see `call`); the
+            // connection waits longer, so that a reply that comes late is
+            // still read (and acted on) rather than lost with a reconnect.
+            .set_response_timeout(Some(config.redis_timeout + LATE_REPLY_GRACE));
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)?;
         let queue = Queue {
             inner: Arc::new(Inner {
@@ -148,6 +205,8 @@ impl Queue {
                 waiters: Waiters::default(),
                 sweep_wake: Notify::new(),
                 subscriber_connected: AtomicBool::new(false),
+                clock: RedisClock::default(),
+                policy: Mutex::new(None),
                 stats: Stats::default(),
                 metrics: Metrics::default(),
                 shutdown: Shutdown::new(),
@@ -162,6 +221,7 @@ impl Queue {
         let mut tasks = vec![tokio::spawn(subscriber::run(queue.clone()))];
         if queue.inner.config.dispatch {
             tasks.push(tokio::spawn(scheduler::run(queue.clone())));
+            tasks.push(tokio::spawn(scheduler::retention(queue.clone())));
         }
         *queue.inner.tasks.lock().unwrap() = tasks;
         Ok(queue)
@@ -228,26 +288,126 @@ impl Queue {
         &self,
         f: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T> {
-        let result = match tokio::time::timeout(self.inner.config.redis_timeout, f).await {
-            Ok(r) => r.map_err(Error::from),
+        self.call_within(self.inner.config.redis_timeout, f).await
+    }
+
+    /// Runs one Redis call for at most `limit`; Redis's refusals that
+    /// delayq's scripts and settings produce become their own errors.
+    async fn call_within<T>(
+        &self,
+        limit: Duration,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        let result = match tokio::time::timeout(limit, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if scripts::is_late(&e) => Err(Error::Late(self.inner.config.redis_timeout)),
+            Ok(Err(e)) if scripts::is_oom(&e) => Err(Error::Full),
+            Ok(Err(e)) => match scripts::invalid_message(&e) {
+                Some(m) => Err(Error::Invalid(m)),
+                None => Err(Error::from(e)),
+            },
             Err(_) => Err(Error::Timeout(self.inner.config.redis_timeout)),
         };
-        if result.is_err() {
+        if matches!(&result, Err(e) if e.is_unavailable()) {
             self.inner.metrics.inc("delayq_redis_errors_total", &[], 1);
         }
         result
     }
 
+    /// The FCALL of `t` with its deadline: the Redis time at which this
+    /// process stops waiting for the reply. A call Redis runs later than
+    /// that changes nothing (see `clock`).
+    fn script(&self, t: Transition) -> redis::Cmd {
+        let deadline = self
+            .inner
+            .clock
+            .at(Instant::now() + self.inner.config.redis_timeout)
+            .unwrap_or(0);
+        scripts::fcall(t, self.keys(), deadline)
+    }
+
     /// Runs a script call (an FCALL); loads the function library first
     /// when Redis does not have it (a new or flushed server).
     async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        match self.call(cmd.query_async(&mut self.conn())).await {
+        self.run_within(self.inner.config.redis_timeout, cmd).await
+    }
+
+    async fn run_within<T: redis::FromRedisValue>(
+        &self,
+        limit: Duration,
+        cmd: &redis::Cmd,
+    ) -> Result<T> {
+        if self.inner.clock.now_us().is_none() {
+            // Without a reading this call goes without a deadline; the
+            // next one will have it.
+            let _ = self.read_clock().await;
+        }
+        match self
+            .call_within(limit, cmd.query_async(&mut self.conn()))
+            .await
+        {
             Err(Error::Redis(e)) if scripts::is_missing(&e) => {
                 self.load_functions().await?;
-                self.call(cmd.query_async(&mut self.conn())).await
+                self.call_within(limit, cmd.query_async(&mut self.conn()))
+                    .await
             }
             r => r,
         }
+    }
+
+    /// Reads Redis time once, so that deadlines can be given from the first
+    /// call on (later readings come with dispatch and pop replies).
+    async fn read_clock(&self) -> Result<()> {
+        let sent = Instant::now();
+        let (s, us): (i64, i64) = self
+            .call(redis::cmd("TIME").query_async(&mut self.conn()))
+            .await?;
+        self.inner
+            .clock
+            .observe(sent, Instant::now(), s * 1_000_000 + us);
+        Ok(())
+    }
+
+    /// Redis's memory settings and use, read now.
+    pub async fn memory(&self) -> Result<Memory> {
+        let info: String = self
+            .call(
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async(&mut self.conn()),
+            )
+            .await?;
+        let m = Memory::parse(&info)
+            .ok_or_else(|| Error::Protocol("INFO memory without maxmemory fields".into()))?;
+        *self.inner.policy.lock().unwrap() = Some((Instant::now(), m.policy.clone()));
+        if m.evicting() {
+            tracing::error!(policy = %m.policy, "redis may evict delayq's jobs: set maxmemory-policy to noeviction; pushes are refused until then");
+        }
+        Ok(m)
+    }
+
+    /// Refuses new jobs while Redis is set to evict them. Reads the policy
+    /// at most once a second; a server that does not let delayq read it
+    /// (INFO denied by an ACL) is taken at its word.
+    async fn check_policy(&self) -> Result<()> {
+        let cached = self.inner.policy.lock().unwrap().clone();
+        let policy = match cached {
+            Some((at, p)) if at.elapsed() < MEMORY_RECHECK => p,
+            _ => match self.memory().await {
+                Ok(m) => m.policy,
+                Err(e)
+                    if e.is_unavailable()
+                        && !matches!(e, Error::Redis(ref r) if r.code() == Some("NOPERM")) =>
+                {
+                    return Err(e)
+                }
+                Err(_) => return Ok(()),
+            },
+        };
+        if policy.starts_with("allkeys-") {
+            return Err(Error::Evicting(policy));
+        }
+        Ok(())
     }
 
     async fn load_functions(&self) -> Result<()> {
@@ -284,7 +444,7 @@ impl Queue {
             .retry
             .as_ref()
             .unwrap_or_else(|| self.retry_policy_for(&job.topic));
-        let mut cmd = scripts::fcall(Transition::Push, self.keys());
+        let mut cmd = self.script(Transition::Push);
         cmd.arg(&job.id)
             .arg(&job.topic)
             .arg(&job.body)
@@ -326,6 +486,7 @@ impl Queue {
     #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
         self.limits().check_job(job).map_err(Error::Invalid)?;
+        self.check_policy().await?;
         let reply = self.run(&self.push_cmd(job)).await?;
         let pushed = self.pushed(job, reply);
         debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
@@ -345,6 +506,9 @@ impl Queue {
             .filter(|(_, c)| c.is_ok())
             .map(|(j, _)| j)
             .collect();
+        if !valid.is_empty() {
+            self.check_policy().await?;
+        }
         let mut pipe = redis::pipe();
         for j in &valid {
             pipe.add_command(self.push_cmd(j));
@@ -435,8 +599,12 @@ impl Queue {
         counter: &'static str,
     ) -> Result<Removal> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let mut cmd = scripts::fcall(Transition::Remove, self.keys());
-        cmd.arg(id).arg(token.unwrap_or(""));
+        let mut cmd = self.script(Transition::Remove);
+        cmd.arg(id);
+        match token {
+            Some(t) => cmd.arg("lease").arg(t),
+            None => cmd.arg("any"),
+        };
         let (r, topic): (i64, String) = self.run(&cmd).await?;
         Ok(match r {
             1 => {
@@ -452,6 +620,7 @@ impl Queue {
     /// Finishes a delivered job: the consumer holding lease `token` is done.
     #[tracing::instrument(skip_all, fields(id))]
     pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
+        self.limits().check_token(token).map_err(Error::Invalid)?;
         match self
             .remove(id, Some(token), "delayq_jobs_finished_total")
             .await?
@@ -484,7 +653,12 @@ impl Queue {
         delay: Option<Duration>,
         error: &str,
     ) -> Result<Nacked> {
-        self.limits().check_id(id).map_err(Error::Invalid)?;
+        let l = self.limits();
+        l.check_id(id).map_err(Error::Invalid)?;
+        l.check_token(token).map_err(Error::Invalid)?;
+        if let Some(d) = delay {
+            l.check_delay("nack delay", d).map_err(Error::Invalid)?;
+        }
         // History lines are tab-separated, one per line: keep errors to one
         // line of bounded length.
         let error: String = error
@@ -493,7 +667,7 @@ impl Queue {
             .take(1000)
             .collect();
         let (dead_max, dead_age) = self.dead_retention();
-        let mut cmd = scripts::fcall(Transition::Nack, self.keys());
+        let mut cmd = self.script(Transition::Nack);
         cmd.arg(dead_max)
             .arg(dead_age)
             .arg(id)
@@ -527,10 +701,11 @@ impl Queue {
     /// when `None`). Returns the new end of the lease (Unix ms).
     pub async fn touch(&self, id: &str, token: &str, ttr: Option<Duration>) -> Result<i64> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
+        self.limits().check_token(token).map_err(Error::Invalid)?;
         if let Some(t) = ttr {
             self.limits().check_ttr(t).map_err(Error::Invalid)?;
         }
-        let mut cmd = scripts::fcall(Transition::Touch, self.keys());
+        let mut cmd = self.script(Transition::Touch);
         cmd.arg(id)
             .arg(token)
             .arg(ttr.map_or(-1, |d| millis(d) as i64));
@@ -553,11 +728,9 @@ impl Queue {
     ) -> Result<i64> {
         let l = self.limits();
         l.check_id(id).map_err(Error::Invalid)?;
-        if delay > l.max_delay {
-            return Err(Error::Invalid(format!(
-                "delay {delay:?} is longer than the limit {:?}",
-                l.max_delay
-            )));
+        l.check_delay("delay", delay).map_err(Error::Invalid)?;
+        if let Some(at) = due_at_ms {
+            check_due_at(at).map_err(Error::Invalid)?;
         }
         if body.is_some_and(|b| b.len() > l.max_body_bytes) {
             return Err(Error::Invalid(format!(
@@ -565,7 +738,7 @@ impl Queue {
                 l.max_body_bytes
             )));
         }
-        let mut cmd = scripts::fcall(Transition::Reschedule, self.keys());
+        let mut cmd = self.script(Transition::Reschedule);
         cmd.arg(id)
             .arg(millis(delay))
             .arg(due_at_ms.map_or(-1, |t| t.max(0)))
@@ -587,10 +760,17 @@ impl Queue {
         if limit == 0 {
             return Ok(Vec::new());
         }
+        let last = offset
+            .checked_add(limit - 1)
+            .filter(|&n| i64::try_from(n).is_ok())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "offset {offset} is out of range: 0 to {}",
+                    i64::MAX as usize - limit
+                ))
+            })?;
         let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(self.keys().dead(topic))
-            .arg(offset)
-            .arg(offset + limit - 1);
+        cmd.arg(self.keys().dead(topic)).arg(offset).arg(last);
         let ids: Vec<String> = self.call(cmd.query_async(&mut self.conn())).await?;
         let mut jobs = Vec::with_capacity(ids.len());
         for id in ids {
@@ -622,7 +802,7 @@ impl Queue {
     }
 
     async fn requeue_batch(&self, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut cmd = scripts::fcall(Transition::Requeue, self.keys());
+        let mut cmd = self.script(Transition::Requeue);
         cmd.arg(topic).arg(500);
         for id in ids {
             cmd.arg(id);
@@ -635,7 +815,7 @@ impl Queue {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let mut total = 0;
         loop {
-            let mut cmd = scripts::fcall(Transition::Purge, self.keys());
+            let mut cmd = self.script(Transition::Purge);
             cmd.arg(topic).arg(500);
             let n: u64 = self.run(&cmd).await?;
             total += n;
@@ -643,6 +823,28 @@ impl Queue {
                 return Ok(total);
             }
         }
+    }
+
+    /// Applies dead-letter retention (count and age) to every topic that
+    /// has dead jobs. Returns how many were dropped.
+    pub async fn trim_dead_letters(&self) -> Result<u64> {
+        let (dead_max, dead_age) = self.dead_retention();
+        let mut total = 0;
+        for (topic, counts) in self.topics().await?.topics {
+            if counts.dead == 0 {
+                continue;
+            }
+            loop {
+                let mut cmd = self.script(Transition::Trim);
+                cmd.arg(&topic).arg(dead_max).arg(dead_age);
+                let n: u64 = self.run(&cmd).await?;
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// Job counts per topic and state, and the earliest due time in the
@@ -656,7 +858,7 @@ impl Queue {
             .arg(0)
             .arg(0)
             .arg("WITHSCORES");
-        let (counts, head): (HashMap<String, i64>, Vec<(String, i64)>) =
+        let (counts, head): (HashMap<String, i64>, Vec<(String, f64)>) =
             self.call(pipe.query_async(&mut self.conn())).await?;
         let mut topics: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for (field, n) in counts {
@@ -675,7 +877,7 @@ impl Queue {
         }
         Ok(Overview {
             topics,
-            next_due_ms: head.first().map(|(_, due)| *due),
+            next_due_ms: head.first().map(|(_, due)| *due as i64),
         })
     }
 
@@ -691,14 +893,27 @@ impl Queue {
     /// waiting.
     pub async fn try_pop(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
-        let k = self.keys();
-        let mut cmd = scripts::fcall(Transition::Pop, k);
-        cmd.arg(max);
+        self.pop_script(topics, max, self.inner.config.redis_timeout)
+            .await
+    }
+
+    /// The pop script, waiting at most `limit` for its reply; records the
+    /// Redis time the reply carries.
+    async fn pop_script(
+        &self,
+        topics: &[String],
+        max: usize,
+        limit: Duration,
+    ) -> Result<Vec<Delivery>> {
+        let mut cmd = self.script(Transition::Pop);
+        cmd.arg(max).arg(self.limits().max_pop_bytes);
         for t in topics {
             cmd.arg(t);
         }
-        let reply: Vec<String> = self.run(&cmd).await?;
-        let deliveries = parse_pop(&reply)?;
+        let sent = Instant::now();
+        let reply: Vec<String> = self.run_within(limit, &cmd).await?;
+        let (now_us, deliveries) = parse_pop(&reply)?;
+        self.inner.clock.observe(sent, Instant::now(), now_us);
         self.inner
             .stats
             .popped
@@ -773,29 +988,59 @@ impl Queue {
     }
 
     /// One pop attempt, run in its own task so that it completes even if the
-    /// caller goes away; a reservation nobody received is released.
+    /// caller goes away or stops waiting: a reservation nobody received is
+    /// released at once, uncounted. So is one whose lease had already ended
+    /// when its reply got here (this process stalled): the job goes back to
+    /// ready instead of to a consumer whose finish would be refused.
     async fn pop_guarded(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         let (tx, rx) = oneshot::channel();
         let queue = self.clone();
         let topics = topics.to_vec();
+        let limit = self.inner.config.redis_timeout + LATE_REPLY_GRACE;
         tokio::spawn(async move {
-            let result = queue.try_pop(&topics, max).await;
+            let result = queue.pop_script(&topics, max, limit).await;
             if let Err(Ok(unclaimed)) = tx.send(result) {
-                for d in unclaimed {
-                    if let Err(e) = queue.release(&d).await {
-                        warn!(id = %d.id, error = %e, "could not release an unclaimed job; it returns after its ttr");
-                    }
-                }
+                queue
+                    .release_all(unclaimed, "its pop's caller had gone")
+                    .await;
             }
         });
-        rx.await
-            .unwrap_or_else(|_| Err(Error::Protocol("pop task ended without a result".into())))
+        let got = match tokio::time::timeout(self.inner.config.redis_timeout, rx).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => return Err(Error::Protocol("pop task ended without a result".into())),
+            // The task goes on: if the reply comes after all, its jobs are
+            // released.
+            Err(_) => return Err(Error::Timeout(self.inner.config.redis_timeout)),
+        };
+        let now = self.inner.clock.now_us();
+        let (live, ended): (Vec<_>, Vec<_>) = got
+            .into_iter()
+            .partition(|d| now.is_none_or(|now| now < d.lease_until_ms.saturating_mul(1000)));
+        if !ended.is_empty() {
+            let queue = self.clone();
+            tokio::spawn(async move {
+                queue
+                    .release_all(ended, "its lease ended before the reply arrived")
+                    .await
+            });
+        }
+        Ok(live)
+    }
+
+    async fn release_all(&self, deliveries: Vec<Delivery>, why: &str) {
+        for d in deliveries {
+            match self.release(&d).await {
+                Ok(_) => debug!(id = %d.id, why, "released a job nobody received"),
+                Err(e) => {
+                    warn!(id = %d.id, error = %e, why, "could not release a job nobody received; it returns after its ttr")
+                }
+            }
+        }
     }
 
     /// Undoes a reservation that never reached its consumer.
     async fn release(&self, d: &Delivery) -> Result<bool> {
-        let k = self.keys();
-        let mut cmd = scripts::fcall(Transition::Release, k);
+        let mut cmd = self.script(Transition::Release);
         cmd.arg(&d.id).arg(&d.token);
         let r: i64 = self.run(&cmd).await?;
         if r == 1 {
@@ -813,20 +1058,21 @@ impl Queue {
         ids: &[String],
         path: DispatchPath,
     ) -> Result<DispatchOutcome> {
-        let k = self.keys();
         let (dead_max, dead_age) = self.dead_retention();
-        let mut cmd = scripts::fcall(Transition::Dispatch, k);
+        let mut cmd = self.script(Transition::Dispatch);
         cmd.arg(self.inner.config.dispatch_batch)
             .arg(dead_max)
             .arg(dead_age);
         for id in ids {
             cmd.arg(id);
         }
+        let sent = Instant::now();
         let reply: Vec<String> = self.run(&cmd).await?;
         let bad = || Error::Protocol(format!("dispatch reply {reply:?}"));
         let int =
             |i: usize| -> Result<i64> { reply.get(i).and_then(|s| s.parse().ok()).ok_or_else(bad) };
         let now_us = int(0)?;
+        self.inner.clock.observe(sent, Instant::now(), now_us);
         let moved = int(1)? as usize;
         let next = int(2)?;
         let topics = int(3)? as usize;
@@ -891,14 +1137,16 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
-fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
+/// The pop script's reply: Redis time (us), then the deliveries.
+fn parse_pop(reply: &[String]) -> Result<(i64, Vec<Delivery>)> {
     let bad = || Error::Protocol(format!("pop reply {reply:?}"));
     let (now, rest) = reply.split_first().ok_or_else(bad)?;
     let popped_at_us: i64 = now.parse().map_err(|_| bad())?;
     if rest.len() % 7 != 0 {
         return Err(bad());
     }
-    rest.chunks(7)
+    let deliveries = rest
+        .chunks(7)
         .map(|f| {
             Ok(Delivery {
                 id: f[0].clone(),
@@ -911,5 +1159,6 @@ fn parse_pop(reply: &[String]) -> Result<Vec<Delivery>> {
                 lease_until_ms: f[6].parse().map_err(|_| bad())?,
             })
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((popped_at_us, deliveries))
 }

@@ -44,9 +44,12 @@ pub(crate) async fn run(queue: Queue) {
                     // The job is due at due_ms.000 Redis time; the script saw
                     // now_us. Sleeping the difference from when the reply
                     // arrived can only err late, never early.
-                    Some(due_ms) => {
-                        Duration::from_micros((due_ms * 1000 - out.now_us).max(0) as u64)
-                    }
+                    Some(due_ms) => Duration::from_micros(
+                        due_ms
+                            .saturating_mul(1000)
+                            .saturating_sub(out.now_us)
+                            .max(0) as u64,
+                    ),
                     None => MAX_IDLE,
                 };
                 received + wait.min(MAX_IDLE)
@@ -65,6 +68,25 @@ pub(crate) async fn run(queue: Queue) {
             _ = tokio::time::sleep_until(until) => {}
             _ = queue.sweep_woken() => {}
             _ = shutdown.wait() => return,
+        }
+    }
+}
+
+/// Dead-letter retention for topics where nothing dies any more (a death
+/// trims its own topic): every `dead_max_age / 4`, between a second and a
+/// minute, each topic with dead jobs is trimmed to the configured count and
+/// age.
+pub(crate) async fn retention(queue: Queue) {
+    let shutdown = queue.shutdown_signal().clone();
+    let every =
+        (queue.config().dead_max_age / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.wait() => return,
+        }
+        if let Err(e) = queue.trim_dead_letters().await {
+            tracing::debug!(error = %e, "dead-letter retention failed; trying again later");
         }
     }
 }

@@ -35,6 +35,18 @@ pub enum Transition {
     Reschedule,
     Requeue,
     Purge,
+    Trim,
+}
+
+impl Transition {
+    /// May run while Redis is at `maxmemory` (function flag `allow-oom`).
+    /// Transitions that free memory or barely grow it must keep working when
+    /// Redis is full: consumers finish and delete jobs to make room, and
+    /// due jobs still fall due. Only what adds jobs (push, reschedule of a
+    /// new body) is refused, with an OOM error that names the cause.
+    fn allowed_when_full(self) -> bool {
+        !matches!(self, Transition::Push | Transition::Reschedule)
+    }
 }
 
 const LIB: &str = include_str!("scripts/lib.lua");
@@ -78,6 +90,7 @@ const ALL: &[(Transition, &str, &str)] = &[
         "purge",
         include_str!("scripts/purge.lua"),
     ),
+    (Transition::Trim, "trim", include_str!("scripts/trim.lua")),
 ];
 
 struct Library {
@@ -96,19 +109,32 @@ fn library() -> &'static Library {
         }
         let version = hex::encode(&hash.finalize()[..6]);
         let mut source = format!("#!lua name=delayq_{version}\n{LIB}\n");
-        for (_, name, src) in ALL {
+        for (t, name, src) in ALL {
+            let flags = if t.allowed_when_full() {
+                "{ 'allow-oom' }"
+            } else {
+                "{}"
+            };
+            // Every call's ARGV[2] is its deadline: past it, the script
+            // refuses before its first write. It is taken out of ARGV so
+            // each script sees its own arguments from ARGV[2] on.
             source.push_str(&format!(
-                "redis.register_function('dq_{name}_{version}', function(KEYS, ARGV)\n\
-                 P, SCHEDULE = ARGV[1], KEYS[1]\n{src}\nend)\n"
+                "redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
+                 callback = function(KEYS, ARGV)\n\
+                 P, SCHEDULE = ARGV[1], KEYS[1]\n\
+                 local late = past_deadline(table.remove(ARGV, 2))\n\
+                 if late then return late end\n{src}\nend }}\n"
             ));
         }
         Library { version, source }
     })
 }
 
-/// The FCALL of `t`, with its first key (the schedule) and first argument
-/// (the key prefix) in place; the caller adds the rest.
-pub fn fcall(t: Transition, keys: &Keys) -> Cmd {
+/// The FCALL of `t`, with its first key (the schedule) and first arguments
+/// (the key prefix, and the Redis time in microseconds after which the call
+/// must change nothing, or 0 for no deadline) in place; the caller adds the
+/// rest.
+pub fn fcall(t: Transition, keys: &Keys, deadline_us: i64) -> Cmd {
     let name = ALL
         .iter()
         .find(|(x, _, _)| *x == t)
@@ -118,7 +144,8 @@ pub fn fcall(t: Transition, keys: &Keys) -> Cmd {
     cmd.arg(format!("dq_{name}_{}", library().version))
         .arg(1)
         .arg(keys.schedule())
-        .arg(keys.base());
+        .arg(keys.base())
+        .arg(deadline_us);
     cmd
 }
 
@@ -132,6 +159,21 @@ pub fn load_cmd() -> Cmd {
 /// Redis does not have this version's functions (yet).
 pub fn is_missing(e: &RedisError) -> bool {
     e.to_string().contains("Function not found")
+}
+
+/// The call reached Redis after its deadline and changed nothing.
+pub fn is_late(e: &RedisError) -> bool {
+    e.code() == Some("DQLATE")
+}
+
+/// Redis is at `maxmemory` and refused a call that would grow it.
+pub fn is_oom(e: &RedisError) -> bool {
+    e.code() == Some("OOM")
+}
+
+/// A script refused an argument ("DQINVALID <message>"): the message.
+pub fn invalid_message(e: &RedisError) -> Option<String> {
+    (e.code() == Some("DQINVALID")).then(|| e.detail().unwrap_or("invalid argument").to_owned())
 }
 
 /// Another caller loaded the library first: as good as loaded.

@@ -225,7 +225,10 @@ async fn each_status_code_means_what_the_document_says() {
         (st == 200).then_some(v)
     })
     .await;
-    assert_eq!(ready, json!({"redis": true, "subscriber": true}));
+    assert_eq!(
+        ready,
+        json!({"redis": true, "subscriber": true, "memory": "ok"})
+    );
     redis.kill();
     let (st, v) = api
         .call("post", "/v1/jobs", Some(json!({"topic":"t"})))

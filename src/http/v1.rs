@@ -123,7 +123,15 @@ impl From<Error> for ApiError {
             Error::StaleLease(_) => {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
             }
-            Error::Timeout(_) | Error::Redis(_) => {
+            Error::Full => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_full", e.to_string())
+            }
+            Error::Evicting(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis_evicts",
+                e.to_string(),
+            ),
+            Error::Timeout(_) | Error::Late(_) | Error::Redis(_) => {
                 tracing::warn!(error = %e, "redis unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -637,8 +645,7 @@ async fn pop(
             MAX_WAIT.as_millis()
         )));
     }
-    let topics: Vec<String> = spec.topics.iter().map(|t| t.trim().to_owned()).collect();
-    let jobs = state.queue.pop_many(&topics, spec.max, wait).await?;
+    let jobs = state.queue.pop_many(&spec.topics, spec.max, wait).await?;
     let jobs: Vec<DeliveryView> = jobs.into_iter().map(Into::into).collect();
     Ok(Json(json!({ "jobs": jobs })))
 }
@@ -733,18 +740,27 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready to serve: Redis answers and the subscriber is connected.
+/// Ready to serve: Redis answers, the subscriber is connected, and Redis
+/// can take new jobs: not at `maxmemory` (where pushes are refused, though
+/// pops and finishes go on) and not set to evict keys that hold jobs.
 async fn readyz(State(state): State<AppState>) -> Response {
-    let redis = state.queue.ping().await.is_ok();
-    let subscriber = state.queue.subscriber_connected();
-    let status = if redis && subscriber {
+    let q = &state.queue;
+    let (redis, memory) = match q.memory().await {
+        Ok(m) if m.evicting() => (true, "evicting"),
+        Ok(m) if m.full() => (true, "full"),
+        Ok(_) => (true, "ok"),
+        // A server that keeps INFO from delayq's user: PING says enough.
+        Err(_) => (q.ping().await.is_ok(), "unknown"),
+    };
+    let subscriber = q.subscriber_connected();
+    let status = if redis && subscriber && matches!(memory, "ok" | "unknown") {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (
         status,
-        Json(json!({"redis": redis, "subscriber": subscriber})),
+        Json(json!({"redis": redis, "subscriber": subscriber, "memory": memory})),
     )
         .into_response()
 }

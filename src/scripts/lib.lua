@@ -10,6 +10,14 @@
 --           touches is named from the prefix and carries the same hash tag
 --           "{p}", so all of them live in KEYS[1]'s Redis Cluster slot.
 --   ARGV[1] is the key prefix "{p}:".
+--   ARGV[2] is the call's deadline: the Redis time (us) after which its
+--           caller has stopped waiting for the reply (0: none). The wrapper
+--           that scripts.rs puts around every script checks it before the
+--           script runs and then removes it, so each script's own arguments
+--           start at ARGV[2].
+-- Errors a script returns: "DQLATE ..." (past the deadline) and
+-- "DQINVALID ..." (an argument out of range); either comes before the
+-- script's first write, so a refused call changes nothing.
 -- Times are Unix milliseconds of the Redis clock (TIME), never the client's.
 
 -- Set at the start of every call (Redis runs one call at a time).
@@ -33,14 +41,39 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- A call that reaches Redis after its caller gave up must not act: the
+-- caller has already reported failure (and may be retrying). Returns the
+-- error reply to give, or nil to go on.
+local function past_deadline(deadline_us)
+  local deadline = tonumber(deadline_us) or 0
+  if deadline > 0 and now_us() > deadline then
+    return redis.error_reply('DQLATE the call reached redis after its caller stopped waiting; nothing was changed')
+  end
+  return nil
+end
+
+-- The latest time (Unix ms) a job may be due, 9999-12-31T23:59:59.999Z.
+-- Times stay far from where milliseconds times 1000 overflow a 64-bit
+-- integer, and SET PXAT accepts them all.
+local MAX_TIME_MS = 253402300799999
+
+local function invalid(message)
+  return redis.error_reply('DQINVALID ' .. message)
+end
+
 -- The due time (ms) for an absolute time `at_ms` (if >= 0) or a delay from
 -- now, rounded up to the next millisecond of Redis time: never early, and a
--- past absolute time means now.
+-- past absolute time means now. Returns nil and an error reply for a time
+-- beyond MAX_TIME_MS, before the caller writes anything.
 local function due_time(delay_ms, at_ms)
   local now = math.ceil(now_us() / 1000)
   at_ms = tonumber(at_ms)
-  if at_ms >= 0 then return math.max(at_ms, now) end
-  return now + tonumber(delay_ms)
+  local due
+  if at_ms >= 0 then due = math.max(at_ms, now) else due = now + tonumber(delay_ms) end
+  if due > MAX_TIME_MS then
+    return nil, invalid('due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. MAX_TIME_MS .. ' ms (year 9999)')
+  end
+  return due
 end
 
 -- Per-topic job counts by state live in one hash, field "<state>:<topic>".
@@ -167,6 +200,9 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   if not wait or wait < 0 then
     wait = intervals[math.min(attempts, #intervals)] or 0
   end
+  -- Callers bound the override and intervals; this keeps the schedule sane
+  -- whatever a stored job holds.
+  wait = math.min(wait, MAX_TIME_MS - now_ms)
   if wait <= 0 then
     make_ready(id, topic, 'reserved')
     return 'ready', now_ms

@@ -3,7 +3,9 @@
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  most jobs to reserve
--- ARGV[3..] topics, tried in the order given
+-- ARGV[3]  most body bytes to return: once the bodies reserved reach it, no
+--          more are taken (the first job is always taken, whatever its size)
+-- ARGV[4..] topics, tried in the order given
 --
 -- Returns { now_us, then per job: id, topic, body, token, due_ms, attempts,
 --           lease_until_ms }.
@@ -11,18 +13,22 @@
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
 -- the schedule (no trigger key: the sweep is the clock), so a consumer that
--- dies without finishing counts as a failed attempt after ttr, not before. Every delivery carries a new token (from
--- {p}:seq); finish, nack and touch with an older token are refused.
+-- dies without finishing counts as a failed attempt after ttr, not before.
+-- Every delivery carries a new token (from {p}:seq); finish, nack and touch
+-- with an older token are refused. The reply is bounded in jobs and in
+-- bytes, so it reaches its caller well within the caller's timeout.
 local now = now_us()
 local lease_from = math.ceil(now / 1000)
 local want = tonumber(ARGV[2])
+local max_bytes = tonumber(ARGV[3])
+local bytes = 0
 
 local reply = { now }
 local got = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local topic = ARGV[i]
   local list = P .. 'ready:' .. topic
-  while got < want do
+  while got < want and bytes < max_bytes do
     local id = redis.call('RPOP', list)
     if not id then break end
     local job = P .. 'j:' .. id
@@ -44,8 +50,9 @@ for i = 3, #ARGV do
       reply[#reply + 1] = attempts
       reply[#reply + 1] = lease_until
       got = got + 1
+      bytes = bytes + #f[3]
     end
   end
-  if got >= want then break end
+  if got >= want or bytes >= max_bytes then break end
 end
 return reply

@@ -18,7 +18,8 @@
 -- The due time is never before Redis time (a past absolute time means now).
 local id, topic = ARGV[2], ARGV[3]
 local job = P .. 'j:' .. id
-local due = due_time(ARGV[6], ARGV[7])
+local due, bad = due_time(ARGV[6], ARGV[7])
+if not due then return bad end
 
 local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
 local status = 0

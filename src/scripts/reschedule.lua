@@ -16,7 +16,8 @@ local id = ARGV[2]
 local job = P .. 'j:' .. id
 local f = redis.call('HMGET', job, STATE, TOPIC)
 if not f[2] then return { 0, 0, 0 } end
-local due = due_time(ARGV[3], ARGV[4])
+local due, bad = due_time(ARGV[3], ARGV[4])
+if not due then return bad end
 detach(id, f[1] or 'delayed', f[2])
 if f[1] == 'dead' then
   redis.call('HDEL', job, ATTEMPTS, DEAD_AT)

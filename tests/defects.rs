@@ -1,0 +1,451 @@
+//! Defects found by an adversarial trial, each reproduced for real against
+//! redis-server: calls that time out and run later, far-off times, a full
+//! Redis, an evicting Redis, names with spaces, empty lease tokens, a
+//! stalled process, dead letters on quiet topics.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use delayq::http::ServerConfig;
+use delayq::keys::Keys;
+use delayq::scripts::{fcall, Transition};
+use delayq::{Config, Error, JobState, NewJob, Queue, RetryPolicy};
+use serde_json::{json, Value};
+
+fn once() -> Option<RetryPolicy> {
+    Some(RetryPolicy {
+        intervals: vec![],
+        max_attempts: Some(1),
+    })
+}
+
+async fn http(method: reqwest::Method, url: String, body: Option<Value>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().request(method, url);
+    if let Some(b) = body {
+        req = req.body(b.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Waits until Redis answers this queue again (after a pause).
+async fn answering(q: &Queue) {
+    eventually(Duration::from_secs(10), "redis to answer", || async {
+        q.topics().await.ok()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_reach_a_paused_redis_after_their_timeout_change_nothing() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        redis_timeout: Duration::from_millis(500),
+        ..config(&redis)
+    })
+    .unwrap();
+    for i in 0..10 {
+        q.push(&NewJob {
+            retry: once(),
+            ..job(&format!("p{i}"), "paused", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    }
+    eventually(Duration::from_secs(5), "all ten ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("paused")?.ready == 10).then_some(())
+    })
+    .await;
+
+    // Redis stops serving clients for 1.5 s; delayq gives up after 0.5 s.
+    let _: String = redis.cmd(&["CLIENT", "PAUSE", "1500", "ALL"]).await;
+    let e = q.try_pop(&topics(&["paused"]), 10).await.unwrap_err();
+    assert!(e.is_unavailable(), "{e}");
+    // A producer told "unavailable" pushes again, with a new generated id.
+    let e = q
+        .push(&job("generated-1", "paused", 0, 60_000))
+        .await
+        .unwrap_err();
+    assert!(e.is_unavailable(), "{e}");
+    answering(&q).await;
+
+    // The pop that Redis ran late leased nothing, so nothing is stranded
+    // and no attempt was spent; the push that was refused wrote nothing.
+    let o = q.topics().await.unwrap();
+    let c = o.topics["paused"];
+    assert_eq!((c.ready, c.reserved, c.dead), (10, 0, 0), "{c:?}");
+    for i in 0..10 {
+        let j = q.get(&format!("p{i}")).await.unwrap().unwrap();
+        assert_eq!((j.state, j.attempts), (JobState::Ready, 0));
+    }
+    assert!(q.get("generated-1").await.unwrap().is_none());
+    // And every job is delivered now, first time.
+    let got = q.try_pop(&topics(&["paused"]), 10).await.unwrap();
+    assert_eq!(got.len(), 10);
+    assert!(got.iter().all(|d| d.attempts == 1));
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_of_large_bodies_are_bounded_in_bytes_and_strand_nothing() {
+    let redis = RedisServer::start_with(&["--appendonly", "no"]);
+    let q = queue(&redis);
+    let body = "x".repeat(1024 * 1024);
+    let jobs: Vec<NewJob> = (0..200)
+        .map(|i| NewJob {
+            body: body.clone(),
+            ..job(&format!("big{i}"), "big", 0, 60_000)
+        })
+        .collect();
+    for chunk in jobs.chunks(20) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    eventually(Duration::from_secs(20), "all ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("big")?.ready == 200).then_some(())
+    })
+    .await;
+    let pops: Vec<_> = (0..4)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.try_pop(&topics(&["big"]), 100).await })
+        })
+        .collect();
+    let mut delivered = 0;
+    let budget = q.limits().max_pop_bytes;
+    for p in pops {
+        let got = p.await.unwrap().expect("a bounded pop answers in time");
+        let bytes: usize = got.iter().map(|d| d.body.len()).sum();
+        assert!(!got.is_empty());
+        assert!(bytes < budget + body.len(), "{bytes} bytes in one pop");
+        delivered += got.len() as u64;
+    }
+    let c = q.topics().await.unwrap().topics["big"];
+    assert_eq!(c.reserved, delivered, "every lease went to a caller");
+    assert_eq!(c.ready, 200 - delivered);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_past_year_9999_are_refused_before_anything_is_written() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let far = 100_000_000_000_000_000; // 1e17 ms
+    let e = q
+        .push(&NewJob {
+            due_at_ms: Some(far),
+            ..job("far", "far", 0, 1000)
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(ref m) if m.contains("year 9999")),
+        "{e}"
+    );
+
+    q.push(&job("near", "far", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["far"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let e = q
+        .nack(
+            &d.id,
+            &d.token,
+            Some(Duration::from_millis(far as u64)),
+            "x",
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    let e = q
+        .reschedule("near", Duration::ZERO, Some(far), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+
+    // The script checks too, before its first write.
+    let before: i64 = redis.cmd(&["DBSIZE"]).await;
+    let mut cmd = fcall(Transition::Push, &Keys::new("dq"), 0);
+    cmd.arg("raw")
+        .arg("far")
+        .arg("")
+        .arg(1000)
+        .arg(0)
+        .arg(far)
+        .arg("")
+        .arg(0)
+        .arg("replace");
+    let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.code(), Some("DQINVALID"), "{e}");
+    let after: i64 = redis.cmd(&["DBSIZE"]).await;
+    assert_eq!(before, after);
+
+    // Counts and the schedule stay readable.
+    let o = q.topics().await.unwrap();
+    assert_eq!(o.topics["far"].reserved, 1);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_redis_still_pops_finishes_deletes_and_fires_and_refuses_pushes_clearly() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    for i in 0..3 {
+        q.push(&job(&format!("now{i}"), "full", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    q.push(&job("later", "full", 1500, 60_000)).await.unwrap();
+    eventually(Duration::from_secs(5), "ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("full")?.ready == 3).then_some(())
+    })
+    .await;
+
+    // Below what is in use: with noeviction every write is refused.
+    let _: String = redis.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await;
+    let e = q.push(&job("refused", "full", 0, 1000)).await.unwrap_err();
+    assert!(matches!(e, Error::Full), "{e}");
+    assert!(e.to_string().contains("out of memory"), "{e}");
+    assert!(q.get("refused").await.unwrap().is_none());
+    let (st, v) = http(reqwest::Method::GET, format!("{}/readyz", s.base), None).await;
+    assert_eq!((st, &v["memory"]), (503, &json!("full")), "{v}");
+
+    let d = q.try_pop(&topics(&["full"]), 1).await.unwrap().remove(0);
+    q.finish(&d.id, &d.token).await.unwrap();
+    assert!(q.delete("now1").await.unwrap());
+    let d = q.try_pop(&topics(&["full"]), 1).await.unwrap().remove(0);
+    q.nack(&d.id, &d.token, Some(Duration::from_secs(60)), "later")
+        .await
+        .unwrap();
+    // The sweep still hands over what falls due.
+    let d = q
+        .pop(&topics(&["full"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a job that fell due while redis was full");
+    assert_eq!(d.id, "later");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_redis_gets_no_jobs_and_is_named_as_the_problem() {
+    let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let e = q.push(&job("a", "ev", 0, 1000)).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Evicting(ref p) if p == "allkeys-lru"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("noeviction"), "{e}");
+    let (st, v) = http(
+        reqwest::Method::POST,
+        format!("{}/v1/jobs", s.base),
+        Some(json!({"topic": "ev"})),
+    )
+    .await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (503, &json!("redis_evicts")),
+        "{v}"
+    );
+    let (st, v) = http(reqwest::Method::GET, format!("{}/readyz", s.base), None).await;
+    assert_eq!((st, &v["memory"]), (503, &json!("evicting")), "{v}");
+    let keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
+    assert!(keys.is_empty(), "{keys:?}");
+
+    // Fixed at runtime: pushes go through again.
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+        .await;
+    eventually(Duration::from_secs(5), "pushes accepted", || async {
+        q.push(&job("a", "ev", 0, 1000)).await.ok()
+    })
+    .await;
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_surrounding_spaces_are_refused_everywhere() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    for spec in [
+        json!({"topic": " order "}),
+        json!({"topic": "order", "id": " 7"}),
+    ] {
+        let (st, v) = http(
+            reqwest::Method::POST,
+            format!("{}/v1/jobs", s.base),
+            Some(spec),
+        )
+        .await;
+        assert_eq!(st, 422, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("white space"),
+            "{v}"
+        );
+    }
+    let (st, v) = http(
+        reqwest::Method::POST,
+        format!("{}/v1/pop", s.base),
+        Some(json!({"topics": [" order "]})),
+    )
+    .await;
+    assert_eq!(st, 422, "{v}");
+    let e = q.push(&job("x", "order ", 0, 1000)).await.unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*"]).await;
+    assert!(keys.iter().all(|k| !k.contains(":j:")), "{keys:?}");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_lease_token_settles_nothing() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    q.push(&job("leased", "fence", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["fence"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.push(&job("waiting", "fence", 0, 60_000)).await.unwrap();
+    for id in ["leased", "waiting"] {
+        for action in ["finish", "nack", "touch"] {
+            let (st, v) = http(
+                reqwest::Method::POST,
+                format!("{}/v1/jobs/{id}/{action}", s.base),
+                Some(json!({"token": ""})),
+            )
+            .await;
+            assert_eq!(st, 422, "{action} {id}: {v}");
+        }
+        let e = q.finish(id, "").await.unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+    }
+    // The raw script refuses an empty token too.
+    let mut cmd = fcall(Transition::Remove, &Keys::new("dq"), 0);
+    cmd.arg("waiting").arg("lease").arg("");
+    let (status, _): (i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    assert_eq!(status, -1);
+    let j = q.get("leased").await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Reserved);
+    assert!(q.get("waiting").await.unwrap().is_some());
+    q.finish(&d.id, &d.token).await.unwrap();
+    s.stop().await;
+    q.close().await;
+}
+
+/// The whole process stalls (as under SIGSTOP or a long GC-like pause of
+/// the host) between Redis running a pop and the reply being read: here the
+/// one runtime thread is blocked until the lease has ended.
+#[tokio::test(flavor = "current_thread")]
+async fn a_pop_reply_read_after_its_lease_ended_is_not_handed_over() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let mut sync = redis.client().get_connection().unwrap();
+    let hget = |c: &mut redis::Connection, field: &str| -> Option<String> {
+        redis::cmd("HGET")
+            .arg("{dq}:j:stalled")
+            .arg(field)
+            .query(c)
+            .unwrap()
+    };
+    for attempt in 0..20 {
+        q.push(&job("stalled", "stall", 0, 300)).await.unwrap();
+        eventually(Duration::from_secs(5), "ready", || async {
+            let j = q.get("stalled").await.ok()??;
+            (j.state == JobState::Ready).then_some(())
+        })
+        .await;
+        let popper = q.clone();
+        let pop = tokio::spawn(async move {
+            popper
+                .pop(&topics(&["stall"]), Duration::from_secs(5))
+                .await
+        });
+        // Let the pop reach Redis...
+        while hget(&mut sync, "s").as_deref() != Some("reserved") {
+            tokio::task::yield_now().await;
+        }
+        if pop.is_finished() {
+            // The reply was read before the stall began: try again.
+            let d = pop.await.unwrap().unwrap().unwrap();
+            q.finish(&d.id, &d.token).await.unwrap();
+            continue;
+        }
+        // ...then stall until its lease has ended (Redis clock).
+        let stale_token = hget(&mut sync, "k").unwrap();
+        let lease_end: i64 = hget(&mut sync, "l").unwrap().parse().unwrap();
+        loop {
+            let (s, us): (i64, i64) = redis::cmd("TIME").query(&mut sync).unwrap();
+            if s * 1000 + us / 1000 > lease_end + 20 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let d = pop.await.unwrap().unwrap().expect("delivered afresh");
+        assert_ne!(
+            d.token, stale_token,
+            "attempt {attempt}: the stale lease was handed over"
+        );
+        assert!(d.lease_until_ms > lease_end);
+        q.finish(&d.id, &d.token).await.unwrap();
+        q.close().await;
+        return;
+    }
+    panic!("the pop's reply was always read before the stall could begin");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_age_out_on_a_quiet_topic() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        dead_max_age: Duration::from_secs(1),
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&NewJob {
+        retry: once(),
+        ..job("old", "quiet", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = q
+        .pop(&topics(&["quiet"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let n = q.nack(&d.id, &d.token, None, "fails").await.unwrap();
+    assert_eq!(n.state, JobState::Dead);
+    // Nothing else dies on this topic; the dead letter still goes.
+    eventually(
+        Duration::from_secs(10),
+        "the old dead letter dropped",
+        || async { q.get("old").await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    let o = q.topics().await.unwrap();
+    assert!(!o.topics.contains_key("quiet"), "{:?}", o.topics);
+    q.close().await;
+}
