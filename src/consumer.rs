@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tracing::{info_span, warn, Instrument};
+use tracing::{error, info_span, warn, Instrument};
 
-use crate::job::Delivery;
+use crate::job::{Delivery, JobState};
 use crate::queue::Queue;
+use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
 
 /// Pulls jobs from topics and hands each to a handler.
@@ -20,6 +21,7 @@ pub struct Consumer {
     topics: Vec<String>,
     concurrency: usize,
     poll_wait: Duration,
+    backoff: Option<RetryPolicy>,
 }
 
 impl Consumer {
@@ -30,7 +32,17 @@ impl Consumer {
             topics: topics.iter().map(|t| t.to_string()).collect(),
             concurrency: 1,
             poll_wait: Duration::from_secs(30),
+            backoff: None,
         }
+    }
+
+    /// Waits between attempts of jobs whose own policy has no intervals
+    /// (which would otherwise come back at once): the intervals of
+    /// `policy`. Whoever pushed a job, a failing handler is not retried in a
+    /// tight loop. Attempts stay bounded by the job's own policy.
+    pub fn backoff(mut self, policy: RetryPolicy) -> Consumer {
+        self.backoff = Some(policy);
+        self
     }
 
     /// Runs up to `n` handlers at once.
@@ -73,16 +85,35 @@ impl Consumer {
                 }
             };
             backoff = Duration::from_millis(50);
-            let (queue, handler) = (self.queue.clone(), handler.clone());
+            let (queue, handler, backoff) =
+                (self.queue.clone(), handler.clone(), self.backoff.clone());
             let span =
                 info_span!("handle", id = %job.id, topic = %job.topic, attempt = job.attempts);
             tokio::spawn(
                 async move {
-                    let (id, token) = (job.id.clone(), job.token.clone());
+                    let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
                     let result = handler(job).await.map_err(|e| e.to_string());
                     let outcome = match result {
                         Ok(()) => queue.finish(&id, &token).await,
-                        Err(e) => queue.nack(&id, &token, None, &e).await.map(|_| ()),
+                        Err(e) => {
+                            let delay = match &backoff {
+                                Some(b) => match queue.get(&id).await {
+                                    Ok(Some(j)) if j.retry.intervals.is_empty() => {
+                                        Some(b.interval_after(attempt))
+                                    }
+                                    _ => None,
+                                },
+                                None => None,
+                            };
+                            queue.nack(&id, &token, delay, &e).await.map(|n| {
+                            // Every failure is told, with what happens next.
+                            match n.state {
+                                JobState::Dead => error!(error = %e, "job failed and is dead: its attempts are used up"),
+                                JobState::Delayed => warn!(error = %e, retry_at_ms = n.due_ms, "job failed; retrying later"),
+                                _ => warn!(error = %e, "job failed; retrying now"),
+                            }
+                        })
+                        }
                     };
                     if let Err(e) = outcome {
                         // Stale lease (the ttr ran out first) or Redis away:

@@ -58,3 +58,8 @@ pub use job::{
 pub use queue::{Config, DispatchPath, Memory, Overview, Queue, Stats, TopicCounts};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+
+/// The README's Rust examples, compiled as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;

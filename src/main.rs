@@ -2,6 +2,9 @@
 
 mod cli;
 
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -15,8 +18,6 @@ use tracing_subscriber::EnvFilter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    #[command(flatten)]
-    client: cli::client::ClientArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -27,9 +28,21 @@ enum Command {
     Client(cli::client::ClientCommand),
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The cause chain on one line; no backtrace, whatever
+            // RUST_BACKTRACE says: these are errors for users, not bugs.
+            eprintln!("delayq: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
     let json_logs = matches!(
         &cli.command,
         Command::Serve(args) if matches!(args.log_format, cli::serve::LogFormat::Json)
@@ -38,7 +51,9 @@ async fn main() -> Result<()> {
         .with_env_filter(
             EnvFilter::try_from_env("DELAYQ_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, never into log files.
+        .with_ansi(std::io::stderr().is_terminal());
     if json_logs {
         logs.json().init();
     } else {
@@ -46,6 +61,6 @@ async fn main() -> Result<()> {
     }
     match cli.command {
         Command::Serve(args) => cli::serve::run(args).await,
-        Command::Client(command) => cli::client::run(cli.client, command).await,
+        Command::Client(command) => cli::client::run(command).await,
     }
 }

@@ -6,7 +6,7 @@
 //! buckets in one readable table. A std mutex guards each map: updates hold
 //! it for a map lookup, never across an await.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::sync::Mutex;
 
@@ -88,6 +88,14 @@ const BUCKETS: &[f64] = &[
 
 type Labels = Vec<(&'static str, String)>;
 
+/// Most distinct topics that get series of their own. Topics come and go
+/// (an id per topic is a pattern we see), and every series lives as long as
+/// the process: past this many, further topics share the label value
+/// [`OTHER_TOPICS`], so `/metrics` stays bounded.
+pub const MAX_TOPIC_SERIES: usize = 1000;
+/// The `topic` label of topics beyond [`MAX_TOPIC_SERIES`].
+pub const OTHER_TOPICS: &str = "_other";
+
 #[derive(Default)]
 struct Histogram {
     buckets: Vec<u64>,
@@ -99,27 +107,51 @@ struct Histogram {
 pub struct Metrics {
     counters: Mutex<BTreeMap<(&'static str, Labels), u64>>,
     histograms: Mutex<BTreeMap<(&'static str, Labels), Histogram>>,
-}
-
-fn labels(l: &[(&'static str, &str)]) -> Labels {
-    l.iter().map(|(k, v)| (*k, v.to_string())).collect()
+    /// Topics that have series of their own.
+    topics: Mutex<BTreeSet<String>>,
 }
 
 impl Metrics {
+    /// The label value a topic is counted under.
+    pub fn topic_label<'a>(&self, topic: &'a str) -> &'a str {
+        let mut known = self.topics.lock().unwrap();
+        if known.contains(topic) {
+            return topic;
+        }
+        if known.len() < MAX_TOPIC_SERIES {
+            known.insert(topic.to_owned());
+            return topic;
+        }
+        OTHER_TOPICS
+    }
+
+    fn labels(&self, l: &[(&'static str, &str)]) -> Labels {
+        l.iter()
+            .map(|(k, v)| {
+                let v = if *k == "topic" {
+                    self.topic_label(v)
+                } else {
+                    v
+                };
+                (*k, v.to_string())
+            })
+            .collect()
+    }
+
     pub fn inc(&self, name: &'static str, l: &[(&'static str, &str)], by: u64) {
         if by > 0 {
             *self
                 .counters
                 .lock()
                 .unwrap()
-                .entry((name, labels(l)))
+                .entry((name, self.labels(l)))
                 .or_default() += by;
         }
     }
 
     pub fn observe(&self, name: &'static str, l: &[(&'static str, &str)], seconds: f64) {
         let mut map = self.histograms.lock().unwrap();
-        let h = map.entry((name, labels(l))).or_default();
+        let h = map.entry((name, self.labels(l))).or_default();
         if h.buckets.is_empty() {
             h.buckets = vec![0; BUCKETS.len()];
         }
@@ -134,7 +166,7 @@ impl Metrics {
 
     /// Current value of one counter (for tests and stats).
     pub fn counter(&self, name: &'static str, l: &[(&'static str, &str)]) -> u64 {
-        let key = (name, labels(l));
+        let key = (name, self.labels(l));
         self.counters
             .lock()
             .unwrap()

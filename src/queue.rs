@@ -1090,8 +1090,15 @@ impl Queue {
                 &[("path", path_label), ("topic", topic)],
                 int(at + 1)? as u64,
             );
-            m.inc("delayq_jobs_retried_total", &labels, int(at + 2)? as u64);
-            m.inc("delayq_jobs_dead_total", &labels, int(at + 3)? as u64);
+            let (retried, died) = (int(at + 2)?, int(at + 3)?);
+            m.inc("delayq_jobs_retried_total", &labels, retried as u64);
+            m.inc("delayq_jobs_dead_total", &labels, died as u64);
+            if retried > 0 {
+                warn!(%topic, jobs = retried, "leases ran out: attempts failed, jobs retried");
+            }
+            if died > 0 {
+                tracing::error!(%topic, jobs = died, "leases ran out on last attempts: jobs are dead");
+            }
         }
         for i in 4 + topics * 4..reply.len() {
             m.observe(

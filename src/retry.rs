@@ -66,6 +66,16 @@ impl RetryPolicy {
         Ok(())
     }
 
+    /// The wait after failed attempt `attempt` (1-based): the attempt-th
+    /// interval, the last one past the end; zero without intervals.
+    pub fn interval_after(&self, attempt: u32) -> Duration {
+        let i = (attempt.max(1) as usize).min(self.intervals.len());
+        self.intervals
+            .get(i.wrapping_sub(1))
+            .copied()
+            .unwrap_or_default()
+    }
+
     /// The intervals as the scripts store them: "120000,600000".
     pub(crate) fn intervals_ms(&self) -> String {
         self.intervals
@@ -99,6 +109,9 @@ mod tests {
         assert_eq!(p.intervals[0], Duration::from_secs(120));
         assert_eq!(p.intervals_ms().split(',').next(), Some("120000"));
         assert_eq!(RetryPolicy::from_stored(Some(&p.intervals_ms()), None), p);
+        assert_eq!(p.interval_after(1), Duration::from_secs(120));
+        assert_eq!(p.interval_after(99), Duration::from_secs(15 * 3600));
+        assert_eq!(RetryPolicy::default().interval_after(3), Duration::ZERO);
         assert!(RetryPolicy::parse("2x", None).is_err());
         assert!(RetryPolicy::parse("", Some(0)).is_err());
     }

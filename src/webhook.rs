@@ -27,6 +27,7 @@ use sha2::Sha256;
 use crate::consumer::Consumer;
 use crate::job::Delivery;
 use crate::queue::Queue;
+use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
 
 /// A secret that never shows in logs or debug output.
@@ -63,6 +64,15 @@ impl Webhook {
             concurrency: Self::DEFAULT_CONCURRENCY,
             secret: None,
         }
+    }
+
+    /// The retry policy of a webhook topic that has none: 1s, 5s, 30s, 2m,
+    /// 10m, 30m, 1h, 2h, 4h, 8h, then dead (11 attempts over about 16
+    /// hours). A receiver that is down is not hammered, and one that comes
+    /// back within the day still gets every job.
+    pub fn default_retry() -> RetryPolicy {
+        RetryPolicy::parse("1s,5s,30s,2m,10m,30m,1h,2h,4h,8h", None)
+            .expect("a valid built-in policy")
     }
 
     /// Checks the URL and bounds; names the problem.
@@ -113,8 +123,9 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .timeout(hook.timeout)
         .build()
         .expect("an HTTP client with a timeout");
-    let consumer =
-        Consumer::new(queue.clone(), &[hook.topic.as_str()]).concurrency(hook.concurrency);
+    let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
+        .concurrency(hook.concurrency)
+        .backoff(Webhook::default_retry());
     let hook = std::sync::Arc::new(hook);
     consumer
         .run(

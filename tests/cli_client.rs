@@ -10,7 +10,7 @@ use serde_json::Value;
 
 async fn delayq(base: &str, args: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
-    cmd.args(["--server", base]).args(args);
+    cmd.args(args).args(["--server", base]);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();

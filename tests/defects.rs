@@ -449,3 +449,298 @@ async fn dead_letters_age_out_on_a_quiet_topic() {
     assert!(!o.topics.contains_key("quiet"), "{:?}", o.topics);
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_bodies_cannot_hold_every_connection() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        ServerConfig {
+            body_timeout: Duration::from_secs(1),
+            max_connections: 4,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let addr = s.base.strip_prefix("http://").unwrap().to_owned();
+    // Four clients take every slot, then send one byte every 200 ms: never
+    // idle long, never done.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        c.write_all(b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        slow.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                if c.write_all(b" ").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(8))
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .expect("a slot freed once the slow bodies ran out of time");
+    assert_eq!(r.status(), 200);
+    for t in slow {
+        t.abort();
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_stay_bounded_however_many_topics_come_and_go() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let n = delayq::metrics::MAX_TOPIC_SERIES + 500;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| job(&format!("j{i}"), &format!("topic-{i}"), 60_000, 1000))
+        .collect();
+    for chunk in jobs.chunks(250) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let text = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for j in &jobs {
+        assert!(q.delete(&j.id).await.unwrap());
+    }
+    let topics: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split("topic=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        topics.len() <= delayq::metrics::MAX_TOPIC_SERIES + 1,
+        "{}",
+        topics.len()
+    );
+    assert!(topics.contains(delayq::metrics::OTHER_TOPICS));
+    assert!(text.contains("delayq_jobs{topic=\"_other\",state=\"delayed\"} 500\n"));
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_http_defects_stay_fixed() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(
+        q.clone(),
+        ServerConfig {
+            auth_token: Some(delayq::webhook::Secret("tok".into())),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let c = reqwest::Client::new();
+    let send = |req: reqwest::RequestBuilder| async move {
+        let r = req
+            .header("authorization", "bearer tok")
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+        )
+    };
+    // GET on a POST route: a JSON 405 (and the lowercase scheme is taken).
+    let (st, v) = send(c.get(format!("{}/v1/pop", s.base))).await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (405, &json!("method_not_allowed")),
+        "{v}"
+    );
+    // Invalid UTF-8 in a path: a JSON 400.
+    let (st, v) = send(c.get(format!("{}/v1/jobs/%FF%FE", s.base))).await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (400, &json!("bad_request")),
+        "{v}"
+    );
+    // An offset past i64: a 422 that says so, not "redis unavailable".
+    let (st, v) = send(c.get(format!(
+        "{}/v1/topics/t/dead?offset=18446744073709551615",
+        s.base
+    )))
+    .await;
+    assert_eq!((st, &v["error"]["code"]), (422, &json!("invalid")), "{v}");
+    // RFC 3339 with an offset: the same instant as in UTC.
+    let (st, v) = send(c.post(format!("{}/v1/jobs", s.base)).body(
+        json!({"topic": "t", "id": "tz", "due_at": "2031-01-01T01:00:00+01:00"}).to_string(),
+    ))
+    .await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(v["due_at_ms"], json!(1_924_992_000_000i64));
+    let (st, v) = send(
+        c.post(format!("{}/v1/jobs", s.base))
+            .body(json!({"topic": "t", "due_at": "2031-01-01T00:00:00.250-02:30"}).to_string()),
+    )
+    .await;
+    assert_eq!(
+        (st, &v["due_at_ms"]),
+        (201, &json!(1_924_992_000_000i64 + 9_000_000 + 250)),
+        "{v}"
+    );
+    s.stop().await;
+    q.close().await;
+}
+
+fn delayq_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args).env_remove("DELAYQ_AUTH_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn serve_has_only_server_flags_and_refuses_nonsense_values() {
+    let help = String::from_utf8(delayq_cli(&["serve", "--help"], &[]).stdout).unwrap();
+    for client_flag in ["--token", "--server", "--json"] {
+        assert!(
+            !help.contains(client_flag),
+            "serve --help shows {client_flag}"
+        );
+    }
+    let push_help = String::from_utf8(delayq_cli(&["push", "--help"], &[]).stdout).unwrap();
+    assert!(push_help.contains("--token") && push_help.contains("DELAYQ_CLIENT_TOKEN"));
+    let out = delayq_cli(&["serve", "--token", "abc"], &[]);
+    assert!(!out.status.success());
+    for (flag, value) in [
+        ("--max-connections", "0"),
+        ("--redis-timeout", "0s"),
+        ("--pop-timeout", "0s"),
+        ("--dead-max-age", "0s"),
+    ] {
+        let out = delayq_cli(
+            &["serve", flag, value, "--redis", "redis://127.0.0.1:1/"],
+            &[],
+        );
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_token_in_the_environment_leaves_a_server_open() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    // A shell where the client's token is exported starts a server.
+    let p = DelayqProcess::spawn_from(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &url])
+            .env("DELAYQ_CLIENT_TOKEN", "for-the-cli")
+            .env("DELAYQ_LOG", "warn"),
+    );
+    let r = reqwest::get(format!("{}/v1/topics", p.base)).await.unwrap();
+    assert_eq!(r.status(), 200);
+    // The client sends the token from its own variable.
+    let out = tokio::task::spawn_blocking({
+        let base = p.base.clone();
+        move || {
+            delayq_cli(
+                &["stats", "--server", &base],
+                &[("DELAYQ_CLIENT_TOKEN", "x")],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success());
+    p.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_output_is_aligned_and_errors_are_one_line() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let base = s.base.clone();
+    let run = move |args: Vec<String>, env: Vec<(&'static str, &'static str)>| {
+        let base = base.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+                a.extend(["--server", &base]);
+                delayq_cli(&a, &env)
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let out = run(vec!["stats".into()], vec![]).await;
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("next due at: nothing scheduled"), "{text}");
+    q.push(&job(
+        "a",
+        "a-topic-name-longer-than-twenty-four-bytes",
+        60_000,
+        1000,
+    ))
+    .await
+    .unwrap();
+    q.push(&job("b", "b", 0, 1000)).await.unwrap();
+    let out = run(vec!["stats".into()], vec![]).await;
+    let text = String::from_utf8(out.stdout).unwrap();
+    let table: Vec<&str> = text.lines().take(3).collect();
+    assert!(table.iter().all(|l| l.len() == table[0].len()), "{text}");
+    assert!(!text.contains("- ms"), "{text}");
+    // An error: one line, no backtrace, whatever RUST_BACKTRACE says.
+    let out = run(
+        vec!["get".into(), "missing".into()],
+        vec![("RUST_BACKTRACE", "1")],
+    )
+    .await;
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("404"), "{err}");
+    s.stop().await;
+    q.close().await;
+}
+
+/// `npm ci` refuses a lock file that lacks any package a locked package
+/// names (optional ones included): the BullMQ side of the benchmark must
+/// install from a clean checkout.
+#[test]
+fn the_bullmq_lock_file_is_in_step_with_package_json() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/bullmq");
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()).unwrap()
+    };
+    let (package, lock) = (read("package.json"), read("package-lock.json"));
+    let packages = lock["packages"].as_object().unwrap();
+    assert_eq!(packages[""]["dependencies"], package["dependencies"]);
+    for (path, p) in packages {
+        for field in ["dependencies", "optionalDependencies"] {
+            for name in p[field].as_object().into_iter().flatten().map(|(n, _)| n) {
+                let nested = format!("{path}/node_modules/{name}");
+                let top = format!("node_modules/{name}");
+                assert!(
+                    packages.contains_key(&nested) || packages.contains_key(&top),
+                    "{path} needs {name}, which the lock file lacks"
+                );
+            }
+        }
+    }
+}

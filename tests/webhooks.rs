@@ -381,3 +381,30 @@ async fn metrics_parse_and_move_as_jobs_flow() {
     assert_eq!(m["delayq_subscriber_connected"], 1.0);
     s.stop().await;
 }
+
+/// The member-reminder setup from the README: a webhook topic and no retry
+/// policy anywhere. A failing receiver is retried with backoff, not at
+/// once for ever, and each failure is logged with what happens next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_topic_without_a_policy_backs_off_and_logs_each_failure() {
+    let redis = RedisServer::start();
+    let down = Receiver::start(|_| Reply::Status(500)).await;
+    let hook = format!("member-expiry={}", down.url);
+    let (delayq, logs) =
+        DelayqProcess::spawn_logged(&["--redis", &redis.url(), "--webhook", &hook]);
+    let q = queue(&redis);
+    q.push(&job("m-42", "member-expiry", 0, 30_000))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), "a retry", || async {
+        (down.hits().len() >= 2).then_some(())
+    })
+    .await;
+    let hits = down.hits();
+    let gap = hits[1].at - hits[0].at;
+    assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
+    let line = log_line(&logs, "job failed; retrying later", Duration::from_secs(10));
+    assert!(line.contains("m-42") && line.contains("HTTP 500"), "{line}");
+    q.close().await;
+    delayq.terminate();
+}

@@ -6,7 +6,11 @@ use clap::{Args, Subcommand};
 use delayq::duration::parse_duration;
 use serde_json::{json, Value};
 
-#[derive(Args, Debug)]
+/// How a client command reaches the server. These belong to the client
+/// commands only: `serve` has its own flags and its own environment
+/// variables (`DELAYQ_AUTH_TOKEN` is the server's), so a token exported
+/// for the client never turns on authentication in a server.
+#[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
     /// The delayq server.
     #[arg(
@@ -22,7 +26,12 @@ pub struct ClientArgs {
     json: bool,
 
     /// Bearer token, when the server requires one.
-    #[arg(long, global = true, env = "DELAYQ_AUTH_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_CLIENT_TOKEN",
+        hide_env_values = true
+    )]
     token: Option<String>,
 }
 
@@ -30,6 +39,8 @@ pub struct ClientArgs {
 pub enum ClientCommand {
     /// Push a job.
     Push {
+        #[command(flatten)]
+        client: ClientArgs,
         /// Topic of the job.
         #[arg(long)]
         topic: String,
@@ -59,16 +70,41 @@ pub enum ClientCommand {
         keep: bool,
     },
     /// Show a job.
-    Get { id: String },
+    Get {
+        id: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Delete a job from any state.
-    Delete { id: String },
+    Delete {
+        id: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Job counts per topic and state.
-    Stats,
+    Stats {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Dead letters of a topic.
     Dead {
         #[command(subcommand)]
         command: DeadCommand,
+        #[command(flatten)]
+        client: ClientArgs,
     },
+}
+
+impl ClientCommand {
+    fn client(&self) -> &ClientArgs {
+        match self {
+            ClientCommand::Push { client, .. }
+            | ClientCommand::Get { client, .. }
+            | ClientCommand::Delete { client, .. }
+            | ClientCommand::Stats { client }
+            | ClientCommand::Dead { client, .. } => client,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,7 +123,8 @@ pub enum DeadCommand {
     Purge { topic: String },
 }
 
-pub async fn run(args: ClientArgs, command: ClientCommand) -> Result<()> {
+pub async fn run(command: ClientCommand) -> Result<()> {
+    let args = command.client().clone();
     let c = Client {
         http: reqwest::Client::new(),
         base: args.server.trim_end_matches('/').to_owned(),
@@ -104,6 +141,7 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> Result<()> {
             retry,
             max_attempts,
             keep,
+            ..
         } => {
             let mut spec = json!({"topic": topic, "body": body});
             if let Some(id) = id {
@@ -137,12 +175,12 @@ pub async fn run(args: ClientArgs, command: ClientCommand) -> Result<()> {
             c.send(reqwest::Method::POST, "/v1/jobs", Some(spec))
                 .await?
         }
-        ClientCommand::Get { id } => c.send(reqwest::Method::GET, &job_path(id), None).await?,
-        ClientCommand::Delete { id } => {
+        ClientCommand::Get { id, .. } => c.send(reqwest::Method::GET, &job_path(id), None).await?,
+        ClientCommand::Delete { id, .. } => {
             c.send(reqwest::Method::DELETE, &job_path(id), None).await?
         }
-        ClientCommand::Stats => c.send(reqwest::Method::GET, "/v1/topics", None).await?,
-        ClientCommand::Dead { command } => match command {
+        ClientCommand::Stats { .. } => c.send(reqwest::Method::GET, "/v1/topics", None).await?,
+        ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List {
                 topic,
                 offset,
@@ -262,47 +300,72 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 }
             }
         }
-        ClientCommand::Delete { id } => println!("deleted {id}"),
-        ClientCommand::Stats => {
-            println!(
-                "{:<24} {:>10} {:>10} {:>10} {:>10}",
-                "topic", "delayed", "ready", "reserved", "dead"
-            );
+        ClientCommand::Delete { id, .. } => println!("deleted {id}"),
+        ClientCommand::Stats { .. } => {
+            let mut rows =
+                vec![["topic", "delayed", "ready", "reserved", "dead"].map(String::from)];
             if let Some(topics) = v["topics"].as_object() {
                 for (t, c) in topics {
-                    println!(
-                        "{t:<24} {:>10} {:>10} {:>10} {:>10}",
-                        c["delayed"], c["ready"], c["reserved"], c["dead"]
-                    );
+                    rows.push([
+                        t.clone(),
+                        plain(&c["delayed"]),
+                        plain(&c["ready"]),
+                        plain(&c["reserved"]),
+                        plain(&c["dead"]),
+                    ]);
                 }
             }
-            println!(
-                "next due at: {} ms; waiting pops: {}",
-                plain(&v["next_due_ms"]),
-                v["waiting_pops"]
-            );
+            print_table(&rows);
+            match v["next_due_ms"].as_i64() {
+                Some(ms) => println!("next due at: {ms} ms (Unix)"),
+                None => println!("next due at: nothing scheduled"),
+            }
+            println!("waiting pops: {}", plain(&v["waiting_pops"]));
         }
-        ClientCommand::Dead { command } => match command {
+        ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List { .. } => {
-                println!(
-                    "{:<38} {:>8} {:>15}  last error",
-                    "id", "attempts", "dead at (ms)"
-                );
+                let mut rows =
+                    vec![["id", "attempts", "dead at (ms)", "last error"].map(String::from)];
                 for j in v["jobs"].as_array().into_iter().flatten() {
-                    println!(
-                        "{:<38} {:>8} {:>15}  {}",
+                    rows.push([
                         plain(&j["id"]),
-                        j["attempts"],
-                        j["dead_at_ms"],
-                        plain(&j["last_error"])
-                    );
+                        plain(&j["attempts"]),
+                        plain(&j["dead_at_ms"]),
+                        plain(&j["last_error"]),
+                    ]);
                 }
+                print_table(&rows);
             }
             DeadCommand::Requeue { topic, .. } => {
                 println!("requeued {} dead jobs of {topic}", v["requeued"])
             }
             DeadCommand::Purge { topic } => println!("purged {} dead jobs of {topic}", v["purged"]),
         },
+    }
+}
+
+/// Prints rows in columns as wide as their widest cell: the first column
+/// (a name) left-aligned, numbers right-aligned, a last text column as is.
+fn print_table<const N: usize>(rows: &[[String; N]]) {
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..N).map(width).collect();
+    let text_last = rows[0][N - 1] == "last error";
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if c == 0 || (text_last && c == N - 1) {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        println!("{}", line.trim_end());
     }
 }
 

@@ -16,6 +16,9 @@
 //! [topics.merchant-notify]        # pull-based, with its own schedule
 //! retry = ["2m", "10m", "10m", "1h", "2h", "6h", "15h"]
 //! ```
+//!
+//! A webhook topic without a policy (its own or `[defaults]`) gets
+//! [`Webhook::default_retry`] rather than redelivery at once, for ever.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -168,6 +171,12 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
     for h in &t.webhooks {
         limits.check_topic(&h.topic).map_err(anyhow::Error::msg)?;
         h.check().map_err(anyhow::Error::msg)?;
+        // Redelivering a failing request at once, for ever, hammers the
+        // receiver: a webhook topic nobody gave a policy backs off.
+        if !t.topic_retry.contains_key(&h.topic) && t.default_retry == RetryPolicy::default() {
+            t.topic_retry
+                .insert(h.topic.clone(), Webhook::default_retry());
+        }
     }
     Ok(t)
 }
@@ -241,6 +250,14 @@ retry = ["2m", "10m"]
         let t = load(Some(&path), &flags).unwrap();
         assert_eq!(t.webhooks[0].url, "http://127.0.0.1:9/y");
         assert_eq!(t.webhooks[0].secret, Some(Secret("global".into())));
+
+        let hooks = vec!["bare=http://127.0.0.1:9/z".to_string()];
+        let flags = Flags {
+            webhooks: &hooks,
+            ..no_flags()
+        };
+        let t = load(None, &flags).unwrap();
+        assert_eq!(t.topic_retry["bare"], Webhook::default_retry());
 
         std::fs::write(&path, "[topics.x]\nwebhok = \"http://a\"\n").unwrap();
         let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());

@@ -20,7 +20,7 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:9277")]
     listen: String,
 
-    /// Redis to use (redis://HOST:PORT/DB, rediss://..., redis+unix:///PATH).
+    /// Redis to use (redis://HOST:PORT/DB or redis+unix:///PATH).
     /// Without it, delayq starts a private redis-server in --data-dir.
     #[arg(long, env = "DELAYQ_REDIS")]
     redis: Option<String>,
@@ -34,11 +34,13 @@ pub struct ServeArgs {
     prefix: String,
 
     /// How long /pop holds a request when nothing is ready.
-    #[arg(long, env = "DELAYQ_POP_TIMEOUT", default_value = "178s", value_parser = parse_duration)]
+    /// (The compatible /pop only: /v1/pop says how long it waits in its
+    /// own `wait_ms`.)
+    #[arg(long, env = "DELAYQ_POP_TIMEOUT", default_value = "178s", value_parser = positive_duration)]
     pop_timeout: Duration,
 
     /// How long one Redis call may take before the request fails.
-    #[arg(long, env = "DELAYQ_REDIS_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "DELAYQ_REDIS_TIMEOUT", default_value = "2s", value_parser = positive_duration)]
     redis_timeout: Duration,
 
     /// Retry intervals for jobs pushed without a policy, e.g. "2m,10m,1h".
@@ -74,7 +76,7 @@ pub struct ServeArgs {
     auth_token: Option<String>,
 
     /// Most open client connections (each waiting /pop holds one).
-    #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384)]
+    #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = at_least_one)]
     max_connections: usize,
 
     /// Log format: text or json.
@@ -86,8 +88,25 @@ pub struct ServeArgs {
     dead_max: usize,
 
     /// Dead letters older than this are dropped.
-    #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = "7d", value_parser = parse_duration)]
+    #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = "7d", value_parser = positive_duration)]
     dead_max_age: Duration,
+}
+
+/// A duration above zero: a zero timeout or age makes no sense.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => Err("must be above 0 (e.g. 500ms, 2s, 1m)".into()),
+        d => Ok(d),
+    }
+}
+
+/// A count of at least one.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl ServeArgs {
@@ -138,6 +157,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     // On stdout, for scripts and tests that start delayq on port 0.
     println!("delayq listening on {addr}");
     tracing::info!(%addr, prefix = %args.prefix, "delayq serving");
+    if args.auth_token.is_some() {
+        tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");
+    }
 
     let shutdown = Shutdown::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
@@ -145,7 +167,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .webhooks
         .into_iter()
         .map(|hook| {
-            tracing::info!(topic = %hook.topic, url = %hook.url, "delivering topic by webhook");
+            tracing::info!(topic = %hook.topic, url = %hook.url, retry = ?queue.retry_policy_for(&hook.topic), "delivering topic by webhook");
             tokio::spawn(webhook::run(queue.clone(), hook, shutdown.clone()))
         })
         .collect();

@@ -31,7 +31,10 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+        // The scheme is case-insensitive (RFC 9110): "bearer" is as good.
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim_start());
     match given {
         Some(token) if constant_time_eq(token.as_bytes(), expected.0.as_bytes()) => next.run(req).await,
         _ => (

@@ -5,6 +5,7 @@
 //! - [`go_json`]: JSON read and written the way the Go original does.
 
 pub mod auth;
+mod body;
 pub mod compat;
 pub mod go_json;
 pub mod v1;
@@ -20,7 +21,6 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::queue::Queue;
@@ -34,7 +34,9 @@ pub struct ServerConfig {
     pub pop_timeout: Duration,
     /// Largest request body accepted.
     pub max_request_bytes: usize,
-    /// A client must send its whole body within this time.
+    /// A client must send its whole body within this time, counted from
+    /// the end of its headers (not between chunks: a client trickling a
+    /// byte now and then must not hold a connection slot for ever).
     pub body_timeout: Duration,
     /// A client must send a request's headers within this time.
     pub header_timeout: Duration,
@@ -75,10 +77,13 @@ pub fn router(state: AppState) -> Router {
     compat::routes()
         .merge(v1::routes())
         .fallback(v1::no_route)
+        .method_not_allowed_fallback(v1::method_not_allowed)
         .layer(auth)
         .with_state(state)
         .layer(DefaultBodyLimit::max(max))
-        .layer(RequestBodyTimeoutLayer::new(body_timeout))
+        .layer(axum::middleware::map_request(move |req| {
+            body::with_deadline(req, body_timeout)
+        }))
         .layer(TraceLayer::new_for_http())
 }
 

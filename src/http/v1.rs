@@ -6,6 +6,7 @@
 //! | 200 / 201 / 204 | done / job created / done, nothing to say |
 //! | 400 | the body is not JSON of the expected shape (`bad_request`) |
 //! | 404 | no such job (`not_found`) or route (`no_route`) |
+//! | 405 | the route exists, the method does not (`method_not_allowed`) |
 //! | 409 | stale lease token (`stale_lease`), or the id exists and `if_exists` is `keep` (`exists`) |
 //! | 413 | request body over the limit (`too_large`) |
 //! | 422 | a value breaks a documented limit (`invalid`) |
@@ -19,7 +20,8 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -182,6 +184,57 @@ fn parse<T: DeserializeOwned>(
     })
 }
 
+/// The one path parameter of a route (a job id or a topic), percent-decoded.
+/// A path that is not UTF-8 once decoded gets a JSON 400 like every other
+/// bad request.
+pub struct Segment(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(s)| Segment(s))
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("bad path {}: {}", parts.uri.path(), e.body_text()),
+                )
+            })
+    }
+}
+
+/// Parses an RFC 3339 time (`2026-11-22T18:00:00Z`, `...+01:00`, fractions
+/// of a second allowed) to Unix milliseconds.
+pub fn parse_rfc3339_ms(s: &str) -> Result<i64, String> {
+    let bad = |why: &str| format!("{s:?} is not an RFC 3339 time: {why}");
+    // humantime reads UTC ("Z"); an offset is applied here.
+    let (utc, offset_ms) = match s
+        .len()
+        .checked_sub(6)
+        .and_then(|i| s.get(i..).map(|o| (i, o)))
+    {
+        Some((i, o)) if matches!(o.as_bytes()[0], b'+' | b'-') && o.as_bytes()[3] == b':' => {
+            let h: i64 = o[1..3].parse().map_err(|_| bad("bad offset hours"))?;
+            let m: i64 = o[4..6].parse().map_err(|_| bad("bad offset minutes"))?;
+            if h > 23 || m > 59 {
+                return Err(bad("offset out of range"));
+            }
+            let sign = if o.starts_with('-') { -1 } else { 1 };
+            (format!("{}Z", &s[..i]), sign * (h * 60 + m) * 60_000)
+        }
+        _ => (s.replace(['z'], "Z"), 0),
+    };
+    let t = humantime::parse_rfc3339_weak(&utc).map_err(|e| bad(&e.to_string()))?;
+    let ms = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).map_err(|_| bad("too far"))?,
+        Err(e) => -i64::try_from(e.duration().as_millis()).map_err(|_| bad("too far"))?,
+    };
+    Ok(ms - offset_ms)
+}
+
 /// A due time: Unix milliseconds or an RFC 3339 timestamp.
 #[derive(Deserialize, Debug)]
 #[serde(untagged)]
@@ -196,14 +249,9 @@ impl DueAt {
             DueAt::UnixMs(ms) if *ms >= 0 => Ok(*ms),
             DueAt::UnixMs(ms) => Err(ApiError::invalid(format!("due_at {ms} is before 1970"))),
             DueAt::Rfc3339(s) => {
-                let t = humantime::parse_rfc3339_weak(s).map_err(|e| {
-                    ApiError::invalid(format!("due_at {s:?} is not an RFC 3339 time: {e}"))
-                })?;
-                let ms = t
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_err(|_| ApiError::invalid(format!("due_at {s:?} is before 1970")))?
-                    .as_millis();
-                i64::try_from(ms).map_err(|_| ApiError::invalid(format!("due_at {s:?} is too far")))
+                let ms = parse_rfc3339_ms(s).map_err(ApiError::invalid)?;
+                crate::job::check_due_at(ms).map_err(ApiError::invalid)?;
+                Ok(ms)
             }
         }
     }
@@ -477,18 +525,12 @@ fn not_found(id: &str) -> ApiError {
     Error::NotFound(id.to_owned()).into()
 }
 
-async fn get_job(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<JobView>> {
+async fn get_job(State(state): State<AppState>, Segment(id): Segment) -> ApiResult<Json<JobView>> {
     let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok(Json(job.into()))
 }
 
-async fn delete_job(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> ApiResult<StatusCode> {
+async fn delete_job(State(state): State<AppState>, Segment(id): Segment) -> ApiResult<StatusCode> {
     if state.queue.delete(&id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -506,7 +548,7 @@ struct RescheduleSpec {
 
 async fn reschedule(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let spec: RescheduleSpec = parse(&state, body)?;
@@ -530,7 +572,7 @@ struct TokenSpec {
 
 async fn finish(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
     let spec: TokenSpec = parse(&state, body)?;
@@ -549,7 +591,7 @@ struct NackSpec {
 
 async fn nack(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let spec: NackSpec = parse(&state, body)?;
@@ -576,7 +618,7 @@ struct TouchSpec {
 
 async fn touch(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let spec: TouchSpec = parse(&state, body)?;
@@ -681,7 +723,7 @@ fn fifty() -> usize {
 
 async fn dead_list(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    Segment(topic): Segment,
     page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let Query(page) =
@@ -709,7 +751,7 @@ struct RequeueSpec {
 
 async fn dead_requeue(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    Segment(topic): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let spec: RequeueSpec = match &body {
@@ -722,7 +764,7 @@ async fn dead_requeue(
 
 async fn dead_purge(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    Segment(topic): Segment,
 ) -> ApiResult<Json<serde_json::Value>> {
     let n = state.queue.purge_dead(&topic).await?;
     Ok(Json(json!({"topic": topic, "purged": n})))
@@ -778,7 +820,16 @@ async fn metrics(State(state): State<AppState>) -> Response {
         ("delayq_waiting_pops", vec![], q.waiting_pops() as f64),
     ];
     if let Ok(o) = q.topics().await {
-        for (topic, c) in o.topics {
+        // Topics beyond the series limit are summed under one label.
+        let mut depths: BTreeMap<&str, TopicCounts> = BTreeMap::new();
+        for (topic, c) in &o.topics {
+            let d = depths.entry(q.metrics().topic_label(topic)).or_default();
+            d.delayed += c.delayed;
+            d.ready += c.ready;
+            d.reserved += c.reserved;
+            d.dead += c.dead;
+        }
+        for (topic, c) in depths {
             for (st, n) in [
                 ("delayed", c.delayed),
                 ("ready", c.ready),
@@ -787,7 +838,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             ] {
                 gauges.push((
                     "delayq_jobs",
-                    vec![("topic", topic.clone()), ("state", st.to_owned())],
+                    vec![("topic", topic.to_owned()), ("state", st.to_owned())],
                     n as f64,
                 ));
             }
@@ -801,6 +852,15 @@ async fn metrics(State(state): State<AppState>) -> Response {
         q.metrics().render(&gauges),
     )
         .into_response()
+}
+
+/// A known path with a method it does not take: a JSON 405.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
 }
 
 /// Unknown paths get a JSON 404 that says so (and not "no such job").

@@ -212,15 +212,44 @@ impl DelayqProcess {
 
     /// `delayq serve --listen 127.0.0.1:0 ARGS`; returns once it listens.
     pub fn spawn(args: &[&str]) -> DelayqProcess {
+        Self::spawn_from(
+            Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .args(["serve", "--listen", "127.0.0.1:0"])
+                .args(args)
+                .env("DELAYQ_LOG", "warn")
+                .stderr(Stdio::inherit()),
+        )
+    }
+
+    /// Like [`spawn`](Self::spawn), logging at info; its log lines (stderr)
+    /// arrive on the channel returned.
+    pub fn spawn_logged(args: &[&str]) -> (DelayqProcess, std::sync::mpsc::Receiver<String>) {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .env("DELAYQ_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut p = Self::spawn_from(
+            Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .args(["serve", "--listen", "127.0.0.1:0"])
+                .args(args)
+                .env("DELAYQ_LOG", "info")
+                .stderr(Stdio::piped()),
+        );
+        let stderr = p.child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        (p, rx)
+    }
+
+    /// Starts `cmd` (a `delayq serve --listen 127.0.0.1:0 ...`); returns
+    /// once it listens.
+    pub fn spawn_from(cmd: &mut Command) -> DelayqProcess {
+        use std::io::BufRead;
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -277,6 +306,19 @@ pub async fn post_raw(base: &str, path: &str, body: &str) -> String {
         .unwrap();
     assert_eq!(resp.status(), 200, "every compatible reply is HTTP 200");
     resp.text().await.unwrap()
+}
+
+/// Waits up to `limit` for a log line that contains `text`; returns it.
+pub fn log_line(logs: &std::sync::mpsc::Receiver<String>, text: &str, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match logs.recv_timeout(left) {
+            Ok(line) if line.contains(text) => return line,
+            Ok(_) => {}
+            Err(_) => panic!("no log line with {text:?} within {limit:?}"),
+        }
+    }
 }
 
 /// Polls `check` every few ms until it returns Some, or panics after `limit`.
