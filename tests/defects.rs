@@ -642,32 +642,40 @@ fn serve_has_only_server_flags_and_refuses_nonsense_values() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_token_in_the_environment_leaves_a_server_open() {
+async fn the_client_token_has_its_own_variable_and_leaves_servers_alone() {
     let redis = RedisServer::start();
     let url = redis.url();
-    // A shell where the client's token is exported starts a server.
-    let p = DelayqProcess::spawn_from(
+    // A shell where the client's token is exported starts a server: it is
+    // open, as its own flags say.
+    let open = DelayqProcess::spawn_from(
         std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
             .args(["serve", "--listen", "127.0.0.1:0", "--redis", &url])
             .env("DELAYQ_CLIENT_TOKEN", "for-the-cli")
             .env("DELAYQ_LOG", "warn"),
     );
-    let r = reqwest::get(format!("{}/v1/topics", p.base)).await.unwrap();
+    let r = reqwest::get(format!("{}/v1/topics", open.base))
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    // The client sends the token from its own variable.
-    let out = tokio::task::spawn_blocking({
-        let base = p.base.clone();
-        move || {
-            delayq_cli(
-                &["stats", "--server", &base],
-                &[("DELAYQ_CLIENT_TOKEN", "x")],
-            )
-        }
+    open.terminate();
+    // A server that wants a token; the client sends the one from its own
+    // variable.
+    let locked = DelayqProcess::start(&redis, &["--auth-token", "s3cret"]);
+    let base = locked.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        delayq_cli(
+            &["stats", "--server", &base],
+            &[("DELAYQ_CLIENT_TOKEN", "s3cret")],
+        )
     })
     .await
     .unwrap();
-    assert!(out.status.success());
-    p.terminate();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    locked.terminate();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
