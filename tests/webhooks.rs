@@ -405,6 +405,8 @@ async fn a_webhook_topic_without_a_policy_backs_off_and_logs_each_failure() {
     assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
     let line = log_line(&logs, "job failed; retrying later", Duration::from_secs(10));
     assert!(line.contains("m-42") && line.contains("HTTP 500"), "{line}");
+    // Piped stderr is no terminal: no colour codes in the log.
+    assert!(!line.contains('\u{1b}'), "{line:?}");
     q.close().await;
     delayq.terminate();
 }
