@@ -22,16 +22,19 @@ pub enum Error {
     #[error("the lease on job {0:?} is no longer yours (stale token)")]
     StaleLease(String),
 
-    /// Redis did not answer within the configured time (down, restarting,
-    /// paused). The request may or may not have been applied.
-    #[error("redis unavailable: no answer within {0:?}")]
-    Timeout(Duration),
+    /// Redis did not answer `op` within the configured time (down,
+    /// restarting, paused). The call may still reach Redis, where its
+    /// deadline makes it change nothing.
+    #[error("redis unavailable: {op}: no answer within {after:?}")]
+    Timeout { op: &'static str, after: Duration },
 
     /// The call reached Redis after this process had stopped waiting for it
     /// (Redis paused, stopped or overloaded), and Redis refused it: nothing
     /// was changed.
-    #[error("redis unavailable: the call reached redis after {0:?}; nothing was changed")]
-    Late(Duration),
+    #[error(
+        "redis unavailable: {op}: the call reached redis after its deadline; nothing was changed"
+    )]
+    Late { op: &'static str },
 
     /// Redis is at `maxmemory` and refused a call that would grow it.
     /// Finishing and deleting jobs still works and makes room.
@@ -43,13 +46,17 @@ pub enum Error {
     #[error("redis maxmemory-policy is {0}, which lets redis silently delete jobs; set it to noeviction (or a volatile-* policy)")]
     Evicting(String),
 
-    /// Redis answered with an error or the connection failed.
-    #[error("redis error: {0}")]
-    Redis(#[from] redis::RedisError),
+    /// Redis answered `op` with an error, or the connection failed.
+    #[error("redis error: {op}: {source}")]
+    Redis {
+        op: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
 
     /// A script returned something delayq's scripts never return.
-    #[error("unexpected reply from redis: {0}")]
-    Protocol(String),
+    #[error("unexpected reply from redis: {op}: {detail}")]
+    Protocol { op: &'static str, detail: String },
 }
 
 impl Error {
@@ -57,8 +64,20 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Timeout(_) | Error::Late(_) | Error::Full | Error::Evicting(_) | Error::Redis(_)
+            Error::Timeout { .. }
+                | Error::Late { .. }
+                | Error::Full
+                | Error::Evicting(_)
+                | Error::Redis { .. }
         )
+    }
+
+    pub(crate) fn redis(op: &'static str, source: redis::RedisError) -> Error {
+        Error::Redis { op, source }
+    }
+
+    pub(crate) fn protocol(op: &'static str, detail: String) -> Error {
+        Error::Protocol { op, detail }
     }
 }
 

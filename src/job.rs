@@ -168,16 +168,6 @@ pub struct Nacked {
     pub due_ms: i64,
 }
 
-/// The result of finish/delete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Removal {
-    Done,
-    /// There was no such job (already finished, deleted, or never pushed).
-    Missing,
-    /// The lease token is not the job's current one; nothing changed.
-    StaleToken,
-}
-
 /// The latest absolute time a job may be due (or a lease end), Unix ms:
 /// 9999-12-31T23:59:59.999Z. The scripts enforce it too.
 pub const MAX_DUE_AT_MS: i64 = 253_402_300_799_999;

@@ -6,58 +6,58 @@
 //! script moves it to its topic's ready list; [`Queue::pop`] leases it to a
 //! consumer for its ttr; [`Queue::finish`] removes it. A nack or a lease
 //! that runs out is a failed attempt: the job's retry policy sends it back
-//! to ready, to delayed until its next interval, or to dead. Two paths call the dispatch script and race
-//! harmlessly: the expired-event subscriber (cheap, but late or lost under
-//! load and across disconnects) and the sweep, which sleeps until the
-//! earliest due time and is the clock that makes jobs fire on time.
+//! to ready, to delayed until its next interval, or to dead. Two paths call
+//! the dispatch script and race harmlessly: the expired-event subscriber
+//! (cheap, but late or lost under load and across disconnects) and the
+//! sweep, which sleeps until the earliest due time and is the clock that
+//! makes jobs fire on time. docs/DESIGN.md has the design and the job's
+//! life as a table of states and transitions.
 //!
 //! Map of the crate:
-//! - [`queue`]: `Queue`, the public engine; every operation is one script.
+//! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
+//!   waiting pops; every change is one call into `store`.
+//! - [`store`]: everything said to Redis. One Lua script per state
+//!   transition, each with a Rust file beside it (arguments and typed
+//!   reply); the key layout; the function library; the call deadlines.
+//! - [`dispatch`]: the background loops: the sweep (and dead-letter
+//!   retention) and the subscriber, stopped with their queue.
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
-//! - [`retry`]: retry policies (intervals, max attempts) and dead letters.
-//! - [`keys`]: the Redis key layout (one prefix, one hash tag).
-//! - [`scripts`]: the Lua scripts, one per state transition (`src/scripts/`),
-//!   loaded into Redis as one function library and called by name.
-//! - [`scheduler`]: the sweep that fires due jobs at the earliest due time,
-//!   and dead-letter retention.
-//! - [`clock`]: this process's estimate of Redis time, for call deadlines.
-//! - [`subscriber`]: the pub/sub connection: expired events, ready and wake
-//!   notices, reconnect and catch-up.
+//! - [`retry`]: retry policies (intervals, max attempts).
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
 //! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL.
-//! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract.
-//! - [`metrics`]: Prometheus counters and histograms.
+//! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract,
+//!   [`http::v1`] the native API.
+//! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
 
-mod clock;
 pub mod consumer;
+pub mod dispatch;
 pub mod duration;
 pub mod error;
 pub mod http;
 pub mod job;
-pub mod keys;
 pub mod metrics;
 pub mod queue;
 pub mod retry;
-mod scheduler;
-pub mod scripts;
 pub mod shutdown;
-mod subscriber;
+pub mod store;
 pub mod waiters;
 pub mod webhook;
 
 pub use consumer::Consumer;
+pub use dispatch::DispatchPath;
 pub use error::{Error, Result};
 pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
 };
-pub use queue::{Config, DispatchPath, Memory, Overview, Queue, Stats, TopicCounts};
+pub use queue::{Config, Queue};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::{Memory, Overview, TopicCounts};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

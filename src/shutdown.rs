@@ -22,6 +22,11 @@ impl Shutdown {
     pub fn is_triggered(&self) -> bool {
         self.0.is_cancelled()
     }
+    /// A signal that fires with this one, and can also fire alone: a
+    /// queue's own stop, under the caller's shutdown.
+    pub fn child(&self) -> Shutdown {
+        Shutdown(self.0.child_token())
+    }
     /// Resolves once [`trigger`](Self::trigger) has been called.
     pub async fn wait(&self) {
         self.0.cancelled().await

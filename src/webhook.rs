@@ -182,11 +182,8 @@ async fn deliver(
     let started = Instant::now();
     let result = req.body(body).send().await;
     let m = queue.metrics();
-    m.observe(
-        "delayq_webhook_duration_seconds",
-        &[("topic", &job.topic)],
-        started.elapsed().as_secs_f64(),
-    );
+    m.webhook_duration
+        .observe([&job.topic], started.elapsed().as_secs_f64());
     let (outcome, verdict) = match result {
         Ok(resp) if resp.status().is_success() => ("success", Ok(())),
         Ok(resp) => {
@@ -204,11 +201,7 @@ async fn deliver(
         ),
         Err(e) => ("connection_error", Err(format!("connection error: {e}"))),
     };
-    m.inc(
-        "delayq_webhook_deliveries_total",
-        &[("topic", &job.topic), ("outcome", outcome)],
-        1,
-    );
+    m.webhook_deliveries.inc([&job.topic, outcome], 1);
     tracing::debug!(id = %job.id, outcome, "webhook delivery");
     verdict
 }

@@ -1,4 +1,4 @@
-//! The ouqiang/delay-queue HTTP contract (shared/compat-ouqiang.md), endpoint
+//! The ouqiang/delay-queue HTTP contract (docs/DESIGN.md, "The compatible API"), endpoint
 //! by endpoint, message by message, against a real redis-server.
 
 mod common;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use delayq::http::ServerConfig;
-use delayq::keys::Keys;
-use delayq::scripts::{fcall, Transition};
+use delayq::store::library::fcall;
+use delayq::store::{push, remove, Keys};
 use delayq::{Config, Error, JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
@@ -174,7 +174,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
 
     // The script checks too, before its first write.
     let before: i64 = redis.cmd(&["DBSIZE"]).await;
-    let mut cmd = fcall(Transition::Push, &Keys::new("dq"), 0);
+    let mut cmd = fcall(&push::SCRIPT, &Keys::new("dq"), 0);
     cmd.arg("raw")
         .arg("far")
         .arg("")
@@ -344,10 +344,10 @@ async fn an_empty_lease_token_settles_nothing() {
         assert!(matches!(e, Error::Invalid(_)), "{e}");
     }
     // The raw script refuses an empty token too.
-    let mut cmd = fcall(Transition::Remove, &Keys::new("dq"), 0);
+    let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), 0);
     cmd.arg("waiting").arg("lease").arg("");
     let (status, _): (i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
-    assert_eq!(status, -1);
+    assert_eq!(status, delayq::store::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Reserved);
     assert!(q.get("waiting").await.unwrap().is_some());

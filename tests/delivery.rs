@@ -236,13 +236,7 @@ async fn two_engines_hand_each_job_over_exactly_once() {
     }
     let dispatched: u64 = [&a, &b]
         .iter()
-        .map(|q| {
-            let s = q.stats();
-            s.dispatched_by_event
-                .load(std::sync::atomic::Ordering::Relaxed)
-                + s.dispatched_by_sweep
-                    .load(std::sync::atomic::Ordering::Relaxed)
-        })
+        .map(|q| q.metrics().dispatched.total())
         .sum();
     assert_eq!(dispatched, n as u64, "dispatch moved a job more than once");
     a.close().await;

@@ -155,7 +155,7 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, redis: re
             Ok(finished) => ledger.settled(&d.id, &d.token, before, finished),
             // A timeout may still have been applied: record it as given
             // back (the lease check then allows an early re-delivery).
-            Err(delayq::Error::Timeout(_)) => ledger.settled(&d.id, &d.token, before, false),
+            Err(delayq::Error::Timeout { .. }) => ledger.settled(&d.id, &d.token, before, false),
             Err(_) => {}
         }
     }

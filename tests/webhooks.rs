@@ -160,24 +160,9 @@ async fn failed_deliveries_follow_the_schedule_then_succeed_signed_or_die() {
     assert_eq!(dead.attempts, 3);
     assert!(dead.last_error.unwrap().starts_with("HTTP 503"));
     let m = q.metrics();
-    assert_eq!(
-        m.counter(
-            "delayq_webhook_deliveries_total",
-            &[("topic", "orders"), ("outcome", "success")]
-        ),
-        1
-    );
-    assert_eq!(
-        m.counter(
-            "delayq_webhook_deliveries_total",
-            &[("topic", "orders"), ("outcome", "http_error")]
-        ),
-        2
-    );
-    assert_eq!(
-        m.counter("delayq_jobs_dead_total", &[("topic", "broken")]),
-        1
-    );
+    assert_eq!(m.webhook_deliveries.get(["orders", "success"]), 1);
+    assert_eq!(m.webhook_deliveries.get(["orders", "http_error"]), 2);
+    assert_eq!(m.dead.get(["broken"]), 1);
     shutdown.trigger();
     q.close().await;
 }
@@ -231,12 +216,7 @@ async fn a_hanging_endpoint_times_out_and_other_topics_keep_flowing() {
     })
     .await;
     assert!(dead.last_error.unwrap().starts_with("timed out after"));
-    assert!(
-        q.metrics().counter(
-            "delayq_webhook_deliveries_total",
-            &[("topic", "slow"), ("outcome", "timeout")]
-        ) >= 2
-    );
+    assert!(q.metrics().webhook_deliveries.get(["slow", "timeout"]) >= 2);
     shutdown.trigger();
     q.close().await;
 }

@@ -1,6 +1,6 @@
 //! The ouqiang/delay-queue HTTP contract: `/push`, `/pop`, `/delete`,
 //! `/finish`, `/get`, exactly as its clients expect them (see
-//! `shared/compat-ouqiang.md`): every reply is HTTP 200 with
+//! docs/DESIGN.md, "The compatible API"): every reply is HTTP 200 with
 //! `{"code":0|1,"message":...,"data":...}` and the original's messages.
 //!
 //! Where the original was wrong delayq is not: pushing an existing id

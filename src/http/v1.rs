@@ -33,8 +33,8 @@ use serde_json::json;
 use super::AppState;
 use crate::error::Error;
 use crate::job::{Delivery, IfExists, Job, NewJob, PushOutcome, Pushed};
-use crate::queue::TopicCounts;
 use crate::retry::RetryPolicy;
+use crate::store::TopicCounts;
 
 /// Every native route: (method, path). The OpenAPI document lists exactly
 /// these.
@@ -133,7 +133,7 @@ impl From<Error> for ApiError {
                 "redis_evicts",
                 e.to_string(),
             ),
-            Error::Timeout(_) | Error::Late(_) | Error::Redis(_) => {
+            Error::Timeout { .. } | Error::Late { .. } | Error::Redis { .. } => {
                 tracing::warn!(error = %e, "redis unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -141,7 +141,7 @@ impl From<Error> for ApiError {
                     e.to_string(),
                 )
             }
-            Error::Protocol(_) => {
+            Error::Protocol { .. } => {
                 tracing::error!(error = %e, "unexpected reply");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
             }
@@ -811,45 +811,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
 /// (and left out while Redis is away; `delayq_redis_errors_total` says so).
 async fn metrics(State(state): State<AppState>) -> Response {
     let q = &state.queue;
-    let mut gauges = vec![
-        (
-            "delayq_subscriber_connected",
-            vec![],
-            if q.subscriber_connected() { 1.0 } else { 0.0 },
-        ),
-        ("delayq_waiting_pops", vec![], q.waiting_pops() as f64),
-    ];
-    if let Ok(o) = q.topics().await {
-        // Topics beyond the series limit are summed under one label.
-        let mut depths: BTreeMap<&str, TopicCounts> = BTreeMap::new();
-        for (topic, c) in &o.topics {
-            let d = depths.entry(q.metrics().topic_label(topic)).or_default();
-            d.delayed += c.delayed;
-            d.ready += c.ready;
-            d.reserved += c.reserved;
-            d.dead += c.dead;
-        }
-        for (topic, c) in depths {
-            for (st, n) in [
-                ("delayed", c.delayed),
-                ("ready", c.ready),
-                ("reserved", c.reserved),
-                ("dead", c.dead),
-            ] {
-                gauges.push((
-                    "delayq_jobs",
-                    vec![("topic", topic.to_owned()), ("state", st.to_owned())],
-                    n as f64,
-                ));
-            }
-        }
-    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        q.metrics().render(&gauges),
+        q.metrics().render(&q.gauges().await),
     )
         .into_response()
 }

@@ -1,20 +1,23 @@
 -- purge.lua: delete dead jobs of a topic for good.
 --
--- KEYS[1]  schedule zset   {p}:schedule
+-- KEYS[1]  schedule zset   {p}:schedule (unused; names the hash slot)
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  topic
 -- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
 --
--- Returns the number of jobs deleted.
+-- Touches: the topic's dead set, job hashes, count hash. Publishes: nothing.
+-- Helpers: count.
+--
+-- Returns { DONE, number of jobs deleted }.
 --
 -- Guarantees: only dead jobs go; each leaves the dead set, its hash and the
 -- counts together.
 local topic = ARGV[2]
-local dead = P .. 'dead:' .. topic
+local dead = dead_key(topic)
 local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', dead, id)
-  redis.call('DEL', P .. 'j:' .. id)
+  redis.call('DEL', job_key(id))
 end
-if #ids > 0 then count('dead', topic, -#ids) end
-return #ids
+if #ids > 0 then count(DEAD, topic, -#ids) end
+return { DONE, #ids }

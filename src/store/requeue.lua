@@ -6,13 +6,17 @@
 -- ARGV[3]  most jobs to requeue in this call
 -- ARGV[4..] ids to requeue (optional; none = the oldest dead jobs)
 --
--- Returns the number of jobs requeued.
+-- Touches: the topic's dead set and ready list, job hashes, count hash.
+-- Publishes: ready.
+-- Helpers: make_ready, notify_ready.
+--
+-- Returns { DONE, number of jobs requeued }.
 --
 -- Guarantees: each requeued job leaves the dead set and joins the ready
 -- list in one step, attempts reset to 0 (its history is kept); ids that are
 -- not dead jobs of this topic are skipped. Waiting consumers are woken.
 local topic = ARGV[2]
-local dead = P .. 'dead:' .. topic
+local dead = dead_key(topic)
 local ids
 if #ARGV > 3 then
   ids = {}
@@ -24,11 +28,10 @@ local now = math.ceil(now_us() / 1000)
 local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
-    local job = P .. 'j:' .. id
-    redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
-    make_ready(id, topic, 'dead', now)
+    redis.call('HDEL', job_key(id), ATTEMPTS, DEAD_AT)
+    make_ready(id, topic, DEAD, now)
     n = n + 1
   end
 end
 if n > 0 then notify_ready(topic, n) end
-return n
+return { DONE, n }

@@ -7,41 +7,45 @@
 --          more are taken (the first job is always taken, whatever its size)
 -- ARGV[4..] topics, tried in the order given
 --
--- Returns { now_us, then per job: id, topic, body, token, due_ms, attempts,
---           lease_until_ms }.
+-- Touches: the topics' ready lists, job hashes, schedule (lease ends),
+-- lease token counter, count hash. Publishes: nothing.
+-- Helpers: now_us, lease, move_count.
+--
+-- Returns { DONE, now_us, then per job: id, topic, body, token, due_ms,
+--           attempts, lease_until_ms }.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
 -- the schedule (no trigger key: the sweep is the clock), so a consumer that
 -- dies without finishing counts as a failed attempt after ttr, not before.
--- Every delivery carries a new token (from {p}:seq); finish, nack and touch
--- with an older token are refused. The reply is bounded in jobs and in
--- bytes, so it reaches its caller well within the caller's timeout.
+-- Every delivery carries a new token (from the counter); finish, nack and
+-- touch with an older token are refused. The reply is bounded in jobs and
+-- in bytes, so it reaches its caller well within the caller's timeout.
 local now = now_us()
 local lease_from = math.ceil(now / 1000)
 local want = tonumber(ARGV[2])
 local max_bytes = tonumber(ARGV[3])
 local bytes = 0
 
-local reply = { now }
+local reply = { DONE, now }
 local got = 0
 for i = 4, #ARGV do
   local topic = ARGV[i]
-  local list = P .. 'ready:' .. topic
+  local list = ready_key(topic)
   while got < want and bytes < max_bytes do
     local id = redis.call('RPOP', list)
     if not id then break end
-    local job = P .. 'j:' .. id
+    local job = job_key(id)
     local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
     -- An entry whose job is no longer ready here is stale: skip it.
-    if f[1] == 'ready' and f[2] == topic then
-      local token = redis.call('INCR', P .. 'seq')
+    if f[1] == READY and f[2] == topic then
+      local token = redis.call('INCR', P .. SEQ_KEY)
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1
-      redis.call('HSET', job, STATE, 'reserved', TOKEN, token, LEASE, lease_until,
+      redis.call('HSET', job, STATE, RESERVED, TOKEN, token, LEASE, lease_until,
         ATTEMPTS, attempts)
       lease(id, lease_until)
-      move_count(topic, 'ready', 'reserved')
+      move_count(topic, READY, RESERVED)
       reply[#reply + 1] = id
       reply[#reply + 1] = topic
       reply[#reply + 1] = f[3]

@@ -1,12 +1,13 @@
 //! The sweep: fires due jobs on time by itself.
 //!
 //! Expired events alone are late by seconds once many keys carry a TTL, and
-//! lost across disconnects and restarts (see DESIGN.md). So the sweep is the
-//! clock: after each dispatch call it knows the earliest due time left in the
-//! schedule (from the same script, in Redis time) and sleeps exactly until
-//! then. A push that becomes the new earliest job wakes it (directly in this
-//! process, through the `{p}:wake` channel in others), and so does a
-//! subscriber reconnect, after which events may have been missed.
+//! lost across disconnects and restarts (see docs/DESIGN.md). So the sweep
+//! is the clock: after each dispatch call it knows the earliest due time
+//! left in the schedule (from the same script, in Redis time) and sleeps
+//! exactly until then. A push that becomes the new earliest job wakes it
+//! (directly in this process, through the `{p}:wake` channel in others),
+//! and so does a subscriber reconnect, after which events may have been
+//! missed.
 //!
 //! Several instances sweep the same schedule; the dispatch script makes their
 //! races harmless (each due job moves once).
@@ -16,26 +17,25 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::queue::{DispatchPath, Queue};
+use super::{DispatchPath, Handles};
 
 /// Longest sleep between sweeps even when nothing is due: a backstop for a
 /// wake-up lost while the subscriber was down.
 const MAX_IDLE: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run(queue: Queue) {
-    let shutdown = queue.shutdown_signal().clone();
+pub(crate) async fn run(h: Handles) {
     let mut backoff = Duration::from_millis(20);
     let mut failing = false;
     loop {
-        let until = match queue.dispatch(&[], DispatchPath::Sweep).await {
+        let until = match h.dispatch(&[], DispatchPath::Sweep).await {
             Ok(out) => {
                 if failing {
                     tracing::info!("sweep reaches redis again");
                     failing = false;
                 }
                 backoff = Duration::from_millis(20);
-                if out.moved >= queue.config().dispatch_batch {
+                if out.moved >= h.batch {
                     // More is due than one call may move: go on at once.
                     continue;
                 }
@@ -66,27 +66,34 @@ pub(crate) async fn run(queue: Queue) {
         };
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {}
-            _ = queue.sweep_woken() => {}
-            _ = shutdown.wait() => return,
+            _ = h.wake.notified() => {}
+            _ = h.stop.wait() => return,
         }
     }
 }
 
 /// Dead-letter retention for topics where nothing dies any more (a death
-/// trims its own topic): every `dead_max_age / 4`, between a second and a
+/// trims its own topic): every `max_age / 4`, between a second and a
 /// minute, each topic with dead jobs is trimmed to the configured count and
 /// age.
-pub(crate) async fn retention(queue: Queue) {
-    let shutdown = queue.shutdown_signal().clone();
-    let every =
-        (queue.config().dead_max_age / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+pub(crate) async fn retention(h: Handles) {
+    let every = (h.retention.max_age / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = shutdown.wait() => return,
+            _ = h.stop.wait() => return,
         }
-        if let Err(e) = queue.trim_dead_letters().await {
+        if let Err(e) = trim_dead_letters(&h).await {
             tracing::debug!(error = %e, "dead-letter retention failed; trying again later");
         }
     }
+}
+
+async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
+    for (topic, counts) in h.store.overview().await?.topics {
+        if counts.dead > 0 {
+            while h.store.trim(&topic, h.retention).await? > 0 {}
+        }
+    }
+    Ok(())
 }

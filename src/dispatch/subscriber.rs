@@ -10,26 +10,25 @@
 //! runs at once and every waiting pop looks again. Reconnects retry for ever,
 //! at most a second apart.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
-use crate::queue::{DispatchPath, Queue};
+use super::{DispatchPath, Handles};
 
 const EXPIRED_PATTERN: &str = "__keyevent@*__:expired";
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run(queue: Queue) {
-    let shutdown = queue.shutdown_signal().clone();
+pub(crate) async fn run(h: Handles) {
     let mut backoff = Duration::from_millis(20);
     loop {
         let ended = tokio::select! {
-            r = session(&queue) => r,
-            _ = shutdown.wait() => return,
+            r = session(&h) => r,
+            _ = h.stop.wait() => return,
         };
-        let was_up = queue.subscriber_connected();
-        queue.set_subscriber_connected(false);
+        let was_up = h.subscriber_up.swap(false, Ordering::Relaxed);
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
             backoff = Duration::from_millis(20);
@@ -38,7 +37,7 @@ pub(crate) async fn run(queue: Queue) {
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
-            _ = shutdown.wait() => return,
+            _ = h.stop.wait() => return,
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
@@ -54,20 +53,25 @@ fn reason(ended: &Result<(), redis::RedisError>) -> String {
 
 /// One connection's life: subscribe, catch up, then serve messages until the
 /// connection ends.
-async fn session(queue: &Queue) -> Result<(), redis::RedisError> {
-    let keys = queue.keys();
-    let timeout = queue.config().redis_timeout;
-    let mut pubsub = tokio::time::timeout(timeout, queue.client().get_async_pubsub())
+async fn session(h: &Handles) -> Result<(), redis::RedisError> {
+    let keys = &h.store.keys;
+    let timeout = h.store.timeout();
+    let mut pubsub = tokio::time::timeout(timeout, h.store.client.get_async_pubsub())
         .await
         .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "connect timed out")))??;
-    pubsub.psubscribe(EXPIRED_PATTERN).await?;
+    // Only a dispatching process needs expired events; the others would
+    // take every one of them for nothing.
+    if h.dispatch {
+        pubsub.psubscribe(EXPIRED_PATTERN).await?;
+    }
     let (ready_ch, wake_ch) = (keys.ready_channel(), keys.wake_channel());
     pubsub.subscribe(&[&ready_ch, &wake_ch]).await?;
 
-    queue.set_subscriber_connected(true);
+    h.subscriber_up.store(true, Ordering::Relaxed);
+    h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
-    queue.wake_sweep();
-    queue.waiters().wake_all();
+    h.wake.notify_one();
+    h.waiters.wake_all();
 
     let trigger_prefix = keys.trigger_prefix();
     let mut messages = pubsub.into_on_message().ready_chunks(512);
@@ -80,19 +84,19 @@ async fn session(queue: &Queue) -> Result<(), redis::RedisError> {
             let channel = msg.get_channel_name();
             if channel == ready_ch {
                 if let Some((count, topic)) = payload.split_once(' ') {
-                    queue.waiters().wake(topic, count.parse().unwrap_or(1));
+                    h.waiters.wake(topic, count.parse().unwrap_or(1));
                 }
             } else if channel == wake_ch {
-                queue.wake_sweep();
+                h.wake.notify_one();
             } else if let Some(id) = payload.strip_prefix(&trigger_prefix) {
                 due_ids.push(id.to_owned());
             }
         }
-        if !due_ids.is_empty() && queue.config().dispatch {
+        if !due_ids.is_empty() && h.dispatch {
             // Dispatch in its own task: reading events must not wait on it.
-            let q = queue.clone();
+            let h = h.clone();
             tokio::spawn(async move {
-                if let Err(e) = q.dispatch(&due_ids, DispatchPath::Event).await {
+                if let Err(e) = h.dispatch(&due_ids, DispatchPath::Event).await {
                     // The sweep will fire these; nothing is lost.
                     debug!(error = %e, "event dispatch failed");
                 }

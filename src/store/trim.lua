@@ -6,15 +6,18 @@
 -- ARGV[3]  most dead jobs to keep
 -- ARGV[4]  longest age of a dead job, ms
 --
--- Returns the number of dead jobs dropped (at most 200 a call; callers
--- repeat until 0).
+-- Touches: the topic's dead set, job hashes, count hash. Publishes: nothing.
+-- Helpers: trim_dead.
+--
+-- Returns { DONE, number of dead jobs dropped } (at most 200 a call;
+-- callers repeat until 0).
 --
 -- Guarantees: only dead jobs go, oldest first: those dead for longer than
 -- the age limit, then the oldest beyond the count limit. Each leaves the
 -- dead set, its hash and the counts together. Deaths trim their own topic
 -- too; this call is for topics where nothing dies any more.
-local key = P .. 'dead:' .. ARGV[2]
+local key = dead_key(ARGV[2])
 local before = redis.call('ZCARD', key)
-if before == 0 then return 0 end
+if before == 0 then return { DONE, 0 } end
 trim_dead(ARGV[2], math.floor(now_us() / 1000), tonumber(ARGV[3]), tonumber(ARGV[4]))
-return before - redis.call('ZCARD', key)
+return { DONE, before - redis.call('ZCARD', key) }

@@ -1,9 +1,15 @@
 -- lib.lua: helpers shared by every delayq script.
 --
 -- delayq loads its scripts into Redis once, as one function library
--- (FUNCTION LOAD): this file first, then each <transition>.lua registered as
--- a function of its own (see scripts.rs). Each call still runs as one atomic
+-- (FUNCTION LOAD): a generated prelude first (key kinds, hash fields, states
+-- and statuses, named once in src/store/layout.rs and src/store/mod.rs),
+-- then this file, then each <transition>.lua registered as a function of
+-- its own (see src/store/library.rs). Each call still runs as one atomic
 -- unit; the helpers are compiled once, not on every call.
+--
+-- Every script replies with a table whose first element is a status
+-- (DONE, MISSING, STALE, KEPT, REPLACED; see Status in src/store/mod.rs),
+-- then what that script returns.
 --
 -- Conventions for every script:
 --   KEYS[1] is the schedule zset "{p}:schedule". Every other key the script
@@ -12,7 +18,7 @@
 --   ARGV[1] is the key prefix "{p}:".
 --   ARGV[2] is the call's deadline: the Redis time (us) after which its
 --           caller has stopped waiting for the reply (0: none). The wrapper
---           that scripts.rs puts around every script checks it before the
+--           that src/store/library.rs puts around every script checks it before the
 --           script runs and then removes it, so each script's own arguments
 --           start at ARGV[2].
 -- Errors a script returns: "DQLATE ..." (past the deadline) and
@@ -23,17 +29,19 @@
 -- Set at the start of every call (Redis runs one call at a time).
 local P, SCHEDULE
 
--- Job hash fields. One letter each: millions of pending jobs each carry
--- these names (see keys.rs for the table).
-local TOPIC, BODY, TTR, DUE = 'q', 'b', 'r', 'd'
--- State: absent while delayed (most jobs, so it costs nothing), otherwise
--- 'ready', 'reserved' or 'dead'. Attempts: absent means 0. Due: absent while
--- delayed too, when the schedule's score is the due time; set when the job
--- is handed over.
-local STATE, ATTEMPTS = 's', 'a'
-local TOKEN, LEASE = 'k', 'l'
-local RETRY, MAX = 'p', 'm'
-local ERR, HIST, DEAD_AT = 'e', 'h', 'x'
+-- Job hash fields (TOPIC, BODY, ...) come from the prelude. STATE is
+-- absent while delayed (most jobs, so it costs nothing); ATTEMPTS absent
+-- means 0; DUE is absent while delayed, when the schedule's score is the
+-- due time, and set when the job is handed over.
+
+-- The name of a job's hash, trigger key, ready list, dead set.
+local function job_key(id) return P .. JOB_KEY .. id end
+local function trigger_key(id) return P .. TRIGGER_KEY .. id end
+local function ready_key(topic) return P .. READY_KEY .. topic end
+local function dead_key(topic) return P .. DEAD_KEY .. topic end
+
+-- A job's state as stored: absent means delayed.
+local function state_of(stored) return stored or DELAYED end
 
 -- Redis time in microseconds (exact: below 2^53).
 local function now_us()
@@ -76,9 +84,10 @@ local function due_time(delay_ms, at_ms)
   return due
 end
 
--- Per-topic job counts by state live in one hash, field "<state>:<topic>".
+-- Per-topic job counts by state live in one hash (COUNT_KEY), field
+-- "<state>:<topic>".
 local function count(state, topic, by)
-  local key = P .. 'count'
+  local key = P .. COUNT_KEY
   local field = state .. ':' .. topic
   if redis.call('HINCRBY', key, field, by) <= 0 then
     redis.call('HDEL', key, field)
@@ -95,12 +104,12 @@ end
 -- shares small integers, so it costs no value object.
 local function schedule(id, due)
   redis.call('ZADD', SCHEDULE, due, id)
-  redis.call('SET', P .. 't:' .. id, 1, 'PXAT', due)
+  redis.call('SET', trigger_key(id), 1, 'PXAT', due)
 end
 
 local function unschedule(id)
   redis.call('ZREM', SCHEDULE, id)
-  redis.call('DEL', P .. 't:' .. id)
+  redis.call('DEL', trigger_key(id))
 end
 
 -- A lease's end goes into the schedule only: the sweep is the clock, and a
@@ -117,21 +126,21 @@ end
 -- `due` (if given) records when it fell due.
 local function make_ready(id, topic, from, due)
   if due then
-    redis.call('HSET', P .. 'j:' .. id, STATE, 'ready', TOKEN, '', DUE, due)
+    redis.call('HSET', job_key(id), STATE, READY, TOKEN, '', DUE, due)
   else
-    redis.call('HSET', P .. 'j:' .. id, STATE, 'ready', TOKEN, '')
+    redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   end
-  redis.call('LPUSH', P .. 'ready:' .. topic, id)
-  move_count(topic, from, 'ready')
+  redis.call('LPUSH', ready_key(topic), id)
+  move_count(topic, from, READY)
 end
 
 -- Takes a job out of whatever structure its state keeps it in.
 local function detach(id, state, topic)
-  if state == 'ready' then
-    redis.call('LREM', P .. 'ready:' .. topic, 1, id)
-  elseif state == 'dead' then
-    redis.call('ZREM', P .. 'dead:' .. topic, id)
-  elseif state == 'reserved' then
+  if state == READY then
+    redis.call('LREM', ready_key(topic), 1, id)
+  elseif state == DEAD then
+    redis.call('ZREM', dead_key(topic), id)
+  elseif state == RESERVED then
     unlease(id)
   else
     unschedule(id)
@@ -140,14 +149,14 @@ local function detach(id, state, topic)
 end
 
 local function notify_ready(topic, n)
-  redis.call('PUBLISH', P .. 'ready', n .. ' ' .. topic)
+  redis.call('PUBLISH', P .. READY_CHANNEL, n .. ' ' .. topic)
 end
 
 -- Dead-letter retention: drop the oldest dead jobs of a topic beyond
 -- max_count, and those dead for longer than max_age ms (at most 100 a call,
 -- so a script's run time stays bounded; later calls finish the trim).
 local function trim_dead(topic, now_ms, max_count, max_age)
-  local key = P .. 'dead:' .. topic
+  local key = dead_key(topic)
   local drop = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms - max_age, 'LIMIT', 0, 100)
   local excess = redis.call('ZCARD', key) - #drop - max_count
   if excess > 0 then
@@ -156,8 +165,8 @@ local function trim_dead(topic, now_ms, max_count, max_age)
   end
   for _, id in ipairs(drop) do
     redis.call('ZREM', key, id)
-    redis.call('DEL', P .. 'j:' .. id)
-    count('dead', topic, -1)
+    redis.call('DEL', job_key(id))
+    count(DEAD, topic, -1)
   end
 end
 
@@ -168,7 +177,7 @@ end
 --   otherwise                 -> ready at once
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
-  local job = P .. 'j:' .. id
+  local job = job_key(id)
   local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
@@ -190,11 +199,11 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   unlease(id)
 
   if max > 0 and attempts >= max then
-    redis.call('HSET', job, STATE, 'dead', DEAD_AT, now_ms)
-    redis.call('ZADD', P .. 'dead:' .. topic, now_ms, id)
-    move_count(topic, 'reserved', 'dead')
+    redis.call('HSET', job, STATE, DEAD, DEAD_AT, now_ms)
+    redis.call('ZADD', dead_key(topic), now_ms, id)
+    move_count(topic, RESERVED, DEAD)
     trim_dead(topic, now_ms, dead_max, dead_age)
-    return 'dead', now_ms
+    return DEAD, now_ms
   end
   local wait = override
   if not wait or wait < 0 then
@@ -204,14 +213,14 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   -- whatever a stored job holds.
   wait = math.min(wait, MAX_TIME_MS - now_ms)
   if wait <= 0 then
-    make_ready(id, topic, 'reserved')
-    return 'ready', now_ms
+    make_ready(id, topic, RESERVED)
+    return READY, now_ms
   end
   local due = now_ms + wait
   redis.call('HDEL', job, STATE, DUE)
   schedule(id, due)
-  move_count(topic, 'reserved', 'delayed')
-  return 'delayed', due
+  move_count(topic, RESERVED, DELAYED)
+  return DELAYED, due
 end
 
 -- The earliest due time in the schedule, or -1.
@@ -226,7 +235,7 @@ end
 local function wake_if_head(id, due)
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
   if head[1] == id then
-    redis.call('PUBLISH', P .. 'wake', due)
+    redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
     return 1
   end
   return 0

@@ -13,7 +13,11 @@
 -- ARGV[4]  dead-letter retention: longest age, ms
 -- ARGV[5..] ids to check (optional; none = sweep the schedule)
 --
--- Returns { now_us, moved, next_due_ms or -1, #topics,
+-- Touches: schedule, trigger keys, job hashes, ready lists, dead sets,
+-- count hash. Publishes: ready (one notice per topic).
+-- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due.
+--
+-- Returns { DONE, now_us, moved, next_due_ms or -1, #topics,
 --           then per topic: topic, moved, retried, died,
 --           then per moved job: lateness in us (now - due) }.
 -- ("retried" and "died" count reserved jobs whose lease ran out.)
@@ -46,16 +50,16 @@ for _, id in ipairs(ids) do
   local score = redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', P .. 'j:' .. id, STATE, TOPIC, TTR)
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
     local topic = f[2]
-    local state = topic and (f[1] or 'delayed')
+    local state = topic and state_of(f[1])
     local became
-    if state == 'delayed' then
+    if state == DELAYED then
       moved = moved + 1
       unschedule(id)
-      make_ready(id, topic, 'delayed', score)
-      became = 'ready'
-    elseif state == 'reserved' then
+      make_ready(id, topic, DELAYED, score)
+      became = READY
+    elseif state == RESERVED then
       moved = moved + 1
       -- fail_attempt takes it out of the schedule.
       became = fail_attempt(id, topic, math.ceil(now / 1000),
@@ -72,16 +76,16 @@ for _, id in ipairs(ids) do
       end
       local p = per[topic]
       p[1] = p[1] + 1
-      if state == 'reserved' then
-        if became == 'dead' then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
+      if state == RESERVED then
+        if became == DEAD then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
       end
-      if became == 'ready' then ready[topic] = ready[topic] + 1 end
+      if became == READY then ready[topic] = ready[topic] + 1 end
       lateness[#lateness + 1] = now - score * 1000
     end
   end
 end
 
-local reply = { now, moved, next_due(), #topics }
+local reply = { DONE, now, moved, next_due(), #topics }
 for _, topic in ipairs(topics) do
   if ready[topic] > 0 then notify_ready(topic, ready[topic]) end
   local p = per[topic]

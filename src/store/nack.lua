@@ -9,20 +9,24 @@
 --          job's retry schedule
 -- ARGV[7]  error text (one line)
 --
--- Returns { status, state, due_ms, topic }: status 1 done, 0 no such job,
--- -1 the token is not the job's current lease (nothing changed).
+-- Touches: job hash, schedule, trigger key, the topic's ready list or dead
+-- set, count hash. Publishes: ready or wake.
+-- Helpers: fail_attempt (and what it uses), notify_ready, wake_if_head.
+--
+-- Returns { status, state, due_ms, topic }: DONE, MISSING, or STALE (the
+-- token is not the job's current lease; nothing changed).
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
 -- then goes exactly where its retry policy says (see fail_attempt in
 -- lib.lua), atomically, with the error and attempt kept in its history.
 local id = ARGV[4]
-local f = redis.call('HMGET', P .. 'j:' .. id, STATE, TOPIC, TOKEN)
-if not f[2] then return { 0, '', 0, '' } end
-if f[1] ~= 'reserved' or f[3] ~= ARGV[5] then return { -1, f[1] or 'delayed', 0, f[2] } end
+local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN)
+if not f[2] then return { MISSING, '', 0, '' } end
+if f[1] ~= RESERVED or f[3] ~= ARGV[5] then return { STALE, state_of(f[1]), 0, f[2] } end
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
 local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
   override, tonumber(ARGV[2]), tonumber(ARGV[3]))
-if state == 'ready' then notify_ready(f[2], 1) end
-if state == 'delayed' then wake_if_head(id, due) end
-return { 1, state, due, f[2] }
+if state == READY then notify_ready(f[2], 1) end
+if state == DELAYED then wake_if_head(id, due) end
+return { DONE, state, due, f[2] }

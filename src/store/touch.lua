@@ -5,19 +5,22 @@
 -- ARGV[2]  id    ARGV[3] lease token
 -- ARGV[4]  new lease length in ms from now, or -1 for the job's ttr
 --
--- Returns { status, lease_until_ms }: status 1 extended, 0 no such job, -1
--- the token is not the job's current lease (nothing changed).
+-- Touches: job hash, schedule (the lease end). Publishes: nothing.
+-- Helpers: now_us, lease.
+--
+-- Returns { status, lease_until_ms }: DONE, MISSING, or STALE (the token is
+-- not the job's current lease; nothing changed).
 --
 -- Guarantees: only the current lease holder can extend it; the lease then
 -- ends at now + length (Redis time), and not before.
 local id = ARGV[2]
-local job = P .. 'j:' .. id
+local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC)
-if not f[4] then return { 0, 0 } end
-if f[1] ~= 'reserved' or f[2] ~= ARGV[3] then return { -1, 0 } end
+if not f[4] then return { MISSING, 0 } end
+if f[1] ~= RESERVED or f[2] ~= ARGV[3] then return { STALE, 0 } end
 local length = tonumber(ARGV[4])
 if length < 0 then length = tonumber(f[3]) end
 local lease_until = math.ceil(now_us() / 1000) + length
 redis.call('HSET', job, LEASE, lease_until)
 lease(id, lease_until)
-return { 1, lease_until }
+return { DONE, lease_until }

@@ -1,0 +1,138 @@
+//! Dispatching: the loops that hand due jobs over, in the background of
+//! every [`Queue`](crate::Queue) that dispatches.
+//!
+//! - [`sweep`]: the clock. Sleeps until the earliest due time and fires;
+//!   also dead-letter retention for quiet topics.
+//! - [`subscriber`]: the pub/sub connection: expired events (the low-cost
+//!   path), ready notices that wake waiting pops, wake notices that re-arm
+//!   the sweep; reconnect and catch-up.
+//!
+//! The loops get narrow [`Handles`] (the store, the waiters, the metrics, a
+//! wake signal, a stop signal), never the `Queue` itself: nothing here calls
+//! back into the engine, and no task keeps a queue alive. [`Dispatcher`]
+//! owns the tasks and stops them when it is dropped (with the last clone of
+//! its queue), when the queue is closed, or when the caller's shutdown
+//! fires.
+
+pub mod subscriber;
+pub mod sweep;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::shutdown::Shutdown;
+use crate::store::dispatch::Dispatched;
+use crate::store::nack::Retention;
+use crate::store::Store;
+use crate::waiters::Waiters;
+
+/// Which path dispatched a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DispatchPath {
+    /// An `expired` event for the job's trigger key.
+    Event,
+    /// The sweep, which fires at the earliest due time by itself.
+    Sweep,
+}
+
+impl DispatchPath {
+    fn label(self) -> &'static str {
+        match self {
+            DispatchPath::Event => "event",
+            DispatchPath::Sweep => "sweep",
+        }
+    }
+}
+
+/// What the loops may use.
+#[derive(Clone)]
+pub(crate) struct Handles {
+    pub store: Arc<Store>,
+    pub waiters: Arc<Waiters>,
+    pub metrics: Arc<Metrics>,
+    /// Pokes the sweep to look at the schedule again (a new earliest job,
+    /// or a reconnect after which events may have been lost).
+    pub wake: Arc<Notify>,
+    /// True while the subscriber is connected.
+    pub subscriber_up: Arc<AtomicBool>,
+    /// Fires when the loops must stop.
+    pub stop: Shutdown,
+    /// Dispatch here (sweep, and dispatch on expired events); off, only
+    /// ready notices are heard.
+    pub dispatch: bool,
+    /// Most jobs one dispatch call moves.
+    pub batch: usize,
+    pub retention: Retention,
+}
+
+impl Handles {
+    /// Runs the dispatch script for `ids` (from expired events), or for
+    /// everything due when `ids` is empty (the sweep), and counts what it
+    /// did.
+    #[tracing::instrument(name = "dispatch", skip_all, fields(path = ?path, ids = ids.len()))]
+    pub async fn dispatch(&self, ids: &[String], path: DispatchPath) -> Result<Dispatched> {
+        let d = self.store.dispatch(ids, self.batch, self.retention).await?;
+        let m = &self.metrics;
+        for t in &d.topics {
+            m.dispatched.inc([path.label(), &t.topic], t.moved);
+            m.retried.inc([&t.topic], t.retried);
+            m.dead.inc([&t.topic], t.died);
+            if t.retried > 0 {
+                warn!(topic = %t.topic, jobs = t.retried, "leases ran out: attempts failed, jobs retried");
+            }
+            if t.died > 0 {
+                tracing::error!(topic = %t.topic, jobs = t.died, "leases ran out on last attempts: jobs are dead");
+            }
+        }
+        for l in &d.lateness_us {
+            m.fire_lateness.observe([], (*l).max(0) as f64 / 1e6);
+        }
+        if d.moved > 0 {
+            debug!(moved = d.moved, "dispatched");
+        }
+        Ok(d)
+    }
+}
+
+/// The running loops of one queue. Dropping it stops them.
+pub(crate) struct Dispatcher {
+    stop: Shutdown,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Dispatcher {
+    /// Starts the subscriber (always: it wakes waiting pops) and, where
+    /// `handles.dispatch` is on, the sweep and dead-letter retention.
+    pub fn start(handles: Handles) -> Dispatcher {
+        let mut tasks = vec![tokio::spawn(subscriber::run(handles.clone()))];
+        if handles.dispatch {
+            tasks.push(tokio::spawn(sweep::run(handles.clone())));
+            tasks.push(tokio::spawn(sweep::retention(handles.clone())));
+        }
+        Dispatcher {
+            stop: handles.stop,
+            tasks: std::sync::Mutex::new(tasks),
+        }
+    }
+
+    /// Stops the loops and waits until they have.
+    pub async fn stop(&self) {
+        self.stop.trigger();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap());
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.stop.trigger();
+    }
+}

@@ -1,0 +1,127 @@
+//! Dispatch: hand due jobs over (delayed -> ready; a lease that ran out ->
+//! a failed attempt). The script is `dispatch.lua`; the loops that call it
+//! are in `crate::dispatch`.
+
+use tokio::time::Instant;
+
+use super::nack::Retention;
+use super::reply::Fields;
+use super::{Script, Status, Store};
+use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "dispatch",
+    source: include_str!("dispatch.lua"),
+    when_full: true,
+};
+
+/// What one dispatch call did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Dispatched {
+    /// Redis time when the script ran, in microseconds.
+    pub now_us: i64,
+    pub moved: usize,
+    /// Due time (ms) of the earliest job still in the schedule.
+    pub next_due_ms: Option<i64>,
+    pub topics: Vec<TopicMoves>,
+    /// Per job moved: how late, in microseconds.
+    pub lateness_us: Vec<i64>,
+}
+
+/// One topic's share of a dispatch call.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct TopicMoves {
+    pub topic: String,
+    pub moved: u64,
+    /// Leases that ran out, followed by another attempt...
+    pub retried: u64,
+    /// ...or by death.
+    pub died: u64,
+}
+
+fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
+    if status != Status::Done {
+        return Err(Error::protocol("dispatch", format!("status {status:?}")));
+    }
+    let now_us = f.int()?;
+    let moved = f.int()?.max(0) as usize;
+    let next = f.int()?;
+    let n = f.int()?.max(0) as usize;
+    let mut topics = Vec::with_capacity(n);
+    for _ in 0..n {
+        topics.push(TopicMoves {
+            topic: f.string()?,
+            moved: f.int()?.max(0) as u64,
+            retried: f.int()?.max(0) as u64,
+            died: f.int()?.max(0) as u64,
+        });
+    }
+    let mut lateness_us = Vec::with_capacity(f.left());
+    while f.left() > 0 {
+        lateness_us.push(f.int()?);
+    }
+    Ok(Dispatched {
+        now_us,
+        moved,
+        next_due_ms: (next >= 0).then_some(next),
+        topics,
+        lateness_us,
+    })
+}
+
+impl Store {
+    /// Dispatches `ids` (from expired events), or everything due when `ids`
+    /// is empty (the sweep): at most `batch` jobs. The reply's Redis time
+    /// sets the clock.
+    pub(crate) async fn dispatch(
+        &self,
+        ids: &[String],
+        batch: usize,
+        retention: Retention,
+    ) -> Result<Dispatched> {
+        let mut cmd = self.fcall(&SCRIPT);
+        cmd.arg(batch)
+            .arg(retention.max_per_topic)
+            .arg(retention.max_age.as_millis() as u64);
+        for id in ids {
+            cmd.arg(id);
+        }
+        let sent = Instant::now();
+        let d = decode(self.run("dispatch", &cmd).await?)?;
+        self.clock.observe(sent, Instant::now(), d.now_us);
+        Ok(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_topics_and_lateness() {
+        let d = |r: &[&str]| decode(Fields::parse("dispatch", sample(r)).unwrap());
+        let got = d(&[
+            "0", "5000000", "3", "-1", "2", "order", "2", "1", "0", "sms", "1", "0", "1", "1500",
+            "900", "2100",
+        ])
+        .unwrap();
+        assert_eq!((got.moved, got.next_due_ms), (3, None));
+        assert_eq!(got.topics.len(), 2);
+        assert_eq!(
+            got.topics[1],
+            TopicMoves {
+                topic: "sms".into(),
+                moved: 1,
+                retried: 0,
+                died: 1
+            }
+        );
+        assert_eq!(got.lateness_us, vec![1500, 900, 2100]);
+        assert_eq!(
+            d(&["0", "1", "0", "77", "0"]).unwrap().next_due_ms,
+            Some(77)
+        );
+        assert!(d(&["0", "1", "0", "77", "1", "order"]).is_err());
+    }
+}

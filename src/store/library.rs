@@ -1,0 +1,157 @@
+//! The scripts as one Redis function library, loaded once and called by
+//! name.
+//!
+//! The library is: the generated prelude (every name in [`layout`] and every
+//! [`Status`], as Lua constants), `lib.lua`'s helpers, then each transition
+//! registered as the function `dq_<name>_<version>`.
+//!
+//! Why a function library and not EVALSHA: an EVALSHA script's text runs
+//! from the top on every call, so every helper is rebuilt each time; a
+//! library's helpers are compiled once at FUNCTION LOAD. That halves the
+//! Redis CPU of a job's life. The version (a hash of the sources) in every
+//! name lets delayq builds with different scripts share one Redis. Functions
+//! persist in the AOF; when Redis answers "Function not found" (a fresh
+//! server, FUNCTION FLUSH), the caller loads the library and retries.
+//!
+//! [`layout`]: super::layout
+
+use std::sync::OnceLock;
+
+use redis::{Cmd, RedisError};
+use sha2::{Digest, Sha256};
+
+use super::{layout, Keys, Script, Status};
+
+const LIB: &str = include_str!("lib.lua");
+
+/// Every transition, one script each.
+pub(crate) const ALL: &[&Script] = &[
+    &super::push::SCRIPT,
+    &super::dispatch::SCRIPT,
+    &super::pop::SCRIPT,
+    &super::remove::SCRIPT,
+    &super::release::SCRIPT,
+    &super::nack::SCRIPT,
+    &super::touch::SCRIPT,
+    &super::reschedule::SCRIPT,
+    &super::requeue::SCRIPT,
+    &super::purge::SCRIPT,
+    &super::trim::SCRIPT,
+];
+
+struct Library {
+    version: String,
+    source: String,
+}
+
+fn library() -> &'static Library {
+    static LIBRARY: OnceLock<Library> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let prelude = format!("{}{}", layout::lua_prelude(), Status::lua_prelude());
+        let mut hash = Sha256::new();
+        hash.update(&prelude);
+        hash.update(LIB);
+        for s in ALL {
+            hash.update(s.name);
+            hash.update(s.source);
+        }
+        let version = hex::encode(&hash.finalize()[..6]);
+        let mut source = format!("#!lua name=delayq_{version}\n{prelude}{LIB}\n");
+        for s in ALL {
+            let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
+            // Every call's ARGV[2] is its deadline: past it, the script
+            // refuses before its first write. It is taken out of ARGV so
+            // each script sees its own arguments from ARGV[2] on.
+            source.push_str(&format!(
+                "redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
+                 callback = function(KEYS, ARGV)\n\
+                 P, SCHEDULE = ARGV[1], KEYS[1]\n\
+                 local late = past_deadline(table.remove(ARGV, 2))\n\
+                 if late then return late end\n{src}\nend }}\n",
+                name = s.name,
+                src = s.source,
+            ));
+        }
+        Library { version, source }
+    })
+}
+
+/// The FCALL of `script`, with its first key (the schedule) and first
+/// arguments (the key prefix and the deadline, Redis time in microseconds,
+/// 0 for none) in place; the caller adds the rest.
+pub fn fcall(script: &Script, keys: &Keys, deadline_us: i64) -> Cmd {
+    let mut cmd = redis::cmd("FCALL");
+    cmd.arg(format!("dq_{}_{}", script.name, library().version))
+        .arg(1)
+        .arg(keys.schedule())
+        .arg(keys.base())
+        .arg(deadline_us);
+    cmd
+}
+
+/// FUNCTION LOAD of the library.
+pub(crate) fn load_cmd() -> Cmd {
+    let mut cmd = redis::cmd("FUNCTION");
+    cmd.arg("LOAD").arg(&library().source);
+    cmd
+}
+
+/// Redis does not have this version's functions (yet).
+pub(crate) fn is_missing(e: &RedisError) -> bool {
+    e.to_string().contains("Function not found")
+}
+
+/// Another caller loaded the library first: as good as loaded.
+pub(crate) fn is_already_loaded(e: &RedisError) -> bool {
+    e.to_string().contains("already exists")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scripts name keys, fields and states through the prelude only: a
+    /// literal would drift from `layout.rs` unnoticed.
+    #[test]
+    fn no_script_writes_a_layout_name_as_a_literal() {
+        let sources = ALL.iter().map(|s| (s.name, s.source)).chain([("lib", LIB)]);
+        for (name, src) in sources {
+            let code: String = src
+                .lines()
+                .map(|l| l.split("--").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for literal in code.split('\'').skip(1).step_by(2) {
+                assert!(
+                    !layout::values().any(|v| v == literal),
+                    "{name}.lua writes '{literal}'; use its name from layout.rs"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_script_opens_with_its_contract() {
+        for s in ALL {
+            let header: String = s
+                .source
+                .lines()
+                .take_while(|l| l.starts_with("--"))
+                .collect();
+            for part in [
+                "KEYS[1]",
+                "ARGV[1]",
+                "Touches:",
+                "Helpers:",
+                "Returns",
+                "Guarantees:",
+            ] {
+                assert!(
+                    header.contains(part),
+                    "{}.lua's header lacks {part}",
+                    s.name
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The storage layer: everything delayq says to Redis.
+//!
+//! Each state transition is one Lua script with a Rust file beside it that
+//! encodes its arguments and decodes its reply (`push.lua` and `push.rs`,
+//! and so on); `lib.lua` holds the helpers they share and [`layout`] names
+//! every key, field and state once. The scripts are loaded as one Redis
+//! function library ([`library`]) and called by name. Plain reads (a job,
+//! the counts, a dead-letter page, memory) are in [`read`].
+//!
+//! [`Store`] owns the connection and makes every call bounded: each call
+//! waits at most the Redis timeout, and each script call carries a deadline
+//! in Redis time (from [`clock`]) past which the script refuses to act, so a
+//! call this process gave up on never takes effect later.
+//!
+//! One status protocol for every script: the first element of each reply is
+//! a [`Status`], declared here and handed to the scripts as Lua constants.
+
+pub mod clock;
+pub mod layout;
+pub mod library;
+pub(crate) mod read;
+mod reply;
+
+pub mod dispatch;
+pub mod nack;
+pub mod pop;
+pub mod purge;
+pub mod push;
+pub mod release;
+pub mod remove;
+pub mod requeue;
+pub mod reschedule;
+pub mod touch;
+pub mod trim;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Cmd;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use clock::RedisClock;
+pub use layout::Keys;
+pub use read::{Memory, Overview, TopicCounts};
+use reply::Fields;
+
+/// What a script reports first, in every reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i64)]
+pub enum Status {
+    /// Done as asked (for push: created).
+    Done = 0,
+    /// No such job.
+    Missing = 1,
+    /// The lease token is not the job's current one; nothing changed.
+    Stale = 2,
+    /// Push in keep mode found the id: nothing changed.
+    Kept = 3,
+    /// Push replaced an existing job.
+    Replaced = 4,
+}
+
+impl Status {
+    const ALL: [Status; 5] = [
+        Status::Done,
+        Status::Missing,
+        Status::Stale,
+        Status::Kept,
+        Status::Replaced,
+    ];
+
+    fn lua_name(self) -> &'static str {
+        match self {
+            Status::Done => "DONE",
+            Status::Missing => "MISSING",
+            Status::Stale => "STALE",
+            Status::Kept => "KEPT",
+            Status::Replaced => "REPLACED",
+        }
+    }
+
+    fn from_code(code: i64) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| *s as i64 == code)
+    }
+
+    /// `local DONE = 0` ... for the function library.
+    pub(crate) fn lua_prelude() -> String {
+        Status::ALL
+            .iter()
+            .map(|s| format!("local {} = {}\n", s.lua_name(), *s as i64))
+            .collect()
+    }
+}
+
+/// One script: its name in the library, its source, and whether it may run
+/// while Redis is at `maxmemory` (function flag `allow-oom`). Transitions
+/// that free memory or barely grow it must keep working when Redis is
+/// full: consumers finish and delete jobs to make room, and due jobs still
+/// fall due. What adds jobs is refused with an OOM error.
+#[derive(Debug)]
+pub struct Script {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub when_full: bool,
+}
+
+/// How long a call that this process stopped waiting for may still bring
+/// its reply: a pop's late reply is still read, so the jobs it reserved for
+/// nobody go back to ready at once instead of after their ttr.
+pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
+
+/// The connection to one queue's Redis, and the calls made on it.
+pub(crate) struct Store {
+    conn: ConnectionManager,
+    pub(crate) client: redis::Client,
+    pub(crate) keys: Keys,
+    pub(crate) clock: RedisClock,
+    timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
+impl Store {
+    /// Redis need not be up yet: the connection is made lazily and re-made
+    /// after every failure, so a store outlives Redis restarts.
+    pub fn new(url: &str, prefix: &str, timeout: Duration, metrics: Arc<Metrics>) -> Result<Store> {
+        let client = redis::Client::open(url).map_err(|e| Error::redis("connect", e))?;
+        let config = ConnectionManagerConfig::new()
+            // Retry for ever, at most a second apart: an outage of any
+            // length ends with a working connection. Callers are not kept
+            // waiting meanwhile: every call is bounded by `timeout`.
+            .set_number_of_retries(usize::MAX)
+            .set_max_delay(Duration::from_secs(1))
+            .set_connection_timeout(Some(timeout))
+            // The connection waits longer than callers, so that a reply
+            // that comes late is still read (and acted on) rather than lost
+            // with a reconnect.
+            .set_response_timeout(Some(timeout + LATE_REPLY_GRACE));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| Error::redis("connect", e))?;
+        Ok(Store {
+            conn,
+            client,
+            keys: Keys::new(prefix),
+            clock: RedisClock::default(),
+            timeout,
+            metrics,
+        })
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Runs one Redis call for at most the timeout.
+    pub async fn call<T>(
+        &self,
+        op: &'static str,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        self.call_within(op, self.timeout, f).await
+    }
+
+    /// Runs one Redis call for at most `limit`. Redis's refusals that
+    /// delayq's scripts and settings produce become errors of their own.
+    async fn call_within<T>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        let result = match tokio::time::timeout(limit, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if e.code() == Some("DQLATE") => Err(Error::Late { op }),
+            Ok(Err(e)) if e.code() == Some("OOM") => Err(Error::Full),
+            Ok(Err(e)) if e.code() == Some("DQINVALID") => Err(Error::Invalid(
+                e.detail().unwrap_or("invalid argument").to_owned(),
+            )),
+            Ok(Err(e)) => Err(Error::redis(op, e)),
+            Err(_) => Err(Error::Timeout {
+                op,
+                after: self.timeout,
+            }),
+        };
+        if matches!(&result, Err(e) if e.is_unavailable()) {
+            self.metrics.redis_errors.inc([], 1);
+        }
+        result
+    }
+
+    /// The FCALL of `script` with its first key (the schedule) and first
+    /// arguments (the key prefix, and the Redis time in microseconds after
+    /// which the call must change nothing: when this process stops waiting
+    /// for the reply; 0 before the clock is known). The caller adds the
+    /// script's own arguments.
+    pub fn fcall(&self, script: &Script) -> Cmd {
+        let deadline = self.clock.at(Instant::now() + self.timeout).unwrap_or(0);
+        library::fcall(script, &self.keys, deadline)
+    }
+
+    /// Runs a script call, waiting at most the timeout.
+    pub async fn run(&self, op: &'static str, cmd: &Cmd) -> Result<(Status, Fields)> {
+        self.run_within(op, self.timeout, cmd).await
+    }
+
+    /// Runs a script call, waiting at most `limit`; loads the function
+    /// library first when Redis does not have it (a new or flushed server).
+    pub async fn run_within(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        cmd: &Cmd,
+    ) -> Result<(Status, Fields)> {
+        if self.clock.now_us().is_none() {
+            // Without a reading this call goes without a deadline; the
+            // next one will have it.
+            let _ = self.read_clock().await;
+        }
+        let reply: redis::Value = match self
+            .call_within(op, limit, cmd.query_async(&mut self.conn()))
+            .await
+        {
+            Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
+                self.load_functions().await?;
+                self.call_within(op, limit, cmd.query_async(&mut self.conn()))
+                    .await?
+            }
+            r => r?,
+        };
+        Fields::parse(op, reply)
+    }
+
+    /// Runs script calls in one pipeline (one round trip); each is still
+    /// its own atomic call.
+    pub async fn run_pipeline(
+        &self,
+        op: &'static str,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<(Status, Fields)>> {
+        let replies: Vec<redis::Value> =
+            match self.call(op, pipe.query_async(&mut self.conn())).await {
+                Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
+                    self.load_functions().await?;
+                    self.call(op, pipe.query_async(&mut self.conn())).await?
+                }
+                r => r?,
+            };
+        replies.into_iter().map(|r| Fields::parse(op, r)).collect()
+    }
+
+    async fn load_functions(&self) -> Result<()> {
+        let loaded: redis::RedisResult<String> =
+            library::load_cmd().query_async(&mut self.conn()).await;
+        match loaded {
+            Ok(_) => {
+                tracing::info!("loaded delayq's functions into redis");
+                Ok(())
+            }
+            Err(e) if library::is_already_loaded(&e) => Ok(()),
+            Err(e) => Err(Error::redis("load functions", e)),
+        }
+    }
+
+    /// Reads Redis time once, so that deadlines can be given from the first
+    /// call on (later readings come with dispatch and pop replies).
+    async fn read_clock(&self) -> Result<()> {
+        let sent = Instant::now();
+        let (s, us): (i64, i64) = self
+            .call(
+                "read the clock",
+                redis::cmd("TIME").query_async(&mut self.conn()),
+            )
+            .await?;
+        self.clock.observe(sent, Instant::now(), s * 1_000_000 + us);
+        Ok(())
+    }
+}

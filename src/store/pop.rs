@@ -1,0 +1,105 @@
+//! Pop: lease ready jobs to a consumer. The script is `pop.lua`.
+
+use std::time::Duration;
+
+use redis::Cmd;
+use tokio::time::Instant;
+
+use super::reply::Fields;
+use super::{Script, Status, Store};
+use crate::error::{Error, Result};
+use crate::job::Delivery;
+
+pub const SCRIPT: Script = Script {
+    name: "pop",
+    source: include_str!("pop.lua"),
+    when_full: true,
+};
+
+fn args(cmd: &mut Cmd, topics: &[String], max: usize, max_bytes: usize) {
+    cmd.arg(max).arg(max_bytes);
+    for t in topics {
+        cmd.arg(t);
+    }
+}
+
+/// The reply: Redis time (us), then seven values per job.
+fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Vec<Delivery>)> {
+    if status != Status::Done {
+        return Err(Error::protocol("pop", format!("status {status:?}")));
+    }
+    let popped_at_us = f.int()?;
+    if f.left() % 7 != 0 {
+        return Err(Error::protocol(
+            "pop",
+            format!("{} values after the time", f.left()),
+        ));
+    }
+    let mut deliveries = Vec::with_capacity(f.left() / 7);
+    while f.left() > 0 {
+        deliveries.push(Delivery {
+            id: f.string()?,
+            topic: f.string()?,
+            body: f.string()?,
+            token: f.string()?,
+            due_ms: f.int()?,
+            popped_at_us,
+            attempts: f.int()? as u32,
+            lease_until_ms: f.int()?,
+        });
+    }
+    Ok((popped_at_us, deliveries))
+}
+
+impl Store {
+    /// Leases up to `max` ready jobs (bodies of at most `max_bytes` in all,
+    /// and always one when one is ready) from `topics`, tried in order;
+    /// waits at most `limit` for the reply. The reply's Redis time sets the
+    /// clock.
+    pub(crate) async fn pop(
+        &self,
+        topics: &[String],
+        max: usize,
+        max_bytes: usize,
+        limit: Duration,
+    ) -> Result<Vec<Delivery>> {
+        let mut cmd = self.fcall(&SCRIPT);
+        args(&mut cmd, topics, max, max_bytes);
+        let sent = Instant::now();
+        let (now_us, deliveries) = decode(self.run_within("pop", limit, &cmd).await?)?;
+        self.clock.observe(sent, Instant::now(), now_us);
+        Ok(deliveries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_deliveries() {
+        let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
+        let (now, got) = d(&[
+            "0", "1000500", "a", "t", "body", "7", "990", "1", "61001", "b", "t", "", "8", "995",
+            "2", "61001",
+        ])
+        .unwrap();
+        assert_eq!(now, 1_000_500);
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (
+                got[0].id.as_str(),
+                got[0].body.as_str(),
+                got[0].token.as_str()
+            ),
+            ("a", "body", "7")
+        );
+        assert_eq!(
+            (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
+            (2, 61_001, 995)
+        );
+        assert!(d(&["0", "1"]).unwrap().1.is_empty());
+        assert!(d(&["0", "1", "a", "t"]).is_err());
+    }
+}

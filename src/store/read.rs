@@ -1,0 +1,268 @@
+//! Plain reads: a job, the counts, a page of dead letters, Redis's memory.
+//! They change nothing, so they need no script.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use super::layout::{field, state};
+use super::Store;
+use crate::error::{Error, Result};
+use crate::job::{FailedAttempt, Job, JobState};
+use crate::retry::RetryPolicy;
+
+/// Job counts of one topic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TopicCounts {
+    pub delayed: u64,
+    pub ready: u64,
+    pub reserved: u64,
+    pub dead: u64,
+}
+
+/// Counts per topic and the earliest due time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overview {
+    pub topics: BTreeMap<String, TopicCounts>,
+    /// The earliest due time (or lease end) in the schedule, Unix ms.
+    pub next_due_ms: Option<i64>,
+}
+
+/// Redis's memory, as `INFO memory` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Memory {
+    pub used_bytes: u64,
+    /// `maxmemory`; 0 means no limit.
+    pub max_bytes: u64,
+    /// `maxmemory-policy`.
+    pub policy: String,
+}
+
+impl Memory {
+    /// At `maxmemory`: with `noeviction`, calls that grow memory are refused.
+    pub fn full(&self) -> bool {
+        self.max_bytes > 0 && self.used_bytes >= self.max_bytes
+    }
+
+    /// The policy lets Redis delete keys that carry no TTL, such as jobs.
+    /// (`volatile-*` policies evict only keys with a TTL: trigger keys,
+    /// which the sweep does without.)
+    pub fn evicting(&self) -> bool {
+        evicting(&self.policy)
+    }
+
+    fn parse(info: &str) -> Option<Memory> {
+        let value = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        Some(Memory {
+            used_bytes: value("used_memory")?.parse().ok()?,
+            max_bytes: value("maxmemory")?.parse().ok()?,
+            policy: value("maxmemory_policy")?.to_owned(),
+        })
+    }
+}
+
+/// A `maxmemory-policy` that may delete jobs.
+pub(crate) fn evicting(policy: &str) -> bool {
+    policy.starts_with("allkeys-")
+}
+
+/// A job from its hash and its schedule score (the due time while delayed).
+fn decode_job(
+    id: &str,
+    mut f: HashMap<String, String>,
+    scheduled: Option<f64>,
+) -> Result<Option<Job>> {
+    let Some(topic) = f.remove(field::TOPIC) else {
+        return Ok(None);
+    };
+    let stored = f.remove(field::STATE);
+    let state_name = stored.as_deref().unwrap_or(state::DELAYED);
+    let state = JobState::parse(state_name)
+        .ok_or_else(|| Error::protocol("get", format!("unknown job state {state_name:?}")))?;
+    let int = |v: Option<&String>| v.and_then(|s| s.parse::<i64>().ok());
+    let history = f
+        .get(field::HISTORY)
+        .map(|h| {
+            h.lines()
+                .filter_map(|line| {
+                    let mut parts = line.splitn(3, '\t');
+                    Some(FailedAttempt {
+                        attempt: parts.next()?.parse().ok()?,
+                        at_ms: parts.next()?.parse().ok()?,
+                        error: parts.next().unwrap_or("").to_owned(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(Job {
+        id: id.to_owned(),
+        topic,
+        body: f.remove(field::BODY).unwrap_or_default(),
+        ttr: Duration::from_millis(int(f.get(field::TTR)).unwrap_or(0).max(0) as u64),
+        due_ms: int(f.get(field::DUE))
+            .or(scheduled.map(|s| s as i64))
+            .unwrap_or(0),
+        attempts: int(f.get(field::ATTEMPTS)).unwrap_or(0).max(0) as u32,
+        retry: RetryPolicy::from_stored(
+            f.get(field::RETRY).map(String::as_str),
+            f.get(field::MAX).map(String::as_str),
+        ),
+        lease_until_ms: int(f.get(field::LEASE)).filter(|_| state == JobState::Reserved),
+        dead_at_ms: int(f.get(field::DEAD_AT)),
+        last_error: f.remove(field::ERROR),
+        history,
+        state,
+    }))
+}
+
+/// Counts from the count hash ("<state>:<topic>" -> n).
+fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> {
+    let mut topics: BTreeMap<String, TopicCounts> = BTreeMap::new();
+    for (key, n) in counts {
+        let Some((st, topic)) = key.split_once(':') else {
+            continue;
+        };
+        let c = topics.entry(topic.to_owned()).or_default();
+        let n = n.max(0) as u64;
+        match st {
+            state::DELAYED => c.delayed = n,
+            state::READY => c.ready = n,
+            state::RESERVED => c.reserved = n,
+            state::DEAD => c.dead = n,
+            _ => {}
+        }
+    }
+    topics
+}
+
+impl Store {
+    /// A job, in whatever state it is.
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(self.keys.job(id))
+            .cmd("ZSCORE")
+            .arg(self.keys.schedule())
+            .arg(id);
+        let (f, scheduled): (HashMap<String, String>, Option<f64>) =
+            self.call("get", pipe.query_async(&mut self.conn())).await?;
+        decode_job(id, f, scheduled)
+    }
+
+    /// Counts per topic and state, and the earliest due time.
+    pub(crate) async fn overview(&self) -> Result<Overview> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGETALL")
+            .arg(self.keys.counts())
+            .cmd("ZRANGE")
+            .arg(self.keys.schedule())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES");
+        let (counts, head): (HashMap<String, i64>, Vec<(String, f64)>) = self
+            .call("topics", pipe.query_async(&mut self.conn()))
+            .await?;
+        Ok(Overview {
+            topics: decode_counts(counts),
+            next_due_ms: head.first().map(|(_, due)| *due as i64),
+        })
+    }
+
+    /// Ids of `topic`'s dead jobs, oldest first, positions `first..=last`.
+    pub(crate) async fn dead_ids(
+        &self,
+        topic: &str,
+        first: usize,
+        last: usize,
+    ) -> Result<Vec<String>> {
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(self.keys.dead(topic)).arg(first).arg(last);
+        self.call("dead letters", cmd.query_async(&mut self.conn()))
+            .await
+    }
+
+    pub(crate) async fn memory(&self) -> Result<Memory> {
+        let info: String = self
+            .call(
+                "read memory",
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async(&mut self.conn()),
+            )
+            .await?;
+        Memory::parse(&info).ok_or_else(|| {
+            Error::protocol("read memory", "INFO memory without maxmemory fields".into())
+        })
+    }
+
+    pub(crate) async fn ping(&self) -> Result<()> {
+        let _: String = self
+            .call("ping", redis::cmd("PING").query_async(&mut self.conn()))
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_a_delayed_and_a_dead_job() {
+        let hash = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        let j = decode_job(
+            "a",
+            hash(&[(field::TOPIC, "t"), (field::TTR, "60000")]),
+            Some(5.0),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (j.state, j.due_ms, j.ttr.as_secs()),
+            (JobState::Delayed, 5, 60)
+        );
+        let j = decode_job(
+            "b",
+            hash(&[
+                (field::TOPIC, "t"),
+                (field::STATE, state::DEAD),
+                (field::DUE, "7"),
+                (field::ATTEMPTS, "3"),
+                (field::HISTORY, "1\t10\tboom\n2\t20\tbang"),
+            ]),
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (j.state, j.attempts, j.history.len()),
+            (JobState::Dead, 3, 2)
+        );
+        assert_eq!(j.history[1].error, "bang");
+        assert!(decode_job("c", HashMap::new(), None).unwrap().is_none());
+        let counts = decode_counts(HashMap::from([
+            ("ready:t".to_string(), 2),
+            ("dead:t".to_string(), 1),
+        ]));
+        assert_eq!(
+            counts["t"],
+            TopicCounts {
+                ready: 2,
+                dead: 1,
+                ..Default::default()
+            }
+        );
+        let m = Memory::parse("used_memory:10\r\nmaxmemory:5\r\nmaxmemory_policy:allkeys-lru\r\n")
+            .unwrap();
+        assert!(m.full() && m.evicting());
+    }
+}

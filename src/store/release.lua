@@ -1,0 +1,30 @@
+-- release.lua: give back a job whose reservation never reached a consumer
+-- (its caller went away or stopped waiting, or its lease had ended by the
+-- time the reply arrived).
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  id
+-- ARGV[3]  lease token of the reservation to undo
+--
+-- Touches: job hash, schedule (the lease end), the topic's ready list,
+-- count hash. Publishes: ready.
+-- Helpers: unlease, move_count, notify_ready.
+--
+-- Returns { status }: DONE (released) or STALE (finished, replaced or
+-- leased again: nothing to do).
+--
+-- Guarantees: only the named lease is undone; the job goes back to the head
+-- of its ready list (it was first in line) with the attempt uncounted, and
+-- waiting consumers are woken.
+local id = ARGV[2]
+local job = job_key(id)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
+if f[1] ~= RESERVED or f[3] ~= ARGV[3] then return { STALE } end
+unlease(id)
+redis.call('HSET', job, STATE, READY, TOKEN, '')
+redis.call('HINCRBY', job, ATTEMPTS, -1)
+redis.call('RPUSH', ready_key(f[2]), id)
+move_count(f[2], RESERVED, READY)
+notify_ready(f[2], 1)
+return { DONE }
