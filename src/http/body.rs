@@ -58,3 +58,29 @@ impl http_body::Body for DeadlineBody {
         self.inner.size_hint()
     }
 }
+
+/// Why a request body could not be read, for both APIs to word their own
+/// way.
+pub(crate) enum BodyError {
+    /// Over `max_request_bytes`.
+    TooLarge(String),
+    /// Cut off, too slow, or otherwise unreadable.
+    Unreadable(String),
+}
+
+/// The body a handler extracted, or what went wrong reading it.
+pub(crate) fn read_body(
+    state: &super::AppState,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Bytes, BodyError> {
+    body.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            BodyError::TooLarge(format!(
+                "request body is larger than the limit of {} bytes",
+                state.server.max_request_bytes
+            ))
+        } else {
+            BodyError::Unreadable(format!("cannot read the request body: {e}"))
+        }
+    })
+}

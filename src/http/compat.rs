@@ -18,6 +18,7 @@ use axum::routing::any;
 use axum::Router;
 use serde::Serialize;
 
+use super::body::{read_body, BodyError};
 use super::go_json::{self, Request};
 use super::AppState;
 use crate::error::Error;
@@ -96,15 +97,9 @@ fn failed(action: &'static str) -> impl FnOnce(Error) -> Refused {
 
 /// Reads and parses the request body as the original does.
 fn parse(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Request, Refused> {
-    let bytes = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Refused(format!(
-                "request body is larger than the limit of {} bytes",
-                state.server.max_request_bytes
-            ))
-        } else {
-            BAD_BODY.into()
-        }
+    let bytes = read_body(state, body).map_err(|e| match e {
+        BodyError::TooLarge(message) => Refused(message),
+        BodyError::Unreadable(_) => BAD_BODY.into(),
     })?;
     Request::parse(&bytes).ok_or(BAD_JSON.into())
 }

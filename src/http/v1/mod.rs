@@ -1,0 +1,229 @@
+//! The native API under `/v1`: JSON in and out, proper status codes, and
+//! errors as `{"error":{"code":"...","message":"..."}}`.
+//!
+//! | status | when |
+//! |---|---|
+//! | 200 / 201 / 204 | done / job created / done, nothing to say |
+//! | 400 | the body is not JSON of the expected shape (`bad_request`) |
+//! | 404 | no such job (`not_found`) or route (`no_route`) |
+//! | 405 | the route exists, the method does not (`method_not_allowed`) |
+//! | 409 | stale lease token (`stale_lease`), or the id exists and `if_exists` is `keep` (`exists`) |
+//! | 413 | request body over the limit (`too_large`) |
+//! | 422 | a value breaks a documented limit (`invalid`) |
+//! | 503 | Redis unreachable or too slow (`unavailable`) |
+//!
+//! One module per resource: [`jobs`] (push, get, delete, reschedule,
+//! finish, nack, touch), [`pop`], [`topics`] (counts and dead letters),
+//! [`ops`] (health, readiness, metrics, the OpenAPI document). Every route
+//! is one row of [`ROUTES`]: the router is built from it, and the tests
+//! check the OpenAPI document (`/v1/openapi.json`) against it.
+
+pub mod jobs;
+pub mod ops;
+pub mod pop;
+pub mod topics;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, MethodRouter};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::body::{read_body, BodyError};
+use super::AppState;
+use crate::error::Error;
+
+/// One route: method, path, and the handler that serves it.
+pub struct Route {
+    pub method: &'static str,
+    pub path: &'static str,
+    handler: fn() -> MethodRouter<AppState>,
+}
+
+const fn route(
+    method: &'static str,
+    path: &'static str,
+    handler: fn() -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        handler,
+    }
+}
+
+/// Every native route. The OpenAPI document lists exactly these.
+pub const ROUTES: &[Route] = &[
+    route("post", "/v1/jobs", || post(jobs::push_one)),
+    route("post", "/v1/jobs/batch", || post(jobs::push_batch)),
+    route("get", "/v1/jobs/{id}", || get(jobs::get_job)),
+    route("delete", "/v1/jobs/{id}", || delete(jobs::delete_job)),
+    route("post", "/v1/jobs/{id}/reschedule", || {
+        post(jobs::reschedule)
+    }),
+    route("post", "/v1/jobs/{id}/finish", || post(jobs::finish)),
+    route("post", "/v1/jobs/{id}/nack", || post(jobs::nack)),
+    route("post", "/v1/jobs/{id}/touch", || post(jobs::touch)),
+    route("post", "/v1/pop", || post(pop::pop)),
+    route("get", "/v1/topics", || get(topics::topics)),
+    route("get", "/v1/topics/{topic}/dead", || get(topics::dead_list)),
+    route("post", "/v1/topics/{topic}/dead/requeue", || {
+        post(topics::dead_requeue)
+    }),
+    route("delete", "/v1/topics/{topic}/dead", || {
+        delete(topics::dead_purge)
+    }),
+    route("get", "/v1/openapi.json", || get(ops::openapi)),
+    route("get", "/healthz", || get(ops::healthz)),
+    route("get", "/readyz", || get(ops::readyz)),
+    route("get", "/metrics", || get(ops::metrics)),
+];
+
+/// The OpenAPI 3.1 description of the native API.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// The router, built from [`ROUTES`] (methods of one path merged).
+pub fn routes() -> Router<AppState> {
+    let mut paths: Vec<(&str, MethodRouter<AppState>)> = Vec::new();
+    for r in ROUTES {
+        match paths.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, m)) => *m = std::mem::take(m).merge((r.handler)()),
+            None => paths.push((r.path, (r.handler)())),
+        }
+    }
+    paths
+        .into_iter()
+        .fold(Router::new(), |router, (path, m)| router.route(path, m))
+}
+
+/// An error reply of the native API.
+#[derive(Debug)]
+pub struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
+    }
+    pub(crate) fn body(&self) -> serde_json::Value {
+        json!({"code": self.code, "message": self.message})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({ "error": self.body() }))).into_response()
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Invalid(m) => ApiError::invalid(m),
+            Error::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+            Error::StaleLease(_) => {
+                ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
+            }
+            Error::Full => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_full", e.to_string())
+            }
+            Error::Evicting(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "redis_evicts",
+                e.to_string(),
+            ),
+            Error::Timeout { .. } | Error::Late { .. } | Error::Redis { .. } => {
+                tracing::warn!(error = %e, "redis unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    e.to_string(),
+                )
+            }
+            Error::Protocol { .. } => {
+                tracing::error!(error = %e, "unexpected reply");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+            }
+        }
+    }
+}
+
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// Parses a JSON body strictly (unknown fields are errors: a typo in a
+/// field name must not silently change what a job does).
+pub(crate) fn parse<T: DeserializeOwned>(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<T> {
+    let bytes = read_body(state, body).map_err(|e| match e {
+        BodyError::TooLarge(message) => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+        }
+        BodyError::Unreadable(message) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("invalid JSON: {e}"),
+        )
+    })
+}
+
+/// The one path parameter of a route (a job id or a topic), percent-decoded.
+/// A path that is not UTF-8 once decoded gets a JSON 400 like every other
+/// bad request.
+pub struct Segment(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for Segment {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(s)| Segment(s))
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!("bad path {}: {}", parts.uri.path(), e.body_text()),
+                )
+            })
+    }
+}
+
+/// A known path with a method it does not take: a JSON 405.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{} does not take {method}", uri.path()),
+    )
+}
+
+/// Unknown paths get a JSON 404 that says so (and not "no such job").
+pub async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        format!("no route {}", uri.path()),
+    )
+}

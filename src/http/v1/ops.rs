@@ -1,0 +1,61 @@
+//! Operations: `/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::OPENAPI;
+use crate::http::AppState;
+
+pub(super) async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+pub(super) async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Ready to serve: Redis answers, the subscriber is connected, and Redis
+/// can take new jobs: not at `maxmemory` (where pushes are refused, though
+/// pops and finishes go on) and not set to evict keys that hold jobs.
+pub(super) async fn readyz(State(state): State<AppState>) -> Response {
+    let q = &state.queue;
+    let (redis, memory) = match q.memory().await {
+        Ok(m) if m.evicting() => (true, "evicting"),
+        Ok(m) if m.full() => (true, "full"),
+        Ok(_) => (true, "ok"),
+        // A server that keeps INFO from delayq's user: PING says enough.
+        Err(_) => (q.ping().await.is_ok(), "unknown"),
+    };
+    let subscriber = q.subscriber_connected();
+    let status = if redis && subscriber && matches!(memory, "ok" | "unknown") {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({"redis": redis, "subscriber": subscriber, "memory": memory})),
+    )
+        .into_response()
+}
+
+/// Prometheus text format. Queue depths are read from Redis at scrape time
+/// (and left out while Redis is away; `delayq_redis_errors_total` says so).
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+    let q = &state.queue;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        q.metrics().render(&q.gauges().await),
+    )
+        .into_response()
+}

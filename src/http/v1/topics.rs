@@ -1,0 +1,95 @@
+//! `/v1/topics`: counts per topic, and each topic's dead letters (list,
+//! requeue, purge).
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::jobs::JobView;
+use super::{parse, ApiError, ApiResult, Segment};
+use crate::http::AppState;
+use crate::store::TopicCounts;
+
+#[derive(Serialize)]
+pub(super) struct TopicsView {
+    topics: BTreeMap<String, TopicCounts>,
+    next_due_ms: Option<i64>,
+    waiting_pops: usize,
+}
+
+pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<TopicsView>> {
+    let o = state.queue.topics().await?;
+    Ok(Json(TopicsView {
+        topics: o.topics,
+        next_due_ms: o.next_due_ms,
+        waiting_pops: state.queue.waiting_pops(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Page {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default = "fifty")]
+    limit: usize,
+}
+
+fn fifty() -> usize {
+    50
+}
+
+pub(super) async fn dead_list(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let Query(page) =
+        page.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    if !(1..=1000).contains(&page.limit) {
+        return Err(ApiError::invalid(format!(
+            "limit {} is out of range 1 to 1000",
+            page.limit
+        )));
+    }
+    let jobs = state.queue.dead(&topic, page.offset, page.limit).await?;
+    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
+    Ok(Json(
+        json!({"topic": topic, "offset": page.offset, "jobs": jobs}),
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RequeueSpec {
+    /// Ids to requeue; absent or empty = all dead jobs of the topic.
+    #[serde(default)]
+    ids: Vec<String>,
+}
+
+pub(super) async fn dead_requeue(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let spec: RequeueSpec = match &body {
+        Ok(b) if b.is_empty() => RequeueSpec::default(),
+        _ => parse(&state, body)?,
+    };
+    let n = state.queue.requeue_dead(&topic, &spec.ids).await?;
+    Ok(Json(json!({"topic": topic, "requeued": n})))
+}
+
+pub(super) async fn dead_purge(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+) -> ApiResult<Json<serde_json::Value>> {
+    let n = state.queue.purge_dead(&topic).await?;
+    Ok(Json(json!({"topic": topic, "purged": n})))
+}
