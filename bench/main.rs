@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,7 +25,6 @@ use delayq::{Config, NewJob, Queue, Shutdown};
 use futures::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
-const CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/redis.conf");
 const BENCH_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench");
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -121,68 +120,17 @@ fn options() -> Options {
     o
 }
 
-/// A redis-server on a free loopback port with the shared config, killed on
-/// drop.
-struct Redis {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
+/// The test suite's redis-server launcher: the same config, a fresh temp
+/// dir, killed on drop. The benchmark listens on TCP (BullMQ's client needs
+/// it) and uses a part of what the tests use.
+#[allow(dead_code)]
+#[path = "../tests/suite/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer as Redis;
 
-impl Redis {
-    fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new("redis-server")
-            .arg(CONF)
-            .args(["--port", &port.to_string()])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server (apt-get install redis-server)");
-        let r = Redis {
-            child,
-            port,
-            _dir: dir,
-        };
-        let client = redis::Client::open(r.url()).unwrap();
-        for _ in 0..250 {
-            if let Ok(mut c) = client.get_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return r;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server did not start");
-    }
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    fn info(&self, section: &str, field: &str) -> f64 {
-        let client = redis::Client::open(self.url()).unwrap();
-        let mut c = client.get_connection().unwrap();
-        let info: String = redis::cmd("INFO").arg(section).query(&mut c).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap()
-    }
-    fn cpu(&self) -> f64 {
-        self.info("cpu", "used_cpu_sys") + self.info("cpu", "used_cpu_user")
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Redis's CPU seconds so far (system + user).
+fn cpu(redis: &Redis) -> f64 {
+    redis.info("cpu", "used_cpu_sys") + redis.info("cpu", "used_cpu_user")
 }
 
 fn id(tag: &str, i: usize) -> String {
@@ -253,7 +201,15 @@ fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
         );
     }
     let mut o = options;
-    o["port"] = json!(redis.port);
+    // redis://127.0.0.1:PORT/
+    let port: u16 = redis
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a TCP server");
+    o["port"] = json!(port);
     let out = Command::new("node")
         .arg(dir.join("bench.mjs"))
         .arg(scenario)
@@ -273,7 +229,7 @@ async fn http_push(secs: u32, mode: &str) -> Option<f64> {
     if Command::new("wrk").arg("--version").output().is_err() {
         return None;
     }
-    let redis = Redis::start();
+    let redis = Redis::start_tcp(&[]);
     let q = queue(&redis);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -391,19 +347,19 @@ async fn delayq_lifecycle(redis: &Redis, n: usize, measure_cpu: bool) -> f64 {
     let consumers = consume(&q, n, done.clone());
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rate = if measure_cpu {
-        let (c0, t0) = (redis.cpu(), Instant::now());
+        let (c0, t0) = (cpu(redis), Instant::now());
         tokio::time::sleep(Duration::from_secs(2)).await;
-        (redis.cpu() - c0) / t0.elapsed().as_secs_f64()
+        (cpu(redis) - c0) / t0.elapsed().as_secs_f64()
     } else {
         0.0
     };
-    let (c0, t0) = (redis.cpu(), Instant::now());
+    let (c0, t0) = (cpu(redis), Instant::now());
     add_single(&q, "life", n, Duration::from_millis(10)).await;
     while done.load(Ordering::Relaxed) < n {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let wall = t0.elapsed().as_secs_f64();
-    let cpu = redis.cpu() - c0 - idle_rate * wall;
+    let cpu = cpu(redis) - c0 - idle_rate * wall;
     for c in consumers {
         let _ = c.await;
     }
@@ -485,7 +441,7 @@ async fn main() {
         eprintln!("repeat {} of {}", rep + 1, o.repeats);
         for &system in &o.systems {
             let row = "add, single, 64 in flight (jobs/s)";
-            let redis = Redis::start();
+            let redis = Redis::start_tcp(&[]);
             let v = match system {
                 System::Delayq => {
                     let q = queue(&redis);
@@ -506,7 +462,7 @@ async fn main() {
             drop(redis);
 
             let row = "add, batches of 100 (jobs/s)";
-            let redis = Redis::start();
+            let redis = Redis::start_tcp(&[]);
             let v = match system {
                 System::Delayq => {
                     let q = queue(&redis);
@@ -538,7 +494,7 @@ async fn main() {
             }
 
             let row = "Redis memory per pending job (bytes)";
-            let redis = Redis::start();
+            let redis = Redis::start_tcp(&[]);
             let v = match system {
                 System::Delayq => {
                     let q = queue(&redis);
@@ -560,7 +516,7 @@ async fn main() {
             drop(redis);
 
             let row = "Redis CPU per job lifecycle (us)";
-            let redis = Redis::start();
+            let redis = Redis::start_tcp(&[]);
             let v = match system {
                 System::Delayq => delayq_lifecycle(&redis, s.cpu_jobs, true).await,
                 System::Bullmq => bullmq("cpu", &redis, json!({"n": s.cpu_jobs}))["cpu_us_per_job"]
@@ -573,7 +529,7 @@ async fn main() {
             drop(redis);
 
             let row = "end to end, add->fire->pop->finish (jobs/s)";
-            let redis = Redis::start();
+            let redis = Redis::start_tcp(&[]);
             let v = match system {
                 System::Delayq => delayq_lifecycle(&redis, s.e2e_jobs, false).await,
                 System::Bullmq => {
@@ -588,7 +544,7 @@ async fn main() {
             drop(redis);
 
             for &pending in &o.pending {
-                let redis = Redis::start();
+                let redis = Redis::start_tcp(&[]);
                 let mut v = match system {
                     System::Delayq => delayq_lateness(&redis, pending, s.due_jobs, s.due_spread_ms).await,
                     System::Bullmq => bullmq(

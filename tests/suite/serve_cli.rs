@@ -2,12 +2,10 @@
 //! redis-server when no Redis is named, and the message when redis-server is
 //! missing.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_waiting_pops_at_once() {

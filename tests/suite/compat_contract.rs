@@ -1,11 +1,9 @@
 //! The ouqiang/delay-queue HTTP contract (docs/DESIGN.md, "The compatible API"), endpoint
 //! by endpoint, message by message, against a real redis-server.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use delayq::http::ServerConfig;
 use serde_json::json;
 

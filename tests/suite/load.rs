@@ -1,11 +1,9 @@
 //! 10,000 long-polling /pop requests held at once: the Redis connections
 //! stay bounded and so does memory, and every one is answered.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAITERS: usize = 10_000;

@@ -2,13 +2,11 @@
 //! re-delivery, replacement, exactly one hand-over per due time across
 //! instances, and long-polls that leave.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{Delivery, Error, JobState, PushOutcome, Queue};
 use futures::stream::{self, StreamExt};
 
@@ -313,4 +311,67 @@ async fn push_many_sends_valid_jobs_in_one_go_even_after_a_function_flush() {
     assert!(q.get("a").await.unwrap().is_some());
     assert!(q.delete("a").await.unwrap());
     q.close().await;
+}
+
+/// Subscribers on delayq's ready channel, as Redis counts them.
+async fn ready_listeners(redis: &RedisServer) -> i64 {
+    let (_, n): (String, i64) = redis
+        .cmd::<Vec<(String, i64)>>(&["PUBSUB", "NUMSUB", "{dq}:ready"])
+        .await
+        .remove(0);
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_shutdown_stops_the_queue_and_answers_waiting_pops() {
+    let redis = RedisServer::start();
+    let stop = delayq::Shutdown::new();
+    let q = Queue::connect(delayq::Config {
+        shutdown: stop.clone(),
+        ..config(&redis)
+    })
+    .unwrap();
+    eventually(Duration::from_secs(5), "subscribed", || async {
+        (ready_listeners(&redis).await == 1).then_some(())
+    })
+    .await;
+    let waiting = {
+        let q = q.clone();
+        tokio::spawn(async move { q.pop(&topics(&["t"]), Duration::from_secs(60)).await })
+    };
+    eventually(Duration::from_secs(5), "the pop waits", || async {
+        (q.waiting_pops() == 1).then_some(())
+    })
+    .await;
+    stop.trigger();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiting pop answered")
+        .unwrap()
+        .unwrap();
+    assert!(got.is_none());
+    eventually(Duration::from_secs(5), "the subscriber gone", || async {
+        (ready_listeners(&redis).await == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_queue_stops_its_background_work() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let clone = q.clone();
+    eventually(Duration::from_secs(5), "subscribed", || async {
+        (ready_listeners(&redis).await == 1).then_some(())
+    })
+    .await;
+    drop(q);
+    // One clone left: still running.
+    assert!(clone.topics().await.is_ok());
+    assert_eq!(ready_listeners(&redis).await, 1);
+    drop(clone);
+    eventually(Duration::from_secs(5), "the subscriber gone", || async {
+        (ready_listeners(&redis).await == 0).then_some(())
+    })
+    .await;
 }

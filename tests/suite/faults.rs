@@ -2,12 +2,10 @@
 //! killed with SIGKILL and restarted on its AOF, delayq killed with SIGKILL.
 //! Every job still fires, none early.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::http::ServerConfig;
 use delayq::Config;
 use serde_json::json;

@@ -1,10 +1,8 @@
 //! `delayq push/get/delete/stats/dead` against a running server.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use delayq::RetryPolicy;
 use serde_json::Value;
 

@@ -3,11 +3,9 @@
 //! Redis, an evicting Redis, names with spaces, empty lease tokens, a
 //! stalled process, dead letters on quiet topics.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::http::ServerConfig;
 use delayq::store::library::fcall;
 use delayq::store::{push, remove, Keys};
@@ -214,7 +212,10 @@ async fn a_full_redis_still_pops_finishes_deletes_and_fires_and_refuses_pushes_c
     .await;
 
     // Below what is in use: with noeviction every write is refused.
-    let _: String = redis.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await;
+    let half = (redis.info("memory", "used_memory") / 2.0) as u64;
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "maxmemory", &half.to_string()])
+        .await;
     let e = q.push(&job("refused", "full", 0, 1000)).await.unwrap_err();
     assert!(matches!(e, Error::Full), "{e}");
     assert!(e.to_string().contains("out of memory"), "{e}");
@@ -242,7 +243,8 @@ async fn a_full_redis_still_pops_finishes_deletes_and_fires_and_refuses_pushes_c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicting_redis_gets_no_jobs_and_is_named_as_the_problem() {
-    let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    // Over TCP, as most deployments reach Redis.
+    let redis = RedisServer::start_tcp(&["--maxmemory-policy", "allkeys-lru"]);
     let q = queue(&redis);
     let s = TestServer::start(q.clone(), ServerConfig::default()).await;
     let e = q.push(&job("a", "ev", 0, 1000)).await.unwrap_err();

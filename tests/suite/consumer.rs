@@ -1,14 +1,12 @@
 //! The library's `Consumer`: bounded concurrency, Ok finishes, Err nacks
 //! onto the retry schedule.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{Consumer, JobState, NewJob, RetryPolicy, Shutdown};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

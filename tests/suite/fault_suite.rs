@@ -13,14 +13,12 @@
 //! Each scenario prints its figures: jobs, faults, lost, duplicates, early,
 //! max lateness.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use delayq::{Config, Delivery, JobState, NewJob, Queue, RetryPolicy};
 use serde_json::json;
 

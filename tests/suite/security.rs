@@ -1,10 +1,8 @@
 //! Bearer-token auth, Redis passwords and ACL users.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::http::ServerConfig;
 use delayq::webhook::Secret;
 use delayq::{Config, Queue};

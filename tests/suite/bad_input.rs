@@ -3,11 +3,9 @@
 //! (a 4xx, or the compatible API's code 1), never a 5xx or a panic, and
 //! Redis is left exactly as it was.
 
-mod common;
-
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 

@@ -1,11 +1,9 @@
 //! Retry schedules, leases as attempts, stale tokens, dead letters, requeue,
 //! reschedule and per-topic counts, through the library on real Redis.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::{
     Config, Error, IfExists, JobState, NewJob, PushOutcome, Queue, RetryPolicy, TopicCounts,
 };

@@ -1,16 +1,14 @@
 //! Webhook delivery against real local HTTP receivers started by the tests,
 //! and the Prometheus metrics that count it.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing;
 use axum::Router;
-use common::*;
 use delayq::webhook::{self, Secret, Webhook};
 use delayq::{JobState, NewJob, Queue, RetryPolicy, Shutdown};
 use serde_json::Value;

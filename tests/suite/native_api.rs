@@ -1,12 +1,10 @@
 //! The native `/v1` API: every status code it promises, batch pushes,
 //! leases, dead letters, and the OpenAPI document matching the routes.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use delayq::http::v1::{OPENAPI, ROUTES};
 use delayq::http::ServerConfig;
 use serde_json::{json, Value};

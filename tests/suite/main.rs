@@ -1,0 +1,30 @@
+//! delayq's test suite: one binary, one module per public surface, every
+//! test against real redis-server processes it starts and stops itself.
+//!
+//! - [`delivery`], [`retry`], [`consumer`]: the engine through the library.
+//! - [`compat_contract`], [`native_api`], [`bad_input`], [`security`]: the
+//!   HTTP APIs.
+//! - [`cli_client`], [`serve_cli`]: the command line.
+//! - [`webhooks`]: delivery by POST, and its metrics.
+//! - [`faults`], [`fault_suite`], [`load`]: faults caused for real, and
+//!   many waiting consumers.
+//! - [`defects`]: defects found by an adversarial trial, each reproduced.
+//! - [`common`], [`redis_server`]: the harness (shared with the benchmark).
+
+mod common;
+mod redis_server;
+
+mod bad_input;
+mod cli_client;
+mod compat_contract;
+mod consumer;
+mod defects;
+mod delivery;
+mod fault_suite;
+mod faults;
+mod load;
+mod native_api;
+mod retry;
+mod security;
+mod serve_cli;
+mod webhooks;

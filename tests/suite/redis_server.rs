@@ -1,0 +1,182 @@
+//! A real redis-server for one test or one benchmark run, configured from
+//! `redis-conf/redis.conf`, in a temp dir of its own, killed when dropped.
+//!
+//! Tests listen on a unix socket (no port to collide on); the benchmark
+//! listens on a free loopback port, because BullMQ's Node client needs
+//! TCP. The one launcher serves both (`bench/main.rs` includes this file).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+pub const REDIS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/redis.conf");
+
+/// Where a server listens.
+#[derive(Clone, Copy, Debug)]
+enum Listen {
+    Socket,
+    Port(u16),
+}
+
+pub struct RedisServer {
+    dir: TempDir,
+    listen: Listen,
+    extra: Vec<String>,
+    child: Option<Child>,
+    /// "?user=..&pass=.." for servers that require a login.
+    login: String,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts with extra config, e.g. `["--appendfsync", "everysec"]`.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        Self::launch(Listen::Socket, extra, String::new())
+    }
+
+    /// On a free loopback TCP port (for clients that cannot use a socket).
+    pub fn start_tcp(extra: &[&str]) -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::launch(Listen::Port(port), extra, String::new())
+    }
+
+    /// A server whose default user needs `password`, with `extra` config.
+    pub fn start_with_password(password: &str, extra: &[&str]) -> RedisServer {
+        let mut args = vec!["--requirepass", password];
+        args.extend_from_slice(extra);
+        Self::launch(Listen::Socket, &args, format!("?pass={password}"))
+    }
+
+    fn launch(listen: Listen, extra: &[&str], login: String) -> RedisServer {
+        let mut r = RedisServer {
+            dir: tempfile::Builder::new().prefix("dq").tempdir().unwrap(),
+            listen,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            login,
+        };
+        r.spawn();
+        r
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("redis.sock")
+    }
+
+    pub fn url(&self) -> String {
+        match self.listen {
+            Listen::Socket => format!("redis+unix://{}{}", self.socket().display(), self.login),
+            Listen::Port(port) => format!("redis://127.0.0.1:{port}/{}", self.login),
+        }
+    }
+
+    /// The socket URL with another login.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!(
+            "redis+unix://{}?user={user}&pass={password}",
+            self.socket().display()
+        )
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.arg(REDIS_CONF).arg("--dir").arg(self.dir.path());
+        match self.listen {
+            Listen::Socket => cmd
+                .args(["--port", "0"])
+                .arg("--unixsocket")
+                .arg(self.socket()),
+            Listen::Port(port) => cmd.args(["--port", &port.to_string()]),
+        };
+        let child = cmd
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install -y redis-server)");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = redis::Client::open(self.url()).unwrap();
+        loop {
+            if let Ok(mut c) = client.get_connection() {
+                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL: no shutdown, no final fsync.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(self.socket());
+    }
+
+    /// Starts again on the same data directory (the AOF) and address.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    /// Redis TIME in milliseconds (the clock delayq's promises are in).
+    pub async fn time_ms(&self) -> i64 {
+        let (s, us): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.conn().await)
+            .await
+            .unwrap();
+        s * 1000 + us / 1000
+    }
+
+    pub async fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c.query_async(&mut self.conn().await).await.unwrap()
+    }
+
+    /// One numeric field of `INFO section`.
+    pub fn info(&self, section: &str, field: &str) -> f64 {
+        let mut c = self.client().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg(section).query(&mut c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
