@@ -183,6 +183,12 @@ pub struct Limits {
     pub max_ttr: Duration,
     /// Most topics one pop may name.
     pub max_pop_topics: usize,
+    /// Most jobs one batch push may carry.
+    pub max_batch: usize,
+    /// Most jobs one pop may ask for.
+    pub max_pop_jobs: usize,
+    /// Longest a pop may ask to wait.
+    pub max_pop_wait: Duration,
     /// Most body bytes one pop returns (it always returns at least one job
     /// when one is ready): a pop's reply must reach its caller well within
     /// the Redis timeout, however many jobs it asked for.
@@ -200,6 +206,9 @@ impl Default for Limits {
             max_ttr: Duration::from_secs(7 * 24 * 3600),
             max_pop_topics: 32,
             max_pop_bytes: 4 * 1024 * 1024,
+            max_batch: 1000,
+            max_pop_jobs: 100,
+            max_pop_wait: Duration::from_secs(600),
         }
     }
 }
@@ -255,13 +264,7 @@ impl Limits {
         // reachable; new ids follow the rule topics follow.
         check_untrimmed("job id", &job.id)?;
         self.check_topic(&job.topic)?;
-        if job.body.len() > self.max_body_bytes {
-            return Err(format!(
-                "body is {} bytes; the limit is {}",
-                job.body.len(),
-                self.max_body_bytes
-            ));
-        }
+        self.check_body(&job.body)?;
         self.check_delay("delay", job.delay)?;
         if let Some(at) = job.due_at_ms {
             check_due_at(at)?;
@@ -269,6 +272,47 @@ impl Limits {
         self.check_ttr(job.ttr)?;
         if let Some(p) = &job.retry {
             p.check()?;
+        }
+        Ok(())
+    }
+
+    /// Checks a job body's size.
+    pub fn check_body(&self, body: &str) -> Result<(), String> {
+        if body.len() > self.max_body_bytes {
+            return Err(format!(
+                "body is {} bytes; the limit is {}",
+                body.len(),
+                self.max_body_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks a batch push's size.
+    pub fn check_batch(&self, jobs: usize) -> Result<(), String> {
+        if jobs > self.max_batch {
+            return Err(format!(
+                "{jobs} jobs in one batch; the limit is {}",
+                self.max_batch
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks what a pop asks for: how many jobs, how long to wait.
+    pub fn check_pop(&self, max: usize, wait: Duration) -> Result<(), String> {
+        if !(1..=self.max_pop_jobs).contains(&max) {
+            return Err(format!(
+                "max {max} is out of range 1 to {}",
+                self.max_pop_jobs
+            ));
+        }
+        if wait > self.max_pop_wait {
+            return Err(format!(
+                "wait_ms {} is over the limit of {}",
+                wait.as_millis(),
+                self.max_pop_wait.as_millis()
+            ));
         }
         Ok(())
     }

@@ -56,6 +56,20 @@ struct Meta<const N: usize> {
 }
 
 impl<const N: usize> Meta<N> {
+    fn new(
+        t: &Arc<Topics>,
+        name: &'static str,
+        help: &'static str,
+        labels: [&'static str; N],
+    ) -> Self {
+        Meta {
+            name,
+            help,
+            labels,
+            topics: t.clone(),
+        }
+    }
+
     fn key(&self, values: [&str; N]) -> [String; N] {
         std::array::from_fn(|i| {
             if self.labels[i] == "topic" {
@@ -205,12 +219,7 @@ impl<const N: usize> Counter<N> {
         labels: [&'static str; N],
     ) -> Self {
         Counter {
-            meta: Meta {
-                name,
-                help,
-                labels,
-                topics: t.clone(),
-            },
+            meta: Meta::new(t, name, help, labels),
             values: Mutex::default(),
         }
     }
@@ -224,12 +233,7 @@ impl<const N: usize> Histogram<N> {
         labels: [&'static str; N],
     ) -> Self {
         Histogram {
-            meta: Meta {
-                name,
-                help,
-                labels,
-                topics: t.clone(),
-            },
+            meta: Meta::new(t, name, help, labels),
             values: Mutex::default(),
         }
     }
@@ -332,12 +336,12 @@ impl Metrics {
         self.redis_errors.render(&mut out);
         self.subscriber_connects.render(&mut out);
 
-        let jobs = Meta {
-            name: "delayq_jobs",
-            help: "Jobs by topic and state, read from Redis at scrape time.",
-            labels: ["topic", "state"],
-            topics: self.topics.clone(),
-        };
+        let jobs = Meta::new(
+            &self.topics,
+            "delayq_jobs",
+            "Jobs by topic and state, read from Redis at scrape time.",
+            ["topic", "state"],
+        );
         jobs.header(&mut out, "gauge");
         // Topics beyond the series limit are summed under one label.
         let mut depths: BTreeMap<String, TopicCounts> = BTreeMap::new();

@@ -437,11 +437,8 @@ impl Queue {
         if let Some(at) = due_at_ms {
             check_due_at(at).map_err(Error::Invalid)?;
         }
-        if body.is_some_and(|b| b.len() > l.max_body_bytes) {
-            return Err(Error::Invalid(format!(
-                "body is longer than the limit of {} bytes",
-                l.max_body_bytes
-            )));
+        if let Some(b) = body {
+            l.check_body(b).map_err(Error::Invalid)?;
         }
         match self.store().reschedule(id, delay, due_at_ms, body).await? {
             (Status::Done, due, new_head) => {

@@ -18,9 +18,6 @@ use crate::http::AppState;
 use crate::job::{IfExists, Job, NewJob, PushOutcome, Pushed};
 use crate::retry::RetryPolicy;
 
-/// Most jobs in one batch push.
-pub const MAX_BATCH: usize = 1000;
-
 /// Parses an RFC 3339 time (`2026-11-22T18:00:00Z`, `...+01:00`, fractions
 /// of a second allowed) to Unix milliseconds.
 pub fn parse_rfc3339_ms(s: &str) -> Result<i64, String> {
@@ -217,12 +214,11 @@ pub(super) async fn push_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let batch: BatchSpec = parse(&state, body)?;
-    if batch.jobs.len() > MAX_BATCH {
-        return Err(ApiError::invalid(format!(
-            "{} jobs in one batch; the limit is {MAX_BATCH}",
-            batch.jobs.len()
-        )));
-    }
+    state
+        .queue
+        .limits()
+        .check_batch(batch.jobs.len())
+        .map_err(ApiError::invalid)?;
     let specs: Vec<ApiResult<NewJob>> = batch
         .jobs
         .into_iter()

@@ -13,11 +13,6 @@ use super::{parse, ApiError, ApiResult};
 use crate::http::AppState;
 use crate::job::Delivery;
 
-/// Most jobs one pop may return.
-pub const MAX_POP: usize = 100;
-/// Longest long-poll a pop may ask for.
-pub const MAX_WAIT: Duration = Duration::from_secs(600);
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PopSpec {
@@ -62,20 +57,12 @@ pub(super) async fn pop(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let spec: PopSpec = parse(&state, body)?;
-    if !(1..=MAX_POP).contains(&spec.max) {
-        return Err(ApiError::invalid(format!(
-            "max {} is out of range 1 to {MAX_POP}",
-            spec.max
-        )));
-    }
     let wait = Duration::from_millis(spec.wait_ms);
-    if wait > MAX_WAIT {
-        return Err(ApiError::invalid(format!(
-            "wait_ms {} is over the limit of {}",
-            spec.wait_ms,
-            MAX_WAIT.as_millis()
-        )));
-    }
+    state
+        .queue
+        .limits()
+        .check_pop(spec.max, wait)
+        .map_err(ApiError::invalid)?;
     let jobs = state.queue.pop_many(&spec.topics, spec.max, wait).await?;
     let jobs: Vec<DeliveryView> = jobs.into_iter().map(Into::into).collect();
     Ok(Json(json!({ "jobs": jobs })))
