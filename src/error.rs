@@ -25,8 +25,16 @@ pub enum Error {
     /// Redis did not answer `op` within the configured time (down,
     /// restarting, paused). The call may still reach Redis, where its
     /// deadline makes it change nothing.
-    #[error("redis unavailable: {op}: no answer within {after:?}")]
-    Timeout { op: &'static str, after: Duration },
+    #[error(
+        "redis unavailable: {op}: no answer within {after:?}{}",
+        .cause.as_deref().map(|c| format!(" (last connection error: {c})")).unwrap_or_default()
+    )]
+    Timeout {
+        op: &'static str,
+        after: Duration,
+        /// Why the last attempt to connect failed, when one did.
+        cause: Option<String>,
+    },
 
     /// The call reached Redis after this process had stopped waiting for it
     /// (Redis paused, stopped or overloaded), and Redis refused it: nothing

@@ -33,6 +33,8 @@ use crate::waiters::Waiters;
 pub struct Config {
     /// `redis://host:port/db`, `redis+unix:///path/to/sock`, ...
     pub redis_url: String,
+    /// TLS settings for a `rediss://` URL.
+    pub tls: crate::store::Tls,
     /// Key prefix; every key is `{prefix}:...`.
     pub prefix: String,
     /// How long one Redis call may take before it fails with
@@ -65,6 +67,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             redis_url: "redis://127.0.0.1:6379/".into(),
+            tls: Default::default(),
             prefix: "dq".into(),
             redis_timeout: Duration::from_secs(2),
             dispatch: true,
@@ -122,6 +125,7 @@ impl Queue {
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(Store::new(
             &config.redis_url,
+            &config.tls,
             &config.prefix,
             config.redis_timeout,
             metrics.clone(),
@@ -513,6 +517,26 @@ impl Queue {
         self.store().overview().await
     }
 
+    /// Connects to Redis once and says plainly what failed, if anything
+    /// (`connect` itself never waits for Redis). `delayq serve` calls it at
+    /// start.
+    pub async fn check_connection(&self) -> Result<()> {
+        self.store().probe().await
+    }
+
+    /// The Redis settings delayq depends on (see [`Settings`]).
+    ///
+    /// [`Settings`]: crate::store::Settings
+    pub async fn redis_settings(&self) -> Result<crate::store::Settings> {
+        self.store().settings().await
+    }
+
+    /// Turns on expired events in Redis; false when Redis refuses CONFIG
+    /// (only the sweep fires jobs then: still on time).
+    pub async fn enable_expired_events(&self) -> bool {
+        self.store().enable_expired_events().await
+    }
+
     /// Redis answers (for readiness checks).
     pub async fn ping(&self) -> Result<()> {
         self.store().ping().await
@@ -643,12 +667,7 @@ impl Queue {
             }
             // The task goes on: if the reply comes after all, its jobs are
             // released.
-            Err(_) => {
-                return Err(Error::Timeout {
-                    op: "pop",
-                    after: timeout,
-                })
-            }
+            Err(_) => return Err(self.store().timed_out("pop")),
         };
         let now = self.store().clock.now_us();
         let (live, ended): (Vec<_>, Vec<_>) = got

@@ -4,4 +4,5 @@
 pub mod client;
 pub mod config;
 pub mod private_redis;
+pub mod redis_checks;
 pub mod serve;

@@ -1,28 +1,48 @@
 //! A private redis-server for `delayq serve` when no Redis is named: started
 //! with `redis-conf/redis.conf` (compiled in), listening on a unix socket in
-//! the data directory only, stopped with SHUTDOWN (which writes the AOF out)
-//! when delayq stops.
+//! the data directory only.
 //!
-//! If delayq was killed and its redis-server lives on, the next start finds
-//! it answering on the socket and adopts it instead of starting another on
-//! the same data.
+//! Its life follows delayq's: it is stopped with SHUTDOWN (which writes the
+//! AOF out) whenever `serve` exits short of SIGKILL, start-up failures
+//! included; if it dies while delayq runs, delayq starts it again on the
+//! same data and says so. If delayq was killed and its redis-server lives
+//! on, the next start finds it answering on the socket and adopts it
+//! (stopping it, too, at the end).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 const CONF: &str = include_str!("../../redis-conf/redis.conf");
 
-pub struct PrivateRedis {
-    child: Option<Child>,
+/// How often the supervisor looks at the server.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// What it takes to start the server (again).
+struct Launch {
+    binary: PathBuf,
+    dir: PathBuf,
+    socket: PathBuf,
     url: String,
 }
 
+pub struct PrivateRedis {
+    launch: Arc<Launch>,
+    /// The server process, when delayq started it (None: adopted).
+    child: Arc<Mutex<Option<Child>>>,
+    stop: CancellationToken,
+    supervisor: Option<tokio::task::JoinHandle<()>>,
+}
+
 impl PrivateRedis {
-    /// Starts (or adopts) the private redis-server for `data_dir`.
+    /// Starts (or adopts) the private redis-server for `data_dir`, and
+    /// watches it until [`stop`](Self::stop).
     pub async fn start(data_dir: &Path) -> Result<PrivateRedis> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
@@ -36,48 +56,127 @@ impl PrivateRedis {
             );
         }
         let url = format!("redis+unix://{}", socket.display());
-        if ping(&url).await {
-            tracing::info!(socket = %socket.display(), "adopting the private redis-server already running on this data directory");
-            return Ok(PrivateRedis { child: None, url });
-        }
         let binary = find_redis_server().context(
             "no Redis to use: redis-server is not installed and --redis (DELAYQ_REDIS) is not set.\n\
              Install it (Debian/Ubuntu: sudo apt-get install -y redis-server) and delayq starts a \
              private one, or point delayq at your Redis: delayq serve --redis redis://HOST:PORT",
-        )?;
-        let conf = dir.join("redis.conf");
+        );
+        let adopted = ping(&url).await;
+        let binary = match (binary, adopted) {
+            (Ok(b), _) => b,
+            // An adopted server can run without the binary on PATH; it just
+            // cannot be started again.
+            (Err(_), true) => PathBuf::from("redis-server"),
+            (Err(e), false) => return Err(e),
+        };
+        let launch = Arc::new(Launch {
+            binary,
+            dir,
+            socket,
+            url,
+        });
+        let child = if adopted {
+            tracing::info!(socket = %launch.socket.display(), "adopting the private redis-server already running on this data directory");
+            None
+        } else {
+            let child = launch.spawn().await?;
+            tracing::info!(socket = %launch.socket.display(), "private redis-server started");
+            Some(child)
+        };
+        let child = Arc::new(Mutex::new(child));
+        let stop = CancellationToken::new();
+        let supervisor = tokio::spawn(supervise(launch.clone(), child.clone(), stop.clone()));
+        Ok(PrivateRedis {
+            launch,
+            child,
+            stop,
+            supervisor: Some(supervisor),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.launch.url
+    }
+
+    /// Stops the server cleanly (SHUTDOWN writes the AOF out), whether
+    /// delayq started it or adopted it, and waits until it is gone.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(s) = self.supervisor.take() {
+            let _ = s.await;
+        }
+        if let Ok(client) = redis::Client::open(self.launch.url.as_str()) {
+            let shutdown = async {
+                let mut c = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SHUTDOWN").query_async::<()>(&mut c).await
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), shutdown).await;
+        }
+        let mut child = self.child.lock().await;
+        match child.as_mut() {
+            Some(c) => {
+                if tokio::time::timeout(Duration::from_secs(10), c.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = c.kill().await;
+                }
+                *child = None;
+            }
+            None => {
+                for _ in 0..100 {
+                    if !ping(&self.launch.url).await {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        tracing::info!("private redis-server stopped");
+    }
+}
+
+impl Drop for PrivateRedis {
+    /// A last resort for exits that skip [`stop`](Self::stop) (a panic):
+    /// the server does not outlive delayq.
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Ok(mut child) = self.child.try_lock() {
+            if let Some(c) = child.as_mut() {
+                let _ = c.start_kill();
+            }
+        }
+    }
+}
+
+impl Launch {
+    /// Starts redis-server on the data directory and waits until it answers.
+    async fn spawn(&self) -> Result<Child> {
+        let conf = self.dir.join("redis.conf");
         std::fs::write(&conf, CONF)?;
-        let _ = std::fs::remove_file(&socket);
-        let log = dir.join("redis.log");
-        let child = Command::new(&binary)
+        let _ = std::fs::remove_file(&self.socket);
+        let log = self.dir.join("redis.log");
+        let mut child = Command::new(&self.binary)
             .arg(&conf)
             .args(["--port", "0", "--unixsocketperm", "700"])
             .arg("--unixsocket")
-            .arg(&socket)
+            .arg(&self.socket)
             .arg("--dir")
-            .arg(&dir)
+            .arg(&self.dir)
             .arg("--logfile")
             .arg(&log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        let mut redis = PrivateRedis {
-            child: Some(child),
-            url,
-        };
+            .with_context(|| format!("cannot start {}", self.binary.display()))?;
         // A large AOF takes a while to load; wait up to a minute.
         for _ in 0..600 {
-            if ping(&redis.url).await {
-                tracing::info!(socket = %socket.display(), "private redis-server started");
-                return Ok(redis);
+            if ping(&self.url).await {
+                return Ok(child);
             }
-            if let Some(status) = redis
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Ok(Some(status)) = child.try_wait() {
                 let tail = std::fs::read_to_string(&log).unwrap_or_default();
                 let tail: Vec<_> = tail.lines().rev().take(5).collect();
                 bail!(
@@ -90,29 +189,52 @@ impl PrivateRedis {
         }
         bail!(
             "redis-server did not answer on {} within 60 s",
-            socket.display()
+            self.socket.display()
         )
     }
+}
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Stops the server we started (not an adopted one) cleanly.
-    pub async fn stop(mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if let Ok(client) = redis::Client::open(self.url.as_str()) {
-            if let Ok(mut c) = client.get_multiplexed_async_connection().await {
-                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query_async(&mut c).await;
-            }
+/// Starts the server again whenever it is gone: our child exited, or an
+/// adopted server stopped answering twice in a row.
+async fn supervise(launch: Arc<Launch>, child: Arc<Mutex<Option<Child>>>, stop: CancellationToken) {
+    let mut silent = 0;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(CHECK_EVERY) => {}
+            _ = stop.cancelled() => return,
         }
-        if tokio::time::timeout(Duration::from_secs(10), child.wait())
-            .await
-            .is_err()
-        {
-            let _ = child.kill().await;
+        let mut guard = child.lock().await;
+        let gone = match guard.as_mut() {
+            Some(c) => match c.try_wait() {
+                Ok(Some(status)) => Some(format!("exited ({status})")),
+                _ => None,
+            },
+            None => {
+                silent = if ping(&launch.url).await {
+                    0
+                } else {
+                    silent + 1
+                };
+                (silent >= 2).then(|| "stopped answering".to_owned())
+            }
+        };
+        let Some(why) = gone else { continue };
+        if stop.is_cancelled() {
+            return;
+        }
+        tracing::warn!(
+            why,
+            "the private redis-server {why}; starting it again on the same data"
+        );
+        match launch.spawn().await {
+            Ok(c) => {
+                tracing::warn!("private redis-server restarted; jobs come back from its AOF");
+                *guard = Some(c);
+                silent = 0;
+            }
+            Err(e) => {
+                tracing::error!(error = %format!("{e:#}"), "cannot restart the private redis-server; trying again")
+            }
         }
     }
 }

@@ -7,12 +7,14 @@ use anyhow::{Context, Result};
 use clap::Args;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
+use delayq::store::Tls;
 use delayq::webhook;
 use delayq::{Config, Queue, Shutdown};
 use tokio::net::TcpListener;
 
 use super::config::{self, Topics};
 use super::private_redis::PrivateRedis;
+use super::redis_checks;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -20,10 +22,39 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:9277")]
     listen: String,
 
-    /// Redis to use (redis://HOST:PORT/DB or redis+unix:///PATH).
+    /// Redis to use (redis://HOST:PORT/DB, rediss://... for TLS,
+    /// redis+unix:///PATH).
     /// Without it, delayq starts a private redis-server in --data-dir.
     #[arg(long, env = "DELAYQ_REDIS")]
     redis: Option<String>,
+
+    /// TLS: check Redis's certificate against this CA (PEM file) instead of
+    /// the system's roots.
+    #[arg(long, env = "DELAYQ_REDIS_CA", value_name = "FILE")]
+    redis_ca: Option<PathBuf>,
+
+    /// TLS: client certificate (PEM file), for a Redis that asks for one.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_CERT",
+        value_name = "FILE",
+        requires = "redis_key"
+    )]
+    redis_cert: Option<PathBuf>,
+
+    /// TLS: the client certificate's key (PEM file).
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_KEY",
+        value_name = "FILE",
+        requires = "redis_cert"
+    )]
+    redis_key: Option<PathBuf>,
+
+    /// TLS: accept any certificate from Redis. For self-signed test setups
+    /// only; delayq says so in its log.
+    #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
+    redis_insecure: bool,
 
     /// Data directory of the private redis-server (when --redis is not set).
     #[arg(long, env = "DELAYQ_DATA_DIR", default_value = ".delayq")]
@@ -87,6 +118,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = 10_000)]
     dead_max: usize,
 
+    /// Start even though Redis's maxmemory-policy lets it delete keys that
+    /// hold jobs (pushes are still refused until it is fixed).
+    #[arg(long, env = "DELAYQ_ALLOW_EVICTING_REDIS")]
+    allow_evicting_redis: bool,
+
     /// Dead letters older than this are dropped.
     #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = "7d", value_parser = positive_duration)]
     dead_max_age: Duration,
@@ -128,6 +164,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     raise_open_files_limit();
     // Check the whole configuration before starting anything.
     let topics = args.topics()?;
+    delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
     let private = match &args.redis {
         Some(_) => None,
         None => Some(PrivateRedis::start(&args.data_dir).await?),
@@ -137,18 +174,40 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .clone()
         .or_else(|| private.as_ref().map(|p| p.url().to_owned()))
         .expect("either --redis or a private redis-server");
+    let served = serve(&args, topics, redis_url).await;
+    // However serving ended (a start-up failure included), the private
+    // redis-server does not outlive delayq.
+    if let Some(p) = private {
+        p.stop().await;
+    }
+    served
+}
 
+async fn serve(args: &ServeArgs, topics: Topics, redis_url: String) -> Result<()> {
+    let shutdown = Shutdown::new();
+    if args.redis_insecure {
+        tracing::warn!("--redis-insecure: redis's TLS certificate is NOT checked; anyone in between can read and change jobs");
+    }
     let queue = Queue::connect(Config {
-        redis_url,
+        redis_url: redis_url.clone(),
+        tls: Tls {
+            ca_file: args.redis_ca.clone(),
+            cert_file: args.redis_cert.clone(),
+            key_file: args.redis_key.clone(),
+            insecure: args.redis_insecure,
+        },
         prefix: args.prefix.clone(),
         redis_timeout: args.redis_timeout,
         default_retry: topics.default_retry,
         topic_retry: topics.topic_retry,
         dead_max_per_topic: args.dead_max,
         dead_max_age: args.dead_max_age,
+        shutdown: shutdown.clone(),
         ..Config::default()
     })
     .context("invalid configuration")?;
+    redis_checks::connect(&queue, &redis_url).await?;
+    redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
 
     let listener = TcpListener::bind(&args.listen)
         .await
@@ -156,13 +215,17 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     // On stdout, for scripts and tests that start delayq on port 0.
     println!("delayq listening on {addr}");
-    tracing::info!(%addr, prefix = %args.prefix, "delayq serving");
+    tracing::info!(%addr, prefix = %args.prefix, redis = %redis_checks::redact(&redis_url), "delayq serving");
     if args.auth_token.is_some() {
         tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");
     }
 
-    let shutdown = Shutdown::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(redis_checks::settings_every_minute(
+        queue.clone(),
+        args.allow_evicting_redis,
+        shutdown.clone(),
+    ));
     let hooks: Vec<_> = topics
         .webhooks
         .into_iter()
@@ -186,9 +249,6 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         let _ = h.await;
     }
     tracing::info!("delayq stopped");
-    if let Some(p) = private {
-        p.stop().await;
-    }
     Ok(())
 }
 

@@ -29,6 +29,9 @@ pub(crate) async fn run(h: Handles) {
             _ = h.stop.wait() => return,
         };
         let was_up = h.subscriber_up.swap(false, Ordering::Relaxed);
+        if let Err(e) = &ended {
+            h.store.note_connect_error(Some(e.to_string()));
+        }
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
             backoff = Duration::from_millis(20);
@@ -68,6 +71,7 @@ async fn session(h: &Handles) -> Result<(), redis::RedisError> {
     pubsub.subscribe(&[&ready_ch, &wake_ch]).await?;
 
     h.subscriber_up.store(true, Ordering::Relaxed);
+    h.store.note_connect_error(None);
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
     h.wake.notify_one();

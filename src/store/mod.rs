@@ -20,6 +20,7 @@ pub mod layout;
 pub mod library;
 pub(crate) mod read;
 mod reply;
+pub mod settings;
 
 pub mod dispatch;
 pub mod nack;
@@ -46,6 +47,7 @@ use clock::RedisClock;
 pub use layout::Keys;
 pub use read::{Memory, Overview, TopicCounts};
 use reply::Fields;
+pub use settings::Settings;
 
 /// What a script reports first, in every reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,13 +122,83 @@ pub(crate) struct Store {
     pub(crate) clock: RedisClock,
     timeout: Duration,
     metrics: Arc<Metrics>,
+    /// Why the last connection attempt failed (the subscriber connects on
+    /// its own and notes it); None once one succeeds.
+    connect_error: std::sync::Mutex<Option<String>>,
+}
+
+/// TLS to Redis (`rediss://` URLs). By default the server's certificate is
+/// checked against the system's roots.
+#[derive(Clone, Debug, Default)]
+pub struct Tls {
+    /// Check the server's certificate against this CA (PEM) instead.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate and its key (PEM), for servers that ask.
+    pub cert_file: Option<std::path::PathBuf>,
+    pub key_file: Option<std::path::PathBuf>,
+    /// Accept any certificate: for self-signed test setups only.
+    pub insecure: bool,
+}
+
+impl Tls {
+    fn is_set(&self) -> bool {
+        self.ca_file.is_some()
+            || self.cert_file.is_some()
+            || self.key_file.is_some()
+            || self.insecure
+    }
+}
+
+/// The client for `url`, with `tls` applied to a `rediss://` URL.
+fn client(url: &str, tls: &Tls) -> Result<redis::Client> {
+    let invalid = Error::Invalid;
+    if !url.starts_with("rediss://") {
+        if tls.is_set() {
+            return Err(invalid(
+                "TLS options (CA, client certificate, insecure) need a rediss:// URL".into(),
+            ));
+        }
+        return redis::Client::open(url).map_err(|e| invalid(format!("redis URL: {e}")));
+    }
+    if tls.cert_file.is_some() != tls.key_file.is_some() {
+        return Err(invalid(
+            "a client certificate needs its key, and a key its certificate".into(),
+        ));
+    }
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| invalid(format!("cannot read {}: {e}", p.display())))
+    };
+    // The crate reads "#insecure" on a rediss:// URL as "skip verification".
+    let url = if tls.insecure && !url.contains('#') {
+        format!("{url}#insecure")
+    } else {
+        url.to_owned()
+    };
+    let certificates = redis::TlsCertificates {
+        client_tls: match (&tls.cert_file, &tls.key_file) {
+            (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
+                client_cert: read(c)?,
+                client_key: read(k)?,
+            }),
+            _ => None,
+        },
+        root_cert: tls.ca_file.as_deref().map(read).transpose()?,
+    };
+    redis::Client::build_with_tls(url.as_str(), certificates)
+        .map_err(|e| invalid(format!("redis TLS setup: {e}")))
 }
 
 impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
-    pub fn new(url: &str, prefix: &str, timeout: Duration, metrics: Arc<Metrics>) -> Result<Store> {
-        let client = redis::Client::open(url).map_err(|e| Error::redis("connect", e))?;
+    pub fn new(
+        url: &str,
+        tls: &Tls,
+        prefix: &str,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Result<Store> {
+        let client = client(url, tls)?;
         let config = ConnectionManagerConfig::new()
             // Retry for ever, at most a second apart: an outage of any
             // length ends with a working connection. Callers are not kept
@@ -147,6 +219,7 @@ impl Store {
             clock: RedisClock::default(),
             timeout,
             metrics,
+            connect_error: std::sync::Mutex::new(None),
         })
     }
 
@@ -183,15 +256,27 @@ impl Store {
                 e.detail().unwrap_or("invalid argument").to_owned(),
             )),
             Ok(Err(e)) => Err(Error::redis(op, e)),
-            Err(_) => Err(Error::Timeout {
-                op,
-                after: self.timeout,
-            }),
+            Err(_) => Err(self.timed_out(op)),
         };
         if matches!(&result, Err(e) if e.is_unavailable()) {
             self.metrics.redis_errors.inc([], 1);
         }
         result
+    }
+
+    /// Notes why connecting failed (None: it worked), for the errors of
+    /// calls that time out meanwhile.
+    pub fn note_connect_error(&self, error: Option<String>) {
+        *self.connect_error.lock().unwrap() = error;
+    }
+
+    /// The timeout error of `op`, with the last connection error if any.
+    pub fn timed_out(&self, op: &'static str) -> Error {
+        Error::Timeout {
+            op,
+            after: self.timeout,
+            cause: self.connect_error.lock().unwrap().clone(),
+        }
     }
 
     /// The FCALL of `script` with its first key (the schedule) and first
@@ -265,6 +350,23 @@ impl Store {
             Err(e) if library::is_already_loaded(&e) => Ok(()),
             Err(e) => Err(Error::redis("load functions", e)),
         }
+    }
+
+    /// Connects once, on a connection of its own, and PINGs: the real cause
+    /// when that fails (refused, unknown host, wrong password, TLS), where
+    /// the shared connection, which retries for ever, can only time out.
+    pub async fn probe(&self) -> Result<()> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
+        let attempt = async {
+            let mut c = self
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("PING").query_async::<String>(&mut c).await
+        };
+        self.call("connect", attempt).await.map(|_| ())
     }
 
     /// Reads Redis time once, so that deadlines can be given from the first

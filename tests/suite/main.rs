@@ -27,4 +27,5 @@ mod native_api;
 mod retry;
 mod security;
 mod serve_cli;
+mod tls;
 mod webhooks;

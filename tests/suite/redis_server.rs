@@ -18,6 +18,8 @@ pub const REDIS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/re
 enum Listen {
     Socket,
     Port(u16),
+    /// TLS only, on this port (the caller gives the certificates).
+    Tls(u16),
 }
 
 pub struct RedisServer {
@@ -41,12 +43,13 @@ impl RedisServer {
 
     /// On a free loopback TCP port (for clients that cannot use a socket).
     pub fn start_tcp(extra: &[&str]) -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        Self::launch(Listen::Port(port), extra, String::new())
+        Self::launch(Listen::Port(free_port()), extra, String::new())
+    }
+
+    /// TLS only, on a free loopback port; `extra` names the certificates
+    /// (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-cert-file`, ...).
+    pub fn start_tls(extra: &[&str]) -> RedisServer {
+        Self::launch(Listen::Tls(free_port()), extra, String::new())
     }
 
     /// A server whose default user needs `password`, with `extra` config.
@@ -76,6 +79,7 @@ impl RedisServer {
         match self.listen {
             Listen::Socket => format!("redis+unix://{}{}", self.socket().display(), self.login),
             Listen::Port(port) => format!("redis://127.0.0.1:{port}/{}", self.login),
+            Listen::Tls(port) => format!("rediss://localhost:{port}/"),
         }
     }
 
@@ -96,6 +100,7 @@ impl RedisServer {
                 .arg("--unixsocket")
                 .arg(self.socket()),
             Listen::Port(port) => cmd.args(["--port", &port.to_string()]),
+            Listen::Tls(port) => cmd.args(["--port", "0", "--tls-port", &port.to_string()]),
         };
         let child = cmd
             .args(&self.extra)
@@ -109,6 +114,15 @@ impl RedisServer {
 
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
+        if let Listen::Tls(port) = self.listen {
+            // Whether a client gets in depends on its certificates: wait
+            // for the port.
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "redis-server did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            return;
+        }
         let client = redis::Client::open(self.url()).unwrap();
         loop {
             if let Ok(mut c) = client.get_connection() {
@@ -173,6 +187,14 @@ impl RedisServer {
             .and_then(|v| v.trim().parse().ok())
             .unwrap()
     }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Drop for RedisServer {

@@ -26,12 +26,19 @@ pub(super) async fn healthz() -> Json<serde_json::Value> {
 /// pops and finishes go on) and not set to evict keys that hold jobs.
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let q = &state.queue;
+    let mut error = None;
     let (redis, memory) = match q.memory().await {
         Ok(m) if m.evicting() => (true, "evicting"),
         Ok(m) if m.full() => (true, "full"),
         Ok(_) => (true, "ok"),
         // A server that keeps INFO from delayq's user: PING says enough.
-        Err(_) => (q.ping().await.is_ok(), "unknown"),
+        Err(_) => match q.ping().await {
+            Ok(()) => (true, "unknown"),
+            Err(e) => {
+                error = Some(e.to_string());
+                (false, "unknown")
+            }
+        },
     };
     let subscriber = q.subscriber_connected();
     let status = if redis && subscriber && matches!(memory, "ok" | "unknown") {
@@ -39,11 +46,11 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({"redis": redis, "subscriber": subscriber, "memory": memory})),
-    )
-        .into_response()
+    let mut body = json!({"redis": redis, "subscriber": subscriber, "memory": memory});
+    if let Some(e) = error {
+        body["error"] = json!(e);
+    }
+    (status, Json(body)).into_response()
 }
 
 /// Prometheus text format. Queue depths are read from Redis at scrape time

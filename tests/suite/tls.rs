@@ -1,0 +1,233 @@
+//! Redis over TLS (`rediss://`): a redis-server started with TLS on and
+//! certificates made here with openssl, a CA of the test's own.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+use delayq::store::Tls;
+use delayq::{Config, Queue};
+
+/// A CA, a server certificate for localhost and a client certificate, in
+/// `dir`.
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(d)
+                .output()
+                .expect("openssl must be installed (apt-get install -y openssl)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-new",
+            "-nodes",
+            "-newkey",
+            "rsa:2048",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=delayq test CA",
+        ]);
+        std::fs::write(
+            d.join("server.ext"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        for (name, cn) in [("server", "localhost"), ("client", "delayq")] {
+            openssl(&[
+                "req",
+                "-new",
+                "-nodes",
+                "-newkey",
+                "rsa:2048",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={cn}"),
+            ]);
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &format!("{name}.crt"),
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+            ]);
+        }
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn arg(&self, name: &str) -> String {
+        self.path(name).to_str().unwrap().to_owned()
+    }
+
+    /// redis-server TLS options; `clients`: "no" or "yes" (certificates
+    /// required).
+    fn server(&self, clients: &str) -> RedisServer {
+        let (cert, key, ca) = (
+            self.arg("server.crt"),
+            self.arg("server.key"),
+            self.arg("ca.crt"),
+        );
+        RedisServer::start_tls(&[
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            clients,
+        ])
+    }
+}
+
+fn tls_queue(redis: &RedisServer, tls: Tls) -> Queue {
+    Queue::connect(Config {
+        redis_url: redis.url(),
+        tls,
+        redis_timeout: Duration::from_secs(2),
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn file(p: &Path) -> Option<PathBuf> {
+    Some(p.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_with_its_ca_carries_jobs_and_an_unknown_ca_is_named() {
+    let certs = Certs::make();
+    let redis = certs.server("no");
+    let q = tls_queue(
+        &redis,
+        Tls {
+            ca_file: file(&certs.path("ca.crt")),
+            ..Tls::default()
+        },
+    );
+    q.check_connection().await.unwrap();
+    q.push(&job("tls-1", "secure", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["secure"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("delivered over TLS");
+    q.finish(&d.id, &d.token).await.unwrap();
+    q.close().await;
+
+    // The system's roots do not know the test's CA.
+    let q = tls_queue(&redis, Tls::default());
+    let e = q.check_connection().await.unwrap_err().to_string();
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+    q.close().await;
+
+    // Insecure takes any certificate.
+    let q = tls_queue(
+        &redis,
+        Tls {
+            insecure: true,
+            ..Tls::default()
+        },
+    );
+    q.check_connection().await.unwrap();
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_asks_for_a_client_certificate_gets_one() {
+    let certs = Certs::make();
+    let redis = certs.server("yes");
+    let ca = file(&certs.path("ca.crt"));
+    let q = tls_queue(
+        &redis,
+        Tls {
+            ca_file: ca.clone(),
+            ..Tls::default()
+        },
+    );
+    assert!(
+        q.check_connection().await.is_err(),
+        "in without a certificate"
+    );
+    q.close().await;
+    let q = tls_queue(
+        &redis,
+        Tls {
+            ca_file: ca,
+            cert_file: file(&certs.path("client.crt")),
+            key_file: file(&certs.path("client.key")),
+            insecure: false,
+        },
+    );
+    q.check_connection().await.unwrap();
+    q.push(&job("tls-2", "secure", 0, 60_000)).await.unwrap();
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_the_tls_flags_and_says_when_checks_are_off() {
+    let certs = Certs::make();
+    let redis = certs.server("no");
+    let url = redis.url();
+    let ca = certs.arg("ca.crt");
+    let p = DelayqProcess::spawn(&["--redis", &url, "--redis-ca", &ca]);
+    let pushed = post(
+        &p.base,
+        "/push",
+        r#"{"topic":"t","id":"1","delay":1,"ttr":5}"#,
+    )
+    .await;
+    assert_eq!(pushed["code"], 0, "{pushed}");
+    p.terminate();
+    let (p, logs) = DelayqProcess::spawn_logged(&["--redis", &url, "--redis-insecure"]);
+    log_line(&logs, "certificate is NOT checked", Duration::from_secs(10));
+    p.terminate();
+    // Without the CA, serve does not start, and says why.
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--redis", &url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot reach redis") && err.contains("--redis-ca"),
+        "{err}"
+    );
+}
