@@ -113,8 +113,27 @@ pub async fn settings_every_minute(queue: Queue, allow_evicting: bool, shutdown:
     }
 }
 
-/// The URL without its password, for messages.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_show() {
+        use super::redact;
+        assert_eq!(redact("redis://u:secret@h:1/"), "redis://u:***@h:1/");
+        assert_eq!(
+            redact("redis+unix:///s?user=u&pass=secret&db=1"),
+            "redis+unix:///s?user=u&pass=***&db=1"
+        );
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    }
+}
+
+/// The URL without its password (`user:PASSWORD@` or `?pass=PASSWORD`),
+/// for messages.
 pub fn redact(url: &str) -> String {
+    if let Some(i) = url.find("pass=") {
+        let end = url[i..].find('&').map_or(url.len(), |e| i + e);
+        return format!("{}pass=***{}", &url[..i], &url[end..]);
+    }
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let creds = &url[scheme + 3..at];

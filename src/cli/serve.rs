@@ -162,6 +162,9 @@ impl ServeArgs {
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     raise_open_files_limit();
+    // Take over SIGTERM and SIGINT first: from here on they stop delayq
+    // cleanly (the private redis-server with it), even during start-up.
+    let signals = Signals::install()?;
     // Check the whole configuration before starting anything.
     let topics = args.topics()?;
     delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
@@ -174,7 +177,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .clone()
         .or_else(|| private.as_ref().map(|p| p.url().to_owned()))
         .expect("either --redis or a private redis-server");
-    let served = serve(&args, topics, redis_url).await;
+    let served = serve(&args, topics, redis_url, signals).await;
     // However serving ended (a start-up failure included), the private
     // redis-server does not outlive delayq.
     if let Some(p) = private {
@@ -183,7 +186,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     served
 }
 
-async fn serve(args: &ServeArgs, topics: Topics, redis_url: String) -> Result<()> {
+async fn serve(
+    args: &ServeArgs,
+    topics: Topics,
+    redis_url: String,
+    signals: Signals,
+) -> Result<()> {
     let shutdown = Shutdown::new();
     if args.redis_insecure {
         tracing::warn!("--redis-insecure: redis's TLS certificate is NOT checked; anyone in between can read and change jobs");
@@ -220,7 +228,7 @@ async fn serve(args: &ServeArgs, topics: Topics, redis_url: String) -> Result<()
         tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");
     }
 
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(signals.stop(shutdown.clone()));
     tokio::spawn(redis_checks::settings_every_minute(
         queue.clone(),
         args.allow_evicting_redis,
@@ -252,15 +260,31 @@ async fn serve(args: &ServeArgs, topics: Topics, redis_url: String) -> Result<()
     Ok(())
 }
 
-async fn stop_on_signal(shutdown: Shutdown) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// SIGTERM and SIGINT, taken over when created (a signal that comes
+/// before anyone waits is kept, not lost).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
+        })
     }
-    tracing::info!("stopping: answering waiting pops, finishing requests in flight");
-    shutdown.trigger();
+
+    /// Triggers `shutdown` at the first signal.
+    async fn stop(mut self, shutdown: Shutdown) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        tracing::info!("stopping: answering waiting pops, finishing requests in flight");
+        shutdown.trigger();
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

@@ -199,3 +199,42 @@ async fn a_killed_delayq_leaves_nothing_behind_for_the_next_one() {
         post(&second.base, "/finish", &json!({"id": id}).to_string()).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
+    let mut redis = RedisServer::start();
+    let q = delayq::Queue::connect(delayq::Config {
+        redis_timeout: Duration::from_millis(500),
+        ..config(&redis)
+    })
+    .unwrap();
+    let s = TestServer::start(q.clone(), Default::default()).await;
+    eventually(Duration::from_secs(5), "subscribed", || async {
+        q.subscriber_connected().then_some(())
+    })
+    .await;
+    redis.kill();
+    let http = reqwest::Client::new();
+    let message = eventually(Duration::from_secs(10), "a 503 with the cause", || async {
+        let r = http
+            .post(format!("{}/v1/jobs", s.base))
+            .body(r#"{"topic":"t"}"#)
+            .send()
+            .await
+            .ok()?;
+        let v: serde_json::Value = r.json().await.ok()?;
+        let m = v["error"]["message"].as_str()?.to_owned();
+        m.contains("last connection error").then_some(m)
+    })
+    .await;
+    assert!(
+        message.contains("No such file") || message.contains("refused"),
+        "{message}"
+    );
+    let r = http.get(format!("{}/readyz", s.base)).send().await.unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+    redis.restart();
+    s.stop().await;
+}

@@ -75,3 +75,161 @@ fn a_missing_redis_server_is_explained() {
     assert!(err.contains("apt-get install -y redis-server"), "{err}");
     assert!(err.contains("--redis"), "{err}");
 }
+
+/// `delayq serve ARGS` run to its end (it is expected to fail at start).
+fn serve_fails(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("DELAYQ_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_redis_that_cannot_be_reached_at_start_is_named_with_its_cause() {
+    let refused = serve_fails(&["--redis", "redis://127.0.0.1:1/"]);
+    assert!(
+        refused.contains("cannot reach redis") && refused.contains("refused"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("hint: is redis-server running"),
+        "{refused}"
+    );
+    let unknown = serve_fails(&["--redis", "redis://no-such-host.invalid:6379/"]);
+    assert!(unknown.contains("check the host name"), "{unknown}");
+    let redis = RedisServer::start_with_password("right", &[]);
+    let url = format!("redis+unix://{}?pass=wrong", redis.socket().display());
+    let wrong = serve_fails(&["--redis", &url]);
+    assert!(wrong.contains("user and password"), "{wrong}");
+    assert!(!wrong.contains("=wrong"), "the password was shown: {wrong}");
+}
+
+#[test]
+fn an_evicting_redis_stops_serve_at_start_unless_allowed() {
+    let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let err = serve_fails(&["--redis", &redis.url()]);
+    assert!(
+        err.contains("allkeys-lru") && err.contains("--allow-evicting-redis"),
+        "{err}"
+    );
+    let p = DelayqProcess::start(&redis, &["--allow-evicting-redis"]);
+    p.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_settings_are_fixed_or_warned_about() {
+    // No persistence, no expired events: delayq turns events on, warns
+    // about persistence.
+    let redis = RedisServer::start_with(&[
+        "--appendonly",
+        "no",
+        "--save",
+        "",
+        "--notify-keyspace-events",
+        "",
+    ]);
+    let (p, logs) = DelayqProcess::spawn_logged(&["--redis", &redis.url()]);
+    log_line(&logs, "no persistence", Duration::from_secs(10));
+    let flags: Vec<String> = redis
+        .cmd(&["CONFIG", "GET", "notify-keyspace-events"])
+        .await;
+    assert!(
+        flags[1].contains('E') && flags[1].contains('x'),
+        "{flags:?}"
+    );
+    p.terminate();
+    // A Redis that refuses CONFIG: delayq says only the sweep fires jobs.
+    let locked = RedisServer::start_with(&[
+        "--notify-keyspace-events",
+        "",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    let (p, logs) = DelayqProcess::spawn_logged(&["--redis", &locked.url()]);
+    log_line(&logs, "only the sweep fires jobs", Duration::from_secs(10));
+    p.terminate();
+}
+
+fn answers(socket: &std::path::Path) -> bool {
+    redis::Client::open(format!("redis+unix://{}", socket.display()))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .is_ok()
+}
+
+#[test]
+fn the_private_redis_server_stops_when_serve_fails_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", &addr, "--data-dir"])
+        .arg(&data)
+        .env_remove("DELAYQ_REDIS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen"));
+    assert!(
+        !answers(&data.join("redis.sock")),
+        "redis-server left running"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_private_redis_server_is_stopped_with_delayq() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let socket = dir.path().join("redis.sock");
+    // delayq dies; its redis-server lives on...
+    DelayqProcess::spawn(&["--data-dir", data]).kill9();
+    assert!(answers(&socket));
+    // ...and the next delayq adopts it, and stops it when it stops.
+    let p = DelayqProcess::spawn(&["--data-dir", data]);
+    p.terminate();
+    assert!(
+        !answers(&socket),
+        "the adopted redis-server outlived delayq"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_redis_server_that_dies_is_started_again_on_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (p, logs) = DelayqProcess::spawn_logged(&["--data-dir", data]);
+    let push = r#"{"topic":"t","id":"survivor","delay":3600,"ttr":5,"body":"b"}"#;
+    assert_eq!(post(&p.base, "/push", push).await["code"], 0);
+    let client = redis::Client::open(format!(
+        "redis+unix://{}",
+        dir.path().join("redis.sock").display()
+    ))
+    .unwrap();
+    let mut c = client.get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    let pid: i32 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: a plain kill(2) of the redis-server this test's delayq started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    log_line(&logs, "restarted", Duration::from_secs(20));
+    let got = eventually(Duration::from_secs(20), "the job back", || async {
+        let got = post(&p.base, "/get", r#"{"id":"survivor"}"#).await;
+        (got["data"]["body"] == "b").then_some(got)
+    })
+    .await;
+    assert_eq!(got["code"], 0);
+    p.terminate();
+}
