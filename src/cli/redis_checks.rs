@@ -113,20 +113,6 @@ pub async fn settings_every_minute(queue: Queue, allow_evicting: bool, shutdown:
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_never_show() {
-        use super::redact;
-        assert_eq!(redact("redis://u:secret@h:1/"), "redis://u:***@h:1/");
-        assert_eq!(
-            redact("redis+unix:///s?user=u&pass=secret&db=1"),
-            "redis+unix:///s?user=u&pass=***&db=1"
-        );
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
-    }
-}
-
 /// The URL without its password (`user:PASSWORD@` or `?pass=PASSWORD`),
 /// for messages.
 pub fn redact(url: &str) -> String {
@@ -143,5 +129,19 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_show() {
+        use super::redact;
+        assert_eq!(redact("redis://u:secret@h:1/"), "redis://u:***@h:1/");
+        assert_eq!(
+            redact("redis+unix:///s?user=u&pass=secret&db=1"),
+            "redis+unix:///s?user=u&pass=***&db=1"
+        );
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
     }
 }
