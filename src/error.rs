@@ -54,6 +54,12 @@ pub enum Error {
     #[error("redis maxmemory-policy is {0}, which lets redis silently delete jobs; set it to noeviction (or a volatile-* policy)")]
     Evicting(String),
 
+    /// A push reached the master but fewer replicas than asked for have it
+    /// yet: a failover now could lose it. Pushing it again (same id) is
+    /// safe.
+    #[error("redis unavailable: the job was written but only {acked} of {wanted} replicas acknowledged it in time; push it again (same id) to be sure")]
+    Unreplicated { acked: usize, wanted: usize },
+
     /// Redis answered `op` with an error, or the connection failed.
     #[error("redis error: {op}: {source}")]
     Redis {
@@ -76,6 +82,7 @@ impl Error {
                 | Error::Late { .. }
                 | Error::Full
                 | Error::Evicting(_)
+                | Error::Unreplicated { .. }
                 | Error::Redis { .. }
         )
     }

@@ -23,9 +23,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the HTTP server (native /v1 API and ouqiang/delay-queue endpoints).
-    Serve(cli::serve::ServeArgs),
+    Serve(Box<cli::serve::ServeArgs>),
     #[command(flatten)]
-    Client(cli::client::ClientCommand),
+    Client(Box<cli::client::ClientCommand>),
 }
 
 fn main() -> ExitCode {
@@ -60,7 +60,7 @@ async fn run(cli: Cli) -> Result<()> {
         logs.init();
     }
     match cli.command {
-        Command::Serve(args) => cli::serve::run(args).await,
-        Command::Client(command) => cli::client::run(command).await,
+        Command::Serve(args) => cli::serve::run(*args).await,
+        Command::Client(command) => cli::client::run(*command).await,
     }
 }

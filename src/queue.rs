@@ -33,6 +33,12 @@ use crate::waiters::Waiters;
 pub struct Config {
     /// `redis://host:port/db`, `redis+unix:///path/to/sock`, ...
     pub redis_url: String,
+    /// Reach Redis through these sentinels instead of `redis_url`.
+    pub sentinel: Option<crate::store::sentinel::Sentinel>,
+    /// Replicas that must have a push before it is acknowledged (Redis
+    /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
+    /// sentinel's own setting counts.
+    pub replica_acks: usize,
     /// TLS settings for a `rediss://` URL.
     pub tls: crate::store::Tls,
     /// Key prefix; every key is `{prefix}:...`.
@@ -68,6 +74,8 @@ impl Default for Config {
         Config {
             redis_url: "redis://127.0.0.1:6379/".into(),
             tls: Default::default(),
+            sentinel: None,
+            replica_acks: 0,
             prefix: "dq".into(),
             redis_timeout: Duration::from_secs(2),
             dispatch: true,
@@ -124,7 +132,13 @@ impl Queue {
         }
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(Store::new(
-            &config.redis_url,
+            match &config.sentinel {
+                Some(s) => crate::store::Target::Sentinel(s.clone()),
+                None => crate::store::Target::Url {
+                    url: config.redis_url.clone(),
+                    replica_acks: config.replica_acks,
+                },
+            },
             &config.tls,
             &config.prefix,
             config.redis_timeout,

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
+use delayq::store::sentinel::Sentinel;
 use delayq::store::Tls;
 use delayq::webhook;
 use delayq::{Config, Queue, Shutdown};
@@ -27,6 +28,41 @@ pub struct ServeArgs {
     /// Without it, delayq starts a private redis-server in --data-dir.
     #[arg(long, env = "DELAYQ_REDIS")]
     redis: Option<String>,
+
+    /// Reach Redis through Sentinel: the sentinels' URLs, comma-separated
+    /// (redis://HOST:PORT,...; a user and password in them are used for the
+    /// master too). Needs --sentinel-master.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_SENTINEL",
+        value_name = "URLS",
+        conflicts_with = "redis",
+        requires = "sentinel_master"
+    )]
+    redis_sentinel: Option<String>,
+
+    /// The master's name in the sentinels' configuration.
+    #[arg(
+        long,
+        env = "DELAYQ_SENTINEL_MASTER",
+        value_name = "NAME",
+        requires = "redis_sentinel"
+    )]
+    sentinel_master: Option<String>,
+
+    /// Database on the master found through Sentinel.
+    #[arg(
+        long,
+        env = "DELAYQ_SENTINEL_DB",
+        default_value_t = 0,
+        requires = "redis_sentinel"
+    )]
+    sentinel_db: i64,
+
+    /// Acknowledge a push only once this many replicas have it (Redis
+    /// WAIT): a failover then loses no acknowledged job. 0: do not wait.
+    #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = 0)]
+    replica_acks: usize,
 
     /// TLS: check Redis's certificate against this CA (PEM file) instead of
     /// the system's roots.
@@ -168,15 +204,16 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     // Check the whole configuration before starting anything.
     let topics = args.topics()?;
     delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
-    let private = match &args.redis {
-        Some(_) => None,
-        None => Some(PrivateRedis::start(&args.data_dir).await?),
+    let private = match (&args.redis, &args.redis_sentinel) {
+        (None, None) => Some(PrivateRedis::start(&args.data_dir).await?),
+        _ => None,
     };
-    let redis_url = args
-        .redis
-        .clone()
-        .or_else(|| private.as_ref().map(|p| p.url().to_owned()))
-        .expect("either --redis or a private redis-server");
+    let redis_url = match (&args.redis, &args.redis_sentinel, &private) {
+        (Some(url), _, _) => url.clone(),
+        (None, Some(sentinels), _) => format!("sentinel {sentinels}"),
+        (None, None, Some(p)) => p.url().to_owned(),
+        (None, None, None) => unreachable!("a private redis-server without --redis"),
+    };
     let served = serve(&args, topics, redis_url, signals).await;
     // However serving ended (a start-up failure included), the private
     // redis-server does not outlive delayq.
@@ -196,8 +233,16 @@ async fn serve(
     if args.redis_insecure {
         tracing::warn!("--redis-insecure: redis's TLS certificate is NOT checked; anyone in between can read and change jobs");
     }
+    let sentinel = args.redis_sentinel.as_ref().map(|urls| Sentinel {
+        sentinels: urls.split(',').map(|u| u.trim().to_owned()).collect(),
+        master: args.sentinel_master.clone().unwrap_or_default(),
+        db: args.sentinel_db,
+        replica_acks: args.replica_acks,
+    });
     let queue = Queue::connect(Config {
         redis_url: redis_url.clone(),
+        sentinel,
+        replica_acks: args.replica_acks,
         tls: Tls {
             ca_file: args.redis_ca.clone(),
             cert_file: args.redis_cert.clone(),

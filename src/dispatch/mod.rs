@@ -111,6 +111,14 @@ impl Dispatcher {
     /// `handles.dispatch` is on, the sweep and dead-letter retention.
     pub fn start(handles: Handles) -> Dispatcher {
         let mut tasks = vec![tokio::spawn(subscriber::run(handles.clone()))];
+        if handles.store.behind_sentinel() {
+            // Not a dispatch loop, but like them it runs with the queue: it
+            // keeps the store pointed at the current master.
+            tasks.push(tokio::spawn(crate::store::sentinel::follow(
+                handles.store.clone(),
+                handles.stop.clone(),
+            )));
+        }
         if handles.dispatch {
             tasks.push(tokio::spawn(sweep::run(handles.clone())));
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));

@@ -59,7 +59,7 @@ fn reason(ended: &Result<(), redis::RedisError>) -> String {
 async fn session(h: &Handles) -> Result<(), redis::RedisError> {
     let keys = &h.store.keys;
     let timeout = h.store.timeout();
-    let mut pubsub = tokio::time::timeout(timeout, h.store.client.get_async_pubsub())
+    let mut pubsub = tokio::time::timeout(timeout, h.store.client().get_async_pubsub())
         .await
         .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "connect timed out")))??;
     // Only a dispatching process needs expired events; the others would

@@ -20,6 +20,7 @@ pub mod layout;
 pub mod library;
 pub(crate) mod read;
 mod reply;
+pub mod sentinel;
 pub mod settings;
 
 pub mod dispatch;
@@ -114,10 +115,22 @@ pub struct Script {
 /// nobody go back to ready at once instead of after their ttr.
 pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
 
+/// Where the store's calls go: a client and its shared connection. Behind
+/// Sentinel both are replaced when the master changes.
+struct Link {
+    client: redis::Client,
+    conn: ConnectionManager,
+    /// The master's address, behind Sentinel.
+    master: Option<(String, u16)>,
+}
+
 /// The connection to one queue's Redis, and the calls made on it.
 pub(crate) struct Store {
-    conn: ConnectionManager,
-    pub(crate) client: redis::Client,
+    link: std::sync::RwLock<Link>,
+    tls: Tls,
+    sentinel: Option<sentinel::Sentinel>,
+    /// Replicas that must have a push before it is acknowledged (WAIT).
+    replica_acks: usize,
     pub(crate) keys: Keys,
     pub(crate) clock: RedisClock,
     timeout: Duration,
@@ -125,6 +138,24 @@ pub(crate) struct Store {
     /// Why the last connection attempt failed (the subscriber connects on
     /// its own and notes it); None once one succeeds.
     connect_error: std::sync::Mutex<Option<String>>,
+}
+
+/// The code and detail of the (first) error Redis answered with, also from
+/// inside a pipeline.
+fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
+    let errors = e.clone().into_server_errors()?;
+    let (_, first) = errors.first()?;
+    Some((
+        first.code().to_owned(),
+        first.details().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// Where a store's Redis is.
+#[derive(Clone, Debug)]
+pub(crate) enum Target {
+    Url { url: String, replica_acks: usize },
+    Sentinel(sentinel::Sentinel),
 }
 
 /// TLS to Redis (`rediss://` URLs). By default the server's certificate is
@@ -192,13 +223,40 @@ impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
     pub fn new(
-        url: &str,
+        target: Target,
         tls: &Tls,
         prefix: &str,
         timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Result<Store> {
-        let client = client(url, tls)?;
+        let (client, sentinel, replica_acks) = match target {
+            Target::Url { url, replica_acks } => (client(&url, tls)?, None, replica_acks),
+            Target::Sentinel(s) => {
+                s.check()?;
+                // Nowhere until the sentinels name the master (at once).
+                (sentinel::unresolved(), Some(s.clone()), s.replica_acks)
+            }
+        };
+        let conn = Self::manager(&client, timeout)?;
+        Ok(Store {
+            link: std::sync::RwLock::new(Link {
+                client,
+                conn,
+                master: None,
+            }),
+            tls: tls.clone(),
+            sentinel,
+            replica_acks,
+            keys: Keys::new(prefix),
+            clock: RedisClock::default(),
+            timeout,
+            metrics,
+            connect_error: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// The shared connection to `client`.
+    fn manager(client: &redis::Client, timeout: Duration) -> Result<ConnectionManager> {
         let config = ConnectionManagerConfig::new()
             // Retry for ever, at most a second apart: an outage of any
             // length ends with a working connection. Callers are not kept
@@ -210,17 +268,23 @@ impl Store {
             // that comes late is still read (and acted on) rather than lost
             // with a reconnect.
             .set_response_timeout(Some(timeout + LATE_REPLY_GRACE));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| Error::redis("connect", e))?;
-        Ok(Store {
-            conn,
-            client,
-            keys: Keys::new(prefix),
-            clock: RedisClock::default(),
-            timeout,
-            metrics,
-            connect_error: std::sync::Mutex::new(None),
-        })
+        ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| Error::redis("connect", e))
+    }
+
+    pub fn behind_sentinel(&self) -> bool {
+        self.sentinel.is_some()
+    }
+
+    /// Replicas a push waits for (WAIT); 0: none.
+    pub fn replica_acks(&self) -> usize {
+        self.replica_acks
+    }
+
+    /// The client calls go through (the current master's, behind
+    /// Sentinel); the subscriber makes its own connection with it.
+    pub fn client(&self) -> redis::Client {
+        self.link.read().unwrap().client.clone()
     }
 
     pub fn timeout(&self) -> Duration {
@@ -228,7 +292,7 @@ impl Store {
     }
 
     fn conn(&self) -> ConnectionManager {
-        self.conn.clone()
+        self.link.read().unwrap().conn.clone()
     }
 
     /// Runs one Redis call for at most the timeout.
@@ -250,12 +314,12 @@ impl Store {
     ) -> Result<T> {
         let result = match tokio::time::timeout(limit, f).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) if e.code() == Some("DQLATE") => Err(Error::Late { op }),
-            Ok(Err(e)) if e.code() == Some("OOM") => Err(Error::Full),
-            Ok(Err(e)) if e.code() == Some("DQINVALID") => Err(Error::Invalid(
-                e.detail().unwrap_or("invalid argument").to_owned(),
-            )),
-            Ok(Err(e)) => Err(Error::redis(op, e)),
+            Ok(Err(e)) => Err(match server_error(&e) {
+                Some((code, _)) if code == "DQLATE" => Error::Late { op },
+                Some((code, _)) if code == "OOM" => Error::Full,
+                Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
+                _ => Error::redis(op, e),
+            }),
             Err(_) => Err(self.timed_out(op)),
         };
         if matches!(&result, Err(e) if e.is_unavailable()) {
@@ -322,12 +386,14 @@ impl Store {
     }
 
     /// Runs script calls in one pipeline (one round trip); each is still
-    /// its own atomic call.
+    /// its own atomic call. With `then_wait`, the pipeline's last command is
+    /// a WAIT, whose count of replicas comes back apart.
     pub async fn run_pipeline(
         &self,
         op: &'static str,
         pipe: &redis::Pipeline,
-    ) -> Result<Vec<(Status, Fields)>> {
+        then_wait: bool,
+    ) -> Result<(Vec<(Status, Fields)>, Option<usize>)> {
         let replies: Vec<redis::Value> =
             match self.call(op, pipe.query_async(&mut self.conn())).await {
                 Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
@@ -336,7 +402,20 @@ impl Store {
                 }
                 r => r?,
             };
-        replies.into_iter().map(|r| Fields::parse(op, r)).collect()
+        let mut replies = replies;
+        let acked = if then_wait {
+            match replies.pop() {
+                Some(redis::Value::Int(n)) => Some(n.max(0) as usize),
+                other => return Err(Error::protocol(op, format!("WAIT replied {other:?}"))),
+            }
+        } else {
+            None
+        };
+        let parsed = replies
+            .into_iter()
+            .map(|r| Fields::parse(op, r))
+            .collect::<Result<_>>()?;
+        Ok((parsed, acked))
     }
 
     async fn load_functions(&self) -> Result<()> {
@@ -359,9 +438,12 @@ impl Store {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
+        if self.sentinel.is_some() {
+            self.follow_master().await?;
+        }
+        let client = self.client();
         let attempt = async {
-            let mut c = self
-                .client
+            let mut c = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await?;
             redis::cmd("PING").query_async::<String>(&mut c).await

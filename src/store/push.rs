@@ -70,12 +70,12 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
 
 impl Store {
     pub(crate) async fn push(&self, p: &Push<'_>) -> Result<Pushed> {
-        let mut cmd = self.fcall(&SCRIPT);
-        p.args(&mut cmd);
-        decode(self.run("push", &cmd).await?)
+        Ok(self.push_many(std::slice::from_ref(p)).await?.remove(0))
     }
 
     /// Many pushes in one round trip; each is still its own atomic upsert.
+    /// With replica acks asked for, a WAIT follows in the same round trip,
+    /// and the pushes are acknowledged only if enough replicas have them.
     pub(crate) async fn push_many(&self, pushes: &[Push<'_>]) -> Result<Vec<Pushed>> {
         let mut pipe = redis::pipe();
         for p in pushes {
@@ -83,11 +83,19 @@ impl Store {
             p.args(&mut cmd);
             pipe.add_command(cmd);
         }
-        self.run_pipeline("push", &pipe)
-            .await?
-            .into_iter()
-            .map(decode)
-            .collect()
+        let wanted = self.replica_acks();
+        if wanted > 0 {
+            pipe.cmd("WAIT")
+                .arg(wanted)
+                .arg(self.timeout().as_millis() as u64 / 2);
+        }
+        let (pushed, acked) = self.run_pipeline("push", &pipe, wanted > 0).await?;
+        if let Some(acked) = acked {
+            if acked < wanted {
+                return Err(Error::Unreplicated { acked, wanted });
+            }
+        }
+        pushed.into_iter().map(decode).collect()
     }
 }
 

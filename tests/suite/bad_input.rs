@@ -16,6 +16,20 @@ struct World {
     base: String,
 }
 
+/// The shared world's redis-server: a static is never dropped, so it is
+/// killed when the test process exits.
+static WORLD_REDIS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn stop_world_redis() {
+    let pid = WORLD_REDIS.load(std::sync::atomic::Ordering::Relaxed);
+    if pid != 0 {
+        // SAFETY: kill(2) of the redis-server this process started.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+    }
+}
+
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
@@ -25,6 +39,11 @@ fn world() -> &'static World {
             .build()
             .unwrap();
         let redis = RedisServer::start();
+        WORLD_REDIS.store(redis.pid(), std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: registers a plain function to run at exit.
+        unsafe {
+            libc::atexit(stop_world_redis);
+        }
         let base = rt.block_on(async {
             let s = TestServer::start(queue(&redis), Default::default()).await;
             let base = s.base.clone();

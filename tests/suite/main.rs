@@ -26,6 +26,7 @@ mod load;
 mod native_api;
 mod retry;
 mod security;
+mod sentinel;
 mod serve_cli;
 mod tls;
 mod webhooks;

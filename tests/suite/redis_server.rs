@@ -92,8 +92,12 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
+        // A copy: CONFIG REWRITE (Sentinel sends it to a replica it
+        // promotes) must not touch the repository's file.
+        let conf = self.dir.path().join("redis.conf");
+        std::fs::copy(REDIS_CONF, &conf).unwrap();
         let mut cmd = Command::new("redis-server");
-        cmd.arg(REDIS_CONF).arg("--dir").arg(self.dir.path());
+        cmd.arg(&conf).arg("--dir").arg(self.dir.path());
         match self.listen {
             Listen::Socket => cmd
                 .args(["--port", "0"])
@@ -133,6 +137,11 @@ impl RedisServer {
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The process id of the running server (0 when stopped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
     }
 
     /// SIGKILL: no shutdown, no final fsync.

@@ -147,7 +147,10 @@ impl From<Error> for ApiError {
                 "redis_evicts",
                 e.to_string(),
             ),
-            Error::Timeout { .. } | Error::Late { .. } | Error::Redis { .. } => {
+            Error::Timeout { .. }
+            | Error::Late { .. }
+            | Error::Unreplicated { .. }
+            | Error::Redis { .. } => {
                 tracing::warn!(error = %e, "redis unavailable");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -1,0 +1,140 @@
+//! Redis behind Sentinel: the sentinels name the master, and the store
+//! follows it. Every second (and before a connection check) delayq asks the
+//! sentinels, in turn, for the master's address; when it changes (a
+//! failover), the store's client and shared connection are replaced, and
+//! the subscriber reconnects to the new master by itself. A write that
+//! reached the old master after it was demoted fails with READONLY and is
+//! not acknowledged.
+//!
+//! Replication is asynchronous: a push acknowledged by the old master but
+//! not yet copied to the replica that takes over is lost. With
+//! `replica_acks` set, a push is acknowledged only once that many replicas
+//! have it (WAIT).
+
+use std::time::Duration;
+
+use super::Store;
+use crate::error::{Error, Result};
+
+/// The sentinels to ask, and which master.
+#[derive(Clone, Debug)]
+pub struct Sentinel {
+    /// `redis://HOST:PORT` of each sentinel (a user and password in the
+    /// URL are used for the sentinels and for the master).
+    pub sentinels: Vec<String>,
+    /// The master's name in the sentinels' configuration.
+    pub master: String,
+    /// Database on the master.
+    pub db: i64,
+    /// Replicas that must have a push before it is acknowledged; 0: none.
+    pub replica_acks: usize,
+}
+
+impl Sentinel {
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.sentinels.is_empty() || self.master.is_empty() {
+            return Err(Error::Invalid(
+                "sentinel needs at least one sentinel URL and a master name".into(),
+            ));
+        }
+        for s in &self.sentinels {
+            redis::Client::open(s.as_str())
+                .map_err(|e| Error::Invalid(format!("sentinel URL {s:?}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// The master's URL at `host:port`, with the sentinels' credentials.
+    fn master_url(&self, host: &str, port: u16) -> String {
+        let (scheme, _) = self.sentinels[0].split_once("://").unwrap_or(("redis", ""));
+        let creds = self.sentinels[0]
+            .split_once("://")
+            .and_then(|(_, rest)| rest.rsplit_once('@'))
+            .map(|(c, _)| format!("{c}@"))
+            .unwrap_or_default();
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        format!("{scheme}://{creds}{host}:{port}/{}", self.db)
+    }
+}
+
+/// A client that reaches nothing, until the sentinels have been asked.
+pub(crate) fn unresolved() -> redis::Client {
+    redis::Client::open("redis://127.0.0.1:1/").expect("a valid URL")
+}
+
+impl Store {
+    /// Asks the sentinels where the master is; switches to it when it moved.
+    /// True if it moved.
+    pub(crate) async fn follow_master(&self) -> Result<bool> {
+        let Some(s) = &self.sentinel else {
+            return Ok(false);
+        };
+        let (host, port) = self.ask_sentinels(s).await?;
+        let current = self.link.read().unwrap().master.clone();
+        if current.as_ref() == Some(&(host.clone(), port)) {
+            return Ok(false);
+        }
+        let client = super::client(&s.master_url(&host, port), &self.tls)?;
+        let conn = Self::manager(&client, self.timeout)?;
+        {
+            let mut link = self.link.write().unwrap();
+            link.client = client;
+            link.conn = conn;
+            link.master = Some((host.clone(), port));
+        }
+        match current {
+            None => {
+                tracing::info!(master = %s.master, %host, port, "redis master found through sentinel")
+            }
+            Some((h, p)) => {
+                tracing::warn!(master = %s.master, from = %format!("{h}:{p}"), to = %format!("{host}:{port}"), "redis master moved (failover); following it")
+            }
+        }
+        Ok(true)
+    }
+
+    async fn ask_sentinels(&self, s: &Sentinel) -> Result<(String, u16)> {
+        let mut last = String::from("no sentinel answered");
+        for url in &s.sentinels {
+            let Ok(client) = redis::Client::open(url.as_str()) else {
+                continue;
+            };
+            let ask = async {
+                let mut c = client.get_multiplexed_async_connection().await?;
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(&s.master)
+                    .query_async::<Option<(String, u16)>>(&mut c)
+                    .await
+            };
+            match tokio::time::timeout(self.timeout, ask).await {
+                Ok(Ok(Some(addr))) => return Ok(addr),
+                Ok(Ok(None)) => last = format!("sentinel {url} knows no master {:?}", s.master),
+                Ok(Err(e)) => last = format!("sentinel {url}: {e}"),
+                Err(_) => last = format!("sentinel {url}: no answer within {:?}", self.timeout),
+            }
+        }
+        Err(Error::Redis {
+            op: "ask sentinels",
+            source: redis::RedisError::from((redis::ErrorKind::Io, "sentinel", last)),
+        })
+    }
+}
+
+/// Follows the master until `stop`.
+pub(crate) async fn follow(store: std::sync::Arc<Store>, stop: crate::Shutdown) {
+    loop {
+        if let Err(e) = store.follow_master().await {
+            store.note_connect_error(Some(e.to_string()));
+            tracing::warn!(error = %e, "cannot ask the sentinels where the master is; trying again");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.wait() => return,
+        }
+    }
+}
