@@ -79,7 +79,18 @@ async fn session(h: &Handles) -> Result<(), redis::RedisError> {
 
     let trigger_prefix = keys.trigger_prefix();
     let mut messages = pubsub.into_on_message().ready_chunks(512);
-    while let Some(batch) = messages.next().await {
+    loop {
+        let batch = tokio::select! {
+            batch = messages.next() => match batch {
+                Some(batch) => batch,
+                None => break,
+            },
+            // The master moved (Sentinel): listen to the new one.
+            _ = h.store.relinked.notified() => {
+                info!("redis master moved; the subscriber follows it");
+                break;
+            }
+        };
         let mut due_ids = Vec::new();
         for msg in batch {
             let Ok(payload) = msg.get_payload::<String>() else {

@@ -138,6 +138,9 @@ pub(crate) struct Store {
     /// Why the last connection attempt failed (the subscriber connects on
     /// its own and notes it); None once one succeeds.
     connect_error: std::sync::Mutex<Option<String>>,
+    /// Fires when the link moved to another master (Sentinel), so that
+    /// connections of their own (the subscriber's) move too.
+    pub(crate) relinked: tokio::sync::Notify,
 }
 
 /// The code and detail of the (first) error Redis answered with, also from
@@ -181,7 +184,7 @@ impl Tls {
 }
 
 /// The client for `url`, with `tls` applied to a `rediss://` URL.
-fn client(url: &str, tls: &Tls) -> Result<redis::Client> {
+pub(crate) fn client(url: &str, tls: &Tls) -> Result<redis::Client> {
     let invalid = Error::Invalid;
     if !url.starts_with("rediss://") {
         if tls.is_set() {
@@ -233,16 +236,27 @@ impl Store {
             Target::Url { url, replica_acks } => (client(&url, tls)?, None, replica_acks),
             Target::Sentinel(s) => {
                 s.check()?;
-                // Nowhere until the sentinels name the master (at once).
                 (sentinel::unresolved(), Some(s.clone()), s.replica_acks)
             }
+        };
+        // Behind Sentinel, ask once now, so that the first calls go to the
+        // master; if no sentinel answers, the follower keeps asking.
+        let (client, master) = match &sentinel {
+            Some(s) => match s.master_now(timeout) {
+                Some((host, port)) => (
+                    self::client(&s.master_url(&host, port), tls)?,
+                    Some((host, port)),
+                ),
+                None => (client, None),
+            },
+            None => (client, None),
         };
         let conn = Self::manager(&client, timeout)?;
         Ok(Store {
             link: std::sync::RwLock::new(Link {
                 client,
                 conn,
-                master: None,
+                master,
             }),
             tls: tls.clone(),
             sentinel,
@@ -252,6 +266,7 @@ impl Store {
             timeout,
             metrics,
             connect_error: std::sync::Mutex::new(None),
+            relinked: tokio::sync::Notify::new(),
         })
     }
 

@@ -44,8 +44,26 @@ impl Sentinel {
         Ok(())
     }
 
+    /// The master's address, asked of the sentinels now (blocking, each
+    /// for at most `timeout`): for the first connection, made before any
+    /// runtime work.
+    pub(crate) fn master_now(&self, timeout: Duration) -> Option<(String, u16)> {
+        self.sentinels.iter().find_map(|url| {
+            let mut c = redis::Client::open(url.as_str())
+                .ok()?
+                .get_connection_with_timeout(timeout)
+                .ok()?;
+            c.set_read_timeout(Some(timeout)).ok()?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&self.master)
+                .query::<Option<(String, u16)>>(&mut c)
+                .ok()?
+        })
+    }
+
     /// The master's URL at `host:port`, with the sentinels' credentials.
-    fn master_url(&self, host: &str, port: u16) -> String {
+    pub(crate) fn master_url(&self, host: &str, port: u16) -> String {
         let (scheme, _) = self.sentinels[0].split_once("://").unwrap_or(("redis", ""));
         let creds = self.sentinels[0]
             .split_once("://")
@@ -86,6 +104,7 @@ impl Store {
             link.conn = conn;
             link.master = Some((host.clone(), port));
         }
+        self.relinked.notify_waiters();
         match current {
             None => {
                 tracing::info!(master = %s.master, %host, port, "redis master found through sentinel")
