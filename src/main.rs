@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (native /v1 API and ouqiang/delay-queue endpoints).
     Serve(Box<cli::serve::ServeArgs>),
+    /// Move the pending jobs of an ouqiang/delay-queue server into delayq.
+    ImportOuqiang(cli::import_ouqiang::ImportArgs),
     #[command(flatten)]
     Client(Box<cli::client::ClientCommand>),
 }
@@ -61,6 +63,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Serve(args) => cli::serve::run(*args).await,
+        Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,
         Command::Client(command) => cli::client::run(*command).await,
     }
 }

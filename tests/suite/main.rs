@@ -22,6 +22,7 @@ mod defects;
 mod delivery;
 mod fault_suite;
 mod faults;
+mod import;
 mod load;
 mod native_api;
 mod retry;

@@ -1,0 +1,177 @@
+//! `delayq import-ouqiang` against a redis-server filled exactly as the Go
+//! server fills it: MessagePack job maps under raw ids, `dq_bucket_N` sorted
+//! sets, `dq_queue_<topic>` lists.
+
+use std::process::Command;
+
+use crate::common::*;
+use delayq::JobState;
+use rmpv::Value;
+
+/// The Go server's job record: a map with string keys "1" to "5".
+fn record(topic: &str, id: &str, due_s: i64, ttr_s: i64, body: &str) -> Vec<u8> {
+    let map = Value::Map(vec![
+        (Value::from("1"), Value::from(topic)),
+        (Value::from("2"), Value::from(id)),
+        (Value::from("3"), Value::from(due_s)),
+        (Value::from("4"), Value::from(ttr_s)),
+        (Value::from("5"), Value::from(body)),
+    ]);
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, &map).unwrap();
+    out
+}
+
+/// What the old server holds; returns its "now" in Unix seconds.
+async fn fill(old: &RedisServer) -> i64 {
+    let now = old.time_ms().await / 1000;
+    let mut c = old.conn().await;
+    let mut pipe = redis::pipe();
+    for i in 0..50 {
+        let id = format!("d{i}");
+        pipe.cmd("SET")
+            .arg(&id)
+            .arg(record("remind", &id, now + 3600, 60, "renew"));
+        pipe.cmd("ZADD")
+            .arg(format!("dq_bucket_{}", i % 3 + 1))
+            .arg(now + 3600)
+            .arg(&id);
+    }
+    // Replaced: a stale entry from the first push, the live one later.
+    pipe.cmd("SET")
+        .arg("r1")
+        .arg(record("remind", "r1", now + 7200, 60, "v2"));
+    pipe.cmd("ZADD")
+        .arg("dq_bucket_1")
+        .arg(now + 3600)
+        .arg("r1");
+    pipe.cmd("ZADD")
+        .arg("dq_bucket_2")
+        .arg(now + 7200)
+        .arg("r1");
+    // Popped and not finished: the lease end in a bucket.
+    pipe.cmd("SET")
+        .arg("l1")
+        .arg(record("order", "l1", now - 10, 30, "close"));
+    pipe.cmd("ZADD").arg("dq_bucket_3").arg(now + 20).arg("l1");
+    // Ready, waiting for a pop.
+    for id in ["q1", "q2"] {
+        pipe.cmd("SET")
+            .arg(id)
+            .arg(record("order", id, now - 5, 30, "close"));
+        pipe.cmd("RPUSH").arg("dq_queue_order").arg(id);
+    }
+    // Finished: the bucket entry outlived its job.
+    pipe.cmd("ZADD")
+        .arg("dq_bucket_1")
+        .arg(now + 100)
+        .arg("gone");
+    let _: () = pipe.query_async(&mut c).await.unwrap();
+    now
+}
+
+fn import(old: &RedisServer, new: &RedisServer, extra: &[&str]) -> String {
+    let from = format!("{}?db=0", old.url());
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["import-ouqiang", "--from", &from, "--redis", &new.url()])
+        .args(extra)
+        .env("DELAYQ_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pending_job_moves_once_with_its_due_time() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let now = fill(&old).await;
+
+    let dry = import(&old, &new, &["--dry-run"]);
+    assert!(dry.contains("would import 54"), "{dry}");
+    let keys: Vec<String> = new.cmd(&["KEYS", "{dq}:j:*"]).await;
+    assert!(keys.is_empty(), "a dry run wrote {keys:?}");
+
+    // A run that crashed half way landed some jobs already.
+    let q = queue(&new);
+    for i in 0..20 {
+        q.push(&delayq::NewJob {
+            due_at_ms: Some((now + 3600) * 1000),
+            ..job(&format!("d{i}"), "remind", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    }
+    let report = import(&old, &new, &[]);
+    assert!(
+        report.contains("imported 34, already present 20"),
+        "{report}"
+    );
+    assert!(
+        report.contains("skipped 1: no job behind the entry"),
+        "{report}"
+    );
+
+    let d = q.get("d30").await.unwrap().unwrap();
+    assert_eq!((d.topic.as_str(), d.body.as_str()), ("remind", "renew"));
+    assert_eq!((d.due_ms, d.ttr.as_secs()), ((now + 3600) * 1000, 60));
+    assert_eq!(
+        q.get("r1").await.unwrap().unwrap().due_ms,
+        (now + 7200) * 1000
+    );
+    assert_eq!(
+        q.get("l1").await.unwrap().unwrap().due_ms,
+        (now + 20) * 1000
+    );
+    // Ready jobs are due at once and get delivered.
+    let got = q
+        .pop_many(&topics(&["order"]), 2, std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(!got.is_empty() && got.iter().all(|d| d.id.starts_with('q')));
+
+    // A second run creates no copies.
+    let again = import(&old, &new, &[]);
+    assert!(again.contains("imported 0, already present 54"), "{again}");
+    let o = q.topics().await.unwrap();
+    let total: u64 = o
+        .topics
+        .values()
+        .map(|c| c.delayed + c.ready + c.reserved)
+        .sum();
+    assert_eq!(total, 54);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_mode_leaves_each_job_in_exactly_one_place() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(
+        report.contains("imported 54") && report.contains("removed from the old layout 54"),
+        "{report}"
+    );
+    for id in ["d0", "d49", "r1", "l1", "q1"] {
+        let exists: i64 = old.cmd(&["EXISTS", id]).await;
+        assert_eq!(exists, 0, "{id} still in the old pool");
+    }
+    for b in 1..=3 {
+        let left: Vec<String> = old
+            .cmd(&["ZRANGE", &format!("dq_bucket_{b}"), "0", "-1"])
+            .await;
+        assert!(left.iter().all(|id| id == "gone"), "{left:?}");
+    }
+    let ready: i64 = old.cmd(&["LLEN", "dq_queue_order"]).await;
+    assert_eq!(ready, 0);
+    let q = queue(&new);
+    assert_eq!(q.get("l1").await.unwrap().unwrap().state, JobState::Delayed);
+    q.close().await;
+}
