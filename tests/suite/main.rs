@@ -20,6 +20,7 @@ mod compat_contract;
 mod consumer;
 mod defects;
 mod delivery;
+mod docs;
 mod fault_suite;
 mod faults;
 mod import;

@@ -1,0 +1,46 @@
+//! The README in Chinese stays in step with the English one: the same
+//! sections, in the same order and depth, and the same commands and code,
+//! to the byte.
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// The heading levels outside code, and the code blocks.
+fn shape(text: &str) -> (Vec<usize>, Vec<String>) {
+    let (mut heads, mut blocks) = (Vec::new(), Vec::new());
+    let mut block: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            match block.take() {
+                Some(b) => blocks.push(b),
+                None => block = Some(format!("{line}\n")),
+            }
+            continue;
+        }
+        match &mut block {
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None if line.starts_with('#') => {
+                heads.push(line.chars().take_while(|c| *c == '#').count())
+            }
+            None => {}
+        }
+    }
+    (heads, blocks)
+}
+
+#[test]
+fn the_chinese_readme_has_the_same_sections_and_commands() {
+    let (en, zh) = (read("README.md"), read("README.zh-CN.md"));
+    let (en_heads, en_code) = shape(&en);
+    let (zh_heads, zh_code) = shape(&zh);
+    assert_eq!(en_heads, zh_heads, "sections differ");
+    assert_eq!(en_code.len(), zh_code.len(), "code blocks differ in number");
+    for (i, (e, z)) in en_code.iter().zip(&zh_code).enumerate() {
+        assert_eq!(e, z, "code block {i} differs");
+    }
+    assert!(en.contains("(README.zh-CN.md)") && zh.contains("(README.md)"));
+}
