@@ -484,13 +484,8 @@ impl Queue {
                     i64::MAX as usize - limit
                 ))
             })?;
-        let mut jobs = Vec::new();
-        for id in self.store().dead_ids(topic, offset, last).await? {
-            if let Some(j) = self.store().get(&id).await? {
-                jobs.push(j);
-            }
-        }
-        Ok(jobs)
+        let ids = self.store().dead_ids(topic, offset, last).await?;
+        self.store().get_many(&ids).await
     }
 
     /// Brings dead jobs of `topic` back to ready with fresh attempts: the

@@ -153,6 +153,41 @@ impl Store {
         decode_job(id, f, scheduled)
     }
 
+    /// Several jobs in one round trip; ids with no job are left out.
+    pub(crate) async fn get_many(&self, ids: &[String]) -> Result<Vec<Job>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HGETALL")
+                .arg(self.keys.job(id))
+                .cmd("ZSCORE")
+                .arg(self.keys.schedule())
+                .arg(id);
+        }
+        let replies: Vec<(HashMap<String, String>, Option<f64>)> = {
+            let flat: Vec<redis::Value> =
+                self.call("get", pipe.query_async(&mut self.conn())).await?;
+            flat.chunks(2)
+                .map(|pair| {
+                    let hash = redis::from_redis_value(pair[0].clone())
+                        .map_err(|e| Error::protocol("get", e.to_string()))?;
+                    let score = redis::from_redis_value(pair[1].clone())
+                        .map_err(|e| Error::protocol("get", e.to_string()))?;
+                    Ok((hash, score))
+                })
+                .collect::<Result<_>>()?
+        };
+        let mut jobs = Vec::with_capacity(ids.len());
+        for (id, (f, scheduled)) in ids.iter().zip(replies) {
+            if let Some(j) = decode_job(id, f, scheduled)? {
+                jobs.push(j);
+            }
+        }
+        Ok(jobs)
+    }
+
     /// Counts per topic and state, and the earliest due time.
     pub(crate) async fn overview(&self) -> Result<Overview> {
         let mut pipe = redis::pipe();
