@@ -142,15 +142,7 @@ fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> 
 impl Store {
     /// A job, in whatever state it is.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("HGETALL")
-            .arg(self.keys.job(id))
-            .cmd("ZSCORE")
-            .arg(self.keys.schedule())
-            .arg(id);
-        let (f, scheduled): (HashMap<String, String>, Option<f64>) =
-            self.call("get", pipe.query_async(&mut self.conn())).await?;
-        decode_job(id, f, scheduled)
+        Ok(self.get_many(&[id.to_owned()]).await?.pop())
     }
 
     /// Several jobs in one round trip; ids with no job are left out.
