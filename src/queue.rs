@@ -233,10 +233,18 @@ impl Queue {
     /// at most once a second; a server that does not let delayq read it
     /// (INFO denied by an ACL) is taken at its word.
     async fn check_policy(&self) -> Result<()> {
-        let cached = self.inner.policy.lock().unwrap().clone();
-        let policy = match cached {
-            Some((at, p)) if at.elapsed() < POLICY_RECHECK => p,
-            _ => match self.memory().await {
+        // The common case, on every push: a fresh reading that allows it,
+        // looked at under the lock without copying it.
+        let fresh = match &*self.inner.policy.lock().unwrap() {
+            Some((at, p)) if at.elapsed() < POLICY_RECHECK => {
+                Some(read::evicting(p).then(|| p.clone()))
+            }
+            _ => None,
+        };
+        let policy = match fresh {
+            Some(None) => return Ok(()),
+            Some(Some(p)) => p,
+            None => match self.memory().await {
                 Ok(m) => m.policy,
                 Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM") => {
                     return Ok(())
