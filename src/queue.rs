@@ -9,11 +9,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::dispatch::{Dispatcher, Handles};
+use crate::dispatch::{Dispatcher, Handles, Wake};
 use crate::error::{Error, Result};
 use crate::job::{
     check_due_at, Delivery, IfExists, Job, Limits, Nacked, NewJob, PushOutcome, Pushed,
@@ -35,6 +35,14 @@ pub struct Config {
     pub redis_url: String,
     /// Reach Redis through these sentinels instead of `redis_url`.
     pub sentinel: Option<crate::store::sentinel::Sentinel>,
+    /// Seed URLs of a Redis Cluster to use instead of `redis_url` (empty:
+    /// not a cluster). Credentials and TLS come from the first.
+    pub redis_cluster: Vec<String>,
+    /// How many partitions the queue is split into, each in its own slot
+    /// (on a cluster, spread over the masters). Fixed when the queue is
+    /// first used: a queue with another count in Redis is refused. 1 keeps
+    /// the keys of a queue that never had partitions.
+    pub partitions: usize,
     /// Replicas that must have a push before it is acknowledged (Redis
     /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
     /// sentinel's own setting counts.
@@ -75,6 +83,8 @@ impl Default for Config {
             redis_url: "redis://127.0.0.1:6379/".into(),
             tls: Default::default(),
             sentinel: None,
+            redis_cluster: Vec::new(),
+            partitions: 1,
             replica_acks: 0,
             prefix: "dq".into(),
             redis_timeout: Duration::from_secs(2),
@@ -107,7 +117,7 @@ struct Inner {
     waiters: Arc<Waiters>,
     metrics: Arc<Metrics>,
     /// Pokes this process's sweep (a push that is the new earliest job).
-    wake: Arc<Notify>,
+    wake: Arc<Wake>,
     subscriber_up: Arc<AtomicBool>,
     /// Fires on close, on drop of the dispatcher, or with the caller's
     /// shutdown.
@@ -132,15 +142,25 @@ impl Queue {
         }
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(Store::new(
-            match &config.sentinel {
-                Some(s) => crate::store::Target::Sentinel(s.clone()),
-                None => crate::store::Target::Url {
+            match (&config.sentinel, config.redis_cluster.is_empty()) {
+                (Some(_), false) => {
+                    return Err(Error::Invalid(
+                        "choose Sentinel or Redis Cluster, not both".into(),
+                    ))
+                }
+                (Some(s), true) => crate::store::Target::Sentinel(s.clone()),
+                (None, false) => crate::store::Target::Cluster {
+                    seeds: config.redis_cluster.clone(),
+                    replica_acks: config.replica_acks,
+                },
+                (None, true) => crate::store::Target::Url {
                     url: config.redis_url.clone(),
                     replica_acks: config.replica_acks,
                 },
             },
             &config.tls,
             &config.prefix,
+            config.partitions,
             config.redis_timeout,
             metrics.clone(),
         )?);
@@ -148,7 +168,7 @@ impl Queue {
             store: store.clone(),
             waiters: Arc::default(),
             metrics,
-            wake: Arc::default(),
+            wake: Arc::new(Wake::new(store.parts().len())),
             subscriber_up: Arc::default(),
             stop: config.shutdown.child(),
             dispatch: config.dispatch,
@@ -286,7 +306,7 @@ impl Queue {
         if p.new_head {
             // Other instances hear of it on the wake channel; this one needs
             // no round trip through Redis.
-            self.inner.wake.notify_one();
+            self.inner.wake.one(self.store().part_of(&job.id));
         }
         Pushed {
             due_ms: p.due_ms,
@@ -418,7 +438,7 @@ impl Queue {
                     _ => m.retried.inc([&f.topic], 1),
                 }
                 if state == crate::JobState::Delayed {
-                    self.inner.wake.notify_one();
+                    self.inner.wake.one(self.store().part_of(id));
                 }
                 Ok(Nacked {
                     state,
@@ -469,7 +489,7 @@ impl Queue {
         match self.store().reschedule(id, delay, due_at_ms, body).await? {
             (Status::Done, due, new_head) => {
                 if new_head {
-                    self.inner.wake.notify_one();
+                    self.inner.wake.one(self.store().part_of(id));
                 }
                 Ok(due)
             }
@@ -501,17 +521,27 @@ impl Queue {
     pub async fn requeue_dead(&self, topic: &str, ids: &[String]) -> Result<u64> {
         use crate::store::requeue::BATCH;
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        let store = self.store();
         let mut total = 0;
         if ids.is_empty() {
-            loop {
-                match self.store().requeue(topic, &[]).await? {
-                    0 => return Ok(total),
-                    n => total += n,
+            for part in 0..store.parts().len() {
+                loop {
+                    match store.requeue(part, topic, &[]).await? {
+                        0 => break,
+                        n => total += n,
+                    }
                 }
             }
+            return Ok(total);
         }
-        for batch in ids.chunks(BATCH) {
-            total += self.store().requeue(topic, batch).await?;
+        let mut groups: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+        for id in ids {
+            groups.entry(store.part_of(id)).or_default().push(id.clone());
+        }
+        for (part, ids) in groups {
+            for batch in ids.chunks(BATCH) {
+                total += store.requeue(part, topic, batch).await?;
+            }
         }
         Ok(total)
     }
@@ -520,12 +550,15 @@ impl Queue {
     pub async fn purge_dead(&self, topic: &str) -> Result<u64> {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let mut total = 0;
-        loop {
-            match self.store().purge(topic).await? {
-                0 => return Ok(total),
-                n => total += n,
+        for part in 0..self.store().parts().len() {
+            loop {
+                match self.store().purge(part, topic).await? {
+                    0 => break,
+                    n => total += n,
+                }
             }
         }
+        Ok(total)
     }
 
     /// Job counts per topic and state, and the earliest due time in the

@@ -41,6 +41,26 @@ pub struct ServeArgs {
     )]
     redis_sentinel: Option<String>,
 
+    /// Use a Redis Cluster: seed nodes' URLs, comma-separated
+    /// (redis://HOST:PORT,...; rediss:// for TLS; a user and password in
+    /// the first are used for every node). The queue is split into
+    /// --partitions partitions spread over the masters.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_CLUSTER",
+        value_name = "URLS",
+        conflicts_with_all = ["redis", "redis_sentinel"]
+    )]
+    redis_cluster: Option<String>,
+
+    /// Split the queue into this many partitions, each in a hash slot of
+    /// its own (on a cluster: spread evenly over the masters; more
+    /// partitions than masters lets masters added later take a share).
+    /// Fixed when the queue is first used: a different count later is
+    /// refused. Default: 1 on a single Redis, 12 on a cluster.
+    #[arg(long, env = "DELAYQ_PARTITIONS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    partitions: Option<u16>,
+
     /// The master's name in the sentinels' configuration.
     #[arg(
         long,
@@ -59,8 +79,9 @@ pub struct ServeArgs {
     )]
     sentinel_db: i64,
 
-    /// Acknowledge a push only once this many replicas have it (Redis
-    /// WAIT): a failover then loses no acknowledged job. 0: do not wait.
+    /// Acknowledge pushes, pops, finishes and nacks only once this many
+    /// replicas have them (Redis WAIT): a failover then loses no
+    /// acknowledged job and hands none out twice. 0: do not wait.
     #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = 0)]
     replica_acks: usize,
 
@@ -196,6 +217,10 @@ impl ServeArgs {
     }
 }
 
+/// Partitions of a queue on a cluster unless told: even over 1, 2, 3, 4, 6
+/// or 12 masters.
+const DEFAULT_CLUSTER_PARTITIONS: usize = 12;
+
 pub async fn run(args: ServeArgs) -> Result<()> {
     raise_open_files_limit();
     // Take over SIGTERM and SIGINT first: from here on they stop delayq
@@ -204,15 +229,16 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     // Check the whole configuration before starting anything.
     let topics = args.topics()?;
     delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
-    let private = match (&args.redis, &args.redis_sentinel) {
-        (None, None) => Some(PrivateRedis::start(&args.data_dir).await?),
+    let private = match (&args.redis, &args.redis_sentinel, &args.redis_cluster) {
+        (None, None, None) => Some(PrivateRedis::start(&args.data_dir).await?),
         _ => None,
     };
-    let redis_url = match (&args.redis, &args.redis_sentinel, &private) {
-        (Some(url), _, _) => url.clone(),
-        (None, Some(sentinels), _) => format!("sentinel {sentinels}"),
-        (None, None, Some(p)) => p.url().to_owned(),
-        (None, None, None) => unreachable!("a private redis-server without --redis"),
+    let redis_url = match (&args.redis, &args.redis_sentinel, &args.redis_cluster, &private) {
+        (Some(url), ..) => url.clone(),
+        (None, Some(sentinels), ..) => format!("sentinel {sentinels}"),
+        (None, None, Some(seeds), _) => format!("cluster {seeds}"),
+        (None, None, None, Some(p)) => p.url().to_owned(),
+        (None, None, None, None) => unreachable!("a private redis-server without --redis"),
     };
     let served = serve(&args, topics, redis_url, signals).await;
     // However serving ended (a start-up failure included), the private
@@ -239,9 +265,23 @@ async fn serve(
         db: args.sentinel_db,
         replica_acks: args.replica_acks,
     });
+    let redis_cluster: Vec<String> = args
+        .redis_cluster
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty())
+        .collect();
+    let partitions = match (args.partitions, redis_cluster.is_empty()) {
+        (Some(n), _) => n as usize,
+        (None, true) => 1,
+        (None, false) => DEFAULT_CLUSTER_PARTITIONS,
+    };
     let queue = Queue::connect(Config {
         redis_url: redis_url.clone(),
         sentinel,
+        redis_cluster,
+        partitions,
         replica_acks: args.replica_acks,
         tls: Tls {
             ca_file: args.redis_ca.clone(),

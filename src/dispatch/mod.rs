@@ -50,15 +50,35 @@ impl DispatchPath {
     }
 }
 
+/// One wake-up signal per partition's sweep.
+pub(crate) struct Wake(Vec<Notify>);
+
+impl Wake {
+    pub fn new(partitions: usize) -> Wake {
+        Wake((0..partitions).map(|_| Notify::new()).collect())
+    }
+    /// Partition `part`'s sweep looks again.
+    pub fn one(&self, part: usize) {
+        self.0[part].notify_one();
+    }
+    /// Every sweep looks again.
+    pub fn all(&self) {
+        self.0.iter().for_each(Notify::notify_one);
+    }
+    fn of(&self, part: usize) -> &Notify {
+        &self.0[part]
+    }
+}
+
 /// What the loops may use.
 #[derive(Clone)]
 pub(crate) struct Handles {
     pub store: Arc<Store>,
     pub waiters: Arc<Waiters>,
     pub metrics: Arc<Metrics>,
-    /// Pokes the sweep to look at the schedule again (a new earliest job,
-    /// or a reconnect after which events may have been lost).
-    pub wake: Arc<Notify>,
+    /// Pokes a partition's sweep to look at the schedule again (a new
+    /// earliest job, or a reconnect after which events may have been lost).
+    pub wake: Arc<Wake>,
     /// True while the subscriber is connected.
     pub subscriber_up: Arc<AtomicBool>,
     /// Fires when the loops must stop.
@@ -72,12 +92,20 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    /// Runs the dispatch script for `ids` (from expired events), or for
-    /// everything due when `ids` is empty (the sweep), and counts what it
-    /// did.
-    #[tracing::instrument(name = "dispatch", skip_all, fields(path = ?path, ids = ids.len()))]
-    pub async fn dispatch(&self, ids: &[String], path: DispatchPath) -> Result<Dispatched> {
-        let d = self.store.dispatch(ids, self.batch, self.retention).await?;
+    /// Runs partition `part`'s dispatch script for `ids` (from expired
+    /// events), or for everything due when `ids` is empty (the sweep), and
+    /// counts what it did.
+    #[tracing::instrument(name = "dispatch", skip_all, fields(part, path = ?path, ids = ids.len()))]
+    pub async fn dispatch(
+        &self,
+        part: usize,
+        ids: &[String],
+        path: DispatchPath,
+    ) -> Result<Dispatched> {
+        let d = self
+            .store
+            .dispatch(part, ids, self.batch, self.retention)
+            .await?;
         let m = &self.metrics;
         for t in &d.topics {
             m.dispatched.inc([path.label(), &t.topic], t.moved);
@@ -119,8 +147,13 @@ impl Dispatcher {
                 handles.stop.clone(),
             )));
         }
+        if handles.dispatch && handles.store.cluster.is_some() {
+            tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
+        }
         if handles.dispatch {
-            tasks.push(tokio::spawn(sweep::run(handles.clone())));
+            for part in 0..handles.store.parts().len() {
+                tasks.push(tokio::spawn(sweep::run(handles.clone(), part)));
+            }
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));
         }
         Dispatcher {

@@ -1,15 +1,23 @@
-//! The subscriber: one pub/sub connection per process that listens to
+//! The subscriber: pub/sub connections that listen to
 //!
 //! - `__keyevent@*__:expired`: a trigger key expired, so its job is
 //!   (probably) due; dispatch it straight away. This is the low-cost path.
 //! - `{p}:ready`: some instance made jobs ready; wake that many waiters.
-//! - `{p}:wake`: a new earliest job; re-arm the sweep.
+//! - `{p}:wake`: a new earliest job; re-arm that partition's sweep.
 //!
-//! Pub/sub is fire-and-forget: whatever was published while this connection
-//! was down is gone. So every (re)connect is followed by a catch-up: the sweep
-//! runs at once and every waiting pop looks again. Reconnects retry for ever,
-//! at most a second apart.
+//! On a single Redis one connection hears all three. On a cluster, keyspace
+//! events stay on the node whose key expired, so a dispatching process keeps
+//! one connection per master for them, and follows the masters as they
+//! change (failover, new masters); the ready and wake notices are plain
+//! PUBLISHes, which a cluster passes to every node, so one connection to any
+//! master hears them all.
+//!
+//! Pub/sub is fire-and-forget: whatever was published while a connection
+//! was down is gone. So every (re)connect is followed by a catch-up: the
+//! sweeps run at once and every waiting pop looks again. Reconnects retry
+//! for ever, at most a second apart; correctness never rests on events.
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -17,10 +25,15 @@ use futures::StreamExt;
 use tracing::{debug, info, warn};
 
 use super::{DispatchPath, Handles};
+use crate::shutdown::Shutdown;
 
 const EXPIRED_PATTERN: &str = "__keyevent@*__:expired";
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How often the cluster's masters are listed.
+const TOPOLOGY_EVERY: Duration = Duration::from_secs(1);
 
+/// The notices connection (and, on a single Redis, the events), for the
+/// life of the queue.
 pub(crate) async fn run(h: Handles) {
     let mut backoff = Duration::from_millis(20);
     loop {
@@ -30,7 +43,7 @@ pub(crate) async fn run(h: Handles) {
         };
         let was_up = h.subscriber_up.swap(false, Ordering::Relaxed);
         if let Err(e) = &ended {
-            h.store.note_connect_error(Some(e.to_string()));
+            h.store.note_connect_error(Some(e.clone()));
         }
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
@@ -47,37 +60,105 @@ pub(crate) async fn run(h: Handles) {
 }
 
 /// Why a session ended, for the log.
-fn reason(ended: &Result<(), redis::RedisError>) -> String {
+fn reason(ended: &Result<(), String>) -> String {
     match ended {
         Ok(()) => "connection closed".into(),
-        Err(e) => e.to_string(),
+        Err(e) => e.clone(),
     }
+}
+
+/// Partition of each expired trigger key, by the partitions' prefixes.
+struct Triggers(Vec<String>);
+
+impl Triggers {
+    fn new(h: &Handles) -> Triggers {
+        Triggers(h.store.parts().iter().map(|p| p.trigger_prefix()).collect())
+    }
+
+    /// Adds the id of `key` to its partition's list, if it is a trigger.
+    fn sort(&self, key: &str, due: &mut HashMap<usize, Vec<String>>) {
+        for (part, prefix) in self.0.iter().enumerate() {
+            if let Some(id) = key.strip_prefix(prefix.as_str()) {
+                due.entry(part).or_default().push(id.to_owned());
+                return;
+            }
+        }
+    }
+}
+
+/// Dispatches what expired events named, in tasks of their own: reading
+/// events must not wait on it.
+fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
+    for (part, ids) in due {
+        let h = h.clone();
+        tokio::spawn(async move {
+            if let Err(e) = h.dispatch(part, &ids, DispatchPath::Event).await {
+                // The sweep will fire these; nothing is lost.
+                debug!(error = %e, "event dispatch failed");
+            }
+        });
+    }
+}
+
+async fn pubsub(h: &Handles, client: redis::Client) -> Result<redis::aio::PubSub, String> {
+    tokio::time::timeout(h.store.timeout(), client.get_async_pubsub())
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| e.to_string())
 }
 
 /// One connection's life: subscribe, catch up, then serve messages until the
 /// connection ends.
-async fn session(h: &Handles) -> Result<(), redis::RedisError> {
-    let keys = &h.store.keys;
-    let timeout = h.store.timeout();
-    let mut pubsub = tokio::time::timeout(timeout, h.store.client().get_async_pubsub())
-        .await
-        .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "connect timed out")))??;
+async fn session(h: &Handles) -> Result<(), String> {
+    let on_cluster = h.store.cluster.is_some();
+    let client = if on_cluster {
+        // Any master hears every notice; the first one listed will do.
+        let masters = h.store.masters().await.map_err(|e| e.to_string())?;
+        let (host, port) = &masters[0];
+        h.store
+            .node_client(host, *port)
+            .map_err(|e| e.to_string())?
+    } else {
+        h.store.client()
+    };
+    let mut pubsub = pubsub(h, client).await?;
     // Only a dispatching process needs expired events; the others would
-    // take every one of them for nothing.
-    if h.dispatch {
-        pubsub.psubscribe(EXPIRED_PATTERN).await?;
+    // take every one of them for nothing. On a cluster they come through
+    // the per-master connections.
+    let events = h.dispatch && !on_cluster;
+    if events {
+        pubsub
+            .psubscribe(EXPIRED_PATTERN)
+            .await
+            .map_err(|e| e.to_string())?;
     }
-    let (ready_ch, wake_ch) = (keys.ready_channel(), keys.wake_channel());
-    pubsub.subscribe(&[&ready_ch, &wake_ch]).await?;
+    let ready: Vec<String> = h.store.parts().iter().map(|p| p.ready_channel()).collect();
+    let wake: HashMap<String, usize> = (h.store.parts().iter().enumerate())
+        .map(|(i, p)| (p.wake_channel(), i))
+        .collect();
+    pubsub
+        .subscribe(&ready)
+        .await
+        .map_err(|e| e.to_string())?;
+    pubsub
+        .subscribe(wake.keys().collect::<Vec<_>>())
+        .await
+        .map_err(|e| e.to_string())?;
 
     h.subscriber_up.store(true, Ordering::Relaxed);
     h.store.note_connect_error(None);
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
-    h.wake.notify_one();
+    h.wake.all();
     h.waiters.wake_all();
 
-    let trigger_prefix = keys.trigger_prefix();
+    let triggers = Triggers::new(h);
+    let mut topology = tokio::time::interval(TOPOLOGY_EVERY);
+    let listened_to = if on_cluster {
+        h.store.masters().await.ok()
+    } else {
+        None
+    };
     let mut messages = pubsub.into_on_message().ready_chunks(512);
     loop {
         let batch = tokio::select! {
@@ -90,33 +171,118 @@ async fn session(h: &Handles) -> Result<(), redis::RedisError> {
                 info!("redis master moved; the subscriber follows it");
                 break;
             }
+            // On a cluster: the master listened to may have become a
+            // replica, which still hears notices, but may be the next to go.
+            _ = topology.tick(), if on_cluster => {
+                match h.store.masters().await {
+                    Ok(m) if Some(&m[..1]) != listened_to.as_deref().map(|l| &l[..1]) => {
+                        info!("cluster masters changed; the subscriber reconnects");
+                        break;
+                    }
+                    _ => continue,
+                }
+            }
         };
-        let mut due_ids = Vec::new();
+        let mut due = HashMap::new();
         for msg in batch {
             let Ok(payload) = msg.get_payload::<String>() else {
                 continue;
             };
             let channel = msg.get_channel_name();
-            if channel == ready_ch {
+            if let Some(&part) = wake.get(channel) {
+                h.wake.one(part);
+            } else if ready.iter().any(|r| r == channel) {
                 if let Some((count, topic)) = payload.split_once(' ') {
                     h.waiters.wake(topic, count.parse().unwrap_or(1));
                 }
-            } else if channel == wake_ch {
-                h.wake.notify_one();
-            } else if let Some(id) = payload.strip_prefix(&trigger_prefix) {
-                due_ids.push(id.to_owned());
+            } else if events {
+                triggers.sort(&payload, &mut due);
             }
         }
-        if !due_ids.is_empty() && h.dispatch {
-            // Dispatch in its own task: reading events must not wait on it.
-            let h = h.clone();
-            tokio::spawn(async move {
-                if let Err(e) = h.dispatch(&due_ids, DispatchPath::Event).await {
-                    // The sweep will fire these; nothing is lost.
-                    debug!(error = %e, "event dispatch failed");
-                }
-            });
+        if h.dispatch {
+            dispatch_due(h, due);
         }
     }
     Ok(())
+}
+
+/// On a cluster, in a dispatching process: one expired-events connection
+/// per master, started and stopped as masters come and go.
+pub(crate) async fn follow_masters(h: Handles) {
+    let mut running: HashMap<(String, u16), Shutdown> = HashMap::new();
+    let mut every = tokio::time::interval(TOPOLOGY_EVERY);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = h.stop.wait() => return,
+        }
+        let Ok(masters) = h.store.masters().await else {
+            continue;
+        };
+        let before = running.len();
+        running.retain(|addr, stop| {
+            let keep = masters.contains(addr);
+            if !keep {
+                info!(master = %format!("{}:{}", addr.0, addr.1), "no longer a master: its events connection stops");
+                stop.trigger();
+            }
+            keep
+        });
+        let mut changed = running.len() != before;
+        for addr in masters {
+            if running.contains_key(&addr) {
+                continue;
+            }
+            let stop = h.stop.child();
+            running.insert(addr.clone(), stop.clone());
+            tokio::spawn(events_of(h.clone(), addr, stop));
+            changed = true;
+        }
+        if changed {
+            // Jobs may have fallen due while no connection heard them.
+            h.wake.all();
+        }
+    }
+}
+
+/// Expired events of one master, reconnecting until `stop`.
+async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
+    let triggers = Triggers::new(&h);
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        let session = async {
+            let client = h
+                .store
+                .node_client(&host, port)
+                .map_err(|e| e.to_string())?;
+            let mut pubsub = pubsub(&h, client).await?;
+            pubsub
+                .psubscribe(EXPIRED_PATTERN)
+                .await
+                .map_err(|e| e.to_string())?;
+            debug!(master = %format!("{host}:{port}"), "listening to expired events");
+            h.wake.all();
+            let mut messages = pubsub.into_on_message().ready_chunks(512);
+            while let Some(batch) = messages.next().await {
+                let mut due = HashMap::new();
+                for msg in batch {
+                    if let Ok(key) = msg.get_payload::<String>() {
+                        triggers.sort(&key, &mut due);
+                    }
+                }
+                dispatch_due(&h, due);
+            }
+            Ok::<(), String>(())
+        };
+        let ended = tokio::select! {
+            r = session => r,
+            _ = stop.wait() => return,
+        };
+        debug!(master = %format!("{host}:{port}"), reason = %reason(&ended), "expired events connection ended");
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.wait() => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
 }

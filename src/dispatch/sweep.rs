@@ -24,11 +24,11 @@ use super::{DispatchPath, Handles};
 const MAX_IDLE: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-pub(crate) async fn run(h: Handles) {
+pub(crate) async fn run(h: Handles, part: usize) {
     let mut backoff = Duration::from_millis(20);
     let mut failing = false;
     loop {
-        let until = match h.dispatch(&[], DispatchPath::Sweep).await {
+        let until = match h.dispatch(part, &[], DispatchPath::Sweep).await {
             Ok(out) => {
                 if failing {
                     tracing::info!("sweep reaches redis again");
@@ -66,7 +66,7 @@ pub(crate) async fn run(h: Handles) {
         };
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {}
-            _ = h.wake.notified() => {}
+            _ = h.wake.of(part).notified() => {}
             _ = h.stop.wait() => return,
         }
     }
@@ -92,7 +92,9 @@ pub(crate) async fn retention(h: Handles) {
 async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
     for (topic, counts) in h.store.overview().await?.topics {
         if counts.dead > 0 {
-            while h.store.trim(&topic, h.retention).await? > 0 {}
+            for part in 0..h.store.parts().len() {
+                while h.store.trim(part, &topic, h.retention).await? > 0 {}
+            }
         }
     }
     Ok(())

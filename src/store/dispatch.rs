@@ -75,11 +75,12 @@ impl Store {
     /// sets the clock.
     pub(crate) async fn dispatch(
         &self,
+        part: usize,
         ids: &[String],
         batch: usize,
         retention: Retention,
     ) -> Result<Dispatched> {
-        let mut cmd = self.fcall(&SCRIPT);
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
         cmd.arg(batch)
             .arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64);

@@ -4,7 +4,10 @@
 //! no script writes one of the values as a literal.
 //!
 //! Every key starts with `{prefix}:`. The braces make the prefix a hash tag,
-//! so every key a script touches lives in one Redis Cluster slot. After the
+//! so every key a script touches lives in one Redis Cluster slot. A queue
+//! split into N > 1 partitions (Redis Cluster) has N such sets of keys, one
+//! per partition, each under a hash tag of its own (`{prefix:i:k}`, see
+//! [`Keys::partitions`]); a job lives in the partition its id hashes to. After the
 //! prefix comes a fixed kind and only then the user's id or topic, so no id
 //! or topic can ever name one of delayq's own keys or another application's.
 //!
@@ -16,9 +19,12 @@
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
 //! | `{p}:dead:<topic>`       | zset   | dead job ids -> time of death (ms)            |
 //! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
-//! | `{p}:seq`                | string | lease token counter                           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
+//! | `{p}:moving`             | none   | never written: declared by every script call  |
+//! |                          |        | on a cluster so that a call on a slot that is |
+//! |                          |        | being migrated is refused whole (TRYAGAIN)     |
+//! | `{prefix}:partitions`    | string | the queue's partition count, fixed at first use |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -28,9 +34,10 @@ pub mod kind {
     pub const READY: &str = "ready:";
     pub const DEAD: &str = "dead:";
     pub const COUNT: &str = "count";
-    pub const SEQ: &str = "seq";
     pub const READY_CHANNEL: &str = "ready";
     pub const WAKE_CHANNEL: &str = "wake";
+    pub const MOVING: &str = "moving";
+    pub const PARTITIONS: &str = "partitions";
 }
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
@@ -78,7 +85,6 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("READY_KEY", kind::READY),
     ("DEAD_KEY", kind::DEAD),
     ("COUNT_KEY", kind::COUNT),
-    ("SEQ_KEY", kind::SEQ),
     ("READY_CHANNEL", kind::READY_CHANNEL),
     ("WAKE_CHANNEL", kind::WAKE_CHANNEL),
     ("TOPIC", field::TOPIC),
@@ -116,19 +122,56 @@ pub(crate) fn values() -> impl Iterator<Item = &'static str> {
     LUA_NAMES.iter().map(|(_, v)| *v).chain([kind::SCHEDULE])
 }
 
-/// Names every key and channel for one prefix.
-#[derive(Clone, Debug)]
+/// Names every key and channel for one prefix (one partition).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Keys {
-    /// `{prefix}:`, passed to scripts so they can name per-id keys.
+    /// `{tag}:`, passed to scripts so they can name per-id keys.
     base: String,
 }
 
 impl Keys {
-    /// Key names for `prefix`, which [`validate_prefix`] has accepted.
+    /// Key names for `prefix`, which [`validate_prefix`] has accepted: the
+    /// keys of an unpartitioned queue.
     pub fn new(prefix: &str) -> Self {
         Keys {
             base: format!("{{{prefix}}}:"),
         }
+    }
+
+    /// The keys of each of `n` partitions. One partition is today's keys,
+    /// [`Keys::new`]. For more, partition `i`'s hash tag is `prefix:i:k`
+    /// with the smallest `k` whose slot lies in the `i`-th of `n` equal
+    /// ranges of the 16384 slots: a cluster whose masters own equal ranges
+    /// (what `redis-cli --cluster create` makes) gets the partitions spread
+    /// evenly, where tags picked by hash alone would often pile up on one
+    /// master. A prefix holds no `:`, so no tag can be another queue's.
+    pub fn partitions(prefix: &str, n: usize) -> Vec<Keys> {
+        if n <= 1 {
+            return vec![Keys::new(prefix)];
+        }
+        (0..n)
+            .map(|i| {
+                let range = (i * SLOTS / n)..((i + 1) * SLOTS / n);
+                let tag = (0u64..)
+                    .map(|k| format!("{prefix}:{i}:{k}"))
+                    .find(|t| range.contains(&(slot(t.as_bytes()) as usize)))
+                    .expect("every range holds slots");
+                Keys {
+                    base: format!("{{{tag}}}:"),
+                }
+            })
+            .collect()
+    }
+
+    /// Where the partition count of a queue is kept (in the first
+    /// partition's slot).
+    pub fn partition_count(prefix: &str) -> String {
+        format!("{{{prefix}}}:{}", kind::PARTITIONS)
+    }
+
+    /// A key of this partition's slot that never exists (see the table).
+    pub fn moving(&self) -> String {
+        format!("{}{}", self.base, kind::MOVING)
     }
 
     pub fn base(&self) -> &str {
@@ -162,6 +205,54 @@ impl Keys {
     }
 }
 
+/// Hash slots in a Redis Cluster.
+pub const SLOTS: usize = 16384;
+
+/// The cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
+pub fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % SLOTS as u16
+}
+
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The partition of job `id` in a queue of `n` partitions. Stable for ever:
+/// a job is found where it was written.
+pub fn partition_of(id: &str, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    // FNV-1a: cheap, and independent of the slot hash, so ids spread over
+    // partitions however the tags fell.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in id.as_bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    (h % n as u64) as usize
+}
+
 /// A prefix is 1 to 64 characters of `[A-Za-z0-9_.-]`: no braces (it is
 /// the hash tag) and nothing that needs quoting in logs or config files.
 pub fn validate_prefix(prefix: &str) -> Result<(), String> {
@@ -191,6 +282,32 @@ mod tests {
         assert_eq!(k.job("{dq}:schedule"), "{dq}:j:{dq}:schedule");
         assert_ne!(k.trigger("x"), k.job("x"));
         assert!(k.trigger("a").starts_with(&k.trigger_prefix()));
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from CLUSTER KEYSLOT on Redis 7.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"123456789"), 12739);
+        assert_eq!(slot(b"{}x"), slot(b"{}x"));
+    }
+
+    #[test]
+    fn partitions_spread_over_the_slot_ranges_and_one_is_today() {
+        assert_eq!(Keys::partitions("dq", 1), vec![Keys::new("dq")]);
+        let parts = Keys::partitions("dq", 6);
+        for (i, k) in parts.iter().enumerate() {
+            let s = slot(k.schedule().as_bytes()) as usize;
+            assert_eq!(s * 6 / SLOTS, i, "{}", k.schedule());
+            assert_eq!(slot(k.job("any id").as_bytes()) as usize, s);
+            assert_eq!(slot(k.moving().as_bytes()) as usize, s);
+        }
+        let mut seen = [0; 6];
+        for i in 0..6000 {
+            seen[partition_of(&format!("order-{i}"), 6)] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 800), "{seen:?}");
     }
 
     #[test]

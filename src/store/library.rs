@@ -76,23 +76,29 @@ fn library() -> &'static Library {
     })
 }
 
-/// The FCALL of `script`, with its first key (the schedule) and first
-/// arguments (the key prefix and the deadline, Redis time in microseconds,
-/// 0 for none) in place; the caller adds the rest.
-pub fn fcall(script: &Script, keys: &Keys, deadline_us: i64) -> Cmd {
+/// The FCALL of `script` on one partition, with its first key (the
+/// schedule) and first arguments (the key prefix and the deadline, Redis
+/// time in microseconds, 0 for none) in place; the caller adds the rest.
+/// With `guard`, the partition's never-written `moving` key is declared as
+/// a second key (see [`Keys::moving`]).
+pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64) -> Cmd {
     let mut cmd = redis::cmd("FCALL");
-    cmd.arg(format!("dq_{}_{}", script.name, library().version))
-        .arg(1)
-        .arg(keys.schedule())
-        .arg(keys.base())
-        .arg(deadline_us);
+    cmd.arg(format!("dq_{}_{}", script.name, library().version));
+    if guard {
+        cmd.arg(2).arg(keys.schedule()).arg(keys.moving());
+    } else {
+        cmd.arg(1).arg(keys.schedule());
+    }
+    cmd.arg(keys.base()).arg(deadline_us);
     cmd
 }
 
-/// FUNCTION LOAD of the library.
+/// FUNCTION LOAD REPLACE of the library: the same text whoever loads it, so
+/// loads that race (several delayq processes, every master of a cluster,
+/// some of which have it) all succeed.
 pub(crate) fn load_cmd() -> Cmd {
     let mut cmd = redis::cmd("FUNCTION");
-    cmd.arg("LOAD").arg(&library().source);
+    cmd.arg("LOAD").arg("REPLACE").arg(&library().source);
     cmd
 }
 
@@ -101,10 +107,6 @@ pub(crate) fn is_missing(e: &RedisError) -> bool {
     e.to_string().contains("Function not found")
 }
 
-/// Another caller loaded the library first: as good as loaded.
-pub(crate) fn is_already_loaded(e: &RedisError) -> bool {
-    e.to_string().contains("already exists")
-}
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,10 @@
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
+pub(crate) mod acks;
 pub mod clock;
+pub mod cluster;
+mod conn;
 pub mod layout;
 pub mod library;
 pub(crate) mod read;
@@ -40,11 +43,13 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Cmd;
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use clock::RedisClock;
+use conn::Conn;
 pub use layout::Keys;
 pub use read::{Memory, Overview, TopicCounts};
 use reply::Fields;
@@ -118,8 +123,11 @@ pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
 /// Where the store's calls go: a client and its shared connection. Behind
 /// Sentinel both are replaced when the master changes.
 struct Link {
+    /// One node's client: the server's, the master's behind Sentinel, the
+    /// first seed's on a cluster (where the subscriber connects to each
+    /// master with [`cluster::Cluster::node_client`] instead).
     client: redis::Client,
-    conn: ConnectionManager,
+    conn: Conn,
     /// The master's address, behind Sentinel.
     master: Option<(String, u16)>,
 }
@@ -129,9 +137,19 @@ pub(crate) struct Store {
     link: std::sync::RwLock<Link>,
     tls: Tls,
     sentinel: Option<sentinel::Sentinel>,
-    /// Replicas that must have a push before it is acknowledged (WAIT).
+    pub(crate) cluster: Option<cluster::Cluster>,
+    /// Replicas that must have a write before it is acknowledged (WAIT).
     replica_acks: usize,
-    pub(crate) keys: Keys,
+    /// Acknowledged writes, batched per partition behind one WAIT each.
+    acks: acks::Acks,
+    prefix: String,
+    /// The queue's partitions, one set of keys each; one unless the queue
+    /// is split over a cluster.
+    parts: Vec<Keys>,
+    /// Set once the partition count stored in Redis was found to match.
+    parts_checked: OnceCell<()>,
+    /// Where the next pop starts looking, so partitions take turns.
+    next_pop: std::sync::atomic::AtomicUsize,
     pub(crate) clock: RedisClock,
     timeout: Duration,
     metrics: Arc<Metrics>,
@@ -159,6 +177,7 @@ fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
 pub(crate) enum Target {
     Url { url: String, replica_acks: usize },
     Sentinel(sentinel::Sentinel),
+    Cluster { seeds: Vec<String>, replica_acks: usize },
 }
 
 /// TLS to Redis (`rediss://` URLs). By default the server's certificate is
@@ -194,32 +213,56 @@ pub(crate) fn client(url: &str, tls: &Tls) -> Result<redis::Client> {
         }
         return redis::Client::open(url).map_err(|e| invalid(format!("redis URL: {e}")));
     }
-    if tls.cert_file.is_some() != tls.key_file.is_some() {
-        return Err(invalid(
-            "a client certificate needs its key, and a key its certificate".into(),
-        ));
-    }
-    let read = |p: &std::path::Path| {
-        std::fs::read(p).map_err(|e| invalid(format!("cannot read {}: {e}", p.display())))
-    };
     // The crate reads "#insecure" on a rediss:// URL as "skip verification".
     let url = if tls.insecure && !url.contains('#') {
         format!("{url}#insecure")
     } else {
         url.to_owned()
     };
-    let certificates = redis::TlsCertificates {
-        client_tls: match (&tls.cert_file, &tls.key_file) {
-            (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
-                client_cert: read(c)?,
-                client_key: read(k)?,
-            }),
-            _ => None,
-        },
-        root_cert: tls.ca_file.as_deref().map(read).transpose()?,
-    };
-    redis::Client::build_with_tls(url.as_str(), certificates)
+    redis::Client::build_with_tls(url.as_str(), tls.certificates()?)
         .map_err(|e| invalid(format!("redis TLS setup: {e}")))
+}
+
+impl Tls {
+    /// The CA and client certificate, read from their files.
+    fn certificates(&self) -> Result<redis::TlsCertificates> {
+        let invalid = Error::Invalid;
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(invalid(
+                "a client certificate needs its key, and a key its certificate".into(),
+            ));
+        }
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| invalid(format!("cannot read {}: {e}", p.display())))
+        };
+        Ok(redis::TlsCertificates {
+            client_tls: match (&self.cert_file, &self.key_file) {
+                (Some(c), Some(k)) => Some(redis::ClientTlsConfig {
+                    client_cert: read(c)?,
+                    client_key: read(k)?,
+                }),
+                _ => None,
+            },
+            root_cert: self.ca_file.as_deref().map(read).transpose()?,
+        })
+    }
+}
+
+/// `template` (a Redis URL) with its host and port replaced and database
+/// `db`: the URL of another node, with the same scheme and credentials.
+pub(crate) fn url_at(template: &str, host: &str, port: u16, db: i64) -> String {
+    let (scheme, _) = template.split_once("://").unwrap_or(("redis", ""));
+    let creds = template
+        .split_once("://")
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
+        .map(|(c, _)| format!("{c}@"))
+        .unwrap_or_default();
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    format!("{scheme}://{creds}{host}:{port}/{db}")
 }
 
 impl Store {
@@ -229,14 +272,31 @@ impl Store {
         target: Target,
         tls: &Tls,
         prefix: &str,
+        partitions: usize,
         timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Result<Store> {
+        if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
+            return Err(Error::Invalid(format!(
+                "partitions {partitions} is out of range: 1 to {}",
+                cluster::MAX_PARTITIONS
+            )));
+        }
+        let mut cluster = None;
         let (client, sentinel, replica_acks) = match target {
             Target::Url { url, replica_acks } => (client(&url, tls)?, None, replica_acks),
             Target::Sentinel(s) => {
                 s.check()?;
                 (sentinel::unresolved(), Some(s.clone()), s.replica_acks)
+            }
+            Target::Cluster {
+                seeds,
+                replica_acks,
+            } => {
+                let c = cluster::Cluster::new(seeds, tls, timeout + LATE_REPLY_GRACE)?;
+                let first = c.seed_client()?;
+                cluster = Some(c);
+                (first, None, replica_acks)
             }
         };
         // Behind Sentinel, ask once now, so that the first calls go to the
@@ -251,7 +311,18 @@ impl Store {
             },
             None => (client, None),
         };
-        let conn = Self::manager(&client, timeout)?;
+        let conn = match &cluster {
+            Some(c) => Conn::Cluster(c.connection()),
+            None => Conn::Single(Self::manager(&client, timeout)?),
+        };
+        // Acknowledged writes get connections of their own: their WAITs
+        // hold up nothing else.
+        let ack_conn = match (&cluster, replica_acks) {
+            (_, 0) => None,
+            (Some(c), _) => Some(Conn::Cluster(c.connection())),
+            (None, _) => Some(Conn::Single(Self::manager(&client, timeout)?)),
+        };
+        let parts = Keys::partitions(prefix, partitions);
         Ok(Store {
             link: std::sync::RwLock::new(Link {
                 client,
@@ -260,8 +331,13 @@ impl Store {
             }),
             tls: tls.clone(),
             sentinel,
+            cluster,
             replica_acks,
-            keys: Keys::new(prefix),
+            acks: acks::Acks::new(ack_conn, parts.len()),
+            prefix: prefix.to_owned(),
+            parts,
+            parts_checked: OnceCell::new(),
+            next_pop: Default::default(),
             clock: RedisClock::default(),
             timeout,
             metrics,
@@ -291,11 +367,6 @@ impl Store {
         self.sentinel.is_some()
     }
 
-    /// Replicas a push waits for (WAIT); 0: none.
-    pub fn replica_acks(&self) -> usize {
-        self.replica_acks
-    }
-
     /// The client calls go through (the current master's, behind
     /// Sentinel); the subscriber makes its own connection with it.
     pub fn client(&self) -> redis::Client {
@@ -306,8 +377,65 @@ impl Store {
         self.timeout
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Conn {
         self.link.read().unwrap().conn.clone()
+    }
+
+    /// The queue's partitions.
+    pub fn parts(&self) -> &[Keys] {
+        &self.parts
+    }
+
+    /// The partition job `id` lives in.
+    pub fn part_of(&self, id: &str) -> usize {
+        layout::partition_of(id, self.parts.len())
+    }
+
+    /// The keys of the partition job `id` lives in.
+    pub fn part(&self, id: &str) -> &Keys {
+        &self.parts[self.part_of(id)]
+    }
+
+    /// Where the next pop starts: each call starts one partition later.
+    fn pop_start(&self) -> usize {
+        self.next_pop
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % self.parts.len()
+    }
+
+    /// Stores the partition count when the queue is first used, and refuses
+    /// to go on with another one: jobs would be looked for in the wrong
+    /// partition.
+    async fn check_partitions(&self) -> Result<()> {
+        self.parts_checked
+            .get_or_try_init(|| async {
+                let key = Keys::partition_count(&self.prefix);
+                let n = self.parts.len();
+                let mut pipe = redis::pipe();
+                pipe.cmd("SET")
+                    .arg(&key)
+                    .arg(n)
+                    .arg("NX")
+                    .ignore()
+                    .cmd("GET")
+                    .arg(&key);
+                let (stored,): (Option<String>,) = self
+                    .call("read the partition count", pipe.query_async(&mut self.conn()))
+                    .await?;
+                match stored.as_deref().map(str::parse::<usize>) {
+                    Some(Ok(m)) if m == n => Ok(()),
+                    other => Err(Error::Invalid(format!(
+                        "queue {:?} has {} partitions in Redis, not {n}: start with --partitions {0}, or use another --prefix",
+                        self.prefix,
+                        match other {
+                            Some(Ok(m)) => m.to_string(),
+                            _ => format!("{stored:?}"),
+                        }
+                    ))),
+                }
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Runs one Redis call for at most the timeout.
@@ -329,18 +457,25 @@ impl Store {
     ) -> Result<T> {
         let result = match tokio::time::timeout(limit, f).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(match server_error(&e) {
-                Some((code, _)) if code == "DQLATE" => Error::Late { op },
-                Some((code, _)) if code == "OOM" => Error::Full,
-                Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
-                _ => Error::redis(op, e),
-            }),
+            Ok(Err(e)) => Err(self.error(op, e)),
             Err(_) => Err(self.timed_out(op)),
         };
-        if matches!(&result, Err(e) if e.is_unavailable()) {
+        result
+    }
+
+    /// Redis's refusals that delayq's scripts and settings produce become
+    /// errors of their own; failures to reach Redis are counted.
+    fn error(&self, op: &'static str, e: redis::RedisError) -> Error {
+        let error = match server_error(&e) {
+            Some((code, _)) if code == "DQLATE" => Error::Late { op },
+            Some((code, _)) if code == "OOM" => Error::Full,
+            Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
+            _ => Error::redis(op, e),
+        };
+        if error.is_unavailable() {
             self.metrics.redis_errors.inc([], 1);
         }
-        result
+        error
     }
 
     /// Notes why connecting failed (None: it worked), for the errors of
@@ -351,6 +486,7 @@ impl Store {
 
     /// The timeout error of `op`, with the last connection error if any.
     pub fn timed_out(&self, op: &'static str) -> Error {
+        self.metrics.redis_errors.inc([], 1);
         Error::Timeout {
             op,
             after: self.timeout,
@@ -363,9 +499,14 @@ impl Store {
     /// which the call must change nothing: when this process stops waiting
     /// for the reply; 0 before the clock is known). The caller adds the
     /// script's own arguments.
-    pub fn fcall(&self, script: &Script) -> Cmd {
+    ///
+    /// On a cluster the call also declares the partition's `moving` key,
+    /// which never exists: while the partition's slot is being migrated,
+    /// Redis answers TRYAGAIN (or ASK, then TRYAGAIN) instead of running
+    /// the script on half of its keys, and the client retries.
+    pub fn fcall(&self, script: &Script, part: &Keys) -> Cmd {
         let deadline = self.clock.at(Instant::now() + self.timeout).unwrap_or(0);
-        library::fcall(script, &self.keys, deadline)
+        library::fcall(script, part, self.cluster.is_some(), deadline)
     }
 
     /// Runs a script call, waiting at most the timeout.
@@ -381,6 +522,7 @@ impl Store {
         limit: Duration,
         cmd: &Cmd,
     ) -> Result<(Status, Fields)> {
+        self.check_partitions().await?;
         if self.clock.now_us().is_none() {
             // Without a reading this call goes without a deadline; the
             // next one will have it.
@@ -409,14 +551,26 @@ impl Store {
         pipe: &redis::Pipeline,
         then_wait: bool,
     ) -> Result<(Vec<(Status, Fields)>, Option<usize>)> {
-        let replies: Vec<redis::Value> =
-            match self.call(op, pipe.query_async(&mut self.conn())).await {
-                Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
-                    self.load_functions().await?;
-                    self.call(op, pipe.query_async(&mut self.conn())).await?
-                }
-                r => r?,
-            };
+        self.run_pipeline_on(op, pipe, then_wait, &mut self.conn())
+            .await
+    }
+
+    /// [`run_pipeline`](Self::run_pipeline) on a given connection.
+    async fn run_pipeline_on(
+        &self,
+        op: &'static str,
+        pipe: &redis::Pipeline,
+        then_wait: bool,
+        conn: &mut Conn,
+    ) -> Result<(Vec<(Status, Fields)>, Option<usize>)> {
+        self.check_partitions().await?;
+        let replies: Vec<redis::Value> = match self.call(op, pipe.query_async(conn)).await {
+            Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
+                self.load_functions().await?;
+                self.call(op, pipe.query_async(conn)).await?
+            }
+            r => r?,
+        };
         let mut replies = replies;
         let acked = if then_wait {
             match replies.pop() {
@@ -433,15 +587,74 @@ impl Store {
         Ok((parsed, acked))
     }
 
+    /// Loads the function library; on a cluster, into every master (a
+    /// master that is new, or a replica promoted since, may lack it).
+    /// Runs script calls of partition `part`, each its own atomic call.
+    /// With replica acks on, they go in the partition's next acknowledged
+    /// batch ([`acks`]) and succeed only if enough replicas have them;
+    /// otherwise in one pipeline on the shared connection.
+    pub(crate) async fn run_acked(
+        &self,
+        op: &'static str,
+        part: usize,
+        cmds: Vec<Cmd>,
+        limit: Duration,
+    ) -> Result<Vec<(Status, Fields)>> {
+        let wanted = self.replica_acks;
+        if wanted == 0 {
+            if let [cmd] = cmds.as_slice() {
+                return Ok(vec![self.run_within(op, limit, cmd).await?]);
+            }
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c);
+            }
+            return Ok(self.run_pipeline(op, &pipe, false).await?.0);
+        }
+        self.check_partitions().await?;
+        let wait_ms = self.timeout.as_millis() as u64 / 2;
+        let mut reloaded = false;
+        loop {
+            let (values, acked) = self
+                .call_within(
+                    op,
+                    limit,
+                    self.acks.submit(part, cmds.clone(), wanted, wait_ms),
+                )
+                .await?;
+            let mut out = Vec::with_capacity(values.len());
+            let mut missing = false;
+            for v in values {
+                match v.extract_error() {
+                    Ok(v) => out.push(Fields::parse(op, v)?),
+                    Err(e) if library::is_missing(&e) && !reloaded => missing = true,
+                    Err(e) => return Err(self.error(op, e)),
+                }
+            }
+            if missing {
+                if !out.is_empty() {
+                    return Err(Error::protocol(op, "functions missing on part of a batch".into()));
+                }
+                // Nothing ran: load the functions and send them all again.
+                self.load_functions().await?;
+                reloaded = true;
+                continue;
+            }
+            if acked < wanted {
+                return Err(Error::Unreplicated { acked, wanted });
+            }
+            return Ok(out);
+        }
+    }
+
     async fn load_functions(&self) -> Result<()> {
-        let loaded: redis::RedisResult<String> =
+        let loaded: redis::RedisResult<redis::Value> =
             library::load_cmd().query_async(&mut self.conn()).await;
         match loaded {
             Ok(_) => {
                 tracing::info!("loaded delayq's functions into redis");
                 Ok(())
             }
-            Err(e) if library::is_already_loaded(&e) => Ok(()),
             Err(e) => Err(Error::redis("load functions", e)),
         }
     }
@@ -456,6 +669,23 @@ impl Store {
         if self.sentinel.is_some() {
             self.follow_master().await?;
         }
+        if self.cluster.is_some() {
+            // Each master, on a connection of its own: the first failure
+            // is named with its address.
+            for (host, port) in self.masters().await? {
+                let client = self.node_client(&host, port)?;
+                let attempt = async {
+                    let mut c = client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    redis::cmd("PING").query_async::<String>(&mut c).await
+                };
+                self.call("connect", attempt)
+                    .await
+                    .map_err(|e| Error::Invalid(format!("cluster master {host}:{port}: {e}")))?;
+            }
+            return self.check_partitions().await;
+        }
         let client = self.client();
         let attempt = async {
             let mut c = client
@@ -463,7 +693,8 @@ impl Store {
                 .await?;
             redis::cmd("PING").query_async::<String>(&mut c).await
         };
-        self.call("connect", attempt).await.map(|_| ())
+        self.call("connect", attempt).await?;
+        self.check_partitions().await
     }
 
     /// Reads Redis time once, so that deadlines can be given from the first

@@ -50,14 +50,17 @@ impl Store {
         error: &str,
         retention: Retention,
     ) -> Result<Failed> {
-        let mut cmd = self.fcall(&SCRIPT);
+        let mut cmd = self.fcall(&SCRIPT, self.part(id));
         cmd.arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64)
             .arg(id)
             .arg(token)
             .arg(delay.map_or(-1, |d| d.as_millis() as i64))
             .arg(error);
-        let failed = decode(self.run("nack", &cmd).await?)?;
+        let mut replies = self
+            .run_acked("nack", self.part_of(id), vec![cmd], self.timeout())
+            .await?;
+        let failed = decode(replies.remove(0))?;
         if failed.status == Status::Done && failed.state.is_none() {
             return Err(Error::protocol("nack", format!("{failed:?}")));
         }

@@ -5,10 +5,11 @@
 -- ARGV[2]  most jobs to reserve
 -- ARGV[3]  most body bytes to return: once the bodies reserved reach it, no
 --          more are taken (the first job is always taken, whatever its size)
--- ARGV[4..] topics, tried in the order given
+-- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
+-- ARGV[5..] topics, tried in the order given
 --
 -- Touches: the topics' ready lists, job hashes, schedule (lease ends),
--- lease token counter, count hash. Publishes: nothing.
+-- count hash. Publishes: nothing.
 -- Helpers: now_us, lease, move_count.
 --
 -- Returns { DONE, now_us, then per job: id, topic, body, token, due_ms,
@@ -18,7 +19,9 @@
 -- it is never handed to two consumers at once. The lease's end goes into
 -- the schedule (no trigger key: the sweep is the clock), so a consumer that
 -- dies without finishing counts as a failed attempt after ttr, not before.
--- Every delivery carries a new token (from the counter); finish, nack and
+-- Every delivery carries a new token (the caller's random nonce and the
+-- job's place in the reply: no counter in Redis, so a failover that loses
+-- recent writes cannot re-issue a token someone holds); finish, nack and
 -- touch with an older token are refused. The reply is bounded in jobs and
 -- in bytes, so it reaches its caller well within the caller's timeout.
 local now = now_us()
@@ -29,7 +32,8 @@ local bytes = 0
 
 local reply = { DONE, now }
 local got = 0
-for i = 4, #ARGV do
+local nonce = ARGV[4]
+for i = 5, #ARGV do
   local topic = ARGV[i]
   local list = ready_key(topic)
   while got < want and bytes < max_bytes do
@@ -39,7 +43,7 @@ for i = 4, #ARGV do
     local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == READY and f[2] == topic then
-      local token = redis.call('INCR', P .. SEQ_KEY)
+      local token = nonce .. '.' .. got
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1
       redis.call('HSET', job, STATE, RESERVED, TOKEN, token, LEASE, lease_until,

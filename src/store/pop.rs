@@ -16,8 +16,8 @@ pub const SCRIPT: Script = Script {
     when_full: true,
 };
 
-fn args(cmd: &mut Cmd, topics: &[String], max: usize, max_bytes: usize) {
-    cmd.arg(max).arg(max_bytes);
+fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], max: usize, max_bytes: usize) {
+    cmd.arg(max).arg(max_bytes).arg(nonce);
     for t in topics {
         cmd.arg(t);
     }
@@ -56,6 +56,12 @@ impl Store {
     /// and always one when one is ready) from `topics`, tried in order;
     /// waits at most `limit` for the reply. The reply's Redis time sets the
     /// clock.
+    ///
+    /// A partitioned queue's partitions are tried one after another, each
+    /// pop starting one partition further on, until `max` jobs are leased:
+    /// no partition waits behind another, and no more jobs are reserved
+    /// than asked. If a partition fails after others gave jobs, those jobs
+    /// are returned (they are leased: dropping them would strand them).
     pub(crate) async fn pop(
         &self,
         topics: &[String],
@@ -63,12 +69,38 @@ impl Store {
         max_bytes: usize,
         limit: Duration,
     ) -> Result<Vec<Delivery>> {
-        let mut cmd = self.fcall(&SCRIPT);
-        args(&mut cmd, topics, max, max_bytes);
-        let sent = Instant::now();
-        let (now_us, deliveries) = decode(self.run_within("pop", limit, &cmd).await?)?;
-        self.clock.observe(sent, Instant::now(), now_us);
-        Ok(deliveries)
+        let n = self.parts().len();
+        let start = self.pop_start();
+        let mut got: Vec<Delivery> = Vec::new();
+        let mut bytes = 0;
+        for k in 0..n {
+            let part = (start + k) % n;
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+            // A token is this call's random nonce and a counter: unique
+            // without a counter in Redis that a failover could roll back.
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            args(&mut cmd, &nonce[..16], topics, max - got.len(), max_bytes - bytes);
+            let sent = Instant::now();
+            let reply = match self.run_acked("pop", part, vec![cmd], limit).await {
+                Ok(mut r) => decode(r.remove(0)),
+                Err(e) => Err(e),
+            };
+            let (now_us, deliveries) = match reply {
+                Ok(r) => r,
+                Err(e) if got.is_empty() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a partition's pop failed; returning what others gave");
+                    break;
+                }
+            };
+            self.clock.observe(sent, Instant::now(), now_us);
+            bytes += deliveries.iter().map(|d| d.body.len()).sum::<usize>();
+            got.extend(deliveries);
+            if got.len() >= max || bytes >= max_bytes {
+                break;
+            }
+        }
+        Ok(got)
     }
 }
 

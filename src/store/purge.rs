@@ -10,9 +10,9 @@ pub const SCRIPT: Script = Script {
 };
 
 impl Store {
-    /// Deletes up to 500 dead jobs of `topic`; returns how many.
-    pub(crate) async fn purge(&self, topic: &str) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT);
+    /// Deletes up to 500 dead jobs of `topic` in partition `part`; returns how many.
+    pub(crate) async fn purge(&self, part: usize, topic: &str) -> Result<u64> {
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
         cmd.arg(topic).arg(500);
         let (_, mut f) = self.run("purge", &cmd).await?;
         Ok(f.int()?.max(0) as u64)

@@ -73,29 +73,36 @@ impl Store {
         Ok(self.push_many(std::slice::from_ref(p)).await?.remove(0))
     }
 
-    /// Many pushes in one round trip; each is still its own atomic upsert.
-    /// With replica acks asked for, a WAIT follows in the same round trip,
-    /// and the pushes are acknowledged only if enough replicas have them.
+    /// Many pushes, one round trip per partition (the partitions' calls
+    /// run at once); each push is still its own atomic upsert. With replica
+    /// acks asked for, the pushes are acknowledged only if enough replicas
+    /// have them.
     pub(crate) async fn push_many(&self, pushes: &[Push<'_>]) -> Result<Vec<Pushed>> {
-        let mut pipe = redis::pipe();
-        for p in pushes {
-            let mut cmd = self.fcall(&SCRIPT);
-            p.args(&mut cmd);
-            pipe.add_command(cmd);
+        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, p) in pushes.iter().enumerate() {
+            groups.entry(self.part_of(p.id)).or_default().push(i);
         }
-        let wanted = self.replica_acks();
-        if wanted > 0 {
-            pipe.cmd("WAIT")
-                .arg(wanted)
-                .arg(self.timeout().as_millis() as u64 / 2);
-        }
-        let (pushed, acked) = self.run_pipeline("push", &pipe, wanted > 0).await?;
-        if let Some(acked) = acked {
-            if acked < wanted {
-                return Err(Error::Unreplicated { acked, wanted });
+        let calls = groups.iter().map(|(&part, members)| {
+            let cmds = members
+                .iter()
+                .map(|&i| {
+                    let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+                    pushes[i].args(&mut cmd);
+                    cmd
+                })
+                .collect();
+            self.run_acked("push", part, cmds, self.timeout())
+        });
+        let replies = futures::future::join_all(calls).await;
+        let mut out: Vec<Option<Pushed>> = (0..pushes.len()).map(|_| None).collect();
+        for ((_, members), replies) in groups.iter().zip(replies) {
+            for (&i, reply) in members.iter().zip(replies?) {
+                out[i] = Some(decode(reply)?);
             }
         }
-        pushed.into_iter().map(decode).collect()
+        out.into_iter()
+            .map(|p| p.ok_or_else(|| Error::protocol("push", "a reply is missing".into())))
+            .collect()
     }
 }
 

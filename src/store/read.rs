@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::layout::{field, state};
-use super::Store;
+use super::{Keys, Store};
 use crate::error::{Error, Result};
 use crate::job::{FailedAttempt, Job, JobState};
 use crate::retry::RetryPolicy;
@@ -145,18 +145,32 @@ impl Store {
         Ok(self.get_many(&[id.to_owned()]).await?.pop())
     }
 
-    /// Several jobs in one round trip; ids with no job are left out.
+    /// Several jobs, one round trip per partition (at once); ids with no
+    /// job are left out, the others keep their order.
     pub(crate) async fn get_many(&self, ids: &[String]) -> Result<Vec<Job>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
+        for id in ids {
+            groups.entry(self.part_of(id)).or_default().push(id);
         }
+        let reads = groups
+            .iter()
+            .map(|(&part, ids)| self.get_in(&self.parts()[part], ids));
+        let mut found: HashMap<String, Job> = HashMap::new();
+        for jobs in futures::future::join_all(reads).await {
+            found.extend(jobs?.into_iter().map(|j| (j.id.clone(), j)));
+        }
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    }
+
+    /// Jobs of one partition in one round trip.
+    async fn get_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<Job>> {
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HGETALL")
-                .arg(self.keys.job(id))
+                .arg(part.job(id))
                 .cmd("ZSCORE")
-                .arg(self.keys.schedule())
-                .arg(id);
+                .arg(part.schedule())
+                .arg(*id);
         }
         let replies: Vec<(HashMap<String, String>, Option<f64>)> = {
             let flat: Vec<redis::Value> =
@@ -180,36 +194,80 @@ impl Store {
         Ok(jobs)
     }
 
-    /// Counts per topic and state, and the earliest due time.
+    /// Counts per topic and state, and the earliest due time, over every
+    /// partition.
     pub(crate) async fn overview(&self) -> Result<Overview> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("HGETALL")
-            .arg(self.keys.counts())
-            .cmd("ZRANGE")
-            .arg(self.keys.schedule())
-            .arg(0)
-            .arg(0)
-            .arg("WITHSCORES");
-        let (counts, head): (HashMap<String, i64>, Vec<(String, f64)>) = self
-            .call("topics", pipe.query_async(&mut self.conn()))
-            .await?;
+        let reads = self.parts().iter().map(|part| async move {
+            let mut pipe = redis::pipe();
+            pipe.cmd("HGETALL")
+                .arg(part.counts())
+                .cmd("ZRANGE")
+                .arg(part.schedule())
+                .arg(0)
+                .arg(0)
+                .arg("WITHSCORES");
+            let r: (HashMap<String, i64>, Vec<(String, f64)>) = self
+                .call("topics", pipe.query_async(&mut self.conn()))
+                .await?;
+            Ok::<_, Error>(r)
+        });
+        let mut counts: HashMap<String, i64> = HashMap::new();
+        let mut next_due_ms: Option<i64> = None;
+        for r in futures::future::join_all(reads).await {
+            let (c, head) = r?;
+            for (k, n) in c {
+                *counts.entry(k).or_default() += n;
+            }
+            if let Some((_, due)) = head.first() {
+                let due = *due as i64;
+                next_due_ms = Some(next_due_ms.map_or(due, |d| d.min(due)));
+            }
+        }
         Ok(Overview {
             topics: decode_counts(counts),
-            next_due_ms: head.first().map(|(_, due)| *due as i64),
+            next_due_ms,
         })
     }
 
-    /// Ids of `topic`'s dead jobs, oldest first, positions `first..=last`.
+    /// Ids of `topic`'s dead jobs, oldest first, positions `first..=last`
+    /// (over every partition: each gives its oldest `last + 1`, merged by
+    /// time of death).
     pub(crate) async fn dead_ids(
         &self,
         topic: &str,
         first: usize,
         last: usize,
     ) -> Result<Vec<String>> {
-        let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(self.keys.dead(topic)).arg(first).arg(last);
-        self.call("dead letters", cmd.query_async(&mut self.conn()))
-            .await
+        if let [part] = self.parts() {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(part.dead(topic)).arg(first).arg(last);
+            return self
+                .call("dead letters", cmd.query_async(&mut self.conn()))
+                .await;
+        }
+        let reads = self.parts().iter().map(|part| {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(part.dead(topic))
+                .arg(0)
+                .arg(last)
+                .arg("WITHSCORES");
+            async move {
+                self.call("dead letters", cmd.query_async(&mut self.conn()))
+                    .await
+            }
+        });
+        let mut all: Vec<(String, f64)> = Vec::new();
+        for r in futures::future::join_all(reads).await {
+            let page: Vec<(String, f64)> = r?;
+            all.extend(page);
+        }
+        all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(all
+            .into_iter()
+            .skip(first)
+            .take(last + 1 - first)
+            .map(|(id, _)| id)
+            .collect())
     }
 
     pub(crate) async fn memory(&self) -> Result<Memory> {

@@ -27,13 +27,16 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(Status, String)> {
 
 impl Store {
     pub(crate) async fn remove(&self, id: &str, fence: Fence<'_>) -> Result<(Status, String)> {
-        let mut cmd = self.fcall(&SCRIPT);
+        let mut cmd = self.fcall(&SCRIPT, self.part(id));
         cmd.arg(id);
         match fence {
             Fence::Lease(token) => cmd.arg("lease").arg(token),
             Fence::Any => cmd.arg("any"),
         };
-        decode(self.run("remove", &cmd).await?)
+        let mut replies = self
+            .run_acked("remove", self.part_of(id), vec![cmd], self.timeout())
+            .await?;
+        decode(replies.remove(0))
     }
 }
 

@@ -16,8 +16,9 @@ pub(crate) const BATCH: usize = 500;
 impl Store {
     /// Requeues `ids` (at most [`BATCH`]), or the oldest [`BATCH`] dead jobs
     /// of `topic` when `ids` is empty. Returns how many.
-    pub(crate) async fn requeue(&self, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT);
+    /// All of `ids` must be in partition `part`.
+    pub(crate) async fn requeue(&self, part: usize, topic: &str, ids: &[String]) -> Result<u64> {
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
         cmd.arg(topic).arg(BATCH);
         for id in ids {
             cmd.arg(id);

@@ -22,7 +22,7 @@ impl Store {
         due_at_ms: Option<i64>,
         body: Option<&str>,
     ) -> Result<(Status, i64, bool)> {
-        let mut cmd = self.fcall(&SCRIPT);
+        let mut cmd = self.fcall(&SCRIPT, self.part(id));
         cmd.arg(id)
             .arg(delay.as_millis() as u64)
             .arg(due_at_ms.map_or(-1, |t| t.max(0)))

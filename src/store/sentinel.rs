@@ -64,18 +64,7 @@ impl Sentinel {
 
     /// The master's URL at `host:port`, with the sentinels' credentials.
     pub(crate) fn master_url(&self, host: &str, port: u16) -> String {
-        let (scheme, _) = self.sentinels[0].split_once("://").unwrap_or(("redis", ""));
-        let creds = self.sentinels[0]
-            .split_once("://")
-            .and_then(|(_, rest)| rest.rsplit_once('@'))
-            .map(|(c, _)| format!("{c}@"))
-            .unwrap_or_default();
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_owned()
-        };
-        format!("{scheme}://{creds}{host}:{port}/{}", self.db)
+        super::url_at(&self.sentinels[0], host, port, self.db)
     }
 }
 
@@ -101,8 +90,14 @@ impl Store {
         {
             let mut link = self.link.write().unwrap();
             link.client = client;
-            link.conn = conn;
+            link.conn = super::conn::Conn::Single(conn);
             link.master = Some((host.clone(), port));
+        }
+        if self.replica_acks > 0 {
+            self.acks.relink(super::conn::Conn::Single(Self::manager(
+                &self.client(),
+                self.timeout,
+            )?));
         }
         self.relinked.notify_waiters();
         match current {

@@ -19,7 +19,7 @@ impl Store {
         token: &str,
         length: Option<Duration>,
     ) -> Result<(Status, i64)> {
-        let mut cmd = self.fcall(&SCRIPT);
+        let mut cmd = self.fcall(&SCRIPT, self.part(id));
         cmd.arg(id)
             .arg(token)
             .arg(length.map_or(-1, |d| d.as_millis() as i64));

@@ -13,8 +13,8 @@ pub const SCRIPT: Script = Script {
 impl Store {
     /// Drops up to 200 of `topic`'s dead jobs beyond `retention`; returns
     /// how many.
-    pub(crate) async fn trim(&self, topic: &str, retention: Retention) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT);
+    pub(crate) async fn trim(&self, part: usize, topic: &str, retention: Retention) -> Result<u64> {
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
         cmd.arg(topic)
             .arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64);

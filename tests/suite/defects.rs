@@ -172,7 +172,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
 
     // The script checks too, before its first write.
     let before: i64 = redis.cmd(&["DBSIZE"]).await;
-    let mut cmd = fcall(&push::SCRIPT, &Keys::new("dq"), 0);
+    let mut cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0);
     cmd.arg("raw")
         .arg("far")
         .arg("")
@@ -346,7 +346,7 @@ async fn an_empty_lease_token_settles_nothing() {
         assert!(matches!(e, Error::Invalid(_)), "{e}");
     }
     // The raw script refuses an empty token too.
-    let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), 0);
+    let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
     cmd.arg("waiting").arg("lease").arg("");
     let (status, _): (i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(status, delayq::store::Status::Stale as i64);

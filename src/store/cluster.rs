@@ -1,0 +1,167 @@
+//! Redis Cluster: the seeds, the client, and the masters.
+//!
+//! On a cluster a queue is split into partitions (see
+//! [`Keys::partitions`](super::Keys::partitions)), each in one slot; every
+//! call is routed by the crate to the master of its first key. What the
+//! crate does not do, delayq does here: list the masters (keyspace events
+//! are per node, so the subscriber keeps a connection to each), and reach
+//! one master by address with the seeds' credentials.
+
+use std::time::Duration;
+
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+
+use super::{Store, Tls};
+use crate::error::{Error, Result};
+
+/// Most partitions a queue may have.
+pub const MAX_PARTITIONS: usize = 1024;
+
+/// How a store reaches a cluster.
+pub(crate) struct Cluster {
+    seeds: Vec<String>,
+    tls: Tls,
+    client: redis::cluster::ClusterClient,
+}
+
+impl Cluster {
+    pub fn new(seeds: Vec<String>, tls: &Tls, response_timeout: Duration) -> Result<Cluster> {
+        if seeds.is_empty() {
+            return Err(Error::Invalid("a cluster needs at least one seed URL".into()));
+        }
+        let secure = seeds[0].starts_with("rediss://");
+        if seeds.iter().any(|s| s.starts_with("rediss://") != secure) {
+            return Err(Error::Invalid(
+                "cluster seeds must all be rediss:// or all redis://".into(),
+            ));
+        }
+        if !secure && tls.is_set() {
+            return Err(Error::Invalid(
+                "TLS options (CA, client certificate, insecure) need rediss:// seeds".into(),
+            ));
+        }
+        let mut builder = ClusterClientBuilder::new(seeds.clone())
+            // TRYAGAIN (a slot being migrated) is retried soon and often:
+            // every call is bounded by the store's timeout anyway, and a
+            // retry that comes after it changes nothing (the deadline).
+            .retries(16)
+            .min_retry_wait(10)
+            .max_retry_wait(200)
+            .response_timeout(response_timeout);
+        if secure {
+            builder = builder.certs(tls.certificates()?);
+            if tls.insecure {
+                builder = builder.tls(redis::TlsMode::Insecure);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| Error::Invalid(format!("redis cluster seeds: {e}")))?;
+        Ok(Cluster {
+            seeds,
+            tls: tls.clone(),
+            client,
+        })
+    }
+
+    /// A connection to the whole cluster, made in the background: Redis
+    /// need not be up yet.
+    pub fn connection(&self) -> ClusterConnection {
+        self.client
+            .get_pending_async_connection_with_config(redis::cluster::ClusterConfig::new())
+    }
+
+    pub fn seed_client(&self) -> Result<redis::Client> {
+        super::client(&self.seeds[0], &self.tls)
+    }
+
+    /// A client for the node at `host:port`, with the seeds' scheme,
+    /// credentials and TLS settings.
+    pub fn node_client(&self, host: &str, port: u16) -> Result<redis::Client> {
+        super::client(&super::url_at(&self.seeds[0], host, port, 0), &self.tls)
+    }
+}
+
+/// The masters in a CLUSTER SLOTS reply, each once, in slot order.
+fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
+    use redis::Value::{Array, BulkString, Int, SimpleString};
+    let mut out: Vec<(String, u16)> = Vec::new();
+    let Array(ranges) = reply else {
+        return out;
+    };
+    for range in ranges {
+        let Array(fields) = range else { continue };
+        let Some(Array(node)) = fields.get(2) else {
+            continue;
+        };
+        let host = match node.first() {
+            Some(BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            Some(SimpleString(s)) => s.clone(),
+            _ => continue,
+        };
+        let Some(Int(port)) = node.get(1) else {
+            continue;
+        };
+        let addr = (host, *port as u16);
+        if !out.contains(&addr) {
+            out.push(addr);
+        }
+    }
+    out
+}
+
+impl Store {
+    /// The cluster's masters now (asked of any node); on a single Redis,
+    /// nothing.
+    pub(crate) async fn masters(&self) -> Result<Vec<(String, u16)>> {
+        if self.cluster.is_none() {
+            return Ok(Vec::new());
+        }
+        let reply: redis::Value = self
+            .call(
+                "list masters",
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut self.conn()),
+            )
+            .await?;
+        let masters = masters_of(&reply);
+        if masters.is_empty() {
+            return Err(Error::protocol(
+                "list masters",
+                "CLUSTER SLOTS names no master: is the cluster set up?".into(),
+            ));
+        }
+        Ok(masters)
+    }
+
+    /// A client for one node of the cluster.
+    pub(crate) fn node_client(&self, host: &str, port: u16) -> Result<redis::Client> {
+        match &self.cluster {
+            Some(c) => c.node_client(host, port),
+            None => Ok(self.client()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value::{Array, BulkString, Int};
+
+    #[test]
+    fn masters_are_read_from_cluster_slots() {
+        let node = |host: &str, port: i64| Array(vec![BulkString(host.into()), Int(port)]);
+        let reply = Array(vec![
+            Array(vec![Int(0), Int(5460), node("127.0.0.1", 7000), node("127.0.0.1", 7003)]),
+            Array(vec![Int(5461), Int(6000), node("127.0.0.1", 7001)]),
+            Array(vec![Int(6001), Int(6001), node("127.0.0.1", 7000)]),
+        ]);
+        assert_eq!(
+            masters_of(&reply),
+            vec![("127.0.0.1".into(), 7000), ("127.0.0.1".into(), 7001)]
+        );
+        assert!(masters_of(&Int(1)).is_empty());
+    }
+}
