@@ -249,6 +249,17 @@ impl Queue {
         Ok(m)
     }
 
+    /// The memory of each master, read now (on a single Redis, one entry
+    /// named "").
+    pub async fn memories(&self) -> Result<Vec<(String, Memory)>> {
+        self.store().memories().await
+    }
+
+    /// The queue is on a Redis Cluster.
+    pub fn on_cluster(&self) -> bool {
+        self.store().cluster.is_some()
+    }
+
     /// Refuses new jobs while Redis is set to evict them. Reads the policy
     /// at most once a second; a server that does not let delayq read it
     /// (INFO denied by an ACL) is taken at its word.

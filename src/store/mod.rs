@@ -424,14 +424,16 @@ impl Store {
                     .await?;
                 match stored.as_deref().map(str::parse::<usize>) {
                     Some(Ok(m)) if m == n => Ok(()),
-                    other => Err(Error::Invalid(format!(
-                        "queue {:?} has {} partitions in Redis, not {n}: start with --partitions {0}, or use another --prefix",
-                        self.prefix,
-                        match other {
+                    other => {
+                        let m = match other {
                             Some(Ok(m)) => m.to_string(),
                             _ => format!("{stored:?}"),
-                        }
-                    ))),
+                        };
+                        Err(Error::Invalid(format!(
+                            "queue {:?} has {m} partitions in Redis, not {n}: start with --partitions {m}, or use another --prefix",
+                            self.prefix
+                        )))
+                    }
                 }
             })
             .await

@@ -15,6 +15,7 @@ mod common;
 mod redis_server;
 
 mod bad_input;
+mod cluster;
 mod cli_client;
 mod compat_contract;
 mod consumer;

@@ -46,6 +46,32 @@ impl RedisServer {
         Self::launch(Listen::Port(free_port()), extra, String::new())
     }
 
+    /// A Redis Cluster node on a free loopback port (its bus on another),
+    /// not yet part of any cluster. `extra` as for [`start_with`].
+    pub fn start_cluster_node(extra: &[&str]) -> RedisServer {
+        let bus = free_port().to_string();
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "1500",
+            "--cluster-port",
+            &bus,
+        ];
+        args.extend_from_slice(extra);
+        Self::launch(Listen::Port(free_port()), &args, String::new())
+    }
+
+    /// The TCP port (None on a unix socket).
+    pub fn port(&self) -> Option<u16> {
+        match self.listen {
+            Listen::Socket => None,
+            Listen::Port(p) | Listen::Tls(p) => Some(p),
+        }
+    }
+
     /// TLS only, on a free loopback port; `extra` names the certificates
     /// (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-cert-file`, ...).
     pub fn start_tls(extra: &[&str]) -> RedisServer {

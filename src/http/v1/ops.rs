@@ -50,6 +50,24 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if let Some(e) = error {
         body["error"] = json!(e);
     }
+    if q.on_cluster() {
+        // Each master's own state: the one that is full is named.
+        if let Ok(masters) = q.memories().await {
+            body["masters"] = masters
+                .into_iter()
+                .map(|(node, m)| {
+                    let memory = if m.evicting() {
+                        "evicting"
+                    } else if m.full() {
+                        "full"
+                    } else {
+                        "ok"
+                    };
+                    json!({"node": node, "memory": memory, "used_bytes": m.used_bytes, "max_bytes": m.max_bytes})
+                })
+                .collect();
+        }
+    }
     (status, Json(body)).into_response()
 }
 
