@@ -51,7 +51,12 @@ async fn run(cli: Cli) -> Result<()> {
     );
     let logs = tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("DELAYQ_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+            EnvFilter::try_from_env("DELAYQ_LOG")
+                .unwrap_or_else(|_| EnvFilter::new("info"))
+                // The cluster client logs each reconnect attempt (hundreds
+                // a second while a master is down); delayq logs what it
+                // means for jobs instead.
+                .add_directive("redis::cluster_handling=error".parse().expect("a valid directive")),
         )
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal, never into log files.

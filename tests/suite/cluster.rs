@@ -114,19 +114,15 @@ impl TestCluster {
 
     /// The replica of master `m`.
     pub fn replica_of(&self, m: usize) -> usize {
-        let id = text(&self.nodes[m], &["CLUSTER", "MYID"]).unwrap();
+        let id = node_id(&self.nodes[m]);
         (0..self.nodes.len())
             .find(|&i| {
                 self.nodes[i].pid() != 0
                     && text(&self.nodes[i], &["CLUSTER", "NODES"]).is_some_and(|nodes| {
-                        nodes
-                            .lines()
-                            .any(|l| l.contains("myself") && l.contains(id.trim()))
-                            .then_some(())
-                            .is_none()
-                            && nodes.lines().any(|l| {
-                                l.contains("myself,slave") && l.split(' ').nth(3) == Some(id.trim())
-                            })
+                        nodes.lines().any(|l| {
+                            let f: Vec<&str> = l.split(' ').collect();
+                            f.len() > 3 && f[2].contains("myself") && f[2].contains("slave") && f[3] == id
+                        })
                     })
             })
             .expect("every master has a replica")
@@ -236,4 +232,230 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     assert_eq!(o.topics.get("close").map_or(0, |c| c.delayed + c.ready + c.reserved), 0);
     a.close().await;
     b.close().await;
+}
+
+/// Faults the cluster ledger runs through.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// `CLUSTER FAILOVER` on a master's replica: a planned switch.
+    Failover,
+    /// SIGKILL of a master; its replica takes over; the old master comes
+    /// back as a replica.
+    KillMaster,
+    /// The slot of a busy partition moved to another master key by key
+    /// (SETSLOT IMPORTING/MIGRATING, MIGRATE in small batches, SETSLOT
+    /// NODE), while jobs flow.
+    MigrateSlot,
+    /// A new master (with a replica) joins and `redis-cli --cluster
+    /// rebalance` moves slots to it, while jobs flow.
+    AddMaster,
+}
+
+fn cli(args: &[&str]) -> String {
+    let out = Command::new("redis-cli").args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "redis-cli {args:?}: {text}");
+    text
+}
+
+fn node_id(n: &RedisServer) -> String {
+    text(n, &["CLUSTER", "MYID"]).unwrap().trim().to_owned()
+}
+
+/// The node that serves `slot` now, by index.
+fn owner_of(c: &TestCluster, slot: u16) -> usize {
+    for i in c.masters() {
+        let nodes = text(&c.nodes[i], &["CLUSTER", "NODES"]).unwrap();
+        let mine = nodes.lines().find(|l| l.contains("myself")).unwrap();
+        for range in mine.split(' ').skip(8) {
+            let (a, b) = range.split_once('-').unwrap_or((range, range));
+            if let (Ok(a), Ok(b)) = (a.parse::<u16>(), b.parse::<u16>()) {
+                if (a..=b).contains(&slot) {
+                    return i;
+                }
+            }
+        }
+    }
+    panic!("no master serves slot {slot}");
+}
+
+/// Moves `slot` from its owner to another master, a few keys at a time.
+async fn migrate_slot(c: &TestCluster, slot: u16) {
+    let from = owner_of(c, slot);
+    let to = *c.masters().iter().find(|&&m| m != from).unwrap();
+    let (src, dst) = (&c.nodes[from], &c.nodes[to]);
+    let s = slot.to_string();
+    let _: String = dst.cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &node_id(src)]).await;
+    let _: String = src.cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &node_id(dst)]).await;
+    let port = dst.port().unwrap().to_string();
+    let mut batches = 0;
+    loop {
+        let keys: Vec<String> = src.cmd(&["CLUSTER", "GETKEYSINSLOT", &s, "3"]).await;
+        if keys.is_empty() {
+            break;
+        }
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate.arg("127.0.0.1").arg(&port).arg("").arg(0).arg(5000).arg("KEYS");
+        for k in &keys {
+            migrate.arg(k);
+        }
+        let _: String = migrate.query_async(&mut src.conn().await).await.unwrap();
+        batches += 1;
+        // Let calls on the moving slot arrive in between.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    for n in c.masters() {
+        let _: String = c.nodes[n]
+            .cmd(&["CLUSTER", "SETSLOT", &s, "NODE", &node_id(dst)])
+            .await;
+    }
+    println!("moved slot {slot} in {batches} batches of up to 3 keys");
+}
+
+async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
+    use crate::fault_suite::{consume, judge, produce, Ledger};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    let mut cluster = TestCluster::start(3);
+    // The clock the ledger reads: a server on the same machine.
+    let clock = RedisServer::start();
+    let partitions = 6;
+    let seeds = cluster.seeds().join(",");
+    let args = [
+        "--redis-cluster",
+        seeds.as_str(),
+        "--partitions",
+        "6",
+        "--replica-acks",
+        "1",
+        "--pop-timeout",
+        "1s",
+        "--redis-timeout",
+        "1s",
+    ];
+    let delayqs = [DelayqProcess::spawn(&args), DelayqProcess::spawn(&args)];
+    let q = Queue::connect(Config {
+        dispatch: false,
+        replica_acks: 1,
+        redis_timeout: Duration::from_secs(1),
+        ..cluster_config(&cluster, partitions)
+    })
+    .unwrap();
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(consume(q.clone(), ledger.clone(), stop.clone(), clock.client())))
+        .collect();
+    let bases = delayqs.iter().map(|d| d.base.clone()).collect();
+    let producer = produce(q.clone(), ledger.clone(), bases, clock.client(), 400);
+
+    let mut spare: Vec<RedisServer> = Vec::new();
+    // Faults strike while the queue is full of delayed, ready and leased
+    // jobs.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    for fault in faults {
+        match fault {
+            Fault::Failover => {
+                let m = cluster.masters()[0];
+                let r = cluster.replica_of(m);
+                let _: String = cluster.nodes[r].cmd(&["CLUSTER", "FAILOVER"]).await;
+                eventually(Duration::from_secs(20), "the replica takes over", || async {
+                    cluster.masters().contains(&r).then_some(())
+                })
+                .await;
+            }
+            Fault::KillMaster => {
+                let m = cluster.masters()[1 % cluster.masters().len()];
+                cluster.nodes[m].kill();
+                eventually(Duration::from_secs(30), "a replica takes over", || async {
+                    (cluster.masters().len() == 3 && cluster.settled()).then_some(())
+                })
+                .await;
+                cluster.nodes[m].restart();
+            }
+            Fault::MigrateSlot => {
+                let busiest = delayq::store::Keys::partitions("dq", partitions)
+                    .into_iter()
+                    .map(|k| delayq::store::layout::slot(k.schedule().as_bytes()))
+                    .max_by_key(|&s| {
+                        let owner = &cluster.nodes[owner_of(&cluster, s)];
+                        let mut c = owner.client().get_connection().unwrap();
+                        redis::cmd("CLUSTER")
+                            .arg("COUNTKEYSINSLOT")
+                            .arg(s)
+                            .query::<i64>(&mut c)
+                            .unwrap_or(0)
+                    })
+                    .unwrap();
+                migrate_slot(&cluster, busiest).await;
+            }
+            Fault::AddMaster => {
+                let master = RedisServer::start_cluster_node(&node_config());
+                let replica = RedisServer::start_cluster_node(&node_config());
+                let seed = addr(&cluster.nodes[cluster.masters()[0]]);
+                cli(&["--cluster", "add-node", &addr(&master), &seed]);
+                let id = node_id(&master);
+                eventually(Duration::from_secs(20), "every node knows the new master", || async {
+                    cluster
+                        .nodes
+                        .iter()
+                        .filter(|n| n.pid() != 0)
+                        .all(|n| text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&id)))
+                        .then_some(())
+                })
+                .await;
+                cli(&[
+                    "--cluster",
+                    "add-node",
+                    &addr(&replica),
+                    &seed,
+                    "--cluster-slave",
+                    "--cluster-master-id",
+                    &id,
+                ]);
+                let rid = node_id(&replica);
+                eventually(Duration::from_secs(20), "every node knows the new replica", || async {
+                    (cluster.nodes.iter().chain([&master])
+                        .filter(|n| n.pid() != 0)
+                        .all(|n| text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&rid))))
+                    .then_some(())
+                })
+                .await;
+                cli(&["--cluster", "rebalance", &seed, "--cluster-use-empty-masters", "--cluster-pipeline", "5"]);
+                spare.push(master);
+                spare.push(replica);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    producer.await.unwrap();
+    cluster.nodes.append(&mut spare);
+    cluster.wait_settled();
+    let mut f = judge(&q, &ledger, &stop, consumers, false, None).await;
+    f.faults = faults.len();
+    println!("keys per master at the end: {:?}", cluster.keys_per_master());
+    q.close().await;
+    drop(delayqs);
+    f
+}
+
+async fn cluster_run(name: &str, faults: &[Fault]) {
+    let f = cluster_scenario(faults).await;
+    println!(
+        "cluster fault suite [{name}]: jobs {}, faults {}, lost {}, duplicates {}, early {}, max lateness {:.1} ms",
+        f.jobs, f.faults, f.lost, f.duplicates, f.early, f.max_late_ms
+    );
+    assert!(f.jobs >= 200, "only {} pushes were acknowledged", f.jobs);
+    assert_eq!((f.lost, f.duplicates, f.early), (0, 0, 0), "[{name}] promises broken");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_and_a_killed_master_lose_nothing_with_replica_acks() {
+    cluster_run("CLUSTER FAILOVER, SIGKILL master", &[Fault::Failover, Fault::KillMaster]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_slot_moved_and_a_master_added_under_load_lose_nothing() {
+    cluster_run("slot migrated, master added", &[Fault::MigrateSlot, Fault::AddMaster]).await;
 }

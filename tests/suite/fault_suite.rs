@@ -69,7 +69,7 @@ impl Record {
 }
 
 #[derive(Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     jobs: Mutex<HashMap<String, Record>>,
 }
 
@@ -119,7 +119,12 @@ async fn redis_ms(
 }
 
 /// One consumer loop on the library.
-async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, redis: redis::Client) {
+pub(crate) async fn consume(
+    q: Queue,
+    ledger: Arc<Ledger>,
+    stop: Arc<AtomicBool>,
+    redis: redis::Client,
+) {
     let topics = vec!["fs".to_string()];
     let mut conn = None;
     while !stop.load(Ordering::Relaxed) {
@@ -159,14 +164,96 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, redis: re
     }
 }
 
-struct Figures {
-    jobs: usize,
-    faults: usize,
-    lost: usize,
-    lost_allowed: usize,
-    duplicates: usize,
-    early: usize,
-    max_late_ms: f64,
+/// Pushes `n` jobs over about `n / 100` seconds, half through the
+/// compatible HTTP API of the delayq processes at `bases`, half through the
+/// library, and books each acknowledged push with the lowest due time it
+/// may have (the clock is `client`'s Redis TIME).
+pub(crate) fn produce(
+    q: Queue,
+    ledger: Arc<Ledger>,
+    bases: Vec<String>,
+    client: redis::Client,
+    n: usize,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        for i in 0..n {
+            let id = format!("fs-{i}");
+            let delay_ms = 500 + (i as u64 * 7919) % 2500;
+            let before = match tokio::time::timeout(
+                Duration::from_secs(1),
+                client.get_multiplexed_async_connection(),
+            )
+            .await
+            .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout"))))
+            {
+                Ok(mut c) => redis::cmd("TIME")
+                    .query_async::<(i64, i64)>(&mut c)
+                    .await
+                    .ok(),
+                Err(_) => None,
+            };
+            let Some((s, us)) = before else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let acked = if i % 2 == 0 {
+                // Compatible push: whole seconds.
+                let body =
+                    json!({"topic":"fs","id":id,"delay": delay_ms.div_ceil(1000),"ttr":1})
+                        .to_string();
+                let base = &bases[i % bases.len()];
+                match http.post(format!("{base}/push")).body(body).send().await {
+                    Ok(r) => r
+                        .json::<serde_json::Value>()
+                        .await
+                        .map(|v| v["code"] == 0)
+                        .unwrap_or(false),
+                    Err(_) => false,
+                }
+            } else {
+                let retry = (behaviour(i) == "always-fail").then(|| RetryPolicy {
+                    intervals: vec![],
+                    max_attempts: Some(2),
+                });
+                q.push(&NewJob {
+                    id: id.clone(),
+                    topic: "fs".into(),
+                    delay: Duration::from_millis(delay_ms),
+                    ttr: Duration::from_secs(1),
+                    retry,
+                    ..NewJob::default()
+                })
+                .await
+                .is_ok()
+            };
+            let delay_floor = if i % 2 == 0 {
+                delay_ms.div_ceil(1000) * 1000
+            } else {
+                delay_ms
+            } as i64;
+            if acked {
+                let mut jobs = ledger.jobs.lock().unwrap();
+                let r = jobs.entry(id).or_default();
+                r.due_floor_ms = s * 1000 + us / 1000 + delay_floor;
+                r.acked_at = Some(Instant::now());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+}
+
+pub(crate) struct Figures {
+    pub jobs: usize,
+    pub faults: usize,
+    pub lost: usize,
+    pub lost_allowed: usize,
+    pub duplicates: usize,
+    pub early: usize,
+    pub max_late_ms: f64,
 }
 
 async fn scenario(faults: &[Fault]) -> Figures {
@@ -205,81 +292,8 @@ async fn scenario(faults: &[Fault]) -> Figures {
 
     // Producers: 400 jobs over ~4 s, half over HTTP, half through the
     // library; the faults strike meanwhile.
-    let n = 400;
-    let producer = {
-        let (q, ledger) = (q.clone(), ledger.clone());
-        let bases: Vec<String> = delayqs.iter().map(|d| d.base.clone()).collect();
-        let client = redis.client();
-        tokio::spawn(async move {
-            let http = reqwest::Client::builder()
-                .timeout(Duration::from_secs(2))
-                .build()
-                .unwrap();
-            for i in 0..n {
-                let id = format!("fs-{i}");
-                let delay_ms = 500 + (i as u64 * 7919) % 2500;
-                let before = match tokio::time::timeout(
-                    Duration::from_secs(1),
-                    client.get_multiplexed_async_connection(),
-                )
-                .await
-                .unwrap_or_else(|_| Err(redis::RedisError::from((redis::ErrorKind::Io, "timeout"))))
-                {
-                    Ok(mut c) => redis::cmd("TIME")
-                        .query_async::<(i64, i64)>(&mut c)
-                        .await
-                        .ok(),
-                    Err(_) => None,
-                };
-                let Some((s, us)) = before else {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                };
-                let acked = if i % 2 == 0 {
-                    // Compatible push: whole seconds.
-                    let body =
-                        json!({"topic":"fs","id":id,"delay": delay_ms.div_ceil(1000),"ttr":1})
-                            .to_string();
-                    let base = &bases[i % bases.len()];
-                    match http.post(format!("{base}/push")).body(body).send().await {
-                        Ok(r) => r
-                            .json::<serde_json::Value>()
-                            .await
-                            .map(|v| v["code"] == 0)
-                            .unwrap_or(false),
-                        Err(_) => false,
-                    }
-                } else {
-                    let retry = (behaviour(i) == "always-fail").then(|| RetryPolicy {
-                        intervals: vec![],
-                        max_attempts: Some(2),
-                    });
-                    q.push(&NewJob {
-                        id: id.clone(),
-                        topic: "fs".into(),
-                        delay: Duration::from_millis(delay_ms),
-                        ttr: Duration::from_secs(1),
-                        retry,
-                        ..NewJob::default()
-                    })
-                    .await
-                    .is_ok()
-                };
-                let delay_floor = if i % 2 == 0 {
-                    delay_ms.div_ceil(1000) * 1000
-                } else {
-                    delay_ms
-                } as i64;
-                if acked {
-                    let mut jobs = ledger.jobs.lock().unwrap();
-                    let r = jobs.entry(id).or_default();
-                    r.due_floor_ms = s * 1000 + us / 1000 + delay_floor;
-                    r.acked_at = Some(Instant::now());
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-    };
+    let bases: Vec<String> = delayqs.iter().map(|d| d.base.clone()).collect();
+    let producer = produce(q.clone(), ledger.clone(), bases, redis.client(), 400);
 
     let mut injected = 0;
     let mut crash_at = None;
@@ -330,14 +344,32 @@ async fn scenario(faults: &[Fault]) -> Figures {
     }
     producer.await.unwrap();
 
+    let mut f = judge(&q, &ledger, &stop, consumers, everysec, crash_at).await;
+    f.faults = injected;
+    q.close().await;
+    f
+}
+
+/// Waits until no job is in flight, stops the consumers, and reads the
+/// ledger's verdict (the figures, faults left at 0 for the caller).
+pub(crate) async fn judge(
+    q: &Queue,
+    ledger: &Ledger,
+    stop: &AtomicBool,
+    consumers: Vec<tokio::task::JoinHandle<()>>,
+    everysec: bool,
+    crash_at: Option<Instant>,
+) -> Figures {
     // Wait until nothing is left in flight: no job delayed, leased (both
     // in the schedule) or ready. Whatever the ledger still misses then is
     // lost, or was finished by a call whose reply a fault cut off.
     let deadline = Instant::now() + Duration::from_secs(45);
     loop {
-        let left: i64 = redis.cmd(&["ZCARD", "{dq}:schedule"]).await;
-        let ready: i64 = redis.cmd(&["LLEN", "{dq}:ready:fs"]).await;
-        if (left == 0 && ready == 0) || Instant::now() > deadline {
+        let left = match q.topics().await {
+            Ok(o) => o.topics.get("fs").map_or(0, |c| c.delayed + c.ready + c.reserved),
+            Err(_) => 1,
+        };
+        if left == 0 || Instant::now() > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -359,7 +391,7 @@ async fn scenario(faults: &[Fault]) -> Figures {
     }
     let mut f = Figures {
         jobs: 0,
-        faults: injected,
+        faults: 0,
         lost: 0,
         lost_allowed: 0,
         duplicates: 0,
@@ -435,7 +467,6 @@ async fn scenario(faults: &[Fault]) -> Figures {
             "{id} is dead but should not be"
         );
     }
-    q.close().await;
     f
 }
 
