@@ -230,6 +230,43 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     assert_eq!((seen.len(), twice, early), (n, 0, 0));
     let o = a.topics().await.unwrap();
     assert_eq!(o.topics.get("close").map_or(0, |c| c.delayed + c.ready + c.reserved), 0);
+
+    // Dead letters of every partition, in one list, oldest first; requeue
+    // and purge reach them all.
+    let failing: Vec<NewJob> = (0..12)
+        .map(|i| NewJob {
+            retry: Some(delayq::RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job(&format!("sms-{i}"), "sms", 0, 30_000)
+        })
+        .collect();
+    for r in a.push_many(&failing).await.unwrap() {
+        r.unwrap();
+    }
+    let sms = vec!["sms".to_string()];
+    let mut died = 0;
+    while died < 12 {
+        for d in a.pop_many(&sms, 12, Duration::from_secs(2)).await.unwrap() {
+            a.nack(&d.id, &d.token, None, "provider down").await.unwrap();
+            died += 1;
+        }
+    }
+    let dead = b.dead("sms", 0, 100).await.unwrap();
+    assert_eq!(dead.len(), 12);
+    assert!(dead.windows(2).all(|w| w[0].dead_at_ms <= w[1].dead_at_ms));
+    let page: Vec<String> = b.dead("sms", 4, 4).await.unwrap().into_iter().map(|j| j.id).collect();
+    let all: Vec<String> = dead.iter().map(|j| j.id.clone()).collect();
+    assert_eq!(page, all[4..8]);
+    assert_eq!(b.requeue_dead("sms", &all[..3]).await.unwrap(), 3);
+    assert_eq!(b.topics().await.unwrap().topics["sms"].ready, 3);
+    assert_eq!(b.purge_dead("sms").await.unwrap(), 9);
+    assert_eq!(b.requeue_dead("sms", &[]).await.unwrap(), 0);
+
+    // Every master's memory is reported.
+    let masters = a.memories().await.unwrap();
+    assert_eq!(masters.len(), 3, "{masters:?}");
     a.close().await;
     b.close().await;
 }

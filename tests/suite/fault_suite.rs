@@ -381,6 +381,12 @@ pub(crate) async fn judge(
 
     // The ledger's verdict.
     let jobs = std::mem::take(&mut *ledger.jobs.lock().unwrap());
+    // Every hand-over has a token of its own, also across Redis restarts
+    // and failovers.
+    let mut tokens = std::collections::HashSet::new();
+    for h in jobs.values().flat_map(|r| &r.deliveries) {
+        assert!(tokens.insert(h.token.clone()), "lease token {} handed out twice", h.token);
+    }
     // A finish whose reply was lost (connection killed mid-call) leaves no
     // job in Redis: that job was finished.
     let mut gone = std::collections::HashSet::new();
