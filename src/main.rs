@@ -56,7 +56,11 @@ async fn run(cli: Cli) -> Result<()> {
                 // The cluster client logs each reconnect attempt (hundreds
                 // a second while a master is down); delayq logs what it
                 // means for jobs instead.
-                .add_directive("redis::cluster_handling=error".parse().expect("a valid directive")),
+                .add_directive(
+                    "redis::cluster_handling=error"
+                        .parse()
+                        .expect("a valid directive"),
+                ),
         )
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal, never into log files.

@@ -547,7 +547,10 @@ impl Queue {
         }
         let mut groups: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
         for id in ids {
-            groups.entry(store.part_of(id)).or_default().push(id.clone());
+            groups
+                .entry(store.part_of(id))
+                .or_default()
+                .push(id.clone());
         }
         for (part, ids) in groups {
             for batch in ids.chunks(BATCH) {

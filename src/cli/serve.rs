@@ -233,7 +233,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         (None, None, None) => Some(PrivateRedis::start(&args.data_dir).await?),
         _ => None,
     };
-    let redis_url = match (&args.redis, &args.redis_sentinel, &args.redis_cluster, &private) {
+    let redis_url = match (
+        &args.redis,
+        &args.redis_sentinel,
+        &args.redis_cluster,
+        &private,
+    ) {
         (Some(url), ..) => url.clone(),
         (None, Some(sentinels), ..) => format!("sentinel {sentinels}"),
         (None, None, Some(seeds), _) => format!("cluster {seeds}"),

@@ -136,10 +136,7 @@ async fn session(h: &Handles) -> Result<(), String> {
     let wake: HashMap<String, usize> = (h.store.parts().iter().enumerate())
         .map(|(i, p)| (p.wake_channel(), i))
         .collect();
-    pubsub
-        .subscribe(&ready)
-        .await
-        .map_err(|e| e.to_string())?;
+    pubsub.subscribe(&ready).await.map_err(|e| e.to_string())?;
     pubsub
         .subscribe(wake.keys().collect::<Vec<_>>())
         .await

@@ -33,38 +33,52 @@ struct Lane {
 }
 
 pub(crate) struct Acks {
-    /// Replaced when the master moves (Sentinel).
-    conn: std::sync::RwLock<Option<Conn>>,
-    lanes: Vec<Arc<Lane>>,
+    /// The connection and a lane per partition; both replaced when the
+    /// master moves (Sentinel), so that new writes do not queue behind a
+    /// batch still waiting on the old master.
+    route: std::sync::RwLock<(Option<Conn>, Vec<Arc<Lane>>)>,
 }
 
 impl Acks {
     /// `conn`: the connection for acknowledged writes (None: no acks).
     pub fn new(conn: Option<Conn>, partitions: usize) -> Acks {
         Acks {
-            conn: std::sync::RwLock::new(conn),
-            lanes: (0..partitions).map(|_| Arc::default()).collect(),
+            route: std::sync::RwLock::new((conn, lanes(partitions))),
         }
     }
 
     /// Sends later batches to another master.
     pub fn relink(&self, conn: Conn) {
-        *self.conn.write().unwrap() = Some(conn);
+        let mut route = self.route.write().unwrap();
+        let partitions = route.1.len();
+        *route = (Some(conn), lanes(partitions));
     }
 
     /// Sends `cmds` (all of partition `part`) in the partition's next
     /// batch, with a WAIT for `wanted` replicas of at most `wait_ms`. The
     /// reply: each command's own value (errors as `Value::ServerError`),
     /// and how many replicas acknowledged the batch.
-    pub async fn submit(&self, part: usize, cmds: Vec<Cmd>, wanted: usize, wait_ms: u64) -> Reply {
-        let conn = self.conn.read().unwrap().clone().expect("acks are on");
-        let lane = self.lanes[part].clone();
+    /// A batch that gets no reply within `limit` is given up (its writes
+    /// carry deadlines: if they reach Redis later they change nothing), so
+    /// a master that went silent holds up the lane no longer than that.
+    pub async fn submit(
+        &self,
+        part: usize,
+        cmds: Vec<Cmd>,
+        wanted: usize,
+        wait_ms: u64,
+        limit: std::time::Duration,
+    ) -> Reply {
+        let (conn, lane) = {
+            let route = self.route.read().unwrap();
+            (route.0.clone().expect("acks are on"), route.1[part].clone())
+        };
         let (tx, rx) = oneshot::channel();
         lane.queue.lock().unwrap().push(Pending { cmds, reply: tx });
         if !lane.busy.swap(true, Ordering::AcqRel) {
             // The sender runs in a task of its own, so a caller that goes
             // away does not strand the writes queued behind its own.
-            tokio::spawn(send_batches(lane, conn, wanted, wait_ms));
+            tokio::spawn(send_batches(lane, conn, wanted, wait_ms, limit));
         }
         rx.await.unwrap_or_else(|_| {
             Err(redis::RedisError::from(std::io::Error::other(
@@ -74,7 +88,17 @@ impl Acks {
     }
 }
 
-async fn send_batches(lane: Arc<Lane>, mut conn: Conn, wanted: usize, wait_ms: u64) {
+fn lanes(partitions: usize) -> Vec<Arc<Lane>> {
+    (0..partitions).map(|_| Arc::default()).collect()
+}
+
+async fn send_batches(
+    lane: Arc<Lane>,
+    mut conn: Conn,
+    wanted: usize,
+    wait_ms: u64,
+    limit: std::time::Duration,
+) {
     loop {
         let batch: Vec<Pending> = {
             let mut q = lane.queue.lock().unwrap();
@@ -98,7 +122,14 @@ async fn send_batches(lane: Arc<Lane>, mut conn: Conn, wanted: usize, wait_ms: u
             }
         }
         pipe.cmd("WAIT").arg(wanted).arg(wait_ms);
-        let result: RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        let result: RedisResult<Vec<Value>> =
+            match tokio::time::timeout(limit, pipe.query_async(&mut conn)).await {
+                Ok(r) => r,
+                Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply to the acknowledged-write batch",
+                ))),
+            };
         match result {
             Ok(mut values) => {
                 let acked = match values.pop() {

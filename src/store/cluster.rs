@@ -28,7 +28,9 @@ pub(crate) struct Cluster {
 impl Cluster {
     pub fn new(seeds: Vec<String>, tls: &Tls, response_timeout: Duration) -> Result<Cluster> {
         if seeds.is_empty() {
-            return Err(Error::Invalid("a cluster needs at least one seed URL".into()));
+            return Err(Error::Invalid(
+                "a cluster needs at least one seed URL".into(),
+            ));
         }
         let secure = seeds[0].starts_with("rediss://");
         if seeds.iter().any(|s| s.starts_with("rediss://") != secure) {
@@ -154,7 +156,12 @@ mod tests {
     fn masters_are_read_from_cluster_slots() {
         let node = |host: &str, port: i64| Array(vec![BulkString(host.into()), Int(port)]);
         let reply = Array(vec![
-            Array(vec![Int(0), Int(5460), node("127.0.0.1", 7000), node("127.0.0.1", 7003)]),
+            Array(vec![
+                Int(0),
+                Int(5460),
+                node("127.0.0.1", 7000),
+                node("127.0.0.1", 7003),
+            ]),
             Array(vec![Int(5461), Int(6000), node("127.0.0.1", 7001)]),
             Array(vec![Int(6001), Int(6001), node("127.0.0.1", 7000)]),
         ]);

@@ -24,7 +24,8 @@
 //! | `{p}:moving`             | none   | never written: declared by every script call  |
 //! |                          |        | on a cluster so that a call on a slot that is |
 //! |                          |        | being migrated is refused whole (TRYAGAIN)     |
-//! | `{prefix}:partitions`    | string | the queue's partition count, fixed at first use |
+//! | `{prefix}:partitions`    | string | a split queue's partition count, fixed at     |
+//! |                          |        | first use (absent: one partition)             |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {

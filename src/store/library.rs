@@ -107,7 +107,6 @@ pub(crate) fn is_missing(e: &RedisError) -> bool {
     e.to_string().contains("Function not found")
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -175,9 +175,15 @@ fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
 /// Where a store's Redis is.
 #[derive(Clone, Debug)]
 pub(crate) enum Target {
-    Url { url: String, replica_acks: usize },
+    Url {
+        url: String,
+        replica_acks: usize,
+    },
     Sentinel(sentinel::Sentinel),
-    Cluster { seeds: Vec<String>, replica_acks: usize },
+    Cluster {
+        seeds: Vec<String>,
+        replica_acks: usize,
+    },
 }
 
 /// TLS to Redis (`rediss://` URLs). By default the server's certificate is
@@ -403,38 +409,47 @@ impl Store {
             % self.parts.len()
     }
 
-    /// Stores the partition count when the queue is first used, and refuses
-    /// to go on with another one: jobs would be looked for in the wrong
-    /// partition.
+    /// Checks the queue's partition count against the one stored in Redis
+    /// when it was first split, and refuses to go on with another: jobs
+    /// would be looked for in the wrong partition. A queue of one partition
+    /// stores nothing (its keys are those of a queue that never had
+    /// partitions); a split queue stores its count on first use, and is
+    /// refused while the unsplit queue of the same prefix holds jobs.
     async fn check_partitions(&self) -> Result<()> {
         self.parts_checked
             .get_or_try_init(|| async {
                 let key = Keys::partition_count(&self.prefix);
                 let n = self.parts.len();
                 let mut pipe = redis::pipe();
-                pipe.cmd("SET")
+                if n > 1 {
+                    pipe.cmd("SET").arg(&key).arg(n).arg("NX").ignore();
+                }
+                pipe.cmd("GET")
                     .arg(&key)
-                    .arg(n)
-                    .arg("NX")
-                    .ignore()
-                    .cmd("GET")
-                    .arg(&key);
-                let (stored,): (Option<String>,) = self
+                    .cmd("EXISTS")
+                    .arg(Keys::new(&self.prefix).counts());
+                let (stored, unsplit_jobs): (Option<String>, bool) = self
                     .call("read the partition count", pipe.query_async(&mut self.conn()))
                     .await?;
-                match stored.as_deref().map(str::parse::<usize>) {
-                    Some(Ok(m)) if m == n => Ok(()),
-                    other => {
-                        let m = match other {
-                            Some(Ok(m)) => m.to_string(),
-                            _ => format!("{stored:?}"),
-                        };
-                        Err(Error::Invalid(format!(
-                            "queue {:?} has {m} partitions in Redis, not {n}: start with --partitions {m}, or use another --prefix",
-                            self.prefix
-                        )))
-                    }
+                let stored_n = match stored.as_deref().map(str::parse::<usize>) {
+                    None => 1,
+                    Some(Ok(m)) => m,
+                    Some(Err(_)) => 0,
+                };
+                if stored_n != n {
+                    let m = stored.unwrap_or_else(|| "1".into());
+                    return Err(Error::Invalid(format!(
+                        "queue {:?} has {m} partitions in Redis, not {n}: start with --partitions {m}, or use another --prefix",
+                        self.prefix
+                    )));
                 }
+                if n > 1 && unsplit_jobs {
+                    return Err(Error::Invalid(format!(
+                        "queue {:?} holds jobs stored without partitions: start with --partitions 1 until they are done, or use another --prefix",
+                        self.prefix
+                    )));
+                }
+                Ok(())
             })
             .await
             .map(|_| ())
@@ -621,7 +636,7 @@ impl Store {
                 .call_within(
                     op,
                     limit,
-                    self.acks.submit(part, cmds.clone(), wanted, wait_ms),
+                    self.acks.submit(part, cmds.clone(), wanted, wait_ms, limit),
                 )
                 .await?;
             let mut out = Vec::with_capacity(values.len());
@@ -635,7 +650,10 @@ impl Store {
             }
             if missing {
                 if !out.is_empty() {
-                    return Err(Error::protocol(op, "functions missing on part of a batch".into()));
+                    return Err(Error::protocol(
+                        op,
+                        "functions missing on part of a batch".into(),
+                    ));
                 }
                 // Nothing ran: load the functions and send them all again.
                 self.load_functions().await?;

@@ -79,7 +79,13 @@ impl Store {
             // A token is this call's random nonce and a counter: unique
             // without a counter in Redis that a failover could roll back.
             let nonce = uuid::Uuid::new_v4().simple().to_string();
-            args(&mut cmd, &nonce[..16], topics, max - got.len(), max_bytes - bytes);
+            args(
+                &mut cmd,
+                &nonce[..16],
+                topics,
+                max - got.len(),
+                max_bytes - bytes,
+            );
             let sent = Instant::now();
             let reply = match self.run_acked("pop", part, vec![cmd], limit).await {
                 Ok(mut r) => decode(r.remove(0)),

@@ -247,10 +247,7 @@ impl Store {
         }
         let reads = self.parts().iter().map(|part| {
             let mut cmd = redis::cmd("ZRANGE");
-            cmd.arg(part.dead(topic))
-                .arg(0)
-                .arg(last)
-                .arg("WITHSCORES");
+            cmd.arg(part.dead(topic)).arg(0).arg(last).arg("WITHSCORES");
             async move {
                 self.call("dead letters", cmd.query_async(&mut self.conn()))
                     .await

@@ -19,7 +19,14 @@ pub struct TestCluster {
 fn node_config() -> [&'static str; 6] {
     // No fsync per write: six servers share two cores; what a failover
     // keeps is the replicas' business here, not the disk's.
-    ["--appendfsync", "everysec", "--repl-diskless-sync-delay", "0", "--cluster-replica-validity-factor", "0"]
+    [
+        "--appendfsync",
+        "everysec",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--cluster-replica-validity-factor",
+        "0",
+    ]
 }
 
 impl TestCluster {
@@ -121,7 +128,10 @@ impl TestCluster {
                     && text(&self.nodes[i], &["CLUSTER", "NODES"]).is_some_and(|nodes| {
                         nodes.lines().any(|l| {
                             let f: Vec<&str> = l.split(' ').collect();
-                            f.len() > 3 && f[2].contains("myself") && f[2].contains("slave") && f[3] == id
+                            f.len() > 3
+                                && f[2].contains("myself")
+                                && f[2].contains("slave")
+                                && f[3] == id
                         })
                     })
             })
@@ -148,7 +158,10 @@ pub fn addr(n: &RedisServer) -> String {
 
 /// A command's reply as text, or None if the node does not answer.
 fn text(n: &RedisServer, args: &[&str]) -> Option<String> {
-    let mut c = n.client().get_connection_with_timeout(Duration::from_secs(1)).ok()?;
+    let mut c = n
+        .client()
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .ok()?;
     c.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {
@@ -182,7 +195,14 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     let n = 600;
     let start = now_ms().await;
     let jobs: Vec<NewJob> = (0..n)
-        .map(|i| job(&format!("order-{i}"), "close", 1000 + (i as u64 % 20) * 100, 30_000))
+        .map(|i| {
+            job(
+                &format!("order-{i}"),
+                "close",
+                1000 + (i as u64 % 20) * 100,
+                30_000,
+            )
+        })
         .collect();
     for chunk in jobs.chunks(100) {
         for r in a.push_many(chunk).await.unwrap() {
@@ -202,7 +222,10 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     // Another partition count for the same queue is refused, plainly.
     let other = Queue::connect(cluster_config(&cluster, 4)).unwrap();
     let err = other.check_connection().await.unwrap_err().to_string();
-    assert!(err.contains("has 6 partitions") && err.contains("--partitions 6"), "{err}");
+    assert!(
+        err.contains("has 6 partitions") && err.contains("--partitions 6"),
+        "{err}"
+    );
     other.close().await;
 
     // Greedy consumers on both instances.
@@ -221,15 +244,23 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
                 early += 1;
             }
             *seen.entry(d.id.clone()).or_default() += 1;
-            let q = if seen.len() % 2 == 0 { &a } else { &b };
+            let q = if seen.len().is_multiple_of(2) { &a } else { &b };
             q.finish(&d.id, &d.token).await.unwrap();
         }
     }
     let twice = seen.values().filter(|&&k| k > 1).count();
-    println!("delivered {} of {n}, twice {twice}, early {early}", seen.len());
+    println!(
+        "delivered {} of {n}, twice {twice}, early {early}",
+        seen.len()
+    );
     assert_eq!((seen.len(), twice, early), (n, 0, 0));
     let o = a.topics().await.unwrap();
-    assert_eq!(o.topics.get("close").map_or(0, |c| c.delayed + c.ready + c.reserved), 0);
+    assert_eq!(
+        o.topics
+            .get("close")
+            .map_or(0, |c| c.delayed + c.ready + c.reserved),
+        0
+    );
 
     // Dead letters of every partition, in one list, oldest first; requeue
     // and purge reach them all.
@@ -249,14 +280,22 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     let mut died = 0;
     while died < 12 {
         for d in a.pop_many(&sms, 12, Duration::from_secs(2)).await.unwrap() {
-            a.nack(&d.id, &d.token, None, "provider down").await.unwrap();
+            a.nack(&d.id, &d.token, None, "provider down")
+                .await
+                .unwrap();
             died += 1;
         }
     }
     let dead = b.dead("sms", 0, 100).await.unwrap();
     assert_eq!(dead.len(), 12);
     assert!(dead.windows(2).all(|w| w[0].dead_at_ms <= w[1].dead_at_ms));
-    let page: Vec<String> = b.dead("sms", 4, 4).await.unwrap().into_iter().map(|j| j.id).collect();
+    let page: Vec<String> = b
+        .dead("sms", 4, 4)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
     let all: Vec<String> = dead.iter().map(|j| j.id.clone()).collect();
     assert_eq!(page, all[4..8]);
     assert_eq!(b.requeue_dead("sms", &all[..3]).await.unwrap(), 3);
@@ -322,8 +361,12 @@ async fn migrate_slot(c: &TestCluster, slot: u16) {
     let to = *c.masters().iter().find(|&&m| m != from).unwrap();
     let (src, dst) = (&c.nodes[from], &c.nodes[to]);
     let s = slot.to_string();
-    let _: String = dst.cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &node_id(src)]).await;
-    let _: String = src.cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &node_id(dst)]).await;
+    let _: String = dst
+        .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &node_id(src)])
+        .await;
+    let _: String = src
+        .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &node_id(dst)])
+        .await;
     let port = dst.port().unwrap().to_string();
     let mut batches = 0;
     loop {
@@ -332,7 +375,13 @@ async fn migrate_slot(c: &TestCluster, slot: u16) {
             break;
         }
         let mut migrate = redis::cmd("MIGRATE");
-        migrate.arg("127.0.0.1").arg(&port).arg("").arg(0).arg(5000).arg("KEYS");
+        migrate
+            .arg("127.0.0.1")
+            .arg(&port)
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS");
         for k in &keys {
             migrate.arg(k);
         }
@@ -382,7 +431,14 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
     let ledger = Arc::new(Ledger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(consume(q.clone(), ledger.clone(), stop.clone(), clock.client())))
+        .map(|_| {
+            tokio::spawn(consume(
+                q.clone(),
+                ledger.clone(),
+                stop.clone(),
+                clock.client(),
+            ))
+        })
         .collect();
     let bases = delayqs.iter().map(|d| d.base.clone()).collect();
     let producer = produce(q.clone(), ledger.clone(), bases, clock.client(), 400);
@@ -397,9 +453,11 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
                 let m = cluster.masters()[0];
                 let r = cluster.replica_of(m);
                 let _: String = cluster.nodes[r].cmd(&["CLUSTER", "FAILOVER"]).await;
-                eventually(Duration::from_secs(20), "the replica takes over", || async {
-                    cluster.masters().contains(&r).then_some(())
-                })
+                eventually(
+                    Duration::from_secs(20),
+                    "the replica takes over",
+                    || async { cluster.masters().contains(&r).then_some(()) },
+                )
                 .await;
             }
             Fault::KillMaster => {
@@ -433,14 +491,20 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
                 let seed = addr(&cluster.nodes[cluster.masters()[0]]);
                 cli(&["--cluster", "add-node", &addr(&master), &seed]);
                 let id = node_id(&master);
-                eventually(Duration::from_secs(20), "every node knows the new master", || async {
-                    cluster
-                        .nodes
-                        .iter()
-                        .filter(|n| n.pid() != 0)
-                        .all(|n| text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&id)))
-                        .then_some(())
-                })
+                eventually(
+                    Duration::from_secs(20),
+                    "every node knows the new master",
+                    || async {
+                        cluster
+                            .nodes
+                            .iter()
+                            .filter(|n| n.pid() != 0)
+                            .all(|n| {
+                                text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&id))
+                            })
+                            .then_some(())
+                    },
+                )
                 .await;
                 cli(&[
                     "--cluster",
@@ -452,14 +516,30 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
                     &id,
                 ]);
                 let rid = node_id(&replica);
-                eventually(Duration::from_secs(20), "every node knows the new replica", || async {
-                    (cluster.nodes.iter().chain([&master])
-                        .filter(|n| n.pid() != 0)
-                        .all(|n| text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&rid))))
-                    .then_some(())
-                })
+                eventually(
+                    Duration::from_secs(20),
+                    "every node knows the new replica",
+                    || async {
+                        (cluster
+                            .nodes
+                            .iter()
+                            .chain([&master])
+                            .filter(|n| n.pid() != 0)
+                            .all(|n| {
+                                text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&rid))
+                            }))
+                        .then_some(())
+                    },
+                )
                 .await;
-                cli(&["--cluster", "rebalance", &seed, "--cluster-use-empty-masters", "--cluster-pipeline", "5"]);
+                cli(&[
+                    "--cluster",
+                    "rebalance",
+                    &seed,
+                    "--cluster-use-empty-masters",
+                    "--cluster-pipeline",
+                    "5",
+                ]);
                 spare.push(master);
                 spare.push(replica);
             }
@@ -471,7 +551,10 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
     cluster.wait_settled();
     let mut f = judge(&q, &ledger, &stop, consumers, false, None).await;
     f.faults = faults.len();
-    println!("keys per master at the end: {:?}", cluster.keys_per_master());
+    println!(
+        "keys per master at the end: {:?}",
+        cluster.keys_per_master()
+    );
     q.close().await;
     drop(delayqs);
     f
@@ -484,15 +567,27 @@ async fn cluster_run(name: &str, faults: &[Fault]) {
         f.jobs, f.faults, f.lost, f.duplicates, f.early, f.max_late_ms
     );
     assert!(f.jobs >= 200, "only {} pushes were acknowledged", f.jobs);
-    assert_eq!((f.lost, f.duplicates, f.early), (0, 0, 0), "[{name}] promises broken");
+    assert_eq!(
+        (f.lost, f.duplicates, f.early),
+        (0, 0, 0),
+        "[{name}] promises broken"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_and_a_killed_master_lose_nothing_with_replica_acks() {
-    cluster_run("CLUSTER FAILOVER, SIGKILL master", &[Fault::Failover, Fault::KillMaster]).await;
+    cluster_run(
+        "CLUSTER FAILOVER, SIGKILL master",
+        &[Fault::Failover, Fault::KillMaster],
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_slot_moved_and_a_master_added_under_load_lose_nothing() {
-    cluster_run("slot migrated, master added", &[Fault::MigrateSlot, Fault::AddMaster]).await;
+    cluster_run(
+        "slot migrated, master added",
+        &[Fault::MigrateSlot, Fault::AddMaster],
+    )
+    .await;
 }

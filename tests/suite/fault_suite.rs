@@ -202,9 +202,8 @@ pub(crate) fn produce(
             };
             let acked = if i % 2 == 0 {
                 // Compatible push: whole seconds.
-                let body =
-                    json!({"topic":"fs","id":id,"delay": delay_ms.div_ceil(1000),"ttr":1})
-                        .to_string();
+                let body = json!({"topic":"fs","id":id,"delay": delay_ms.div_ceil(1000),"ttr":1})
+                    .to_string();
                 let base = &bases[i % bases.len()];
                 match http.post(format!("{base}/push")).body(body).send().await {
                     Ok(r) => r
@@ -366,7 +365,10 @@ pub(crate) async fn judge(
     let deadline = Instant::now() + Duration::from_secs(45);
     loop {
         let left = match q.topics().await {
-            Ok(o) => o.topics.get("fs").map_or(0, |c| c.delayed + c.ready + c.reserved),
+            Ok(o) => o
+                .topics
+                .get("fs")
+                .map_or(0, |c| c.delayed + c.ready + c.reserved),
             Err(_) => 1,
         };
         if left == 0 || Instant::now() > deadline {
@@ -385,7 +387,11 @@ pub(crate) async fn judge(
     // and failovers.
     let mut tokens = std::collections::HashSet::new();
     for h in jobs.values().flat_map(|r| &r.deliveries) {
-        assert!(tokens.insert(h.token.clone()), "lease token {} handed out twice", h.token);
+        assert!(
+            tokens.insert(h.token.clone()),
+            "lease token {} handed out twice",
+            h.token
+        );
     }
     // A finish whose reply was lost (connection killed mid-call) leaves no
     // job in Redis: that job was finished.

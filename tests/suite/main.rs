@@ -15,8 +15,8 @@ mod common;
 mod redis_server;
 
 mod bad_input;
-mod cluster;
 mod cli_client;
+mod cluster;
 mod compat_contract;
 mod consumer;
 mod defects;
