@@ -127,6 +127,9 @@ fn options() -> Options {
 #[path = "../tests/suite/redis_server.rs"]
 mod redis_server;
 use redis_server::RedisServer as Redis;
+#[allow(dead_code)]
+#[path = "../tests/suite/redis_cluster.rs"]
+mod redis_cluster;
 
 /// Redis's CPU seconds so far (system + user).
 fn cpu(redis: &Redis) -> f64 {
@@ -342,24 +345,28 @@ fn consume(q: &Queue, n: usize, done: Arc<AtomicUsize>) -> Vec<tokio::task::Join
 /// Redis CPU (µs) per add -> fire -> pop -> finish, idle subtracted; and the
 /// end-to-end rate of the same flow (jobs/s).
 async fn delayq_lifecycle(redis: &Redis, n: usize, measure_cpu: bool) -> f64 {
-    let q = queue(redis);
+    lifecycle(queue(redis), n, measure_cpu, &|| cpu(redis)).await
+}
+
+/// [`delayq_lifecycle`] on any queue, with Redis CPU read by `cpu`.
+async fn lifecycle(q: Queue, n: usize, measure_cpu: bool, cpu: &dyn Fn() -> f64) -> f64 {
     let done = Arc::new(AtomicUsize::new(0));
     let consumers = consume(&q, n, done.clone());
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle_rate = if measure_cpu {
-        let (c0, t0) = (cpu(redis), Instant::now());
+        let (c0, t0) = (cpu(), Instant::now());
         tokio::time::sleep(Duration::from_secs(2)).await;
-        (cpu(redis) - c0) / t0.elapsed().as_secs_f64()
+        (cpu() - c0) / t0.elapsed().as_secs_f64()
     } else {
         0.0
     };
-    let (c0, t0) = (cpu(redis), Instant::now());
+    let (c0, t0) = (cpu(), Instant::now());
     add_single(&q, "life", n, Duration::from_millis(10)).await;
     while done.load(Ordering::Relaxed) < n {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let wall = t0.elapsed().as_secs_f64();
-    let cpu = cpu(redis) - c0 - idle_rate * wall;
+    let cpu = cpu() - c0 - idle_rate * wall;
     for c in consumers {
         let _ = c.await;
     }
@@ -369,6 +376,89 @@ async fn delayq_lifecycle(redis: &Redis, n: usize, measure_cpu: bool) -> f64 {
     } else {
         n as f64 / wall
     }
+}
+
+/// Partitions of the cluster runs: four per master.
+const CLUSTER_PARTITIONS: usize = 12;
+
+/// One queue on a standalone Redis against the same queue split over a
+/// three-master cluster (no replicas), in the same run, same config.
+async fn cluster_figures(s: &Sizes, repeats: usize) {
+    use redis_cluster::TestCluster;
+    let mut rows: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut per_master: Vec<Vec<f64>> = Vec::new();
+    for _ in 0..repeats {
+        let redis = Redis::start_tcp(&[]);
+        let q = queue(&redis);
+        add_single(&q, "warm", 1000, HOUR).await;
+        let took = add_single(&q, "one", s.adds, HOUR).await;
+        q.close().await;
+        drop(redis);
+        rows.entry("standalone pushes/s")
+            .or_default()
+            .push(s.adds as f64 / took.as_secs_f64());
+        let redis = Redis::start_tcp(&[]);
+        let v = delayq_lifecycle(&redis, s.cpu_jobs, true).await;
+        drop(redis);
+        rows.entry("standalone cpu").or_default().push(v);
+
+        let cq = |cluster: &TestCluster| {
+            Queue::connect(Config {
+                redis_cluster: cluster.seeds(),
+                partitions: CLUSTER_PARTITIONS,
+                ..Config::default()
+            })
+            .unwrap()
+        };
+        let cluster = TestCluster::start_with(3, 0, &[]);
+        let q = cq(&cluster);
+        add_single(&q, "warm", 1000, HOUR).await;
+        let took = add_single(&q, "one", s.adds, HOUR).await;
+        q.close().await;
+        rows.entry("cluster pushes/s")
+            .or_default()
+            .push(s.adds as f64 / took.as_secs_f64());
+        drop(cluster);
+
+        let cluster = TestCluster::start_with(3, 0, &[]);
+        let masters: Vec<&Redis> = cluster.nodes.iter().collect();
+        let before: Vec<f64> = masters.iter().map(|m| cpu(m)).collect();
+        let total = || masters.iter().map(|m| cpu(m)).sum::<f64>();
+        let v = lifecycle(cq(&cluster), s.cpu_jobs, true, &total).await;
+        rows.entry("cluster cpu").or_default().push(v);
+        // Each master's share of that, by its share of the CPU used.
+        let used: Vec<f64> = masters
+            .iter()
+            .zip(before)
+            .map(|(m, b)| cpu(m) - b)
+            .collect();
+        let sum: f64 = used.iter().sum();
+        per_master.push(used.iter().map(|u| v * u / sum).collect());
+    }
+    let m = |k: &str| median(rows.get(k).cloned().unwrap_or_default());
+    println!();
+    println!(
+        "Redis Cluster: the same queue on one standalone Redis and split into {CLUSTER_PARTITIONS} partitions over a three-master cluster (no replicas; each node with redis-conf/redis.conf), same run, {repeats} repeat(s), medians:"
+    );
+    println!("| measure | standalone | cluster, 3 masters | cluster/standalone |");
+    println!("|---|---:|---:|---:|");
+    let (sp, cp) = (m("standalone pushes/s"), m("cluster pushes/s"));
+    println!(
+        "| add, single, 64 in flight (jobs/s) | {sp:.0} | {cp:.0} | {:.2}x |",
+        cp / sp
+    );
+    let (sc, cc) = (m("standalone cpu"), m("cluster cpu"));
+    println!(
+        "| Redis CPU per job lifecycle, all nodes (us) | {sc:.1} | {cc:.1} | {:.2}x |",
+        cc / sc
+    );
+    let shares: Vec<String> = (0..3)
+        .map(|i| format!("{:.1}", median(per_master.iter().map(|r| r[i]).collect())))
+        .collect();
+    println!(
+        "| Redis CPU per job lifecycle, per master (us) | - | {} | - |",
+        shares.join(" / ")
+    );
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -612,6 +702,9 @@ async fn main() {
                 .max()
                 .unwrap_or(0),
         );
+    }
+    if o.systems.contains(&System::Delayq) {
+        cluster_figures(s, o.repeats).await;
     }
     // Raw samples for charts: one line per (N, system, repeat).
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {

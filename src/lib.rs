@@ -18,7 +18,9 @@
 //!   waiting pops; every change is one call into `store`.
 //! - [`store`]: everything said to Redis. One Lua script per state
 //!   transition, each with a Rust file beside it (arguments and typed
-//!   reply); the key layout; the function library; the call deadlines.
+//!   reply); the key layout and its partitions; the function library; the
+//!   call deadlines; the single-server, Sentinel and Cluster connections;
+//!   acknowledged (replicated) writes.
 //! - [`dispatch`]: the background loops: the sweep (and dead-letter
 //!   retention) and the subscriber, stopped with their queue.
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.

@@ -7,6 +7,12 @@
 //! function library ([`library`]) and called by name. Plain reads (a job,
 //! the counts, a dead-letter page, memory) are in [`read`].
 //!
+//! A queue may be split into partitions (Redis Cluster), each a full set of
+//! keys in one slot; [`Store`] picks a job's partition from its id, and runs
+//! the per-queue work (pops, counts, dead letters) over all of them.
+//! [`cluster`] reaches the masters, [`acks`] makes writes wait for
+//! replicas.
+//!
 //! [`Store`] owns the connection and makes every call bounded: each call
 //! waits at most the Redis timeout, and each script call carries a deadline
 //! in Redis time (from [`clock`]) past which the script refuses to act, so a

@@ -9,9 +9,12 @@
 //! - [`faults`], [`fault_suite`], [`load`]: faults caused for real, and
 //!   many waiting consumers.
 //! - [`defects`]: defects found by an adversarial trial, each reproduced.
-//! - [`common`], [`redis_server`]: the harness (shared with the benchmark).
+//! - [`cluster`]: one queue over a Redis Cluster, and its faults.
+//! - [`common`], [`redis_server`], [`redis_cluster`]: the harness (the
+//!   launchers shared with the benchmark).
 
 mod common;
+mod redis_cluster;
 mod redis_server;
 
 mod bad_input;
