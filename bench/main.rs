@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //! ```
 //!
@@ -11,7 +11,9 @@
 //! table shows medians over the repeats and delayq/BullMQ ratios. BullMQ runs
 //! in Node (`bench/bullmq/`, installed with npm on first use); `--only
 //! delayq` needs no Node. HTTP push uses `wrk` (apt-get install wrk) as the
-//! load generator, a separate C process, and is skipped without it.
+//! load generator, a separate C process, and is skipped without it. With
+//! delayq, the run ends with the same queue on a standalone Redis and on a
+//! three-master Redis Cluster (`--only cluster`: that alone).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,6 +49,8 @@ struct Sizes {
 
 struct Options {
     systems: Vec<System>,
+    /// Run the cluster comparison.
+    cluster: bool,
     repeats: usize,
     pending: Vec<usize>,
     sizes: Sizes,
@@ -56,6 +60,7 @@ struct Options {
 fn options() -> Options {
     let mut o = Options {
         systems: vec![System::Delayq, System::Bullmq],
+        cluster: true,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
         sizes: Sizes {
@@ -94,10 +99,11 @@ fn options() -> Options {
                 };
             }
             "--only" => {
-                o.systems = match args.next().as_deref() {
-                    Some("delayq") => vec![System::Delayq],
-                    Some("bullmq") => vec![System::Bullmq],
-                    other => panic!("--only delayq|bullmq, not {other:?}"),
+                (o.systems, o.cluster) = match args.next().as_deref() {
+                    Some("delayq") => (vec![System::Delayq], true),
+                    Some("bullmq") => (vec![System::Bullmq], false),
+                    Some("cluster") => (vec![], true),
+                    other => panic!("--only delayq|bullmq|cluster, not {other:?}"),
                 }
             }
             "--repeats" => {
@@ -703,7 +709,7 @@ async fn main() {
                 .unwrap_or(0),
         );
     }
-    if o.systems.contains(&System::Delayq) {
+    if o.cluster {
         cluster_figures(s, o.repeats).await;
     }
     // Raw samples for charts: one line per (N, system, repeat).

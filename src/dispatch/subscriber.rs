@@ -132,11 +132,16 @@ async fn session(h: &Handles) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
     }
-    let ready: Vec<String> = h.store.parts().iter().map(|p| p.ready_channel()).collect();
+    let ready: HashMap<String, usize> = (h.store.parts().iter().enumerate())
+        .map(|(i, p)| (p.ready_channel(), i))
+        .collect();
     let wake: HashMap<String, usize> = (h.store.parts().iter().enumerate())
         .map(|(i, p)| (p.wake_channel(), i))
         .collect();
-    pubsub.subscribe(&ready).await.map_err(|e| e.to_string())?;
+    pubsub
+        .subscribe(ready.keys().collect::<Vec<_>>())
+        .await
+        .map_err(|e| e.to_string())?;
     pubsub
         .subscribe(wake.keys().collect::<Vec<_>>())
         .await
@@ -188,8 +193,9 @@ async fn session(h: &Handles) -> Result<(), String> {
             let channel = msg.get_channel_name();
             if let Some(&part) = wake.get(channel) {
                 h.wake.one(part);
-            } else if ready.iter().any(|r| r == channel) {
+            } else if let Some(&part) = ready.get(channel) {
                 if let Some((count, topic)) = payload.split_once(' ') {
+                    h.store.note_ready(topic, part);
                     h.waiters.wake(topic, count.parse().unwrap_or(1));
                 }
             } else if events {

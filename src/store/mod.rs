@@ -156,6 +156,10 @@ pub(crate) struct Store {
     parts_checked: OnceCell<()>,
     /// Where the next pop starts looking, so partitions take turns.
     next_pop: std::sync::atomic::AtomicUsize,
+    /// Per topic, the partition whose ready notice came last: a pop woken
+    /// by it looks there first, one round trip instead of up to one per
+    /// partition.
+    ready_hint: std::sync::Mutex<std::collections::HashMap<String, usize>>,
     pub(crate) clock: RedisClock,
     timeout: Duration,
     metrics: Arc<Metrics>,
@@ -350,6 +354,7 @@ impl Store {
             parts,
             parts_checked: OnceCell::new(),
             next_pop: Default::default(),
+            ready_hint: Default::default(),
             clock: RedisClock::default(),
             timeout,
             metrics,
@@ -408,11 +413,46 @@ impl Store {
         &self.parts[self.part_of(id)]
     }
 
-    /// Where the next pop starts: each call starts one partition later.
-    fn pop_start(&self) -> usize {
+    /// Where a pop for `topics` starts: the partition that last said it
+    /// has ready jobs of one of them, or else each call one partition
+    /// later than the last.
+    fn pop_start(&self, topics: &[String]) -> usize {
+        if self.parts.len() > 1 {
+            let hints = self.ready_hint.lock().unwrap();
+            if let Some(&p) = topics.iter().find_map(|t| hints.get(t)) {
+                return p;
+            }
+        }
         self.next_pop
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             % self.parts.len()
+    }
+
+    /// Partition `part` had nothing ready for `topics`: later pops take
+    /// turns again.
+    pub(crate) fn drop_ready_hint(&self, topics: &[String], part: usize) {
+        if self.parts.len() == 1 {
+            return;
+        }
+        let mut hints = self.ready_hint.lock().unwrap();
+        for t in topics {
+            if hints.get(t) == Some(&part) {
+                hints.remove(t);
+            }
+        }
+    }
+
+    /// Partition `part` made jobs of `topic` ready (a ready notice).
+    pub(crate) fn note_ready(&self, topic: &str, part: usize) {
+        if self.parts.len() == 1 {
+            return;
+        }
+        let mut hints = self.ready_hint.lock().unwrap();
+        // Bounded however many topics come and go.
+        if hints.len() >= 10_000 && !hints.contains_key(topic) {
+            hints.clear();
+        }
+        hints.insert(topic.to_owned(), part);
     }
 
     /// Checks the queue's partition count against the one stored in Redis

@@ -70,7 +70,7 @@ impl Store {
         limit: Duration,
     ) -> Result<Vec<Delivery>> {
         let n = self.parts().len();
-        let start = self.pop_start();
+        let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
         for k in 0..n {
@@ -100,6 +100,9 @@ impl Store {
                 }
             };
             self.clock.observe(sent, Instant::now(), now_us);
+            if deliveries.is_empty() {
+                self.drop_ready_hint(topics, part);
+            }
             bytes += deliveries.iter().map(|d| d.body.len()).sum::<usize>();
             got.extend(deliveries);
             if got.len() >= max || bytes >= max_bytes {
