@@ -665,49 +665,51 @@ async fn main() {
         }
     }
 
-    println!();
-    println!("| scenario | delayq | BullMQ | delayq/BullMQ |");
-    println!("|---|---:|---:|---:|");
-    for row in ROWS {
-        let row = row.to_string();
-        let d = t.get(&(row.clone(), "delayq")).cloned().map(median);
-        let b = t.get(&(row.clone(), "bullmq")).cloned().map(median);
-        let fmt = |v: Option<f64>| {
-            v.map_or("-".to_owned(), |v| {
-                if v >= 100.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.1}")
-                }
-            })
-        };
-        let ratio = match (d, b) {
-            (Some(d), Some(b)) if b > 0.0 => format!("{:.2}x", d / b),
-            _ => "-".into(),
-        };
-        println!("| {row} | {} | {} | {ratio} |", fmt(d), fmt(b));
-    }
-    println!();
-    println!(
-        "fire lateness, ms (hand-over minus due time; {} jobs due evenly over {} s while N others wait an hour away; 16 consumers):",
-        s.due_jobs,
-        s.due_spread_ms / 1000
-    );
-    println!("| N pending | system | p50 | p90 | p99 | max | early |");
-    println!("|---:|---|---:|---:|---:|---:|---:|");
-    for ((pending, col), runs) in &lateness {
-        let stat = |f: &dyn Fn(&[f64]) -> f64| median(runs.iter().map(|r| f(r)).collect());
+    if !o.systems.is_empty() {
+        println!();
+        println!("| scenario | delayq | BullMQ | delayq/BullMQ |");
+        println!("|---|---:|---:|---:|");
+        for row in ROWS {
+            let row = row.to_string();
+            let d = t.get(&(row.clone(), "delayq")).cloned().map(median);
+            let b = t.get(&(row.clone(), "bullmq")).cloned().map(median);
+            let fmt = |v: Option<f64>| {
+                v.map_or("-".to_owned(), |v| {
+                    if v >= 100.0 {
+                        format!("{v:.0}")
+                    } else {
+                        format!("{v:.1}")
+                    }
+                })
+            };
+            let ratio = match (d, b) {
+                (Some(d), Some(b)) if b > 0.0 => format!("{:.2}x", d / b),
+                _ => "-".into(),
+            };
+            println!("| {row} | {} | {} | {ratio} |", fmt(d), fmt(b));
+        }
+        println!();
         println!(
-            "| {pending} | {col} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
-            stat(&|r| percentile(r, 0.50)),
-            stat(&|r| percentile(r, 0.90)),
-            stat(&|r| percentile(r, 0.99)),
-            stat(&|r| *r.last().unwrap()),
-            runs.iter()
-                .map(|r| r.iter().filter(|x| **x < 0.0).count())
-                .max()
-                .unwrap_or(0),
+            "fire lateness, ms (hand-over minus due time; {} jobs due evenly over {} s while N others wait an hour away; 16 consumers):",
+            s.due_jobs,
+            s.due_spread_ms / 1000
         );
+        println!("| N pending | system | p50 | p90 | p99 | max | early |");
+        println!("|---:|---|---:|---:|---:|---:|---:|");
+        for ((pending, col), runs) in &lateness {
+            let stat = |f: &dyn Fn(&[f64]) -> f64| median(runs.iter().map(|r| f(r)).collect());
+            println!(
+                "| {pending} | {col} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                stat(&|r| percentile(r, 0.50)),
+                stat(&|r| percentile(r, 0.90)),
+                stat(&|r| percentile(r, 0.99)),
+                stat(&|r| *r.last().unwrap()),
+                runs.iter()
+                    .map(|r| r.iter().filter(|x| **x < 0.0).count())
+                    .max()
+                    .unwrap_or(0),
+            );
+        }
     }
     if o.cluster {
         cluster_figures(s, o.repeats).await;
