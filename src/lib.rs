@@ -26,6 +26,8 @@
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts).
+//! - [`recurring`]: recurring schedules (cron rules that push a job per
+//!   tick, once, however many instances run).
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
 //! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL.
@@ -44,6 +46,7 @@ pub mod http;
 pub mod job;
 pub mod metrics;
 pub mod queue;
+pub mod recurring;
 pub mod retry;
 pub mod shutdown;
 pub mod store;
@@ -57,8 +60,10 @@ pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
 };
 pub use queue::{Config, Queue};
+pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::rate::RateLimit;
 pub use store::{Memory, Overview, TopicCounts};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.

@@ -200,6 +200,7 @@ pub struct Metrics {
     pub pushed: Counter<1>,
     pub dispatched: Counter<2>,
     pub popped: Counter<1>,
+    pub rate_held: Counter<1>,
     pub finished: Counter<1>,
     pub deleted: Counter<1>,
     pub retried: Counter<1>,
@@ -259,6 +260,12 @@ impl Default for Metrics {
                 &t,
                 "delayq_jobs_popped_total",
                 "Jobs handed to consumers.",
+                ["topic"],
+            ),
+            rate_held: Counter::new(
+                &t,
+                "delayq_jobs_rate_held_total",
+                "Ready jobs a pop left waiting because of the topic's rate limit (counted once per pop that met the limit).",
                 ["topic"],
             ),
             finished: Counter::new(
@@ -322,6 +329,7 @@ impl Metrics {
         for c in [
             &self.pushed,
             &self.popped,
+            &self.rate_held,
             &self.finished,
             &self.deleted,
             &self.retried,

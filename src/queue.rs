@@ -19,11 +19,14 @@ use crate::job::{
     check_due_at, Delivery, IfExists, Job, Limits, Nacked, NewJob, PushOutcome, Pushed,
 };
 use crate::metrics::{Gauges, Metrics};
+use crate::recurring::{Recurring, RecurringState};
 use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
 use crate::store::layout::validate_prefix;
 use crate::store::nack::Retention;
+use crate::store::pop::Held;
 use crate::store::push::Push;
+use crate::store::rate::RateLimit;
 use crate::store::remove::Fence;
 use crate::store::{read, Memory, Overview, Status, Store, LATE_REPLY_GRACE};
 use crate::waiters::Waiters;
@@ -119,6 +122,8 @@ struct Inner {
     /// Pokes this process's sweep (a push that is the new earliest job).
     wake: Arc<Wake>,
     subscriber_up: Arc<AtomicBool>,
+    /// Tells this process's recurring loop to look again.
+    recurring_changed: Arc<tokio::sync::Notify>,
     /// Fires on close, on drop of the dispatcher, or with the caller's
     /// shutdown.
     stop: Shutdown,
@@ -177,6 +182,12 @@ impl Queue {
                 max_per_topic: config.dead_max_per_topic,
                 max_age: config.dead_max_age,
             },
+            retries: Arc::new(crate::dispatch::Retries {
+                topics: config.topic_retry.clone(),
+                default: config.default_retry.clone(),
+            }),
+            recurring_ready: Default::default(),
+            recurring_changed: Default::default(),
         };
         Ok(Queue {
             inner: Arc::new(Inner {
@@ -185,6 +196,7 @@ impl Queue {
                 metrics: handles.metrics.clone(),
                 wake: handles.wake.clone(),
                 subscriber_up: handles.subscriber_up.clone(),
+                recurring_changed: handles.recurring_changed.clone(),
                 stop: handles.stop.clone(),
                 policy: Mutex::new(None),
                 dispatcher: Dispatcher::start(handles),
@@ -575,6 +587,91 @@ impl Queue {
         Ok(total)
     }
 
+    /// Creates or replaces the recurring schedule `name`. Its ticks count
+    /// from now: the tick already pushed under an older definition is
+    /// dropped if it has not been handed over.
+    pub async fn put_recurring(&self, name: &str, schedule: &Recurring) -> Result<()> {
+        crate::recurring::check_name(name).map_err(Error::Invalid)?;
+        let l = self.limits();
+        l.check_topic(&schedule.topic).map_err(Error::Invalid)?;
+        l.check_body(&schedule.body).map_err(Error::Invalid)?;
+        l.check_ttr(Duration::from_millis(schedule.ttr_ms))
+            .map_err(Error::Invalid)?;
+        schedule.check().map_err(Error::Invalid)?;
+        self.check_policy().await?;
+        self.store().recur_put(name, &schedule.to_json()).await?;
+        self.inner.recurring_changed.notify_one();
+        Ok(())
+    }
+
+    /// Deletes the recurring schedule `name` and its next tick's job (if not
+    /// yet handed over). False if there was none.
+    pub async fn delete_recurring(&self, name: &str) -> Result<bool> {
+        crate::recurring::check_name(name).map_err(Error::Invalid)?;
+        self.store().recur_delete(name).await
+    }
+
+    /// The recurring schedule `name`, with its next fire time.
+    pub async fn recurring(&self, name: &str) -> Result<Option<RecurringState>> {
+        crate::recurring::check_name(name).map_err(Error::Invalid)?;
+        Ok(self.recurring_states(Some(name)).await?.pop())
+    }
+
+    /// Every recurring schedule, by name, with its next fire time.
+    pub async fn list_recurring(&self) -> Result<Vec<RecurringState>> {
+        self.recurring_states(None).await
+    }
+
+    async fn recurring_states(&self, only: Option<&str>) -> Result<Vec<RecurringState>> {
+        let now = self.store().redis_time_us().await? / 1000;
+        Ok(self
+            .store()
+            .recur_all(only)
+            .await?
+            .into_iter()
+            .filter_map(|s| {
+                let schedule = Recurring::from_json(&s.def)?;
+                let next_fire_ms = if s.last_ms > now && !s.pending.is_empty() {
+                    Some(s.last_ms)
+                } else {
+                    schedule
+                        .rule()
+                        .ok()
+                        .and_then(|r| r.next_after(s.last_ms.max(now)))
+                };
+                Some(RecurringState {
+                    name: s.name,
+                    schedule,
+                    last_tick_ms: s.last_ms,
+                    next_fire_ms,
+                })
+            })
+            .collect())
+    }
+
+    /// Limits how fast `topic`'s jobs are handed out (pops, long-polls and
+    /// webhook deliveries together, across every instance). Jobs still
+    /// fall due on time and wait in ready.
+    pub async fn set_rate(&self, topic: &str, limit: RateLimit) -> Result<()> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        limit.check().map_err(Error::Invalid)?;
+        self.store().set_rate(topic, limit).await
+    }
+
+    /// Removes `topic`'s rate limit. False if it had none.
+    pub async fn clear_rate(&self, topic: &str) -> Result<bool> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        let had = self.store().clear_rate(topic).await?;
+        // Pops held back by the limit may go now.
+        self.inner.waiters.wake_all();
+        Ok(had)
+    }
+
+    /// Every topic's rate limit.
+    pub async fn rates(&self) -> Result<std::collections::BTreeMap<String, RateLimit>> {
+        self.store().rates().await
+    }
+
     /// Job counts per topic and state, and the earliest due time in the
     /// schedule.
     pub async fn topics(&self) -> Result<Overview> {
@@ -620,7 +717,7 @@ impl Queue {
     /// waiting.
     pub async fn try_pop(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
-        let got = self
+        let (got, held) = self
             .store()
             .pop(
                 topics,
@@ -629,13 +726,21 @@ impl Queue {
                 self.store().timeout(),
             )
             .await?;
-        self.count_popped(&got);
+        self.count_popped(topics, &got, held);
         Ok(got)
     }
 
-    fn count_popped(&self, got: &[Delivery]) {
+    fn count_popped(&self, topics: &[String], got: &[Delivery], held: Held) {
         for d in got {
             self.inner.metrics.popped.inc([&d.topic], 1);
+        }
+        if held.jobs > 0 {
+            // A pop of several topics does not say which one held them.
+            let topic = match topics {
+                [one] => one.as_str(),
+                _ => crate::metrics::OTHER_TOPICS,
+            };
+            self.inner.metrics.rate_held.inc([topic], held.jobs);
         }
     }
 
@@ -675,13 +780,16 @@ impl Queue {
             for n in &mut notified {
                 n.as_mut().enable();
             }
-            let got = self.pop_guarded(topics, max).await?;
+            let (got, held) = self.pop_guarded(topics, max).await?;
             if !got.is_empty() || stop.is_triggered() || Instant::now() >= deadline {
                 return Ok(got);
             }
             // Wake-ups arrive through the subscriber; while it is down, look
-            // now and then instead.
-            let recheck = if self.subscriber_connected() {
+            // now and then instead. Jobs held by a rate limit are looked for
+            // again when the limit lets the next one out.
+            let recheck = if held.retry_ms > 0 {
+                Duration::from_millis(held.retry_ms)
+            } else if self.subscriber_connected() {
                 Duration::from_secs(30)
             } else {
                 Duration::from_millis(250)
@@ -700,28 +808,28 @@ impl Queue {
     /// released at once, uncounted. So is one whose lease had already ended
     /// when its reply got here (this process stalled): the job goes back to
     /// ready instead of to a consumer whose finish would be refused.
-    async fn pop_guarded(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
+    async fn pop_guarded(&self, topics: &[String], max: usize) -> Result<(Vec<Delivery>, Held)> {
         let (tx, rx) = oneshot::channel();
         let queue = self.clone();
-        let topics = topics.to_vec();
+        let owned = topics.to_vec();
         let timeout = self.store().timeout();
         tokio::spawn(async move {
             let result = queue
                 .store()
                 .pop(
-                    &topics,
+                    &owned,
                     max,
                     queue.limits().max_pop_bytes,
                     timeout + LATE_REPLY_GRACE,
                 )
                 .await;
-            if let Err(Ok(unclaimed)) = tx.send(result) {
+            if let Err(Ok((unclaimed, _))) = tx.send(result) {
                 queue
                     .release_all(unclaimed, "its pop's caller had gone")
                     .await;
             }
         });
-        let got = match tokio::time::timeout(timeout, rx).await {
+        let (got, held) = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => {
                 return Err(Error::protocol(
@@ -745,8 +853,8 @@ impl Queue {
                     .await
             });
         }
-        self.count_popped(&live);
-        Ok(live)
+        self.count_popped(topics, &live, held);
+        Ok((live, held))
     }
 
     async fn release_all(&self, deliveries: Vec<Delivery>, why: &str) {

@@ -14,6 +14,7 @@
 //! its queue), when the queue is closed, or when the caller's shutdown
 //! fires.
 
+pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
 
@@ -89,6 +90,30 @@ pub(crate) struct Handles {
     /// Most jobs one dispatch call moves.
     pub batch: usize,
     pub retention: Retention,
+    /// Retry policies of jobs pushed without one (recurring ticks).
+    pub retries: Arc<Retries>,
+    /// Fires once the recurring loop has looked at every schedule.
+    pub recurring_ready: tokio_util::sync::CancellationToken,
+    /// A schedule was put or deleted through this process.
+    pub recurring_changed: Arc<Notify>,
+}
+
+/// Retry policies by topic, and for every other topic.
+#[derive(Default)]
+pub(crate) struct Retries {
+    pub topics: std::collections::HashMap<String, crate::RetryPolicy>,
+    pub default: crate::RetryPolicy,
+}
+
+impl Handles {
+    /// The retry policy of a job pushed to `topic` without one.
+    pub fn default_retry(&self, topic: &str) -> crate::RetryPolicy {
+        self.retries
+            .topics
+            .get(topic)
+            .unwrap_or(&self.retries.default)
+            .clone()
+    }
 }
 
 impl Handles {
@@ -151,6 +176,7 @@ impl Dispatcher {
             tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
         }
         if handles.dispatch {
+            tasks.push(tokio::spawn(recurring::run(handles.clone())));
             for part in 0..handles.store.parts().len() {
                 tasks.push(tokio::spawn(sweep::run(handles.clone(), part)));
             }

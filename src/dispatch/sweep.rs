@@ -25,6 +25,13 @@ const MAX_IDLE: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 pub(crate) async fn run(h: Handles, part: usize) {
+    // A tick missed while every instance was down may have to be dropped
+    // (see crate::recurring) before a sweep fires it.
+    tokio::select! {
+        _ = h.recurring_ready.cancelled() => {}
+        _ = tokio::time::sleep(h.store.timeout() * 2) => {}
+        _ = h.stop.wait() => return,
+    }
     let mut backoff = Duration::from_millis(20);
     let mut failing = false;
     loop {

@@ -21,6 +21,11 @@
 //! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
+//! | `{p}:recur:<name>`       | hash   | a recurring schedule: definition, version,    |
+//! |                          |        | last tick, that tick's job id                 |
+//! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
+//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket     |
+//! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
 //! | `{p}:moving`             | none   | never written: declared by every script call  |
 //! |                          |        | on a cluster so that a call on a slot that is |
 //! |                          |        | being migrated is refused whole (TRYAGAIN)     |
@@ -38,6 +43,10 @@ pub mod kind {
     pub const READY_CHANNEL: &str = "ready";
     pub const WAKE_CHANNEL: &str = "wake";
     pub const MOVING: &str = "moving";
+    pub const RECUR: &str = "recur:";
+    pub const RECURRING: &str = "recurring";
+    pub const RATE: &str = "rate:";
+    pub const RATES: &str = "rates";
     pub const PARTITIONS: &str = "partitions";
 }
 
@@ -69,6 +78,28 @@ pub mod field {
     pub const HISTORY: &str = "h";
     /// Time of death, Unix ms.
     pub const DEAD_AT: &str = "x";
+}
+
+/// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
+pub mod recur_field {
+    /// The definition, JSON.
+    pub const DEF: &str = "def";
+    /// Changes with every PUT: ticks of an older version are refused.
+    pub const VERSION: &str = "v";
+    /// The last tick done, Unix ms (at creation: the creation time).
+    pub const LAST: &str = "last";
+    /// The id of the last tick's job.
+    pub const PENDING: &str = "pending";
+}
+
+/// Fields of a topic's rate limit (`{p}:rate:<topic>`).
+pub mod rate_field {
+    pub const PER_S: &str = "r";
+    pub const BURST: &str = "b";
+    /// Tokens left, in thousandths, when last taken.
+    pub const TOKENS: &str = "t";
+    /// When tokens were last taken, Unix ms.
+    pub const AT: &str = "at";
 }
 
 /// Job states as stored (field `s`) and counted (`{p}:count`).
@@ -105,6 +136,16 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("READY", state::READY),
     ("RESERVED", state::RESERVED),
     ("DEAD", state::DEAD),
+    ("RECUR_KEY", kind::RECUR),
+    ("RECUR_DEF", recur_field::DEF),
+    ("RECUR_VERSION", recur_field::VERSION),
+    ("RECUR_LAST", recur_field::LAST),
+    ("RECUR_PENDING", recur_field::PENDING),
+    ("RATE_KEY", kind::RATE),
+    ("RATE_PER_S", rate_field::PER_S),
+    ("RATE_BURST", rate_field::BURST),
+    ("RATE_TOKENS", rate_field::TOKENS),
+    ("RATE_AT", rate_field::AT),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -168,6 +209,21 @@ impl Keys {
     /// partition's slot).
     pub fn partition_count(prefix: &str) -> String {
         format!("{{{prefix}}}:{}", kind::PARTITIONS)
+    }
+
+    /// The index of recurring schedules (in the first partition's slot).
+    pub fn recurring_index(prefix: &str) -> String {
+        format!("{{{prefix}}}:{}", kind::RECURRING)
+    }
+    /// Every topic's rate limit (in the first partition's slot).
+    pub fn rates_index(prefix: &str) -> String {
+        format!("{{{prefix}}}:{}", kind::RATES)
+    }
+    pub fn recur(&self, name: &str) -> String {
+        format!("{}{}{name}", self.base, kind::RECUR)
+    }
+    pub fn rate(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::RATE)
     }
 
     /// A key of this partition's slot that never exists (see the table).
@@ -239,11 +295,21 @@ fn crc16(data: &[u8]) -> u16 {
 }
 
 /// The partition of job `id` in a queue of `n` partitions. Stable for ever:
-/// a job is found where it was written.
+/// a job is found where it was written. As with Redis hash tags, only the
+/// part between the first `{` and the next `}` counts when there is one, so
+/// related jobs can share a partition (a recurring schedule's ticks do).
 pub fn partition_of(id: &str, n: usize) -> usize {
     if n <= 1 {
         return 0;
     }
+    let id = id
+        .find('{')
+        .and_then(|open| {
+            let rest = &id[open + 1..];
+            let close = rest.find('}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(id);
     // FNV-1a: cheap, and independent of the slot hash, so ids spread over
     // partitions however the tags fell.
     let mut h: u64 = 0xcbf29ce484222325;

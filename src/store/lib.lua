@@ -240,3 +240,69 @@ local function wake_if_head(id, due)
   end
   return 0
 end
+
+-- Creates `id`, or replaces (mode 'replace') or keeps (mode 'keep') the job
+-- with that id: push.lua's whole work, shared with tick.lua. Returns the
+-- script reply { status, due_ms, new_head }, or a DQINVALID error.
+local function upsert(id, topic, body, ttr, delay_ms, at_ms, retry, max, mode)
+  local job = job_key(id)
+  local due, bad = due_time(delay_ms, at_ms)
+  if not due then return bad end
+  local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
+  local status = DONE
+  if old[2] then
+    if mode == 'keep' then
+      return { KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), 0 }
+    end
+    status = REPLACED
+    detach(id, state_of(old[1]), old[2])
+    redis.call('DEL', job)
+  end
+  redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
+  if retry ~= '' then redis.call('HSET', job, RETRY, retry) end
+  if max ~= '0' then redis.call('HSET', job, MAX, max) end
+  schedule(id, due)
+  move_count(topic, nil, DELAYED)
+  return { status, due, wake_if_head(id, due) }
+end
+
+-- Removes `id` if it is still delayed (never handed over). 1 if removed.
+local function drop_if_delayed(id)
+  if id == '' then return 0 end
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+  if not f[2] or f[1] then return 0 end
+  detach(id, DELAYED, f[2])
+  redis.call('DEL', job_key(id))
+  return 1
+end
+
+-- The rate limit of `topic` at time `now_ms`, if it has one: { key,
+-- tokens (thousandths, refilled for the time passed), per_s, burst }.
+local function rate_bucket(topic, now_ms)
+  local key = P .. RATE_KEY .. topic
+  local b = redis.call('HMGET', key, RATE_PER_S, RATE_BURST, RATE_TOKENS, RATE_AT)
+  if not b[1] then return nil end
+  local per_s, burst = tonumber(b[1]), tonumber(b[2])
+  local tokens = tonumber(b[3]) or burst * 1000
+  local at = tonumber(b[4]) or now_ms
+  if now_ms > at then
+    tokens = math.min(burst * 1000, tokens + (now_ms - at) * per_s)
+  end
+  return { key = key, tokens = tokens, per_s = per_s }
+end
+
+-- How many jobs the bucket lets out now.
+local function rate_allows(bucket)
+  if not bucket then return math.huge end
+  return math.floor(bucket.tokens / 1000)
+end
+
+-- Books `used` jobs against the bucket; returns the ms until the next
+-- token.
+local function rate_use(bucket, used, now_ms)
+  if not bucket then return 0 end
+  local left = bucket.tokens - used * 1000
+  redis.call('HSET', bucket.key, RATE_TOKENS, left, RATE_AT, now_ms)
+  if left >= 1000 then return 0 end
+  return math.ceil((1000 - left) / bucket.per_s)
+end

@@ -37,6 +37,8 @@ pub(crate) const ALL: &[&Script] = &[
     &super::requeue::SCRIPT,
     &super::purge::SCRIPT,
     &super::trim::SCRIPT,
+    &super::recur::TICK,
+    &super::recur::PUT,
 ];
 
 struct Library {

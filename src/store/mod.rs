@@ -37,6 +37,8 @@ pub mod nack;
 pub mod pop;
 pub mod purge;
 pub mod push;
+pub mod rate;
+pub mod recur;
 pub mod release;
 pub mod remove;
 pub mod requeue;
@@ -761,6 +763,18 @@ impl Store {
         };
         self.call("connect", attempt).await?;
         self.check_partitions().await
+    }
+
+    /// Redis time now (the clock's estimate, which never runs ahead), in
+    /// microseconds.
+    pub(crate) async fn redis_time_us(&self) -> Result<i64> {
+        if let Some(now) = self.clock.now_us() {
+            return Ok(now);
+        }
+        self.read_clock().await?;
+        self.clock
+            .now_us()
+            .ok_or_else(|| Error::protocol("read the clock", "no reading".into()))
     }
 
     /// Reads Redis time once, so that deadlines can be given from the first

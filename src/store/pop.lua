@@ -8,12 +8,14 @@
 -- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
 -- ARGV[5..] topics, tried in the order given
 --
--- Touches: the topics' ready lists, job hashes, schedule (lease ends),
--- count hash. Publishes: nothing.
--- Helpers: now_us, lease, move_count.
+-- Touches: the topics' ready lists and rate limits, job hashes, schedule
+-- (lease ends), count hash. Publishes: nothing.
+-- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
--- Returns { DONE, now_us, then per job: id, topic, body, token, due_ms,
---           attempts, lease_until_ms }.
+-- Returns { DONE, now_us, held, retry_ms, then per job: id, topic, body,
+--           token, due_ms, attempts, lease_until_ms }; held: ready jobs a
+--           rate limit kept back (up to the number asked for), retry_ms:
+--           when the limit lets the next one out (0: not held).
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
@@ -22,21 +24,27 @@
 -- Every delivery carries a new token (the caller's random nonce and the
 -- job's place in the reply: no counter in Redis, so a failover that loses
 -- recent writes cannot re-issue a token someone holds); finish, nack and
--- touch with an older token are refused. The reply is bounded in jobs and
--- in bytes, so it reaches its caller well within the caller's timeout.
+-- touch with an older token are refused. A topic's rate limit is taken in
+-- the same step as its jobs, so all callers together never exceed it. The
+-- reply is bounded in jobs and in bytes, so it reaches its caller well
+-- within the caller's timeout.
 local now = now_us()
+local now_ms = math.floor(now / 1000)
 local lease_from = math.ceil(now / 1000)
 local want = tonumber(ARGV[2])
 local max_bytes = tonumber(ARGV[3])
+local nonce = ARGV[4]
 local bytes = 0
 
-local reply = { DONE, now }
-local got = 0
-local nonce = ARGV[4]
+local jobs = {}
+local got, held, retry = 0, 0, 0
 for i = 5, #ARGV do
   local topic = ARGV[i]
   local list = ready_key(topic)
-  while got < want and bytes < max_bytes do
+  local bucket = rate_bucket(topic, now_ms)
+  local allowed = rate_allows(bucket)
+  local took = 0
+  while got < want and took < allowed and bytes < max_bytes do
     local id = redis.call('RPOP', list)
     if not id then break end
     local job = job_key(id)
@@ -50,17 +58,30 @@ for i = 5, #ARGV do
         ATTEMPTS, attempts)
       lease(id, lease_until)
       move_count(topic, READY, RESERVED)
-      reply[#reply + 1] = id
-      reply[#reply + 1] = topic
-      reply[#reply + 1] = f[3]
-      reply[#reply + 1] = tostring(token)
-      reply[#reply + 1] = f[5]
-      reply[#reply + 1] = attempts
-      reply[#reply + 1] = lease_until
+      jobs[#jobs + 1] = id
+      jobs[#jobs + 1] = topic
+      jobs[#jobs + 1] = f[3]
+      jobs[#jobs + 1] = token
+      jobs[#jobs + 1] = f[5]
+      jobs[#jobs + 1] = attempts
+      jobs[#jobs + 1] = lease_until
       got = got + 1
+      took = took + 1
       bytes = bytes + #f[3]
+    end
+  end
+  if bucket then
+    local wait = rate_use(bucket, took, now_ms)
+    if got < want and took == allowed then
+      local waiting = math.min(redis.call('LLEN', list), want - got)
+      if waiting > 0 then
+        held = held + waiting
+        if retry == 0 or wait < retry then retry = wait end
+      end
     end
   end
   if got >= want or bytes >= max_bytes then break end
 end
+local reply = { DONE, now, held, retry }
+for _, v in ipairs(jobs) do reply[#reply + 1] = v end
 return reply

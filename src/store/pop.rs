@@ -23,12 +23,35 @@ fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], max: usize, max_bytes: us
     }
 }
 
-/// The reply: Redis time (us), then seven values per job.
-fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Vec<Delivery>)> {
+/// Ready jobs that a rate limit kept from a pop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// How many (up to the number asked for).
+    pub jobs: u64,
+    /// When the limit lets the next one out, ms from now (0: none held).
+    pub retry_ms: u64,
+}
+
+impl Held {
+    fn add(&mut self, other: Held) {
+        self.jobs += other.jobs;
+        if other.retry_ms > 0 && (self.retry_ms == 0 || other.retry_ms < self.retry_ms) {
+            self.retry_ms = other.retry_ms;
+        }
+    }
+}
+
+/// The reply: Redis time (us), what was held back, then seven values per
+/// job.
+fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>)> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
     }
     let popped_at_us = f.int()?;
+    let held = Held {
+        jobs: f.int()?.max(0) as u64,
+        retry_ms: f.int()?.max(0) as u64,
+    };
     if f.left() % 7 != 0 {
         return Err(Error::protocol(
             "pop",
@@ -48,7 +71,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Vec<Delivery>)> {
             lease_until_ms: f.int()?,
         });
     }
-    Ok((popped_at_us, deliveries))
+    Ok((popped_at_us, held, deliveries))
 }
 
 impl Store {
@@ -68,8 +91,9 @@ impl Store {
         max: usize,
         max_bytes: usize,
         limit: Duration,
-    ) -> Result<Vec<Delivery>> {
+    ) -> Result<(Vec<Delivery>, Held)> {
         let n = self.parts().len();
+        let mut held = Held::default();
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
@@ -91,7 +115,7 @@ impl Store {
                 Ok(mut r) => decode(r.remove(0)),
                 Err(e) => Err(e),
             };
-            let (now_us, deliveries) = match reply {
+            let (now_us, part_held, deliveries) = match reply {
                 Ok(r) => r,
                 Err(e) if got.is_empty() => return Err(e),
                 Err(e) => {
@@ -100,6 +124,7 @@ impl Store {
                 }
             };
             self.clock.observe(sent, Instant::now(), now_us);
+            held.add(part_held);
             if deliveries.is_empty() {
                 self.drop_ready_hint(topics, part);
             }
@@ -109,7 +134,7 @@ impl Store {
                 break;
             }
         }
-        Ok(got)
+        Ok((got, held))
     }
 }
 
@@ -121,12 +146,19 @@ mod tests {
     #[test]
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
-        let (now, got) = d(&[
-            "0", "1000500", "a", "t", "body", "7", "990", "1", "61001", "b", "t", "", "8", "995",
-            "2", "61001",
+        let (now, held, got) = d(&[
+            "0", "1000500", "3", "200", "a", "t", "body", "7", "990", "1", "61001", "b", "t", "",
+            "8", "995", "2", "61001",
         ])
         .unwrap();
         assert_eq!(now, 1_000_500);
+        assert_eq!(
+            held,
+            Held {
+                jobs: 3,
+                retry_ms: 200
+            }
+        );
         assert_eq!(got.len(), 2);
         assert_eq!(
             (
@@ -140,7 +172,8 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
-        assert!(d(&["0", "1"]).unwrap().1.is_empty());
-        assert!(d(&["0", "1", "a", "t"]).is_err());
+        assert!(d(&["0", "1", "0", "0"]).unwrap().2.is_empty());
+        assert!(d(&["0", "1", "0", "0", "a", "t"]).is_err());
+        assert!(d(&["0", "1"]).is_err());
     }
 }

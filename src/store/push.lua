@@ -11,7 +11,7 @@
 --
 -- Touches: job hash, trigger key, schedule, count hash; an existing job's
 -- ready list or dead set. Publishes: wake (when it is the new earliest).
--- Helpers: due_time, detach, schedule, move_count, wake_if_head.
+-- Helpers: upsert (due_time, detach, schedule, move_count, wake_if_head).
 --
 -- Returns { status, due_ms, new_head }: DONE (created), REPLACED, or KEPT
 -- (the id exists and mode is keep: nothing changed, due_ms is its due time).
@@ -21,25 +21,4 @@
 -- it is (schedule, ready list, lease, dead set) and rewritten in place, so
 -- there is never a second copy, and a stale lease can no longer finish it.
 -- The due time is never before Redis time (a past absolute time means now).
-local id, topic = ARGV[2], ARGV[3]
-local job = job_key(id)
-local due, bad = due_time(ARGV[6], ARGV[7])
-if not due then return bad end
-
-local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
-local status = DONE
-if old[2] then
-  if ARGV[10] == 'keep' then
-    return { KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), 0 }
-  end
-  status = REPLACED
-  detach(id, state_of(old[1]), old[2])
-  redis.call('DEL', job)
-end
-
-redis.call('HSET', job, TOPIC, topic, BODY, ARGV[4], TTR, ARGV[5])
-if ARGV[8] ~= '' then redis.call('HSET', job, RETRY, ARGV[8]) end
-if ARGV[9] ~= '0' then redis.call('HSET', job, MAX, ARGV[9]) end
-schedule(id, due)
-move_count(topic, nil, DELAYED)
-return { status, due, wake_if_head(id, due) }
+return upsert(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])

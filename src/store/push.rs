@@ -54,7 +54,7 @@ pub(crate) struct Pushed {
     pub new_head: bool,
 }
 
-fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
+pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
     let outcome = match status {
         Status::Done => PushOutcome::Created,
         Status::Replaced => PushOutcome::Replaced,

@@ -86,7 +86,7 @@ pub(super) struct RetrySpec {
 }
 
 impl RetrySpec {
-    fn to_policy(&self) -> ApiResult<RetryPolicy> {
+    pub(super) fn to_policy(&self) -> ApiResult<RetryPolicy> {
         let intervals = self
             .intervals
             .iter()

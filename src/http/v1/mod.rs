@@ -21,6 +21,7 @@
 pub mod jobs;
 pub mod ops;
 pub mod pop;
+pub mod schedules;
 pub mod topics;
 
 use axum::body::Bytes;
@@ -29,7 +30,7 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, MethodRouter};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -77,6 +78,21 @@ pub const ROUTES: &[Route] = &[
     }),
     route("delete", "/v1/topics/{topic}/dead", || {
         delete(topics::dead_purge)
+    }),
+    route("get", "/v1/topics/{topic}/rate", || {
+        get(schedules::rate_get)
+    }),
+    route("put", "/v1/topics/{topic}/rate", || {
+        put(schedules::rate_put)
+    }),
+    route("delete", "/v1/topics/{topic}/rate", || {
+        delete(schedules::rate_delete)
+    }),
+    route("get", "/v1/recurring", || get(schedules::list)),
+    route("get", "/v1/recurring/{name}", || get(schedules::get_one)),
+    route("put", "/v1/recurring/{name}", || put(schedules::put)),
+    route("delete", "/v1/recurring/{name}", || {
+        delete(schedules::delete)
     }),
     route("get", "/v1/openapi.json", || get(ops::openapi)),
     route("get", "/healthz", || get(ops::healthz)),
