@@ -137,6 +137,11 @@ impl DelayqProcess {
     }
 
     pub fn kill9(mut self) {
+        self.kill9_in_place();
+    }
+
+    /// SIGKILL, keeping the handle (to be replaced by a new start).
+    pub fn kill9_in_place(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

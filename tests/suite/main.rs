@@ -30,6 +30,7 @@ mod faults;
 mod import;
 mod load;
 mod native_api;
+mod recurring;
 mod retry;
 mod security;
 mod sentinel;

@@ -1,0 +1,284 @@
+//! Recurring schedules and rate limits, across delayq instances that are
+//! killed and restarted for real.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::common::*;
+use delayq::{Config, Queue, RateLimit};
+use serde_json::{json, Value};
+
+/// The tick time (Unix ms) in a recurring job's id.
+fn tick_of(id: &str) -> i64 {
+    let at = id.rsplit('/').next().unwrap();
+    chrono::DateTime::parse_from_rfc3339(at)
+        .unwrap()
+        .timestamp_millis()
+}
+
+async fn put(base: &str, name: &str, body: Value) -> Value {
+    let r = reqwest::Client::new()
+        .put(format!("{base}/v1/recurring/{name}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+/// What a consumer saw: (id, handed over at Redis ms).
+type Seen = Arc<Mutex<Vec<(String, i64)>>>;
+
+/// A consumer that takes every job of `topic`, noting (id, handed over at
+/// Redis ms), until stopped.
+fn consume(q: Queue, topic: &str, stop: Arc<AtomicBool>) -> (tokio::task::JoinHandle<()>, Seen) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let topic = vec![topic.to_string()];
+    let log = seen.clone();
+    let task = tokio::spawn(async move {
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(Some(d)) = q.pop(&topic, Duration::from_millis(200)).await {
+                log.lock()
+                    .unwrap()
+                    .push((d.id.clone(), d.popped_at_us / 1000));
+                q.finish(&d.id, &d.token).await.unwrap();
+            }
+        }
+    });
+    (task, seen)
+}
+
+fn consumer_queue(redis: &RedisServer) -> Queue {
+    Queue::connect(Config {
+        dispatch: false,
+        ..config(redis)
+    })
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tick_fires_once_and_never_early_across_two_instances_and_a_kill() {
+    let redis = RedisServer::start();
+    let mut a = DelayqProcess::start(&redis, &[]);
+    let b = DelayqProcess::start(&redis, &[]);
+    let q = consumer_queue(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (task, seen) = consume(q.clone(), "beat", stop.clone());
+
+    let created = put(
+        &a.base,
+        "beat",
+        json!({"topic": "beat", "cron": "*/2 * * * * *", "body": "tick"}),
+    )
+    .await;
+    let created_ms = created["last_tick_ms"].as_i64().unwrap();
+    assert!(created["next_fire_ms"].as_i64().unwrap() > created_ms);
+
+    // One instance is killed and restarted halfway.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    a.kill9_in_place();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    a = DelayqProcess::start(&redis, &[]);
+    let window_end = created_ms + 10_000;
+    eventually(
+        Duration::from_secs(15),
+        "the tenth second's tick",
+        || async {
+            let s = seen.lock().unwrap();
+            s.iter()
+                .any(|(id, _)| tick_of(id) > window_end)
+                .then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    let mut per_tick: HashMap<i64, usize> = HashMap::new();
+    for (id, at) in &seen {
+        let tick = tick_of(id);
+        assert!(*at >= tick, "{id} handed over at {at}, before its tick");
+        *per_tick.entry(tick).or_default() += 1;
+    }
+    let mut in_window: Vec<i64> = per_tick
+        .keys()
+        .copied()
+        .filter(|t| *t > created_ms && *t <= window_end)
+        .collect();
+    in_window.sort();
+    println!("ticks in the 10 s after the schedule was put: {in_window:?}");
+    assert_eq!(in_window.len(), 5, "one job per tick: {per_tick:?}");
+    assert!(in_window.windows(2).all(|w| w[1] - w[0] == 2000));
+    assert!(
+        per_tick.values().all(|&n| n == 1),
+        "a tick fired twice: {per_tick:?}"
+    );
+    drop((a, b));
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_missed_while_everything_was_down_fires_once_or_is_skipped() {
+    let redis = RedisServer::start();
+    let a = DelayqProcess::start(&redis, &[]);
+    let q = consumer_queue(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (fire_task, fired) = consume(q.clone(), "fire", stop.clone());
+    let (skip_task, skipped) = consume(q.clone(), "skip", stop.clone());
+    put(
+        &a.base,
+        "fire",
+        json!({"topic": "fire", "cron": "*/2 * * * * *"}),
+    )
+    .await;
+    put(
+        &a.base,
+        "skip",
+        json!({"topic": "skip", "cron": "*/2 * * * * *", "missed": "skip"}),
+    )
+    .await;
+    eventually(Duration::from_secs(10), "a first tick of each", || async {
+        (!fired.lock().unwrap().is_empty() && !skipped.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+
+    // Every delayq instance down for 9 s: four or five ticks go by.
+    let down_at = redis.time_ms().await;
+    a.kill9();
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let up_at = redis.time_ms().await;
+    let a = DelayqProcess::start(&redis, &[]);
+    eventually(
+        Duration::from_secs(10),
+        "ticks after the restart",
+        || async {
+            let after = |v: &Mutex<Vec<(String, i64)>>| {
+                v.lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(id, _)| tick_of(id) > up_at + 2000)
+            };
+            (after(&fired) && after(&skipped)).then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    fire_task.await.unwrap();
+    skip_task.await.unwrap();
+
+    let during = |v: &Mutex<Vec<(String, i64)>>| {
+        v.lock()
+            .unwrap()
+            .iter()
+            .filter(|(id, _)| (down_at..up_at).contains(&tick_of(id)))
+            .count()
+    };
+    let (f, s) = (during(&fired), during(&skipped));
+    println!("ticks of the outage delivered: fire {f}, skip {s}");
+    assert_eq!(
+        f,
+        1,
+        "fire: the missed tick fires once: {:?}",
+        fired.lock().unwrap()
+    );
+    assert_eq!(
+        s,
+        0,
+        "skip: no missed tick fires: {:?}",
+        skipped.lock().unwrap()
+    );
+    for v in [&fired, &skipped] {
+        let v = v.lock().unwrap();
+        let mut ticks: Vec<i64> = v.iter().map(|(id, _)| tick_of(id)).collect();
+        let n = ticks.len();
+        ticks.dedup();
+        assert_eq!(ticks.len(), n, "a tick fired twice");
+    }
+    drop(a);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_two_instances_with_greedy_consumers() {
+    let redis = RedisServer::start();
+    let a = queue(&redis);
+    let b = queue(&redis);
+    a.set_rate(
+        "sms",
+        RateLimit {
+            per_second: 5.0,
+            burst: 5,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.rates().await.unwrap()["sms"].burst, 5);
+    let jobs: Vec<_> = (0..50)
+        .map(|i| job(&format!("sms-{i}"), "sms", 0, 60_000))
+        .collect();
+    for r in a.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    eventually(Duration::from_secs(5), "all 50 ready", || async {
+        (a.topics().await.unwrap().topics["sms"].ready == 50).then_some(())
+    })
+    .await;
+    let times: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let start = redis.time_ms().await;
+    let mut tasks = Vec::new();
+    for q in [&a, &b] {
+        for _ in 0..4 {
+            let (q, times) = (q.clone(), times.clone());
+            tasks.push(tokio::spawn(async move {
+                let topic = vec!["sms".to_string()];
+                while times.lock().unwrap().len() < 25 {
+                    for d in q
+                        .pop_many(&topic, 10, Duration::from_millis(500))
+                        .await
+                        .unwrap()
+                    {
+                        times.lock().unwrap().push(d.popped_at_us / 1000);
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut t = times.lock().unwrap().clone();
+    t.sort();
+    let taken = t.len();
+    // By any moment, at most the burst plus the rate times the time gone.
+    for (k, at) in t.iter().enumerate() {
+        let allowed = 5.0 + 5.0 * (at - start) as f64 / 1000.0;
+        assert!(
+            (k + 1) as f64 <= allowed + 0.001,
+            "job {} handed over {} ms in: over the limit",
+            k + 1,
+            at - start
+        );
+    }
+    let took = t[24] - start;
+    println!("25 jobs at 5/s, burst 5, 8 greedy consumers on 2 instances: {took} ms");
+    // And the limit does not starve them either: 20 after the burst at 5/s.
+    assert!(took <= 5_000, "{took} ms");
+    let held = a.metrics().rate_held.total() + b.metrics().rate_held.total();
+    assert!(held > 0, "held-back jobs are counted");
+    assert!(a.clear_rate("sms").await.unwrap());
+    let rest = a
+        .pop_many(&["sms".to_string()], 25, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.len(),
+        50 - taken,
+        "without the limit the rest go at once"
+    );
+    a.close().await;
+    b.close().await;
+}
