@@ -93,6 +93,75 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Recurring schedules: a job per cron tick.
+    Recurring {
+        #[command(subcommand)]
+        command: RecurringCommand,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// A topic's rate limit.
+    Rate {
+        #[command(subcommand)]
+        command: RateCommand,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RecurringCommand {
+    /// Create or replace a schedule.
+    Put {
+        name: String,
+        /// Topic of its jobs.
+        #[arg(long)]
+        topic: String,
+        /// Six fields, seconds first ("0 0 9 * * *"), or five ("0 9 * * *").
+        #[arg(long)]
+        cron: String,
+        /// IANA time zone of the rule.
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// Body of each job.
+        #[arg(long, default_value = "")]
+        body: String,
+        /// Time to run of each job.
+        #[arg(long, value_parser = parse_duration)]
+        ttr: Option<std::time::Duration>,
+        /// Retry intervals of each job, e.g. "2m,10m,1h".
+        #[arg(long)]
+        retry: Option<String>,
+        /// Most attempts of each job.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        /// A tick missed while no delayq ran: fire it once, or skip it.
+        #[arg(long, default_value = "fire", value_parser = ["fire", "skip"])]
+        missed: String,
+    },
+    /// List the schedules with their next fire times.
+    List,
+    /// Show one schedule.
+    Get { name: String },
+    /// Delete a schedule.
+    Delete { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RateCommand {
+    /// Limit how fast the topic's jobs are handed out.
+    Set {
+        topic: String,
+        /// Jobs per second.
+        per_second: f64,
+        /// Most jobs at once after a quiet spell (default: the rate).
+        #[arg(long)]
+        burst: Option<u32>,
+    },
+    /// Show the topic's limit.
+    Get { topic: String },
+    /// Remove the topic's limit.
+    Clear { topic: String },
 }
 
 impl ClientCommand {
@@ -102,7 +171,9 @@ impl ClientCommand {
             | ClientCommand::Get { client, .. }
             | ClientCommand::Delete { client, .. }
             | ClientCommand::Stats { client }
-            | ClientCommand::Dead { client, .. } => client,
+            | ClientCommand::Dead { client, .. }
+            | ClientCommand::Recurring { client, .. }
+            | ClientCommand::Rate { client, .. } => client,
         }
     }
 }
@@ -159,15 +230,8 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             if let Some(t) = ttr {
                 spec["ttr_ms"] = json!(t.as_millis() as u64);
             }
-            if retry.is_some() || max_attempts.is_some() {
-                let intervals: Vec<&str> = retry
-                    .as_deref()
-                    .unwrap_or("")
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                spec["retry"] = json!({"intervals": intervals, "max_attempts": max_attempts});
+            if let Some(r) = retry_spec(retry, max_attempts) {
+                spec["retry"] = r;
             }
             if *keep {
                 spec["if_exists"] = json!("keep");
@@ -196,6 +260,61 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             }
             DeadCommand::Purge { topic } => {
                 c.send(reqwest::Method::DELETE, &dead_path(topic), None)
+                    .await?
+            }
+        },
+        ClientCommand::Recurring { command, .. } => match command {
+            RecurringCommand::Put {
+                name,
+                topic,
+                cron,
+                timezone,
+                body,
+                ttr,
+                retry,
+                max_attempts,
+                missed,
+            } => {
+                let mut spec = json!({"topic": topic, "cron": cron, "timezone": timezone,
+                    "body": body, "missed": missed});
+                if let Some(t) = ttr {
+                    spec["ttr_ms"] = json!(t.as_millis() as u64);
+                }
+                if let Some(r) = retry_spec(retry, max_attempts) {
+                    spec["retry"] = r;
+                }
+                c.send(reqwest::Method::PUT, &recurring_path(name), Some(spec))
+                    .await?
+            }
+            RecurringCommand::List => c.send(reqwest::Method::GET, "/v1/recurring", None).await?,
+            RecurringCommand::Get { name } => {
+                c.send(reqwest::Method::GET, &recurring_path(name), None)
+                    .await?
+            }
+            RecurringCommand::Delete { name } => {
+                c.send(reqwest::Method::DELETE, &recurring_path(name), None)
+                    .await?
+            }
+        },
+        ClientCommand::Rate { command, .. } => match command {
+            RateCommand::Set {
+                topic,
+                per_second,
+                burst,
+            } => {
+                let mut spec = json!({ "per_second": per_second });
+                if let Some(b) = burst {
+                    spec["burst"] = json!(b);
+                }
+                c.send(reqwest::Method::PUT, &rate_path(topic), Some(spec))
+                    .await?
+            }
+            RateCommand::Get { topic } => {
+                c.send(reqwest::Method::GET, &rate_path(topic), None)
+                    .await?
+            }
+            RateCommand::Clear { topic } => {
+                c.send(reqwest::Method::DELETE, &rate_path(topic), None)
                     .await?
             }
         },
@@ -272,6 +391,41 @@ fn dead_path(topic: &str) -> String {
     format!("/v1/topics/{}/dead", encode(topic))
 }
 
+fn rate_path(topic: &str) -> String {
+    format!("/v1/topics/{}/rate", encode(topic))
+}
+
+fn recurring_path(name: &str) -> String {
+    format!("/v1/recurring/{}", encode(name))
+}
+
+/// The API's retry object from "2m,10m,1h" and a maximum.
+fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Option<Value> {
+    if retry.is_none() && max_attempts.is_none() {
+        return None;
+    }
+    let intervals: Vec<&str> = retry
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    Some(json!({"intervals": intervals, "max_attempts": max_attempts}))
+}
+
+/// Unix ms as local time, for people.
+fn local_time(ms: &Value) -> String {
+    use chrono::TimeZone;
+    match ms
+        .as_i64()
+        .and_then(|ms| chrono::Local.timestamp_millis_opt(ms).single())
+    {
+        Some(t) => t.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
+        None => "none".into(),
+    }
+}
+
 fn print_human(command: &ClientCommand, v: &Value) {
     match command {
         ClientCommand::Push { .. } => {
@@ -341,15 +495,55 @@ fn print_human(command: &ClientCommand, v: &Value) {
             }
             DeadCommand::Purge { topic } => println!("purged {} dead jobs of {topic}", v["purged"]),
         },
+        ClientCommand::Recurring { command, .. } => match command {
+            RecurringCommand::List => {
+                let mut rows =
+                    vec![["name", "topic", "cron", "time zone", "next fire"].map(String::from)];
+                for s in v["schedules"].as_array().into_iter().flatten() {
+                    rows.push([
+                        plain(&s["name"]),
+                        plain(&s["topic"]),
+                        plain(&s["cron"]),
+                        plain(&s["timezone"]),
+                        local_time(&s["next_fire_ms"]),
+                    ]);
+                }
+                print_table(&rows);
+            }
+            RecurringCommand::Delete { name } => println!("deleted schedule {name}"),
+            RecurringCommand::Put { .. } | RecurringCommand::Get { .. } => {
+                for key in [
+                    "name", "topic", "cron", "timezone", "missed", "ttr_ms", "body",
+                ] {
+                    println!("{key:>10}: {}", plain(&v[key]));
+                }
+                println!("{:>10}: {}", "next fire", local_time(&v["next_fire_ms"]));
+            }
+        },
+        ClientCommand::Rate { command, .. } => match command {
+            RateCommand::Clear { topic } => println!("{topic}: no rate limit"),
+            RateCommand::Set { .. } | RateCommand::Get { .. } => println!(
+                "{}: at most {} jobs a second, bursts of {}",
+                plain(&v["topic"]),
+                v["per_second"].as_f64().unwrap_or_default(),
+                v["burst"]
+            ),
+        },
     }
 }
 
-/// Prints rows in columns as wide as their widest cell: the first column
-/// (a name) left-aligned, numbers right-aligned, a last text column as is.
+/// Prints rows in columns as wide as their widest cell: columns of numbers
+/// right-aligned, others left-aligned.
 fn print_table<const N: usize>(rows: &[[String; N]]) {
     let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
     let widths: Vec<usize> = (0..N).map(width).collect();
-    let text_last = rows[0][N - 1] == "last error";
+    let numeric: Vec<bool> = (0..N)
+        .map(|c| {
+            rows[1..]
+                .iter()
+                .all(|r| r[c] == "-" || r[c].parse::<f64>().is_ok())
+        })
+        .collect();
     for r in rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
@@ -357,7 +551,7 @@ fn print_table<const N: usize>(rows: &[[String; N]]) {
             if c > 0 {
                 line.push_str("  ");
             }
-            if c == 0 || (text_last && c == N - 1) {
+            if c == 0 || !numeric[c] {
                 line.push_str(cell);
                 line.push_str(&" ".repeat(pad));
             } else {

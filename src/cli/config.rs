@@ -15,7 +15,21 @@
 //!
 //! [topics.merchant-notify]        # pull-based, with its own schedule
 //! retry = ["2m", "10m", "10m", "1h", "2h", "6h", "15h"]
+//!
+//! [topics.sms]                    # handed out at most 50 a second
+//! rate = { per_second = 50, burst = 100 }
+//!
+//! [recurring.expiry-reminders]    # a job every day at 09:00 in Shanghai
+//! topic = "member-expiry"
+//! cron = "0 0 9 * * *"
+//! timezone = "Asia/Shanghai"
+//! body = "{\"within_days\": 7}"
+//! missed = "fire"                 # or "skip" (default "fire")
 //! ```
+//!
+//! Rate limits and recurring schedules live in Redis (so every instance
+//! obeys them); at start the file's are written there when they differ
+//! from what Redis holds (an unchanged schedule keeps its ticks).
 //!
 //! A webhook topic without a policy (its own or `[defaults]`) gets
 //! [`Webhook::default_retry`] rather than redelivery at once, for ever.
@@ -36,6 +50,23 @@ struct File {
     defaults: Policy,
     #[serde(default)]
     topics: BTreeMap<String, TopicSpec>,
+    #[serde(default)]
+    recurring: BTreeMap<String, RecurringSpec>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct RecurringSpec {
+    topic: String,
+    cron: String,
+    timezone: Option<String>,
+    #[serde(default)]
+    body: String,
+    ttr: Option<String>,
+    #[serde(default)]
+    missed: delayq::Missed,
+    #[serde(flatten)]
+    policy: Policy,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -65,6 +96,7 @@ struct TopicSpec {
     concurrency: Option<usize>,
     secret: Option<String>,
     secret_env: Option<String>,
+    rate: Option<delayq::RateLimit>,
     #[serde(flatten)]
     policy: Policy,
 }
@@ -86,6 +118,8 @@ pub struct Topics {
     pub default_retry: RetryPolicy,
     pub topic_retry: HashMap<String, RetryPolicy>,
     pub webhooks: Vec<Webhook>,
+    pub rates: Vec<(String, delayq::RateLimit)>,
+    pub recurring: Vec<(String, delayq::Recurring)>,
 }
 
 pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
@@ -105,10 +139,37 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
             .unwrap_or_default(),
         ..Topics::default()
     };
+    for (name, spec) in &parsed.recurring {
+        let ctx = || format!("[recurring.{name}]");
+        delayq::recurring::check_name(name)
+            .map_err(anyhow::Error::msg)
+            .with_context(ctx)?;
+        let r = delayq::Recurring {
+            topic: spec.topic.clone(),
+            cron: spec.cron.clone(),
+            timezone: spec.timezone.clone().unwrap_or_else(|| "UTC".into()),
+            body: spec.body.clone(),
+            ttr_ms: match &spec.ttr {
+                Some(t) => parse_duration(t)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(ctx)?
+                    .as_millis() as u64,
+                None => 60_000,
+            },
+            retry: spec.policy.to_policy().with_context(ctx)?,
+            missed: spec.missed,
+        };
+        r.check().map_err(anyhow::Error::msg).with_context(ctx)?;
+        t.recurring.push((name.clone(), r));
+    }
     for (topic, spec) in &parsed.topics {
         let ctx = || format!("[topics.{topic}]");
         if let Some(p) = spec.policy.to_policy().with_context(ctx)? {
             t.topic_retry.insert(topic.clone(), p);
+        }
+        if let Some(rate) = spec.rate {
+            rate.check().map_err(anyhow::Error::msg).with_context(ctx)?;
+            t.rates.push((topic.clone(), rate));
         }
         let Some(url) = &spec.webhook else {
             if spec.timeout.is_some()

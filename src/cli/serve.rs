@@ -217,6 +217,40 @@ impl ServeArgs {
     }
 }
 
+/// Writes the config file's rate limits and recurring schedules to Redis
+/// where they differ from what it holds: an unchanged schedule keeps its
+/// ticks (a restart must not reset them).
+async fn apply_topic_state(
+    queue: &Queue,
+    rates: &[(String, delayq::RateLimit)],
+    recurring: &[(String, delayq::Recurring)],
+) -> Result<()> {
+    let held = queue.rates().await.context("reading rate limits")?;
+    for (topic, limit) in rates {
+        if held.get(topic) != Some(limit) {
+            queue
+                .set_rate(topic, *limit)
+                .await
+                .with_context(|| format!("setting the rate limit of {topic}"))?;
+            tracing::info!(%topic, per_second = limit.per_second, burst = limit.burst, "rate limit set from the config file");
+        }
+    }
+    for (name, schedule) in recurring {
+        let current = queue
+            .recurring(name)
+            .await
+            .with_context(|| format!("reading recurring schedule {name}"))?;
+        if current.map(|c| c.schedule).as_ref() != Some(schedule) {
+            queue
+                .put_recurring(name, schedule)
+                .await
+                .with_context(|| format!("putting recurring schedule {name}"))?;
+            tracing::info!(%name, cron = %schedule.cron, timezone = %schedule.timezone, "recurring schedule put from the config file");
+        }
+    }
+    Ok(())
+}
+
 /// Partitions of a queue on a cluster unless told: even over 1, 2, 3, 4, 6
 /// or 12 masters.
 const DEFAULT_CLUSTER_PARTITIONS: usize = 12;
@@ -306,6 +340,7 @@ async fn serve(
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &redis_url).await?;
     redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
+    apply_topic_state(&queue, &topics.rates, &topics.recurring).await?;
 
     let listener = TcpListener::bind(&args.listen)
         .await

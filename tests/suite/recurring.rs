@@ -282,3 +282,120 @@ async fn a_rate_limit_holds_across_two_instances_with_greedy_consumers() {
     a.close().await;
     b.close().await;
 }
+
+fn cli(base: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(args)
+        .args(["--server", base])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_and_limits_come_from_the_config_file_the_cli_and_survive_restarts() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("topics.toml");
+    std::fs::write(
+        &conf,
+        r#"
+[topics.sms]
+rate = { per_second = 50, burst = 100 }
+
+[recurring.expiry-reminders]
+topic = "member-expiry"
+cron = "0 0 9 * * *"
+timezone = "Asia/Shanghai"
+body = "within 7 days"
+"#,
+    )
+    .unwrap();
+    let conf = conf.to_str().unwrap();
+    let a = DelayqProcess::start(&redis, &["--config", conf]);
+    let (ok, out, err) = cli(&a.base, &["recurring", "list"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("expiry-reminders")
+            && out.contains("0 0 9 * * *")
+            && out.contains("Asia/Shanghai"),
+        "{out}"
+    );
+    let (ok, out, _) = cli(&a.base, &["rate", "get", "sms"]);
+    assert!(
+        ok && out.contains("at most 50 jobs a second, bursts of 100"),
+        "{out}"
+    );
+    let (_, json_out, _) = cli(&a.base, &["recurring", "get", "expiry-reminders", "--json"]);
+    let before: Value = serde_json::from_str(&json_out).unwrap();
+    // 09:00 in Shanghai is 01:00 UTC.
+    let next = before["next_fire_ms"].as_i64().unwrap();
+    assert_eq!(next % 86_400_000, 3_600_000, "{before}");
+
+    // A restart with the same file keeps the schedule's ticks as they are.
+    a.terminate();
+    let a = DelayqProcess::start(&redis, &["--config", conf]);
+    let (_, json_out, _) = cli(&a.base, &["recurring", "get", "expiry-reminders", "--json"]);
+    let after: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(after["last_tick_ms"], before["last_tick_ms"]);
+
+    // The CLI puts, lists and deletes; bad input is refused with the reason.
+    let (ok, _, err) = cli(
+        &a.base,
+        &[
+            "recurring",
+            "put",
+            "bad",
+            "--topic",
+            "t",
+            "--cron",
+            "0 9 * *",
+        ],
+    );
+    assert!(!ok && err.contains("4 fields"), "{err}");
+    let (ok, _, err) = cli(
+        &a.base,
+        &[
+            "recurring",
+            "put",
+            "bad",
+            "--topic",
+            "t",
+            "--cron",
+            "0 9 * * *",
+            "--timezone",
+            "Asia/Nowhere",
+        ],
+    );
+    assert!(!ok && err.contains("unknown"), "{err}");
+    let (ok, _, err) = cli(
+        &a.base,
+        &[
+            "recurring",
+            "put",
+            "hourly",
+            "--topic",
+            "t",
+            "--cron",
+            "0 0 * * * *",
+            "--missed",
+            "skip",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (_, out, _) = cli(&a.base, &["recurring", "list"]);
+    assert!(out.contains("hourly"), "{out}");
+    let (ok, _, _) = cli(&a.base, &["recurring", "delete", "hourly"]);
+    assert!(ok);
+    let (ok, _, err) = cli(&a.base, &["recurring", "get", "hourly"]);
+    assert!(!ok && err.contains("404"), "{err}");
+    let (ok, _, _) = cli(&a.base, &["rate", "clear", "sms"]);
+    assert!(ok);
+    let (ok, _, err) = cli(&a.base, &["rate", "set", "sms", "0"]);
+    assert!(!ok && err.contains("per_second"), "{err}");
+    drop(a);
+}
