@@ -148,6 +148,33 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     // Every master's memory is reported.
     let masters = a.memories().await.unwrap();
     assert_eq!(masters.len(), 3, "{masters:?}");
+
+    // A recurring schedule ticks on the cluster too: once a tick, on time.
+    a.put_recurring(
+        "beat",
+        &delayq::Recurring {
+            topic: "beat".into(),
+            cron: "* * * * * *".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let beat = vec!["beat".to_string()];
+    let mut ticks = Vec::new();
+    while ticks.len() < 3 {
+        for d in b.pop_many(&beat, 10, Duration::from_secs(3)).await.unwrap() {
+            let tick = chrono::DateTime::parse_from_rfc3339(d.id.rsplit('/').next().unwrap())
+                .unwrap()
+                .timestamp_millis();
+            assert!(d.popped_at_us / 1000 >= tick, "{} early", d.id);
+            ticks.push(tick);
+            b.finish(&d.id, &d.token).await.unwrap();
+        }
+    }
+    ticks.sort();
+    assert!(ticks.windows(2).all(|w| w[1] - w[0] == 1000), "{ticks:?}");
+    assert!(a.delete_recurring("beat").await.unwrap());
     a.close().await;
     b.close().await;
 }
