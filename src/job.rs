@@ -68,7 +68,7 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub(crate) fn parse(s: &str) -> Option<Self> {
+    pub fn parse(s: &str) -> Option<Self> {
         match s {
             "delayed" => Some(JobState::Delayed),
             "ready" => Some(JobState::Ready),

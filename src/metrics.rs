@@ -371,6 +371,17 @@ impl Metrics {
                 let _ = writeln!(out, "delayq_jobs{l} {n}");
             }
         }
+        let paused = Meta::new(
+            &self.topics,
+            "delayq_topic_paused",
+            "1 while the topic is paused (its jobs fall due but are not handed out).",
+            ["topic"],
+        );
+        paused.header(&mut out, "gauge");
+        for (topic, _) in g.jobs.iter().flatten().filter(|(_, c)| c.paused) {
+            let l = paused.labels(&[self.topics.label(topic)], None);
+            let _ = writeln!(out, "delayq_topic_paused{l} 1");
+        }
         for (name, help, v) in [
             (
                 "delayq_subscriber_connected",

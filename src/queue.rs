@@ -587,6 +587,102 @@ impl Queue {
         Ok(total)
     }
 
+    /// Stops handing out `topic`'s jobs (pops, long-polls, webhooks, on
+    /// every instance); they still fall due on time and wait in ready.
+    pub async fn pause(&self, topic: &str) -> Result<()> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        self.store().set_paused(topic, true).await
+    }
+
+    /// Hands `topic`'s jobs out again, at once.
+    pub async fn resume(&self, topic: &str) -> Result<()> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        self.store().set_paused(topic, false).await?;
+        self.inner.waiters.wake_all();
+        Ok(())
+    }
+
+    /// A page of `topic`'s jobs in `state`, and the cursor of the next page
+    /// (None: no more): delayed jobs by due time, reserved ones by lease
+    /// end, dead ones by time of death (oldest first), ready ones in the
+    /// order they will be handed out. At most `limit` (1 to 1000) jobs;
+    /// each page costs Redis time in proportion to the page.
+    pub async fn list_jobs(
+        &self,
+        topic: &str,
+        state: crate::JobState,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Option<String>)> {
+        use crate::store::list::{Cursor, Sorted};
+        use crate::JobState;
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        let limit = check_page(limit)?;
+        let cursor = cursor
+            .map(Cursor::decode)
+            .transpose()
+            .map_err(Error::Invalid)?;
+        let s = self.store();
+        let page = match state {
+            JobState::Ready => s.list_ready(topic, cursor.as_ref(), limit).await?,
+            JobState::Dead => {
+                s.list_sorted(Sorted::Dead { topic }, cursor.as_ref(), limit)
+                    .await?
+            }
+            JobState::Delayed | JobState::Reserved => {
+                let state = if state == JobState::Delayed {
+                    crate::store::layout::state::DELAYED
+                } else {
+                    crate::store::layout::state::RESERVED
+                };
+                s.list_sorted(
+                    Sorted::Schedule {
+                        topic: Some(topic),
+                        state,
+                    },
+                    cursor.as_ref(),
+                    limit,
+                )
+                .await?
+            }
+        };
+        self.page_of(page).await
+    }
+
+    /// What falls due next, every topic: delayed jobs by due time, a page
+    /// of at most `limit`, and the next page's cursor. One call looks at a
+    /// bounded number of schedule entries.
+    pub async fn upcoming(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Option<String>)> {
+        use crate::store::list::{Cursor, Sorted};
+        let limit = check_page(limit)?;
+        let cursor = cursor
+            .map(Cursor::decode)
+            .transpose()
+            .map_err(Error::Invalid)?;
+        let page = self
+            .store()
+            .list_sorted(
+                Sorted::Schedule {
+                    topic: None,
+                    state: crate::store::layout::state::DELAYED,
+                },
+                cursor.as_ref(),
+                limit,
+            )
+            .await?;
+        self.page_of(page).await
+    }
+
+    async fn page_of(&self, page: crate::store::list::Page) -> Result<(Vec<Job>, Option<String>)> {
+        let ids: Vec<String> = page.ids.into_iter().map(|(id, _)| id).collect();
+        let jobs = self.store().get_many(&ids).await?;
+        Ok((jobs, page.next.map(|c| c.encode())))
+    }
+
     /// Creates or replaces the recurring schedule `name`. Its ticks count
     /// from now: the tick already pushed under an older definition is
     /// dropped if it has not been handed over.
@@ -866,6 +962,17 @@ impl Queue {
                 }
             }
         }
+    }
+}
+
+/// Checks a page size.
+fn check_page(limit: usize) -> Result<usize> {
+    if (1..=1000).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(Error::Invalid(format!(
+            "limit {limit} is out of range: 1 to 1000"
+        )))
     }
 }
 

@@ -26,6 +26,7 @@
 //! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
 //! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket     |
 //! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
+//! | `{p}:paused`             | set    | topics whose jobs are not handed out now      |
 //! | `{p}:moving`             | none   | never written: declared by every script call  |
 //! |                          |        | on a cluster so that a call on a slot that is |
 //! |                          |        | being migrated is refused whole (TRYAGAIN)     |
@@ -47,6 +48,7 @@ pub mod kind {
     pub const RECURRING: &str = "recurring";
     pub const RATE: &str = "rate:";
     pub const RATES: &str = "rates";
+    pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
 }
 
@@ -142,6 +144,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RECUR_LAST", recur_field::LAST),
     ("RECUR_PENDING", recur_field::PENDING),
     ("RATE_KEY", kind::RATE),
+    ("PAUSED_KEY", kind::PAUSED),
     ("RATE_PER_S", rate_field::PER_S),
     ("RATE_BURST", rate_field::BURST),
     ("RATE_TOKENS", rate_field::TOKENS),
@@ -221,6 +224,12 @@ impl Keys {
     }
     pub fn recur(&self, name: &str) -> String {
         format!("{}{}{name}", self.base, kind::RECUR)
+    }
+    pub fn paused(&self) -> String {
+        format!("{}{}", self.base, kind::PAUSED)
+    }
+    pub fn ready_list(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::READY)
     }
     pub fn rate(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::RATE)

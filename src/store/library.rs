@@ -39,6 +39,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::trim::SCRIPT,
     &super::recur::TICK,
     &super::recur::PUT,
+    &super::list::SCRIPT,
 ];
 
 struct Library {

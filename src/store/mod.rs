@@ -33,6 +33,7 @@ pub mod sentinel;
 pub mod settings;
 
 pub mod dispatch;
+pub mod list;
 pub mod nack;
 pub mod pop;
 pub mod purge;

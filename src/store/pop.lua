@@ -8,8 +8,8 @@
 -- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
 -- ARGV[5..] topics, tried in the order given
 --
--- Touches: the topics' ready lists and rate limits, job hashes, schedule
--- (lease ends), count hash. Publishes: nothing.
+-- Touches: the topics' ready lists and rate limits, the paused set, job
+-- hashes, schedule (lease ends), count hash. Publishes: nothing.
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
 -- Returns { DONE, now_us, held, retry_ms, then per job: id, topic, body,
@@ -24,7 +24,8 @@
 -- Every delivery carries a new token (the caller's random nonce and the
 -- job's place in the reply: no counter in Redis, so a failover that loses
 -- recent writes cannot re-issue a token someone holds); finish, nack and
--- touch with an older token are refused. A topic's rate limit is taken in
+-- touch with an older token are refused. A paused topic gives nothing. A
+-- topic's rate limit is taken in
 -- the same step as its jobs, so all callers together never exceed it. The
 -- reply is bounded in jobs and in bytes, so it reaches its caller well
 -- within the caller's timeout.
@@ -43,6 +44,8 @@ for i = 5, #ARGV do
   local list = ready_key(topic)
   local bucket = rate_bucket(topic, now_ms)
   local allowed = rate_allows(bucket)
+  -- A paused topic hands nothing out; its jobs wait in ready.
+  if redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1 then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
     local id = redis.call('RPOP', list)
@@ -70,7 +73,7 @@ for i = 5, #ARGV do
       bytes = bytes + #f[3]
     end
   end
-  if bucket then
+  if bucket and allowed > 0 then
     local wait = rate_use(bucket, took, now_ms)
     if got < want and took == allowed then
       local waiting = math.min(redis.call('LLEN', list), want - got)

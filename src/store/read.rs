@@ -17,6 +17,8 @@ pub struct TopicCounts {
     pub ready: u64,
     pub reserved: u64,
     pub dead: u64,
+    /// Paused: its jobs fall due but are not handed out.
+    pub paused: bool,
 }
 
 /// Counts per topic and the earliest due time.
@@ -223,8 +225,12 @@ impl Store {
                 next_due_ms = Some(next_due_ms.map_or(due, |d| d.min(due)));
             }
         }
+        let mut topics = decode_counts(counts);
+        for t in self.paused().await? {
+            topics.entry(t).or_default().paused = true;
+        }
         Ok(Overview {
-            topics: decode_counts(counts),
+            topics,
             next_due_ms,
         })
     }

@@ -35,5 +35,6 @@ mod retry;
 mod security;
 mod sentinel;
 mod serve_cli;
+mod steering;
 mod tls;
 mod webhooks;

@@ -380,3 +380,57 @@ async fn retries_dead_letters_and_requeue_over_http() {
     );
     s.stop().await;
 }
+
+/// Generated clients need a name per operation and the security scheme:
+/// every operation has a unique operationId, every route but /healthz
+/// needs the bearer token, and what a tokenless call gets (401) is in the
+/// document for every route that gives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_names_each_operation_and_its_401() {
+    let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    assert_eq!(doc["security"][0]["bearer"], json!([]));
+    let mut ids = BTreeSet::new();
+    for route in ROUTES {
+        let op = &doc["paths"][route.path][route.method];
+        let id = op["operationId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{} {} has no operationId", route.method, route.path));
+        assert!(ids.insert(id.to_owned()), "operationId {id} twice");
+    }
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        ServerConfig {
+            auth_token: Some(delayq::webhook::Secret("t0ken".into())),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let api = Api::new(&s);
+    for route in ROUTES {
+        let path = route
+            .path
+            .replace("{id}", "x")
+            .replace("{topic}", "t")
+            .replace("{name}", "n");
+        let (status, _) = api.call(route.method, &path, Some(json!({}))).await;
+        let op = &doc["paths"][route.path][route.method];
+        if route.path == "/healthz" {
+            assert_eq!(status, 200);
+            assert_eq!(op["security"], json!([]));
+        } else {
+            assert_eq!(status, 401, "{} {path}", route.method);
+            assert!(
+                op["responses"]["401"].is_object(),
+                "{} {} does not document 401",
+                route.method,
+                route.path
+            );
+        }
+    }
+    s.stop().await;
+}

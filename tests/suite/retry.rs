@@ -316,7 +316,8 @@ async fn counts_follow_every_transition() {
             delayed: 2,
             ready: 1,
             reserved: 1,
-            dead: 0
+            dead: 0,
+            paused: false
         }
     );
     q.finish(&d.id, &d.token).await.unwrap();

@@ -79,6 +79,10 @@ pub const ROUTES: &[Route] = &[
     route("delete", "/v1/topics/{topic}/dead", || {
         delete(topics::dead_purge)
     }),
+    route("get", "/v1/topics/{topic}/jobs", || get(topics::jobs)),
+    route("post", "/v1/topics/{topic}/pause", || post(topics::pause)),
+    route("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
+    route("get", "/v1/schedule", || get(topics::schedule)),
     route("get", "/v1/topics/{topic}/rate", || {
         get(schedules::rate_get)
     }),

@@ -93,3 +93,75 @@ pub(super) async fn dead_purge(
     let n = state.queue.purge_dead(&topic).await?;
     Ok(Json(json!({"topic": topic, "purged": n})))
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Listing {
+    state: Option<String>,
+    cursor: Option<String>,
+    #[serde(default = "fifty")]
+    limit: usize,
+}
+
+fn query<T>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> ApiResult<T> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
+}
+
+/// `GET /v1/topics/{topic}/jobs?state=delayed|ready|reserved|dead`: a page.
+pub(super) async fn jobs(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+    q: Result<Query<Listing>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let q = query(q)?;
+    let name = q.state.as_deref().unwrap_or("delayed");
+    let job_state = crate::JobState::parse(name).ok_or_else(|| {
+        ApiError::invalid(format!(
+            "state {name:?} is not one of delayed, ready, reserved, dead"
+        ))
+    })?;
+    let (jobs, next) = state
+        .queue
+        .list_jobs(&topic, job_state, q.cursor.as_deref(), q.limit)
+        .await?;
+    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
+    Ok(Json(
+        json!({"topic": topic, "state": name, "jobs": jobs, "next_cursor": next}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Upcoming {
+    cursor: Option<String>,
+    #[serde(default = "fifty")]
+    limit: usize,
+}
+
+/// `GET /v1/schedule`: what falls due next, every topic.
+pub(super) async fn schedule(
+    State(state): State<AppState>,
+    q: Result<Query<Upcoming>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let q = query(q)?;
+    let (jobs, next) = state.queue.upcoming(q.cursor.as_deref(), q.limit).await?;
+    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
+    Ok(Json(json!({"jobs": jobs, "next_cursor": next})))
+}
+
+pub(super) async fn pause(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+) -> ApiResult<Json<serde_json::Value>> {
+    state.queue.pause(&topic).await?;
+    Ok(Json(json!({"topic": topic, "paused": true})))
+}
+
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    Segment(topic): Segment,
+) -> ApiResult<Json<serde_json::Value>> {
+    state.queue.resume(&topic).await?;
+    Ok(Json(json!({"topic": topic, "paused": false})))
+}

@@ -1,0 +1,282 @@
+//! Listing jobs a page at a time: `list.lua` over the schedule (delayed and
+//! reserved jobs) or a dead set, and the ready lists; and pausing topics.
+//! Every page costs Redis time in proportion to the page (and a bounded
+//! look-ahead), never to the queue.
+
+use super::reply::Fields;
+use super::{Keys, Script, Status, Store};
+use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "list",
+    source: include_str!("list.lua"),
+    when_full: true,
+};
+
+/// Most entries one call looks at per partition, whatever it finds.
+pub const SCAN_CAP: usize = 2000;
+
+/// Where a page starts: after this (score, id), or, in ready lists, at
+/// this (partition, offset).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cursor {
+    After { score: String, id: String },
+    At { part: usize, offset: usize },
+}
+
+impl Cursor {
+    /// An opaque, URL-safe text.
+    pub fn encode(&self) -> String {
+        let text = match self {
+            Cursor::After { score, id } => format!("s\n{score}\n{id}"),
+            Cursor::At { part, offset } => format!("r\n{part}\n{offset}"),
+        };
+        hex::encode(text)
+    }
+
+    pub fn decode(text: &str) -> std::result::Result<Cursor, String> {
+        let bad = || format!("cursor {text:?} is not one this server gave");
+        let raw = hex::decode(text).map_err(|_| bad())?;
+        let raw = String::from_utf8(raw).map_err(|_| bad())?;
+        let mut parts = raw.splitn(3, '\n');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("s"), Some(score), Some(id)) if score.parse::<f64>().is_ok() => {
+                Ok(Cursor::After {
+                    score: score.to_owned(),
+                    id: id.to_owned(),
+                })
+            }
+            (Some("r"), Some(part), Some(offset)) => Ok(Cursor::At {
+                part: part.parse().map_err(|_| bad())?,
+                offset: offset.parse().map_err(|_| bad())?,
+            }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// What to list from a sorted set.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Sorted<'a> {
+    /// Jobs in the schedule in `state` ("delayed" or "reserved"), of one
+    /// topic or all.
+    Schedule {
+        topic: Option<&'a str>,
+        state: &'static str,
+    },
+    Dead {
+        topic: &'a str,
+    },
+}
+
+/// A page: ids with their scores (ms), and where the next one starts.
+#[derive(Debug, Default)]
+pub(crate) struct Page {
+    pub ids: Vec<(String, i64)>,
+    pub next: Option<Cursor>,
+}
+
+struct PartPage {
+    exhausted: bool,
+    last: (f64, String),
+    found: Vec<(f64, String, String)>,
+}
+
+fn decode((status, mut f): (Status, Fields)) -> Result<PartPage> {
+    if status != Status::Done {
+        return Err(Error::protocol("list", format!("status {status:?}")));
+    }
+    let exhausted = f.int()? == 1;
+    let score = f.string()?;
+    let last = (score.parse().unwrap_or(f64::NEG_INFINITY), f.string()?);
+    let mut found = Vec::new();
+    while f.left() > 0 {
+        let id = f.string()?;
+        let score = f.string()?;
+        found.push((score.parse().unwrap_or(0.0), score, id));
+    }
+    Ok(PartPage {
+        exhausted,
+        last,
+        found,
+    })
+}
+
+fn before_or_at(a: (f64, &str), b: (f64, &str)) -> bool {
+    a.0 < b.0 || (a.0 == b.0 && a.1 <= b.1)
+}
+
+impl Store {
+    /// A page of a sorted set, over every partition, in score order.
+    pub(crate) async fn list_sorted(
+        &self,
+        what: Sorted<'_>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<Page> {
+        let (score, id) = match after {
+            Some(Cursor::After { score, id }) => (score.clone(), id.clone()),
+            Some(Cursor::At { .. }) => {
+                return Err(Error::Invalid("that cursor belongs to ready lists".into()))
+            }
+            None => ("-inf".to_owned(), String::new()),
+        };
+        let calls = (0..self.parts().len()).map(|part| {
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+            match what {
+                Sorted::Schedule { topic, state } => {
+                    cmd.arg("schedule").arg(topic.unwrap_or("")).arg(state)
+                }
+                Sorted::Dead { topic } => cmd.arg("dead").arg(topic).arg(""),
+            };
+            cmd.arg(&score).arg(&id).arg(limit).arg(SCAN_CAP);
+            async move { decode(self.run("list", &cmd).await?) }
+        });
+        let pages: Vec<PartPage> = futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<_>>()?;
+        // Entries past the first partition that stopped early may still
+        // have company in it: the page ends there, and the next begins
+        // after it.
+        let mut stop: Option<(f64, String)> = None;
+        for p in pages.iter().filter(|p| !p.exhausted) {
+            if stop
+                .as_ref()
+                .is_none_or(|s| before_or_at((p.last.0, &p.last.1), (s.0, &s.1)))
+            {
+                stop = Some(p.last.clone());
+            }
+        }
+        let mut all: Vec<(f64, String, String)> = pages
+            .into_iter()
+            .flat_map(|p| p.found)
+            .filter(|(s, _, i)| {
+                stop.as_ref()
+                    .is_none_or(|st| before_or_at((*s, i), (st.0, &st.1)))
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
+        let next = if all.len() > limit {
+            all.truncate(limit);
+            let (_, score, id) = all.last().expect("not empty").clone();
+            Some(Cursor::After { score, id })
+        } else {
+            // Scores are whole milliseconds: their text is the number's.
+            stop.map(|(score, id)| Cursor::After {
+                score: format!("{score}"),
+                id,
+            })
+        };
+        Ok(Page {
+            ids: all.into_iter().map(|(s, _, id)| (id, s as i64)).collect(),
+            next,
+        })
+    }
+
+    /// A page of `topic`'s ready jobs, next to be handed out first,
+    /// partition after partition.
+    pub(crate) async fn list_ready(
+        &self,
+        topic: &str,
+        at: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<Page> {
+        let (mut part, mut offset) = match at {
+            Some(Cursor::At { part, offset }) => (*part, *offset),
+            Some(Cursor::After { .. }) => {
+                return Err(Error::Invalid(
+                    "that cursor does not belong to ready lists".into(),
+                ))
+            }
+            None => (0, 0),
+        };
+        let mut ids = Vec::new();
+        while part < self.parts().len() && ids.len() < limit {
+            let want = limit - ids.len();
+            let mut cmd = redis::cmd("LRANGE");
+            cmd.arg(self.parts()[part].ready_list(topic))
+                .arg(-((offset + want) as i64))
+                .arg(-(offset as i64) - 1);
+            let mut got: Vec<String> = self
+                .call("list ready", cmd.query_async(&mut self.conn()))
+                .await?;
+            got.reverse();
+            let n = got.len();
+            ids.extend(got.into_iter().map(|id| (id, 0)));
+            if n < want {
+                part += 1;
+                offset = 0;
+            } else {
+                offset += n;
+            }
+        }
+        let next = (part < self.parts().len()).then_some(Cursor::At { part, offset });
+        Ok(Page { ids, next })
+    }
+
+    /// Pauses or resumes `topic` in every partition. Resuming tells every
+    /// instance's waiting pops to look again at once.
+    pub(crate) async fn set_paused(&self, topic: &str, paused: bool) -> Result<()> {
+        let op = if paused { "SADD" } else { "SREM" };
+        for part in self.parts() {
+            let mut pipe = redis::pipe();
+            pipe.cmd(op).arg(part.paused()).arg(topic).ignore();
+            if !paused {
+                pipe.cmd("LLEN").arg(part.ready_list(topic));
+            }
+            let r: Vec<i64> = self
+                .call("pause", pipe.query_async(&mut self.conn()))
+                .await?;
+            if let Some(&ready) = r.first() {
+                if ready > 0 {
+                    let mut publish = redis::cmd("PUBLISH");
+                    publish
+                        .arg(part.ready_channel())
+                        .arg(format!("{ready} {topic}"));
+                    self.call("resume", publish.query_async::<i64>(&mut self.conn()))
+                        .await?;
+                }
+            }
+        }
+        let index = Keys::new(&self.prefix).paused();
+        if self.parts().len() > 1 {
+            let mut cmd = redis::cmd(op);
+            cmd.arg(index).arg(topic);
+            self.call("pause", cmd.query_async::<i64>(&mut self.conn()))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The paused topics.
+    pub(crate) async fn paused(&self) -> Result<std::collections::BTreeSet<String>> {
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(Keys::new(&self.prefix).paused());
+        self.call("paused topics", cmd.query_async(&mut self.conn()))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_strangers() {
+        for c in [
+            Cursor::After {
+                score: "1700000000000".into(),
+                id: "a b/c\nd".into(),
+            },
+            Cursor::At {
+                part: 3,
+                offset: 40,
+            },
+        ] {
+            assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+        }
+        assert!(Cursor::decode("zz").is_err());
+        assert!(Cursor::decode(&hex::encode("s\nx\nid")).is_err());
+    }
+}

@@ -1,0 +1,167 @@
+//! Seeing and steering the queue: job listings by state with cursors, what
+//! falls due next, and pausing a topic.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use delayq::{JobState, Queue};
+
+/// Every job of `topic` in `state`, a page of `limit` at a time.
+async fn all_pages(
+    q: &Queue,
+    topic: &str,
+    state: JobState,
+    limit: usize,
+) -> (Vec<delayq::Job>, usize) {
+    let (mut out, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let (jobs, next) = q
+            .list_jobs(topic, state, cursor.as_deref(), limit)
+            .await
+            .unwrap();
+        assert!(jobs.len() <= limit);
+        out.extend(jobs);
+        pages += 1;
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return (out, pages),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_listed_by_state_a_page_at_a_time_in_order() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // 30 delayed on t (due order is not push order), 5 on u.
+    for i in 0..30u64 {
+        q.push(&job(
+            &format!("t{i}"),
+            "t",
+            3_600_000 + (i * 7919) % 30 * 1000,
+            60_000,
+        ))
+        .await
+        .unwrap();
+    }
+    for i in 0..5u64 {
+        q.push(&job(&format!("u{i}"), "u", 3_600_000 + i * 500, 60_000))
+            .await
+            .unwrap();
+    }
+    let (delayed, pages) = all_pages(&q, "t", JobState::Delayed, 7).await;
+    assert_eq!(delayed.len(), 30);
+    assert!(pages >= 5);
+    assert!(
+        delayed.windows(2).all(|w| w[0].due_ms <= w[1].due_ms),
+        "due order"
+    );
+    let ids: BTreeSet<_> = delayed.iter().map(|j| j.id.clone()).collect();
+    assert_eq!(ids.len(), 30, "no job twice");
+
+    // Every topic, due order.
+    let (mut upcoming, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let (jobs, next) = q.upcoming(cursor.as_deref(), 10).await.unwrap();
+        upcoming.extend(jobs);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(upcoming.len(), 35);
+    assert!(upcoming.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
+
+    // Ready in hand-out order, reserved, dead.
+    for i in 0..12 {
+        q.push(&job(&format!("r{i}"), "now", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    eventually(Duration::from_secs(5), "12 ready", || async {
+        (q.topics().await.unwrap().topics["now"].ready == 12).then_some(())
+    })
+    .await;
+    let (ready, _) = all_pages(&q, "now", JobState::Ready, 5).await;
+    assert_eq!(ready.len(), 12);
+    let first = q.try_pop(&["now".to_string()], 3).await.unwrap();
+    assert_eq!(
+        first.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        ready[..3].iter().map(|j| j.id.clone()).collect::<Vec<_>>(),
+        "ready jobs are listed in the order they are handed out"
+    );
+    let (reserved, _) = all_pages(&q, "now", JobState::Reserved, 2).await;
+    assert_eq!(reserved.len(), 3);
+    for d in &first {
+        q.nack(&d.id, &d.token, None, "boom").await.unwrap();
+    }
+    // Bad input names the problem.
+    let err = q
+        .list_jobs("t", JobState::Delayed, Some("nonsense"), 5)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cursor"), "{err}");
+    let err = q
+        .list_jobs("t", JobState::Delayed, None, 0)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("limit"), "{err}");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_topic_keeps_its_jobs_ready_and_resume_hands_them_out_at_once() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let other = queue(&redis);
+    q.pause("sms").await.unwrap();
+    for i in 0..3 {
+        q.push(&job(&format!("s{i}"), "sms", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    eventually(
+        Duration::from_secs(5),
+        "jobs fall due while paused",
+        || async {
+            let c = other.topics().await.unwrap().topics["sms"];
+            (c.ready == 3 && c.paused).then_some(())
+        },
+    )
+    .await;
+    let sms = vec!["sms".to_string()];
+    assert!(
+        other.try_pop(&sms, 10).await.unwrap().is_empty(),
+        "nothing while paused"
+    );
+    // A long-poll on another instance waits through the pause...
+    let waiting = {
+        let other = other.clone();
+        let sms = sms.clone();
+        tokio::spawn(async move {
+            let got = other.pop(&sms, Duration::from_secs(20)).await.unwrap();
+            (got, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished());
+    let text = q.metrics().render(&q.gauges().await);
+    assert!(
+        text.contains("delayq_topic_paused{topic=\"sms\"} 1"),
+        "{text}"
+    );
+    // ...and gets a job as soon as the topic resumes.
+    let resumed = Instant::now();
+    q.resume("sms").await.unwrap();
+    let (got, at) = waiting.await.unwrap();
+    assert!(got.is_some());
+    assert!(
+        at.duration_since(resumed) < Duration::from_secs(2),
+        "{:?}",
+        at.duration_since(resumed)
+    );
+    assert!(!q.topics().await.unwrap().topics["sms"].paused);
+    q.close().await;
+    other.close().await;
+}
