@@ -93,6 +93,109 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Lease ready jobs, waiting for one up to --wait.
+    Pop {
+        /// Topics, tried in order.
+        #[arg(required = true)]
+        topics: Vec<String>,
+        /// Most jobs.
+        #[arg(long, default_value_t = 1)]
+        count: usize,
+        /// Longest wait for a job: 0s, 30s, 2m.
+        #[arg(long, value_parser = parse_duration, default_value = "0s")]
+        wait: std::time::Duration,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Finish a leased job.
+    Finish {
+        id: String,
+        /// The lease token pop gave.
+        #[arg(long = "lease", value_name = "TOKEN")]
+        lease_token: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Report a failed attempt: the job retries or dies by its policy.
+    Nack {
+        id: String,
+        /// The lease token pop gave.
+        #[arg(long = "lease", value_name = "TOKEN")]
+        lease_token: String,
+        /// Why it failed (kept in the job's history).
+        #[arg(long, default_value = "")]
+        error: String,
+        /// Retry after this instead of the policy's interval.
+        #[arg(long, value_parser = parse_duration)]
+        delay: Option<std::time::Duration>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Extend a lease.
+    Touch {
+        id: String,
+        /// The lease token pop gave.
+        #[arg(long = "lease", value_name = "TOKEN")]
+        lease_token: String,
+        /// New lease length from now (default: the job's ttr).
+        #[arg(long, value_parser = parse_duration)]
+        ttr: Option<std::time::Duration>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Give a job a new due time (and, optionally, body).
+    Reschedule {
+        id: String,
+        /// Due after this long: 30s, 2m, 15d.
+        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        delay: Option<std::time::Duration>,
+        /// Due at: Unix ms or RFC 3339.
+        #[arg(long)]
+        at: Option<String>,
+        #[arg(long)]
+        body: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List a topic's jobs in one state, a page at a time.
+    List {
+        topic: String,
+        #[arg(long, default_value = "delayed", value_parser = ["delayed", "ready", "reserved", "dead"])]
+        state: String,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// The next_cursor a previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Stop handing out a topic's jobs (they still fall due).
+    Pause {
+        topic: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Hand out a paused topic's jobs again.
+    Resume {
+        topic: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Run a command for each job of a topic: body on stdin, id, topic and
+    /// attempt in DELAYQ_JOB_ID, DELAYQ_JOB_TOPIC, DELAYQ_JOB_ATTEMPT; exit 0
+    /// finishes the job, anything else nacks it with the end of stderr.
+    Work {
+        topic: String,
+        /// Commands running at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// The command and its arguments, after --.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
     /// Recurring schedules: a job per cron tick.
     Recurring {
         #[command(subcommand)]
@@ -173,7 +276,16 @@ impl ClientCommand {
             | ClientCommand::Stats { client }
             | ClientCommand::Dead { client, .. }
             | ClientCommand::Recurring { client, .. }
-            | ClientCommand::Rate { client, .. } => client,
+            | ClientCommand::Rate { client, .. }
+            | ClientCommand::Pop { client, .. }
+            | ClientCommand::Finish { client, .. }
+            | ClientCommand::Nack { client, .. }
+            | ClientCommand::Touch { client, .. }
+            | ClientCommand::Reschedule { client, .. }
+            | ClientCommand::List { client, .. }
+            | ClientCommand::Pause { client, .. }
+            | ClientCommand::Resume { client, .. }
+            | ClientCommand::Work { client, .. } => client,
         }
     }
 }
@@ -196,12 +308,113 @@ pub enum DeadCommand {
 
 pub async fn run(command: ClientCommand) -> Result<()> {
     let args = command.client().clone();
-    let c = Client {
-        http: reqwest::Client::new(),
-        base: args.server.trim_end_matches('/').to_owned(),
-        token: args.token.clone(),
-    };
+    let c = Client::new(&args);
     let reply = match &command {
+        ClientCommand::Work {
+            topic,
+            concurrency,
+            command,
+            ..
+        } => {
+            if args.json {
+                bail!("work prints no replies: --json does not apply to it");
+            }
+            return super::worker::run(c, topic, *concurrency, command).await;
+        }
+        ClientCommand::Pop {
+            topics,
+            count,
+            wait,
+            ..
+        } => {
+            let spec = json!({"topics": topics, "max": count, "wait_ms": wait.as_millis() as u64});
+            c.send(reqwest::Method::POST, "/v1/pop", Some(spec)).await?
+        }
+        ClientCommand::Finish {
+            id, lease_token, ..
+        } => {
+            let path = format!("{}/finish", job_path(id));
+            c.send(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({ "token": lease_token })),
+            )
+            .await?
+        }
+        ClientCommand::Nack {
+            id,
+            lease_token,
+            error,
+            delay,
+            ..
+        } => {
+            let mut spec = json!({"token": lease_token, "error": error});
+            if let Some(d) = delay {
+                spec["delay_ms"] = json!(d.as_millis() as u64);
+            }
+            let path = format!("{}/nack", job_path(id));
+            c.send(reqwest::Method::POST, &path, Some(spec)).await?
+        }
+        ClientCommand::Touch {
+            id,
+            lease_token,
+            ttr,
+            ..
+        } => {
+            let mut spec = json!({ "token": lease_token });
+            if let Some(t) = ttr {
+                spec["ttr_ms"] = json!(t.as_millis() as u64);
+            }
+            let path = format!("{}/touch", job_path(id));
+            c.send(reqwest::Method::POST, &path, Some(spec)).await?
+        }
+        ClientCommand::Reschedule {
+            id,
+            delay,
+            at,
+            body,
+            ..
+        } => {
+            let mut spec = json!({});
+            if let Some(d) = delay {
+                spec["delay_ms"] = json!(d.as_millis() as u64);
+            }
+            if let Some(at) = at {
+                spec["due_at"] = match at.parse::<i64>() {
+                    Ok(ms) => json!(ms),
+                    Err(_) => json!(at),
+                };
+            }
+            if let Some(b) = body {
+                spec["body"] = json!(b);
+            }
+            let path = format!("{}/reschedule", job_path(id));
+            c.send(reqwest::Method::POST, &path, Some(spec)).await?
+        }
+        ClientCommand::List {
+            topic,
+            state,
+            limit,
+            cursor,
+            ..
+        } => {
+            let mut path = format!(
+                "/v1/topics/{}/jobs?state={state}&limit={limit}",
+                encode(topic)
+            );
+            if let Some(c) = cursor {
+                path.push_str(&format!("&cursor={}", encode(c)));
+            }
+            c.send(reqwest::Method::GET, &path, None).await?
+        }
+        ClientCommand::Pause { topic, .. } => {
+            let path = format!("/v1/topics/{}/pause", encode(topic));
+            c.send(reqwest::Method::POST, &path, None).await?
+        }
+        ClientCommand::Resume { topic, .. } => {
+            let path = format!("/v1/topics/{}/resume", encode(topic));
+            c.send(reqwest::Method::POST, &path, None).await?
+        }
         ClientCommand::Push {
             topic,
             id,
@@ -327,16 +540,24 @@ pub async fn run(command: ClientCommand) -> Result<()> {
     Ok(())
 }
 
-struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
 }
 
 impl Client {
+    fn new(args: &ClientArgs) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            base: args.server.trim_end_matches('/').to_owned(),
+            token: args.token.clone(),
+        }
+    }
+
     /// Sends a request; a non-2xx reply becomes an error with the server's
     /// message.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -371,7 +592,7 @@ impl Client {
     }
 }
 
-fn encode(segment: &str) -> String {
+pub(crate) fn encode(segment: &str) -> String {
     segment
         .bytes()
         .map(|b| match b {
@@ -383,7 +604,7 @@ fn encode(segment: &str) -> String {
         .collect()
 }
 
-fn job_path(id: &str) -> String {
+pub(crate) fn job_path(id: &str) -> String {
     format!("/v1/jobs/{}", encode(id))
 }
 
@@ -428,6 +649,56 @@ fn local_time(ms: &Value) -> String {
 
 fn print_human(command: &ClientCommand, v: &Value) {
     match command {
+        ClientCommand::Work { .. } => {}
+        ClientCommand::Pop { .. } => {
+            let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+            if jobs.is_empty() {
+                println!("none ready");
+            }
+            for j in jobs {
+                println!("id:      {}", plain(&j["id"]));
+                println!("topic:   {}", plain(&j["topic"]));
+                println!("token:   {}", plain(&j["token"]));
+                println!("attempt: {}", plain(&j["attempts"]));
+                println!("due at:  {}", local_time(&j["due_at_ms"]));
+                println!("body:    {}", plain(&j["body"]));
+            }
+        }
+        ClientCommand::Finish { id, .. } => println!("finished {id}"),
+        ClientCommand::Nack { id, .. } => println!(
+            "{id}: {} (due at {})",
+            plain(&v["state"]),
+            local_time(&v["due_at_ms"])
+        ),
+        ClientCommand::Touch { id, .. } => {
+            println!("{id}: leased until {}", local_time(&v["lease_until_ms"]))
+        }
+        ClientCommand::Reschedule { id, .. } => {
+            println!("{id}: due at {}", local_time(&v["due_at_ms"]))
+        }
+        ClientCommand::List { .. } => {
+            let mut rows =
+                vec![["id", "state", "attempts", "due at", "last error"].map(String::from)];
+            for j in v["jobs"].as_array().into_iter().flatten() {
+                rows.push([
+                    plain(&j["id"]),
+                    plain(&j["state"]),
+                    plain(&j["attempts"]),
+                    local_time(&j["due_at_ms"]),
+                    plain(&j["last_error"]),
+                ]);
+            }
+            if rows.len() == 1 {
+                println!("none");
+            } else {
+                print_table(&rows);
+            }
+            if let Some(c) = v["next_cursor"].as_str() {
+                println!("more: --cursor {c}");
+            }
+        }
+        ClientCommand::Pause { topic, .. } => println!("{topic}: paused"),
+        ClientCommand::Resume { topic, .. } => println!("{topic}: resumed"),
         ClientCommand::Push { .. } => {
             println!(
                 "{} {} (due at {} ms)",
@@ -539,9 +810,10 @@ fn print_table<const N: usize>(rows: &[[String; N]]) {
     let widths: Vec<usize> = (0..N).map(width).collect();
     let numeric: Vec<bool> = (0..N)
         .map(|c| {
-            rows[1..]
-                .iter()
-                .all(|r| r[c] == "-" || r[c].parse::<f64>().is_ok())
+            rows[1..].iter().any(|r| r[c].parse::<f64>().is_ok())
+                && rows[1..]
+                    .iter()
+                    .all(|r| r[c] == "-" || r[c].parse::<f64>().is_ok())
         })
         .collect();
     for r in rows {

@@ -7,3 +7,5 @@ pub mod import_ouqiang;
 pub mod private_redis;
 pub mod redis_checks;
 pub mod serve;
+pub mod signals;
+pub mod worker;

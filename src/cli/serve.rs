@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use super::config::{self, Topics};
 use super::private_redis::PrivateRedis;
 use super::redis_checks;
+use super::signals::Signals;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -383,33 +384,6 @@ async fn serve(
     }
     tracing::info!("delayq stopped");
     Ok(())
-}
-
-/// SIGTERM and SIGINT, taken over when created (a signal that comes
-/// before anyone waits is kept, not lost).
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals {
-            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
-        })
-    }
-
-    /// Triggers `shutdown` at the first signal.
-    async fn stop(mut self, shutdown: Shutdown) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-        tracing::info!("stopping: answering waiting pops, finishing requests in flight");
-        shutdown.trigger();
-    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

@@ -105,3 +105,134 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
     assert!(err.contains("cannot reach delayq"), "{err}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_from_the_command_line_pops_settles_lists_and_pauses() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    for i in 0..3 {
+        s.queue
+            .push(&job(&format!("c{i}"), "cli", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    eventually(std::time::Duration::from_secs(5), "3 ready", || async {
+        (s.queue.topics().await.unwrap().topics["cli"].ready == 3).then_some(())
+    })
+    .await;
+    let (ok, out, err) = delayq(b, &["list", "cli", "--state", "ready"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("c0") && out.contains("c2") && out.contains("ready"),
+        "{out}"
+    );
+
+    let (ok, out, err) = delayq(b, &["pop", "cli", "--json"]).await;
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let (id, token) = (
+        v["jobs"][0]["id"].as_str().unwrap().to_owned(),
+        v["jobs"][0]["token"].as_str().unwrap().to_owned(),
+    );
+    let (ok, out, err) = delayq(b, &["touch", &id, "--lease", &token, "--ttr", "2m"]).await;
+    assert!(ok && out.contains("leased until"), "{out} {err}");
+    let (ok, out, _) = delayq(
+        b,
+        &[
+            "nack", &id, "--lease", &token, "--error", "flaky", "--delay", "1h",
+        ],
+    )
+    .await;
+    assert!(ok && out.contains("delayed"), "{out}");
+    let (ok, _, err) = delayq(b, &["finish", &id, "--lease", &token]).await;
+    assert!(
+        !ok && err.contains("409"),
+        "a stale token is refused: {err}"
+    );
+    let (ok, out, _) = delayq(b, &["reschedule", &id, "--delay", "2h"]).await;
+    assert!(ok && out.contains("due at"), "{out}");
+    let (ok, out, _) = delayq(b, &["list", "cli", "--state", "delayed"]).await;
+    assert!(ok && out.contains(&id), "{out}");
+    let (ok, out, _) = delayq(b, &["list", "cli", "--state", "dead"]).await;
+    assert!(ok && out.trim() == "none", "{out}");
+
+    let (ok, out, _) = delayq(b, &["pause", "cli"]).await;
+    assert!(ok && out.contains("paused"), "{out}");
+    let (ok, out, _) = delayq(b, &["pop", "cli"]).await;
+    assert!(ok && out.contains("none ready"), "paused: {out}");
+    let (ok, _, _) = delayq(b, &["resume", "cli"]).await;
+    assert!(ok);
+    let (ok, out, _) = delayq(b, &["pop", "cli", "--count", "5", "--json"]).await;
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_runs_a_command_per_job_and_stops_gracefully() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let once = RetryPolicy {
+        intervals: vec![],
+        max_attempts: Some(1),
+    };
+    for (id, body) in [("w1", "ok"), ("w2", "ok"), ("w3", "fail"), ("w4", "ok")] {
+        s.queue
+            .push(&delayq::NewJob {
+                body: body.into(),
+                retry: Some(once.clone()),
+                ..job(id, "work", 0, 60_000)
+            })
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "body=$(cat); echo \"$DELAYQ_JOB_ID $DELAYQ_JOB_TOPIC $DELAYQ_JOB_ATTEMPT $body\" >> {}; \
+         if [ \"$body\" = fail ]; then echo 'card declined' >&2; exit 3; fi",
+        seen.display()
+    );
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "work",
+            "work",
+            "--concurrency",
+            "2",
+            "--server",
+            &s.base,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(
+        std::time::Duration::from_secs(15),
+        "every job settled",
+        || async {
+            let c = s.queue.topics().await.unwrap().topics["work"];
+            (c.delayed + c.ready + c.reserved == 0 && c.dead == 1).then_some(())
+        },
+    )
+    .await;
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(lines.lines().count(), 4, "{lines}");
+    assert!(lines.contains("w3 work 1 fail"), "{lines}");
+    let dead = s.queue.get("w3").await.unwrap().unwrap();
+    assert_eq!(
+        dead.last_error.as_deref(),
+        Some("exit status 3: card declined")
+    );
+    // SIGTERM: it stops taking jobs and exits cleanly.
+    unsafe {
+        libc::kill(worker.id() as i32, libc::SIGTERM);
+    }
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "{status}");
+    s.stop().await;
+}

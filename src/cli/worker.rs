@@ -1,0 +1,150 @@
+//! `delayq work TOPIC -- CMD ARGS...`: a consumer with no code to write.
+//! Each job runs CMD once: the body on its stdin, the job's id, topic and
+//! attempt in `DELAYQ_JOB_ID`, `DELAYQ_JOB_TOPIC`, `DELAYQ_JOB_ATTEMPT`.
+//! Exit status 0 finishes the job; anything else nacks it with the last
+//! lines of the command's stderr as the error, and the job's retry policy
+//! decides what comes next.
+//!
+//! `--concurrency N` runs up to N commands at once. SIGTERM or Ctrl-C stops
+//! taking jobs; commands already running finish and their jobs are settled
+//! before `work` exits. A long-poll cut off by the stop takes no job (the
+//! server gives back a job whose pop's client left).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use delayq::Shutdown;
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+
+use super::client::{job_path, Client};
+
+/// How long one pop waits on the server for a job.
+const POLL: Duration = Duration::from_secs(30);
+/// The end of stderr kept as a failed attempt's error.
+const ERROR_TAIL: usize = 1000;
+
+pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
+    if concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    let stop = Shutdown::new();
+    tokio::spawn(super::signals::Signals::install()?.stop(stop.clone()));
+    let c = std::sync::Arc::new(c);
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (c, stop) = (c.clone(), stop.clone());
+            let (topic, command) = (topic.to_owned(), command.to_vec());
+            tokio::spawn(async move { worker(&c, &topic, &command, &stop).await })
+        })
+        .collect();
+    eprintln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
+    for w in workers {
+        w.await??;
+    }
+    Ok(())
+}
+
+async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) -> Result<()> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let pop = c.send(
+            reqwest::Method::POST,
+            "/v1/pop",
+            Some(json!({"topics": [topic], "max": 1, "wait_ms": POLL.as_millis() as u64})),
+        );
+        let reply = tokio::select! {
+            r = pop => r,
+            _ = stop.wait() => return Ok(()),
+        };
+        let job = match reply {
+            Ok(v) => {
+                backoff = Duration::from_millis(100);
+                match v["jobs"].as_array().and_then(|j| j.first()).cloned() {
+                    Some(j) => j,
+                    None => continue,
+                }
+            }
+            Err(e) => {
+                eprintln!("delayq work: {e:#}; trying again");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.wait() => return Ok(()),
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        // Once taken, a job is run and settled even if a stop comes.
+        handle(c, &job, command).await;
+        if stop.is_triggered() {
+            return Ok(());
+        }
+    }
+}
+
+async fn handle(c: &Client, job: &Value, command: &[String]) {
+    let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
+    let (id, token) = (s("id"), s("token"));
+    let outcome = run_command(command, job).await;
+    let (path, body, what) = match &outcome {
+        Ok(()) => (
+            format!("{}/finish", job_path(&id)),
+            json!({ "token": token }),
+            "finished".to_owned(),
+        ),
+        Err(error) => (
+            format!("{}/nack", job_path(&id)),
+            json!({"token": token, "error": error}),
+            format!("failed ({error})"),
+        ),
+    };
+    match c.send(reqwest::Method::POST, &path, Some(body)).await {
+        Ok(_) => eprintln!("delayq work: {id} {what}"),
+        Err(e) => eprintln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
+    }
+}
+
+/// Runs the command for one job: Ok on exit 0, else the error to record.
+async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), String> {
+    let mut child = tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("DELAYQ_JOB_ID", job["id"].as_str().unwrap_or_default())
+        .env(
+            "DELAYQ_JOB_TOPIC",
+            job["topic"].as_str().unwrap_or_default(),
+        )
+        .env("DELAYQ_JOB_ATTEMPT", job["attempts"].to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", command[0]))?;
+    let body = job["body"].as_str().unwrap_or_default().as_bytes().to_vec();
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its input may close it early.
+        let _ = stdin.write_all(&body).await;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("waiting for {}: {e}", command[0]))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: String = {
+        let t = stderr.trim_end();
+        let start = t.len().saturating_sub(ERROR_TAIL);
+        let start = (start..=t.len())
+            .find(|&i| t.is_char_boundary(i))
+            .unwrap_or(t.len());
+        t[start..].to_owned()
+    };
+    Err(match (out.status.code(), tail.is_empty()) {
+        (Some(code), true) => format!("exit status {code}"),
+        (Some(code), false) => format!("exit status {code}: {tail}"),
+        (None, _) => format!("killed by a signal: {tail}"),
+    })
+}
