@@ -164,6 +164,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
 
+    /// The dashboard at /ui/: on, read-only (it shows but changes
+    /// nothing), or off. With --auth-token it asks for the token once and
+    /// keeps an HttpOnly cookie.
+    #[arg(long, env = "DELAYQ_UI", value_enum, default_value = "on")]
+    ui: Ui,
+
     /// Most open client connections (each waiting /pop holds one).
     #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = at_least_one)]
     max_connections: usize,
@@ -374,6 +380,11 @@ async fn serve(
             pop_timeout: args.pop_timeout,
             max_connections: args.max_connections,
             auth_token: args.auth_token.clone().map(webhook::Secret),
+            ui: match args.ui {
+                Ui::On => http::ui::UiMode::On,
+                Ui::ReadOnly => http::ui::UiMode::ReadOnly,
+                Ui::Off => http::ui::UiMode::Off,
+            },
             ..ServerConfig::default()
         },
     };
@@ -384,6 +395,14 @@ async fn serve(
     }
     tracing::info!("delayq stopped");
     Ok(())
+}
+
+/// `--ui`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Ui {
+    On,
+    ReadOnly,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

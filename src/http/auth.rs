@@ -1,4 +1,7 @@
-//! Optional bearer-token authentication for every endpoint but `/healthz`.
+//! Optional bearer-token authentication for every endpoint but `/healthz`
+//! and the dashboard's own files and login; the dashboard's requests may
+//! show its login cookie instead (see [`super::ui`]), and in read-only mode
+//! they may only read.
 //!
 //! The token is compared in constant time, so response timing does not
 //! tell an attacker how many leading bytes were right. A refused request
@@ -21,10 +24,26 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let from_ui = req.headers().contains_key(super::ui::UI_HEADER);
+    if from_ui
+        && state.server.ui == super::ui::UiMode::ReadOnly
+        && !matches!(req.method().as_str(), "GET" | "HEAD")
+        && !req.uri().path().starts_with("/ui/")
+    {
+        return (
+            StatusCode::FORBIDDEN,
+            axum::Json(json!({"error": {"code": "read_only", "message": "the dashboard is read-only here (--ui read-only)"}})),
+        )
+            .into_response();
+    }
     let Some(expected) = &state.server.auth_token else {
         return next.run(req).await;
     };
-    if req.uri().path() == "/healthz" {
+    let path = req.uri().path();
+    if path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
+        return next.run(req).await;
+    }
+    if from_ui && super::ui::signed_in(req.headers(), &expected.0) {
         return next.run(req).await;
     }
     let given = req

@@ -3,11 +3,13 @@
 //! - [`compat`]: the ouqiang/delay-queue endpoints (`/push`, `/pop`, ...).
 //! - [`v1`]: the native API (`/v1/...`, `/healthz`, `/readyz`).
 //! - [`go_json`]: JSON read and written the way the Go original does.
+//! - [`ui`]: the dashboard at `/ui/`.
 
 pub mod auth;
 mod body;
 pub mod compat;
 pub mod go_json;
+pub mod ui;
 pub mod v1;
 
 use std::sync::Arc;
@@ -46,6 +48,8 @@ pub struct ServerConfig {
     /// When set, every endpoint but `/healthz` needs
     /// `Authorization: Bearer <token>`.
     pub auth_token: Option<crate::webhook::Secret>,
+    /// The dashboard at `/ui/`.
+    pub ui: ui::UiMode,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +62,7 @@ impl Default for ServerConfig {
             header_timeout: Duration::from_secs(30),
             max_connections: 16_384,
             auth_token: None,
+            ui: ui::UiMode::On,
         }
     }
 }
@@ -76,6 +81,7 @@ pub fn router(state: AppState) -> Router {
     let auth = axum::middleware::from_fn_with_state(state.clone(), auth::require_token);
     compat::routes()
         .merge(v1::routes())
+        .merge(ui::routes(state.server.ui))
         .fallback(v1::no_route)
         .method_not_allowed_fallback(v1::method_not_allowed)
         .layer(auth)

@@ -22,6 +22,7 @@ mod cli_client;
 mod cluster;
 mod compat_contract;
 mod consumer;
+mod dashboard;
 mod defects;
 mod delivery;
 mod docs;

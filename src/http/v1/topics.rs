@@ -19,6 +19,7 @@ use crate::store::TopicCounts;
 #[derive(Serialize)]
 pub(super) struct TopicsView {
     topics: BTreeMap<String, TopicCounts>,
+    rates: BTreeMap<String, crate::store::rate::RateLimit>,
     next_due_ms: Option<i64>,
     waiting_pops: usize,
 }
@@ -26,6 +27,7 @@ pub(super) struct TopicsView {
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<TopicsView>> {
     let o = state.queue.topics().await?;
     Ok(Json(TopicsView {
+        rates: state.queue.rates().await?,
         topics: o.topics,
         next_due_ms: o.next_due_ms,
         waiting_pops: state.queue.waiting_pops(),
