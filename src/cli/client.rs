@@ -701,10 +701,10 @@ fn print_human(command: &ClientCommand, v: &Value) {
         ClientCommand::Resume { topic, .. } => println!("{topic}: resumed"),
         ClientCommand::Push { .. } => {
             println!(
-                "{} {} (due at {} ms)",
+                "{} {} (due at {})",
                 v["outcome"].as_str().unwrap_or("pushed"),
                 v["id"].as_str().unwrap_or(""),
-                v["due_at_ms"]
+                local_time(&v["due_at_ms"])
             );
         }
         ClientCommand::Get { .. } => {
@@ -721,7 +721,11 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 "body",
             ] {
                 if !v[key].is_null() {
-                    println!("{key:>15}: {}", plain(&v[key]));
+                    let shown = match key.strip_suffix("_at_ms").or(key.strip_suffix("_until_ms")) {
+                        Some(_) => local_time(&v[key]),
+                        None => plain(&v[key]),
+                    };
+                    println!("{key:>15}: {shown}");
                 }
             }
         }
@@ -742,20 +746,19 @@ fn print_human(command: &ClientCommand, v: &Value) {
             }
             print_table(&rows);
             match v["next_due_ms"].as_i64() {
-                Some(ms) => println!("next due at: {ms} ms (Unix)"),
+                Some(_) => println!("next due at: {}", local_time(&v["next_due_ms"])),
                 None => println!("next due at: nothing scheduled"),
             }
             println!("waiting pops: {}", plain(&v["waiting_pops"]));
         }
         ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List { .. } => {
-                let mut rows =
-                    vec![["id", "attempts", "dead at (ms)", "last error"].map(String::from)];
+                let mut rows = vec![["id", "attempts", "died", "last error"].map(String::from)];
                 for j in v["jobs"].as_array().into_iter().flatten() {
                     rows.push([
                         plain(&j["id"]),
                         plain(&j["attempts"]),
-                        plain(&j["dead_at_ms"]),
+                        local_time(&j["dead_at_ms"]),
                         plain(&j["last_error"]),
                     ]);
                 }
