@@ -32,7 +32,7 @@
 //!   connection each.
 //! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL.
 //! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract,
-//!   [`http::v1`] the native API.
+//!   [`http::v1`] the native API, [`http::ui`] the dashboard.
 //! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.

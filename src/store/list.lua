@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  "schedule" or "dead"
+-- ARGV[2]  "schedule" or "dead-letters"
 -- ARGV[3]  topic ("" with schedule: every topic)
 -- ARGV[4]  state wanted in the schedule: "delayed" or "reserved"
 -- ARGV[5]  cursor score ("-inf" from the start)   ARGV[6] cursor id ("")
@@ -20,7 +20,7 @@
 -- ARGV[8] entries), never to the size of the queue; a page resumes exactly
 -- after the entry where the last stopped (score, then id), so no entry is
 -- listed twice or skipped while it stays put.
-local from_dead = ARGV[2] == 'dead'
+local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE
 if from_dead then key = dead_key(topic) end

@@ -127,7 +127,7 @@ impl Store {
                 Sorted::Schedule { topic, state } => {
                     cmd.arg("schedule").arg(topic.unwrap_or("")).arg(state)
                 }
-                Sorted::Dead { topic } => cmd.arg("dead").arg(topic).arg(""),
+                Sorted::Dead { topic } => cmd.arg("dead-letters").arg(topic).arg(""),
             };
             cmd.arg(&score).arg(&id).arg(limit).arg(SCAN_CAP);
             async move { decode(self.run("list", &cmd).await?) }
