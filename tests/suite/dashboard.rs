@@ -136,6 +136,23 @@ impl Browser {
             .to_owned()
     }
 
+    /// Waits until the element's text contains `needle` (pages render
+    /// asynchronously).
+    async fn wait_text(&self, css: &str, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.text(css).await;
+            if text.contains(needle) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{css} never showed {needle:?}: {text:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn click(&self, css: &str) {
         let id = self.find(css).await;
         self.call("POST", &format!("/element/{id}/click"), Some(json!({})))
@@ -330,6 +347,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     // A body with markup is shown as text, and runs nothing.
     b.type_in("#find-id", "markup").await;
     b.click("#find button").await;
+    b.wait_text("#job-id", "markup").await;
     assert_eq!(b.text("#body").await, nasty);
     assert_eq!(
         b.run("return document.querySelectorAll('script').length")
@@ -344,7 +362,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
 
     // A job found by id is deleted.
     b.go(&format!("{}/ui/#/job/order-1", s.base)).await;
-    assert_eq!(b.text("#job-id").await, "order-1");
+    b.wait_text("#job-id", "order-1").await;
     b.click("#delete").await;
     b.accept().await;
     eventually(Duration::from_secs(5), "order-1 deleted", || async {
@@ -354,7 +372,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
 
     // A dead job is requeued.
     b.go(&format!("{}/ui/#/dead/sms", s.base)).await;
-    assert!(b.text("#dead").await.contains("provider said 503"));
+    b.wait_text("#dead", "provider said 503").await;
     b.click("#dead tr[data-id=sms-9] input").await;
     b.click("#requeue-selected").await;
     eventually(Duration::from_secs(5), "sms-9 requeued", || async {
@@ -373,7 +391,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     )
     .await;
     b.go(&format!("{}/ui/#/job/order-2", ro.base)).await;
-    assert_eq!(b.text("#job-id").await, "order-2");
+    b.wait_text("#job-id", "order-2").await;
     assert!(
         b.try_find("#delete").await.is_none(),
         "read-only shows no delete"

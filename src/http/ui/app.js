@@ -25,9 +25,12 @@ function el(tag, attrs, ...children) {
   }
   return e;
 }
-function show(...nodes) {
-  const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+// Each render belongs to one route() call; a slower, older one that
+// finishes later must not overwrite the page the user has moved on to.
+let seq = 0;
+function show(mine, ...nodes) {
+  if (mine !== seq) return;
+  document.getElementById("main").replaceChildren(...nodes);
 }
 function when(ms) {
   if (ms === null || ms === undefined) return "none";
@@ -67,7 +70,7 @@ async function metricsText() {
 }
 
 // ---- Views ----
-async function overview() {
+async function overview(mine) {
   const [topics, upcoming, metrics] = await Promise.all([
     api("GET", "v1/topics"),
     api("GET", "v1/schedule?limit=20"),
@@ -101,7 +104,7 @@ async function overview() {
   const up = upcoming.jobs.map((j) => el("tr", {},
     el("td", {}, when(j.due_at_ms)), el("td", {}, fromNow(j.due_at_ms)), el("td", {}, j.topic),
     el("td", {}, link("#/job/" + enc(j.id), j.id))));
-  show(
+  show(mine,
     el("h2", {}, "Topics"),
     rows.length ? el("table", { id: "topics" }, el("tr", {}, head.map((h, i) => el("th", { class: i >= 1 && i <= 4 ? "num" : null }, h))), rows)
       : el("p", { class: "muted" }, "No jobs yet."),
@@ -148,13 +151,13 @@ function metricsView(text) {
   return out;
 }
 
-async function jobPage(id) {
+async function jobPage(mine, id) {
   let j;
   try {
     j = await api("GET", "v1/jobs/" + enc(id));
   } catch (e) {
     if (e instanceof Unauthorized) throw e;
-    show(el("h2", {}, "Job"), el("p", { class: "error", id: "job-missing" }, "No job " + JSON.stringify(id) + ": " + e.message));
+    show(mine, el("h2", {}, "Job"), el("p", { class: "error", id: "job-missing" }, "No job " + JSON.stringify(id) + ": " + e.message));
     return;
   }
   const body = j.body || "";
@@ -182,7 +185,7 @@ async function jobPage(id) {
       } }, "Delete"),
     );
   }
-  show(
+  show(mine,
     el("h2", {}, "Job ", el("span", { id: "job-id" }, j.id)),
     el("dl", { class: "fields", id: "job" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)])),
     el("div", { class: "actions" }, actions),
@@ -194,12 +197,12 @@ async function jobPage(id) {
   );
 }
 
-async function listPage(topic, state, cursor) {
+async function listPage(mine, topic, state, cursor) {
   const p = await api("GET", "v1/topics/" + enc(topic) + "/jobs?state=" + state + "&limit=50" + (cursor ? "&cursor=" + enc(cursor) : ""));
   const tabs = ["delayed", "ready", "reserved", "dead"].map((s) =>
     el("a", { href: s === "dead" ? "#/dead/" + enc(topic) : "#/topic/" + enc(topic) + "/" + s, class: s === state ? "current" : null }, s));
   const rows = p.jobs.map((j) => el("tr", {}, el("td", {}, link("#/job/" + enc(j.id), j.id)), el("td", {}, when(j.due_at_ms)), el("td", { class: "num" }, j.attempts)));
-  show(
+  show(mine,
     el("h2", {}, topic + ": " + state),
     el("p", { class: "tabs" }, tabs),
     rows.length ? el("table", { id: "jobs" }, el("tr", {}, el("th", {}, "id"), el("th", {}, "due"), el("th", { class: "num" }, "attempts")), rows)
@@ -208,7 +211,7 @@ async function listPage(topic, state, cursor) {
   );
 }
 
-async function deadPage(topic, cursor) {
+async function deadPage(mine, topic, cursor) {
   const p = await api("GET", "v1/topics/" + enc(topic) + "/jobs?state=dead&limit=50" + (cursor ? "&cursor=" + enc(cursor) : ""));
   const boxes = [];
   const rows = p.jobs.map((j) => {
@@ -232,7 +235,7 @@ async function deadPage(topic, cursor) {
       if (confirm("Delete every dead job of " + topic + " for good?")) act(() => api("DELETE", "v1/topics/" + enc(topic) + "/dead"), "Purged");
     } }, "Purge all"),
   ];
-  show(
+  show(mine,
     el("h2", {}, "Dead letters of " + topic),
     el("div", { class: "actions" }, actions),
     rows.length ? el("table", { id: "dead" }, el("tr", {}, config.read_only ? null : el("th", {}, ""), el("th", {}, "id"), el("th", {}, "died"), el("th", { class: "num" }, "attempts"), el("th", {}, "last error")), rows)
@@ -241,9 +244,9 @@ async function deadPage(topic, cursor) {
   );
 }
 
-function loginPage() {
+function loginPage(mine = seq) {
   const input = el("input", { type: "password", id: "token", name: "token", "aria-label": "token", autocomplete: "current-password" });
-  show(
+  show(mine,
     el("h2", {}, "Sign in"),
     el("p", {}, "This delayq needs its access token (--auth-token)."),
     el("form", { id: "login", onsubmit: async (ev) => {
@@ -290,16 +293,17 @@ async function health() {
 }
 async function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const mine = ++seq;
   try {
-    if (parts[0] === "job" && parts[1]) await jobPage(parts.slice(1).join("/"));
-    else if (parts[0] === "dead" && parts[1]) await deadPage(parts[1], parts[2]);
-    else if (parts[0] === "topic" && parts[1]) await listPage(parts[1], parts[2] || "delayed", parts[3]);
-    else await overview();
+    if (parts[0] === "job" && parts[1]) await jobPage(mine, parts.slice(1).join("/"));
+    else if (parts[0] === "dead" && parts[1]) await deadPage(mine, parts[1], parts[2]);
+    else if (parts[0] === "topic" && parts[1]) await listPage(mine, parts[1], parts[2] || "delayed", parts[3]);
+    else await overview(mine);
     await health();
     document.getElementById("updated").textContent = "Updated " + new Date().toLocaleTimeString(undefined, { hour12: false }) + ".";
   } catch (e) {
-    if (e instanceof Unauthorized) return loginPage();
-    show(el("p", { class: "error" }, e.message));
+    if (e instanceof Unauthorized) return loginPage(mine);
+    show(mine, el("p", { class: "error" }, e.message));
   }
 }
 
