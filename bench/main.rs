@@ -467,6 +467,32 @@ async fn cluster_figures(s: &Sizes, repeats: usize) {
     );
 }
 
+/// A command on its own connection, reply ignored.
+fn redis_sync(redis: &Redis, args: &[&str]) {
+    let mut c = redis.client().get_connection().unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query(&mut c).unwrap();
+}
+
+/// `LATENCY LATEST` as "event: worst ms, ..." ("none" when quiet).
+fn latency_events(redis: &Redis) -> String {
+    let mut c = redis.client().get_connection().unwrap();
+    let rows: Vec<(String, i64, i64, i64)> = redis::cmd("LATENCY")
+        .arg("LATEST")
+        .query(&mut c)
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return "none".into();
+    }
+    rows.iter()
+        .map(|(event, _, _, max)| format!("{event}: {max}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     if v.is_empty() {
@@ -533,6 +559,7 @@ async fn main() {
     );
     let mut t = Table::new();
     let mut lateness: BTreeMap<(usize, &'static str), Vec<Vec<f64>>> = BTreeMap::new();
+    let mut stalls: Vec<String> = Vec::new();
     for rep in 0..o.repeats {
         eprintln!("repeat {} of {}", rep + 1, o.repeats);
         for &system in &o.systems {
@@ -641,6 +668,9 @@ async fn main() {
 
             for &pending in &o.pending {
                 let redis = Redis::start_tcp(&[]);
+                // Redis's own record of stalls during the run: the latency
+                // monitor (events of 5 ms or more) and fork/rewrite counts.
+                redis_sync(&redis, &["CONFIG", "SET", "latency-monitor-threshold", "5"]);
                 let mut v = match system {
                     System::Delayq => delayq_lateness(&redis, pending, s.due_jobs, s.due_spread_ms).await,
                     System::Bullmq => bullmq(
@@ -660,6 +690,13 @@ async fn main() {
                 } else {
                     "bullmq"
                 };
+                stalls.push(format!(
+                    "| {pending} | {col} | {:.2} | {} | {:.1} | {} |",
+                    v.last().copied().unwrap_or(0.0),
+                    redis.info("persistence", "aof_rewrites"),
+                    redis.info("stats", "latest_fork_usec") / 1000.0,
+                    latency_events(&redis),
+                ));
                 lateness.entry((pending, col)).or_default().push(v);
             }
         }
@@ -694,21 +731,31 @@ async fn main() {
             s.due_jobs,
             s.due_spread_ms / 1000
         );
-        println!("| N pending | system | p50 | p90 | p99 | max | early |");
-        println!("|---:|---|---:|---:|---:|---:|---:|");
+        println!("| N pending | system | p50 | p90 | p99 | p99.9 | max | early |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|");
         for ((pending, col), runs) in &lateness {
             let stat = |f: &dyn Fn(&[f64]) -> f64| median(runs.iter().map(|r| f(r)).collect());
             println!(
-                "| {pending} | {col} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+                "| {pending} | {col} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
                 stat(&|r| percentile(r, 0.50)),
                 stat(&|r| percentile(r, 0.90)),
                 stat(&|r| percentile(r, 0.99)),
+                stat(&|r| percentile(r, 0.999)),
                 stat(&|r| *r.last().unwrap()),
                 runs.iter()
                     .map(|r| r.iter().filter(|x| **x < 0.0).count())
                     .max()
                     .unwrap_or(0),
             );
+        }
+    }
+    if !stalls.is_empty() {
+        println!();
+        println!("Redis during each lateness run (every repeat): AOF rewrites, the last fork's duration, and the latency monitor's events of 5 ms or more (event: worst ms):");
+        println!("| N pending | system | max lateness ms | AOF rewrites | last fork ms | Redis events |");
+        println!("|---:|---|---:|---:|---:|---|");
+        for line in &stalls {
+            println!("{line}");
         }
     }
     if o.cluster {
