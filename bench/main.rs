@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
+//!                                        [--settle-rewrites]
 //! ```
 //!
 //! Every scenario runs for delayq and BullMQ alternately, each run on a fresh
@@ -14,6 +15,9 @@
 //! load generator, a separate C process, and is skipped without it. With
 //! delayq, the run ends with the same queue on a standalone Redis and on a
 //! three-master Redis Cluster (`--only cluster`: that alone).
+//! `--settle-rewrites` makes delayq's lateness runs wait, after loading the
+//! pending jobs, until Redis has finished the AOF rewrites the load set off:
+//! lateness without Redis's rewrite fork and child in the window.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,6 +55,8 @@ struct Options {
     systems: Vec<System>,
     /// Run the cluster comparison.
     cluster: bool,
+    /// Let AOF rewrites finish before delayq's lateness windows.
+    settle_rewrites: bool,
     repeats: usize,
     pending: Vec<usize>,
     sizes: Sizes,
@@ -61,6 +67,7 @@ fn options() -> Options {
     let mut o = Options {
         systems: vec![System::Delayq, System::Bullmq],
         cluster: true,
+        settle_rewrites: false,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
         sizes: Sizes {
@@ -106,6 +113,7 @@ fn options() -> Options {
                     other => panic!("--only delayq|bullmq|cluster, not {other:?}"),
                 }
             }
+            "--settle-rewrites" => o.settle_rewrites = true,
             "--repeats" => {
                 o.repeats = args
                     .next()
@@ -232,9 +240,9 @@ fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
         .unwrap_or_else(|_| panic!("BullMQ said {text}"))
 }
 
-/// HTTP push through wrk (`bench/push.lua`, `mode` compat or native);
-/// jobs/s, or None without wrk.
-async fn http_push(secs: u32, mode: &str) -> Option<f64> {
+/// HTTP push through wrk (`bench/push.lua`, `mode` compat or native):
+/// jobs/s and Redis CPU per push (us), or None without wrk.
+async fn http_push(secs: u32, mode: &str) -> Option<(f64, f64)> {
     if Command::new("wrk").arg("--version").output().is_err() {
         return None;
     }
@@ -253,6 +261,7 @@ async fn http_push(secs: u32, mode: &str) -> Option<f64> {
     ));
     let script = Path::new(BENCH_DIR).join("push.lua");
     let mode = mode.to_owned();
+    let cpu_before = cpu(&redis);
     let out = tokio::task::spawn_blocking(move || {
         Command::new("wrk")
             .args(["-t1", "-c64", "-d", &format!("{secs}s"), "-s"])
@@ -264,6 +273,7 @@ async fn http_push(secs: u32, mode: &str) -> Option<f64> {
     })
     .await
     .unwrap();
+    let cpu_used = cpu(&redis) - cpu_before;
     shutdown.trigger();
     let _ = server.await;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -273,16 +283,30 @@ async fn http_push(secs: u32, mode: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(u64::MAX);
     assert_eq!(errors, 0, "HTTP push had failures: {text}");
-    text.lines()
+    let rate: f64 = text
+        .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim().parse().ok())?;
+    Some((rate, cpu_used * 1e6 / (rate * secs as f64)))
 }
 
 /// Lateness samples (ms) of `jobs` jobs due evenly over `spread` while
 /// `pending` others wait an hour away; 16 consumers.
-async fn delayq_lateness(redis: &Redis, pending: usize, jobs: usize, spread_ms: u64) -> Vec<f64> {
+async fn delayq_lateness(
+    redis: &Redis,
+    pending: usize,
+    jobs: usize,
+    spread_ms: u64,
+    settle: bool,
+) -> Vec<f64> {
     let q = queue(redis);
     add_bulk(&q, "far", pending, HOUR, 1000).await;
+    while settle
+        && (redis.info("persistence", "aof_rewrite_in_progress") > 0.0
+            || redis.info("persistence", "aof_rewrite_scheduled") > 0.0)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let lead = Duration::from_secs(2);
     let late = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
     let done = Arc::new(AtomicBool::new(false));
@@ -509,8 +533,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// The table's rows, in order.
 const ROWS: &[&str] = &[
     "add, single, 64 in flight (jobs/s)",
+    "Redis CPU per single add (us)",
     "add, batches of 100 (jobs/s)",
     "HTTP /push (compatible), 64 conns, wrk (jobs/s)",
+    "HTTP /push (compatible), 64 conns, wrk (jobs/s), Redis CPU per push (us)",
     "HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)",
     "Redis memory per pending job (bytes)",
     "Redis CPU per job lifecycle (us)",
@@ -565,21 +591,29 @@ async fn main() {
         for &system in &o.systems {
             let row = "add, single, 64 in flight (jobs/s)";
             let redis = Redis::start_tcp(&[]);
-            let v = match system {
+            let (v, us) = match system {
                 System::Delayq => {
                     let q = queue(&redis);
                     add_single(&q, "warm", 1000, HOUR).await;
+                    let c0 = cpu(&redis);
                     let took = add_single(&q, "one", s.adds, HOUR).await;
+                    let us = (cpu(&redis) - c0) * 1e6 / s.adds as f64;
                     q.close().await;
-                    s.adds as f64 / took.as_secs_f64()
+                    (s.adds as f64 / took.as_secs_f64(), us)
                 }
                 System::Bullmq => {
-                    bullmq("add_single", &redis, json!({"n": s.adds, "inflight": 64}))["jobs_per_s"]
+                    // The whole node run (its warm-up included) over the
+                    // adds: a little in BullMQ's disfavour.
+                    let c0 = cpu(&redis);
+                    let v = bullmq("add_single", &redis, json!({"n": s.adds, "inflight": 64}))
+                        ["jobs_per_s"]
                         .as_f64()
-                        .unwrap()
+                        .unwrap();
+                    (v, (cpu(&redis) - c0) * 1e6 / s.adds as f64)
                 }
             };
             record(&mut t, row, system, v);
+            record(&mut t, "Redis CPU per single add (us)", system, us);
             // Stop this run's server before the next starts: an idle
             // redis-server with a million keys still expires and syncs.
             drop(redis);
@@ -610,8 +644,14 @@ async fn main() {
                     ("HTTP /push (compatible), 64 conns, wrk (jobs/s)", "compat"),
                     ("HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)", "native"),
                 ] {
-                    if let Some(v) = http_push(s.wrk_secs, script).await {
+                    if let Some((v, us)) = http_push(s.wrk_secs, script).await {
                         record(&mut t, row, system, v);
+                        record(
+                            &mut t,
+                            &format!("{row}, Redis CPU per push (us)"),
+                            system,
+                            us,
+                        );
                     }
                 }
             }
@@ -672,7 +712,7 @@ async fn main() {
                 // monitor (events of 5 ms or more) and fork/rewrite counts.
                 redis_sync(&redis, &["CONFIG", "SET", "latency-monitor-threshold", "5"]);
                 let mut v = match system {
-                    System::Delayq => delayq_lateness(&redis, pending, s.due_jobs, s.due_spread_ms).await,
+                    System::Delayq => delayq_lateness(&redis, pending, s.due_jobs, s.due_spread_ms, o.settle_rewrites).await,
                     System::Bullmq => bullmq(
                         "lateness",
                         &redis,
@@ -752,7 +792,9 @@ async fn main() {
     if !stalls.is_empty() {
         println!();
         println!("Redis during each lateness run (every repeat): AOF rewrites, the last fork's duration, and the latency monitor's events of 5 ms or more (event: worst ms):");
-        println!("| N pending | system | max lateness ms | AOF rewrites | last fork ms | Redis events |");
+        println!(
+            "| N pending | system | max lateness ms | AOF rewrites | last fork ms | Redis events |"
+        );
         println!("|---:|---|---:|---:|---:|---|");
         for line in &stalls {
             println!("{line}");
