@@ -60,6 +60,24 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     );
     let o = b.topics().await.unwrap();
     assert_eq!(o.topics["close"].delayed, n as u64);
+    // Listed over the six partitions, a page at a time: each job once, in
+    // due order.
+    let (mut listed, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let (jobs, next) = b
+            .list_jobs("close", delayq::JobState::Delayed, cursor.as_deref(), 97)
+            .await
+            .unwrap();
+        listed.extend(jobs);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), n);
+    assert!(listed.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
+    let unique: std::collections::HashSet<_> = listed.iter().map(|j| &j.id).collect();
+    assert_eq!(unique.len(), n);
 
     // Another partition count for the same queue is refused, plainly.
     let other = Queue::connect(cluster_config(&cluster, 4)).unwrap();
