@@ -43,10 +43,16 @@ local function dead_key(topic) return P .. DEAD_KEY .. topic end
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
 
--- Redis time in microseconds (exact: below 2^53).
+-- Redis time in microseconds (exact: below 2^53), read once per call: a
+-- script is one atomic step, so one instant serves all of it, and TIME is
+-- a command like any other.
+local NOW
 local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if not NOW then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return NOW
 end
 
 -- A call that reaches Redis after its caller gave up must not act: the

@@ -68,7 +68,7 @@ fn library() -> &'static Library {
             source.push_str(&format!(
                 "redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
                  callback = function(KEYS, ARGV)\n\
-                 P, SCHEDULE = ARGV[1], KEYS[1]\n\
+                 P, SCHEDULE, NOW = ARGV[1], KEYS[1], nil\n\
                  local late = past_deadline(table.remove(ARGV, 2))\n\
                  if late then return late end\n{src}\nend }}\n",
                 name = s.name,
