@@ -5,6 +5,10 @@
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next.
 //!
+//! While a command runs, its lease is extended (touch) every half ttr, so
+//! a command may run longer than the job's ttr; if `work` itself dies, the
+//! lease ends and the job is delivered again.
+//!
 //! `--concurrency N` runs up to N commands at once. SIGTERM or Ctrl-C stops
 //! taking jobs; commands already running finish and their jobs are settled
 //! before `work` exits. A long-poll cut off by the stop takes no job (the
@@ -87,7 +91,30 @@ async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) ->
 async fn handle(c: &Client, job: &Value, command: &[String]) {
     let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
     let (id, token) = (s("id"), s("token"));
-    let outcome = run_command(command, job).await;
+    // Half the lease, from the pop's own figures (at least a second).
+    let lease_ms =
+        job["lease_until_ms"].as_i64().unwrap_or(0) - job["popped_at_ms"].as_i64().unwrap_or(0);
+    let every = Duration::from_millis((lease_ms / 2).max(1000) as u64);
+    let touch = async {
+        loop {
+            tokio::time::sleep(every).await;
+            let path = format!("{}/touch", job_path(&id));
+            if let Err(e) = c
+                .send(
+                    reqwest::Method::POST,
+                    &path,
+                    Some(json!({ "token": token })),
+                )
+                .await
+            {
+                eprintln!("delayq work: {id}: extending the lease failed: {e:#}");
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        o = run_command(command, job) => o,
+        _ = touch => unreachable!("the touch loop never ends"),
+    };
     let (path, body, what) = match &outcome {
         Ok(()) => (
             format!("{}/finish", job_path(&id)),

@@ -188,29 +188,45 @@ async fn delayq_work_runs_a_command_per_job_and_stops_gracefully() {
             .await
             .unwrap();
     }
+    // A command that runs twice as long as its job's ttr: its lease is
+    // extended meanwhile, so it is delivered once.
+    s.queue
+        .push(&delayq::NewJob {
+            body: "slow".into(),
+            retry: Some(once.clone()),
+            ..job("w5", "work", 0, 1500)
+        })
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("seen");
     let script = format!(
         "body=$(cat); echo \"$DELAYQ_JOB_ID $DELAYQ_JOB_TOPIC $DELAYQ_JOB_ATTEMPT $body\" >> {}; \
+         if [ \"$body\" = slow ]; then sleep 3; fi; \
          if [ \"$body\" = fail ]; then echo 'card declined' >&2; exit 3; fi",
         seen.display()
     );
-    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args([
-            "work",
-            "work",
-            "--concurrency",
-            "2",
-            "--server",
-            &s.base,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    use std::os::unix::process::CommandExt;
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "work",
+                "work",
+                "--concurrency",
+                "2",
+                "--server",
+                &s.base,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stderr(std::process::Stdio::null())
+            // A group of its own: a failing test stops it and its commands.
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
     eventually(
         std::time::Duration::from_secs(15),
         "every job settled",
@@ -221,7 +237,11 @@ async fn delayq_work_runs_a_command_per_job_and_stops_gracefully() {
     )
     .await;
     let lines = std::fs::read_to_string(&seen).unwrap();
-    assert_eq!(lines.lines().count(), 4, "{lines}");
+    assert_eq!(lines.lines().count(), 5, "{lines}");
+    assert!(
+        lines.contains("w5 work 1 slow") && !lines.contains("w5 work 2"),
+        "{lines}"
+    );
     assert!(lines.contains("w3 work 1 fail"), "{lines}");
     let dead = s.queue.get("w3").await.unwrap().unwrap();
     assert_eq!(
@@ -230,9 +250,22 @@ async fn delayq_work_runs_a_command_per_job_and_stops_gracefully() {
     );
     // SIGTERM: it stops taking jobs and exits cleanly.
     unsafe {
-        libc::kill(worker.id() as i32, libc::SIGTERM);
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
     }
-    let status = worker.wait().unwrap();
+    let status = worker.0.wait().unwrap();
     assert!(status.success(), "{status}");
     s.stop().await;
+}
+
+/// A child process group killed when dropped, also when a test fails.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // SAFETY: signals to our own child's process group.
+        unsafe {
+            libc::kill(-(self.0.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
 }

@@ -36,12 +36,14 @@ pub(super) struct DeliveryView {
     attempts: u32,
     due_at_ms: i64,
     popped_at_ms: i64,
+    lease_until_ms: i64,
 }
 
 impl From<Delivery> for DeliveryView {
     fn from(d: Delivery) -> Self {
         DeliveryView {
             popped_at_ms: d.popped_at_us / 1000,
+            lease_until_ms: d.lease_until_ms,
             id: d.id,
             topic: d.topic,
             body: d.body,
