@@ -380,10 +380,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
                 spec["delay_ms"] = json!(d.as_millis() as u64);
             }
             if let Some(at) = at {
-                spec["due_at"] = match at.parse::<i64>() {
-                    Ok(ms) => json!(ms),
-                    Err(_) => json!(at),
-                };
+                spec["due_at"] = due_at(at);
             }
             if let Some(b) = body {
                 spec["body"] = json!(b);
@@ -435,10 +432,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
                 spec["delay_ms"] = json!(d.as_millis() as u64);
             }
             if let Some(at) = at {
-                spec["due_at"] = match at.parse::<i64>() {
-                    Ok(ms) => json!(ms),
-                    Err(_) => json!(at),
-                };
+                spec["due_at"] = due_at(at);
             }
             if let Some(t) = ttr {
                 spec["ttr_ms"] = json!(t.as_millis() as u64);
@@ -618,6 +612,14 @@ fn rate_path(topic: &str) -> String {
 
 fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
+}
+
+/// A due time as the API takes it: Unix ms, or RFC 3339 text.
+fn due_at(at: &str) -> Value {
+    match at.parse::<i64>() {
+        Ok(ms) => json!(ms),
+        Err(_) => json!(at),
+    }
 }
 
 /// The API's retry object from "2m,10m,1h" and a maximum.

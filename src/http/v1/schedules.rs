@@ -66,6 +66,14 @@ impl From<RecurringState> for RecurringView {
     }
 }
 
+fn no_limit(topic: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("topic {topic:?} has no rate limit"),
+    )
+}
+
 fn not_found(name: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -165,11 +173,7 @@ pub(super) async fn rate_get(
         Some(l) => Ok(Json(
             json!({"topic": topic, "per_second": l.per_second, "burst": l.burst}),
         )),
-        None => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("topic {topic:?} has no rate limit"),
-        )),
+        None => Err(no_limit(&topic)),
     }
 }
 
@@ -180,10 +184,6 @@ pub(super) async fn rate_delete(
     if state.queue.clear_rate(&topic).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("topic {topic:?} has no rate limit"),
-        ))
+        Err(no_limit(&topic))
     }
 }
