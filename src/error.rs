@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 /// What went wrong in a [`Queue`](crate::Queue) call.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// The input breaks a documented limit; nothing was written.
     #[error("{0}")]

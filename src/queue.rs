@@ -223,7 +223,7 @@ impl Queue {
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
     }
-    fn store(&self) -> &Store {
+    fn store(&self) -> &Arc<Store> {
         &self.inner.store
     }
     /// True while the expired/ready subscriber is connected.
@@ -303,15 +303,15 @@ impl Queue {
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
-    fn to_push<'a>(&self, job: &'a NewJob) -> Push<'a> {
+    fn to_push(&self, job: &NewJob) -> Push {
         let policy = job
             .retry
             .as_ref()
             .unwrap_or_else(|| self.retry_policy_for(&job.topic));
         Push {
-            id: &job.id,
-            topic: &job.topic,
-            body: &job.body,
+            id: job.id.clone(),
+            topic: job.topic.clone(),
+            body: job.body.clone(),
             ttr_ms: millis(job.ttr),
             delay_ms: millis(job.delay),
             due_at_ms: job.due_at_ms,
@@ -343,13 +343,14 @@ impl Queue {
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
         self.limits().check_job(job).map_err(Error::Invalid)?;
         self.check_policy().await?;
-        let reply = self.store().push(&self.to_push(job)).await?;
+        let reply = self.store().push(self.to_push(job)).await?;
         let pushed = self.pushed(job, reply);
         debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
         Ok(pushed)
     }
 
-    /// Pushes many jobs in one round trip (a pipeline of push scripts; each
+    /// Pushes many jobs in one round trip (one script call per partition,
+    /// of up to 128 jobs each, the calls at once; each
     /// job is still its own atomic upsert). Jobs that break a limit get
     /// their own [`Error::Invalid`] and are not sent.
     #[tracing::instrument(skip_all, fields(jobs = jobs.len()))]
@@ -375,7 +376,7 @@ impl Queue {
             .map(|c| match c {
                 Ok(()) => replies
                     .next()
-                    .ok_or_else(|| Error::protocol("push", "pipeline reply too short".into())),
+                    .ok_or_else(|| Error::protocol("push", "fewer replies than jobs".into())),
                 Err(e) => Err(Error::Invalid(e)),
             })
             .collect())

@@ -124,15 +124,15 @@ async fn step(h: &Handles, s: &Stored, now: i64) -> crate::Result<Option<i64>> {
     Ok(Some(next))
 }
 
-fn push_of<'a>(h: &Handles, def: &'a Recurring, id: &'a str) -> Push<'a> {
+fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {
     let policy = def
         .retry
         .clone()
         .unwrap_or_else(|| h.default_retry(&def.topic));
     Push {
-        id,
-        topic: &def.topic,
-        body: &def.body,
+        id: id.to_owned(),
+        topic: def.topic.clone(),
+        body: def.body.clone(),
         ttr_ms: def.ttr_ms,
         delay_ms: 0,
         due_at_ms: None,

@@ -33,7 +33,8 @@ local limit = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local ids
-if #ARGV > 4 then
+local sweeping = #ARGV <= 4
+if not sweeping then
   ids = {}
   for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 else
@@ -56,7 +57,13 @@ for _, id in ipairs(ids) do
     local became
     if state == DELAYED then
       moved = moved + 1
-      unschedule(id)
+      if sweeping then
+        unschedule(id)
+      else
+        -- Called with the ids of expired triggers: there is no trigger
+        -- key left to delete.
+        redis.call('ZREM', SCHEDULE, id)
+      end
       make_ready(id, topic, DELAYED, score)
       became = READY
     elseif state == RESERVED then

@@ -77,26 +77,36 @@ end
 
 -- The due time (ms) for an absolute time `at_ms` (if >= 0) or a delay from
 -- now, rounded up to the next millisecond of Redis time: never early, and a
--- past absolute time means now. Returns nil and an error reply for a time
--- beyond MAX_TIME_MS, before the caller writes anything.
+-- past absolute time means now. Returns nil and what is wrong for a time
+-- beyond MAX_TIME_MS, for the caller to refuse before its first write.
 local function due_time(delay_ms, at_ms)
   local now = math.ceil(now_us() / 1000)
   at_ms = tonumber(at_ms)
   local due
   if at_ms >= 0 then due = math.max(at_ms, now) else due = now + tonumber(delay_ms) end
   if due > MAX_TIME_MS then
-    return nil, invalid('due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. MAX_TIME_MS .. ' ms (year 9999)')
+    return nil, 'due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. MAX_TIME_MS .. ' ms (year 9999)'
   end
   return due
 end
 
 -- Per-topic job counts by state live in one hash (COUNT_KEY), field
--- "<state>:<topic>".
+-- "<state>:<topic>". A call gathers its changes and writes each field once,
+-- at its end (flush_counts, which the wrapper in library.rs calls): a
+-- dispatch of a hundred jobs of one topic is two writes, not two hundred.
+-- Set at the start of every call.
+local COUNTS
 local function count(state, topic, by)
-  local key = P .. COUNT_KEY
   local field = state .. ':' .. topic
-  if redis.call('HINCRBY', key, field, by) <= 0 then
-    redis.call('HDEL', key, field)
+  COUNTS[field] = (COUNTS[field] or 0) + by
+end
+
+local function flush_counts()
+  local key = P .. COUNT_KEY
+  for field, by in pairs(COUNTS) do
+    if by ~= 0 and redis.call('HINCRBY', key, field, by) <= 0 then
+      redis.call('HDEL', key, field)
+    end
   end
 end
 
@@ -247,29 +257,34 @@ local function wake_if_head(id, due)
   return 0
 end
 
--- Creates `id`, or replaces (mode 'replace') or keeps (mode 'keep') the job
--- with that id: push.lua's whole work, shared with tick.lua. Returns the
--- script reply { status, due_ms, new_head }, or a DQINVALID error.
-local function upsert(id, topic, body, ttr, delay_ms, at_ms, retry, max, mode)
+-- Creates `id`, due at `due` (from due_time, checked by the caller), or
+-- replaces (mode 'replace') or keeps (mode 'keep') the job with that id:
+-- the work of push.lua, per job, and of tick.lua. Returns status, due_ms
+-- (for a kept job, its own), and whether the job went into the schedule.
+local function upsert(id, topic, body, ttr, due, retry, max, mode)
   local job = job_key(id)
-  local due, bad = due_time(delay_ms, at_ms)
-  if not due then return bad end
   local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
   local status = DONE
   if old[2] then
     if mode == 'keep' then
-      return { KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), 0 }
+      return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
     end
     status = REPLACED
     detach(id, state_of(old[1]), old[2])
     redis.call('DEL', job)
   end
-  redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
-  if retry ~= '' then redis.call('HSET', job, RETRY, retry) end
-  if max ~= '0' then redis.call('HSET', job, MAX, max) end
+  if retry ~= '' and max ~= '0' then
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, RETRY, retry, MAX, max)
+  elseif retry ~= '' then
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, RETRY, retry)
+  elseif max ~= '0' then
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, MAX, max)
+  else
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
+  end
   schedule(id, due)
-  move_count(topic, nil, DELAYED)
-  return { status, due, wake_if_head(id, due) }
+  count(DELAYED, topic, 1)
+  return status, due, true
 end
 
 -- Removes `id` if it is still delayed (never handed over). 1 if removed.

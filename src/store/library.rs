@@ -64,13 +64,18 @@ fn library() -> &'static Library {
             let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
             // Every call's ARGV[2] is its deadline: past it, the script
             // refuses before its first write. It is taken out of ARGV so
-            // each script sees its own arguments from ARGV[2] on.
+            // each script sees its own arguments from ARGV[2] on. The
+            // count changes a call gathered are written when it returns.
             source.push_str(&format!(
-                "redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
+                "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n\
+                 redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
                  callback = function(KEYS, ARGV)\n\
-                 P, SCHEDULE, NOW = ARGV[1], KEYS[1], nil\n\
+                 P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
                  local late = past_deadline(table.remove(ARGV, 2))\n\
-                 if late then return late end\n{src}\nend }}\n",
+                 if late then return late end\n\
+                 local reply = dq_{name}(KEYS, ARGV)\n\
+                 flush_counts()\n\
+                 return reply\nend }}\n",
                 name = s.name,
                 src = s.source,
             ));

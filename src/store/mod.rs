@@ -24,6 +24,7 @@
 pub(crate) mod acks;
 pub mod clock;
 pub mod cluster;
+mod coalesce;
 mod conn;
 pub mod layout;
 pub mod library;
@@ -151,6 +152,10 @@ pub(crate) struct Store {
     replica_acks: usize,
     /// Acknowledged writes, batched per partition behind one WAIT each.
     acks: acks::Acks,
+    /// Single pushes, batched per partition while Redis is busy.
+    pushes: coalesce::Coalescer<push::Pushes>,
+    /// Finishes and deletes, batched the same way.
+    removes: coalesce::Coalescer<remove::Removes>,
     prefix: String,
     /// The queue's partitions, one set of keys each; one unless the queue
     /// is split over a cluster.
@@ -353,6 +358,8 @@ impl Store {
             cluster,
             replica_acks,
             acks: acks::Acks::new(ack_conn, parts.len()),
+            pushes: coalesce::Coalescer::new(parts.len()),
+            removes: coalesce::Coalescer::new(parts.len()),
             prefix: prefix.to_owned(),
             parts,
             parts_checked: OnceCell::new(),
@@ -571,7 +578,12 @@ impl Store {
     /// Redis answers TRYAGAIN (or ASK, then TRYAGAIN) instead of running
     /// the script on half of its keys, and the client retries.
     pub fn fcall(&self, script: &Script, part: &Keys) -> Cmd {
-        let deadline = self.clock.at(Instant::now() + self.timeout).unwrap_or(0);
+        self.fcall_until(script, part, Instant::now() + self.timeout)
+    }
+
+    /// [`fcall`](Self::fcall) with the caller's own deadline.
+    pub(crate) fn fcall_until(&self, script: &Script, part: &Keys, deadline: Instant) -> Cmd {
+        let deadline = self.clock.at(deadline).unwrap_or(0);
         library::fcall(script, part, self.cluster.is_some(), deadline)
     }
 

@@ -1,24 +1,64 @@
--- push.lua: create a job, or replace (or keep) the job with the same id.
+-- push.lua: create jobs, or replace (or keep) the jobs with the same ids.
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  id     ARGV[3] topic     ARGV[4] body     ARGV[5] ttr ms
--- ARGV[6]  delay ms from now (Redis TIME), used when ARGV[7] is -1
--- ARGV[7]  absolute due time, Unix ms, or -1
--- ARGV[8]  retry intervals in ms, comma-separated ("" = none)
--- ARGV[9]  max attempts (0 = no limit beyond the intervals)
--- ARGV[10] "replace" or "keep": what to do when the id exists
+-- ARGV[2..] one or more jobs, 9 arguments each, in order:
+--          id, topic, body, ttr ms,
+--          delay ms from now (Redis TIME), used when the next is -1,
+--          absolute due time (Unix ms) or -1,
+--          retry intervals in ms, comma-separated ("" = none),
+--          max attempts (0 = no limit beyond the intervals),
+--          "replace" or "keep": what to do when the id exists
 --
--- Touches: job hash, trigger key, schedule, count hash; an existing job's
--- ready list or dead set. Publishes: wake (when it is the new earliest).
--- Helpers: upsert (due_time, detach, schedule, move_count, wake_if_head).
+-- Touches: job hashes, trigger keys, schedule, count hash; an existing
+-- job's ready list or dead set. Publishes: wake (when one of the jobs is the
+-- new earliest).
+-- Helpers: due_time, invalid, upsert (detach, schedule, count).
 --
--- Returns { status, due_ms, new_head }: DONE (created), REPLACED, or KEPT
--- (the id exists and mode is keep: nothing changed, due_ms is its due time).
--- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
+-- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
+-- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
+-- changed, due_ms is its due time); new_head 1 for the job that is now the
+-- earliest in the schedule, if one of these is.
+-- Errors: DQINVALID "job <n>: ..." for a due time past MAX_TIME_MS, before
+-- any write.
 --
--- Guarantees: one atomic upsert. An existing job is taken out of wherever
--- it is (schedule, ready list, lease, dead set) and rewritten in place, so
--- there is never a second copy, and a stale lease can no longer finish it.
--- The due time is never before Redis time (a past absolute time means now).
-return upsert(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+-- Guarantees: each job is one upsert, applied in the order given (a later
+-- job with the same id sees the earlier one), and the whole call is one
+-- atomic step. An existing job is taken out of wherever it is (schedule,
+-- ready list, lease, dead set) and rewritten in place, so there is never a
+-- second copy, and a stale lease can no longer finish it. No due time is
+-- before Redis time (a past absolute time means now). Many jobs per call is
+-- how delayq pays Redis's cost of a call once for all the pushes that
+-- arrive together.
+local n = (#ARGV - 1) / 9
+if n < 1 or n ~= math.floor(n) then
+  return invalid('push takes 9 arguments per job, got ' .. (#ARGV - 1))
+end
+local dues = {}
+for j = 1, n do
+  local a = 1 + (j - 1) * 9
+  local due, bad = due_time(ARGV[a + 5], ARGV[a + 6])
+  if not due then return invalid('job ' .. j .. ': ' .. bad) end
+  dues[j] = due
+end
+local reply = { DONE }
+local scheduled = {}
+for j = 1, n do
+  local a = 1 + (j - 1) * 9
+  local id = ARGV[a + 1]
+  local status, due, put = upsert(id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], dues[j],
+    ARGV[a + 7], ARGV[a + 8], ARGV[a + 9])
+  reply[#reply + 1] = status
+  reply[#reply + 1] = due
+  reply[#reply + 1] = 0
+  if put then scheduled[id] = #reply end
+end
+-- One look at the head for the whole call: the job that is the earliest now
+-- was the earliest when it was scheduled, if it was scheduled here.
+local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+local at = head[1] and scheduled[head[1]]
+if at then
+  redis.call('PUBLISH', P .. WAKE_CHANNEL, head[2])
+  reply[at] = 1
+end
+return reply

@@ -1,8 +1,11 @@
 //! Push: create a job, or replace (or keep) the one with the same id.
 //! The script is `push.lua`.
 
+use std::sync::Arc;
+
 use redis::Cmd;
 
+use super::coalesce::Batched;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -16,10 +19,10 @@ pub const SCRIPT: Script = Script {
 
 /// One push, as the script takes it.
 #[derive(Debug)]
-pub(crate) struct Push<'a> {
-    pub id: &'a str,
-    pub topic: &'a str,
-    pub body: &'a str,
+pub(crate) struct Push {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
     pub ttr_ms: u64,
     pub delay_ms: u64,
     pub due_at_ms: Option<i64>,
@@ -28,20 +31,6 @@ pub(crate) struct Push<'a> {
     /// 0: no limit beyond the intervals.
     pub max_attempts: u32,
     pub keep: bool,
-}
-
-impl Push<'_> {
-    fn args(&self, cmd: &mut Cmd) {
-        cmd.arg(self.id)
-            .arg(self.topic)
-            .arg(self.body)
-            .arg(self.ttr_ms)
-            .arg(self.delay_ms)
-            .arg(self.due_at_ms.map_or(-1, |t| t.max(0)))
-            .arg(&self.intervals_ms)
-            .arg(self.max_attempts)
-            .arg(if self.keep { "keep" } else { "replace" });
-    }
 }
 
 /// What a push did.
@@ -54,7 +43,12 @@ pub(crate) struct Pushed {
     pub new_head: bool,
 }
 
+/// One job's outcome, `status` read already: due time, new head.
 pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
+    decode_job(status, &mut f)
+}
+
+fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
     let outcome = match status {
         Status::Done => PushOutcome::Created,
         Status::Replaced => PushOutcome::Replaced,
@@ -68,41 +62,57 @@ pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
     })
 }
 
-impl Store {
-    pub(crate) async fn push(&self, p: &Push<'_>) -> Result<Pushed> {
-        Ok(self.push_many(std::slice::from_ref(p)).await?.remove(0))
+/// Single pushes are batched while Redis is busy ([`super::coalesce`]);
+/// batch pushes go as few calls as the limits allow.
+pub(crate) struct Pushes;
+
+impl Batched for Pushes {
+    type Item = Push;
+    type Out = Pushed;
+    const SCRIPT: &'static Script = &SCRIPT;
+    const MAX_ITEMS: usize = 128;
+    const MAX_BYTES: usize = 1 << 20;
+
+    fn bytes(p: &Push) -> usize {
+        p.id.len() + p.topic.len() + p.body.len() + p.intervals_ms.len() + 48
     }
 
-    /// Many pushes, one round trip per partition (the partitions' calls
-    /// run at once); each push is still its own atomic upsert. With replica
-    /// acks asked for, the pushes are acknowledged only if enough replicas
-    /// have them.
-    pub(crate) async fn push_many(&self, pushes: &[Push<'_>]) -> Result<Vec<Pushed>> {
-        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for (i, p) in pushes.iter().enumerate() {
-            groups.entry(self.part_of(p.id)).or_default().push(i);
-        }
-        let calls = groups.iter().map(|(&part, members)| {
-            let cmds = members
-                .iter()
-                .map(|&i| {
-                    let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
-                    pushes[i].args(&mut cmd);
-                    cmd
-                })
-                .collect();
-            self.run_acked("push", part, cmds, self.timeout())
-        });
-        let replies = futures::future::join_all(calls).await;
-        let mut out: Vec<Option<Pushed>> = (0..pushes.len()).map(|_| None).collect();
-        for ((_, members), replies) in groups.iter().zip(replies) {
-            for (&i, reply) in members.iter().zip(replies?) {
-                out[i] = Some(decode(reply)?);
-            }
-        }
-        out.into_iter()
-            .map(|p| p.ok_or_else(|| Error::protocol("push", "a reply is missing".into())))
-            .collect()
+    fn args(p: &Push, cmd: &mut Cmd) {
+        cmd.arg(&p.id)
+            .arg(&p.topic)
+            .arg(&p.body)
+            .arg(p.ttr_ms)
+            .arg(p.delay_ms)
+            .arg(p.due_at_ms.map_or(-1, |t| t.max(0)))
+            .arg(&p.intervals_ms)
+            .arg(p.max_attempts)
+            .arg(if p.keep { "keep" } else { "replace" });
+    }
+
+    fn decode(f: &mut Fields) -> Result<Pushed> {
+        let code = f.int()?;
+        let status = Status::from_code(code)
+            .ok_or_else(|| Error::protocol("push", format!("unknown status {code}")))?;
+        decode_job(status, f)
+    }
+}
+
+impl Store {
+    /// One push. Pushes that arrive while another push call of the same
+    /// partition is at Redis go together in the next call (group commit);
+    /// each job is still its own upsert.
+    pub(crate) async fn push(self: &Arc<Self>, p: Push) -> Result<Pushed> {
+        let part = self.part_of(&p.id);
+        self.pushes.submit(self, part, p, self.timeout()).await
+    }
+
+    /// Many pushes: one script call per partition (and per
+    /// [`Pushes::MAX_ITEMS`] jobs), the calls at once; each job is still
+    /// its own upsert, in the order given. With replica acks asked for, the
+    /// pushes are acknowledged only if enough replicas have them.
+    pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Pushed>> {
+        self.batch_many::<Pushes>(pushes, |p| self.part_of(&p.id))
+            .await
     }
 }
 
@@ -114,6 +124,28 @@ mod tests {
     #[test]
     fn decodes_each_outcome() {
         let d = |r: &[&str]| decode(Fields::parse("push", sample(r)).unwrap());
+        let mut f = Fields::parse("push", sample(&["0", "0", "7", "0", "3", "5", "1"]))
+            .unwrap()
+            .1;
+        assert_eq!(
+            [
+                Pushes::decode(&mut f).unwrap(),
+                Pushes::decode(&mut f).unwrap()
+            ],
+            [
+                Pushed {
+                    outcome: PushOutcome::Created,
+                    due_ms: 7,
+                    new_head: false
+                },
+                Pushed {
+                    outcome: PushOutcome::Kept,
+                    due_ms: 5,
+                    new_head: true
+                }
+            ]
+        );
+        assert!(Pushes::decode(&mut f).is_err());
         assert_eq!(
             d(&["0", "1700000000000", "1"]).unwrap(),
             Pushed {

@@ -137,7 +137,7 @@ impl Store {
         &self,
         s: &Stored,
         tick_ms: i64,
-        job: Option<&Push<'_>>,
+        job: Option<&Push>,
         drop: &str,
     ) -> Result<Ticked> {
         let part = self.recur_part(&s.name);
@@ -149,9 +149,9 @@ impl Store {
             .arg(drop);
         match job {
             Some(j) => cmd
-                .arg(j.id)
-                .arg(j.topic)
-                .arg(j.body)
+                .arg(&j.id)
+                .arg(&j.topic)
+                .arg(&j.body)
                 .arg(j.ttr_ms)
                 .arg(&j.intervals_ms)
                 .arg(j.max_attempts),

@@ -1,9 +1,14 @@
 //! Remove: finish (with a lease token) or delete (from any state) a job.
 //! The script is `remove.lua`.
 
+use std::sync::Arc;
+
+use redis::Cmd;
+
+use super::coalesce::Batched;
 use super::reply::Fields;
 use super::{Script, Status, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub const SCRIPT: Script = Script {
     name: "remove",
@@ -20,23 +25,64 @@ pub(crate) enum Fence<'a> {
     Any,
 }
 
-/// The status (Done, Missing or Stale) and the job's topic.
-fn decode((status, mut f): (Status, Fields)) -> Result<(Status, String)> {
-    Ok((status, f.string()?))
+/// One removal as the script takes it: id, and the lease token it must
+/// hold (None: any state).
+#[derive(Debug)]
+pub(crate) struct Removal {
+    id: String,
+    token: Option<String>,
+}
+
+/// Finishes and deletes, batched while Redis is busy
+/// ([`super::coalesce`]).
+pub(crate) struct Removes;
+
+impl Batched for Removes {
+    type Item = Removal;
+    /// The status (Done, Missing or Stale) and the job's topic.
+    type Out = (Status, String);
+    const SCRIPT: &'static Script = &SCRIPT;
+    const MAX_ITEMS: usize = 256;
+    const MAX_BYTES: usize = 1 << 20;
+
+    fn bytes(r: &Removal) -> usize {
+        r.id.len() + r.token.as_ref().map_or(0, String::len)
+    }
+
+    fn args(r: &Removal, cmd: &mut Cmd) {
+        cmd.arg(&r.id);
+        match &r.token {
+            Some(token) => cmd.arg("lease").arg(token),
+            None => cmd.arg("any").arg(""),
+        };
+    }
+
+    fn decode(f: &mut Fields) -> Result<(Status, String)> {
+        let code = f.int()?;
+        let status = Status::from_code(code)
+            .ok_or_else(|| Error::protocol("remove", format!("unknown status {code}")))?;
+        Ok((status, f.string()?))
+    }
 }
 
 impl Store {
-    pub(crate) async fn remove(&self, id: &str, fence: Fence<'_>) -> Result<(Status, String)> {
-        let mut cmd = self.fcall(&SCRIPT, self.part(id));
-        cmd.arg(id);
-        match fence {
-            Fence::Lease(token) => cmd.arg("lease").arg(token),
-            Fence::Any => cmd.arg("any"),
+    /// Finishes or deletes one job; removals that arrive together go to
+    /// Redis as one call.
+    pub(crate) async fn remove(
+        self: &Arc<Self>,
+        id: &str,
+        fence: Fence<'_>,
+    ) -> Result<(Status, String)> {
+        let removal = Removal {
+            id: id.to_owned(),
+            token: match fence {
+                Fence::Lease(t) => Some(t.to_owned()),
+                Fence::Any => None,
+            },
         };
-        let mut replies = self
-            .run_acked("remove", self.part_of(id), vec![cmd], self.timeout())
-            .await?;
-        decode(replies.remove(0))
+        self.removes
+            .submit(self, self.part_of(id), removal, self.timeout())
+            .await
     }
 }
 
@@ -47,9 +93,15 @@ mod tests {
 
     #[test]
     fn decodes_status_and_topic() {
-        let d = |r: &[&str]| decode(Fields::parse("remove", sample(r)).unwrap()).unwrap();
-        assert_eq!(d(&["0", "order"]), (Status::Done, "order".into()));
-        assert_eq!(d(&["2", "order"]), (Status::Stale, "order".into()));
-        assert_eq!(d(&["1", ""]), (Status::Missing, String::new()));
+        let mut f = Fields::parse(
+            "remove",
+            sample(&["0", "0", "order", "2", "order", "1", ""]),
+        )
+        .unwrap()
+        .1;
+        let mut d = || Removes::decode(&mut f).unwrap();
+        assert_eq!(d(), (Status::Done, "order".into()));
+        assert_eq!(d(), (Status::Stale, "order".into()));
+        assert_eq!(d(), (Status::Missing, String::new()));
     }
 }

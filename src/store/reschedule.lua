@@ -9,7 +9,7 @@
 --
 -- Touches: job hash, trigger key, schedule, and the ready list or dead set
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
--- Helpers: due_time, detach, schedule, move_count, wake_if_head.
+-- Helpers: due_time, invalid, detach, schedule, move_count, wake_if_head.
 --
 -- Returns { status, due_ms, new_head }: DONE or MISSING.
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
@@ -22,7 +22,7 @@ local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC)
 if not f[2] then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
-if not due then return bad end
+if not due then return invalid(bad) end
 detach(id, state_of(f[1]), f[2])
 if f[1] == DEAD then
   redis.call('HDEL', job, ATTEMPTS, DEAD_AT)

@@ -13,11 +13,11 @@
 --
 -- Touches: the schedule's hash {p}:recur:<name>; with push, what push.lua
 -- touches. Publishes: as push.lua.
--- Helpers: upsert, drop_if_delayed.
+-- Helpers: due_time, invalid, upsert, wake_if_head, drop_if_delayed.
 --
 -- Returns { STALE } (the schedule was changed or deleted: nothing done),
 -- { KEPT } (this tick, or a later one, is done already), or push.lua's
--- reply ({ DONE, 0, 0 } for advance).
+-- reply for its one job ({ DONE, 0, 0 } for advance).
 --
 -- Guarantees: the schedule's last tick only grows, and a tick's job is
 -- pushed in the same step that records the tick, so however many delayq
@@ -28,8 +28,12 @@ local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST)
 if st[1] ~= ARGV[3] then return { STALE } end
 local tick = tonumber(ARGV[4])
 if tick <= (tonumber(st[2]) or 0) then return { KEPT } end
+local due, bad = due_time('0', ARGV[4])
+if not due then return invalid(bad) end
 drop_if_delayed(ARGV[6])
 redis.call('HSET', rk, RECUR_LAST, tick)
 if ARGV[5] ~= 'push' then return { DONE, 0, 0 } end
 redis.call('HSET', rk, RECUR_PENDING, ARGV[7])
-return upsert(ARGV[7], ARGV[8], ARGV[9], ARGV[10], '0', ARGV[4], ARGV[11], ARGV[12], 'keep')
+local status, due_ms, put = upsert(ARGV[7], ARGV[8], ARGV[9], ARGV[10], due,
+  ARGV[11], ARGV[12], 'keep')
+return { status, due_ms, put and wake_if_head(ARGV[7], due_ms) or 0 }

@@ -172,7 +172,17 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
 
     // The script checks too, before its first write.
     let before: i64 = redis.cmd(&["DBSIZE"]).await;
+    // A call of many jobs checks every due time before it writes any.
     let mut cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0);
+    cmd.arg("fine")
+        .arg("far")
+        .arg("")
+        .arg(1000)
+        .arg(0)
+        .arg(-1)
+        .arg("")
+        .arg(0)
+        .arg("replace");
     cmd.arg("raw")
         .arg("far")
         .arg("")
@@ -185,6 +195,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
     let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
     let e = r.unwrap_err();
     assert_eq!(e.code(), Some("DQINVALID"), "{e}");
+    assert!(e.to_string().contains("job 2:"), "{e}");
     let after: i64 = redis.cmd(&["DBSIZE"]).await;
     assert_eq!(before, after);
 
@@ -348,8 +359,8 @@ async fn an_empty_lease_token_settles_nothing() {
     // The raw script refuses an empty token too.
     let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
     cmd.arg("waiting").arg("lease").arg("");
-    let (status, _): (i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
-    assert_eq!(status, delayq::store::Status::Stale as i64);
+    let reply: (i64, i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    assert_eq!(reply.1, delayq::store::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Reserved);
     assert!(q.get("waiting").await.unwrap().is_some());

@@ -18,6 +18,7 @@ mod redis_cluster;
 mod redis_server;
 
 mod bad_input;
+mod batching;
 mod cli_client;
 mod cluster;
 mod compat_contract;

@@ -1,0 +1,269 @@
+//! Scripts over many jobs per call, and group commit for single calls: the
+//! calls of one kind that arrive while the previous batch is at Redis go
+//! together in the next, as one script call over many jobs.
+//!
+//! Why: most of what Redis spends on a single push is the call itself
+//! (reading and parsing it, entering Lua, the AOF's MULTI/EXEC around the
+//! script's writes, the reply), not the push's four writes. Sixty-four
+//! clients pushing at once cost sixty-four calls; batched, they cost a few.
+//! A call that arrives when nothing is under way goes at once, alone: group
+//! commit adds no wait, it only uses the wait there already is.
+//!
+//! Each batch is sent from a task of its own, so a caller that goes away
+//! (a dropped HTTP request) does not strand the calls batched with its own.
+//! A batch carries the earliest deadline of its members: none of them can
+//! take effect after its caller stopped waiting.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::Cmd;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::reply::Fields;
+use super::{Script, Status, Store};
+use crate::error::{Error, Result};
+
+/// A script that takes many items in one call and answers DONE, then each
+/// item's result in order: push.lua, remove.lua.
+pub(crate) trait Batched: Send + Sync + 'static {
+    type Item: Send + Sync + 'static;
+    type Out: Send + 'static;
+    const SCRIPT: &'static Script;
+    /// Most items in one call, and most bytes of them (a call takes at
+    /// least one item, whatever its size): a call's run time in Redis stays
+    /// near a millisecond, so other clients' calls do not queue long
+    /// behind it.
+    const MAX_ITEMS: usize;
+    const MAX_BYTES: usize;
+    fn bytes(item: &Self::Item) -> usize;
+    /// Adds one item's arguments to the call.
+    fn args(item: &Self::Item, cmd: &mut Cmd);
+    /// Reads one item's result from the reply.
+    fn decode(f: &mut Fields) -> Result<Self::Out>;
+}
+
+impl Store {
+    /// One call of `B`'s script over `items` (all of partition `part`),
+    /// changing nothing after `deadline`.
+    pub(crate) async fn batch_call<B: Batched>(
+        &self,
+        part: usize,
+        items: &[&B::Item],
+        deadline: Instant,
+    ) -> Result<Vec<B::Out>> {
+        let op = B::SCRIPT.name;
+        let mut cmd = self.fcall_until(B::SCRIPT, &self.parts()[part], deadline);
+        for item in items {
+            B::args(item, &mut cmd);
+        }
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let (status, mut f) = self.run_acked(op, part, vec![cmd], limit).await?.remove(0);
+        if status != Status::Done {
+            return Err(Error::protocol(op, format!("status {status:?}")));
+        }
+        let out = items
+            .iter()
+            .map(|_| B::decode(&mut f))
+            .collect::<Result<Vec<_>>>()?;
+        if f.left() > 0 {
+            return Err(Error::protocol(op, "reply too long".into()));
+        }
+        Ok(out)
+    }
+
+    /// Many items in as few calls as the limits allow: one or more per
+    /// partition, the calls at once. Results in the order of `items`.
+    pub(crate) async fn batch_many<B: Batched>(
+        &self,
+        items: &[B::Item],
+        part_of: impl Fn(&B::Item) -> usize,
+    ) -> Result<Vec<B::Out>> {
+        let deadline = Instant::now() + self.timeout();
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, item) in items.iter().enumerate() {
+            groups.entry(part_of(item)).or_default().push(i);
+        }
+        let mut calls: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (part, members) in groups {
+            let mut chunk: Vec<usize> = Vec::new();
+            let mut bytes = 0;
+            for i in members {
+                let b = B::bytes(&items[i]);
+                if !chunk.is_empty() && (chunk.len() == B::MAX_ITEMS || bytes + b > B::MAX_BYTES) {
+                    calls.push((part, std::mem::take(&mut chunk)));
+                    bytes = 0;
+                }
+                chunk.push(i);
+                bytes += b;
+            }
+            calls.push((part, chunk));
+        }
+        let replies = futures::future::join_all(calls.iter().map(|(part, members)| {
+            let batch: Vec<&B::Item> = members.iter().map(|&i| &items[i]).collect();
+            async move { self.batch_call::<B>(*part, &batch, deadline).await }
+        }))
+        .await;
+        let mut out: Vec<Option<B::Out>> = (0..items.len()).map(|_| None).collect();
+        for ((_, members), replies) in calls.iter().zip(replies) {
+            for (&i, reply) in members.iter().zip(replies?) {
+                out[i] = Some(reply);
+            }
+        }
+        out.into_iter()
+            .map(|r| r.ok_or_else(|| Error::protocol(B::SCRIPT.name, "a reply is missing".into())))
+            .collect()
+    }
+}
+
+/// Sends one batch of single calls; when the script refused the call for
+/// one item's arguments (DQINVALID, before any write), each item again on
+/// its own, so that only that one fails.
+async fn send<B: Batched>(
+    store: &Store,
+    part: usize,
+    items: &[B::Item],
+    deadline: Instant,
+) -> Result<Vec<Result<B::Out>>> {
+    let all: Vec<&B::Item> = items.iter().collect();
+    match store.batch_call::<B>(part, &all, deadline).await {
+        Ok(out) => Ok(out.into_iter().map(Ok).collect()),
+        Err(Error::Invalid(_)) if items.len() > 1 => {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(
+                    store
+                        .batch_call::<B>(part, &[item], deadline)
+                        .await
+                        .map(|mut v| v.remove(0)),
+                );
+            }
+            Ok(out)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+struct Waiting<B: Batched> {
+    item: B::Item,
+    /// When the caller stops waiting.
+    deadline: Instant,
+    reply: oneshot::Sender<Result<B::Out>>,
+}
+
+struct Lane<B: Batched> {
+    queue: Mutex<Vec<Waiting<B>>>,
+    /// A task is sending this lane's batches.
+    busy: AtomicBool,
+}
+
+/// A lane of batches per partition.
+pub(crate) struct Coalescer<B: Batched> {
+    lanes: Vec<Arc<Lane<B>>>,
+}
+
+impl<B: Batched> Coalescer<B> {
+    pub fn new(partitions: usize) -> Coalescer<B> {
+        Coalescer {
+            lanes: (0..partitions)
+                .map(|_| {
+                    Arc::new(Lane {
+                        queue: Mutex::new(Vec::new()),
+                        busy: AtomicBool::new(false),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Sends `item` in partition `part`'s next batch and waits for its
+    /// result, at most `limit` from now.
+    pub async fn submit(
+        &self,
+        store: &Arc<Store>,
+        part: usize,
+        item: B::Item,
+        limit: Duration,
+    ) -> Result<B::Out> {
+        let lane = &self.lanes[part];
+        let (tx, rx) = oneshot::channel();
+        lane.queue.lock().unwrap().push(Waiting {
+            item,
+            deadline: Instant::now() + limit,
+            reply: tx,
+        });
+        if !lane.busy.swap(true, Ordering::AcqRel) {
+            tokio::spawn(send_batches::<B>(lane.clone(), store.clone(), part));
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::protocol(
+                B::SCRIPT.name,
+                "the batch this call was in was dropped".into(),
+            ))
+        })
+    }
+}
+
+async fn send_batches<B: Batched>(lane: Arc<Lane<B>>, store: Arc<Store>, part: usize) {
+    loop {
+        let batch = take_batch(&lane);
+        if batch.is_empty() {
+            lane.busy.store(false, Ordering::Release);
+            // A call queued between the take and the store above saw the
+            // lane busy and left the sending to this task.
+            if lane.queue.lock().unwrap().is_empty() || lane.busy.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            continue;
+        }
+        let now = Instant::now();
+        let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|w| w.deadline > now);
+        for w in late {
+            let _ = w.reply.send(Err(store.timed_out(B::SCRIPT.name)));
+        }
+        let Some(deadline) = live.iter().map(|w| w.deadline).min() else {
+            continue;
+        };
+        let (items, replies): (Vec<_>, Vec<_>) =
+            live.into_iter().map(|w| (w.item, w.reply)).unzip();
+        match send::<B>(&store, part, &items, deadline).await {
+            Ok(results) if results.len() == replies.len() => {
+                for (reply, r) in replies.into_iter().zip(results) {
+                    let _ = reply.send(r);
+                }
+            }
+            Ok(results) => {
+                let e = Error::protocol(
+                    B::SCRIPT.name,
+                    format!("{} results for {} calls", results.len(), replies.len()),
+                );
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// The next batch: calls in the order they came, up to the limits.
+fn take_batch<B: Batched>(lane: &Lane<B>) -> Vec<Waiting<B>> {
+    let mut q = lane.queue.lock().unwrap();
+    let mut bytes = 0;
+    let mut n = 0;
+    while n < q.len() && n < B::MAX_ITEMS {
+        bytes += B::bytes(&q[n].item);
+        if n > 0 && bytes > B::MAX_BYTES {
+            break;
+        }
+        n += 1;
+    }
+    q.drain(..n).collect()
+}
