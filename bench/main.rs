@@ -145,6 +145,45 @@ use redis_server::RedisServer as Redis;
 #[path = "../tests/suite/redis_cluster.rs"]
 mod redis_cluster;
 
+/// Script calls (FCALL, EVALSHA, EVAL) and other data commands Redis ran
+/// since it started, from `INFO commandstats` (commands run by scripts
+/// count there too); administrative ones (INFO, CONFIG, CLIENT, ...) are
+/// left out.
+fn command_counts(redis: &Redis) -> (f64, f64) {
+    let mut c = redis.client().get_connection().unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let (mut scripts, mut commands) = (0.0, 0.0);
+    for line in info.lines() {
+        let Some((name, rest)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(":calls="))
+        else {
+            continue;
+        };
+        let calls: f64 = rest
+            .split(',')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0.0);
+        let admin = [
+            "info", "config", "client", "hello", "select", "ping", "function", "script", "latency",
+            "command",
+        ];
+        if ["fcall", "fcall_ro", "evalsha", "eval"].contains(&name) {
+            scripts += calls;
+        } else if !admin
+            .iter()
+            .any(|a| name == *a || name.starts_with(&format!("{a}|")))
+        {
+            commands += calls;
+        }
+    }
+    (scripts, commands)
+}
+
 /// Redis's CPU seconds so far (system + user).
 fn cpu(redis: &Redis) -> f64 {
     redis.info("cpu", "used_cpu_sys") + redis.info("cpu", "used_cpu_user")
@@ -540,6 +579,8 @@ const ROWS: &[&str] = &[
     "HTTP /v1/jobs (native), 64 conns, wrk (jobs/s)",
     "Redis memory per pending job (bytes)",
     "Redis CPU per job lifecycle (us)",
+    "Redis script calls per job lifecycle",
+    "Redis commands per job lifecycle (run by scripts, or sent)",
     "end to end, add->fire->pop->finish (jobs/s)",
 ];
 
@@ -687,6 +728,23 @@ async fn main() {
                     .unwrap(),
             };
             record(&mut t, row, system, v);
+            // Where that CPU goes: script calls, and the commands Redis ran
+            // (inside scripts or sent alone), over the whole run (warm-up
+            // included) per job.
+            let (scripts, commands) = command_counts(&redis);
+            let n = s.cpu_jobs as f64;
+            record(
+                &mut t,
+                "Redis script calls per job lifecycle",
+                system,
+                scripts / n,
+            );
+            record(
+                &mut t,
+                "Redis commands per job lifecycle (run by scripts, or sent)",
+                system,
+                commands / n,
+            );
             // Stop this run's server before the next starts: an idle
             // redis-server with a million keys still expires and syncs.
             drop(redis);
