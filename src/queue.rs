@@ -370,13 +370,16 @@ impl Queue {
             let pushes: Vec<Push> = valid.iter().map(|j| self.to_push(j)).collect();
             self.store().push_many(&pushes).await?
         };
-        let mut replies = valid.iter().zip(replies).map(|(j, r)| self.pushed(j, r));
+        let mut replies = valid
+            .iter()
+            .zip(replies)
+            .map(|(j, r)| r.map(|r| self.pushed(j, r)));
         Ok(checked
             .into_iter()
             .map(|c| match c {
-                Ok(()) => replies
-                    .next()
-                    .ok_or_else(|| Error::protocol("push", "fewer replies than jobs".into())),
+                Ok(()) => replies.next().unwrap_or_else(|| {
+                    Err(Error::protocol("push", "fewer replies than jobs".into()))
+                }),
                 Err(e) => Err(Error::Invalid(e)),
             })
             .collect())

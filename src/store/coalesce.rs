@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 
 /// A script that takes many items in one call and answers DONE, then each
 /// item's result in order: push.lua, remove.lua.
-pub(crate) trait Batched: Send + Sync + 'static {
+pub(crate) trait PerJob: Send + Sync + 'static {
     type Item: Send + Sync + 'static;
     type Out: Send + 'static;
     const SCRIPT: &'static Script;
@@ -46,10 +46,64 @@ pub(crate) trait Batched: Send + Sync + 'static {
     fn decode(f: &mut Fields) -> Result<Self::Out>;
 }
 
+/// A kind of call that single callers make and that goes to Redis in
+/// batches: every [`PerJob`] script, and pops.
+pub(crate) trait Coalesced: Send + Sync + 'static {
+    type Item: Send + Sync + 'static;
+    type Out: Send + 'static;
+    const OP: &'static str;
+    const MAX_ITEMS: usize;
+    const MAX_BYTES: usize;
+    fn bytes(item: &Self::Item) -> usize;
+    /// Whether `other` may go in the batch that `first` opens.
+    fn joins(_first: &Self::Item, _other: &Self::Item) -> bool {
+        true
+    }
+    /// Sends one batch (all of partition `part`) that changes nothing after
+    /// `deadline`: the batch's error, or each item's result in order.
+    fn send(
+        store: Arc<Store>,
+        part: usize,
+        items: Vec<Self::Item>,
+        deadline: Instant,
+    ) -> impl std::future::Future<Output = Result<Vec<Result<Self::Out>>>> + Send;
+}
+
+impl<B: PerJob> Coalesced for B {
+    type Item = B::Item;
+    type Out = B::Out;
+    const OP: &'static str = B::SCRIPT.name;
+    const MAX_ITEMS: usize = B::MAX_ITEMS;
+    const MAX_BYTES: usize = B::MAX_BYTES;
+
+    fn bytes(item: &B::Item) -> usize {
+        B::bytes(item)
+    }
+
+    async fn send(
+        store: Arc<Store>,
+        part: usize,
+        items: Vec<B::Item>,
+        deadline: Instant,
+    ) -> Result<Vec<Result<B::Out>>> {
+        let all: Vec<&B::Item> = items.iter().collect();
+        store.batch_each::<B>(part, &all, deadline).await
+    }
+}
+
+/// The job a DQINVALID refusal names ("job 3: due time ..."): its index
+/// from 0, and what is wrong with it.
+fn refused_job(message: &str) -> Option<(usize, String)> {
+    let rest = message.strip_prefix("job ")?;
+    let (n, why) = rest.split_once(": ")?;
+    let n: usize = n.parse().ok()?;
+    Some((n.checked_sub(1)?, why.to_owned()))
+}
+
 impl Store {
     /// One call of `B`'s script over `items` (all of partition `part`),
     /// changing nothing after `deadline`.
-    pub(crate) async fn batch_call<B: Batched>(
+    pub(crate) async fn batch_call<B: PerJob>(
         &self,
         part: usize,
         items: &[&B::Item],
@@ -75,13 +129,56 @@ impl Store {
         Ok(out)
     }
 
+    /// [`batch_call`](Self::batch_call) with a result per item: when the
+    /// script refuses the call for one item's arguments (DQINVALID "job N:
+    /// ...", before any write), that item gets the error and the others go
+    /// again without it. The outer error is the call's, when no item got
+    /// through.
+    pub(crate) async fn batch_each<B: PerJob>(
+        &self,
+        part: usize,
+        items: &[&B::Item],
+        deadline: Instant,
+    ) -> Result<Vec<Result<B::Out>>> {
+        let mut out: Vec<Option<Result<B::Out>>> = (0..items.len()).map(|_| None).collect();
+        let mut left: Vec<usize> = (0..items.len()).collect();
+        while !left.is_empty() {
+            let batch: Vec<&B::Item> = left.iter().map(|&i| items[i]).collect();
+            match self.batch_call::<B>(part, &batch, deadline).await {
+                Ok(results) => {
+                    for (&i, r) in left.iter().zip(results) {
+                        out[i] = Some(Ok(r));
+                    }
+                    break;
+                }
+                Err(Error::Invalid(m)) => match refused_job(&m) {
+                    Some((k, why)) if k < left.len() => {
+                        out[left.remove(k)] = Some(Err(Error::Invalid(why)));
+                    }
+                    _ => return Err(Error::Invalid(m)),
+                },
+                Err(e) if out.iter().all(Option::is_none) => return Err(e),
+                Err(e) => {
+                    for &i in &left {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                    break;
+                }
+            }
+        }
+        out.into_iter()
+            .map(|r| r.ok_or_else(|| Error::protocol(B::SCRIPT.name, "a reply is missing".into())))
+            .collect()
+    }
+
     /// Many items in as few calls as the limits allow: one or more per
-    /// partition, the calls at once. Results in the order of `items`.
-    pub(crate) async fn batch_many<B: Batched>(
+    /// partition, the calls at once. A result per item, in the order of
+    /// `items`; the outer error when no call got through.
+    pub(crate) async fn batch_many<B: PerJob>(
         &self,
         items: &[B::Item],
         part_of: impl Fn(&B::Item) -> usize,
-    ) -> Result<Vec<B::Out>> {
+    ) -> Result<Vec<Result<B::Out>>> {
         let deadline = Instant::now() + self.timeout();
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, item) in items.iter().enumerate() {
@@ -104,13 +201,27 @@ impl Store {
         }
         let replies = futures::future::join_all(calls.iter().map(|(part, members)| {
             let batch: Vec<&B::Item> = members.iter().map(|&i| &items[i]).collect();
-            async move { self.batch_call::<B>(*part, &batch, deadline).await }
+            async move { self.batch_each::<B>(*part, &batch, deadline).await }
         }))
         .await;
-        let mut out: Vec<Option<B::Out>> = (0..items.len()).map(|_| None).collect();
+        if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
+            if replies.iter().all(|r| r.is_err()) {
+                return Err(e.clone());
+            }
+        }
+        let mut out: Vec<Option<Result<B::Out>>> = (0..items.len()).map(|_| None).collect();
         for ((_, members), replies) in calls.iter().zip(replies) {
-            for (&i, reply) in members.iter().zip(replies?) {
-                out[i] = Some(reply);
+            match replies {
+                Ok(results) => {
+                    for (&i, r) in members.iter().zip(results) {
+                        out[i] = Some(r);
+                    }
+                }
+                Err(e) => {
+                    for &i in members {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
             }
         }
         out.into_iter()
@@ -119,53 +230,25 @@ impl Store {
     }
 }
 
-/// Sends one batch of single calls; when the script refused the call for
-/// one item's arguments (DQINVALID, before any write), each item again on
-/// its own, so that only that one fails.
-async fn send<B: Batched>(
-    store: &Store,
-    part: usize,
-    items: &[B::Item],
-    deadline: Instant,
-) -> Result<Vec<Result<B::Out>>> {
-    let all: Vec<&B::Item> = items.iter().collect();
-    match store.batch_call::<B>(part, &all, deadline).await {
-        Ok(out) => Ok(out.into_iter().map(Ok).collect()),
-        Err(Error::Invalid(_)) if items.len() > 1 => {
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(
-                    store
-                        .batch_call::<B>(part, &[item], deadline)
-                        .await
-                        .map(|mut v| v.remove(0)),
-                );
-            }
-            Ok(out)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-struct Waiting<B: Batched> {
+struct Waiting<B: Coalesced> {
     item: B::Item,
     /// When the caller stops waiting.
     deadline: Instant,
     reply: oneshot::Sender<Result<B::Out>>,
 }
 
-struct Lane<B: Batched> {
+struct Lane<B: Coalesced> {
     queue: Mutex<Vec<Waiting<B>>>,
     /// A task is sending this lane's batches.
     busy: AtomicBool,
 }
 
 /// A lane of batches per partition.
-pub(crate) struct Coalescer<B: Batched> {
+pub(crate) struct Coalescer<B: Coalesced> {
     lanes: Vec<Arc<Lane<B>>>,
 }
 
-impl<B: Batched> Coalescer<B> {
+impl<B: Coalesced> Coalescer<B> {
     pub fn new(partitions: usize) -> Coalescer<B> {
         Coalescer {
             lanes: (0..partitions)
@@ -200,14 +283,14 @@ impl<B: Batched> Coalescer<B> {
         }
         rx.await.unwrap_or_else(|_| {
             Err(Error::protocol(
-                B::SCRIPT.name,
+                B::OP,
                 "the batch this call was in was dropped".into(),
             ))
         })
     }
 }
 
-async fn send_batches<B: Batched>(lane: Arc<Lane<B>>, store: Arc<Store>, part: usize) {
+async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part: usize) {
     loop {
         let batch = take_batch(&lane);
         if batch.is_empty() {
@@ -222,14 +305,14 @@ async fn send_batches<B: Batched>(lane: Arc<Lane<B>>, store: Arc<Store>, part: u
         let now = Instant::now();
         let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|w| w.deadline > now);
         for w in late {
-            let _ = w.reply.send(Err(store.timed_out(B::SCRIPT.name)));
+            let _ = w.reply.send(Err(store.timed_out(B::OP)));
         }
         let Some(deadline) = live.iter().map(|w| w.deadline).min() else {
             continue;
         };
         let (items, replies): (Vec<_>, Vec<_>) =
             live.into_iter().map(|w| (w.item, w.reply)).unzip();
-        match send::<B>(&store, part, &items, deadline).await {
+        match B::send(store.clone(), part, items, deadline).await {
             Ok(results) if results.len() == replies.len() => {
                 for (reply, r) in replies.into_iter().zip(results) {
                     let _ = reply.send(r);
@@ -237,7 +320,7 @@ async fn send_batches<B: Batched>(lane: Arc<Lane<B>>, store: Arc<Store>, part: u
             }
             Ok(results) => {
                 let e = Error::protocol(
-                    B::SCRIPT.name,
+                    B::OP,
                     format!("{} results for {} calls", results.len(), replies.len()),
                 );
                 for reply in replies {
@@ -253,17 +336,26 @@ async fn send_batches<B: Batched>(lane: Arc<Lane<B>>, store: Arc<Store>, part: u
     }
 }
 
-/// The next batch: calls in the order they came, up to the limits.
-fn take_batch<B: Batched>(lane: &Lane<B>) -> Vec<Waiting<B>> {
+/// The next batch: the first call waiting and those after it that may
+/// join it, in the order they came, up to the limits.
+fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Vec<Waiting<B>> {
     let mut q = lane.queue.lock().unwrap();
     let mut bytes = 0;
-    let mut n = 0;
-    while n < q.len() && n < B::MAX_ITEMS {
-        bytes += B::bytes(&q[n].item);
-        if n > 0 && bytes > B::MAX_BYTES {
-            break;
+    let mut taken = Vec::new();
+    let mut i = 0;
+    while i < q.len() && taken.len() < B::MAX_ITEMS {
+        if !taken.is_empty() {
+            let first: &Waiting<B> = &taken[0];
+            if !B::joins(&first.item, &q[i].item) {
+                i += 1;
+                continue;
+            }
+            if bytes + B::bytes(&q[i].item) > B::MAX_BYTES {
+                break;
+            }
         }
-        n += 1;
+        bytes += B::bytes(&q[i].item);
+        taken.push(q.remove(i));
     }
-    q.drain(..n).collect()
+    taken
 }

@@ -156,6 +156,8 @@ pub(crate) struct Store {
     pushes: coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes, batched the same way.
     removes: coalesce::Coalescer<remove::Removes>,
+    /// Pops of a queue of one partition, batched the same way.
+    pops: coalesce::Coalescer<pop::Pops>,
     prefix: String,
     /// The queue's partitions, one set of keys each; one unless the queue
     /// is split over a cluster.
@@ -360,6 +362,7 @@ impl Store {
             acks: acks::Acks::new(ack_conn, parts.len()),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
+            pops: coalesce::Coalescer::new(1),
             prefix: prefix.to_owned(),
             parts,
             parts_checked: OnceCell::new(),

@@ -1,10 +1,12 @@
 //! Pop: lease ready jobs to a consumer. The script is `pop.lua`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Cmd;
 use tokio::time::Instant;
 
+use super::coalesce::Coalesced;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -74,48 +76,142 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>
     Ok((popped_at_us, held, deliveries))
 }
 
+/// One caller's pop, as batched on a queue of one partition.
+pub(crate) struct PopRequest {
+    topics: Vec<String>,
+    max: usize,
+    max_bytes: usize,
+    /// Redis must not act on it after this.
+    until: Instant,
+}
+
+/// Pops of the same topics that arrive together (the consumers a ready
+/// notice woke) go to Redis as one pop for all of them, whose jobs are
+/// shared out in the order the pops came, each taking up to its `max`.
+pub(crate) struct Pops;
+
+impl Coalesced for Pops {
+    type Item = PopRequest;
+    type Out = (Vec<Delivery>, Held);
+    const OP: &'static str = "pop";
+    const MAX_ITEMS: usize = 64;
+    const MAX_BYTES: usize = usize::MAX;
+
+    fn bytes(_: &PopRequest) -> usize {
+        0
+    }
+
+    fn joins(first: &PopRequest, other: &PopRequest) -> bool {
+        first.topics == other.topics && first.max_bytes == other.max_bytes
+    }
+
+    async fn send(
+        store: Arc<Store>,
+        part: usize,
+        items: Vec<PopRequest>,
+        deadline: Instant,
+    ) -> Result<Vec<Result<(Vec<Delivery>, Held)>>> {
+        let until = items.iter().map(|r| r.until).min().unwrap_or(deadline);
+        let max_bytes = items[0].max_bytes;
+        let mut out: Vec<(Vec<Delivery>, Held)> =
+            items.iter().map(|_| Default::default()).collect();
+        // The pops still without a job: all of them at first; after a call
+        // that stopped at the byte limit, those it left empty-handed.
+        let mut open: Vec<usize> = (0..items.len()).collect();
+        let mut first = true;
+        while !open.is_empty() {
+            let want: usize = open.iter().map(|&i| items[i].max).sum();
+            let limit = deadline.saturating_duration_since(Instant::now());
+            let (held, got) = match store
+                .pop_call(part, &items[0].topics, want, max_bytes, until, limit)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) if first => return Err(e),
+                Err(e) => {
+                    let mut results: Vec<Result<_>> = out.into_iter().map(Ok).collect();
+                    for &i in &open {
+                        results[i] = Err(e.clone());
+                    }
+                    return Ok(results);
+                }
+            };
+            first = false;
+            let truncated =
+                got.len() < want && got.iter().map(|d| d.body.len()).sum::<usize>() >= max_bytes;
+            let mut jobs = got.into_iter();
+            for &i in &open {
+                out[i].0.extend(jobs.by_ref().take(items[i].max));
+            }
+            // What the limit held back is counted once, with the first
+            // pop; the pops left empty-handed learn when to look again.
+            let mut held_jobs = held.jobs;
+            for &i in &open {
+                out[i].1 = Held {
+                    jobs: std::mem::take(&mut held_jobs),
+                    retry_ms: if out[i].0.is_empty() {
+                        held.retry_ms
+                    } else {
+                        0
+                    },
+                };
+            }
+            open.retain(|&i| out[i].0.is_empty());
+            if !truncated {
+                break;
+            }
+        }
+        Ok(out.into_iter().map(Ok).collect())
+    }
+}
+
 impl Store {
     /// Leases up to `max` ready jobs (bodies of at most `max_bytes` in all,
     /// and always one when one is ready) from `topics`, tried in order;
     /// waits at most `limit` for the reply. The reply's Redis time sets the
     /// clock.
     ///
+    /// On one partition, pops that arrive together are batched ([`Pops`]).
     /// A partitioned queue's partitions are tried one after another, each
     /// pop starting one partition further on, until `max` jobs are leased:
     /// no partition waits behind another, and no more jobs are reserved
     /// than asked. If a partition fails after others gave jobs, those jobs
     /// are returned (they are leased: dropping them would strand them).
     pub(crate) async fn pop(
-        &self,
+        self: &Arc<Self>,
         topics: &[String],
         max: usize,
         max_bytes: usize,
         limit: Duration,
     ) -> Result<(Vec<Delivery>, Held)> {
         let n = self.parts().len();
+        let until = Instant::now() + self.timeout();
+        if n == 1 {
+            let request = PopRequest {
+                topics: topics.to_vec(),
+                max,
+                max_bytes,
+                until,
+            };
+            return self.pops.submit(self, 0, request, limit).await;
+        }
         let mut held = Held::default();
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
         for k in 0..n {
             let part = (start + k) % n;
-            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
-            // A token is this call's random nonce and a counter: unique
-            // without a counter in Redis that a failover could roll back.
-            let nonce = uuid::Uuid::new_v4().simple().to_string();
-            args(
-                &mut cmd,
-                &nonce[..16],
-                topics,
-                max - got.len(),
-                max_bytes - bytes,
-            );
-            let sent = Instant::now();
-            let reply = match self.run_acked("pop", part, vec![cmd], limit).await {
-                Ok(mut r) => decode(r.remove(0)),
-                Err(e) => Err(e),
-            };
-            let (now_us, part_held, deliveries) = match reply {
+            let reply = self
+                .pop_call(
+                    part,
+                    topics,
+                    max - got.len(),
+                    max_bytes - bytes,
+                    until,
+                    limit,
+                )
+                .await;
+            let (part_held, deliveries) = match reply {
                 Ok(r) => r,
                 Err(e) if got.is_empty() => return Err(e),
                 Err(e) => {
@@ -123,7 +219,6 @@ impl Store {
                     break;
                 }
             };
-            self.clock.observe(sent, Instant::now(), now_us);
             held.add(part_held);
             if deliveries.is_empty() {
                 self.drop_ready_hint(topics, part);
@@ -135,6 +230,29 @@ impl Store {
             }
         }
         Ok((got, held))
+    }
+
+    /// One pop call on partition `part`, changing nothing after `until`,
+    /// waiting at most `limit`. The reply's Redis time sets the clock.
+    async fn pop_call(
+        &self,
+        part: usize,
+        topics: &[String],
+        max: usize,
+        max_bytes: usize,
+        until: Instant,
+        limit: Duration,
+    ) -> Result<(Held, Vec<Delivery>)> {
+        let mut cmd = self.fcall_until(&SCRIPT, &self.parts()[part], until);
+        // A token is this call's random nonce and a counter: unique
+        // without a counter in Redis that a failover could roll back.
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        args(&mut cmd, &nonce[..16], topics, max, max_bytes);
+        let sent = Instant::now();
+        let mut r = self.run_acked("pop", part, vec![cmd], limit).await?;
+        let (now_us, held, deliveries) = decode(r.remove(0))?;
+        self.clock.observe(sent, Instant::now(), now_us);
+        Ok((held, deliveries))
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use super::coalesce::Batched;
+use super::coalesce::PerJob;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -66,7 +66,7 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
 /// batch pushes go as few calls as the limits allow.
 pub(crate) struct Pushes;
 
-impl Batched for Pushes {
+impl PerJob for Pushes {
     type Item = Push;
     type Out = Pushed;
     const SCRIPT: &'static Script = &SCRIPT;
@@ -108,9 +108,10 @@ impl Store {
 
     /// Many pushes: one script call per partition (and per
     /// [`Pushes::MAX_ITEMS`] jobs), the calls at once; each job is still
-    /// its own upsert, in the order given. With replica acks asked for, the
+    /// its own upsert, in the order given, with its own result (a job the
+    /// script refuses fails alone). With replica acks asked for, the
     /// pushes are acknowledged only if enough replicas have them.
-    pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Pushed>> {
+    pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Result<Pushed>>> {
         self.batch_many::<Pushes>(pushes, |p| self.part_of(&p.id))
             .await
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use super::coalesce::Batched;
+use super::coalesce::PerJob;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -37,7 +37,7 @@ pub(crate) struct Removal {
 /// ([`super::coalesce`]).
 pub(crate) struct Removes;
 
-impl Batched for Removes {
+impl PerJob for Removes {
     type Item = Removal;
     /// The status (Done, Missing or Stale) and the job's topic.
     type Out = (Status, String);
