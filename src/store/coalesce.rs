@@ -15,7 +15,6 @@
 //! take effect after its caller stopped waiting.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -237,10 +236,16 @@ struct Waiting<B: Coalesced> {
     reply: oneshot::Sender<Result<B::Out>>,
 }
 
+/// How many batches of one lane may be at Redis at once. One: a second
+/// sender takes the first call that comes while the other batch is away
+/// and sends it nearly alone, so batches shrink. Measured with 64 single
+/// adds in flight: two senders made 30-36k adds/s at 20-24 us of Redis CPU
+/// each, one made 42-44k/s at 16 us.
+const SENDERS: usize = 1;
+
 struct Lane<B: Coalesced> {
-    queue: Mutex<Vec<Waiting<B>>>,
-    /// A task is sending this lane's batches.
-    busy: AtomicBool,
+    /// The calls waiting, and the tasks sending this lane's batches.
+    queue: Mutex<(Vec<Waiting<B>>, usize)>,
 }
 
 /// A lane of batches per partition.
@@ -254,8 +259,7 @@ impl<B: Coalesced> Coalescer<B> {
             lanes: (0..partitions)
                 .map(|_| {
                     Arc::new(Lane {
-                        queue: Mutex::new(Vec::new()),
-                        busy: AtomicBool::new(false),
+                        queue: Mutex::new((Vec::new(), 0)),
                     })
                 })
                 .collect(),
@@ -273,12 +277,20 @@ impl<B: Coalesced> Coalescer<B> {
     ) -> Result<B::Out> {
         let lane = &self.lanes[part];
         let (tx, rx) = oneshot::channel();
-        lane.queue.lock().unwrap().push(Waiting {
-            item,
-            deadline: Instant::now() + limit,
-            reply: tx,
-        });
-        if !lane.busy.swap(true, Ordering::AcqRel) {
+        let spawn = {
+            let mut q = lane.queue.lock().unwrap();
+            q.0.push(Waiting {
+                item,
+                deadline: Instant::now() + limit,
+                reply: tx,
+            });
+            let spawn = q.1 < SENDERS;
+            if spawn {
+                q.1 += 1;
+            }
+            spawn
+        };
+        if spawn {
             tokio::spawn(send_batches::<B>(lane.clone(), store.clone(), part));
         }
         rx.await.unwrap_or_else(|_| {
@@ -292,16 +304,9 @@ impl<B: Coalesced> Coalescer<B> {
 
 async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part: usize) {
     loop {
-        let batch = take_batch(&lane);
-        if batch.is_empty() {
-            lane.busy.store(false, Ordering::Release);
-            // A call queued between the take and the store above saw the
-            // lane busy and left the sending to this task.
-            if lane.queue.lock().unwrap().is_empty() || lane.busy.swap(true, Ordering::AcqRel) {
-                return;
-            }
-            continue;
-        }
+        let Some(batch) = take_batch(&lane) else {
+            return;
+        };
         let now = Instant::now();
         let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|w| w.deadline > now);
         for w in late {
@@ -337,15 +342,21 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part:
 }
 
 /// The next batch: the first call waiting and those after it that may
-/// join it, in the order they came, up to the limits.
-fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Vec<Waiting<B>> {
-    let mut q = lane.queue.lock().unwrap();
+/// join it, in the order they came, up to the limits. None when nothing
+/// waits: the sender ends, in the same step, so a call queued after it
+/// starts a new one.
+fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Option<Vec<Waiting<B>>> {
+    let mut guard = lane.queue.lock().unwrap();
+    let (q, senders) = &mut *guard;
+    if q.is_empty() {
+        *senders -= 1;
+        return None;
+    }
     let mut bytes = 0;
-    let mut taken = Vec::new();
+    let mut taken: Vec<Waiting<B>> = Vec::new();
     let mut i = 0;
     while i < q.len() && taken.len() < B::MAX_ITEMS {
-        if !taken.is_empty() {
-            let first: &Waiting<B> = &taken[0];
+        if let Some(first) = taken.first() {
             if !B::joins(&first.item, &q[i].item) {
                 i += 1;
                 continue;
@@ -357,5 +368,5 @@ fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Vec<Waiting<B>> {
         bytes += B::bytes(&q[i].item);
         taken.push(q.remove(i));
     }
-    taken
+    Some(taken)
 }

@@ -32,13 +32,18 @@ local now_ms = math.floor(now / 1000)
 local limit = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local ids
+-- The sweep reads the due entries with their scores; ids from expired
+-- events are looked up one by one.
+local ids, scores = {}, {}
 local sweeping = #ARGV <= 4
 if not sweeping then
-  ids = {}
   for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 else
-  ids = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, limit)
+  for i = 1, #due, 2 do
+    ids[#ids + 1] = due[i]
+    scores[#ids] = due[i + 1]
+  end
 end
 
 local moved = 0
@@ -46,9 +51,9 @@ local ready = {}
 local topics = {}
 local per = {}
 local lateness = {}
-for _, id in ipairs(ids) do
+for k, id in ipairs(ids) do
   if moved >= limit then break end
-  local score = redis.call('ZSCORE', SCHEDULE, id)
+  local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
     local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
