@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::dispatch::{Dispatcher, Handles, Wake};
 use crate::error::{Error, Result};
@@ -925,6 +925,7 @@ impl Queue {
                 .await;
             if let Err(Ok((unclaimed, _))) = tx.send(result) {
                 queue
+                    .store()
                     .release_all(unclaimed, "its pop's caller had gone")
                     .await;
             }
@@ -949,23 +950,13 @@ impl Queue {
             let queue = self.clone();
             tokio::spawn(async move {
                 queue
+                    .store()
                     .release_all(ended, "its lease ended before the reply arrived")
                     .await
             });
         }
         self.count_popped(topics, &live, held);
         Ok((live, held))
-    }
-
-    async fn release_all(&self, deliveries: Vec<Delivery>, why: &str) {
-        for d in deliveries {
-            match self.store().release(&d.id, &d.token).await {
-                Ok(_) => debug!(id = %d.id, why, "released a job nobody received"),
-                Err(e) => {
-                    warn!(id = %d.id, error = %e, why, "could not release a job nobody received; it returns after its ttr")
-                }
-            }
-        }
     }
 }
 

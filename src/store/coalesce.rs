@@ -58,6 +58,9 @@ pub(crate) trait Coalesced: Send + Sync + 'static {
     fn joins(_first: &Self::Item, _other: &Self::Item) -> bool {
         true
     }
+    /// What to do with a result whose caller has gone (a pop's jobs are
+    /// released, so they do not wait out their ttr).
+    fn unclaimed(_store: &Arc<Store>, _out: Self::Out) {}
     /// Sends one batch (all of partition `part`) that changes nothing after
     /// `deadline`: the batch's error, or each item's result in order.
     fn send(
@@ -278,7 +281,7 @@ impl<B: Coalesced> Coalescer<B> {
         let lane = &self.lanes[part];
         let (tx, rx) = oneshot::channel();
         let spawn = {
-            let mut q = lane.queue.lock().unwrap();
+            let mut q = lane.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.0.push(Waiting {
                 item,
                 deadline: Instant::now() + limit,
@@ -302,9 +305,49 @@ impl<B: Coalesced> Coalescer<B> {
     }
 }
 
+/// A lane's sender, counted in the lane while it runs. One that ends
+/// without finding the queue empty (a panic, or its runtime shutting down)
+/// gives its place back on drop and, when calls are waiting, starts
+/// another, so the lane never stays without a sender.
+struct Sender<B: Coalesced> {
+    lane: Arc<Lane<B>>,
+    store: Arc<Store>,
+    part: usize,
+    /// take_batch found the queue empty and gave the place back.
+    done: bool,
+}
+
+impl<B: Coalesced> Drop for Sender<B> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut q = self.lane.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.1 -= 1;
+        if !q.0.is_empty() && q.1 < SENDERS {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                q.1 += 1;
+                rt.spawn(send_batches::<B>(
+                    self.lane.clone(),
+                    self.store.clone(),
+                    self.part,
+                ));
+            }
+        }
+    }
+}
+
 async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part: usize) {
+    let mut me = Sender {
+        lane,
+        store,
+        part,
+        done: false,
+    };
+    let (lane, store) = (me.lane.clone(), me.store.clone());
     loop {
         let Some(batch) = take_batch(&lane) else {
+            me.done = true;
             return;
         };
         let now = Instant::now();
@@ -320,7 +363,9 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part:
         match B::send(store.clone(), part, items, deadline).await {
             Ok(results) if results.len() == replies.len() => {
                 for (reply, r) in replies.into_iter().zip(results) {
-                    let _ = reply.send(r);
+                    if let Err(Ok(out)) = reply.send(r) {
+                        B::unclaimed(&store, out);
+                    }
                 }
             }
             Ok(results) => {
@@ -346,7 +391,7 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part:
 /// waits: the sender ends, in the same step, so a call queued after it
 /// starts a new one.
 fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Option<Vec<Waiting<B>>> {
-    let mut guard = lane.queue.lock().unwrap();
+    let mut guard = lane.queue.lock().unwrap_or_else(|e| e.into_inner());
     let (q, senders) = &mut *guard;
     if q.is_empty() {
         *senders -= 1;

@@ -105,6 +105,14 @@ impl Coalesced for Pops {
         first.topics == other.topics && first.max_bytes == other.max_bytes
     }
 
+    fn unclaimed(store: &Arc<Store>, (jobs, _): (Vec<Delivery>, Held)) {
+        if jobs.is_empty() {
+            return;
+        }
+        let store = store.clone();
+        tokio::spawn(async move { store.release_all(jobs, "its pop's caller had gone").await });
+    }
+
     async fn send(
         store: Arc<Store>,
         part: usize,

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use delayq::{Error, IfExists, Limits, PushOutcome, Queue};
+use delayq::{Error, IfExists, JobState, Limits, PushOutcome, Queue};
 use futures::future::join_all;
+use futures::FutureExt;
 
-use crate::common::{config, job, topics, RedisServer};
+use crate::common::{config, eventually, job, topics, RedisServer};
 
 /// How many FCALLs Redis has run since its start.
 async fn fcalls(redis: &RedisServer) -> u64 {
@@ -158,5 +159,44 @@ async fn consumers_woken_together_pop_in_one_call_and_each_gets_its_own_job() {
     for (id, token) in &got {
         q.finish(id, token).await.unwrap();
     }
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_dropped_while_its_batch_is_at_redis_gives_its_job_back_at_once() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(config(&redis)).unwrap();
+    q.push(&job("given-back", "g", 0, 600_000)).await.unwrap();
+    eventually(Duration::from_secs(5), "the job ready", || async {
+        (q.topics().await.unwrap().topics["g"].ready == 1).then_some(())
+    })
+    .await;
+    // Polled once and dropped: the pop is queued and its batch sent, but
+    // no caller is left to take the reply.
+    let before = fcalls(&redis).await;
+    let r = q.try_pop(&topics(&["g"]), 1).now_or_never();
+    assert!(
+        r.is_none(),
+        "the pop was meant to be dropped, but it finished: {r:?}"
+    );
+    // Released (a second script call), not left reserved until its
+    // ten-minute ttr.
+    eventually(
+        Duration::from_secs(5),
+        "the pop and its release",
+        || async { (fcalls(&redis).await >= before + 2).then_some(()) },
+    )
+    .await;
+    let job = eventually(Duration::from_secs(5), "the job ready again", || async {
+        q.get("given-back")
+            .await
+            .unwrap()
+            .filter(|j| j.state == JobState::Ready)
+    })
+    .await;
+    assert_eq!(job.attempts, 0, "a release does not count as an attempt");
+    let d = q.try_pop(&topics(&["g"]), 1).await.unwrap();
+    assert_eq!(d.len(), 1);
+    q.finish(&d[0].id, &d[0].token).await.unwrap();
     q.close().await;
 }
