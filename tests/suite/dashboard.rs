@@ -104,9 +104,10 @@ impl Browser {
         self.call("POST", "/url", Some(json!({ "url": url }))).await;
     }
 
-    /// Waits for an element matching `css`.
+    /// Waits for an element matching `css` (long enough for a browser
+    /// sharing two cores with the rest of the suite).
     async fn find(&self, css: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(id) = self.try_find(css).await {
                 return id;
