@@ -2,10 +2,11 @@
 //! calls of one kind that arrive while the previous batch is at Redis go
 //! together in the next, as one script call over many jobs.
 //!
-//! Why: most of what Redis spends on a single push is the call itself
-//! (reading and parsing it, entering Lua, the AOF's MULTI/EXEC around the
-//! script's writes, the reply), not the push's four writes. Sixty-four
-//! clients pushing at once cost sixty-four calls; batched, they cost a few.
+//! Why: about a quarter of what Redis spends on a push in a call of its own
+//! is the call (reading and parsing it, entering Lua, the AOF's MULTI/EXEC
+//! around the script's writes, the reply): measured, 19.8 us per push one
+//! call each, 15.5 us in calls of a hundred. Sixty-four clients pushing at
+//! once cost sixty-four calls; batched, they cost a few.
 //! A call that arrives when nothing is under way goes at once, alone: group
 //! commit adds no wait, it only uses the wait there already is.
 //!
