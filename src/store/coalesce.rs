@@ -27,19 +27,22 @@ use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 
-/// A script that takes many items in one call and answers DONE, then each
-/// item's result in order: push.lua, remove.lua.
-pub(crate) trait PerJob: Send + Sync + 'static {
+/// Items that go to Redis many per call, and the limits of one call (a call
+/// takes at least one item, whatever its size): a call's run time in Redis
+/// stays near a millisecond, so other clients' calls do not queue long
+/// behind it.
+pub(crate) trait Batch: Send + Sync + 'static {
     type Item: Send + Sync + 'static;
     type Out: Send + 'static;
-    const SCRIPT: &'static Script;
-    /// Most items in one call, and most bytes of them (a call takes at
-    /// least one item, whatever its size): a call's run time in Redis stays
-    /// near a millisecond, so other clients' calls do not queue long
-    /// behind it.
     const MAX_ITEMS: usize;
     const MAX_BYTES: usize;
     fn bytes(item: &Self::Item) -> usize;
+}
+
+/// A script that takes many items in one call and answers DONE, then each
+/// item's result in order: push.lua, remove.lua.
+pub(crate) trait PerJob: Batch {
+    const SCRIPT: &'static Script;
     /// Adds one item's arguments to the call.
     fn args(item: &Self::Item, cmd: &mut Cmd);
     /// Reads one item's result from the reply.
@@ -48,13 +51,8 @@ pub(crate) trait PerJob: Send + Sync + 'static {
 
 /// A kind of call that single callers make and that goes to Redis in
 /// batches: every [`PerJob`] script, and pops.
-pub(crate) trait Coalesced: Send + Sync + 'static {
-    type Item: Send + Sync + 'static;
-    type Out: Send + 'static;
+pub(crate) trait Coalesced: Batch {
     const OP: &'static str;
-    const MAX_ITEMS: usize;
-    const MAX_BYTES: usize;
-    fn bytes(item: &Self::Item) -> usize;
     /// Whether `other` may go in the batch that `first` opens.
     fn joins(_first: &Self::Item, _other: &Self::Item) -> bool {
         true
@@ -73,15 +71,7 @@ pub(crate) trait Coalesced: Send + Sync + 'static {
 }
 
 impl<B: PerJob> Coalesced for B {
-    type Item = B::Item;
-    type Out = B::Out;
     const OP: &'static str = B::SCRIPT.name;
-    const MAX_ITEMS: usize = B::MAX_ITEMS;
-    const MAX_BYTES: usize = B::MAX_BYTES;
-
-    fn bytes(item: &B::Item) -> usize {
-        B::bytes(item)
-    }
 
     async fn send(
         store: Arc<Store>,

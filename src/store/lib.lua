@@ -273,15 +273,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode)
     detach(id, state_of(old[1]), old[2])
     redis.call('DEL', job)
   end
-  if retry ~= '' and max ~= '0' then
-    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, RETRY, retry, MAX, max)
-  elseif retry ~= '' then
-    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, RETRY, retry)
-  elseif max ~= '0' then
-    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr, MAX, max)
-  else
-    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
-  end
+  -- One HSET whatever the fields: a policy's fields only when it has them.
+  local fields = { TOPIC, topic, BODY, body, TTR, ttr }
+  if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
+  if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
+  redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)
   return status, due, true

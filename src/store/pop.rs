@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Cmd;
 use tokio::time::Instant;
 
-use super::coalesce::Coalesced;
+use super::coalesce::{Batch, Coalesced};
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -90,16 +90,19 @@ pub(crate) struct PopRequest {
 /// shared out in the order the pops came, each taking up to its `max`.
 pub(crate) struct Pops;
 
-impl Coalesced for Pops {
+impl Batch for Pops {
     type Item = PopRequest;
     type Out = (Vec<Delivery>, Held);
-    const OP: &'static str = "pop";
     const MAX_ITEMS: usize = 64;
     const MAX_BYTES: usize = usize::MAX;
 
     fn bytes(_: &PopRequest) -> usize {
         0
     }
+}
+
+impl Coalesced for Pops {
+    const OP: &'static str = "pop";
 
     fn joins(first: &PopRequest, other: &PopRequest) -> bool {
         first.topics == other.topics && first.max_bytes == other.max_bytes

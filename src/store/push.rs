@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use super::coalesce::PerJob;
+use super::coalesce::{Batch, PerJob};
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -66,16 +66,19 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
 /// batch pushes go as few calls as the limits allow.
 pub(crate) struct Pushes;
 
-impl PerJob for Pushes {
+impl Batch for Pushes {
     type Item = Push;
     type Out = Pushed;
-    const SCRIPT: &'static Script = &SCRIPT;
     const MAX_ITEMS: usize = 128;
     const MAX_BYTES: usize = 1 << 20;
 
     fn bytes(p: &Push) -> usize {
         p.id.len() + p.topic.len() + p.body.len() + p.intervals_ms.len() + 48
     }
+}
+
+impl PerJob for Pushes {
+    const SCRIPT: &'static Script = &SCRIPT;
 
     fn args(p: &Push, cmd: &mut Cmd) {
         cmd.arg(&p.id)
@@ -90,9 +93,7 @@ impl PerJob for Pushes {
     }
 
     fn decode(f: &mut Fields) -> Result<Pushed> {
-        let code = f.int()?;
-        let status = Status::from_code(code)
-            .ok_or_else(|| Error::protocol("push", format!("unknown status {code}")))?;
+        let status = f.status()?;
         decode_job(status, f)
     }
 }

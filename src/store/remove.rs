@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use super::coalesce::PerJob;
+use super::coalesce::{Batch, PerJob};
 use super::reply::Fields;
 use super::{Script, Status, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub const SCRIPT: Script = Script {
     name: "remove",
@@ -37,17 +37,20 @@ pub(crate) struct Removal {
 /// ([`super::coalesce`]).
 pub(crate) struct Removes;
 
-impl PerJob for Removes {
+impl Batch for Removes {
     type Item = Removal;
     /// The status (Done, Missing or Stale) and the job's topic.
     type Out = (Status, String);
-    const SCRIPT: &'static Script = &SCRIPT;
     const MAX_ITEMS: usize = 256;
     const MAX_BYTES: usize = 1 << 20;
 
     fn bytes(r: &Removal) -> usize {
         r.id.len() + r.token.as_ref().map_or(0, String::len)
     }
+}
+
+impl PerJob for Removes {
+    const SCRIPT: &'static Script = &SCRIPT;
 
     fn args(r: &Removal, cmd: &mut Cmd) {
         cmd.arg(&r.id);
@@ -58,9 +61,7 @@ impl PerJob for Removes {
     }
 
     fn decode(f: &mut Fields) -> Result<(Status, String)> {
-        let code = f.int()?;
-        let status = Status::from_code(code)
-            .ok_or_else(|| Error::protocol("remove", format!("unknown status {code}")))?;
+        let status = f.status()?;
         Ok((status, f.string()?))
     }
 }

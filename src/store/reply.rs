@@ -25,10 +25,15 @@ impl Fields {
             op,
             items: items.into_iter(),
         };
-        let code = f.int()?;
-        let status = Status::from_code(code)
-            .ok_or_else(|| Error::protocol(op, format!("unknown status {code}")))?;
+        let status = f.status()?;
         Ok((status, f))
+    }
+
+    /// A status: a reply's first value, or one job's in a reply over many.
+    pub fn status(&mut self) -> Result<Status> {
+        let code = self.int()?;
+        Status::from_code(code)
+            .ok_or_else(|| Error::protocol(self.op, format!("unknown status {code}")))
     }
 
     fn next(&mut self) -> Result<Value> {
