@@ -1,7 +1,8 @@
 //! Optional bearer-token authentication for every endpoint but `/healthz`
 //! and the dashboard's own files and login; the dashboard's requests may
 //! show its login cookie instead (see [`super::ui`]), and in read-only mode
-//! they may only read.
+//! they may only read: each route says whether its handler writes
+//! ([`writes`]), whatever the method (the compatible routes take any).
 //!
 //! The token is compared in constant time, so response timing does not
 //! tell an attacker how many leading bytes were right. A refused request
@@ -23,18 +24,45 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let from_ui = req.headers().contains_key(super::ui::UI_HEADER);
-    if from_ui
-        && state.server.ui == super::ui::UiMode::ReadOnly
-        && !matches!(req.method().as_str(), "GET" | "HEAD")
-        && !req.uri().path().starts_with("/ui/")
-    {
+/// Marks a request from a read-only dashboard: routes that write refuse it.
+#[derive(Clone, Copy)]
+struct ReadOnlyDashboard;
+
+/// `handler` changes the queue: a read-only dashboard gets 403 from it,
+/// whatever the method.
+pub fn writes<S: Clone + Send + Sync + 'static>(
+    handler: axum::routing::MethodRouter<S>,
+) -> axum::routing::MethodRouter<S> {
+    handler.route_layer(axum::middleware::from_fn(refuse_read_only))
+}
+
+/// [`writes`] for a handler of any method (`any(...)`, which has no
+/// per-method routes to layer).
+pub fn writes_any<S: Clone + Send + Sync + 'static>(
+    handler: axum::routing::MethodRouter<S>,
+) -> axum::routing::MethodRouter<S> {
+    handler.layer(axum::middleware::from_fn(refuse_read_only))
+}
+
+async fn refuse_read_only(req: Request, next: Next) -> Response {
+    if req.extensions().get::<ReadOnlyDashboard>().is_some() {
         return (
             StatusCode::FORBIDDEN,
             axum::Json(json!({"error": {"code": "read_only", "message": "the dashboard is read-only here (--ui read-only)"}})),
         )
             .into_response();
+    }
+    next.run(req).await
+}
+
+pub async fn require_token(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let from_ui = req.headers().contains_key(super::ui::UI_HEADER);
+    if from_ui && state.server.ui == super::ui::UiMode::ReadOnly {
+        req.extensions_mut().insert(ReadOnlyDashboard);
     }
     let Some(expected) = &state.server.auth_token else {
         return next.run(req).await;

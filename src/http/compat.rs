@@ -34,13 +34,15 @@ const NO_TOPIC_POP: &str = "topic不能为空";
 const BAD_DELAY: &str = "delay 取值范围1 - (2^31 - 1)";
 const BAD_TTR: &str = "ttr 取值范围1 - 86400";
 
-/// The compatible endpoints. The original answers any method.
+/// The compatible endpoints. The original answers any method, so which
+/// of them write is said here, by route.
 pub fn routes() -> Router<AppState> {
+    use super::auth::writes_any as writes;
     Router::new()
-        .route("/push", any(push))
-        .route("/pop", any(pop))
-        .route("/finish", any(finish))
-        .route("/delete", any(delete))
+        .route("/push", writes(any(push)))
+        .route("/pop", writes(any(pop)))
+        .route("/finish", writes(any(finish)))
+        .route("/delete", writes(any(delete)))
         .route("/get", any(get))
 }
 

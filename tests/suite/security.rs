@@ -122,3 +122,102 @@ async fn redis_passwords_and_acl_users_work_and_a_wrong_one_is_a_clear_error() {
     );
     q.close().await;
 }
+
+/// Signs in to the dashboard as its page does; returns the cookie
+/// (`name=value`).
+pub async fn dashboard_cookie(base: &str, token: &str) -> String {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/ui/login"))
+        .header("x-delayq-ui", "1")
+        .json(&serde_json::json!({ "token": token }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 204, "signed in");
+    let set = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
+    set.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_dashboard_cannot_write_through_any_route_with_any_method() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("a", "t", 3_600_000, 60_000)).await.unwrap();
+    q.push(&job("r", "t", 0, 60_000)).await.unwrap();
+    eventually(Duration::from_secs(5), "r ready", || async {
+        (q.get("r").await.unwrap().unwrap().state == delayq::JobState::Ready).then_some(())
+    })
+    .await;
+    let s = TestServer::start(
+        q.clone(),
+        ServerConfig {
+            auth_token: Some(Secret("t0ken".into())),
+            ui: delayq::http::ui::UiMode::ReadOnly,
+            pop_timeout: Duration::from_millis(200),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let cookie = dashboard_cookie(&s.base, "t0ken").await;
+    let http = reqwest::Client::new();
+    let before = q.topics().await.unwrap().topics;
+    let body = r#"{"id":"a","topic":"t","delay":1,"ttr":1}"#;
+    let new = r#"{"id":"n","topic":"t","delay":1,"ttr":1}"#;
+    for path in ["/push", "/pop", "/finish", "/delete"] {
+        for method in ["GET", "HEAD", "POST", "PUT", "DELETE"] {
+            for b in [body, new] {
+                let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+                let resp = http
+                    .request(m, format!("{}{path}", s.base))
+                    .header("x-delayq-ui", "1")
+                    .header("cookie", &cookie)
+                    .body(b)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), 403, "{method} {path} {b}");
+            }
+        }
+    }
+    for route in delayq::http::v1::ROUTES.iter().filter(|r| r.writes) {
+        let path = route
+            .path
+            .replace("{id}", "a")
+            .replace("{topic}", "t")
+            .replace("{name}", "n");
+        let m = reqwest::Method::from_bytes(route.method.to_uppercase().as_bytes()).unwrap();
+        let resp = http
+            .request(m, format!("{}{path}", s.base))
+            .header("x-delayq-ui", "1")
+            .header("cookie", &cookie)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403, "{} {path}", route.method);
+    }
+    // Nothing changed; reads still work.
+    assert_eq!(q.topics().await.unwrap().topics, before);
+    assert!(q.get("n").await.unwrap().is_none());
+    assert_eq!(
+        q.get("r").await.unwrap().unwrap().state,
+        delayq::JobState::Ready
+    );
+    assert_eq!(
+        q.get("a").await.unwrap().unwrap().state,
+        delayq::JobState::Delayed
+    );
+    for path in ["/get", "/v1/jobs/a"] {
+        let resp = http
+            .get(format!("{}{path}", s.base))
+            .header("x-delayq-ui", "1")
+            .header("cookie", &cookie)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+    s.stop().await;
+    q.close().await;
+}

@@ -39,13 +39,16 @@ use super::body::{read_body, BodyError};
 use super::AppState;
 use crate::error::Error;
 
-/// One route: method, path, and the handler that serves it.
+/// One route: method, path, the handler that serves it, and whether that
+/// handler changes the queue (a read-only dashboard may not call it).
 pub struct Route {
     pub method: &'static str,
     pub path: &'static str,
+    pub writes: bool,
     handler: fn() -> MethodRouter<AppState>,
 }
 
+/// A route that only reads.
 const fn route(
     method: &'static str,
     path: &'static str,
@@ -54,48 +57,63 @@ const fn route(
     Route {
         method,
         path,
+        writes: false,
+        handler,
+    }
+}
+
+/// A route whose handler changes the queue.
+const fn write(
+    method: &'static str,
+    path: &'static str,
+    handler: fn() -> MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        writes: true,
         handler,
     }
 }
 
 /// Every native route. The OpenAPI document lists exactly these.
 pub const ROUTES: &[Route] = &[
-    route("post", "/v1/jobs", || post(jobs::push_one)),
-    route("post", "/v1/jobs/batch", || post(jobs::push_batch)),
+    write("post", "/v1/jobs", || post(jobs::push_one)),
+    write("post", "/v1/jobs/batch", || post(jobs::push_batch)),
     route("get", "/v1/jobs/{id}", || get(jobs::get_job)),
-    route("delete", "/v1/jobs/{id}", || delete(jobs::delete_job)),
-    route("post", "/v1/jobs/{id}/reschedule", || {
+    write("delete", "/v1/jobs/{id}", || delete(jobs::delete_job)),
+    write("post", "/v1/jobs/{id}/reschedule", || {
         post(jobs::reschedule)
     }),
-    route("post", "/v1/jobs/{id}/finish", || post(jobs::finish)),
-    route("post", "/v1/jobs/{id}/nack", || post(jobs::nack)),
-    route("post", "/v1/jobs/{id}/touch", || post(jobs::touch)),
-    route("post", "/v1/pop", || post(pop::pop)),
+    write("post", "/v1/jobs/{id}/finish", || post(jobs::finish)),
+    write("post", "/v1/jobs/{id}/nack", || post(jobs::nack)),
+    write("post", "/v1/jobs/{id}/touch", || post(jobs::touch)),
+    write("post", "/v1/pop", || post(pop::pop)),
     route("get", "/v1/topics", || get(topics::topics)),
     route("get", "/v1/topics/{topic}/dead", || get(topics::dead_list)),
-    route("post", "/v1/topics/{topic}/dead/requeue", || {
+    write("post", "/v1/topics/{topic}/dead/requeue", || {
         post(topics::dead_requeue)
     }),
-    route("delete", "/v1/topics/{topic}/dead", || {
+    write("delete", "/v1/topics/{topic}/dead", || {
         delete(topics::dead_purge)
     }),
     route("get", "/v1/topics/{topic}/jobs", || get(topics::jobs)),
-    route("post", "/v1/topics/{topic}/pause", || post(topics::pause)),
-    route("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
+    write("post", "/v1/topics/{topic}/pause", || post(topics::pause)),
+    write("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
     route("get", "/v1/schedule", || get(topics::schedule)),
     route("get", "/v1/topics/{topic}/rate", || {
         get(schedules::rate_get)
     }),
-    route("put", "/v1/topics/{topic}/rate", || {
+    write("put", "/v1/topics/{topic}/rate", || {
         put(schedules::rate_put)
     }),
-    route("delete", "/v1/topics/{topic}/rate", || {
+    write("delete", "/v1/topics/{topic}/rate", || {
         delete(schedules::rate_delete)
     }),
     route("get", "/v1/recurring", || get(schedules::list)),
     route("get", "/v1/recurring/{name}", || get(schedules::get_one)),
-    route("put", "/v1/recurring/{name}", || put(schedules::put)),
-    route("delete", "/v1/recurring/{name}", || {
+    write("put", "/v1/recurring/{name}", || put(schedules::put)),
+    write("delete", "/v1/recurring/{name}", || {
         delete(schedules::delete)
     }),
     route("get", "/v1/openapi.json", || get(ops::openapi)),
@@ -111,9 +129,14 @@ pub const OPENAPI: &str = include_str!("../openapi.json");
 pub fn routes() -> Router<AppState> {
     let mut paths: Vec<(&str, MethodRouter<AppState>)> = Vec::new();
     for r in ROUTES {
+        let handler = if r.writes {
+            crate::http::auth::writes((r.handler)())
+        } else {
+            (r.handler)()
+        };
         match paths.iter_mut().find(|(p, _)| *p == r.path) {
-            Some((_, m)) => *m = std::mem::take(m).merge((r.handler)()),
-            None => paths.push((r.path, (r.handler)())),
+            Some((_, m)) => *m = std::mem::take(m).merge(handler),
+            None => paths.push((r.path, handler)),
         }
     }
     paths
