@@ -170,6 +170,20 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_UI", value_enum, default_value = "on")]
     ui: Ui,
 
+    /// A name browsers may reach this server by (repeatable; the env var
+    /// takes a comma-separated list; `*.example.com` allows every name
+    /// under it). Addresses, localhost and the --listen name need no entry;
+    /// behind a proxy, list the public name. Requests from browsers that
+    /// name another host (DNS rebinding) or come from another site are
+    /// refused; clients that are not browsers may use any name.
+    #[arg(
+        long = "allowed-host",
+        env = "DELAYQ_ALLOWED_HOSTS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
+
     /// Most open client connections (each waiting /pop holds one).
     #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = at_least_one)]
     max_connections: usize,
@@ -385,6 +399,7 @@ async fn serve(
                 Ui::ReadOnly => http::ui::UiMode::ReadOnly,
                 Ui::Off => http::ui::UiMode::Off,
             },
+            allowed_hosts: allowed_hosts(&args.listen, &args.allowed_hosts),
             ..ServerConfig::default()
         },
     };
@@ -395,6 +410,21 @@ async fn serve(
     }
     tracing::info!("delayq stopped");
     Ok(())
+}
+
+/// `--allowed-host`, and the `--listen` address's host when it is a name.
+fn allowed_hosts(listen: &str, listed: &[String]) -> http::origin::AllowedHosts {
+    let mut names: Vec<String> = listed
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let Some((host, _)) = listen.rsplit_once(':') {
+        if !host.is_empty() {
+            names.push(host.to_owned());
+        }
+    }
+    http::origin::AllowedHosts(names)
 }
 
 /// `--ui`.

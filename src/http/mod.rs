@@ -9,6 +9,7 @@ pub mod auth;
 mod body;
 pub mod compat;
 pub mod go_json;
+pub mod origin;
 pub mod ui;
 pub mod v1;
 
@@ -50,6 +51,9 @@ pub struct ServerConfig {
     pub auth_token: Option<crate::webhook::Secret>,
     /// The dashboard at `/ui/`.
     pub ui: ui::UiMode,
+    /// Names browsers may call this server by, besides addresses and
+    /// `localhost` (see [`origin`]).
+    pub allowed_hosts: origin::AllowedHosts,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +67,7 @@ impl Default for ServerConfig {
             max_connections: 16_384,
             auth_token: None,
             ui: ui::UiMode::On,
+            allowed_hosts: origin::AllowedHosts::default(),
         }
     }
 }
@@ -79,12 +84,14 @@ pub fn router(state: AppState) -> Router {
     let max = state.server.max_request_bytes;
     let body_timeout = state.server.body_timeout;
     let auth = axum::middleware::from_fn_with_state(state.clone(), auth::require_token);
+    let same_site = axum::middleware::from_fn_with_state(state.clone(), origin::same_site_only);
     compat::routes()
         .merge(v1::routes())
         .merge(ui::routes(state.server.ui))
         .fallback(v1::no_route)
         .method_not_allowed_fallback(v1::method_not_allowed)
         .layer(auth)
+        .layer(same_site)
         .with_state(state)
         .layer(DefaultBodyLimit::max(max))
         .layer(axum::middleware::map_request(move |req| {

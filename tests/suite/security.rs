@@ -221,3 +221,215 @@ async fn a_read_only_dashboard_cannot_write_through_any_route_with_any_method() 
     s.stop().await;
     q.close().await;
 }
+
+/// A request as a browser or curl would send it: method, path, extra
+/// headers (a `host` among them replaces the real one), body.
+async fn raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> reqwest::StatusCode {
+    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut req = reqwest::Client::new()
+        .request(m, format!("{base}{path}"))
+        .body(body.to_owned());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap().status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_on_other_sites_and_rebound_host_names_cannot_use_an_open_server_but_curl_can() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("a", "t", 3_600_000, 60_000)).await.unwrap();
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let b = &s.base;
+    let here = b.trim_start_matches("http://").to_owned();
+    let port = here.rsplit_once(':').unwrap().1.to_owned();
+    let text = ("content-type", "text/plain");
+    let evil = ("origin", "http://evil.example");
+    let cross = ("sec-fetch-site", "cross-site");
+    // Cross-site simple requests (a form or fetch with no-cors), with and
+    // without the Fetch Metadata of newer browsers.
+    for headers in [
+        vec![text, evil, cross],
+        vec![text, evil],
+        vec![text, cross],
+        vec![text, ("origin", "null")],
+        vec![
+            text,
+            (
+                "origin",
+                &format!("http://localhost:{}", port.parse::<u16>().unwrap() + 1),
+            ),
+        ],
+        vec![text, ("sec-fetch-site", "same-site")],
+    ] {
+        for (method, path, body) in [
+            ("POST", "/delete", r#"{"id":"a"}"#),
+            ("POST", "/v1/topics/t/pause", ""),
+            ("POST", "/v1/jobs", r#"{"topic":"t","id":"forged"}"#),
+            (
+                "POST",
+                "/push",
+                r#"{"topic":"t","id":"forged","delay":1,"ttr":1}"#,
+            ),
+            ("GET", "/v1/jobs/a", ""),
+        ] {
+            let status = raw(b, method, path, &headers, body).await;
+            assert_eq!(status, 403, "{method} {path} with {headers:?}");
+        }
+    }
+    // DNS rebinding: the browser thinks it talks to evil.example's own
+    // server, so the request is "same-origin", but the Host says whose.
+    let rebound = format!("rebind.example:{port}");
+    let rebound_origin = format!("http://{rebound}");
+    for headers in [
+        vec![
+            ("host", rebound.as_str()),
+            ("origin", &rebound_origin),
+            ("sec-fetch-site", "same-origin"),
+        ],
+        vec![
+            ("host", rebound.as_str()),
+            ("sec-fetch-site", "same-origin"),
+        ],
+        vec![
+            ("host", rebound.as_str()),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-site", "none"),
+        ],
+    ] {
+        for (method, path, body) in [
+            ("POST", "/delete", r#"{"id":"a"}"#),
+            ("GET", "/v1/jobs/a", ""),
+            ("GET", "/ui/", ""),
+        ] {
+            let status = raw(b, method, path, &headers, body).await;
+            assert_eq!(status, 403, "{method} {path} with {headers:?}");
+        }
+    }
+    assert!(
+        q.get("a").await.unwrap().is_some(),
+        "a forged /delete deleted a job"
+    );
+    assert!(
+        q.get("forged").await.unwrap().is_none(),
+        "a forged push pushed"
+    );
+    assert!(
+        !q.topics().await.unwrap().topics["t"].paused,
+        "a forged pause paused"
+    );
+
+    // The dashboard's own requests, by address or by localhost.
+    let own = format!("http://{here}");
+    let local = format!("localhost:{port}");
+    let local_origin = format!("http://{local}");
+    for headers in [
+        vec![("origin", own.as_str()), ("sec-fetch-site", "same-origin")],
+        vec![
+            ("host", local.as_str()),
+            ("origin", &local_origin),
+            ("sec-fetch-site", "same-origin"),
+        ],
+        vec![("host", local.as_str()), ("sec-fetch-site", "none")],
+    ] {
+        assert_eq!(
+            raw(b, "GET", "/v1/jobs/a", &headers, "").await,
+            200,
+            "{headers:?}"
+        );
+        assert_eq!(
+            raw(b, "GET", "/ui/", &headers, "").await,
+            200,
+            "{headers:?}"
+        );
+    }
+    // curl and the Go original's clients send no Origin and may call the
+    // server by any name (a service name in a cluster, say).
+    assert_eq!(
+        raw(
+            b,
+            "GET",
+            "/v1/jobs/a",
+            &[("host", "delayq.svc.cluster.local:9277")],
+            ""
+        )
+        .await,
+        200
+    );
+    assert_eq!(raw(b, "POST", "/v1/topics/t/pause", &[], "").await, 200);
+    assert_eq!(
+        post(b, "/delete", r#"{"id":"a"}"#).await["code"],
+        0,
+        "curl's /delete works"
+    );
+    assert!(q.get("a").await.unwrap().is_none());
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_let_a_proxy_s_public_name_through() {
+    let redis = RedisServer::start();
+    let by_flag = DelayqProcess::start(
+        &redis,
+        &[
+            "--allowed-host",
+            "dq.example.com",
+            "--allowed-host",
+            "*.corp.example",
+        ],
+    );
+    let url = redis.url();
+    let by_env = DelayqProcess::spawn_from(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &url])
+            .env("DELAYQ_ALLOWED_HOSTS", "dq.example.com,*.corp.example")
+            .env("DELAYQ_LOG", "warn"),
+    );
+    for p in [&by_flag, &by_env] {
+        let b = &p.base;
+        let public = ("origin", "https://dq.example.com");
+        for (headers, want) in [
+            // A proxy that keeps the Host.
+            (
+                vec![
+                    ("host", "dq.example.com"),
+                    public,
+                    ("sec-fetch-site", "same-origin"),
+                ],
+                200,
+            ),
+            // A proxy that sets the Host to the upstream's address.
+            (vec![public, ("sec-fetch-site", "same-origin")], 200),
+            (
+                vec![
+                    ("host", "a.corp.example"),
+                    ("origin", "http://a.corp.example"),
+                ],
+                200,
+            ),
+            (
+                vec![
+                    ("host", "corp.example.evil.example"),
+                    ("origin", "http://corp.example.evil.example"),
+                ],
+                403,
+            ),
+            (
+                vec![("host", "evil.example"), ("sec-fetch-site", "same-origin")],
+                403,
+            ),
+            (vec![("origin", "https://evil.example")], 403),
+        ] {
+            let status = raw(b, "POST", "/v1/topics/t/pause", &headers, "").await;
+            assert_eq!(status, want, "{headers:?}");
+        }
+    }
+}
