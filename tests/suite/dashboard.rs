@@ -364,6 +364,37 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     // A job found by id is deleted.
     b.go(&format!("{}/ui/#/job/order-1", s.base)).await;
     b.wait_text("#job-id", "order-1").await;
+    // The job's fields as the API gives them.
+    let api: Value = reqwest::Client::new()
+        .get(format!("{}/v1/jobs/order-1", s.base))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        b.text("#job dd[data-field=state]").await,
+        api["state"].as_str().unwrap()
+    );
+    assert_eq!(
+        b.text("#job dd[data-field=attempts]").await,
+        api["attempts"].to_string()
+    );
+    let due_ms = api["due_at_ms"].as_i64().unwrap();
+    let due = b
+        .run(&format!(
+            "const d = new Date({due_ms}); return d.toLocaleString(undefined, {{ hour12: false }}) + '.' + String(d.getMilliseconds()).padStart(3, '0');"
+        ))
+        .await;
+    let shown_due = b.text("#job dd[data-field=due]").await;
+    assert!(
+        shown_due.starts_with(due.as_str().unwrap()) && shown_due.contains("(in "),
+        "{shown_due:?} is not {due}"
+    );
+    assert_eq!(b.text("#job dd[data-field='last error']").await, "none");
+    assert_eq!(b.text("#job dd[data-field='lease until']").await, "none");
     b.click("#delete").await;
     b.accept().await;
     eventually(Duration::from_secs(5), "order-1 deleted", || async {
