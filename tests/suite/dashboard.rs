@@ -440,3 +440,87 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     drop(b);
     q.close().await;
 }
+
+/// Redis commands run (scripts' own commands included) and their CPU (µs)
+/// since the last `CONFIG RESETSTAT`, the stats commands left out.
+async fn redis_cost(redis: &RedisServer) -> (u64, u64) {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    let (mut calls, mut usec) = (0, 0);
+    for line in info.lines() {
+        let Some((name, stats)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        if name == "info" || name.starts_with("config") {
+            continue;
+        }
+        for kv in stats.split(',') {
+            match kv.split_once('=') {
+                Some(("calls", n)) => calls += n.parse::<u64>().unwrap(),
+                Some(("usec", n)) => usec += n.parse::<u64>().unwrap(),
+                _ => {}
+            }
+        }
+    }
+    (calls, usec)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_costs_redis_what_the_page_shows_and_every_topic_with_delayed_jobs_shows_when() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // 40 topics of 75 delayed jobs each, one topic after another in due
+    // time, then one job of "late" after all 3,000.
+    let mut jobs = Vec::new();
+    for t in 0..40u64 {
+        for j in 0..75u64 {
+            jobs.push(job(
+                &format!("t{t:02}-{j}"),
+                &format!("t{t:02}"),
+                3_600_000 + (t * 75 + j) * 1000,
+                60_000,
+            ));
+        }
+    }
+    for chunk in jobs.chunks(500) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    q.push(&job("late-1", "late", 7_200_000, 60_000))
+        .await
+        .unwrap();
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let Some(b) = Browser::start().await else {
+        s.stop().await;
+        return;
+    };
+    // One page load: its API calls, and nothing else, against Redis.
+    let _: () = redis.cmd(&["CONFIG", "RESETSTAT"]).await;
+    b.go(&format!("{}/ui/", s.base)).await;
+    b.find("#topics tr[data-topic=late]").await;
+    b.wait_text("#updated", "Updated").await;
+    let (calls, usec) = redis_cost(&redis).await;
+    eprintln!("one dashboard load: {calls} Redis commands, {usec} µs");
+    // The page shows 41 topic rows and 20 upcoming jobs: a few hundred
+    // commands at most (one listing per topic read thousands of entries).
+    assert!(
+        calls <= 1_000,
+        "one refresh ran {calls} Redis commands ({usec} µs)"
+    );
+    // "late" has a delayed job: its next due is not "none".
+    let next = b.text("#topics tr[data-topic=late] td:nth-child(6)").await;
+    assert_ne!(next, "none", "a topic with a delayed job shows none");
+    assert!(next.starts_with("after "), "{next:?}");
+    // The first topic's next due is the first job's.
+    let first = b.text("#topics tr[data-topic=t00] td:nth-child(6)").await;
+    assert!(
+        first.contains("(in 60 min)") || first.contains("(in 1 h)"),
+        "{first:?}"
+    );
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}

@@ -78,9 +78,20 @@ async function overview(mine) {
     metricsText().catch(() => ""),
   ]);
   const names = Object.keys(topics.topics).slice(0, 50);
-  const next = await Promise.all(names.map((t) =>
-    api("GET", "v1/topics/" + enc(t) + "/jobs?state=delayed&limit=1").then((p) => p.jobs[0] ? p.jobs[0].due_at_ms : null).catch(() => null)));
-  const rows = names.map((t, i) => {
+  // Each topic's next due time comes from the one listing of what falls
+  // due next (a listing per topic cost Redis thousands of entries a
+  // refresh). A topic with delayed jobs that is not in it falls due after
+  // its last entry; it is never "none".
+  const next = {};
+  for (const j of upcoming.jobs) if (!(j.topic in next)) next[j.topic] = j.due_at_ms;
+  const last = upcoming.jobs.length ? upcoming.jobs[upcoming.jobs.length - 1].due_at_ms : null;
+  const nextDue = (t, c) => {
+    if (t in next) return when(next[t]) + " (" + fromNow(next[t]) + ")";
+    if (!c.delayed) return "none";
+    const list = "#/topic/" + enc(t) + "/delayed";
+    return link(list, last === null ? "later" : "after " + when(last) + " (" + fromNow(last) + ")");
+  };
+  const rows = names.map((t) => {
     const c = topics.topics[t];
     const rate = topics.rates && topics.rates[t];
     const cells = [
@@ -89,7 +100,7 @@ async function overview(mine) {
       el("td", { class: "num", "data-count": "ready" }, c.ready),
       el("td", { class: "num", "data-count": "reserved" }, c.reserved),
       el("td", { class: "num", "data-count": "dead" }, c.dead ? link("#/dead/" + enc(t), c.dead) : "0"),
-      el("td", {}, next[i] === null ? "none" : when(next[i]) + " (" + fromNow(next[i]) + ")"),
+      el("td", {}, nextDue(t, c)),
       el("td", {}, rate ? rate.per_second + "/s, burst " + rate.burst : "none"),
       el("td", {}, c.paused ? el("span", { class: "paused" }, "paused") : "running"),
     ];
@@ -207,7 +218,7 @@ async function listPage(mine, topic, state, cursor) {
     el("h2", {}, topic + ": " + state),
     el("p", { class: "tabs" }, tabs),
     rows.length ? el("table", { id: "jobs" }, el("tr", {}, el("th", {}, "id"), el("th", {}, "due"), el("th", { class: "num" }, "attempts")), rows)
-      : el("p", { class: "muted" }, "None."),
+      : el("p", { class: "muted" }, p.next_cursor ? "None in this stretch of the schedule; more may follow." : "None."),
     p.next_cursor ? el("p", {}, link("#/topic/" + enc(topic) + "/" + state + "/" + enc(p.next_cursor), "Next page")) : null,
   );
 }
