@@ -772,6 +772,17 @@ impl Queue {
         self.store().rates().await
     }
 
+    /// Ends the dashboard session `id` on every instance, for `ttl` (what
+    /// is left of its lifetime).
+    pub async fn end_dashboard_session(&self, id: &str, ttl: Duration) -> Result<()> {
+        self.store().end_session(id, ttl).await
+    }
+
+    /// Whether the dashboard session `id` has been signed out.
+    pub async fn dashboard_session_ended(&self, id: &str) -> Result<bool> {
+        self.store().session_ended(id).await
+    }
+
     /// Job counts per topic and state, and the earliest due time in the
     /// schedule.
     pub async fn topics(&self) -> Result<Overview> {

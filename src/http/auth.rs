@@ -60,8 +60,9 @@ pub async fn require_token(
     mut req: Request,
     next: Next,
 ) -> Response {
-    let from_ui = req.headers().contains_key(super::ui::UI_HEADER);
-    if from_ui && state.server.ui == super::ui::UiMode::ReadOnly {
+    if req.headers().contains_key(super::ui::UI_HEADER)
+        && state.server.ui == super::ui::UiMode::ReadOnly
+    {
         req.extensions_mut().insert(ReadOnlyDashboard);
     }
     let Some(expected) = &state.server.auth_token else {
@@ -71,8 +72,13 @@ pub async fn require_token(
     if path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
-    if from_ui && super::ui::signed_in(req.headers(), &expected.0) {
-        return next.run(req).await;
+    if let Some(session) = super::ui::session(req.headers(), &expected.0) {
+        // Signed out on some instance? One EXISTS in Redis.
+        return match state.queue.dashboard_session_ended(&session.id).await {
+            Ok(false) => next.run(req).await,
+            Ok(true) => unauthorized("signed out; sign in again"),
+            Err(e) => super::v1::ApiError::from(e).into_response(),
+        };
     }
     let given = req
         .headers()
@@ -83,14 +89,20 @@ pub async fn require_token(
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim_start());
     match given {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.0.as_bytes()) => next.run(req).await,
-        _ => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            axum::Json(json!({"error": {"code": "unauthorized", "message": "missing or wrong bearer token (Authorization: Bearer <token>)"}})),
-        )
-            .into_response(),
+        Some(token) if constant_time_eq(token.as_bytes(), expected.0.as_bytes()) => {
+            next.run(req).await
+        }
+        _ => unauthorized("missing or wrong bearer token (Authorization: Bearer <token>)"),
     }
+}
+
+fn unauthorized(message: &str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        axum::Json(json!({"error": {"code": "unauthorized", "message": message}})),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

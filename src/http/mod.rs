@@ -51,6 +51,8 @@ pub struct ServerConfig {
     pub auth_token: Option<crate::webhook::Secret>,
     /// The dashboard at `/ui/`.
     pub ui: ui::UiMode,
+    /// How long a dashboard sign-in lasts.
+    pub ui_session: Duration,
     /// Names browsers may call this server by, besides addresses and
     /// `localhost` (see [`origin`]).
     pub allowed_hosts: origin::AllowedHosts,
@@ -68,6 +70,7 @@ impl Default for ServerConfig {
             auth_token: None,
             ui: ui::UiMode::On,
             allowed_hosts: origin::AllowedHosts::default(),
+            ui_session: Duration::from_secs(12 * 3600),
         }
     }
 }

@@ -3,12 +3,16 @@
 //! Policy that allows no inline script, and the login that turns the
 //! server's bearer token into a cookie for the page.
 //!
-//! The cookie is HttpOnly and SameSite=Strict and holds an HMAC of the
-//! token, not the token. The server accepts it only on requests that also
-//! carry the `X-Delayq-UI` header, which the page's own requests send and a
-//! page on another site cannot (it would need a CORS preflight that delayq
-//! never grants): actions cannot be forged from elsewhere. In read-only
-//! mode the dashboard's requests may only read.
+//! The cookie is HttpOnly and SameSite=Strict and holds a session, not the
+//! token: a random id and an expiry, signed with an HMAC keyed by the
+//! token. It differs at each sign-in, works on every instance with the same
+//! token (no shared state to check it), stops working when it expires, when
+//! the token changes, or at sign-out (`/ui/logout`, which records the id in
+//! Redis until the expiry). The server accepts it only on requests that
+//! also carry the `X-Delayq-UI` header, which the page's own requests send
+//! and a page on another site cannot (it would need a CORS preflight that
+//! delayq never grants): actions cannot be forged from elsewhere. In
+//! read-only mode the dashboard's requests may only read.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -85,6 +89,7 @@ pub fn routes(mode: UiMode) -> Router<AppState> {
         )
         .route("/ui/config", get(config))
         .route("/ui/login", post(login))
+        .route("/ui/logout", post(logout))
 }
 
 async fn config(State(state): State<AppState>) -> Json<serde_json::Value> {
@@ -94,26 +99,94 @@ async fn config(State(state): State<AppState>) -> Json<serde_json::Value> {
     }))
 }
 
-/// The cookie value for `token`: an HMAC, so the cookie is not the token.
-pub fn session(token: &str) -> String {
+/// A dashboard session: a random id and when it expires (Unix ms).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub expires_ms: u64,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn mac(token: &str, id: &str, expires_ms: u64) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(token.as_bytes()).expect("any key length");
-    mac.update(b"delayq dashboard session");
+    mac.update(format!("delayq dashboard session\n{id}\n{expires_ms}").as_bytes());
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// Whether a request comes from a signed-in dashboard.
-pub fn signed_in(headers: &HeaderMap, token: &str) -> bool {
-    if !headers.contains_key(UI_HEADER) {
-        return false;
+impl Session {
+    /// A new session lasting `lifetime`.
+    pub fn new(lifetime: std::time::Duration) -> Session {
+        Session {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            expires_ms: now_ms().saturating_add(lifetime.as_millis() as u64),
+        }
     }
-    let expected = session(token);
+
+    /// The cookie value: `id.expiry.hmac`.
+    pub fn cookie(&self, token: &str) -> String {
+        format!(
+            "{}.{}.{}",
+            self.id,
+            self.expires_ms,
+            mac(token, &self.id, self.expires_ms)
+        )
+    }
+
+    /// The session a cookie value holds, if its signature is right and it
+    /// has not expired (sign-out is checked in Redis, by the caller).
+    pub fn from_cookie(value: &str, token: &str) -> Option<Session> {
+        let mut parts = value.splitn(3, '.');
+        let (id, expires, given) = (parts.next()?, parts.next()?, parts.next()?);
+        let expires_ms: u64 = expires.parse().ok()?;
+        if !constant_time_eq(given.as_bytes(), mac(token, id, expires_ms).as_bytes()) {
+            return None;
+        }
+        (expires_ms > now_ms()).then(|| Session {
+            id: id.to_owned(),
+            expires_ms,
+        })
+    }
+
+    /// What is left of its lifetime.
+    pub fn left(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.expires_ms.saturating_sub(now_ms()))
+    }
+}
+
+/// The session of a request from the dashboard (it carries the dashboard's
+/// header and a valid, unexpired cookie), not yet checked for sign-out.
+pub fn session(headers: &HeaderMap, token: &str) -> Option<Session> {
+    if !headers.contains_key(UI_HEADER) {
+        return None;
+    }
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|c| c.trim().split_once('='))
-        .any(|(k, v)| k == COOKIE && constant_time_eq(v.as_bytes(), expected.as_bytes()))
+        .filter(|(k, _)| *k == COOKIE)
+        .find_map(|(_, v)| Session::from_cookie(v, token))
+}
+
+/// A path of plain characters only, or the root.
+fn cookie_path(path: &str) -> &str {
+    if path.starts_with('/')
+        && path.ends_with('/')
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
+    {
+        path
+    } else {
+        "/"
+    }
 }
 
 #[derive(Deserialize)]
@@ -148,21 +221,49 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -
     if !constant_time_eq(login.token.as_bytes(), expected.0.as_bytes()) {
         return refused(StatusCode::UNAUTHORIZED, "wrong token");
     }
-    // A path of plain characters only, or the root.
-    let path = if login.path.starts_with('/')
-        && login.path.ends_with('/')
-        && login
-            .path
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/-_.~".contains(&b))
-    {
-        login.path
-    } else {
-        "/".to_owned()
-    };
+    let lifetime = state.server.ui_session;
     let cookie = format!(
-        "{COOKIE}={}; Path={path}; HttpOnly; SameSite=Strict",
-        session(&expected.0)
+        "{COOKIE}={}; Path={}; Max-Age={}; HttpOnly; SameSite=Strict",
+        Session::new(lifetime).cookie(&expected.0),
+        cookie_path(&login.path),
+        lifetime.as_secs().max(1)
+    );
+    (
+        StatusCode::NO_CONTENT,
+        [(
+            header::SET_COOKIE,
+            HeaderValue::from_str(&cookie).expect("plain text"),
+        )],
+    )
+        .into_response()
+}
+
+#[derive(Deserialize, Default)]
+struct Logout {
+    #[serde(default)]
+    path: String,
+}
+
+/// Ends the request's session on every instance and clears its cookie.
+async fn logout(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if !headers.contains_key(UI_HEADER) {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(json!({"error": {"code": "unauthorized", "message": "the dashboard signs out from its own page"}})),
+        )
+            .into_response();
+    }
+    let logout: Logout = serde_json::from_slice(&body).unwrap_or_default();
+    if let Some(token) = &state.server.auth_token {
+        if let Some(s) = session(&headers, &token.0) {
+            if let Err(e) = state.queue.end_dashboard_session(&s.id, s.left()).await {
+                return super::v1::ApiError::from(e).into_response();
+            }
+        }
+    }
+    let cookie = format!(
+        "{COOKIE}=; Path={}; Max-Age=0; HttpOnly; SameSite=Strict",
+        cookie_path(&logout.path)
     );
     (
         StatusCode::NO_CONTENT,

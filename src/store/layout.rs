@@ -32,6 +32,8 @@
 //! |                          |        | being migrated is refused whole (TRYAGAIN)     |
 //! | `{prefix}:partitions`    | string | a split queue's partition count, fixed at     |
 //! |                          |        | first use (absent: one partition)             |
+//! | `{prefix}:signedout:<s>` | string | a dashboard session signed out, until it      |
+//! |                          |        | would have expired anyway                     |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -50,6 +52,7 @@ pub mod kind {
     pub const RATES: &str = "rates";
     pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
+    pub const SIGNED_OUT: &str = "signedout:";
 }
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
@@ -221,6 +224,10 @@ impl Keys {
     /// Every topic's rate limit (in the first partition's slot).
     pub fn rates_index(prefix: &str) -> String {
         format!("{{{prefix}}}:{}", kind::RATES)
+    }
+    /// A signed-out dashboard session.
+    pub fn signed_out(prefix: &str, session: &str) -> String {
+        format!("{{{prefix}}}:{}{session}", kind::SIGNED_OUT)
     }
     pub fn recur(&self, name: &str) -> String {
         format!("{}{}{name}", self.base, kind::RECUR)

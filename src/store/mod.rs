@@ -31,6 +31,7 @@ pub mod library;
 pub(crate) mod read;
 mod reply;
 pub mod sentinel;
+mod sessions;
 pub mod settings;
 
 pub mod dispatch;

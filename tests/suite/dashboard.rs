@@ -299,7 +299,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         "{csp}"
     );
     // The login cookie alone, without the dashboard's header, opens nothing.
-    let cookie = format!("delayq_ui={}", delayq::http::ui::session("s3cret"));
+    let cookie = crate::security::dashboard_cookie(&s.base, "s3cret").await;
     let forged = reqwest::Client::new()
         .delete(format!("{}/v1/jobs/order-2", s.base))
         .header("cookie", &cookie)
@@ -411,6 +411,17 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         (q.get("sms-9").await.unwrap().unwrap().state == JobState::Ready).then_some(())
     })
     .await;
+    // Signing out ends the session: the page asks again, and the cookie
+    // the browser may still hold opens nothing.
+    b.click("#signout").await;
+    b.find("#login").await;
+    let status = b
+        .run(&format!(
+            "const r = await fetch('{}/v1/topics', {{headers: {{'X-Delayq-UI': '1'}}}}); return r.status;",
+            s.base
+        ))
+        .await;
+    assert_eq!(status, json!(401));
     s.stop().await;
 
     // Read-only: no actions on the page, and the server refuses them.

@@ -433,3 +433,76 @@ async fn allowed_hosts_let_a_proxy_s_public_name_through() {
         }
     }
 }
+
+/// A dashboard request with `cookie`: its status.
+async fn as_dashboard(base: &str, cookie: &str) -> reqwest::StatusCode {
+    reqwest::Client::new()
+        .get(format!("{base}/v1/topics"))
+        .header("x-delayq-ui", "1")
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_sessions_differ_at_each_sign_in_expire_and_end_at_sign_out() {
+    let redis = RedisServer::start();
+    let config = || ServerConfig {
+        auth_token: Some(Secret("t0ken".into())),
+        ui_session: Duration::from_secs(3),
+
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(queue(&redis), config()).await;
+    let other = TestServer::start(queue(&redis), config()).await;
+    let one = dashboard_cookie(&s.base, "t0ken").await;
+    let two = dashboard_cookie(&s.base, "t0ken").await;
+    assert_ne!(one, two, "two sign-ins got the same cookie");
+    for c in [&one, &two] {
+        assert_eq!(as_dashboard(&s.base, c).await, 200);
+        // Another instance with the same token takes it too.
+        assert_eq!(as_dashboard(&other.base, c).await, 200);
+    }
+    // An edited expiry breaks the signature.
+    let (head, mac) = two.rsplit_once('.').unwrap();
+    let (head, _) = head.rsplit_once('.').unwrap();
+    let forged = format!("{head}.99999999999999.{mac}");
+    assert_eq!(as_dashboard(&s.base, &forged).await, 401);
+
+    // Sign-out ends that session, on every instance, and clears the cookie.
+    let out = reqwest::Client::new()
+        .post(format!("{}/ui/logout", s.base))
+        .header("x-delayq-ui", "1")
+        .header("cookie", &one)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 204);
+    let cleared = out.headers()["set-cookie"].to_str().unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    assert_eq!(as_dashboard(&s.base, &one).await, 401);
+    assert_eq!(as_dashboard(&other.base, &one).await, 401);
+    assert_eq!(as_dashboard(&s.base, &two).await, 200);
+
+    // A server with another token takes none of them.
+    let foreign = TestServer::start(
+        queue(&redis),
+        ServerConfig {
+            auth_token: Some(Secret("another".into())),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    assert_eq!(as_dashboard(&foreign.base, &two).await, 401);
+
+    // Sessions expire.
+    eventually(Duration::from_secs(15), "the session to expire", || async {
+        (as_dashboard(&s.base, &two).await == 401).then_some(())
+    })
+    .await;
+    foreign.stop().await;
+    other.stop().await;
+    s.stop().await;
+}

@@ -256,14 +256,17 @@ async function deadPage(mine, topic, cursor) {
   );
 }
 
+// The path the server is mounted at ("/" or a proxy's prefix), for the cookie.
+function mountPath() { return location.pathname.replace(/ui\/[^/]*$/, ""); }
 function loginPage(mine = seq) {
+  document.getElementById("signout").hidden = true;
   const input = el("input", { type: "password", id: "token", name: "token", "aria-label": "token", autocomplete: "current-password" });
   show(mine,
     el("h2", {}, "Sign in"),
     el("p", {}, "This delayq needs its access token (--auth-token)."),
     el("form", { id: "login", onsubmit: async (ev) => {
       ev.preventDefault();
-      const path = location.pathname.replace(/ui\/[^/]*$/, "");
+      const path = mountPath();
       const r = await fetch("login", { method: "POST", credentials: "same-origin",
         headers: { "X-Delayq-UI": "1", "Content-Type": "application/json" }, body: JSON.stringify({ token: input.value, path }) });
       if (r.ok) route(); else flash("Wrong token.", true);
@@ -312,6 +315,7 @@ async function route() {
     else if (parts[0] === "topic" && parts[1]) await listPage(mine, parts[1], parts[2] || "delayed", parts[3]);
     else await overview(mine);
     await health();
+    document.getElementById("signout").hidden = !config.auth;
     document.getElementById("updated").textContent = "Updated " + new Date().toLocaleTimeString(undefined, { hour12: false }) + ".";
   } catch (e) {
     if (e instanceof Unauthorized) return loginPage(mine);
@@ -326,6 +330,12 @@ async function start() {
     ev.preventDefault();
     const id = document.getElementById("find-id").value.trim();
     if (id) location.hash = "#/job/" + enc(id);
+  });
+  // Ends this session on the server (every instance), then asks again.
+  document.getElementById("signout").addEventListener("click", async () => {
+    const r = await fetch("logout", { method: "POST", credentials: "same-origin",
+      headers: { "X-Delayq-UI": "1", "Content-Type": "application/json" }, body: JSON.stringify({ path: mountPath() }) });
+    if (r.ok) loginPage(++seq); else flash("Sign-out failed: " + r.status, true);
   });
   window.addEventListener("hashchange", route);
   await route();
