@@ -11,19 +11,26 @@
 //! A std mutex guards each series: updates hold it for a map lookup, never
 //! across an await.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::store::TopicCounts;
 
-/// Most distinct topics that get series of their own. Topics come and go
-/// (an id per topic is a pattern we see), and every series lives as long as
-/// the process: past this many, further topics share the label value
+/// Most distinct topics that have series of their own at once. Topics come
+/// and go (an id per topic is a pattern we see): when a new one arrives and
+/// this many have series, the one longest quiet that had no jobs at the
+/// last scrape and saw nothing for [`TOPIC_IDLE`] is forgotten (its series
+/// leave `/metrics`, as a gone topic's should) and the new one takes its
+/// place. Only when none can go does the new topic share the label value
 /// [`OTHER_TOPICS`], so `/metrics` stays bounded.
 pub const MAX_TOPIC_SERIES: usize = 1000;
 /// The `topic` label of topics beyond [`MAX_TOPIC_SERIES`].
 pub const OTHER_TOPICS: &str = "_other";
+/// How long a topic without jobs must see no activity before its series
+/// may be forgotten for a new topic's.
+pub const TOPIC_IDLE: Duration = Duration::from_secs(600);
 
 /// Histogram bucket bounds, seconds: fine below 20 ms, where the lateness
 /// promise lives; coarse above.
@@ -31,19 +38,138 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// The topics that have series of their own.
-#[derive(Default)]
-struct Topics(Mutex<BTreeSet<String>>);
+/// A topic with series of its own.
+struct Known {
+    /// Last counted event or scrape with jobs.
+    active: Instant,
+    /// The same as a sequence number (Instants may tie): the least
+    /// recently active goes first.
+    order: u64,
+    /// It had jobs at the last scrape that read them.
+    has_jobs: bool,
+}
+
+/// Series that can drop a forgotten topic's values.
+trait Forget: Send + Sync {
+    fn forget(&self, topic: &str);
+}
+
+/// The topics that have series of their own, and every series with a
+/// `topic` label (to forget a topic in all of them at once).
+struct Topics {
+    max: usize,
+    idle: Duration,
+    known: Mutex<(HashMap<String, Known>, u64)>,
+    series: Mutex<Vec<Arc<dyn Forget>>>,
+}
 
 impl Topics {
+    fn new(max: usize, idle: Duration) -> Self {
+        Topics {
+            max,
+            idle,
+            known: Mutex::default(),
+            series: Mutex::default(),
+        }
+    }
+
+    /// The label for `topic`, now active: its own, unless every place is
+    /// taken by topics that may not be forgotten yet.
+    ///
+    /// Lock order: this lock, then a series' map; callers must not hold a
+    /// series' map while calling it.
     fn label(&self, topic: &str) -> String {
-        let mut known = self.0.lock().unwrap();
-        if known.contains(topic) || known.len() < MAX_TOPIC_SERIES {
-            known.insert(topic.to_owned());
+        let mut guard = self.known.lock().unwrap();
+        let (known, tick) = &mut *guard;
+        *tick += 1;
+        let now = Instant::now();
+        if let Some(k) = known.get_mut(topic) {
+            k.active = now;
+            k.order = *tick;
+            return topic.to_owned();
+        }
+        if known.len() >= self.max {
+            // O(topics with series), at most MAX_TOPIC_SERIES, and only
+            // when a new topic comes while all places are taken.
+            let gone = known
+                .iter()
+                .filter(|(_, k)| !k.has_jobs && now.duration_since(k.active) >= self.idle)
+                .min_by_key(|(_, k)| k.order)
+                .map(|(t, _)| t.clone());
+            let Some(gone) = gone else {
+                return OTHER_TOPICS.to_owned();
+            };
+            known.remove(&gone);
+            for s in self.series.lock().unwrap().iter() {
+                s.forget(&gone);
+            }
+        }
+        known.insert(
+            topic.to_owned(),
+            Known {
+                active: now,
+                order: *tick,
+                has_jobs: false,
+            },
+        );
+        topic.to_owned()
+    }
+
+    /// The label `topic` has now, changing nothing.
+    fn peek(&self, topic: &str) -> String {
+        let known = &self.known.lock().unwrap().0;
+        if known.contains_key(topic) || known.len() < self.max {
             topic.to_owned()
         } else {
             OTHER_TOPICS.to_owned()
         }
+    }
+
+    /// Records which topics have jobs, as a scrape read them.
+    fn saw_jobs(&self, jobs: &BTreeMap<String, TopicCounts>) {
+        let now = Instant::now();
+        let mut guard = self.known.lock().unwrap();
+        let (known, tick) = &mut *guard;
+        for (topic, k) in known.iter_mut() {
+            k.has_jobs = jobs.get(topic).is_some_and(has_jobs);
+            if k.has_jobs {
+                *tick += 1;
+                k.active = now;
+                k.order = *tick;
+            }
+        }
+    }
+}
+
+fn has_jobs(c: &TopicCounts) -> bool {
+    c.delayed + c.ready + c.reserved + c.dead > 0
+}
+
+/// The values of one series by label values; `topic_at` is the position of
+/// its `topic` label, if it has one.
+struct Values<V, const N: usize> {
+    map: Mutex<BTreeMap<[String; N], V>>,
+    topic_at: Option<usize>,
+}
+
+impl<V: Send, const N: usize> Forget for Values<V, N> {
+    fn forget(&self, topic: &str) {
+        if let Some(i) = self.topic_at {
+            self.map.lock().unwrap().retain(|k, _| k[i] != topic);
+        }
+    }
+}
+
+impl<V: Send + 'static, const N: usize> Values<V, N> {
+    fn registered(t: &Arc<Topics>, labels: [&'static str; N]) -> Arc<Self> {
+        let v = Arc::new(Values {
+            map: Mutex::default(),
+            topic_at: labels.iter().position(|l| *l == "topic"),
+        });
+        if v.topic_at.is_some() {
+            t.series.lock().unwrap().push(v.clone());
+        }
+        v
     }
 }
 
@@ -80,6 +206,17 @@ impl<const N: usize> Meta<N> {
         })
     }
 
+    /// [`key`](Self::key) without making the topic active or known.
+    fn peek_key(&self, values: [&str; N]) -> [String; N] {
+        std::array::from_fn(|i| {
+            if self.labels[i] == "topic" {
+                self.topics.peek(values[i])
+            } else {
+                values[i].to_owned()
+            }
+        })
+    }
+
     fn header(&self, out: &mut String, kind: &str) {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} {kind}", self.name);
@@ -106,35 +243,38 @@ impl<const N: usize> Meta<N> {
 /// A counter with `N` labels.
 pub struct Counter<const N: usize> {
     meta: Meta<N>,
-    values: Mutex<BTreeMap<[String; N], u64>>,
+    values: Arc<Values<u64, N>>,
 }
 
 impl<const N: usize> Counter<N> {
     pub fn inc(&self, labels: [&str; N], by: u64) {
         if by > 0 {
-            *self
-                .values
-                .lock()
-                .unwrap()
-                .entry(self.meta.key(labels))
-                .or_default() += by;
+            // The key first: it may forget a topic in every series.
+            let key = self.meta.key(labels);
+            *self.values.map.lock().unwrap().entry(key).or_default() += by;
         }
     }
 
     /// One series' value.
     pub fn get(&self, labels: [&str; N]) -> u64 {
-        let key = self.meta.key(labels);
-        self.values.lock().unwrap().get(&key).copied().unwrap_or(0)
+        let key = self.meta.peek_key(labels);
+        self.values
+            .map
+            .lock()
+            .unwrap()
+            .get(&key)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// All series added up.
     pub fn total(&self) -> u64 {
-        self.values.lock().unwrap().values().sum()
+        self.values.map.lock().unwrap().values().sum()
     }
 
     fn render(&self, out: &mut String) {
         self.meta.header(out, "counter");
-        for (l, v) in self.values.lock().unwrap().iter() {
+        for (l, v) in self.values.map.lock().unwrap().iter() {
             let _ = writeln!(out, "{}{} {v}", self.meta.name, self.meta.labels(l, None));
         }
     }
@@ -150,13 +290,14 @@ struct Buckets {
 /// A histogram with `N` labels.
 pub struct Histogram<const N: usize> {
     meta: Meta<N>,
-    values: Mutex<BTreeMap<[String; N], Buckets>>,
+    values: Arc<Values<Buckets, N>>,
 }
 
 impl<const N: usize> Histogram<N> {
     pub fn observe(&self, labels: [&str; N], seconds: f64) {
-        let mut map = self.values.lock().unwrap();
-        let h = map.entry(self.meta.key(labels)).or_default();
+        let key = self.meta.key(labels);
+        let mut map = self.values.map.lock().unwrap();
+        let h = map.entry(key).or_default();
         if h.counts.is_empty() {
             h.counts = vec![0; BUCKETS.len()];
         }
@@ -172,7 +313,7 @@ impl<const N: usize> Histogram<N> {
     fn render(&self, out: &mut String) {
         self.meta.header(out, "histogram");
         let name = self.meta.name;
-        for (l, h) in self.values.lock().unwrap().iter() {
+        for (l, h) in self.values.map.lock().unwrap().iter() {
             for (bound, c) in BUCKETS.iter().zip(&h.counts) {
                 let le = format!("{bound}");
                 let _ = writeln!(out, "{name}_bucket{} {c}", self.meta.labels(l, Some(&le)));
@@ -221,7 +362,7 @@ impl<const N: usize> Counter<N> {
     ) -> Self {
         Counter {
             meta: Meta::new(t, name, help, labels),
-            values: Mutex::default(),
+            values: Values::registered(t, labels),
         }
     }
 }
@@ -235,14 +376,22 @@ impl<const N: usize> Histogram<N> {
     ) -> Self {
         Histogram {
             meta: Meta::new(t, name, help, labels),
-            values: Mutex::default(),
+            values: Values::registered(t, labels),
         }
     }
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let t = Arc::new(Topics::default());
+        Metrics::with_topic_limits(MAX_TOPIC_SERIES, TOPIC_IDLE)
+    }
+}
+
+impl Metrics {
+    /// Series of their own for at most `max` topics at once; a topic
+    /// without jobs quiet for `idle` may be forgotten for a new one.
+    pub fn with_topic_limits(max: usize, idle: Duration) -> Self {
+        let t = Arc::new(Topics::new(max, idle));
         Metrics {
             pushed: Counter::new(
                 &t,
@@ -351,10 +500,21 @@ impl Metrics {
             ["topic", "state"],
         );
         jobs.header(&mut out, "gauge");
-        // Topics beyond the series limit are summed under one label.
+        if let Some(jobs) = &g.jobs {
+            self.topics.saw_jobs(jobs);
+        }
+        // Topics beyond the series limit are summed under one label. A
+        // topic without jobs does not count as active for being listed.
+        let label = |topic: &str, c: &TopicCounts| {
+            if has_jobs(c) {
+                self.topics.label(topic)
+            } else {
+                self.topics.peek(topic)
+            }
+        };
         let mut depths: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for (topic, c) in g.jobs.iter().flatten() {
-            let d = depths.entry(self.topics.label(topic)).or_default();
+            let d = depths.entry(label(topic, c)).or_default();
             d.delayed += c.delayed;
             d.ready += c.ready;
             d.reserved += c.reserved;
@@ -378,8 +538,8 @@ impl Metrics {
             ["topic"],
         );
         paused.header(&mut out, "gauge");
-        for (topic, _) in g.jobs.iter().flatten().filter(|(_, c)| c.paused) {
-            let l = paused.labels(&[self.topics.label(topic)], None);
+        for (topic, c) in g.jobs.iter().flatten().filter(|(_, c)| c.paused) {
+            let l = paused.labels(&[label(topic, c)], None);
             let _ = writeln!(out, "delayq_topic_paused{l} 1");
         }
         for (name, help, v) in [
@@ -429,6 +589,62 @@ mod tests {
         assert!(text.contains("delayq_fire_lateness_seconds_count 1\n"));
         assert!(text.contains("delayq_waiting_pops 3\n"));
         assert_eq!(m.pushed.get(["a\"b"]), 2);
+    }
+
+    #[test]
+    fn topics_gone_quiet_and_empty_give_their_series_to_new_topics() {
+        let m = Metrics::with_topic_limits(MAX_TOPIC_SERIES, std::time::Duration::ZERO);
+        let old: Vec<String> = (0..MAX_TOPIC_SERIES).map(|i| format!("old{i}")).collect();
+        for t in &old {
+            m.pushed.inc([t], 1);
+            m.webhook_duration.observe([t], 0.01);
+        }
+        // The last scrape saw jobs in old0 only.
+        let mut jobs = BTreeMap::new();
+        jobs.insert(
+            "old0".to_owned(),
+            TopicCounts {
+                delayed: 1,
+                ..TopicCounts::default()
+            },
+        );
+        m.render(&Gauges {
+            jobs: Some(jobs),
+            ..Gauges::default()
+        });
+        for i in 0..10 {
+            m.pushed.inc([&format!("new{i}")], 2);
+        }
+        for i in 0..10 {
+            assert_eq!(m.pushed.get([&format!("new{i}")]), 2, "new{i}");
+        }
+        assert_eq!(m.pushed.get([OTHER_TOPICS]), 0);
+        let text = m.render(&Gauges::default());
+        assert!(
+            text.contains("delayq_jobs_pushed_total{topic=\"new9\"} 2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("topic=\"_other\""));
+        // The least recently active went first; the one with jobs stayed.
+        assert!(text.contains("delayq_jobs_pushed_total{topic=\"old0\"} 1\n"));
+        assert!(!text.contains("topic=\"old1\""), "old1's series remain");
+        assert!(text.contains("delayq_jobs_pushed_total{topic=\"old11\"} 1\n"));
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("delayq_jobs_pushed_total{"))
+            .count();
+        assert_eq!(series, MAX_TOPIC_SERIES);
+    }
+
+    #[test]
+    fn recently_active_topics_keep_their_series() {
+        let m = Metrics::default();
+        for i in 0..MAX_TOPIC_SERIES {
+            m.pushed.inc([&format!("t{i}")], 1);
+        }
+        m.pushed.inc(["late"], 1);
+        assert_eq!(m.pushed.get([OTHER_TOPICS]), 1);
+        assert_eq!(m.pushed.get(["t0"]), 1);
     }
 
     #[test]
