@@ -79,6 +79,9 @@ impl Topics {
     /// Lock order: this lock, then a series' map; callers must not hold a
     /// series' map while calling it.
     fn label(&self, topic: &str) -> String {
+        if topic == OTHER_TOPICS {
+            return topic.to_owned();
+        }
         let mut guard = self.known.lock().unwrap();
         let (known, tick) = &mut *guard;
         *tick += 1;
