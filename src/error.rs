@@ -44,6 +44,15 @@ pub enum Error {
     )]
     Late { op: &'static str },
 
+    /// The master `op` was sent to was replaced (a failover) before it
+    /// answered: the call was abandoned, and its deadline makes it change
+    /// nothing if it arrives after all. The next call goes to the new
+    /// master.
+    #[error(
+        "redis unavailable: {op}: the master changed (failover) before it answered; try again"
+    )]
+    Moved { op: &'static str },
+
     /// Redis is at `maxmemory` and refused a call that would grow it.
     /// Finishing and deleting jobs still works and makes room.
     #[error("redis is out of memory (OOM: maxmemory reached): nothing was changed; finish or delete jobs, or give redis more memory")]
@@ -59,6 +68,18 @@ pub enum Error {
     /// safe.
     #[error("redis unavailable: the job was written but only {acked} of {wanted} replicas acknowledged it in time; push it again (same id) to be sure")]
     Unreplicated { acked: usize, wanted: usize },
+
+    /// The push's partition is on a master with fewer connected replicas
+    /// than `replica_acks` asks for (its replica died, or was promoted and
+    /// has none yet), and pushes there are refused (the default
+    /// `DegradedPushes::Refuse`, as Redis's `min-replicas-to-write`): a
+    /// second failure could lose them. Nothing was written.
+    #[error("redis unavailable: shard {shard} has {replicas} of the {wanted} replicas --replica-acks asks for: pushes to its partitions are refused until a replica is back (nothing was written; --degraded-pushes accept takes them unreplicated)")]
+    Degraded {
+        shard: String,
+        replicas: usize,
+        wanted: usize,
+    },
 
     /// Redis answered `op` with an error, or the connection failed.
     #[error("redis error: {op}: {source}")]
@@ -80,6 +101,8 @@ impl Error {
             self,
             Error::Timeout { .. }
                 | Error::Late { .. }
+                | Error::Moved { .. }
+                | Error::Degraded { .. }
                 | Error::Full
                 | Error::Evicting(_)
                 | Error::Unreplicated { .. }

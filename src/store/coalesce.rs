@@ -351,27 +351,45 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, store: Arc<Store>, part:
         };
         let (items, replies): (Vec<_>, Vec<_>) =
             live.into_iter().map(|w| (w.item, w.reply)).unzip();
-        match B::send(store.clone(), part, items, deadline).await {
-            Ok(results) if results.len() == replies.len() => {
-                for (reply, r) in replies.into_iter().zip(results) {
-                    if let Err(Ok(out)) = reply.send(r) {
-                        B::unclaimed(&store, out);
-                    }
+        // The batch goes in a task of its own, and the lane waits for it at
+        // most as long as a caller would: a batch stuck on a connection
+        // that answers nothing (a master that died, a link being replaced)
+        // is left to finish or fail by itself, and the calls queued behind
+        // it go on. Its late results still reach its callers, or are given
+        // back when they have gone.
+        let batch = tokio::spawn(send_one::<B>(store.clone(), part, items, replies, deadline));
+        let _ = tokio::time::timeout(store.timeout(), batch).await;
+    }
+}
+
+/// Sends one batch and hands each caller its result.
+async fn send_one<B: Coalesced>(
+    store: Arc<Store>,
+    part: usize,
+    items: Vec<B::Item>,
+    replies: Vec<oneshot::Sender<Result<B::Out>>>,
+    deadline: Instant,
+) {
+    match B::send(store.clone(), part, items, deadline).await {
+        Ok(results) if results.len() == replies.len() => {
+            for (reply, r) in replies.into_iter().zip(results) {
+                if let Err(Ok(out)) = reply.send(r) {
+                    B::unclaimed(&store, out);
                 }
             }
-            Ok(results) => {
-                let e = Error::protocol(
-                    B::OP,
-                    format!("{} results for {} calls", results.len(), replies.len()),
-                );
-                for reply in replies {
-                    let _ = reply.send(Err(e.clone()));
-                }
+        }
+        Ok(results) => {
+            let e = Error::protocol(
+                B::OP,
+                format!("{} results for {} calls", results.len(), replies.len()),
+            );
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
-            Err(e) => {
-                for reply in replies {
-                    let _ = reply.send(Err(e.clone()));
-                }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }

@@ -141,6 +141,11 @@ struct Link {
     conn: Conn,
     /// The master's address, behind Sentinel.
     master: Option<(String, u16)>,
+    /// Cancelled when this link is replaced: calls still waiting on it
+    /// are abandoned at once instead of at their timeout (a connection to
+    /// a master that died answers nothing; their deadlines make a late
+    /// arrival harmless).
+    gone: tokio_util::sync::CancellationToken,
 }
 
 /// The connection to one queue's Redis, and the calls made on it.
@@ -355,6 +360,7 @@ impl Store {
                 client,
                 conn,
                 master,
+                gone: Default::default(),
             }),
             tls: tls.clone(),
             sentinel,
@@ -524,20 +530,28 @@ impl Store {
         self.call_within(op, self.timeout, f).await
     }
 
-    /// Runs one Redis call for at most `limit`. Redis's refusals that
-    /// delayq's scripts and settings produce become errors of their own.
+    /// Runs one Redis call for at most `limit`, or until the link it went
+    /// on is replaced (a failover: nothing comes back on the old master's
+    /// connection). Redis's refusals that delayq's scripts and settings
+    /// produce become errors of their own.
     async fn call_within<T>(
         &self,
         op: &'static str,
         limit: Duration,
         f: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T> {
-        let result = match tokio::time::timeout(limit, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.error(op, e)),
-            Err(_) => Err(self.timed_out(op)),
-        };
-        result
+        let gone = self.link.read().unwrap().gone.clone();
+        tokio::select! {
+            r = tokio::time::timeout(limit, f) => match r {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(self.error(op, e)),
+                Err(_) => Err(self.timed_out(op)),
+            },
+            _ = gone.cancelled() => {
+                self.metrics.redis_errors.inc([], 1);
+                Err(Error::Moved { op })
+            }
+        }
     }
 
     /// Redis's refusals that delayq's scripts and settings produce become

@@ -92,6 +92,7 @@ impl Store {
             link.client = client;
             link.conn = super::conn::Conn::Single(conn);
             link.master = Some((host.clone(), port));
+            std::mem::take(&mut link.gone).cancel();
         }
         if self.replica_acks > 0 {
             self.acks.relink(super::conn::Conn::Single(Self::manager(

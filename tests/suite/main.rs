@@ -10,6 +10,8 @@
 //!   many waiting consumers.
 //! - [`defects`]: defects found by an adversarial trial, each reproduced.
 //! - [`cluster`]: one queue over a Redis Cluster, and its faults.
+//! - [`sentinel`], [`failover`]: Sentinel failovers, and masters killed
+//!   for good behind Sentinel and on a Cluster.
 //! - [`common`], [`redis_server`], [`redis_cluster`]: the harness (the
 //!   launchers shared with the benchmark).
 
@@ -27,6 +29,7 @@ mod dashboard;
 mod defects;
 mod delivery;
 mod docs;
+mod failover;
 mod fault_suite;
 mod faults;
 mod import;

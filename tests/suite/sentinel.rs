@@ -13,7 +13,7 @@ use delayq::store::sentinel::Sentinel;
 use delayq::{Config, Error, Queue};
 
 /// A sentinel process watching master `m`, killed on drop.
-struct SentinelServer {
+pub struct SentinelServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
@@ -21,6 +21,11 @@ struct SentinelServer {
 
 impl SentinelServer {
     fn start(master_port: u16) -> SentinelServer {
+        Self::start_with(master_port, 1)
+    }
+
+    /// A sentinel that needs `quorum` sentinels to agree the master is down.
+    pub fn start_with(master_port: u16, quorum: usize) -> SentinelServer {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -32,7 +37,7 @@ impl SentinelServer {
             &conf,
             format!(
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
-                 sentinel monitor m 127.0.0.1 {master_port} 1\n\
+                 sentinel monitor m 127.0.0.1 {master_port} {quorum}\n\
                  sentinel down-after-milliseconds m 1000\n\
                  sentinel failover-timeout m 5000\n",
                 dir.path().display()
@@ -53,13 +58,13 @@ impl SentinelServer {
         }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
     /// The port the sentinel names as m's master, and how many replicas
     /// it knows.
-    fn view(&self) -> Option<(u16, usize)> {
+    pub fn view(&self) -> Option<(u16, usize)> {
         let mut c = redis::Client::open(self.url())
             .ok()?
             .get_connection_with_timeout(Duration::from_millis(500))
@@ -78,6 +83,22 @@ impl SentinelServer {
     }
 }
 
+impl SentinelServer {
+    /// How many other sentinels watching m this one knows.
+    pub fn peers(&self) -> Option<usize> {
+        let mut c = redis::Client::open(self.url())
+            .ok()?
+            .get_connection_with_timeout(Duration::from_millis(500))
+            .ok()?;
+        let peers: Vec<redis::Value> = redis::cmd("SENTINEL")
+            .arg("SENTINELS")
+            .arg("m")
+            .query(&mut c)
+            .ok()?;
+        Some(peers.len())
+    }
+}
+
 impl Drop for SentinelServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -85,7 +106,7 @@ impl Drop for SentinelServer {
     }
 }
 
-fn port_of(redis: &RedisServer) -> u16 {
+pub fn port_of(redis: &RedisServer) -> u16 {
     redis
         .url()
         .trim_end_matches('/')
@@ -96,7 +117,7 @@ fn port_of(redis: &RedisServer) -> u16 {
         .unwrap()
 }
 
-fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !ok() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");

@@ -190,8 +190,12 @@ impl From<Error> for ApiError {
                 "redis_evicts",
                 e.to_string(),
             ),
+            Error::Degraded { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
+            }
             Error::Timeout { .. }
             | Error::Late { .. }
+            | Error::Moved { .. }
             | Error::Unreplicated { .. }
             | Error::Redis { .. } => {
                 tracing::warn!(error = %e, "redis unavailable");

@@ -1,0 +1,522 @@
+//! Failover without an outage: a master SIGKILLed and never restarted (a
+//! lost VM, a scaled-down node pool), behind Sentinel and on a Cluster,
+//! with and without replica acks. `delayq serve` processes push and pop
+//! over HTTP; the ledger prints the time from the kill to the first pop
+//! that worked, what healthy partitions delivered meanwhile, and what was
+//! lost, handed out twice, early or late.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::redis_cluster::TestCluster;
+use crate::sentinel::{port_of, wait_until, SentinelServer};
+
+/// What the consumers saw.
+#[derive(Default)]
+struct Ledger {
+    /// Pushes acknowledged, by id.
+    acked: Mutex<Vec<String>>,
+    /// Deliveries per id, with the attempt number of each.
+    delivered: Mutex<HashMap<String, Vec<u64>>>,
+    /// Popped before their due time (Redis time on both sides).
+    early: Mutex<u64>,
+    max_late_ms: Mutex<i64>,
+    /// When a pop first brought a job after the kill...
+    first_pop_after_kill: Mutex<Option<Instant>>,
+    /// ...and after delayq followed the new master (Sentinel) or the
+    /// replica took over (Cluster).
+    followed_at: Mutex<Option<Instant>>,
+    first_pop_after_follow: Mutex<Option<Instant>>,
+    /// Deliveries between the kill and the moment the topology healed.
+    during_outage: Mutex<u64>,
+    killed_at: Mutex<Option<Instant>>,
+    healed: AtomicBool,
+}
+
+impl Ledger {
+    fn lost(&self) -> Vec<String> {
+        let d = self.delivered.lock().unwrap();
+        self.acked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|id| !d.contains_key(*id))
+            .cloned()
+            .collect()
+    }
+
+    fn duplicates(&self) -> usize {
+        self.delivered
+            .lock()
+            .unwrap()
+            .values()
+            .map(|v| v.len() - 1)
+            .sum()
+    }
+
+    fn all_delivered(&self) -> bool {
+        self.lost().is_empty()
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// Pushes `n` jobs named `{tag}{i}` due in `delay_ms` through `bases` in
+/// turn; returns (acknowledged, refused with 503).
+async fn push(
+    bases: &[String],
+    ledger: &Ledger,
+    tag: &str,
+    n: usize,
+    delay_ms: u64,
+) -> (usize, Vec<String>) {
+    let client = http();
+    let pushes = (0..n).map(|i| {
+        let client = client.clone();
+        let base = bases[i % bases.len()].clone();
+        let id = format!("{tag}{i}");
+        async move {
+            let r = client
+                .post(format!("{base}/v1/jobs"))
+                .json(&json!({"id": id, "topic": "t", "body": id, "delay_ms": delay_ms, "ttr_ms": 30_000}))
+                .send()
+                .await;
+            match r {
+                Ok(r) if r.status().is_success() => (id, Ok(())),
+                Ok(r) => {
+                    let status = r.status();
+                    (id, Err(format!("{status} {}", r.text().await.unwrap_or_default())))
+                }
+                Err(e) => (id, Err(e.to_string())),
+            }
+        }
+    });
+    let mut acked = 0;
+    let mut refusals = Vec::new();
+    for chunk in futures::future::join_all(pushes).await {
+        match chunk {
+            (id, Ok(())) => {
+                acked += 1;
+                ledger.acked.lock().unwrap().push(id);
+            }
+            (_, Err(e)) => refusals.push(e),
+        }
+    }
+    (acked, refusals)
+}
+
+/// A consumer on `base`: pops up to 10, records each, finishes each.
+async fn consume(base: String, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+    let client = http();
+    while !stop.load(Ordering::Relaxed) {
+        let reply = client
+            .post(format!("{base}/v1/pop"))
+            .json(&json!({"topics": ["t"], "max": 10, "wait_ms": 1000}))
+            .send()
+            .await;
+        let jobs = match reply {
+            Ok(r) if r.status().is_success() => {
+                let v: Value = r.json().await.unwrap();
+                v["jobs"].as_array().cloned().unwrap_or_default()
+            }
+            // An outage: the next pop tries again (a refused connection
+            // answers at once; the pause keeps this loop from spinning).
+            _ => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if !jobs.is_empty() && ledger.killed_at.lock().unwrap().is_some() {
+            let now = Instant::now();
+            ledger
+                .first_pop_after_kill
+                .lock()
+                .unwrap()
+                .get_or_insert(now);
+            if ledger.followed_at.lock().unwrap().is_some() {
+                ledger
+                    .first_pop_after_follow
+                    .lock()
+                    .unwrap()
+                    .get_or_insert(now);
+            }
+        }
+        for j in jobs {
+            let id = j["id"].as_str().unwrap().to_owned();
+            let (due, popped) = (
+                j["due_at_ms"].as_i64().unwrap(),
+                j["popped_at_ms"].as_i64().unwrap(),
+            );
+            if popped < due {
+                *ledger.early.lock().unwrap() += 1;
+            }
+            {
+                let mut late = ledger.max_late_ms.lock().unwrap();
+                *late = (*late).max(popped - due);
+            }
+            if ledger.killed_at.lock().unwrap().is_some() && !ledger.healed.load(Ordering::Relaxed)
+            {
+                *ledger.during_outage.lock().unwrap() += 1;
+            }
+            ledger
+                .delivered
+                .lock()
+                .unwrap()
+                .entry(id.clone())
+                .or_default()
+                .push(j["attempts"].as_u64().unwrap());
+            let token = j["token"].as_str().unwrap();
+            // A finish lost to the outage only means a repeat delivery,
+            // which the ledger counts.
+            let _ = client
+                .post(format!("{base}/v1/jobs/{id}/finish"))
+                .json(&json!({"token": token}))
+                .send()
+                .await;
+        }
+    }
+}
+
+fn consumers(
+    bases: &[String],
+    ledger: &Arc<Ledger>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    bases
+        .iter()
+        .flat_map(|b| (0..3).map(move |_| b.clone()))
+        .map(|b| tokio::spawn(consume(b, ledger.clone(), stop.clone())))
+        .collect()
+}
+
+/// Waits until every replica of `master` has all its writes.
+fn replicas_caught_up(master: &crate::redis_server::RedisServer) {
+    wait_until(Duration::from_secs(20), "replicas in step", || {
+        let mut c = master.client().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+        let offset = |key: &str| -> Option<i64> {
+            info.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        let Some(master_offset) = offset("master_repl_offset:") else {
+            return false;
+        };
+        info.lines().filter(|l| l.starts_with("slave")).all(|l| {
+            l.split(',')
+                .find_map(|f| f.strip_prefix("offset="))
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|o| o >= master_offset)
+        })
+    });
+}
+
+struct Figures {
+    acked: usize,
+    kill_to_first_pop_ms: u128,
+    follow_to_first_pop_ms: Option<u128>,
+    during_outage: u64,
+    lost: usize,
+    duplicates: usize,
+    early: u64,
+    max_late_ms: i64,
+}
+
+fn report(name: &str, f: &Figures) {
+    println!(
+        "failover [{name}]: acknowledged {}, kill to first pop {} ms, switch followed to first pop {}, delivered during the outage {}, lost {}, duplicates {}, early {}, max lateness {} ms",
+        f.acked,
+        f.kill_to_first_pop_ms,
+        f.follow_to_first_pop_ms
+            .map(|ms| format!("{ms} ms"))
+            .unwrap_or_else(|| "-".into()),
+        f.during_outage,
+        f.lost,
+        f.duplicates,
+        f.early,
+        f.max_late_ms
+    );
+}
+
+/// Waits for every acknowledged job to be delivered, stops the consumers
+/// and gathers the figures.
+async fn settle(
+    ledger: &Arc<Ledger>,
+    stop: &Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+) -> Figures {
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        while !ledger.all_delivered() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let killed = ledger.killed_at.lock().unwrap().unwrap();
+    let first = ledger
+        .first_pop_after_kill
+        .lock()
+        .unwrap()
+        .expect("no pop brought a job after the kill");
+    let followed_at = *ledger.followed_at.lock().unwrap();
+    let first_after_follow = *ledger.first_pop_after_follow.lock().unwrap();
+    // One lock at a time: a guard in a struct literal lives to its end.
+    let acked = ledger.acked.lock().unwrap().len();
+    let lost = ledger.lost().len();
+    Figures {
+        acked,
+        kill_to_first_pop_ms: (first - killed).as_millis(),
+        follow_to_first_pop_ms: followed_at
+            .zip(first_after_follow)
+            .map(|(f, p)| p.saturating_duration_since(f).as_millis()),
+        during_outage: *ledger.during_outage.lock().unwrap(),
+        lost,
+        duplicates: ledger.duplicates(),
+        early: *ledger.early.lock().unwrap(),
+        max_late_ms: *ledger.max_late_ms.lock().unwrap(),
+    }
+}
+
+/// One master, one replica, three sentinels (quorum 2); 50 jobs due in
+/// 3 s; the master SIGKILLed a second after the pushes and left dead.
+async fn sentinel_outage(extra: &[&str]) -> (Figures, Vec<String>, DelayqProcess) {
+    let mut master = RedisServer::start_tcp(&[]);
+    let master_port = port_of(&master);
+    let replica = RedisServer::start_tcp(&["--replicaof", "127.0.0.1", &master_port.to_string()]);
+    let replica_port = port_of(&replica);
+    wait_until(Duration::from_secs(30), "the replica in sync", || {
+        let mut c = replica.client().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
+        info.contains("master_link_status:up")
+    });
+    let sentinels: Vec<SentinelServer> = (0..3)
+        .map(|_| SentinelServer::start_with(master_port, 2))
+        .collect();
+    wait_until(
+        Duration::from_secs(30),
+        "the sentinels to know each other",
+        || {
+            sentinels
+                .iter()
+                .all(|s| s.view() == Some((master_port, 1)) && s.peers() == Some(2))
+        },
+    );
+    let urls = sentinels
+        .iter()
+        .map(|s| s.url())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut args = vec!["--redis-sentinel", urls.as_str(), "--sentinel-master", "m"];
+    args.extend_from_slice(extra);
+    let (delayq, logs) = DelayqProcess::spawn_logged(&args);
+    let ledger = Arc::new(Ledger::default());
+    {
+        let ledger = ledger.clone();
+        std::thread::spawn(move || {
+            for line in logs.iter() {
+                if line.contains("redis master moved") {
+                    *ledger.followed_at.lock().unwrap() = Some(Instant::now());
+                }
+            }
+        });
+    }
+    let bases = vec![delayq.base.clone()];
+    let stop = Arc::new(AtomicBool::new(false));
+    let (acked, refused) = push(&bases, &ledger, "s", 50, 3_000).await;
+    assert_eq!(acked, 50, "pushes before the kill: {refused:?}");
+    let tasks = consumers(&bases, &ledger, &stop);
+    replicas_caught_up(&master);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    master.kill();
+    *ledger.killed_at.lock().unwrap() = Some(Instant::now());
+    eventually(
+        Duration::from_secs(60),
+        "the sentinels' failover",
+        || async { (sentinels[0].view().map(|v| v.0) == Some(replica_port)).then_some(()) },
+    )
+    .await;
+    ledger.healed.store(true, Ordering::Relaxed);
+    eventually(Duration::from_secs(30), "delayq to follow", || async {
+        *ledger.followed_at.lock().unwrap()
+    })
+    .await;
+    // Pushes after the failover: the new master has no replica.
+    let (_, refused) = push(&bases, &ledger, "after", 10, 500).await;
+    let f = settle(&ledger, &stop, tasks).await;
+    for attempts in ledger.delivered.lock().unwrap().values() {
+        assert_eq!(
+            attempts[0], 1,
+            "a first delivery counted an attempt that no consumer had"
+        );
+    }
+    drop(sentinels);
+    drop(replica);
+    (f, refused, delayq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_master_killed_for_good_pops_resume_at_once() {
+    let (f, refused, _d) = sentinel_outage(&["--pop-timeout", "1s"]).await;
+    report("sentinel, no replica acks", &f);
+    assert!(refused.is_empty(), "pushes after the failover: {refused:?}");
+    assert_eq!((f.lost, f.early), (0, 0), "promises broken");
+    let follow = f.follow_to_first_pop_ms.unwrap();
+    assert!(
+        follow < 10_000,
+        "the first pop worked {follow} ms after delayq followed the new master"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_master_killed_for_good_with_replica_acks_pops_go_on_and_pushes_are_refused() {
+    let (f, refused, delayq) = sentinel_outage(&["--replica-acks", "1"]).await;
+    report("sentinel, replica acks 1", &f);
+    assert_eq!(
+        (f.lost, f.duplicates, f.early),
+        (0, 0, 0),
+        "promises broken"
+    );
+    let follow = f.follow_to_first_pop_ms.unwrap();
+    assert!(
+        follow < 10_000,
+        "the first pop worked {follow} ms after delayq followed the new master"
+    );
+    // The new master has no replica: pushes are refused, naming it, and
+    // nothing of theirs was written.
+    assert_eq!(refused.len(), 10, "pushes to a master without replicas");
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.starts_with("503") && r.contains("replica")),
+        "{refused:?}"
+    );
+    let ready: Value = http()
+        .get(format!("{}/readyz", delayq.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        ready.to_string().contains("degraded"),
+        "readyz names the shard without replicas: {ready}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_degraded_pushes_can_be_accepted_when_the_operator_says_so() {
+    let (f, refused, _d) =
+        sentinel_outage(&["--replica-acks", "1", "--degraded-pushes", "accept"]).await;
+    report("sentinel, replica acks 1, degraded pushes accepted", &f);
+    assert!(refused.is_empty(), "pushes after the failover: {refused:?}");
+    assert_eq!(
+        (f.lost, f.duplicates, f.early),
+        (0, 0, 0),
+        "promises broken"
+    );
+}
+
+/// Three masters with a replica each, two delayq instances, 12
+/// partitions; 600 jobs due in 3 s; one master SIGKILLed when they fall
+/// due and never restarted; 200 more pushed after its replica took over.
+async fn cluster_outage(acks: &str) -> (Figures, usize, Vec<String>) {
+    let mut cluster = TestCluster::start(3);
+    let seeds = cluster.seeds().join(",");
+    let args = [
+        "--redis-cluster",
+        seeds.as_str(),
+        "--partitions",
+        "12",
+        "--replica-acks",
+        acks,
+    ];
+    let delayqs = [DelayqProcess::spawn(&args), DelayqProcess::spawn(&args)];
+    let bases: Vec<String> = delayqs.iter().map(|d| d.base.clone()).collect();
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (acked, refused) = push(&bases, &ledger, "c", 600, 3_000).await;
+    assert_eq!(acked, 600, "pushes before the kill: {refused:?}");
+    let tasks = consumers(&bases, &ledger, &stop);
+    let victim = cluster.masters()[0];
+    let heir = cluster.replica_of(victim);
+    for m in cluster.masters() {
+        replicas_caught_up(&cluster.nodes[m]);
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    cluster.nodes[victim].kill();
+    *ledger.killed_at.lock().unwrap() = Some(Instant::now());
+    eventually(
+        Duration::from_secs(60),
+        "the replica takes over",
+        || async { cluster.masters().contains(&heir).then_some(()) },
+    )
+    .await;
+    *ledger.followed_at.lock().unwrap() = Some(Instant::now());
+    ledger.healed.store(true, Ordering::Relaxed);
+    let (after, refused) = push(&bases, &ledger, "after", 200, 1_000).await;
+    let f = settle(&ledger, &stop, tasks).await;
+    drop(delayqs);
+    (f, after, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_master_killed_for_good_other_partitions_go_on() {
+    let (f, after, refused) = cluster_outage("0").await;
+    report("cluster, no replica acks", &f);
+    assert_eq!(after, 200, "pushes after the failover: {refused:?}");
+    assert_eq!((f.lost, f.early), (0, 0), "promises broken");
+    assert!(
+        f.during_outage > 0,
+        "healthy partitions delivered nothing while one shard was down"
+    );
+    let follow = f.follow_to_first_pop_ms.unwrap();
+    assert!(
+        follow < 10_000,
+        "first pop {follow} ms after the replica took over"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_master_killed_for_good_with_replica_acks_other_partitions_go_on() {
+    let (f, after, refused) = cluster_outage("1").await;
+    report("cluster, replica acks 1", &f);
+    println!(
+        "pushes after the failover: {after} acknowledged, {} refused",
+        refused.len()
+    );
+    assert_eq!(
+        (f.lost, f.duplicates, f.early),
+        (0, 0, 0),
+        "promises broken"
+    );
+    assert!(
+        f.during_outage > 0,
+        "healthy partitions delivered nothing while one shard was down"
+    );
+    // The promoted master has no replica: its partitions refuse pushes
+    // (naming it), the others take theirs.
+    assert!(
+        after > 0 && !refused.is_empty(),
+        "{after} acked, {refused:?}"
+    );
+    assert!(
+        refused
+            .iter()
+            .all(|r| r.starts_with("503") && r.contains("replica")),
+        "{refused:?}"
+    );
+}
