@@ -5,16 +5,21 @@
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next.
 //!
-//! While a command runs, its lease is extended (touch) every half ttr, so
-//! a command may run longer than the job's ttr; if `work` itself dies, the
-//! lease ends and the job is delivered again.
+//! While a command runs, its lease is extended (touch) every third of its
+//! ttr, so a command may run longer than the job's ttr and two touches may
+//! be late before the lease ends; if `work` itself dies, the lease ends and
+//! the job is delivered again. One `work` never runs two commands for the
+//! same job id at once: a job delivered again (or pushed again) while its
+//! id's command runs here waits for that command to end, its lease kept.
 //!
 //! `--concurrency N` runs up to N commands at once. SIGTERM or Ctrl-C stops
 //! taking jobs; commands already running finish and their jobs are settled
 //! before `work` exits. A long-poll cut off by the stop takes no job (the
 //! server gives back a job whose pop's client left).
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -35,12 +40,13 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     }
     let stop = Shutdown::new();
     tokio::spawn(super::signals::Signals::install()?.stop(stop.clone()));
-    let c = std::sync::Arc::new(c);
+    let c = Arc::new(c);
+    let running = Running::default();
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (c, stop) = (c.clone(), stop.clone());
+            let (c, stop, running) = (c.clone(), stop.clone(), running.clone());
             let (topic, command) = (topic.to_owned(), command.to_vec());
-            tokio::spawn(async move { worker(&c, &topic, &command, &stop).await })
+            tokio::spawn(async move { worker(&c, &topic, &command, &stop, &running).await })
         })
         .collect();
     eprintln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
@@ -50,7 +56,38 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     Ok(())
 }
 
-async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) -> Result<()> {
+/// The job ids whose commands run (or wait to run) in this `work`, each
+/// with the lock its runs take in turn.
+#[derive(Clone, Default)]
+struct Running(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl Running {
+    /// Runs `f` once no other command of job `id` runs here.
+    async fn one_at_a_time<T>(&self, id: &str, f: impl std::future::Future<Output = T>) -> T {
+        let lock = {
+            let mut ids = self.0.lock().expect("not poisoned");
+            ids.entry(id.to_owned()).or_default().clone()
+        };
+        let out = {
+            let _turn = lock.lock().await;
+            f.await
+        };
+        let mut ids = self.0.lock().expect("not poisoned");
+        // Only the map's and our handle left: nobody else waits on this id.
+        if Arc::strong_count(&lock) == 2 {
+            ids.remove(id);
+        }
+        out
+    }
+}
+
+async fn worker(
+    c: &Client,
+    topic: &str,
+    command: &[String],
+    stop: &Shutdown,
+    running: &Running,
+) -> Result<()> {
     let mut backoff = Duration::from_millis(100);
     loop {
         let pop = c.send(
@@ -81,20 +118,23 @@ async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) ->
             }
         };
         // Once taken, a job is run and settled even if a stop comes.
-        handle(c, &job, command).await;
+        handle(c, &job, command, running).await;
         if stop.is_triggered() {
             return Ok(());
         }
     }
 }
 
-async fn handle(c: &Client, job: &Value, command: &[String]) {
+async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) {
     let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
     let (id, token) = (s("id"), s("token"));
-    // Half the lease, from the pop's own figures (at least a second).
+    // The job's ttr, from the pop's own figures. Each touch asks for that
+    // lease again from now, a third of it before the last one ends: two
+    // touches in a row may be late or lost before the lease runs out.
     let lease_ms =
         job["lease_until_ms"].as_i64().unwrap_or(0) - job["popped_at_ms"].as_i64().unwrap_or(0);
-    let every = Duration::from_millis((lease_ms / 2).max(1000) as u64);
+    let lease_ms = lease_ms.max(1) as u64;
+    let every = Duration::from_millis((lease_ms / 3).max(1));
     let touch = async {
         loop {
             tokio::time::sleep(every).await;
@@ -103,7 +143,7 @@ async fn handle(c: &Client, job: &Value, command: &[String]) {
                 .send(
                     reqwest::Method::POST,
                     &path,
-                    Some(json!({ "token": token })),
+                    Some(json!({ "token": token, "ttr_ms": lease_ms })),
                 )
                 .await
             {
@@ -112,7 +152,7 @@ async fn handle(c: &Client, job: &Value, command: &[String]) {
         }
     };
     let outcome = tokio::select! {
-        o = run_command(command, job) => o,
+        o = running.one_at_a_time(&id, run_command(command, job)) => o,
         _ = touch => unreachable!("the touch loop never ends"),
     };
     let (path, body, what) = match &outcome {

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use crate::common::*;
-use delayq::RetryPolicy;
+use delayq::{JobState, RetryPolicy};
 use serde_json::Value;
 
 async fn delayq(base: &str, args: &[&str]) -> (bool, String, String) {
@@ -268,4 +268,133 @@ impl Drop for Reaped {
         }
         let _ = self.0.wait();
     }
+}
+
+/// `delayq work TOPIC --concurrency N --server BASE -- sh -c SCRIPT`, in a
+/// process group of its own (a failing test stops it and its commands).
+fn work(base: &str, topic: &str, concurrency: usize, script: &str) -> Reaped {
+    use std::os::unix::process::CommandExt;
+    Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["work", topic, "--concurrency"])
+            .arg(concurrency.to_string())
+            .args(["--server", base, "--", "sh", "-c", script])
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits (bounded) for the worker to exit; its status.
+async fn exits(worker: &mut Reaped, limit: std::time::Duration) -> std::process::ExitStatus {
+    eventually(limit, "the worker exits", || {
+        let status = worker.0.try_wait().unwrap();
+        async move { status }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_keeps_a_one_second_lease_through_a_three_second_command() {
+    let redis = RedisServer::start();
+    let server = DelayqProcess::start(&redis, &[]);
+    let q = queue(&redis);
+    q.push(&delayq::NewJob {
+        retry: Some(RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(3),
+        }),
+        ..job("short-lease", "lease", 0, 1000)
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "echo start >> {0}; sleep 3; echo end >> {0}",
+        seen.display()
+    );
+    let mut worker = work(&server.base, "lease", 2, &script);
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the job settled",
+        || async {
+            match q.get("short-lease").await.unwrap() {
+                None => Some(()),
+                Some(j) if j.state == JobState::Dead => Some(()),
+                Some(_) => None,
+            }
+        },
+    )
+    .await;
+    let job = q.get("short-lease").await.unwrap();
+    assert!(job.is_none(), "not finished: {job:?}");
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(lines, "start\nend\n", "the command ran once");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_never_runs_one_job_id_twice_at_once() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            body: "a".into(),
+            ..job("twice", "solo", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (seen, go) = (dir.path().join("seen"), dir.path().join("go"));
+    let script = format!(
+        "body=$(cat); echo \"start $body\" >> {0}; \
+         while [ ! -e {1} ]; do sleep 0.05; done; echo \"end $body\" >> {0}",
+        seen.display(),
+        go.display()
+    );
+    let mut worker = work(&s.base, "solo", 2, &script);
+    eventually(std::time::Duration::from_secs(15), "a runs", || async {
+        std::fs::read_to_string(&seen)
+            .ok()
+            .filter(|s| s == "start a\n")
+    })
+    .await;
+    // The same id pushed again while its command runs: the worker's other
+    // slot takes the new job.
+    s.queue
+        .push(&delayq::NewJob {
+            body: "b".into(),
+            ..job("twice", "solo", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    eventually(std::time::Duration::from_secs(15), "b taken", || async {
+        let j = s.queue.get("twice").await.unwrap()?;
+        (j.state == JobState::Reserved).then_some(())
+    })
+    .await;
+    // Give a wrong second start the time to show.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    std::fs::write(&go, "").unwrap();
+    eventually(std::time::Duration::from_secs(15), "b finished", || async {
+        s.queue.get("twice").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(lines, "start a\nend a\nstart b\nend b\n");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    s.stop().await;
 }
