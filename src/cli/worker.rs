@@ -14,7 +14,9 @@
 //!
 //! `--concurrency N` runs up to N commands at once. SIGTERM or Ctrl-C stops
 //! taking jobs; commands already running finish and their jobs are settled
-//! before `work` exits. A long-poll cut off by the stop takes no job (the
+//! before `work` exits. Commands run in process groups of their own, so the
+//! terminal's Ctrl-C reaches `work` only; if `work` dies, its commands get
+//! SIGTERM (Linux). A long-poll cut off by the stop takes no job (the
 //! server gives back a job whose pop's client left).
 
 use std::collections::HashMap;
@@ -175,7 +177,31 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
 async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), String> {
-    let mut child = tokio::process::Command::new(&command[0])
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    // Not in the terminal's foreground group: Ctrl-C stops `work` taking
+    // jobs, and the command it runs finishes.
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: prctl, getppid and raise are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                // A command outliving `work` would run beside the job's
+                // next delivery: it goes when `work` goes (the signal comes
+                // when the spawning thread ends; tokio's workers live as
+                // long as the runtime).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGTERM);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
         .args(&command[1..])
         .env("DELAYQ_JOB_ID", job["id"].as_str().unwrap_or_default())
         .env(

@@ -398,3 +398,35 @@ async fn delayq_work_never_runs_one_job_id_twice_at_once() {
         .success());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_the_terminal_lets_the_running_command_finish_its_job() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&job("interrupted", "ctrl-c", 0, 60_000))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (started, seen) = (dir.path().join("started"), dir.path().join("seen"));
+    let script = format!(
+        "trap 'echo interrupted >> {1}; exit 130' INT; touch {0}; sleep 2; echo done >> {1}",
+        started.display(),
+        seen.display()
+    );
+    let mut worker = work(&s.base, "ctrl-c", 1, &script);
+    eventually(std::time::Duration::from_secs(15), "it runs", || async {
+        started.exists().then_some(())
+    })
+    .await;
+    // What a terminal's Ctrl-C does: SIGINT to the foreground process group.
+    unsafe {
+        libc::kill(-(worker.0.id() as i32), libc::SIGINT);
+    }
+    let status = exits(&mut worker, std::time::Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "done\n");
+    let job = s.queue.get("interrupted").await.unwrap();
+    assert!(job.is_none(), "not finished: {job:?}");
+    s.stop().await;
+}
