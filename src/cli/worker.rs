@@ -27,14 +27,20 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use delayq::Shutdown;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use std::os::unix::process::ExitStatusExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::{job_path, Client};
 
 /// How long one pop waits on the server for a job.
 const POLL: Duration = Duration::from_secs(30);
-/// The end of stderr kept as a failed attempt's error.
-const ERROR_TAIL: usize = 1000;
+/// The longest error a job's history keeps (the library cuts the rest):
+/// a failed attempt's error is its exit status and the end of its stderr
+/// within this.
+const ERROR_MAX: usize = 1000;
+/// The end of a command's stderr kept while it runs (room for trailing
+/// white space before the error's part).
+const STDERR_KEPT: usize = 4 * ERROR_MAX;
 
 pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
     if concurrency == 0 {
@@ -215,29 +221,54 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", command[0]))?;
     let body = job["body"].as_str().unwrap_or_default().as_bytes().to_vec();
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input may close it early.
-        let _ = stdin.write_all(&body).await;
-    }
-    let out = child
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("waiting for {}: {e}", command[0]))?;
-    if out.status.success() {
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let Some(mut stdin) = stdin {
+            // A command that does not read its input may close it early.
+            let _ = stdin.write_all(&body).await;
+        } // Dropped: the command sees the end of its input.
+    };
+    // Its input written, its stderr read and its exit awaited together: a
+    // command may write stderr before it reads stdin.
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (_, stderr, status) = tokio::join!(write, tail_of(stderr), child.wait());
+    let status = status.map_err(|e| format!("waiting for {}: {e}", command[0]))?;
+    if status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail: String = {
-        let t = stderr.trim_end();
-        let start = t.len().saturating_sub(ERROR_TAIL);
-        let start = (start..=t.len())
-            .find(|&i| t.is_char_boundary(i))
-            .unwrap_or(t.len());
-        t[start..].to_owned()
+    let what = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "killed by a signal".to_owned(),
     };
-    Err(match (out.status.code(), tail.is_empty()) {
-        (Some(code), true) => format!("exit status {code}"),
-        (Some(code), false) => format!("exit status {code}: {tail}"),
-        (None, _) => format!("killed by a signal: {tail}"),
-    })
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        return Err(what);
+    }
+    // The whole error within what a job's history keeps.
+    let room = ERROR_MAX.saturating_sub(what.len() + 2);
+    let start = stderr.len().saturating_sub(room);
+    let start = (start..=stderr.len())
+        .find(|&i| stderr.is_char_boundary(i))
+        .unwrap_or(stderr.len());
+    Err(format!("{what}: {}", &stderr[start..]))
+}
+
+/// The last [`STDERR_KEPT`] bytes of `r`, read to its end: a command's
+/// stderr costs `work` that much memory however much it writes.
+async fn tail_of(mut r: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
+    let mut tail = Vec::with_capacity(2 * STDERR_KEPT);
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_KEPT {
+                    tail.drain(..tail.len() - STDERR_KEPT);
+                }
+            }
+        }
+    }
 }

@@ -430,3 +430,79 @@ async fn ctrl_c_at_the_terminal_lets_the_running_command_finish_its_job() {
     assert!(job.is_none(), "not finished: {job:?}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_writes_stderr_before_reading_its_body_does_not_hang_work() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            body: "x".repeat(200_000),
+            ..job("chatty", "pipes", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    // More than a pipe holds each way: 100 KB to stderr, then 200 KB read.
+    let script = "head -c 100000 /dev/zero >&2; test \"$(wc -c)\" -eq 200000";
+    let mut worker = work(&s.base, "pipes", 1, script);
+    eventually(std::time::Duration::from_secs(15), "finished", || async {
+        s.queue.get("chatty").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    let status = exits(&mut worker, std::time::Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_keeps_only_the_tail_of_a_huge_stderr_in_memory() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            retry: Some(RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job("loud", "stderr", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    // 200 MB of noise, then the line that says what went wrong.
+    let script = "head -c 200000000 /dev/zero | tr '\\0' x >&2; echo >&2; \
+                  echo 'disk full' >&2; exit 4";
+    let mut worker = work(&s.base, "stderr", 1, script);
+    let job = eventually(std::time::Duration::from_secs(120), "dead", || async {
+        s.queue
+            .get("loud")
+            .await
+            .unwrap()
+            .filter(|j| j.state == JobState::Dead)
+    })
+    .await;
+    // The worker's peak memory (VmHWM: the high-water mark of its RSS).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", worker.0.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kb < 64 * 1024, "peak RSS {peak_kb} kB");
+    let error = job.last_error.unwrap();
+    assert!(
+        error.starts_with("exit status 4: ") && error.ends_with("xxx disk full"),
+        "{}",
+        &error[error.len().saturating_sub(100)..]
+    );
+    assert!(error.len() <= 1000, "{} bytes kept", error.len());
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    s.stop().await;
+}
