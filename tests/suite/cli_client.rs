@@ -506,3 +506,29 @@ async fn work_keeps_only_the_tail_of_a_huge_stderr_in_memory() {
         .success());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_with_url_characters_reach_their_jobs_from_the_command_line() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    let ids = [
+        "a/b", "q?x=1&y", "h#frag", "50%", "%2e%2e", "%2F", "a/../b", "../x", "./", "...",
+        "sp ace", "ü+é",
+    ];
+    for id in ids {
+        s.queue.push(&job(id, "odd", 60_000, 1000)).await.unwrap();
+    }
+    for id in ids {
+        let (ok, out, err) = delayq(b, &["get", id, "--json"]).await;
+        assert!(ok, "get {id:?}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["id"], id);
+        let (ok, _, err) = delayq(b, &["delete", id]).await;
+        assert!(ok, "delete {id:?}: {err}");
+        assert!(s.queue.get(id).await.unwrap().is_none(), "{id:?} left");
+    }
+    let (ok, _, err) = delayq(b, &["push", "--topic", "odd", "--id", ".."]).await;
+    assert!(!ok && err.contains("path segment"), "{err}");
+    s.stop().await;
+}
