@@ -328,6 +328,11 @@ async fn remove(
     ids: &[&str],
     found: &HashMap<String, Found>,
 ) -> Result<u64> {
+    if ids.is_empty() {
+        // Nothing landed (a re-run finds only entries with no job behind
+        // them): an empty pipeline is no command at all to Redis.
+        return Ok(0);
+    }
     let mut pipe = redis::pipe();
     for id in ids {
         let f = &found[*id];

@@ -175,3 +175,18 @@ async fn remove_mode_leaves_each_job_in_exactly_one_place() {
     assert_eq!(q.get("l1").await.unwrap().unwrap().state, JobState::Delayed);
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_remove_run_finds_nothing_left_and_succeeds() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let first = import(&old, &new, &["--remove"]);
+    assert!(first.contains("removed from the old layout 54"), "{first}");
+    let again = import(&old, &new, &["--remove"]);
+    assert!(
+        again.contains("imported 0, already present 0")
+            && again.contains("removed from the old layout 0"),
+        "{again}"
+    );
+}
