@@ -122,9 +122,13 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &args.redis).await?;
 
-    let found = scan(&mut old, &args).await?;
+    let (found, not_lists) = scan(&mut old, &args).await?;
     let ids: Vec<&String> = found.keys().collect();
     let mut report = Report::default();
+    for key in not_lists {
+        let why = format!("key {key} matches --queue-name but is not a list; left as it is");
+        report.skipped.insert(why, 1);
+    }
     let progress = std::io::stderr().is_terminal();
     for (n, chunk) in ids.chunks(BATCH).enumerate() {
         let jobs = read_jobs(&mut old, chunk).await?;
@@ -191,11 +195,12 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every job id in the buckets and ready lists.
+/// Every job id in the buckets and ready lists; and the keys that match
+/// the ready lists' pattern but are not lists.
 async fn scan(
     old: &mut MultiplexedConnection,
     args: &ImportArgs,
-) -> Result<HashMap<String, Found>> {
+) -> Result<(HashMap<String, Found>, Vec<String>)> {
     let mut found: HashMap<String, Found> = HashMap::new();
     for b in 1..=args.buckets {
         let bucket = args.bucket_name.replace("%d", &b.to_string());
@@ -240,19 +245,30 @@ async fn scan(
         }
         cursor = next;
     }
+    let mut not_lists = Vec::new();
     for list in lists {
-        let ids: Vec<String> = redis::cmd("LRANGE")
+        // Costs what it returns: the list's ids.
+        let ids: Vec<String> = match redis::cmd("LRANGE")
             .arg(&list)
             .arg(0)
             .arg(-1)
             .query_async(old)
             .await
-            .with_context(|| format!("reading {list}"))?;
+        {
+            Ok(ids) => ids,
+            // A key of the Go server's database that only looks like a
+            // ready list: not its to import, and no reason to stop.
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                not_lists.push(list);
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {list}")),
+        };
         for id in ids {
             found.entry(id).or_default().ready.push(list.clone());
         }
     }
-    Ok(found)
+    Ok((found, not_lists))
 }
 
 /// The jobs behind `ids`, or why each is skipped.

@@ -177,6 +177,24 @@ async fn remove_mode_leaves_each_job_in_exactly_one_place() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_named_like_a_ready_list_that_is_not_one_is_skipped() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let _: () = old.cmd(&["SET", "dq_queue_notes", "not a list"]).await;
+    let _: i64 = old.cmd(&["HSET", "dq_queue_cfg", "a", "b"]).await;
+    let report = import(&old, &new, &[]);
+    assert!(report.contains("imported 54,"), "{report}");
+    assert!(
+        report.contains("dq_queue_notes") && report.contains("dq_queue_cfg"),
+        "{report}"
+    );
+    assert!(report.contains("not a list"), "{report}");
+    let notes: String = old.cmd(&["GET", "dq_queue_notes"]).await;
+    assert_eq!(notes, "not a list");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_remove_run_finds_nothing_left_and_succeeds() {
     let old = RedisServer::start();
     let new = RedisServer::start();
