@@ -285,27 +285,36 @@ async fn read_jobs(
         .into_iter()
         .map(|v| match v {
             None => Err("no job behind the entry (finished or deleted)".to_owned()),
-            Some(bytes) => {
-                decode(&bytes).ok_or_else(|| "not a job in the Go server's format".to_owned())
-            }
+            Some(bytes) => decode(&bytes),
         })
         .collect())
 }
 
-/// The Go server's MessagePack job map.
-fn decode(bytes: &[u8]) -> Option<OldJob> {
-    let value = rmpv::decode::read_value(&mut &bytes[..]).ok()?;
-    let map = value.as_map()?;
+/// The Go server's MessagePack job map, or why it cannot be imported.
+fn decode(bytes: &[u8]) -> Result<OldJob, String> {
+    let format = || "not a job in the Go server's format".to_owned();
+    let value = rmpv::decode::read_value(&mut &bytes[..]).map_err(|_| format())?;
+    let map = value.as_map().ok_or_else(format)?;
     let field = |k: &str| {
         map.iter()
             .find(|(key, _)| key.as_str() == Some(k))
             .map(|(_, v)| v)
     };
-    Some(OldJob {
-        topic: field("1")?.as_str()?.to_owned(),
-        due_s: field("3")?.as_i64()?,
-        ttr_s: field("4")?.as_i64()?,
-        body: field("5").and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+    // Go strings hold any bytes; delayq bodies are text. A body that is not
+    // is kept where it is, never imported empty.
+    let not_text = || "body is not UTF-8 text; left in the old layout".to_owned();
+    let body = match field("5") {
+        None | Some(rmpv::Value::Nil) => String::new(),
+        Some(rmpv::Value::String(s)) => s.as_str().ok_or_else(not_text)?.to_owned(),
+        Some(rmpv::Value::Binary(b)) => String::from_utf8(b.clone()).map_err(|_| not_text())?,
+        Some(_) => return Err(format()),
+    };
+    let field = |k: &str| field(k).ok_or_else(format);
+    Ok(OldJob {
+        topic: field("1")?.as_str().ok_or_else(format)?.to_owned(),
+        due_s: field("3")?.as_i64().ok_or_else(format)?,
+        ttr_s: field("4")?.as_i64().ok_or_else(format)?,
+        body,
     })
 }
 

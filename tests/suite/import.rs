@@ -176,6 +176,86 @@ async fn remove_mode_leaves_each_job_in_exactly_one_place() {
     q.close().await;
 }
 
+/// The Go server's record with a body of raw bytes (its strings may hold
+/// any bytes): written as a str, or as a bin when `bin`.
+fn record_raw(topic: &str, id: &str, due_s: i64, body: &[u8], bin: bool) -> Vec<u8> {
+    if bin {
+        let map = Value::Map(vec![
+            (Value::from("1"), Value::from(topic)),
+            (Value::from("2"), Value::from(id)),
+            (Value::from("3"), Value::from(due_s)),
+            (Value::from("4"), Value::from(60)),
+            (Value::from("5"), Value::Binary(body.to_vec())),
+        ]);
+        let mut out = Vec::new();
+        rmpv::encode::write_value(&mut out, &map).unwrap();
+        return out;
+    }
+    // The body is the record's last value: a str of as many placeholder
+    // bytes, then the raw bytes in their place.
+    let mut out = record(topic, id, due_s, 60, &"x".repeat(body.len()));
+    let at = out.len() - body.len();
+    out[at..].copy_from_slice(body);
+    out
+}
+
+/// Puts jobs in the old layout's first bucket, due at `due_s`.
+async fn put(old: &RedisServer, jobs: &[(&str, Vec<u8>, f64)]) {
+    let mut c = old.conn().await;
+    let mut pipe = redis::pipe();
+    for (id, record, due_s) in jobs {
+        pipe.cmd("SET").arg(*id).arg(record.as_slice());
+        pipe.cmd("ZADD").arg("dq_bucket_1").arg(*due_s).arg(*id);
+    }
+    let _: () = pipe.query_async(&mut c).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_body_is_not_text_is_skipped_and_kept_never_emptied() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    put(
+        &old,
+        &[
+            (
+                "latin1",
+                record_raw("t", "latin1", due, b"caf\xe9", false),
+                due as f64,
+            ),
+            (
+                "bin-bytes",
+                record_raw("t", "bin-bytes", due, b"\x00\xff\xfe", true),
+                due as f64,
+            ),
+            (
+                "bin-text",
+                record_raw("t", "bin-text", due, "grüß".as_bytes(), true),
+                due as f64,
+            ),
+            ("text", record("t", "text", due, 60, "plain"), due as f64),
+        ],
+    )
+    .await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(report.contains("imported 2,"), "{report}");
+    assert!(
+        report.contains("skipped 2: body is not UTF-8 text"),
+        "{report}"
+    );
+    let q = queue(&new);
+    assert_eq!(q.get("bin-text").await.unwrap().unwrap().body, "grüß");
+    assert_eq!(q.get("text").await.unwrap().unwrap().body, "plain");
+    for id in ["latin1", "bin-bytes"] {
+        assert!(q.get(id).await.unwrap().is_none(), "{id} imported");
+        let kept: i64 = old.cmd(&["EXISTS", id]).await;
+        assert_eq!(kept, 1, "{id} removed from the old layout");
+        let score: Option<f64> = old.cmd(&["ZSCORE", "dq_bucket_1", id]).await;
+        assert!(score.is_some(), "{id} left its bucket");
+    }
+    q.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_named_like_a_ready_list_that_is_not_one_is_skipped() {
     let old = RedisServer::start();
