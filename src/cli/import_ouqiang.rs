@@ -134,14 +134,10 @@ pub async fn run(args: ImportArgs) -> Result<()> {
         let jobs = read_jobs(&mut old, chunk).await?;
         let mut batch = Vec::new();
         for (id, job) in chunk.iter().zip(jobs) {
-            let job = match job {
-                Ok(j) => j,
-                Err(why) => {
-                    *report.skipped.entry(why).or_default() += 1;
-                    continue;
-                }
-            };
-            batch.push(new_job(id, &job, &found[*id]));
+            match job.and_then(|j| new_job(id, &j, &found[*id])) {
+                Ok(j) => batch.push(j),
+                Err(why) => *report.skipped.entry(why).or_default() += 1,
+            }
         }
         if args.dry_run {
             report.imported += batch.len() as u64;
@@ -318,8 +314,9 @@ fn decode(bytes: &[u8]) -> Result<OldJob, String> {
     })
 }
 
-/// The delayq job for an old one, due as the module doc says.
-fn new_job(id: &str, job: &OldJob, found: &Found) -> NewJob {
+/// The delayq job for an old one, due as the module doc says; or why it
+/// cannot be imported.
+fn new_job(id: &str, job: &OldJob, found: &Found) -> Result<NewJob, String> {
     let due_s = if !found.ready.is_empty() {
         0 // a past time means now
     } else {
@@ -335,15 +332,25 @@ fn new_job(id: &str, job: &OldJob, found: &Found) -> NewJob {
             None => job.due_s,
         }
     };
-    NewJob {
+    // Checked: a time past year 9999 is refused, not wrapped into one
+    // that is due at once.
+    let due_ms = (due_s.max(0))
+        .checked_mul(1000)
+        .filter(|ms| *ms <= delayq::job::MAX_DUE_AT_MS)
+        .ok_or_else(|| {
+            format!(
+                "due time {due_s} s is past what delayq takes (year 9999); left in the old layout"
+            )
+        })?;
+    Ok(NewJob {
         id: id.to_owned(),
         topic: job.topic.trim().to_owned(),
         body: job.body.clone(),
-        due_at_ms: Some(due_s.max(0) * 1000),
+        due_at_ms: Some(due_ms),
         ttr: Duration::from_secs(job.ttr_s.clamp(1, 86_400) as u64),
         if_exists: IfExists::Keep,
         ..NewJob::default()
-    }
+    })
 }
 
 /// Takes landed jobs out of the old layout: bucket entries, ready-list
@@ -397,7 +404,7 @@ mod tests {
 
     #[test]
     fn due_times_follow_the_old_layout() {
-        let at = |found: Found| new_job("x", &job(1000), &found).due_at_ms;
+        let at = |found: Found| new_job("x", &job(1000), &found).unwrap().due_at_ms;
         let bucket = |s: f64| ("b".to_owned(), s);
         // Delayed: its own due time.
         assert_eq!(

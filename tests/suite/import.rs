@@ -257,6 +257,35 @@ async fn a_job_whose_body_is_not_text_is_skipped_and_kept_never_emptied() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_due_past_what_delayq_takes_is_skipped_and_kept() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    // 2^64 ms in seconds: times 1000 wraps to almost nothing.
+    let far: i64 = 18_446_744_073_709_552;
+    put(
+        &old,
+        &[
+            ("far", record("t", "far", far, 60, "later"), far as f64),
+            ("near", record("t", "near", due, 60, "soon"), due as f64),
+        ],
+    )
+    .await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(report.contains("imported 1,"), "{report}");
+    assert!(
+        report.contains("skipped 1: due time") && report.contains("year 9999"),
+        "{report}"
+    );
+    let q = queue(&new);
+    assert!(q.get("far").await.unwrap().is_none());
+    assert_eq!(q.get("near").await.unwrap().unwrap().due_ms, due * 1000);
+    let kept: i64 = old.cmd(&["EXISTS", "far"]).await;
+    assert_eq!(kept, 1, "the far job was removed from the old layout");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_named_like_a_ready_list_that_is_not_one_is_skipped() {
     let old = RedisServer::start();
     let new = RedisServer::start();
