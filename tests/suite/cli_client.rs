@@ -532,3 +532,42 @@ async fn ids_with_url_characters_reach_their_jobs_from_the_command_line() {
     assert!(!ok && err.contains("path segment"), "{err}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_reaches_an_https_server_trusting_the_bundle_ssl_cert_file_names() {
+    let certs = crate::tls::Certs::make();
+    let server = crate::tls::HttpsReceiver::start(
+        &certs,
+        r#"{"topics":{"orders":{"delayed":3,"ready":0,"reserved":0,"dead":0}},"waiting_pops":0}"#,
+    )
+    .await;
+    let stats = |ca: Option<std::path::PathBuf>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        cmd.args(["stats", "--server", &server.base]);
+        if let Some(ca) = ca {
+            cmd.env("SSL_CERT_FILE", ca);
+        }
+        async move {
+            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (ok, out, err) = stats(Some(certs.path("ca.crt"))).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("orders") && l.contains('3')),
+        "{out}"
+    );
+    assert_eq!(server.seen()[0].1, "/v1/topics");
+    // Without the bundle the test's own CA is trusted by nobody.
+    let (ok, _, err) = stats(None).await;
+    assert!(!ok, "a certificate nobody vouches for was accepted");
+    assert!(err.contains("cannot reach delayq"), "{err}");
+}
