@@ -20,6 +20,7 @@
 //! server gives back a job whose pop's client left).
 
 use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,7 +28,6 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use delayq::Shutdown;
 use serde_json::{json, Value};
-use std::os::unix::process::ExitStatusExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::{job_path, Client};
