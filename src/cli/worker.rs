@@ -5,10 +5,11 @@
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next.
 //!
-//! While a command runs, its lease is extended (touch) every third of its
-//! ttr, so a command may run longer than the job's ttr and two touches may
-//! be late before the lease ends; if `work` itself dies, the lease ends and
-//! the job is delivered again. One `work` never runs two commands for the
+//! While a command runs, its lease is extended (touch): first a third of
+//! the ttr in, then every third of the lease each touch asks for (the ttr,
+//! at least 3 s), so a command may run longer than the job's ttr and two
+//! touches may be late before the lease ends; if `work` itself dies, the
+//! lease ends and the job is delivered again. One `work` never runs two commands for the
 //! same job id at once: a job delivered again (or pushed again) while its
 //! id's command runs here waits for that command to end, its lease kept.
 //!
@@ -34,6 +35,8 @@ use super::client::{job_path, Client};
 
 /// How long one pop waits on the server for a job.
 const POLL: Duration = Duration::from_secs(30);
+/// The shortest lease a touch asks for while a command runs.
+const EXTENSION: Duration = Duration::from_secs(3);
 /// The longest error a job's history keeps (the library cuts the rest):
 /// a failed attempt's error is its exit status and the end of its stderr
 /// within this.
@@ -136,22 +139,26 @@ async fn worker(
 async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) {
     let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
     let (id, token) = (s("id"), s("token"));
-    // The job's ttr, from the pop's own figures. Each touch asks for that
-    // lease again from now, a third of it before the last one ends: two
-    // touches in a row may be late or lost before the lease runs out.
-    let lease_ms =
+    // The pop's lease is the job's ttr: the first touch comes a third of
+    // it in. Each touch asks for the ttr again, at least EXTENSION, and
+    // the next comes a third of that later: two touches in a row may be
+    // late or lost before the lease runs out, and a tiny ttr does not
+    // have `work` touch hundreds of times a second.
+    let ttr_ms =
         job["lease_until_ms"].as_i64().unwrap_or(0) - job["popped_at_ms"].as_i64().unwrap_or(0);
-    let lease_ms = lease_ms.max(1) as u64;
-    let every = Duration::from_millis((lease_ms / 3).max(1));
+    let ttr_ms = ttr_ms.max(1) as u64;
+    let extension_ms = ttr_ms.max(EXTENSION.as_millis() as u64);
     let touch = async {
+        let mut wait = Duration::from_millis((ttr_ms / 3).max(1));
         loop {
-            tokio::time::sleep(every).await;
+            tokio::time::sleep(wait).await;
+            wait = Duration::from_millis(extension_ms / 3);
             let path = format!("{}/touch", job_path(&id));
             if let Err(e) = c
                 .send(
                     reqwest::Method::POST,
                     &path,
-                    Some(json!({ "token": token, "ttr_ms": lease_ms })),
+                    Some(json!({ "token": token, "ttr_ms": extension_ms })),
                 )
                 .await
             {
