@@ -263,6 +263,7 @@ impl Limits {
         // Lookups take any id, so jobs pushed before this rule stay
         // reachable; new ids follow the rule topics follow.
         check_untrimmed("job id", &job.id)?;
+        check_not_dot_segment(&job.id)?;
         self.check_topic(&job.topic)?;
         self.check_body(&job.body)?;
         self.check_delay("delay", job.delay)?;
@@ -378,6 +379,19 @@ fn check_untrimmed(what: &str, name: &str) -> Result<(), String> {
     if name.trim() != name {
         return Err(format!(
             "{what} {name:?} starts or ends with white space; names are used exactly as given"
+        ));
+    }
+    Ok(())
+}
+
+/// `.` and `..` are path segments of their own: URLs drop them
+/// (`/v1/jobs/..` is `/v1/`, encoded or not), so no client could reach
+/// such a job.
+fn check_not_dot_segment(id: &str) -> Result<(), String> {
+    if id == "." || id == ".." {
+        return Err(format!(
+            "job id {id:?} is a path segment of its own, which URLs drop: \
+             \".\" and \"..\" are not allowed as ids"
         ));
     }
     Ok(())

@@ -30,7 +30,8 @@
 //!   tick, once, however many instances run).
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
-//! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL.
+//! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL;
+//!   [`https`]: the roots its (and the CLI's) https trusts.
 //! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract,
 //!   [`http::v1`] the native API, [`http::ui`] the dashboard.
 //! - [`metrics`]: typed Prometheus counters and histograms.
@@ -43,6 +44,7 @@ pub mod dispatch;
 pub mod duration;
 pub mod error;
 pub mod http;
+pub mod https;
 pub mod job;
 pub mod metrics;
 pub mod queue;

@@ -119,7 +119,7 @@ pub fn verify(secret: &str, timestamp: u64, body: &[u8], signature: &str) -> boo
 
 /// Delivers `hook.topic`'s jobs until `shutdown`.
 pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
-    let client = reqwest::Client::builder()
+    let client = crate::https::client_builder()
         .timeout(hook.timeout)
         .build()
         .expect("an HTTP client with a timeout");
@@ -199,7 +199,17 @@ async fn deliver(
             "timeout",
             Err(format!("timed out after {:?}", hook.timeout)),
         ),
-        Err(e) => ("connection_error", Err(format!("connection error: {e}"))),
+        Err(e) => {
+            // The causes too: "invalid peer certificate: UnknownIssuer" is
+            // what tells a user to set SSL_CERT_FILE.
+            let mut why = format!("connection error: {e}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                why = format!("{why}: {c}");
+                cause = c.source();
+            }
+            ("connection_error", Err(why))
+        }
     };
     m.webhook_deliveries.inc([&job.topic, outcome], 1);
     tracing::debug!(id = %job.id, outcome, "webhook delivery");

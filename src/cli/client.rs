@@ -543,7 +543,9 @@ pub(crate) struct Client {
 impl Client {
     fn new(args: &ClientArgs) -> Client {
         Client {
-            http: reqwest::Client::new(),
+            http: delayq::https::client_builder()
+                .build()
+                .expect("an HTTP client"),
             base: args.server.trim_end_matches('/').to_owned(),
             token: args.token.clone(),
         }

@@ -122,22 +122,22 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &args.redis).await?;
 
-    let found = scan(&mut old, &args).await?;
+    let (found, not_lists) = scan(&mut old, &args).await?;
     let ids: Vec<&String> = found.keys().collect();
     let mut report = Report::default();
+    for key in not_lists {
+        let why = format!("key {key} matches --queue-name but is not a list; left as it is");
+        report.skipped.insert(why, 1);
+    }
     let progress = std::io::stderr().is_terminal();
     for (n, chunk) in ids.chunks(BATCH).enumerate() {
         let jobs = read_jobs(&mut old, chunk).await?;
         let mut batch = Vec::new();
         for (id, job) in chunk.iter().zip(jobs) {
-            let job = match job {
-                Ok(j) => j,
-                Err(why) => {
-                    *report.skipped.entry(why).or_default() += 1;
-                    continue;
-                }
-            };
-            batch.push(new_job(id, &job, &found[*id]));
+            match job.and_then(|j| new_job(id, &j, &found[*id])) {
+                Ok(j) => batch.push(j),
+                Err(why) => *report.skipped.entry(why).or_default() += 1,
+            }
         }
         if args.dry_run {
             report.imported += batch.len() as u64;
@@ -191,11 +191,12 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every job id in the buckets and ready lists.
+/// Every job id in the buckets and ready lists; and the keys that match
+/// the ready lists' pattern but are not lists.
 async fn scan(
     old: &mut MultiplexedConnection,
     args: &ImportArgs,
-) -> Result<HashMap<String, Found>> {
+) -> Result<(HashMap<String, Found>, Vec<String>)> {
     let mut found: HashMap<String, Found> = HashMap::new();
     for b in 1..=args.buckets {
         let bucket = args.bucket_name.replace("%d", &b.to_string());
@@ -240,19 +241,30 @@ async fn scan(
         }
         cursor = next;
     }
+    let mut not_lists = Vec::new();
     for list in lists {
-        let ids: Vec<String> = redis::cmd("LRANGE")
+        // Costs what it returns: the list's ids.
+        let ids: Vec<String> = match redis::cmd("LRANGE")
             .arg(&list)
             .arg(0)
             .arg(-1)
             .query_async(old)
             .await
-            .with_context(|| format!("reading {list}"))?;
+        {
+            Ok(ids) => ids,
+            // A key of the Go server's database that only looks like a
+            // ready list: not its to import, and no reason to stop.
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                not_lists.push(list);
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {list}")),
+        };
         for id in ids {
             found.entry(id).or_default().ready.push(list.clone());
         }
     }
-    Ok(found)
+    Ok((found, not_lists))
 }
 
 /// The jobs behind `ids`, or why each is skipped.
@@ -269,32 +281,42 @@ async fn read_jobs(
         .into_iter()
         .map(|v| match v {
             None => Err("no job behind the entry (finished or deleted)".to_owned()),
-            Some(bytes) => {
-                decode(&bytes).ok_or_else(|| "not a job in the Go server's format".to_owned())
-            }
+            Some(bytes) => decode(&bytes),
         })
         .collect())
 }
 
-/// The Go server's MessagePack job map.
-fn decode(bytes: &[u8]) -> Option<OldJob> {
-    let value = rmpv::decode::read_value(&mut &bytes[..]).ok()?;
-    let map = value.as_map()?;
+/// The Go server's MessagePack job map, or why it cannot be imported.
+fn decode(bytes: &[u8]) -> Result<OldJob, String> {
+    let format = || "not a job in the Go server's format".to_owned();
+    let value = rmpv::decode::read_value(&mut &bytes[..]).map_err(|_| format())?;
+    let map = value.as_map().ok_or_else(format)?;
     let field = |k: &str| {
         map.iter()
             .find(|(key, _)| key.as_str() == Some(k))
             .map(|(_, v)| v)
     };
-    Some(OldJob {
-        topic: field("1")?.as_str()?.to_owned(),
-        due_s: field("3")?.as_i64()?,
-        ttr_s: field("4")?.as_i64()?,
-        body: field("5").and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+    // Go strings hold any bytes; delayq bodies are text. A body that is not
+    // is kept where it is, never imported empty.
+    let not_text = || "body is not UTF-8 text; left in the old layout".to_owned();
+    let body = match field("5") {
+        None | Some(rmpv::Value::Nil) => String::new(),
+        Some(rmpv::Value::String(s)) => s.as_str().ok_or_else(not_text)?.to_owned(),
+        Some(rmpv::Value::Binary(b)) => String::from_utf8(b.clone()).map_err(|_| not_text())?,
+        Some(_) => return Err(format()),
+    };
+    let field = |k: &str| field(k).ok_or_else(format);
+    Ok(OldJob {
+        topic: field("1")?.as_str().ok_or_else(format)?.to_owned(),
+        due_s: field("3")?.as_i64().ok_or_else(format)?,
+        ttr_s: field("4")?.as_i64().ok_or_else(format)?,
+        body,
     })
 }
 
-/// The delayq job for an old one, due as the module doc says.
-fn new_job(id: &str, job: &OldJob, found: &Found) -> NewJob {
+/// The delayq job for an old one, due as the module doc says; or why it
+/// cannot be imported.
+fn new_job(id: &str, job: &OldJob, found: &Found) -> Result<NewJob, String> {
     let due_s = if !found.ready.is_empty() {
         0 // a past time means now
     } else {
@@ -310,15 +332,25 @@ fn new_job(id: &str, job: &OldJob, found: &Found) -> NewJob {
             None => job.due_s,
         }
     };
-    NewJob {
+    // Checked: a time past year 9999 is refused, not wrapped into one
+    // that is due at once.
+    let due_ms = (due_s.max(0))
+        .checked_mul(1000)
+        .filter(|ms| *ms <= delayq::job::MAX_DUE_AT_MS)
+        .ok_or_else(|| {
+            format!(
+                "due time {due_s} s is past what delayq takes (year 9999); left in the old layout"
+            )
+        })?;
+    Ok(NewJob {
         id: id.to_owned(),
         topic: job.topic.trim().to_owned(),
         body: job.body.clone(),
-        due_at_ms: Some(due_s.max(0) * 1000),
+        due_at_ms: Some(due_ms),
         ttr: Duration::from_secs(job.ttr_s.clamp(1, 86_400) as u64),
         if_exists: IfExists::Keep,
         ..NewJob::default()
-    }
+    })
 }
 
 /// Takes landed jobs out of the old layout: bucket entries, ready-list
@@ -328,6 +360,11 @@ async fn remove(
     ids: &[&str],
     found: &HashMap<String, Found>,
 ) -> Result<u64> {
+    if ids.is_empty() {
+        // Nothing landed (a re-run finds only entries with no job behind
+        // them): an empty pipeline is no command at all to Redis.
+        return Ok(0);
+    }
     let mut pipe = redis::pipe();
     for id in ids {
         let f = &found[*id];
@@ -367,7 +404,7 @@ mod tests {
 
     #[test]
     fn due_times_follow_the_old_layout() {
-        let at = |found: Found| new_job("x", &job(1000), &found).due_at_ms;
+        let at = |found: Found| new_job("x", &job(1000), &found).unwrap().due_at_ms;
         let bucket = |s: f64| ("b".to_owned(), s);
         // Delayed: its own due time.
         assert_eq!(

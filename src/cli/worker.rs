@@ -5,29 +5,45 @@
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next.
 //!
-//! While a command runs, its lease is extended (touch) every half ttr, so
-//! a command may run longer than the job's ttr; if `work` itself dies, the
-//! lease ends and the job is delivered again.
+//! While a command runs, its lease is extended (touch): first a third of
+//! the ttr in, then every third of the lease each touch asks for (the ttr,
+//! at least 3 s), so a command may run longer than the job's ttr and two
+//! touches may be late before the lease ends; if `work` itself dies, the
+//! lease ends and the job is delivered again. One `work` never runs two commands for the
+//! same job id at once: a job delivered again (or pushed again) while its
+//! id's command runs here waits for that command to end, its lease kept.
 //!
 //! `--concurrency N` runs up to N commands at once. SIGTERM or Ctrl-C stops
 //! taking jobs; commands already running finish and their jobs are settled
-//! before `work` exits. A long-poll cut off by the stop takes no job (the
+//! before `work` exits. Commands run in process groups of their own, so the
+//! terminal's Ctrl-C reaches `work` only; if `work` dies, its commands get
+//! SIGTERM (Linux). A long-poll cut off by the stop takes no job (the
 //! server gives back a job whose pop's client left).
 
+use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use delayq::Shutdown;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::{job_path, Client};
 
 /// How long one pop waits on the server for a job.
 const POLL: Duration = Duration::from_secs(30);
-/// The end of stderr kept as a failed attempt's error.
-const ERROR_TAIL: usize = 1000;
+/// The shortest lease a touch asks for while a command runs.
+const EXTENSION: Duration = Duration::from_secs(3);
+/// The longest error a job's history keeps (the library cuts the rest):
+/// a failed attempt's error is its exit status and the end of its stderr
+/// within this.
+const ERROR_MAX: usize = 1000;
+/// The end of a command's stderr kept while it runs (room for trailing
+/// white space before the error's part).
+const STDERR_KEPT: usize = 4 * ERROR_MAX;
 
 pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
     if concurrency == 0 {
@@ -35,12 +51,13 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     }
     let stop = Shutdown::new();
     tokio::spawn(super::signals::Signals::install()?.stop(stop.clone()));
-    let c = std::sync::Arc::new(c);
+    let c = Arc::new(c);
+    let running = Running::default();
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
-            let (c, stop) = (c.clone(), stop.clone());
+            let (c, stop, running) = (c.clone(), stop.clone(), running.clone());
             let (topic, command) = (topic.to_owned(), command.to_vec());
-            tokio::spawn(async move { worker(&c, &topic, &command, &stop).await })
+            tokio::spawn(async move { worker(&c, &topic, &command, &stop, &running).await })
         })
         .collect();
     eprintln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
@@ -50,7 +67,38 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     Ok(())
 }
 
-async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) -> Result<()> {
+/// The job ids whose commands run (or wait to run) in this `work`, each
+/// with the lock its runs take in turn.
+#[derive(Clone, Default)]
+struct Running(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl Running {
+    /// Runs `f` once no other command of job `id` runs here.
+    async fn one_at_a_time<T>(&self, id: &str, f: impl std::future::Future<Output = T>) -> T {
+        let lock = {
+            let mut ids = self.0.lock().expect("not poisoned");
+            ids.entry(id.to_owned()).or_default().clone()
+        };
+        let out = {
+            let _turn = lock.lock().await;
+            f.await
+        };
+        let mut ids = self.0.lock().expect("not poisoned");
+        // Only the map's and our handle left: nobody else waits on this id.
+        if Arc::strong_count(&lock) == 2 {
+            ids.remove(id);
+        }
+        out
+    }
+}
+
+async fn worker(
+    c: &Client,
+    topic: &str,
+    command: &[String],
+    stop: &Shutdown,
+    running: &Running,
+) -> Result<()> {
     let mut backoff = Duration::from_millis(100);
     loop {
         let pop = c.send(
@@ -81,29 +129,36 @@ async fn worker(c: &Client, topic: &str, command: &[String], stop: &Shutdown) ->
             }
         };
         // Once taken, a job is run and settled even if a stop comes.
-        handle(c, &job, command).await;
+        handle(c, &job, command, running).await;
         if stop.is_triggered() {
             return Ok(());
         }
     }
 }
 
-async fn handle(c: &Client, job: &Value, command: &[String]) {
+async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) {
     let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
     let (id, token) = (s("id"), s("token"));
-    // Half the lease, from the pop's own figures (at least a second).
-    let lease_ms =
+    // The pop's lease is the job's ttr: the first touch comes a third of
+    // it in. Each touch asks for the ttr again, at least EXTENSION, and
+    // the next comes a third of that later: two touches in a row may be
+    // late or lost before the lease runs out, and a tiny ttr does not
+    // have `work` touch hundreds of times a second.
+    let ttr_ms =
         job["lease_until_ms"].as_i64().unwrap_or(0) - job["popped_at_ms"].as_i64().unwrap_or(0);
-    let every = Duration::from_millis((lease_ms / 2).max(1000) as u64);
+    let ttr_ms = ttr_ms.max(1) as u64;
+    let extension_ms = ttr_ms.max(EXTENSION.as_millis() as u64);
     let touch = async {
+        let mut wait = Duration::from_millis((ttr_ms / 3).max(1));
         loop {
-            tokio::time::sleep(every).await;
+            tokio::time::sleep(wait).await;
+            wait = Duration::from_millis(extension_ms / 3);
             let path = format!("{}/touch", job_path(&id));
             if let Err(e) = c
                 .send(
                     reqwest::Method::POST,
                     &path,
-                    Some(json!({ "token": token })),
+                    Some(json!({ "token": token, "ttr_ms": extension_ms })),
                 )
                 .await
             {
@@ -112,7 +167,7 @@ async fn handle(c: &Client, job: &Value, command: &[String]) {
         }
     };
     let outcome = tokio::select! {
-        o = run_command(command, job) => o,
+        o = running.one_at_a_time(&id, run_command(command, job)) => o,
         _ = touch => unreachable!("the touch loop never ends"),
     };
     let (path, body, what) = match &outcome {
@@ -135,7 +190,31 @@ async fn handle(c: &Client, job: &Value, command: &[String]) {
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
 async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), String> {
-    let mut child = tokio::process::Command::new(&command[0])
+    let mut cmd = tokio::process::Command::new(&command[0]);
+    // Not in the terminal's foreground group: Ctrl-C stops `work` taking
+    // jobs, and the command it runs finishes.
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: prctl, getppid and raise are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                // A command outliving `work` would run beside the job's
+                // next delivery: it goes when `work` goes (the signal comes
+                // when the spawning thread ends; tokio's workers live as
+                // long as the runtime).
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGTERM);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
         .args(&command[1..])
         .env("DELAYQ_JOB_ID", job["id"].as_str().unwrap_or_default())
         .env(
@@ -149,29 +228,54 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", command[0]))?;
     let body = job["body"].as_str().unwrap_or_default().as_bytes().to_vec();
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its input may close it early.
-        let _ = stdin.write_all(&body).await;
-    }
-    let out = child
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("waiting for {}: {e}", command[0]))?;
-    if out.status.success() {
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let Some(mut stdin) = stdin {
+            // A command that does not read its input may close it early.
+            let _ = stdin.write_all(&body).await;
+        } // Dropped: the command sees the end of its input.
+    };
+    // Its input written, its stderr read and its exit awaited together: a
+    // command may write stderr before it reads stdin.
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (_, stderr, status) = tokio::join!(write, tail_of(stderr), child.wait());
+    let status = status.map_err(|e| format!("waiting for {}: {e}", command[0]))?;
+    if status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let tail: String = {
-        let t = stderr.trim_end();
-        let start = t.len().saturating_sub(ERROR_TAIL);
-        let start = (start..=t.len())
-            .find(|&i| t.is_char_boundary(i))
-            .unwrap_or(t.len());
-        t[start..].to_owned()
+    let what = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "killed by a signal".to_owned(),
     };
-    Err(match (out.status.code(), tail.is_empty()) {
-        (Some(code), true) => format!("exit status {code}"),
-        (Some(code), false) => format!("exit status {code}: {tail}"),
-        (None, _) => format!("killed by a signal: {tail}"),
-    })
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = stderr.trim();
+    if stderr.is_empty() {
+        return Err(what);
+    }
+    // The whole error within what a job's history keeps.
+    let room = ERROR_MAX.saturating_sub(what.len() + 2);
+    let start = stderr.len().saturating_sub(room);
+    let start = (start..=stderr.len())
+        .find(|&i| stderr.is_char_boundary(i))
+        .unwrap_or(stderr.len());
+    Err(format!("{what}: {}", &stderr[start..]))
+}
+
+/// The last [`STDERR_KEPT`] bytes of `r`, read to its end: a command's
+/// stderr costs `work` that much memory however much it writes.
+async fn tail_of(mut r: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
+    let mut tail = Vec::with_capacity(2 * STDERR_KEPT);
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > STDERR_KEPT {
+                    tail.drain(..tail.len() - STDERR_KEPT);
+                }
+            }
+        }
+    }
 }

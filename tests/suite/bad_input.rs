@@ -235,3 +235,53 @@ proptest! {
         prop_assert_eq!(keys, 0);
     }
 }
+
+/// `.` and `..` as ids would be path segments URLs drop (`/v1/jobs/..`
+/// is `/v1/`): no client could reach such a job, so no push creates one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dot_and_dot_dot_ids_are_refused_by_every_push() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let http = reqwest::Client::new();
+    for id in [".", ".."] {
+        let e = s.queue.push(&job(id, "t", 0, 1000)).await.unwrap_err();
+        assert!(e.to_string().contains("path segment"), "{e}");
+        let many = s.queue.push_many(&[job(id, "t", 0, 1000)]).await;
+        assert!(many.is_err() || many.unwrap()[0].is_err());
+        for (path, body) in [
+            ("/v1/jobs", json!({"topic": "t", "id": id})),
+            (
+                "/v1/jobs/batch",
+                json!({"jobs": [{"topic": "t", "id": id}]}),
+            ),
+            (
+                "/push",
+                json!({"topic": "t", "id": id, "delay": 1, "ttr": 5}),
+            ),
+        ] {
+            let resp = http
+                .post(format!("{}{path}", s.base))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let text = resp.text().await.unwrap();
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let refused = match path {
+                "/push" => v["code"] == 1,
+                "/v1/jobs" => status == 422,
+                // A batch answers per job.
+                _ => status == 422 || v["results"][0]["error"].is_object(),
+            };
+            assert!(
+                refused && text.contains("path segment"),
+                "{path} {id:?}: {status} {text}"
+            );
+        }
+    }
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*:j:*"]).await;
+    assert!(keys.is_empty(), "{keys:?}");
+    s.stop().await;
+}

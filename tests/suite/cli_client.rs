@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use crate::common::*;
-use delayq::RetryPolicy;
+use delayq::{JobState, RetryPolicy};
 use serde_json::Value;
 
 async fn delayq(base: &str, args: &[&str]) -> (bool, String, String) {
@@ -268,4 +268,306 @@ impl Drop for Reaped {
         }
         let _ = self.0.wait();
     }
+}
+
+/// `delayq work TOPIC --concurrency N --server BASE -- sh -c SCRIPT`, in a
+/// process group of its own (a failing test stops it and its commands).
+fn work(base: &str, topic: &str, concurrency: usize, script: &str) -> Reaped {
+    use std::os::unix::process::CommandExt;
+    Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["work", topic, "--concurrency"])
+            .arg(concurrency.to_string())
+            .args(["--server", base, "--", "sh", "-c", script])
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits (bounded) for the worker to exit; its status.
+async fn exits(worker: &mut Reaped, limit: std::time::Duration) -> std::process::ExitStatus {
+    eventually(limit, "the worker exits", || {
+        let status = worker.0.try_wait().unwrap();
+        async move { status }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_keeps_a_one_second_lease_through_a_three_second_command() {
+    let redis = RedisServer::start();
+    let server = DelayqProcess::start(&redis, &[]);
+    let q = queue(&redis);
+    q.push(&delayq::NewJob {
+        retry: Some(RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(3),
+        }),
+        ..job("short-lease", "lease", 0, 1000)
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let script = format!(
+        "echo start >> {0}; sleep 3; echo end >> {0}",
+        seen.display()
+    );
+    let mut worker = work(&server.base, "lease", 2, &script);
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the job settled",
+        || async {
+            match q.get("short-lease").await.unwrap() {
+                None => Some(()),
+                Some(j) if j.state == JobState::Dead => Some(()),
+                Some(_) => None,
+            }
+        },
+    )
+    .await;
+    let job = q.get("short-lease").await.unwrap();
+    assert!(job.is_none(), "not finished: {job:?}");
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(lines, "start\nend\n", "the command ran once");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_never_runs_one_job_id_twice_at_once() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            body: "a".into(),
+            ..job("twice", "solo", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (seen, go) = (dir.path().join("seen"), dir.path().join("go"));
+    let script = format!(
+        "body=$(cat); echo \"start $body\" >> {0}; \
+         while [ ! -e {1} ]; do sleep 0.05; done; echo \"end $body\" >> {0}",
+        seen.display(),
+        go.display()
+    );
+    let mut worker = work(&s.base, "solo", 2, &script);
+    eventually(std::time::Duration::from_secs(15), "a runs", || async {
+        std::fs::read_to_string(&seen)
+            .ok()
+            .filter(|s| s == "start a\n")
+    })
+    .await;
+    // The same id pushed again while its command runs: the worker's other
+    // slot takes the new job.
+    s.queue
+        .push(&delayq::NewJob {
+            body: "b".into(),
+            ..job("twice", "solo", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    eventually(std::time::Duration::from_secs(15), "b taken", || async {
+        let j = s.queue.get("twice").await.unwrap()?;
+        (j.state == JobState::Reserved).then_some(())
+    })
+    .await;
+    // Give a wrong second start the time to show.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    std::fs::write(&go, "").unwrap();
+    eventually(std::time::Duration::from_secs(15), "b finished", || async {
+        s.queue.get("twice").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(lines, "start a\nend a\nstart b\nend b\n");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_the_terminal_lets_the_running_command_finish_its_job() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&job("interrupted", "ctrl-c", 0, 60_000))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (started, seen) = (dir.path().join("started"), dir.path().join("seen"));
+    let script = format!(
+        "trap 'echo interrupted >> {1}; exit 130' INT; touch {0}; sleep 2; echo done >> {1}",
+        started.display(),
+        seen.display()
+    );
+    let mut worker = work(&s.base, "ctrl-c", 1, &script);
+    eventually(std::time::Duration::from_secs(15), "it runs", || async {
+        started.exists().then_some(())
+    })
+    .await;
+    // What a terminal's Ctrl-C does: SIGINT to the foreground process group.
+    unsafe {
+        libc::kill(-(worker.0.id() as i32), libc::SIGINT);
+    }
+    let status = exits(&mut worker, std::time::Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), "done\n");
+    let job = s.queue.get("interrupted").await.unwrap();
+    assert!(job.is_none(), "not finished: {job:?}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_writes_stderr_before_reading_its_body_does_not_hang_work() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            body: "x".repeat(200_000),
+            ..job("chatty", "pipes", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    // More than a pipe holds each way: 100 KB to stderr, then 200 KB read.
+    let script = "head -c 100000 /dev/zero >&2; test \"$(wc -c)\" -eq 200000";
+    let mut worker = work(&s.base, "pipes", 1, script);
+    eventually(std::time::Duration::from_secs(15), "finished", || async {
+        s.queue.get("chatty").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    let status = exits(&mut worker, std::time::Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_keeps_only_the_tail_of_a_huge_stderr_in_memory() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            retry: Some(RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job("loud", "stderr", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    // 200 MB of noise, then the line that says what went wrong.
+    let script = "head -c 200000000 /dev/zero | tr '\\0' x >&2; echo >&2; \
+                  echo 'disk full' >&2; exit 4";
+    let mut worker = work(&s.base, "stderr", 1, script);
+    let job = eventually(std::time::Duration::from_secs(120), "dead", || async {
+        s.queue
+            .get("loud")
+            .await
+            .unwrap()
+            .filter(|j| j.state == JobState::Dead)
+    })
+    .await;
+    // The worker's peak memory (VmHWM: the high-water mark of its RSS).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", worker.0.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kb < 64 * 1024, "peak RSS {peak_kb} kB");
+    let error = job.last_error.unwrap();
+    assert!(
+        error.starts_with("exit status 4: ") && error.ends_with("xxx disk full"),
+        "{}",
+        &error[error.len().saturating_sub(100)..]
+    );
+    assert!(error.len() <= 1000, "{} bytes kept", error.len());
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(exits(&mut worker, std::time::Duration::from_secs(15))
+        .await
+        .success());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_with_url_characters_reach_their_jobs_from_the_command_line() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    let ids = [
+        "a/b", "q?x=1&y", "h#frag", "50%", "%2e%2e", "%2F", "a/../b", "../x", "./", "...",
+        "sp ace", "ü+é",
+    ];
+    for id in ids {
+        s.queue.push(&job(id, "odd", 60_000, 1000)).await.unwrap();
+    }
+    for id in ids {
+        let (ok, out, err) = delayq(b, &["get", id, "--json"]).await;
+        assert!(ok, "get {id:?}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["id"], id);
+        let (ok, _, err) = delayq(b, &["delete", id]).await;
+        assert!(ok, "delete {id:?}: {err}");
+        assert!(s.queue.get(id).await.unwrap().is_none(), "{id:?} left");
+    }
+    let (ok, _, err) = delayq(b, &["push", "--topic", "odd", "--id", ".."]).await;
+    assert!(!ok && err.contains("path segment"), "{err}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_reaches_an_https_server_trusting_the_bundle_ssl_cert_file_names() {
+    let certs = crate::tls::Certs::make();
+    let server = crate::tls::HttpsReceiver::start(
+        &certs,
+        r#"{"topics":{"orders":{"delayed":3,"ready":0,"reserved":0,"dead":0}},"waiting_pops":0}"#,
+    )
+    .await;
+    let stats = |ca: Option<std::path::PathBuf>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        cmd.args(["stats", "--server", &server.base]);
+        if let Some(ca) = ca {
+            cmd.env("SSL_CERT_FILE", ca);
+        }
+        async move {
+            let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+                .await
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (ok, out, err) = stats(Some(certs.path("ca.crt"))).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("orders") && l.contains('3')),
+        "{out}"
+    );
+    assert_eq!(server.seen()[0].1, "/v1/topics");
+    // Without the bundle the test's own CA is trusted by nobody.
+    let (ok, _, err) = stats(None).await;
+    assert!(!ok, "a certificate nobody vouches for was accepted");
+    assert!(err.contains("cannot reach delayq"), "{err}");
 }

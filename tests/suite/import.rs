@@ -175,3 +175,145 @@ async fn remove_mode_leaves_each_job_in_exactly_one_place() {
     assert_eq!(q.get("l1").await.unwrap().unwrap().state, JobState::Delayed);
     q.close().await;
 }
+
+/// The Go server's record with a body of raw bytes (its strings may hold
+/// any bytes): written as a str, or as a bin when `bin`.
+fn record_raw(topic: &str, id: &str, due_s: i64, body: &[u8], bin: bool) -> Vec<u8> {
+    if bin {
+        let map = Value::Map(vec![
+            (Value::from("1"), Value::from(topic)),
+            (Value::from("2"), Value::from(id)),
+            (Value::from("3"), Value::from(due_s)),
+            (Value::from("4"), Value::from(60)),
+            (Value::from("5"), Value::Binary(body.to_vec())),
+        ]);
+        let mut out = Vec::new();
+        rmpv::encode::write_value(&mut out, &map).unwrap();
+        return out;
+    }
+    // The body is the record's last value: a str of as many placeholder
+    // bytes, then the raw bytes in their place.
+    let mut out = record(topic, id, due_s, 60, &"x".repeat(body.len()));
+    let at = out.len() - body.len();
+    out[at..].copy_from_slice(body);
+    out
+}
+
+/// Puts jobs in the old layout's first bucket, due at `due_s`.
+async fn put(old: &RedisServer, jobs: &[(&str, Vec<u8>, f64)]) {
+    let mut c = old.conn().await;
+    let mut pipe = redis::pipe();
+    for (id, record, due_s) in jobs {
+        pipe.cmd("SET").arg(*id).arg(record.as_slice());
+        pipe.cmd("ZADD").arg("dq_bucket_1").arg(*due_s).arg(*id);
+    }
+    let _: () = pipe.query_async(&mut c).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_body_is_not_text_is_skipped_and_kept_never_emptied() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    put(
+        &old,
+        &[
+            (
+                "latin1",
+                record_raw("t", "latin1", due, b"caf\xe9", false),
+                due as f64,
+            ),
+            (
+                "bin-bytes",
+                record_raw("t", "bin-bytes", due, b"\x00\xff\xfe", true),
+                due as f64,
+            ),
+            (
+                "bin-text",
+                record_raw("t", "bin-text", due, "grüß".as_bytes(), true),
+                due as f64,
+            ),
+            ("text", record("t", "text", due, 60, "plain"), due as f64),
+        ],
+    )
+    .await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(report.contains("imported 2,"), "{report}");
+    assert!(
+        report.contains("skipped 2: body is not UTF-8 text"),
+        "{report}"
+    );
+    let q = queue(&new);
+    assert_eq!(q.get("bin-text").await.unwrap().unwrap().body, "grüß");
+    assert_eq!(q.get("text").await.unwrap().unwrap().body, "plain");
+    for id in ["latin1", "bin-bytes"] {
+        assert!(q.get(id).await.unwrap().is_none(), "{id} imported");
+        let kept: i64 = old.cmd(&["EXISTS", id]).await;
+        assert_eq!(kept, 1, "{id} removed from the old layout");
+        let score: Option<f64> = old.cmd(&["ZSCORE", "dq_bucket_1", id]).await;
+        assert!(score.is_some(), "{id} left its bucket");
+    }
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_due_past_what_delayq_takes_is_skipped_and_kept() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    // 2^64 ms in seconds: times 1000 wraps to almost nothing.
+    let far: i64 = 18_446_744_073_709_552;
+    put(
+        &old,
+        &[
+            ("far", record("t", "far", far, 60, "later"), far as f64),
+            ("near", record("t", "near", due, 60, "soon"), due as f64),
+        ],
+    )
+    .await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(report.contains("imported 1,"), "{report}");
+    assert!(
+        report.contains("skipped 1: due time") && report.contains("year 9999"),
+        "{report}"
+    );
+    let q = queue(&new);
+    assert!(q.get("far").await.unwrap().is_none());
+    assert_eq!(q.get("near").await.unwrap().unwrap().due_ms, due * 1000);
+    let kept: i64 = old.cmd(&["EXISTS", "far"]).await;
+    assert_eq!(kept, 1, "the far job was removed from the old layout");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_named_like_a_ready_list_that_is_not_one_is_skipped() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let _: () = old.cmd(&["SET", "dq_queue_notes", "not a list"]).await;
+    let _: i64 = old.cmd(&["HSET", "dq_queue_cfg", "a", "b"]).await;
+    let report = import(&old, &new, &[]);
+    assert!(report.contains("imported 54,"), "{report}");
+    assert!(
+        report.contains("dq_queue_notes") && report.contains("dq_queue_cfg"),
+        "{report}"
+    );
+    assert!(report.contains("not a list"), "{report}");
+    let notes: String = old.cmd(&["GET", "dq_queue_notes"]).await;
+    assert_eq!(notes, "not a list");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_remove_run_finds_nothing_left_and_succeeds() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let first = import(&old, &new, &["--remove"]);
+    assert!(first.contains("removed from the old layout 54"), "{first}");
+    let again = import(&old, &new, &["--remove"]);
+    assert!(
+        again.contains("imported 0, already present 0")
+            && again.contains("removed from the old layout 0"),
+        "{again}"
+    );
+}

@@ -43,3 +43,15 @@ mod serve_cli;
 mod steering;
 mod tls;
 mod webhooks;
+
+/// reqwest's https (rustls without a provider of its own) needs the
+/// process's rustls provider, which `reqwest::Client::new()` in any test
+/// reads: ring, installed before the first test runs (an ELF constructor:
+/// Rust has no hook before the test harness starts its threads).
+#[used]
+#[link_section = ".init_array"]
+static INSTALL_RING: extern "C" fn() = install_ring;
+
+extern "C" fn install_ring() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -11,12 +11,12 @@ use delayq::{Config, Queue};
 
 /// A CA, a server certificate for localhost and a client certificate, in
 /// `dir`.
-struct Certs {
+pub(crate) struct Certs {
     dir: tempfile::TempDir,
 }
 
 impl Certs {
-    fn make() -> Certs {
+    pub(crate) fn make() -> Certs {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let openssl = |args: &[&str]| {
@@ -88,7 +88,7 @@ impl Certs {
         Certs { dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
@@ -230,4 +230,98 @@ async fn serve_takes_the_tls_flags_and_says_when_checks_are_off() {
         err.contains("cannot reach redis") && err.contains("--redis-ca"),
         "{err}"
     );
+}
+
+/// One request an [`HttpsReceiver`] saw: method, path, body.
+pub(crate) type Request = (String, String, Vec<u8>);
+
+/// A local HTTPS endpoint with the certificate `certs` made for localhost:
+/// it records every request and answers 200 with `reply` (JSON).
+pub(crate) struct HttpsReceiver {
+    /// `https://localhost:PORT`
+    pub base: String,
+    pub seen: std::sync::Arc<std::sync::Mutex<Vec<Request>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpsReceiver {
+    pub(crate) async fn start(certs: &Certs, reply: &'static str) -> HttpsReceiver {
+        use http_body_util::BodyExt;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(certs.path("server.crt"))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+        let key = PrivateKeyDer::from_pem_file(certs.path("server.key")).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!(
+            "https://localhost:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<Request>>> = Default::default();
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                loop {
+                    let Ok((tcp, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                    tokio::spawn(async move {
+                        // A client that refuses the certificate ends here.
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(
+                            move |req: hyper::Request<hyper::body::Incoming>| {
+                                let seen = seen.clone();
+                                async move {
+                                    let (parts, body) = req.into_parts();
+                                    let body = body.collect().await?.to_bytes().to_vec();
+                                    seen.lock().unwrap().push((
+                                        parts.method.to_string(),
+                                        parts.uri.path().to_owned(),
+                                        body,
+                                    ));
+                                    Ok::<_, hyper::Error>(
+                                        hyper::Response::builder()
+                                            .header("content-type", "application/json")
+                                            .body(http_body_util::Full::new(
+                                                bytes::Bytes::from_static(reply.as_bytes()),
+                                            ))
+                                            .unwrap(),
+                                    )
+                                }
+                            },
+                        );
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                    });
+                }
+            }
+        });
+        HttpsReceiver { base, seen, task }
+    }
+
+    pub(crate) fn seen(&self) -> Vec<Request> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for HttpsReceiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -388,3 +388,45 @@ async fn a_webhook_topic_without_a_policy_backs_off_and_logs_each_failure() {
     q.close().await;
     delayq.terminate();
 }
+
+/// An https webhook whose receiver's CA is in the bundle `SSL_CERT_FILE`
+/// names: delivered, and the job finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_webhook_is_delivered_trusting_the_bundle_ssl_cert_file_names() {
+    let redis = RedisServer::start();
+    let certs = crate::tls::Certs::make();
+    let receiver = crate::tls::HttpsReceiver::start(&certs, "{}").await;
+    let hook = format!("secure={}/hook", receiver.base);
+    let delayq = DelayqProcess::spawn_from(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
+            .args(["--webhook", &hook])
+            .env("SSL_CERT_FILE", certs.path("ca.crt"))
+            .env("DELAYQ_LOG", "warn")
+            .stderr(std::process::Stdio::inherit()),
+    );
+    let q = queue(&redis);
+    q.push(&NewJob {
+        body: "paid".into(),
+        ..job("s-1", "secure", 0, 30_000)
+    })
+    .await
+    .unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "delivered and finished",
+        || async { q.get("s-1").await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    let seen = receiver.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (method, path, body) = &seen[0];
+    assert_eq!((method.as_str(), path.as_str()), ("POST", "/hook"));
+    let v: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(
+        (v["id"].as_str(), v["body"].as_str()),
+        (Some("s-1"), Some("paid"))
+    );
+    q.close().await;
+    delayq.terminate();
+}
