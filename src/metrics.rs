@@ -336,6 +336,8 @@ pub struct Gauges {
     pub jobs: Option<BTreeMap<String, TopicCounts>>,
     pub subscriber_connected: bool,
     pub waiting_pops: usize,
+    /// Each shard's state (watched with replica acks or on a cluster).
+    pub shards: Vec<crate::store::health::Shard>,
 }
 
 /// Every series delayq exports.
@@ -558,6 +560,33 @@ impl Metrics {
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        if !g.shards.is_empty() {
+            let _ = writeln!(
+                out,
+                "# HELP delayq_shard_partitions Partitions by the state of their shard (ok, degraded: fewer replicas than --replica-acks, down: its master does not answer).\n# TYPE delayq_shard_partitions gauge"
+            );
+            for sh in &g.shards {
+                let _ = writeln!(
+                    out,
+                    "delayq_shard_partitions{{shard=\"{}\",state=\"{}\"}} {}",
+                    escape(&sh.node),
+                    sh.state,
+                    sh.partitions.len()
+                );
+            }
+            let _ = writeln!(
+                out,
+                "# HELP delayq_shard_replicas Online replicas of each shard's master, as last seen.\n# TYPE delayq_shard_replicas gauge"
+            );
+            for sh in g.shards.iter().filter(|s| s.replicas.is_some()) {
+                let _ = writeln!(
+                    out,
+                    "delayq_shard_replicas{{shard=\"{}\"}} {}",
+                    escape(&sh.node),
+                    sh.replicas.unwrap_or(0)
+                );
+            }
         }
         out
     }

@@ -50,6 +50,11 @@ pub struct Config {
     /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
     /// sentinel's own setting counts.
     pub replica_acks: usize,
+    /// Pushes to a shard with fewer connected replicas than
+    /// `replica_acks` (its replica died, or was promoted and has none
+    /// yet): refused (the default) or taken unreplicated. Pops, finishes
+    /// and nacks there go on either way.
+    pub degraded_pushes: crate::store::health::DegradedPushes,
     /// TLS settings for a `rediss://` URL.
     pub tls: crate::store::Tls,
     /// Key prefix; every key is `{prefix}:...`.
@@ -89,6 +94,7 @@ impl Default for Config {
             redis_cluster: Vec::new(),
             partitions: 1,
             replica_acks: 0,
+            degraded_pushes: Default::default(),
             prefix: "dq".into(),
             redis_timeout: Duration::from_secs(2),
             dispatch: true,
@@ -167,6 +173,7 @@ impl Queue {
             &config.prefix,
             config.partitions,
             config.redis_timeout,
+            config.degraded_pushes,
             metrics.clone(),
         )?);
         let handles = Handles {
@@ -809,6 +816,15 @@ impl Queue {
         self.store().enable_expired_events().await
     }
 
+    /// Each shard with the partitions it holds and its state: "ok",
+    /// "degraded" (fewer replicas than `replica_acks`: pushes there follow
+    /// `degraded_pushes`) or "down" (its master does not answer: pops pass
+    /// its partitions by). Empty unless replica acks are on or the queue is
+    /// on a cluster.
+    pub fn shards(&self) -> Vec<crate::store::health::Shard> {
+        self.store().health.shards()
+    }
+
     /// Redis answers (for readiness checks).
     pub async fn ping(&self) -> Result<()> {
         self.store().ping().await
@@ -821,6 +837,7 @@ impl Queue {
             jobs: self.topics().await.ok().map(|o| o.topics),
             subscriber_connected: self.subscriber_connected(),
             waiting_pops: self.waiting_pops(),
+            shards: self.shards(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! `delayq serve`: the HTTP server over one [`Queue`].
 
+use delayq::store::health::DegradedPushes;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -85,6 +86,20 @@ pub struct ServeArgs {
     /// acknowledged job and hands none out twice. 0: do not wait.
     #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = 0)]
     replica_acks: usize,
+
+    /// With --replica-acks: what pushes do when their shard has fewer
+    /// connected replicas than that (its replica died, or was promoted and
+    /// has none yet). "refuse" (503 naming the shard; nothing written) or
+    /// "accept" (taken unreplicated, with a warning: a second failure
+    /// before a replica is back loses them). Pops, finishes and nacks go on
+    /// either way.
+    #[arg(
+        long,
+        env = "DELAYQ_DEGRADED_PUSHES",
+        value_name = "refuse|accept",
+        default_value = "refuse"
+    )]
+    degraded_pushes: DegradedPushes,
 
     /// TLS: check Redis's certificate against this CA (PEM file) instead of
     /// the system's roots.
@@ -319,6 +334,9 @@ async fn serve(
     if args.redis_insecure {
         tracing::warn!("--redis-insecure: redis's TLS certificate is NOT checked; anyone in between can read and change jobs");
     }
+    if args.degraded_pushes == DegradedPushes::Accept && args.replica_acks == 0 {
+        anyhow::bail!("--degraded-pushes accept needs --replica-acks N (without replica acks every push is taken)");
+    }
     let sentinel = args.redis_sentinel.as_ref().map(|urls| Sentinel {
         sentinels: urls.split(',').map(|u| u.trim().to_owned()).collect(),
         master: args.sentinel_master.clone().unwrap_or_default(),
@@ -343,6 +361,7 @@ async fn serve(
         redis_cluster,
         partitions,
         replica_acks: args.replica_acks,
+        degraded_pushes: args.degraded_pushes,
         tls: Tls {
             ca_file: args.redis_ca.clone(),
             cert_file: args.redis_cert.clone(),

@@ -172,6 +172,20 @@ impl Dispatcher {
                 handles.stop.clone(),
             )));
         }
+        if handles.store.watches_health() {
+            let waiters = handles.waiters.clone();
+            let wake = handles.wake.clone();
+            tasks.push(tokio::spawn(crate::store::health::watch(
+                handles.store.clone(),
+                handles.stop.clone(),
+                move || {
+                    // A partition answers again: its jobs wait for pops
+                    // and sweeps that passed it by.
+                    waiters.wake_all();
+                    wake.all();
+                },
+            )));
+        }
         if handles.dispatch && handles.store.cluster.is_some() {
             tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
         }

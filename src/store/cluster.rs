@@ -87,13 +87,27 @@ impl Cluster {
 
 /// The masters in a CLUSTER SLOTS reply, each once, in slot order.
 fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
-    use redis::Value::{Array, BulkString, Int, SimpleString};
     let mut out: Vec<(String, u16)> = Vec::new();
+    for (_, _, addr) in owners_of(reply) {
+        if !out.contains(&addr) {
+            out.push(addr);
+        }
+    }
+    out
+}
+
+/// Each slot range of a CLUSTER SLOTS reply with its master.
+fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
+    use redis::Value::{Array, BulkString, Int, SimpleString};
+    let mut out = Vec::new();
     let Array(ranges) = reply else {
         return out;
     };
     for range in ranges {
         let Array(fields) = range else { continue };
+        let (Some(Int(lo)), Some(Int(hi))) = (fields.first(), fields.get(1)) else {
+            continue;
+        };
         let Some(Array(node)) = fields.get(2) else {
             continue;
         };
@@ -105,10 +119,7 @@ fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
         let Some(Int(port)) = node.get(1) else {
             continue;
         };
-        let addr = (host, *port as u16);
-        if !out.contains(&addr) {
-            out.push(addr);
-        }
+        out.push((*lo as u16, *hi as u16, (host, *port as u16)));
     }
     out
 }
@@ -136,6 +147,20 @@ impl Store {
             ));
         }
         Ok(masters)
+    }
+
+    /// Each slot range with its master (one CLUSTER SLOTS, its reply as
+    /// long as the cluster has ranges).
+    pub(crate) async fn slot_owners(&self) -> Result<Vec<(u16, u16, (String, u16))>> {
+        let reply: redis::Value = self
+            .call(
+                "list masters",
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut self.conn()),
+            )
+            .await?;
+        Ok(owners_of(&reply))
     }
 
     /// A client for one node of the cluster.

@@ -108,7 +108,10 @@ impl Store {
             B::args(item, &mut cmd);
         }
         let limit = deadline.saturating_duration_since(Instant::now());
-        let (status, mut f) = self.run_acked(op, part, vec![cmd], limit).await?.remove(0);
+        let (status, mut f) = self
+            .run_acked(B::SCRIPT, part, vec![cmd], limit)
+            .await?
+            .remove(0);
         if status != Status::Done {
             return Err(Error::protocol(op, format!("status {status:?}")));
         }

@@ -26,6 +26,7 @@ pub mod clock;
 pub mod cluster;
 mod coalesce;
 mod conn;
+pub mod health;
 pub mod layout;
 pub mod library;
 pub(crate) mod read;
@@ -158,6 +159,8 @@ pub(crate) struct Store {
     replica_acks: usize,
     /// Acknowledged writes, batched per partition behind one WAIT each.
     acks: acks::Acks,
+    /// Which partitions answer, and which shards lack replicas.
+    pub(crate) health: health::Health,
     /// Single pushes, batched per partition while Redis is busy.
     pushes: coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes, batched the same way.
@@ -306,6 +309,7 @@ impl Store {
         prefix: &str,
         partitions: usize,
         timeout: Duration,
+        degraded_pushes: health::DegradedPushes,
         metrics: Arc<Metrics>,
     ) -> Result<Store> {
         if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
@@ -367,6 +371,7 @@ impl Store {
             cluster,
             replica_acks,
             acks: acks::Acks::new(ack_conn, parts.len()),
+            health: health::Health::new(parts.len(), replica_acks, degraded_pushes),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
             pops: coalesce::Coalescer::new(1),
@@ -398,6 +403,12 @@ impl Store {
             .set_response_timeout(Some(timeout + LATE_REPLY_GRACE));
         ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| Error::redis("connect", e))
+    }
+
+    /// Whether the shards' health is watched: replicas counted for
+    /// acknowledged writes, masters of a cluster's partitions looked at.
+    pub(crate) fn watches_health(&self) -> bool {
+        self.replica_acks > 0 || self.cluster.is_some()
     }
 
     pub fn behind_sentinel(&self) -> bool {
@@ -683,21 +694,40 @@ impl Store {
         Ok((parsed, acked))
     }
 
-    /// Loads the function library; on a cluster, into every master (a
-    /// master that is new, or a replica promoted since, may lack it).
-    /// Runs script calls of partition `part`, each its own atomic call.
-    /// With replica acks on, they go in the partition's next acknowledged
-    /// batch ([`acks`]) and succeed only if enough replicas have them;
-    /// otherwise in one pipeline on the shared connection.
+    /// Runs calls of `script` on partition `part`, each its own atomic
+    /// call. With replica acks on, they go in the partition's next
+    /// acknowledged batch ([`acks`]); otherwise in one pipeline on the
+    /// shared connection.
+    ///
+    /// On a shard with fewer replicas than acks ask for ([`health`]), what
+    /// adds jobs (a script not allowed when Redis is full: push, tick,
+    /// reschedule) follows the degraded-push policy, refused before it is
+    /// sent by default; everything else goes on without waiting for
+    /// replicas. A write acknowledged by too few replicas fails only if it
+    /// adds jobs (it was written: pushing again is safe); a pop, finish or
+    /// nack keeps its result, so no lease is stranded and no attempt
+    /// burnt.
     pub(crate) async fn run_acked(
         &self,
-        op: &'static str,
+        script: &Script,
         part: usize,
         cmds: Vec<Cmd>,
         limit: Duration,
     ) -> Result<Vec<(Status, Fields)>> {
+        let op = script.name;
+        let adds_jobs = !script.when_full;
         let wanted = self.replica_acks;
-        if wanted == 0 {
+        let degraded = self.health.degraded(part);
+        if let (Some((shard, replicas)), true) = (&degraded, adds_jobs) {
+            if self.health.policy == health::DegradedPushes::Refuse {
+                return Err(Error::Degraded {
+                    shard: shard.clone(),
+                    replicas: *replicas,
+                    wanted,
+                });
+            }
+        }
+        if wanted == 0 || degraded.is_some() {
             if let [cmd] = cmds.as_slice() {
                 return Ok(vec![self.run_within(op, limit, cmd).await?]);
             }
@@ -740,12 +770,17 @@ impl Store {
                 continue;
             }
             if acked < wanted {
-                return Err(Error::Unreplicated { acked, wanted });
+                self.health.short_of_replicas(part, acked);
+                if adds_jobs {
+                    return Err(Error::Unreplicated { acked, wanted });
+                }
             }
             return Ok(out);
         }
     }
 
+    /// Loads the function library; on a cluster, into every master (a
+    /// master that is new, or a replica promoted since, may lack it).
     async fn load_functions(&self) -> Result<()> {
         let loaded: redis::RedisResult<redis::Value> =
             library::load_cmd().query_async(&mut self.conn()).await;

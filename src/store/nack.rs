@@ -58,7 +58,7 @@ impl Store {
             .arg(delay.map_or(-1, |d| d.as_millis() as i64))
             .arg(error);
         let mut replies = self
-            .run_acked("nack", self.part_of(id), vec![cmd], self.timeout())
+            .run_acked(&SCRIPT, self.part_of(id), vec![cmd], self.timeout())
             .await?;
         let failed = decode(replies.remove(0))?;
         if failed.status == Status::Done && failed.state.is_none() {

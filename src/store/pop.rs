@@ -210,8 +210,17 @@ impl Store {
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
+        let mut first_error = None;
+        let mut tried = 0;
         for k in 0..n {
             let part = (start + k) % n;
+            // A partition whose master does not answer is passed by: the
+            // others' jobs keep flowing (the health watch, or the next
+            // call after DOWN_FOR, looks at it again).
+            if self.health.is_down(part) {
+                continue;
+            }
+            tried += 1;
             let reply = self
                 .pop_call(
                     part,
@@ -219,11 +228,17 @@ impl Store {
                     max - got.len(),
                     max_bytes - bytes,
                     until,
-                    limit,
+                    limit.min(self.timeout()),
                 )
                 .await;
             let (part_held, deliveries) = match reply {
                 Ok(r) => r,
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(part, error = %e, "a partition's pop failed; trying the others");
+                    self.health.mark_down(part);
+                    first_error.get_or_insert(e);
+                    continue;
+                }
                 Err(e) if got.is_empty() => return Err(e),
                 Err(e) => {
                     tracing::warn!(error = %e, "a partition's pop failed; returning what others gave");
@@ -240,7 +255,13 @@ impl Store {
                 break;
             }
         }
-        Ok((got, held))
+        match first_error {
+            // Every partition tried failed: the caller hears why.
+            Some(e) if got.is_empty() && tried > 0 && held.jobs == 0 && self.health.all_down() => {
+                Err(e)
+            }
+            _ => Ok((got, held)),
+        }
     }
 
     /// One pop call on partition `part`, changing nothing after `until`,
@@ -260,7 +281,7 @@ impl Store {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         args(&mut cmd, &nonce[..16], topics, max, max_bytes);
         let sent = Instant::now();
-        let mut r = self.run_acked("pop", part, vec![cmd], limit).await?;
+        let mut r = self.run_acked(&SCRIPT, part, vec![cmd], limit).await?;
         let (now_us, held, deliveries) = decode(r.remove(0))?;
         self.clock.observe(sent, Instant::now(), now_us);
         Ok((held, deliveries))

@@ -55,7 +55,7 @@ impl Store {
         let version = uuid::Uuid::new_v4().simple().to_string();
         let mut cmd = self.fcall(&PUT, &self.parts()[part]);
         cmd.arg(name).arg("put").arg(def).arg(&version);
-        self.run_acked("recurring put", part, vec![cmd], self.timeout())
+        self.run_acked(&PUT, part, vec![cmd], self.timeout())
             .await?;
         let mut sadd = redis::cmd("SADD");
         sadd.arg(Keys::recurring_index(&self.prefix)).arg(name);
@@ -71,7 +71,7 @@ impl Store {
         let mut cmd = self.fcall(&PUT, &self.parts()[part]);
         cmd.arg(name).arg("delete").arg("").arg("");
         let mut r = self
-            .run_acked("recurring delete", part, vec![cmd], self.timeout())
+            .run_acked(&PUT, part, vec![cmd], self.timeout())
             .await?;
         let (status, _) = r.remove(0);
         let mut srem = redis::cmd("SREM");
@@ -158,7 +158,7 @@ impl Store {
             None => cmd.arg("").arg("").arg("").arg(0).arg("").arg(0),
         };
         let (status, f) = self
-            .run_acked("tick", part, vec![cmd], self.timeout())
+            .run_acked(&TICK, part, vec![cmd], self.timeout())
             .await?
             .remove(0);
         Ok(match status {

@@ -50,6 +50,23 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if let Some(e) = error {
         body["error"] = json!(e);
     }
+    let shards = q.shards();
+    if !shards.is_empty() {
+        // A shard short of replicas or not answering is named, with its
+        // partitions: the rest of the queue works on.
+        body["shards"] = shards
+            .iter()
+            .map(|s| json!({"node": s.node, "state": s.state, "replicas": s.replicas, "partitions": s.partitions}))
+            .collect();
+        let troubled: Vec<&str> = shards
+            .iter()
+            .filter(|s| s.state != "ok")
+            .map(|s| s.state)
+            .collect();
+        if !troubled.is_empty() {
+            body["degraded"] = json!(true);
+        }
+    }
     if q.on_cluster() {
         // Each master's own state: the one that is full is named.
         if let Ok(masters) = q.memories().await {

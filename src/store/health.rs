@@ -1,0 +1,384 @@
+//! Which shards can answer, and how many replicas each has: so that one
+//! master that died, or lost its replica, stops only what must stop.
+//!
+//! - A partition whose master does not answer is **down**: pops pass it by
+//!   (and look again once it answers), so the other partitions' jobs keep
+//!   flowing. A call that fails marks it at once; the watch clears it.
+//! - With `replica_acks` N, a shard with fewer than N connected replicas
+//!   is **degraded**. Pops, finishes, nacks and touches on it go on
+//!   without waiting for replicas (at least once allows a repeat after a
+//!   second failure, never a loss or a stranded lease). Pushes follow
+//!   [`DegradedPushes`], in the spirit of Redis's `min-replicas-to-write`:
+//!   refused before anything is written (the default), or taken
+//!   unreplicated with a warning.
+//!
+//! [`watch`] asks each master for `INFO replication` once a second (one
+//! call per master, its reply a few hundred bytes), and at once after the
+//! store followed a new master. A change is logged once, not per call.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Store;
+
+/// What pushes to a shard with fewer replicas than `replica_acks` do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DegradedPushes {
+    /// Refuse them (nothing is written): an acknowledged push is always on
+    /// `replica_acks` replicas.
+    #[default]
+    Refuse,
+    /// Take them without waiting for replicas, and warn: the queue keeps
+    /// accepting work, and a second failure (the master dies before a
+    /// replica is back) loses what it took meanwhile.
+    Accept,
+}
+
+impl std::str::FromStr for DegradedPushes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "refuse" => Ok(DegradedPushes::Refuse),
+            "accept" => Ok(DegradedPushes::Accept),
+            _ => Err(format!("{s:?}: expected refuse or accept")),
+        }
+    }
+}
+
+/// How long a partition whose call failed is passed by before pops try it
+/// again (unless the watch sees it answer sooner).
+const DOWN_FOR: Duration = Duration::from_secs(2);
+
+/// What is known of one partition's shard.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShardView {
+    /// The master's address (empty until first seen).
+    pub node: String,
+    /// Connected replicas (None: the master did not answer).
+    pub replicas: Option<usize>,
+}
+
+#[derive(Default)]
+struct Part {
+    shard: ShardView,
+    down_until: Option<Instant>,
+}
+
+/// Every partition's health.
+pub(crate) struct Health {
+    parts: Mutex<Vec<Part>>,
+    /// Replicas a write waits for (0: none).
+    wanted: usize,
+    pub policy: DegradedPushes,
+}
+
+/// One shard as `/readyz` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub node: String,
+    /// "ok", "degraded" (fewer replicas than asked for) or "down".
+    pub state: &'static str,
+    pub replicas: Option<usize>,
+    pub partitions: Vec<usize>,
+}
+
+impl Health {
+    pub fn new(partitions: usize, wanted: usize, policy: DegradedPushes) -> Health {
+        Health {
+            parts: Mutex::new((0..partitions).map(|_| Part::default()).collect()),
+            wanted,
+            policy,
+        }
+    }
+
+    /// Pops pass partition `part` by for now.
+    pub fn is_down(&self, part: usize) -> bool {
+        let parts = self.parts.lock().unwrap();
+        parts[part].down_until.is_some_and(|t| t > Instant::now())
+    }
+
+    /// No partition answers.
+    pub fn all_down(&self) -> bool {
+        let now = Instant::now();
+        let parts = self.parts.lock().unwrap();
+        parts.iter().all(|p| p.down_until.is_some_and(|t| t > now))
+    }
+
+    /// A call on `part` found its master unreachable.
+    pub fn mark_down(&self, part: usize) {
+        let mut parts = self.parts.lock().unwrap();
+        parts[part].down_until = Some(Instant::now() + DOWN_FOR);
+    }
+
+    /// The shard of `part` has fewer connected replicas than writes wait
+    /// for: its name and replica count.
+    pub fn degraded(&self, part: usize) -> Option<(String, usize)> {
+        if self.wanted == 0 {
+            return None;
+        }
+        let parts = self.parts.lock().unwrap();
+        match &parts[part].shard {
+            ShardView {
+                node,
+                replicas: Some(n),
+            } if *n < self.wanted => Some((node.clone(), *n)),
+            _ => None,
+        }
+    }
+
+    /// A write on `part` was acknowledged by only `acked` replicas: treat
+    /// the shard as degraded until the watch sees enough replicas again.
+    pub fn short_of_replicas(&self, part: usize, acked: usize) {
+        let mut parts = self.parts.lock().unwrap();
+        let p = &mut parts[part];
+        if p.shard.replicas.is_none_or(|n| n >= self.wanted) {
+            p.shard.replicas = Some(acked);
+        }
+    }
+
+    /// Records what the watch saw of every partition; returns true if a
+    /// partition came back (pops waiting may find jobs there now).
+    fn update(&self, seen: Vec<ShardView>) -> bool {
+        let mut parts = self.parts.lock().unwrap();
+        let mut back = false;
+        for (i, (p, view)) in parts.iter_mut().zip(seen).enumerate() {
+            let was = state_of(&p.shard, self.wanted);
+            let now = state_of(&view, self.wanted);
+            if was != now || p.shard.node != view.node {
+                log_change(i, &view, was, now, self.wanted, self.policy);
+            }
+            match view.replicas {
+                None => p.down_until = Some(Instant::now() + DOWN_FOR),
+                Some(_) => {
+                    back |= p.down_until.take().is_some();
+                }
+            }
+            p.shard = view;
+        }
+        back
+    }
+
+    /// The shards, each with its partitions, for `/readyz` and metrics.
+    pub fn shards(&self) -> Vec<Shard> {
+        let parts = self.parts.lock().unwrap();
+        let mut out: Vec<Shard> = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            if p.shard.node.is_empty() {
+                continue;
+            }
+            let state = if p.down_until.is_some_and(|t| t > Instant::now()) {
+                "down"
+            } else {
+                state_of(&p.shard, self.wanted)
+            };
+            match out
+                .iter_mut()
+                .find(|s| s.node == p.shard.node && s.state == state)
+            {
+                Some(s) => s.partitions.push(i),
+                None => out.push(Shard {
+                    node: p.shard.node.clone(),
+                    state,
+                    replicas: p.shard.replicas,
+                    partitions: vec![i],
+                }),
+            }
+        }
+        out
+    }
+}
+
+fn state_of(view: &ShardView, wanted: usize) -> &'static str {
+    match view.replicas {
+        None if view.node.is_empty() => "unknown",
+        None => "down",
+        Some(n) if n < wanted => "degraded",
+        Some(_) => "ok",
+    }
+}
+
+fn log_change(
+    part: usize,
+    view: &ShardView,
+    was: &'static str,
+    now: &'static str,
+    wanted: usize,
+    policy: DegradedPushes,
+) {
+    let node = view.node.as_str();
+    match now {
+        "down" => tracing::warn!(part, node, "shard does not answer: pops pass its partition by"),
+        "degraded" => match policy {
+            DegradedPushes::Refuse => tracing::warn!(
+                part, node, replicas = view.replicas, wanted,
+                "shard has fewer replicas than --replica-acks: pushes to it are refused; pops, finishes and nacks go on"
+            ),
+            DegradedPushes::Accept => tracing::warn!(
+                part, node, replicas = view.replicas, wanted,
+                "shard has fewer replicas than --replica-acks: pushes to it are taken UNREPLICATED (--degraded-pushes accept); a second failure can lose them"
+            ),
+        },
+        "ok" if was != "unknown" => {
+            tracing::info!(part, node, replicas = view.replicas, "shard healthy again")
+        }
+        _ => {}
+    }
+}
+
+/// Connected replicas in an `INFO replication` reply (those online).
+fn online_replicas(info: &str) -> usize {
+    info.lines()
+        .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+        .count()
+}
+
+impl Store {
+    /// Each partition's shard now: its master and its online replicas.
+    async fn look_at_shards(&self, conns: &mut NodeConns) -> Vec<ShardView> {
+        let n = self.parts().len();
+        if self.cluster.is_none() {
+            let node = match &self.link.read().unwrap().master {
+                Some((h, p)) => format!("{h}:{p}"),
+                None => self.client().get_connection_info().addr().to_string(),
+            };
+            let info = self
+                .call(
+                    "read replication",
+                    redis::cmd("INFO")
+                        .arg("replication")
+                        .query_async::<String>(&mut self.conn()),
+                )
+                .await;
+            let replicas = info.ok().map(|i| online_replicas(&i));
+            return vec![ShardView { node, replicas }; n];
+        }
+        let Ok(owners) = self.slot_owners().await else {
+            return vec![ShardView::default(); n];
+        };
+        let mut by_node: std::collections::HashMap<(String, u16), Option<usize>> =
+            Default::default();
+        for (_, _, addr) in &owners {
+            if by_node.contains_key(addr) {
+                continue;
+            }
+            let replicas = conns.replicas(self, addr).await;
+            by_node.insert(addr.clone(), replicas);
+        }
+        self.parts()
+            .iter()
+            .map(|k| {
+                let slot = super::layout::slot(k.schedule().as_bytes());
+                owners
+                    .iter()
+                    .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+                    .map(|(_, _, addr)| ShardView {
+                        node: format!("{}:{}", addr.0, addr.1),
+                        replicas: by_node[addr],
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+/// A connection per master, kept between looks.
+#[derive(Default)]
+struct NodeConns(std::collections::HashMap<(String, u16), redis::aio::MultiplexedConnection>);
+
+impl NodeConns {
+    async fn replicas(&mut self, store: &Store, addr: &(String, u16)) -> Option<usize> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(store.timeout()))
+            .set_response_timeout(Some(store.timeout()));
+        let conn = match self.0.get(addr) {
+            Some(c) => c.clone(),
+            None => {
+                let client = store.node_client(&addr.0, addr.1).ok()?;
+                let c = tokio::time::timeout(
+                    store.timeout(),
+                    client.get_multiplexed_async_connection_with_config(&config),
+                )
+                .await
+                .ok()?
+                .ok()?;
+                self.0.insert(addr.clone(), c.clone());
+                c
+            }
+        };
+        let mut conn = conn;
+        let info = tokio::time::timeout(
+            store.timeout(),
+            redis::cmd("INFO")
+                .arg("replication")
+                .query_async::<String>(&mut conn),
+        )
+        .await;
+        match info {
+            Ok(Ok(i)) => Some(online_replicas(&i)),
+            _ => {
+                self.0.remove(addr);
+                None
+            }
+        }
+    }
+}
+
+/// Watches the shards until `stop`: once a second, and at once when the
+/// store followed a new master. `came_back` runs when a partition that
+/// was down answers again (waiting pops look at it).
+pub(crate) async fn watch(
+    store: std::sync::Arc<Store>,
+    stop: crate::Shutdown,
+    came_back: impl Fn() + Send,
+) {
+    let mut conns = NodeConns::default();
+    loop {
+        let seen = store.look_at_shards(&mut conns).await;
+        if store.health.update(seen) {
+            came_back();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = store.relinked.notified() => {}
+            _ = stop.wait() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn online_replicas_are_counted_from_info() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n";
+        assert_eq!(online_replicas(info), 1);
+        assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
+    }
+
+    #[tokio::test]
+    async fn a_shard_short_of_replicas_is_degraded_and_one_that_fails_is_down() {
+        let h = Health::new(2, 1, DegradedPushes::Refuse);
+        let view = |node: &str, replicas| ShardView {
+            node: node.into(),
+            replicas,
+        };
+        h.update(vec![view("a:1", Some(1)), view("b:2", Some(0))]);
+        assert_eq!(h.degraded(0), None);
+        assert_eq!(h.degraded(1), Some(("b:2".into(), 0)));
+        h.short_of_replicas(0, 0);
+        assert_eq!(h.degraded(0), Some(("a:1".into(), 0)));
+        h.update(vec![view("a:1", None), view("b:2", Some(1))]);
+        assert!(h.is_down(0) && !h.is_down(1));
+        assert_eq!(h.degraded(1), None);
+        assert!(h.update(vec![view("a:1", Some(1)), view("b:2", Some(1))]));
+        assert!(!h.is_down(0));
+        let shards = h.shards();
+        assert_eq!(shards.len(), 2);
+        assert!(shards.iter().all(|s| s.state == "ok"));
+    }
+}
