@@ -45,7 +45,8 @@ pub enum Missed {
 pub struct Recurring {
     pub topic: String,
     /// Six fields, seconds first (`0 0 9 * * *`), or the five-field form
-    /// without seconds (`0 9 * * *`).
+    /// without seconds (`0 9 * * *`). Day of week is Unix's in both: 0 and
+    /// 7 are Sunday, 1 Monday ... 6 Saturday, or `SUN`..`SAT`.
     pub cron: String,
     /// IANA time zone the rule is read in (`Asia/Shanghai`); UTC by default.
     pub timezone: String,
@@ -108,6 +109,78 @@ impl Rule {
     }
 }
 
+/// Day names in Unix order: 0 (and 7) is Sunday.
+const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+/// Reads a day-of-week field the Unix way (0 or 7 = Sunday, 1 = Monday ...
+/// 6 = Saturday, or names; lists, ranges and steps) and writes it the way
+/// the `cron` crate reads it (1 = Sunday ... 7 = Saturday).
+fn unix_days_of_week(field: &str) -> Result<String, String> {
+    let bad = |why: String| {
+        Err(format!(
+            "day of week {field:?} is not valid: {why}; use 0-7 (0 and 7 are Sunday, 1 Monday ... 6 Saturday) or SUN-SAT"
+        ))
+    };
+    let day = |s: &str| -> Option<u32> {
+        if let Ok(n) = s.parse::<u32>() {
+            return (n <= 7).then_some(n);
+        }
+        let s = s.to_ascii_uppercase();
+        (0..7)
+            .find(|&i| s == DAYS[i] || s == FULL_DAYS[i])
+            .map(|i| i as u32)
+    };
+    let mut on = [false; 7];
+    for item in field.split(',') {
+        let (base, step) = match item.split_once('/') {
+            Some((b, s)) => match s.parse::<u32>() {
+                Ok(s) if s > 0 => (b, s),
+                _ => return bad(format!("step {s:?} is not a positive number")),
+            },
+            None => (item, 1),
+        };
+        let (first, last) = match base {
+            "*" | "?" => (0, 6),
+            _ => match base.split_once('-') {
+                Some((a, b)) => match (day(a), day(b)) {
+                    (Some(a), Some(b)) if a <= b => (a, b),
+                    (Some(_), Some(_)) => return bad(format!("range {base:?} runs backwards")),
+                    _ => return bad(format!("{base:?} is not a day")),
+                },
+                None => match day(base) {
+                    // `5/2` runs from Friday to Saturday in steps.
+                    Some(a) if item.contains('/') => (a, 6.max(a)),
+                    Some(a) => (a, a),
+                    None => return bad(format!("{base:?} is not a day")),
+                },
+            },
+        };
+        for d in (first..=last).step_by(step as usize) {
+            on[(d % 7) as usize] = true;
+        }
+    }
+    if on.iter().all(|&d| d) {
+        return Ok("*".into());
+    }
+    Ok(DAYS
+        .iter()
+        .zip(on)
+        .filter(|(_, on)| *on)
+        .map(|(d, _)| *d)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+const FULL_DAYS: [&str; 7] = [
+    "SUNDAY",
+    "MONDAY",
+    "TUESDAY",
+    "WEDNESDAY",
+    "THURSDAY",
+    "FRIDAY",
+    "SATURDAY",
+];
+
 /// Checks a schedule name: like a topic, and no `{`, `}` or `/` (they
 /// shape the ids of its jobs).
 pub fn check_name(name: &str) -> Result<(), String> {
@@ -134,10 +207,15 @@ pub fn check_name(name: &str) -> Result<(), String> {
 impl Recurring {
     /// Parses the rule: the cron text (five or six fields) and the zone.
     pub fn rule(&self) -> Result<Rule, String> {
-        let fields = self.cron.split_whitespace().count();
-        let text = match fields {
-            5 => format!("0 {}", self.cron.trim()),
-            6 => self.cron.trim().to_owned(),
+        let mut fields: Vec<&str> = self.cron.split_whitespace().collect();
+        if fields.len() == 5 {
+            fields.insert(0, "0");
+        }
+        let text = match fields.len() {
+            6 => {
+                let dow = unix_days_of_week(fields[5])?;
+                format!("{} {dow}", fields[..5].join(" "))
+            }
             n => {
                 return Err(format!(
                     "cron {:?} has {n} fields; give six (seconds first: \"0 0 9 * * *\") or five (\"0 9 * * *\")",
@@ -281,6 +359,68 @@ mod tests {
         assert!(bad("* * *", "UTC").contains("3 fields"));
         assert!(bad("0 9 * * *", "Mars/Olympus").contains("unknown"));
         assert!(bad("0 61 * * *", "UTC").contains("not valid"));
+    }
+
+    #[test]
+    fn day_of_week_is_read_the_unix_way_in_five_and_six_fields() {
+        // 2026-11-21 is a Saturday; from Friday 2026-11-20 12:00Z:
+        let from = at("2026-11-20T12:00:00Z");
+        let next = |cron: &str| rule(cron, "UTC").next_after(from).unwrap();
+        assert_eq!(
+            next("0 9 * * 6"),
+            at("2026-11-21T09:00:00Z"),
+            "6 = Saturday"
+        );
+        assert_eq!(next("0 9 * * 1"), at("2026-11-23T09:00:00Z"), "1 = Monday");
+        assert_eq!(next("0 9 * * 0"), at("2026-11-22T09:00:00Z"), "0 = Sunday");
+        assert_eq!(next("0 9 * * 7"), at("2026-11-22T09:00:00Z"), "7 = Sunday");
+        assert_eq!(next("0 9 * * SAT"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * mon"), at("2026-11-23T09:00:00Z"));
+        assert_eq!(next("0 9 * * SUN"), at("2026-11-22T09:00:00Z"));
+        assert_eq!(
+            next("0 9 * * 5"),
+            at("2026-11-20T09:00:00Z") + 7 * 86_400_000
+        );
+        // Six fields: the same convention.
+        assert_eq!(next("0 0 9 * * 6"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 0 9 * * 1"), at("2026-11-23T09:00:00Z"));
+        // 1-5 is Monday to Friday: Friday noon's next is Monday.
+        assert_eq!(next("0 9 * * 1-5"), at("2026-11-23T09:00:00Z"));
+        assert_eq!(next("0 9 * * MON-FRI"), at("2026-11-23T09:00:00Z"));
+        let r = rule("0 9 * * 1-5", "UTC");
+        let mut t = from;
+        let mut days = Vec::new();
+        for _ in 0..5 {
+            t = r.next_after(t).unwrap();
+            days.push(
+                DateTime::from_timestamp_millis(t)
+                    .unwrap()
+                    .format("%a")
+                    .to_string(),
+            );
+        }
+        assert_eq!(days, ["Mon", "Tue", "Wed", "Thu", "Fri"]);
+        // Lists, steps and a range up to 7 (Sunday).
+        assert_eq!(next("0 9 * * 0,6"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * 6-7"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * */3"), at("2026-11-21T09:00:00Z"), "0,3,6");
+        assert_eq!(next("0 9 * * ?"), at("2026-11-21T09:00:00Z"));
+        let bad = |cron: &str| {
+            Recurring {
+                cron: cron.into(),
+                ..Recurring::default()
+            }
+            .rule()
+            .err()
+            .unwrap()
+        };
+        assert!(
+            bad("0 9 * * 8").contains("day of week"),
+            "{}",
+            bad("0 9 * * 8")
+        );
+        assert!(bad("0 9 * * 5-1").contains("day of week"));
+        assert!(bad("0 9 * * FUNDAY").contains("day of week"));
     }
 
     #[test]
