@@ -286,6 +286,11 @@ impl Recurring {
     }
 }
 
+/// How every tick's job id starts. Pushes refuse such ids
+/// ([`crate::job::Limits::check_job`]), so no user job can take a tick's
+/// place.
+pub const TICK_ID_PREFIX: &str = "recurring/{";
+
 /// The id of the job of `name`'s tick at `tick_ms`. The braces keep every
 /// tick of a schedule in the schedule's own partition.
 pub fn tick_id(name: &str, tick_ms: i64) -> String {
@@ -293,7 +298,10 @@ pub fn tick_id(name: &str, tick_ms: i64) -> String {
         .timestamp_millis_opt(tick_ms)
         .single()
         .unwrap_or_default();
-    format!("recurring/{{{name}}}/{}", at.format("%Y-%m-%dT%H:%M:%SZ"))
+    format!(
+        "{TICK_ID_PREFIX}{name}}}/{}",
+        at.format("%Y-%m-%dT%H:%M:%SZ")
+    )
 }
 
 /// A schedule as it is in Redis now.

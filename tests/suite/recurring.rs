@@ -399,3 +399,79 @@ body = "within 7 days"
     assert!(!ok && err.contains("per_second"), "{err}");
     drop(a);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_push_cannot_take_a_tick_id_through_the_library_or_either_api() {
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), delayq::http::ServerConfig::default()).await;
+    let q = server.queue.clone();
+    q.put_recurring(
+        "minutely",
+        &delayq::Recurring {
+            topic: "beat".into(),
+            cron: "0 * * * * *".into(),
+            body: "from the schedule".into(),
+            ..delayq::Recurring::default()
+        },
+    )
+    .await
+    .unwrap();
+    let next = q
+        .recurring("minutely")
+        .await
+        .unwrap()
+        .unwrap()
+        .next_fire_ms
+        .unwrap();
+    let tick = delayq::recurring::tick_id("minutely", next);
+    let later = delayq::recurring::tick_id("minutely", next + 60_000);
+    let reserved = |msg: &str| msg.contains("reserved") && msg.contains("recurring/{");
+
+    for id in [&tick, &later] {
+        let user = job(id, "beat", 0, 60_000);
+        match q.push(&user).await {
+            Err(delayq::Error::Invalid(m)) => assert!(reserved(&m), "{m}"),
+            other => panic!("library push of {id} was not refused: {other:?}"),
+        }
+        let r = q.push_many(std::slice::from_ref(&user)).await.unwrap();
+        assert!(
+            matches!(&r[0], Err(delayq::Error::Invalid(m)) if reserved(m)),
+            "{r:?}"
+        );
+        let native = reqwest::Client::new()
+            .post(format!("{}/v1/jobs", server.base))
+            .json(&json!({"id": id, "topic": "beat", "body": "mine"}))
+            .send()
+            .await
+            .unwrap();
+        let status = native.status().as_u16();
+        let text = native.text().await.unwrap();
+        assert!(
+            (400..500).contains(&status) && reserved(&text),
+            "{status} {text}"
+        );
+        let compat = post(
+            &server.base,
+            "/push",
+            &json!({"id": id, "topic": "beat", "body": "mine", "delay": 1, "ttr": 10}).to_string(),
+        )
+        .await;
+        assert!(
+            compat["code"] == 1 && reserved(compat["message"].as_str().unwrap()),
+            "{compat}"
+        );
+    }
+    // Ids that only look alike are the user's.
+    q.push(&job("recurring/minutely/x", "beat", 60_000, 60_000))
+        .await
+        .unwrap();
+    // The tick is still the schedule's, and fires as such.
+    eventually(Duration::from_secs(5), "the tick's job", || async {
+        q.get(&tick).await.unwrap()
+    })
+    .await;
+    let j = q.get(&tick).await.unwrap().unwrap();
+    assert_eq!(j.body, "from the schedule");
+    server.stop().await;
+    q.close().await;
+}
