@@ -15,13 +15,14 @@
 //! is dropped if it never fired ([`Missed::Skip`]); the ticks after it are
 //! skipped either way, never fired one by one.
 //!
-//! Time zones and daylight saving follow the `cron` crate: a local time that
-//! does not exist on a day (clocks forward) has no tick that day, and one
-//! that happens twice (clocks back) fires once, at its first occurrence.
+//! Rules are matched against local wall-clock times: a local time that does
+//! not exist on a day (clocks forward) has no tick that day, and one that
+//! happens twice (clocks back) fires once, at its first occurrence, so ticks
+//! only move forward in absolute time ([`Rule::next_after`]).
 
 use std::str::FromStr;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::retry::RetryPolicy;
@@ -91,23 +92,125 @@ pub struct Rule {
 
 impl Rule {
     /// The first tick strictly after `after_ms` (Unix ms), if any.
+    ///
+    /// The rule is matched against local wall-clock times (naive, so the
+    /// search itself never goes back), each then placed in absolute time:
+    /// a local time that does not exist (clocks forward) has no tick, and
+    /// one that happens twice (clocks back) ticks at its first occurrence
+    /// only. So ticks only ever move forward in absolute time.
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        let after = self.tz.timestamp_millis_opt(after_ms).single()?;
-        self.schedule
-            .after(&after)
-            .next()
-            .map(|t| t.timestamp_millis())
+        let mut from = self.local(after_ms)?;
+        if let Some(end) = self.second_pass_end(after_ms) {
+            // Every local time of the repeated hour ticked in its first
+            // pass: go on from the end of the second.
+            from = end - TimeDelta::milliseconds(1);
+        }
+        // Each turn moves `from` forward; a few turns at most (a gap).
+        for _ in 0..MAX_TURNS {
+            let wall = self
+                .schedule
+                .after(&Utc.from_utc_datetime(&from))
+                .next()?
+                .naive_utc();
+            match self.tz.from_local_datetime(&wall) {
+                LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => {
+                    let t = t.timestamp_millis();
+                    if t > after_ms {
+                        return Some(t);
+                    }
+                    from = wall;
+                }
+                LocalResult::None => from = self.gap_end(wall).unwrap_or(wall),
+            }
+        }
+        None
     }
 
-    /// The last tick at or before `at_ms`, if any.
+    /// The last tick at or before `at_ms`, if any (never after it).
     pub fn last_at_or_before(&self, at_ms: i64) -> Option<i64> {
-        let after = self.tz.timestamp_millis_opt(at_ms + 1).single()?;
-        self.schedule
-            .after(&after)
-            .next_back()
-            .map(|t| t.timestamp_millis())
+        let to = match self.second_pass_end(at_ms) {
+            Some(end) => end - TimeDelta::milliseconds(1),
+            None => self.local(at_ms)?,
+        };
+        let to = Utc.from_utc_datetime(&(to + TimeDelta::milliseconds(1)));
+        let mut back = self.schedule.after(&to);
+        // Only local times in a gap are passed over: an hour's worth of
+        // seconds at most.
+        for _ in 0..MAX_BACK {
+            let wall = back.next_back()?.naive_utc();
+            if let LocalResult::Single(t) | LocalResult::Ambiguous(t, _) =
+                self.tz.from_local_datetime(&wall)
+            {
+                let t = t.timestamp_millis();
+                if t <= at_ms {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// The wall-clock time at `ms`.
+    fn local(&self, ms: i64) -> Option<NaiveDateTime> {
+        Some(self.tz.timestamp_millis_opt(ms).single()?.naive_local())
+    }
+
+    /// The zone's UTC offset at `ms`, in ms.
+    fn offset_ms(&self, ms: i64) -> i64 {
+        let at = DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        self.tz
+            .offset_from_utc_datetime(&at.naive_utc())
+            .fix()
+            .local_minus_utc() as i64
+            * 1000
+    }
+
+    /// The first instant in (lo, hi] whose offset is not lo's (one change
+    /// of offset in between: a binary search).
+    fn change_between(&self, mut lo: i64, mut hi: i64) -> Option<i64> {
+        let before = self.offset_ms(lo);
+        if self.offset_ms(hi) == before {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.offset_ms(mid) == before {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(hi)
+    }
+
+    /// When `ms` falls in the second pass of a repeated local hour, the
+    /// wall-clock time at which that pass ends.
+    fn second_pass_end(&self, ms: i64) -> Option<NaiveDateTime> {
+        let LocalResult::Ambiguous(first, second) = self.tz.from_local_datetime(&self.local(ms)?)
+        else {
+            return None;
+        };
+        let (first, second) = (first.timestamp_millis(), second.timestamp_millis());
+        if second != ms || first >= second {
+            return None;
+        }
+        let change = self.change_between(first, ms)?;
+        self.local(change + (second - first))
+    }
+
+    /// The first wall-clock time after the gap `wall` falls in.
+    fn gap_end(&self, wall: NaiveDateTime) -> Option<NaiveDateTime> {
+        // Offsets lie within +-14 h: the change is near `wall` read as UTC.
+        let guess = wall.and_utc().timestamp_millis();
+        let day = 15 * 3_600_000;
+        let end = self.local(self.change_between(guess - day, guess + day)?)?;
+        (end > wall).then(|| end - TimeDelta::milliseconds(1))
     }
 }
+
+/// Bounds on the searches above, far beyond what any zone needs.
+const MAX_TURNS: usize = 64;
+const MAX_BACK: usize = 100_000;
 
 /// Day names in Unix order: 0 (and 7) is Sunday.
 const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
@@ -452,6 +555,80 @@ mod tests {
         let first = r.next_after(at("2026-11-01T04:00:00Z")).unwrap();
         assert_eq!(first, at("2026-11-01T05:30:00Z"));
         assert_eq!(r.next_after(first), Some(at("2026-11-02T06:30:00Z")));
+    }
+
+    #[test]
+    fn ticks_only_move_forward_across_daylight_saving_changes() {
+        // New York, 2026-11-01: 01:00-01:59 local happens twice, at 05:xxZ
+        // (EDT) and 06:xxZ (EST). 2026-03-08: 02:00-02:59 does not exist.
+        for (cron, from, to) in [
+            (
+                "* * * * * *",
+                "2026-11-01T04:58:00Z",
+                "2026-11-01T07:02:00Z",
+            ),
+            (
+                "0 * * * * *",
+                "2026-11-01T04:00:00Z",
+                "2026-11-01T08:00:00Z",
+            ),
+            (
+                "*/7 */3 1 * * *",
+                "2026-11-01T04:00:00Z",
+                "2026-11-02T08:00:00Z",
+            ),
+            (
+                "* * * * * *",
+                "2026-03-08T06:58:00Z",
+                "2026-03-08T07:02:00Z",
+            ),
+            (
+                "0 * * * * *",
+                "2026-03-08T05:00:00Z",
+                "2026-03-08T09:00:00Z",
+            ),
+        ] {
+            let r = rule(cron, "America/New_York");
+            let mut t = at(from);
+            let mut n = 0;
+            while t < at(to) {
+                let next = r.next_after(t).unwrap();
+                assert!(next > t, "{cron}: after {t} came {next}");
+                t = next;
+                n += 1;
+            }
+            assert!(n > 0);
+        }
+        // Every second: the first pass of 01:xx ticks, the second pass
+        // (each local time's second occurrence) does not, and a time inside
+        // it looks ahead, not an hour back.
+        let r = rule("* * * * * *", "America/New_York");
+        for (s, next) in [
+            ("2026-11-01T05:59:58Z", "2026-11-01T05:59:59Z"),
+            ("2026-11-01T05:59:59Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:30:00.5Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:59:59Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T07:00:00Z", "2026-11-01T07:00:01Z"),
+            // Spring: 01:59:59 EST is followed by 03:00:00 EDT.
+            ("2026-03-08T06:59:59Z", "2026-03-08T07:00:00Z"),
+        ] {
+            assert_eq!(r.next_after(at(s)), Some(at(next)), "after {s}");
+        }
+        // The last tick at or before a time is never after it.
+        for (s, last) in [
+            ("2026-11-01T05:30:00Z", "2026-11-01T05:30:00Z"),
+            ("2026-11-01T06:30:00Z", "2026-11-01T05:59:59Z"),
+            ("2026-03-08T07:00:00.5Z", "2026-03-08T07:00:00Z"),
+        ] {
+            assert_eq!(r.last_at_or_before(at(s)), Some(at(last)), "at {s}");
+        }
+        let r = rule("0 30 2 * * *", "America/New_York");
+        assert_eq!(
+            r.last_at_or_before(at("2026-03-08T12:00:00Z")),
+            Some(at("2026-03-07T07:30:00Z")),
+            "no 02:30 on the day clocks go forward"
+        );
     }
 
     #[test]
