@@ -88,18 +88,16 @@ async fn now_ms(h: &Handles) -> crate::Result<i64> {
     Ok(h.store.redis_time_us().await? / 1000)
 }
 
-/// Which ticks were missed by every process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outage {
-    /// Those before this time (Unix ms): when the current run of looks
-    /// began.
-    Before(i64),
+/// Which ticks were missed by every process: those before the start of
+/// the current run of looks (Unix ms).
+#[derive(Clone, Copy, Debug)]
+struct Outage {
+    run_since: i64,
 }
 
 impl Outage {
     fn missed(self, tick_ms: i64) -> bool {
-        let Outage::Before(t) = self;
-        tick_ms < t
+        tick_ms < self.run_since
     }
 }
 
@@ -114,12 +112,12 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
         Some((since, last)) if now - last <= OUTAGE_MS => since,
         // An outage: a new run of looks.
         Some(_) => now,
-        // Never noted (a new Redis, or an older delayq looked): ticks more
+        // Never noted (a new Redis, or only older delayqs ran): ticks more
         // than OUTAGE_MS late count as missed.
         None => now - OUTAGE_MS,
     };
     h.store.recur_look(since, now).await?;
-    let outage = Outage::Before(since);
+    let outage = Outage { run_since: since };
     let mut wake: Option<i64> = None;
     // Partitions one after another: each is a few calls, and the cache
     // is shared.
@@ -226,9 +224,8 @@ async fn part_pass(
         }
         // A long look goes on noting itself, so that it is not taken for
         // an outage.
-        let Outage::Before(since) = outage;
         if let Some(at) = h.store.clock.now_us() {
-            h.store.recur_look(since, at / 1000).await?;
+            h.store.recur_look(outage.run_since, at / 1000).await?;
         }
     }
     Ok(wake)
@@ -256,7 +253,9 @@ fn plan(
     let Some(rule) = &k.rule else {
         return ticks.push(park());
     };
-    let Some(mut next) = rule.next_after(last) else {
+    // next_after only moves forward; were it ever not to, the schedule is
+    // parked rather than asked again and again for a tick already done.
+    let Some(mut next) = rule.next_after(last).filter(|&n| n > last) else {
         return ticks.push(park());
     };
     if outage.missed(next) {

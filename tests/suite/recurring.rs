@@ -520,8 +520,10 @@ async fn thousands_of_every_second_schedules_push_every_tick_once_without_missed
             pipe.exists(keys.job(&delayq::recurring::tick_id(&format!("s-{i}"), t)));
         }
     }
+    // Generous: on a busy machine the loop may fall behind, and then
+    // catches up (late, but every tick once).
     let found = eventually(
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         "every tick of the window pushed",
         || {
             let (pipe, mut conn) = (pipe.clone(), conn.clone());
