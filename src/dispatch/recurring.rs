@@ -156,35 +156,34 @@ async fn part_pass(
             .filter(|(n, _)| !cache.contains_key(n))
             .map(|(n, _)| n.clone())
             .collect();
-        let mut gone = Vec::new();
+        let park = |name: &str, version: String| Tick {
+            name: name.to_owned(),
+            version,
+            tick_ms: 0,
+            mode: TickMode::Park,
+            job: None,
+        };
+        let mut ticks = Vec::new();
         if !unknown.is_empty() {
-            for (name, got) in unknown
-                .iter()
-                .zip(h.store.recur_defs(part, &unknown).await?)
-            {
-                match got.and_then(|(def, version)| Some((Recurring::from_json(&def)?, version))) {
-                    Some((def, version)) => {
-                        let rule = def.rule().ok();
-                        cache.insert(name.clone(), Known { version, def, rule });
-                    }
-                    // Gone, or unreadable: a stale tick takes a gone one
-                    // out of the due index.
-                    None => gone.push(name.clone()),
+            let defs = h.store.recur_defs(part, &unknown).await?;
+            for (name, got) in unknown.iter().zip(defs) {
+                match got {
+                    // Gone: the stale tick takes it out of the due index.
+                    None => ticks.push(park(name, String::new())),
+                    Some((def, version)) => match Recurring::from_json(&def) {
+                        Some(def) => {
+                            let rule = def.rule().ok();
+                            cache.insert(name.clone(), Known { version, def, rule });
+                        }
+                        // Unreadable: parked until put again.
+                        None => ticks.push(park(name, version)),
+                    },
                 }
             }
         }
-        let mut ticks = Vec::new();
         for (name, last) in &due {
-            match cache.get(name) {
-                Some(k) => plan(h, name, k, *last, now, outage, &mut ticks),
-                None if gone.contains(name) => ticks.push(Tick {
-                    name: name.clone(),
-                    version: String::new(),
-                    tick_ms: 0,
-                    mode: TickMode::Park,
-                    job: None,
-                }),
-                None => {}
+            if let Some(k) = cache.get(name) {
+                plan(h, name, k, *last, now, outage, &mut ticks);
             }
         }
         let results = h.store.recur_tick(part, &ticks).await?;
