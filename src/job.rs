@@ -264,6 +264,7 @@ impl Limits {
         // reachable; new ids follow the rule topics follow.
         check_untrimmed("job id", &job.id)?;
         check_not_dot_segment(&job.id)?;
+        check_not_a_tick(&job.id)?;
         self.check_topic(&job.topic)?;
         self.check_body(&job.body)?;
         self.check_delay("delay", job.delay)?;
@@ -373,6 +374,18 @@ pub fn check_due_at(at_ms: i64) -> Result<(), String> {
     Ok(())
 }
 
+/// Tick ids are the recurring schedules' own: a user job with one would be
+/// taken for the tick (or dropped as one).
+fn check_not_a_tick(id: &str) -> Result<(), String> {
+    let reserved = crate::recurring::TICK_ID_PREFIX;
+    if id.starts_with(reserved) {
+        return Err(format!(
+            "job id {id:?} is reserved: ids starting with {reserved:?} are recurring schedules' ticks"
+        ));
+    }
+    Ok(())
+}
+
 /// Ids and topics are taken as given, so one with spaces around it would be
 /// a different name from the one a consumer types: refuse it instead.
 fn check_untrimmed(what: &str, name: &str) -> Result<(), String> {
@@ -435,6 +448,13 @@ mod tests {
             })
             .unwrap_err();
         assert!(e.contains("ttr"), "{e}");
+        let e = l
+            .check_job(&NewJob {
+                id: "recurring/{daily}/2026-11-23T01:00:00Z".into(),
+                ..job()
+            })
+            .unwrap_err();
+        assert!(e.contains("reserved"), "{e}");
         assert!(l.check_topics(&[]).is_err());
     }
 }

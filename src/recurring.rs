@@ -15,13 +15,14 @@
 //! is dropped if it never fired ([`Missed::Skip`]); the ticks after it are
 //! skipped either way, never fired one by one.
 //!
-//! Time zones and daylight saving follow the `cron` crate: a local time that
-//! does not exist on a day (clocks forward) has no tick that day, and one
-//! that happens twice (clocks back) fires once, at its first occurrence.
+//! Rules are matched against local wall-clock times: a local time that does
+//! not exist on a day (clocks forward) has no tick that day, and one that
+//! happens twice (clocks back) fires once, at its first occurrence, so ticks
+//! only move forward in absolute time ([`Rule::next_after`]).
 
 use std::str::FromStr;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::retry::RetryPolicy;
@@ -45,7 +46,8 @@ pub enum Missed {
 pub struct Recurring {
     pub topic: String,
     /// Six fields, seconds first (`0 0 9 * * *`), or the five-field form
-    /// without seconds (`0 9 * * *`).
+    /// without seconds (`0 9 * * *`). Day of week is Unix's in both: 0 and
+    /// 7 are Sunday, 1 Monday ... 6 Saturday, or `SUN`..`SAT`.
     pub cron: String,
     /// IANA time zone the rule is read in (`Asia/Shanghai`); UTC by default.
     pub timezone: String,
@@ -90,23 +92,197 @@ pub struct Rule {
 
 impl Rule {
     /// The first tick strictly after `after_ms` (Unix ms), if any.
+    ///
+    /// The rule is matched against local wall-clock times (naive, so the
+    /// search itself never goes back), each then placed in absolute time:
+    /// a local time that does not exist (clocks forward) has no tick, and
+    /// one that happens twice (clocks back) ticks at its first occurrence
+    /// only. So ticks only ever move forward in absolute time.
     pub fn next_after(&self, after_ms: i64) -> Option<i64> {
-        let after = self.tz.timestamp_millis_opt(after_ms).single()?;
-        self.schedule
-            .after(&after)
-            .next()
-            .map(|t| t.timestamp_millis())
+        let mut from = self.local(after_ms)?;
+        if let Some(end) = self.second_pass_end(after_ms) {
+            // Every local time of the repeated hour ticked in its first
+            // pass: go on from the end of the second.
+            from = end - TimeDelta::milliseconds(1);
+        }
+        // Each turn moves `from` forward; a few turns at most (a gap).
+        for _ in 0..MAX_TURNS {
+            let wall = self
+                .schedule
+                .after(&Utc.from_utc_datetime(&from))
+                .next()?
+                .naive_utc();
+            match self.tz.from_local_datetime(&wall) {
+                LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => {
+                    let t = t.timestamp_millis();
+                    if t > after_ms {
+                        return Some(t);
+                    }
+                    from = wall;
+                }
+                LocalResult::None => from = self.gap_end(wall).unwrap_or(wall),
+            }
+        }
+        None
     }
 
-    /// The last tick at or before `at_ms`, if any.
+    /// The last tick at or before `at_ms`, if any (never after it).
     pub fn last_at_or_before(&self, at_ms: i64) -> Option<i64> {
-        let after = self.tz.timestamp_millis_opt(at_ms + 1).single()?;
-        self.schedule
-            .after(&after)
-            .next_back()
-            .map(|t| t.timestamp_millis())
+        let to = match self.second_pass_end(at_ms) {
+            Some(end) => end - TimeDelta::milliseconds(1),
+            None => self.local(at_ms)?,
+        };
+        let to = Utc.from_utc_datetime(&(to + TimeDelta::milliseconds(1)));
+        let mut back = self.schedule.after(&to);
+        // Only local times in a gap are passed over: an hour's worth of
+        // seconds at most.
+        for _ in 0..MAX_BACK {
+            let wall = back.next_back()?.naive_utc();
+            if let LocalResult::Single(t) | LocalResult::Ambiguous(t, _) =
+                self.tz.from_local_datetime(&wall)
+            {
+                let t = t.timestamp_millis();
+                if t <= at_ms {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// The wall-clock time at `ms`.
+    fn local(&self, ms: i64) -> Option<NaiveDateTime> {
+        Some(self.tz.timestamp_millis_opt(ms).single()?.naive_local())
+    }
+
+    /// The zone's UTC offset at `ms`, in ms.
+    fn offset_ms(&self, ms: i64) -> i64 {
+        let at = DateTime::from_timestamp_millis(ms).unwrap_or_default();
+        self.tz
+            .offset_from_utc_datetime(&at.naive_utc())
+            .fix()
+            .local_minus_utc() as i64
+            * 1000
+    }
+
+    /// The first instant in (lo, hi] whose offset is not lo's (one change
+    /// of offset in between: a binary search).
+    fn change_between(&self, mut lo: i64, mut hi: i64) -> Option<i64> {
+        let before = self.offset_ms(lo);
+        if self.offset_ms(hi) == before {
+            return None;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.offset_ms(mid) == before {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(hi)
+    }
+
+    /// When `ms` falls in the second pass of a repeated local hour, the
+    /// wall-clock time at which that pass ends.
+    fn second_pass_end(&self, ms: i64) -> Option<NaiveDateTime> {
+        let LocalResult::Ambiguous(first, second) = self.tz.from_local_datetime(&self.local(ms)?)
+        else {
+            return None;
+        };
+        let (first, second) = (first.timestamp_millis(), second.timestamp_millis());
+        if second != ms || first >= second {
+            return None;
+        }
+        let change = self.change_between(first, ms)?;
+        self.local(change + (second - first))
+    }
+
+    /// The first wall-clock time after the gap `wall` falls in.
+    fn gap_end(&self, wall: NaiveDateTime) -> Option<NaiveDateTime> {
+        // Offsets lie within +-14 h: the change is near `wall` read as UTC.
+        let guess = wall.and_utc().timestamp_millis();
+        let day = 15 * 3_600_000;
+        let end = self.local(self.change_between(guess - day, guess + day)?)?;
+        (end > wall).then(|| end - TimeDelta::milliseconds(1))
     }
 }
+
+/// Bounds on the searches above, far beyond what any zone needs.
+const MAX_TURNS: usize = 64;
+const MAX_BACK: usize = 100_000;
+
+/// Day names in Unix order: 0 (and 7) is Sunday.
+const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+/// Reads a day-of-week field the Unix way (0 or 7 = Sunday, 1 = Monday ...
+/// 6 = Saturday, or names; lists, ranges and steps) and writes it the way
+/// the `cron` crate reads it (1 = Sunday ... 7 = Saturday).
+fn unix_days_of_week(field: &str) -> Result<String, String> {
+    let bad = |why: String| {
+        Err(format!(
+            "day of week {field:?} is not valid: {why}; use 0-7 (0 and 7 are Sunday, 1 Monday ... 6 Saturday) or SUN-SAT"
+        ))
+    };
+    let day = |s: &str| -> Option<u32> {
+        if let Ok(n) = s.parse::<u32>() {
+            return (n <= 7).then_some(n);
+        }
+        let s = s.to_ascii_uppercase();
+        (0..7)
+            .find(|&i| s == DAYS[i] || s == FULL_DAYS[i])
+            .map(|i| i as u32)
+    };
+    let mut on = [false; 7];
+    for item in field.split(',') {
+        let (base, step) = match item.split_once('/') {
+            Some((b, s)) => match s.parse::<u32>() {
+                Ok(s) if s > 0 => (b, s),
+                _ => return bad(format!("step {s:?} is not a positive number")),
+            },
+            None => (item, 1),
+        };
+        let (first, last) = match base {
+            "*" | "?" => (0, 6),
+            _ => match base.split_once('-') {
+                Some((a, b)) => match (day(a), day(b)) {
+                    (Some(a), Some(b)) if a <= b => (a, b),
+                    (Some(_), Some(_)) => return bad(format!("range {base:?} runs backwards")),
+                    _ => return bad(format!("{base:?} is not a day")),
+                },
+                None => match day(base) {
+                    // `5/2` runs from Friday to Saturday in steps.
+                    Some(a) if item.contains('/') => (a, 6.max(a)),
+                    Some(a) => (a, a),
+                    None => return bad(format!("{base:?} is not a day")),
+                },
+            },
+        };
+        for d in (first..=last).step_by(step as usize) {
+            on[(d % 7) as usize] = true;
+        }
+    }
+    if on.iter().all(|&d| d) {
+        return Ok("*".into());
+    }
+    Ok(DAYS
+        .iter()
+        .zip(on)
+        .filter(|(_, on)| *on)
+        .map(|(d, _)| *d)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
+const FULL_DAYS: [&str; 7] = [
+    "SUNDAY",
+    "MONDAY",
+    "TUESDAY",
+    "WEDNESDAY",
+    "THURSDAY",
+    "FRIDAY",
+    "SATURDAY",
+];
 
 /// Checks a schedule name: like a topic, and no `{`, `}` or `/` (they
 /// shape the ids of its jobs).
@@ -134,10 +310,15 @@ pub fn check_name(name: &str) -> Result<(), String> {
 impl Recurring {
     /// Parses the rule: the cron text (five or six fields) and the zone.
     pub fn rule(&self) -> Result<Rule, String> {
-        let fields = self.cron.split_whitespace().count();
-        let text = match fields {
-            5 => format!("0 {}", self.cron.trim()),
-            6 => self.cron.trim().to_owned(),
+        let mut fields: Vec<&str> = self.cron.split_whitespace().collect();
+        if fields.len() == 5 {
+            fields.insert(0, "0");
+        }
+        let text = match fields.len() {
+            6 => {
+                let dow = unix_days_of_week(fields[5])?;
+                format!("{} {dow}", fields[..5].join(" "))
+            }
             n => {
                 return Err(format!(
                     "cron {:?} has {n} fields; give six (seconds first: \"0 0 9 * * *\") or five (\"0 9 * * *\")",
@@ -208,6 +389,11 @@ impl Recurring {
     }
 }
 
+/// How every tick's job id starts. Pushes refuse such ids
+/// ([`crate::job::Limits::check_job`]), so no user job can take a tick's
+/// place.
+pub const TICK_ID_PREFIX: &str = "recurring/{";
+
 /// The id of the job of `name`'s tick at `tick_ms`. The braces keep every
 /// tick of a schedule in the schedule's own partition.
 pub fn tick_id(name: &str, tick_ms: i64) -> String {
@@ -215,7 +401,10 @@ pub fn tick_id(name: &str, tick_ms: i64) -> String {
         .timestamp_millis_opt(tick_ms)
         .single()
         .unwrap_or_default();
-    format!("recurring/{{{name}}}/{}", at.format("%Y-%m-%dT%H:%M:%SZ"))
+    format!(
+        "{TICK_ID_PREFIX}{name}}}/{}",
+        at.format("%Y-%m-%dT%H:%M:%SZ")
+    )
 }
 
 /// A schedule as it is in Redis now.
@@ -284,6 +473,68 @@ mod tests {
     }
 
     #[test]
+    fn day_of_week_is_read_the_unix_way_in_five_and_six_fields() {
+        // 2026-11-21 is a Saturday; from Friday 2026-11-20 12:00Z:
+        let from = at("2026-11-20T12:00:00Z");
+        let next = |cron: &str| rule(cron, "UTC").next_after(from).unwrap();
+        assert_eq!(
+            next("0 9 * * 6"),
+            at("2026-11-21T09:00:00Z"),
+            "6 = Saturday"
+        );
+        assert_eq!(next("0 9 * * 1"), at("2026-11-23T09:00:00Z"), "1 = Monday");
+        assert_eq!(next("0 9 * * 0"), at("2026-11-22T09:00:00Z"), "0 = Sunday");
+        assert_eq!(next("0 9 * * 7"), at("2026-11-22T09:00:00Z"), "7 = Sunday");
+        assert_eq!(next("0 9 * * SAT"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * mon"), at("2026-11-23T09:00:00Z"));
+        assert_eq!(next("0 9 * * SUN"), at("2026-11-22T09:00:00Z"));
+        assert_eq!(
+            next("0 9 * * 5"),
+            at("2026-11-20T09:00:00Z") + 7 * 86_400_000
+        );
+        // Six fields: the same convention.
+        assert_eq!(next("0 0 9 * * 6"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 0 9 * * 1"), at("2026-11-23T09:00:00Z"));
+        // 1-5 is Monday to Friday: Friday noon's next is Monday.
+        assert_eq!(next("0 9 * * 1-5"), at("2026-11-23T09:00:00Z"));
+        assert_eq!(next("0 9 * * MON-FRI"), at("2026-11-23T09:00:00Z"));
+        let r = rule("0 9 * * 1-5", "UTC");
+        let mut t = from;
+        let mut days = Vec::new();
+        for _ in 0..5 {
+            t = r.next_after(t).unwrap();
+            days.push(
+                DateTime::from_timestamp_millis(t)
+                    .unwrap()
+                    .format("%a")
+                    .to_string(),
+            );
+        }
+        assert_eq!(days, ["Mon", "Tue", "Wed", "Thu", "Fri"]);
+        // Lists, steps and a range up to 7 (Sunday).
+        assert_eq!(next("0 9 * * 0,6"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * 6-7"), at("2026-11-21T09:00:00Z"));
+        assert_eq!(next("0 9 * * */3"), at("2026-11-21T09:00:00Z"), "0,3,6");
+        assert_eq!(next("0 9 * * ?"), at("2026-11-21T09:00:00Z"));
+        let bad = |cron: &str| {
+            Recurring {
+                cron: cron.into(),
+                ..Recurring::default()
+            }
+            .rule()
+            .err()
+            .unwrap()
+        };
+        assert!(
+            bad("0 9 * * 8").contains("day of week"),
+            "{}",
+            bad("0 9 * * 8")
+        );
+        assert!(bad("0 9 * * 5-1").contains("day of week"));
+        assert!(bad("0 9 * * FUNDAY").contains("day of week"));
+    }
+
+    #[test]
     fn daylight_saving_changes_follow_the_local_clock() {
         // New York: clocks forward 2026-03-08 02:00 -> 03:00, back
         // 2026-11-01 02:00 -> 01:00.
@@ -304,6 +555,80 @@ mod tests {
         let first = r.next_after(at("2026-11-01T04:00:00Z")).unwrap();
         assert_eq!(first, at("2026-11-01T05:30:00Z"));
         assert_eq!(r.next_after(first), Some(at("2026-11-02T06:30:00Z")));
+    }
+
+    #[test]
+    fn ticks_only_move_forward_across_daylight_saving_changes() {
+        // New York, 2026-11-01: 01:00-01:59 local happens twice, at 05:xxZ
+        // (EDT) and 06:xxZ (EST). 2026-03-08: 02:00-02:59 does not exist.
+        for (cron, from, to) in [
+            (
+                "* * * * * *",
+                "2026-11-01T04:58:00Z",
+                "2026-11-01T07:02:00Z",
+            ),
+            (
+                "0 * * * * *",
+                "2026-11-01T04:00:00Z",
+                "2026-11-01T08:00:00Z",
+            ),
+            (
+                "*/7 */3 1 * * *",
+                "2026-11-01T04:00:00Z",
+                "2026-11-02T08:00:00Z",
+            ),
+            (
+                "* * * * * *",
+                "2026-03-08T06:58:00Z",
+                "2026-03-08T07:02:00Z",
+            ),
+            (
+                "0 * * * * *",
+                "2026-03-08T05:00:00Z",
+                "2026-03-08T09:00:00Z",
+            ),
+        ] {
+            let r = rule(cron, "America/New_York");
+            let mut t = at(from);
+            let mut n = 0;
+            while t < at(to) {
+                let next = r.next_after(t).unwrap();
+                assert!(next > t, "{cron}: after {t} came {next}");
+                t = next;
+                n += 1;
+            }
+            assert!(n > 0);
+        }
+        // Every second: the first pass of 01:xx ticks, the second pass
+        // (each local time's second occurrence) does not, and a time inside
+        // it looks ahead, not an hour back.
+        let r = rule("* * * * * *", "America/New_York");
+        for (s, next) in [
+            ("2026-11-01T05:59:58Z", "2026-11-01T05:59:59Z"),
+            ("2026-11-01T05:59:59Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:30:00.5Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T06:59:59Z", "2026-11-01T07:00:00Z"),
+            ("2026-11-01T07:00:00Z", "2026-11-01T07:00:01Z"),
+            // Spring: 01:59:59 EST is followed by 03:00:00 EDT.
+            ("2026-03-08T06:59:59Z", "2026-03-08T07:00:00Z"),
+        ] {
+            assert_eq!(r.next_after(at(s)), Some(at(next)), "after {s}");
+        }
+        // The last tick at or before a time is never after it.
+        for (s, last) in [
+            ("2026-11-01T05:30:00Z", "2026-11-01T05:30:00Z"),
+            ("2026-11-01T06:30:00Z", "2026-11-01T05:59:59Z"),
+            ("2026-03-08T07:00:00.5Z", "2026-03-08T07:00:00Z"),
+        ] {
+            assert_eq!(r.last_at_or_before(at(s)), Some(at(last)), "at {s}");
+        }
+        let r = rule("0 30 2 * * *", "America/New_York");
+        assert_eq!(
+            r.last_at_or_before(at("2026-03-08T12:00:00Z")),
+            Some(at("2026-03-07T07:30:00Z")),
+            "no 02:30 on the day clocks go forward"
+        );
     }
 
     #[test]

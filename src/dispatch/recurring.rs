@@ -1,28 +1,63 @@
 //! The recurring-schedule loop: in every dispatching process, pushes each
 //! schedule's next tick when its last one falls due (see
-//! [`crate::recurring`] for the rules). The loop wakes at the earliest
-//! pending tick, at least once a second (to see new and changed schedules,
-//! also those put through other instances), and at once when a schedule is
-//! put through this one.
+//! [`crate::recurring`] for the rules).
+//!
+//! What it reads is bounded by what is due: each partition's due index
+//! (`{p}:recur_due`, schedule -> last tick) names the schedules whose last
+//! tick has come; definitions are kept here by version and read again only
+//! when a tick is refused as stale (the schedule was put again). The ticks
+//! of every due schedule of a partition go in a few calls of `tick.lua`.
+//! The loop wakes at the earliest last tick still ahead, at least once a
+//! second (to see schedules put through other instances), and at once when
+//! a schedule is put through this one.
+//!
+//! Missed ticks: each look notes its time (Redis clock) in
+//! `{prefix}:recurring_seen`, with the time since which looks have followed
+//! each other less than [`OUTAGE_MS`] apart. A look that finds the last
+//! one older than that starts a new run of looks: no loop ran in between,
+//! and ticks that fell due before the run began were missed, handled as
+//! [`Missed`] says. Every process judges by the same recorded start, so a
+//! tick is missed or not whichever process pushes it; a late tick while
+//! looks went on (a slow loop) is pushed late, never dropped.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
 use super::Handles;
-use crate::recurring::{tick_id, Missed, Recurring};
+use crate::recurring::{tick_id, Missed, Recurring, Rule};
 use crate::store::push::Push;
-use crate::store::recur::{Stored, Ticked};
+use crate::store::recur::{Tick, TickMode, Ticked};
 
-/// A tick this far in the past when its turn comes was missed: no delayq
-/// instance ran then.
-const MISSED_AFTER_MS: i64 = 5_000;
+/// A gap this long between two looks at the schedules is an outage.
+const OUTAGE_MS: i64 = 5_000;
 const MAX_IDLE: Duration = Duration::from_secs(1);
+/// Due schedules read per call.
+const DUE_PER_READ: usize = 1_000;
+/// Most late ticks of one schedule pushed in one look (a loop that fell
+/// behind catches up over a few looks).
+const MAX_CATCH_UP: usize = 60;
+
+/// A schedule's definition, as of its version.
+struct Known {
+    version: String,
+    def: Recurring,
+    rule: Option<Rule>,
+}
+
+type Cache = HashMap<String, Known>;
 
 pub(crate) async fn run(h: Handles) {
     let mut first = true;
+    let mut cache = Cache::new();
+    let mut looks: u64 = 0;
     loop {
-        let wait = match pass(&h).await {
+        // Schedules stored before the due index (or by an older delayq)
+        // get their entry: checked at the first look and every 10th.
+        let reindex = looks.is_multiple_of(10);
+        looks += 1;
+        let wait = match pass(&h, &mut cache, reindex).await {
             Ok(Some(next_ms)) => {
                 let now = h.store.clock.now_us().map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
@@ -53,75 +88,203 @@ async fn now_ms(h: &Handles) -> crate::Result<i64> {
     Ok(h.store.redis_time_us().await? / 1000)
 }
 
-/// One look at every schedule; returns the earliest pending tick.
-async fn pass(h: &Handles) -> crate::Result<Option<i64>> {
-    let all = h.store.recur_all(None).await?;
-    if all.is_empty() {
-        return Ok(None);
+/// Which ticks were missed by every process: those before the start of
+/// the current run of looks (Unix ms).
+#[derive(Clone, Copy, Debug)]
+struct Outage {
+    run_since: i64,
+}
+
+impl Outage {
+    fn missed(self, tick_ms: i64) -> bool {
+        tick_ms < self.run_since
+    }
+}
+
+/// One look at every due schedule; returns the earliest pending tick.
+async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Option<i64>> {
+    if reindex && !h.store.recur_indexed().await? {
+        let n = h.store.recur_reindex().await?;
+        debug!(schedules = n, "recurring schedules added to the due index");
     }
     let now = now_ms(h).await?;
+    let since = match h.store.recur_seen().await? {
+        Some((since, last)) if now - last <= OUTAGE_MS => since,
+        // An outage: a new run of looks.
+        Some(_) => now,
+        // Never noted (a new Redis, or only older delayqs ran): ticks more
+        // than OUTAGE_MS late count as missed.
+        None => now - OUTAGE_MS,
+    };
+    h.store.recur_look(since, now).await?;
+    let outage = Outage { run_since: since };
     let mut wake: Option<i64> = None;
-    for s in all {
-        match step(h, &s, now).await {
-            Ok(Some(t)) => wake = Some(wake.map_or(t, |w| w.min(t))),
-            Ok(None) => {}
-            Err(e) => warn!(schedule = %s.name, error = %e, "recurring tick failed; trying again"),
+    // Partitions one after another: each is a few calls, and the cache
+    // is shared.
+    for part in 0..h.store.parts().len() {
+        if let Some(t) = part_pass(h, cache, part, now, outage).await? {
+            wake = Some(wake.map_or(t, |w| w.min(t)));
         }
     }
     Ok(wake)
 }
 
-/// Brings one schedule up to date; returns its pending tick.
-async fn step(h: &Handles, s: &Stored, now: i64) -> crate::Result<Option<i64>> {
-    let Some(def) = Recurring::from_json(&s.def) else {
-        return Ok(None);
-    };
-    let Ok(rule) = def.rule() else {
-        return Ok(None);
-    };
-    if s.last_ms > now {
-        return Ok(Some(s.last_ms));
+/// Brings partition `part`'s due schedules up to date; returns the earliest
+/// pending tick.
+async fn part_pass(
+    h: &Handles,
+    cache: &mut Cache,
+    part: usize,
+    now: i64,
+    outage: Outage,
+) -> crate::Result<Option<i64>> {
+    let mut wake: Option<i64> = None;
+    let mut soonest = |t: i64| wake = Some(wake.map_or(t, |w: i64| w.min(t)));
+    // A round reads up to DUE_PER_READ due schedules; schedules done move
+    // past `now`, so the next round reads others. Bounded: stale reads and
+    // full rounds end within a few.
+    for _ in 0..32 {
+        let (due, next) = h.store.recur_due(part, now, DUE_PER_READ).await?;
+        if let Some(t) = next {
+            soonest(t);
+        }
+        if due.is_empty() {
+            break;
+        }
+        let unknown: Vec<String> = due
+            .iter()
+            .filter(|(n, _)| !cache.contains_key(n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let park = |name: &str, version: String| Tick {
+            name: name.to_owned(),
+            version,
+            tick_ms: 0,
+            mode: TickMode::Park,
+            job: None,
+        };
+        let mut ticks = Vec::new();
+        if !unknown.is_empty() {
+            let defs = h.store.recur_defs(part, &unknown).await?;
+            for (name, got) in unknown.iter().zip(defs) {
+                match got {
+                    // Gone: the stale tick takes it out of the due index.
+                    None => ticks.push(park(name, String::new())),
+                    Some((def, version)) => match Recurring::from_json(&def) {
+                        Some(def) => {
+                            let rule = def.rule().ok();
+                            cache.insert(name.clone(), Known { version, def, rule });
+                        }
+                        // Unreadable: parked until put again.
+                        None => ticks.push(park(name, version)),
+                    },
+                }
+            }
+        }
+        for (name, last) in &due {
+            if let Some(k) = cache.get(name) {
+                plan(h, name, k, *last, now, outage, &mut ticks);
+            }
+        }
+        let results = h.store.recur_tick(part, &ticks).await?;
+        let mut stale = false;
+        for (t, r) in ticks.iter().zip(results) {
+            match r {
+                Ok(Ticked::Stale) => {
+                    stale |= cache.remove(&t.name).is_some();
+                }
+                Ok(Ticked::Done(p)) => {
+                    if t.mode != TickMode::Park {
+                        soonest(t.tick_ms);
+                    }
+                    match t.mode {
+                        TickMode::Fire | TickMode::Skip => {
+                            info!(schedule = %t.name, missed_until = t.tick_ms, mode = ?t.mode, "recurring ticks were missed while delayq was down")
+                        }
+                        _ => debug!(schedule = %t.name, tick = t.tick_ms, "recurring tick pushed"),
+                    }
+                    if let (Some(p), Some(job)) = (p, &t.job) {
+                        if p.outcome != crate::PushOutcome::Kept {
+                            h.metrics.pushed.inc([&job.topic], 1);
+                        }
+                        if p.new_head {
+                            h.wake.one(part);
+                        }
+                    }
+                }
+                Ok(Ticked::Already) => {}
+                Err(e) => {
+                    warn!(schedule = %t.name, error = %e, "recurring tick failed; trying again")
+                }
+            }
+        }
+        if !stale && due.len() < DUE_PER_READ {
+            break;
+        }
+        // A long look goes on noting itself, so that it is not taken for
+        // an outage.
+        if let Some(at) = h.store.clock.now_us() {
+            h.store.recur_look(outage.run_since, at / 1000).await?;
+        }
     }
-    let mut from = s.last_ms;
-    let Some(mut next) = rule.next_after(from) else {
-        return Ok(None);
+    Ok(wake)
+}
+
+/// The ticks that bring one due schedule (last tick `last`) up to date.
+fn plan(
+    h: &Handles,
+    name: &str,
+    k: &Known,
+    last: i64,
+    now: i64,
+    outage: Outage,
+    ticks: &mut Vec<Tick>,
+) {
+    let tick = |tick_ms: i64, mode: TickMode| Tick {
+        name: name.to_owned(),
+        version: k.version.clone(),
+        tick_ms,
+        mode,
+        job: matches!(mode, TickMode::Push | TickMode::Fire)
+            .then(|| push_of(h, &k.def, &tick_id(name, tick_ms))),
     };
-    if next <= now - MISSED_AFTER_MS {
+    let park = || tick(0, TickMode::Park);
+    let Some(rule) = &k.rule else {
+        return ticks.push(park());
+    };
+    // next_after only moves forward; were it ever not to, the schedule is
+    // parked rather than asked again and again for a tick already done.
+    let Some(mut next) = rule.next_after(last).filter(|&n| n > last) else {
+        return ticks.push(park());
+    };
+    if outage.missed(next) {
         // Ticks went by while no instance ran. The tick pushed before fires
         // once (or, with skip, is dropped if it never fired); the others
         // are skipped. A schedule with no tick pushed yet fires its last
         // missed tick once.
-        let latest = rule.last_at_or_before(now).unwrap_or(next);
-        let fire = def.missed == Missed::Fire && s.pending.is_empty();
-        let drop = if def.missed == Missed::Skip {
-            s.pending.as_str()
-        } else {
-            ""
+        let latest = rule.last_at_or_before(now).unwrap_or(next).max(next);
+        let mode = match k.def.missed {
+            Missed::Fire => TickMode::Fire,
+            Missed::Skip => TickMode::Skip,
         };
-        let id = tick_id(&s.name, latest);
-        let job = fire.then(|| push_of(h, &def, &id));
-        match h.store.tick(s, latest, job.as_ref(), drop).await? {
-            Ticked::Stale => return Ok(None),
-            _ => {
-                info!(schedule = %s.name, missed_until = latest, mode = ?def.missed, "recurring ticks were missed while delayq was down")
-            }
-        }
-        from = latest;
-        next = match rule.next_after(from) {
+        ticks.push(tick(latest, mode));
+        next = match rule.next_after(latest) {
             Some(n) => n,
-            None => return Ok(None),
+            None => return ticks.push(park()),
         };
     }
-    let id = tick_id(&s.name, next);
-    let job = push_of(h, &def, &id);
-    if let Ticked::Done(Some(p)) = h.store.tick(s, next, Some(&job), "").await? {
-        h.metrics.pushed.inc([&def.topic], 1);
-        if p.new_head {
-            h.wake.one(h.store.part_of(&id));
+    // The next tick, and any that a slow loop let go by (pushed late, each
+    // once).
+    for _ in 0..MAX_CATCH_UP {
+        ticks.push(tick(next, TickMode::Push));
+        if next > now {
+            return;
         }
-        debug!(schedule = %s.name, tick = next, "recurring tick pushed");
+        next = match rule.next_after(next) {
+            Some(n) => n,
+            None => return ticks.push(park()),
+        };
     }
-    Ok(Some(next))
 }
 
 fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {

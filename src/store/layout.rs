@@ -23,7 +23,11 @@
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
 //! | `{p}:recur:<name>`       | hash   | a recurring schedule: definition, version,    |
 //! |                          |        | last tick, that tick's job id                 |
+//! | `{p}:recur_due`          | zset   | schedule name -> its last tick (ms): when it  |
+//! |                          |        | falls due, the next tick is pushed            |
 //! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
+//! | `{prefix}:recurring_seen`| string | Redis time (ms) of the last look at the       |
+//! |                          |        | schedules by any process: a gap is an outage  |
 //! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket     |
 //! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
 //! | `{p}:paused`             | set    | topics whose jobs are not handed out now      |
@@ -48,6 +52,8 @@ pub mod kind {
     pub const MOVING: &str = "moving";
     pub const RECUR: &str = "recur:";
     pub const RECURRING: &str = "recurring";
+    pub const RECUR_DUE: &str = "recur_due";
+    pub const RECURRING_SEEN: &str = "recurring_seen";
     pub const RATE: &str = "rate:";
     pub const RATES: &str = "rates";
     pub const PAUSED: &str = "paused";
@@ -142,6 +148,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RESERVED", state::RESERVED),
     ("DEAD", state::DEAD),
     ("RECUR_KEY", kind::RECUR),
+    ("RECUR_DUE_KEY", kind::RECUR_DUE),
     ("RECUR_DEF", recur_field::DEF),
     ("RECUR_VERSION", recur_field::VERSION),
     ("RECUR_LAST", recur_field::LAST),
@@ -228,6 +235,14 @@ impl Keys {
     /// A signed-out dashboard session.
     pub fn signed_out(prefix: &str, session: &str) -> String {
         format!("{{{prefix}}}:{}{session}", kind::SIGNED_OUT)
+    }
+    /// When the recurring loop last looked (in the first partition's slot).
+    pub fn recurring_seen(prefix: &str) -> String {
+        format!("{{{prefix}}}:{}", kind::RECURRING_SEEN)
+    }
+    /// This partition's schedules by last tick.
+    pub fn recur_due(&self) -> String {
+        format!("{}{}", self.base, kind::RECUR_DUE)
     }
     pub fn recur(&self, name: &str) -> String {
         format!("{}{}{name}", self.base, kind::RECUR)

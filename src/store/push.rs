@@ -44,6 +44,7 @@ pub(crate) struct Pushed {
 }
 
 /// One job's outcome, `status` read already: due time, new head.
+#[cfg(test)]
 pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
     decode_job(status, &mut f)
 }

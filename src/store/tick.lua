@@ -1,39 +1,85 @@
--- tick.lua: one tick of a recurring schedule: push its job, exactly once.
+-- tick.lua: ticks of recurring schedules, many per call: push each tick's
+-- job, exactly once, and keep the due index.
 --
 -- KEYS[1]  schedule zset   {p}:schedule (the partition of "{name}")
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  schedule name     ARGV[3] its version (from recur_put.lua)
--- ARGV[4]  tick, Unix ms: the job's due time
--- ARGV[5]  "push": push the tick's job; "advance": only mark the tick done
---          (a missed tick that is skipped)
--- ARGV[6]  id of a job to drop if it is still delayed ("" = none): a
---          missed tick's job, in skip mode
--- ARGV[7]  job id   ARGV[8] topic   ARGV[9] body   ARGV[10] ttr ms
--- ARGV[11] retry intervals   ARGV[12] max attempts
+-- ARGV[2..] one or more ticks, 10 arguments each, in order:
+--          schedule name, its version (from recur_put.lua),
+--          tick, Unix ms: the job's due time,
+--          mode: "push" (push the tick's job), "fire" (a tick missed while
+--          no delayq ran: push its job unless the tick before it has one,
+--          which then fires in its place), "skip" (a missed tick: drop the
+--          job of the tick before it if still delayed, push nothing), or
+--          "park" (the rule has no next tick: take the schedule out of the
+--          due index until it is put again; the tick is ignored),
+--          job id, topic, body, ttr ms, retry intervals, max attempts
 --
--- Touches: the schedule's hash {p}:recur:<name>; with push, what push.lua
--- touches. Publishes: as push.lua.
+-- Touches: each schedule's hash {p}:recur:<name> and its entry in the due
+-- index {p}:recur_due (name -> its last tick: when it falls due, the next
+-- tick is pushed); with a push, what push.lua touches. Publishes: as
+-- push.lua.
 -- Helpers: due_time, invalid, upsert, wake_if_head, drop_if_delayed.
 --
--- Returns { STALE } (the schedule was changed or deleted: nothing done),
--- { KEPT } (this tick, or a later one, is done already), or push.lua's
--- reply for its one job ({ DONE, 0, 0 } for advance).
+-- Returns { DONE, then per tick: status, pushed, due_ms, new_head }:
+-- status STALE (the schedule was changed or deleted: nothing done; a
+-- deleted one leaves the due index), KEPT (this tick, or a later one, is
+-- done already), or DONE; pushed 1 when a job was upserted, status then
+-- being the upsert's (DONE, REPLACED or KEPT) and due_ms and new_head as
+-- push.lua's.
+-- Errors: DQINVALID for a malformed call, or "job <n>: ..." for a tick
+-- past MAX_TIME_MS, before any write.
 --
--- Guarantees: the schedule's last tick only grows, and a tick's job is
--- pushed in the same step that records the tick, so however many delayq
--- instances tick at once, each tick is pushed once. The job is due at the
--- tick, so the engine never hands it out before its time.
-local rk = P .. RECUR_KEY .. ARGV[2]
-local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST)
-if st[1] ~= ARGV[3] then return { STALE } end
-local tick = tonumber(ARGV[4])
-if tick <= (tonumber(st[2]) or 0) then return { KEPT } end
-local due, bad = due_time('0', ARGV[4])
-if not due then return invalid(bad) end
-drop_if_delayed(ARGV[6])
-redis.call('HSET', rk, RECUR_LAST, tick)
-if ARGV[5] ~= 'push' then return { DONE, 0, 0 } end
-redis.call('HSET', rk, RECUR_PENDING, ARGV[7])
-local status, due_ms, put = upsert(ARGV[7], ARGV[8], ARGV[9], ARGV[10], due,
-  ARGV[11], ARGV[12], 'keep')
-return { status, due_ms, put and wake_if_head(ARGV[7], due_ms) or 0 }
+-- Guarantees: a schedule's last tick only grows, and a tick's job is pushed
+-- in the same step that records the tick (and moves the schedule in the due
+-- index), so however many delayq instances tick at once, each tick is
+-- pushed once. The job is due at the tick, so the engine never hands it out
+-- before its time. Ticks are applied in the order given (a schedule may
+-- have several in one call); each is checked on its own.
+local n = (#ARGV - 1) / 10
+if n < 1 or n ~= math.floor(n) then
+  return invalid('tick takes 10 arguments per tick, got ' .. (#ARGV - 1))
+end
+local dues = {}
+for j = 1, n do
+  local a = 1 + (j - 1) * 10
+  if ARGV[a + 4] ~= 'park' then
+    local due, bad = due_time('0', ARGV[a + 3])
+    if not due then return invalid('job ' .. j .. ': ' .. bad) end
+    dues[j] = due
+  end
+end
+local index = P .. RECUR_DUE_KEY
+local out = { DONE }
+for j = 1, n do
+  local a = 1 + (j - 1) * 10
+  local name, mode = ARGV[a + 1], ARGV[a + 4]
+  local rk = P .. RECUR_KEY .. name
+  local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST, RECUR_PENDING)
+  local tick = tonumber(ARGV[a + 3])
+  local reply
+  if st[1] ~= ARGV[a + 2] then
+    if not st[1] then redis.call('ZREM', index, name) end
+    reply = { STALE, 0, 0, 0 }
+  elseif mode == 'park' then
+    redis.call('ZADD', index, MAX_TIME_MS, name)
+    reply = { DONE, 0, 0, 0 }
+  elseif tick <= (tonumber(st[2]) or 0) then
+    reply = { KEPT, 0, 0, 0 }
+  else
+    local pending = st[3] or ''
+    if mode == 'skip' then drop_if_delayed(pending) end
+    redis.call('HSET', rk, RECUR_LAST, tick)
+    redis.call('ZADD', index, tick, name)
+    if mode == 'push' or (mode == 'fire' and pending == '') then
+      local id = ARGV[a + 5]
+      redis.call('HSET', rk, RECUR_PENDING, id)
+      local status, due_ms, put = upsert(id, ARGV[a + 6], ARGV[a + 7],
+        ARGV[a + 8], dues[j], ARGV[a + 9], ARGV[a + 10], 'keep')
+      reply = { status, 1, due_ms, put and wake_if_head(id, due_ms) or 0 }
+    else
+      reply = { DONE, 0, 0, 0 }
+    end
+  end
+  for _, v in ipairs(reply) do out[#out + 1] = v end
+end
+return out

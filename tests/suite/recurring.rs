@@ -399,3 +399,227 @@ body = "within 7 days"
     assert!(!ok && err.contains("per_second"), "{err}");
     drop(a);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_push_cannot_take_a_tick_id_through_the_library_or_either_api() {
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), delayq::http::ServerConfig::default()).await;
+    let q = server.queue.clone();
+    q.put_recurring(
+        "minutely",
+        &delayq::Recurring {
+            topic: "beat".into(),
+            cron: "0 * * * * *".into(),
+            body: "from the schedule".into(),
+            ..delayq::Recurring::default()
+        },
+    )
+    .await
+    .unwrap();
+    let next = q
+        .recurring("minutely")
+        .await
+        .unwrap()
+        .unwrap()
+        .next_fire_ms
+        .unwrap();
+    let tick = delayq::recurring::tick_id("minutely", next);
+    let later = delayq::recurring::tick_id("minutely", next + 60_000);
+    let reserved = |msg: &str| msg.contains("reserved") && msg.contains("recurring/{");
+
+    for id in [&tick, &later] {
+        let user = job(id, "beat", 0, 60_000);
+        match q.push(&user).await {
+            Err(delayq::Error::Invalid(m)) => assert!(reserved(&m), "{m}"),
+            other => panic!("library push of {id} was not refused: {other:?}"),
+        }
+        let r = q.push_many(std::slice::from_ref(&user)).await.unwrap();
+        assert!(
+            matches!(&r[0], Err(delayq::Error::Invalid(m)) if reserved(m)),
+            "{r:?}"
+        );
+        let native = reqwest::Client::new()
+            .post(format!("{}/v1/jobs", server.base))
+            .json(&json!({"id": id, "topic": "beat", "body": "mine"}))
+            .send()
+            .await
+            .unwrap();
+        let status = native.status().as_u16();
+        let text = native.text().await.unwrap();
+        assert!(
+            (400..500).contains(&status) && reserved(&text),
+            "{status} {text}"
+        );
+        let compat = post(
+            &server.base,
+            "/push",
+            &json!({"id": id, "topic": "beat", "body": "mine", "delay": 1, "ttr": 10}).to_string(),
+        )
+        .await;
+        assert!(
+            compat["code"] == 1 && reserved(compat["message"].as_str().unwrap()),
+            "{compat}"
+        );
+    }
+    // Ids that only look alike are the user's.
+    q.push(&job("recurring/minutely/x", "beat", 60_000, 60_000))
+        .await
+        .unwrap();
+    // The tick is still the schedule's, and fires as such.
+    eventually(Duration::from_secs(5), "the tick's job", || async {
+        q.get(&tick).await.unwrap()
+    })
+    .await;
+    let j = q.get(&tick).await.unwrap().unwrap();
+    assert_eq!(j.body, "from the schedule");
+    server.stop().await;
+    q.close().await;
+}
+
+/// Puts `n` schedules named `{prefix}-{i}`, a few at a time.
+async fn put_many(q: &Queue, prefix: &str, n: usize, def: &delayq::Recurring) {
+    use futures::StreamExt;
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (q, def) = (q.clone(), def.clone());
+            let name = format!("{prefix}-{i}");
+            async move { q.put_recurring(&name, &def).await.unwrap() }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_every_second_schedules_push_every_tick_once_without_missed_logs() {
+    const N: usize = 4000;
+    let redis = RedisServer::start();
+    let q = consumer_queue(&redis);
+    let def = delayq::Recurring {
+        topic: "beat".into(),
+        cron: "* * * * * *".into(),
+        ..delayq::Recurring::default()
+    };
+    let (a, logs) = DelayqProcess::spawn_logged(&["--redis", &redis.url()]);
+    put_many(&q, "s", N, &def).await;
+    // Ticks well after the process started, over 6 s.
+    let first = (redis.time_ms().await / 1000 + 4) * 1000;
+    let last = first + 5000;
+    // No response timeout: the check is one big pipeline on a busy Redis.
+    let conn = redis
+        .client()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .unwrap();
+    let keys = delayq::store::Keys::new(&delayq::Config::default().prefix);
+    let mut pipe = redis::pipe();
+    for i in 0..N {
+        for t in (first..=last).step_by(1000) {
+            pipe.exists(keys.job(&delayq::recurring::tick_id(&format!("s-{i}"), t)));
+        }
+    }
+    // Generous: on a busy machine the loop may fall behind, and then
+    // catches up (late, but every tick once).
+    let found = eventually(
+        Duration::from_secs(120),
+        "every tick of the window pushed",
+        || {
+            let (pipe, mut conn) = (pipe.clone(), conn.clone());
+            async move {
+                // Redis runs on this machine: its clock is ours.
+                if chrono::Utc::now().timestamp_millis() < last + 3000 {
+                    return None;
+                }
+                let there: Vec<bool> = pipe.query_async(&mut conn).await.unwrap();
+                let n = there.iter().filter(|&&b| b).count();
+                println!("ticks pushed: {n} of {}", there.len());
+                (n == there.len()).then_some(n)
+            }
+        },
+    )
+    .await;
+    assert_eq!(found, N * 6);
+    drop(a);
+    let missed: Vec<String> = logs.try_iter().filter(|l| l.contains("missed")).collect();
+    assert!(
+        missed.is_empty(),
+        "{} lines said ticks were missed while delayq ran, e.g. {:?}",
+        missed.len(),
+        missed.first()
+    );
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_reads_only_what_is_due_not_every_schedule_every_second() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let big = delayq::Recurring {
+        topic: "daily".into(),
+        cron: "0 0 9 * * *".into(),
+        body: "x".repeat(1024 * 1024),
+        ..delayq::Recurring::default()
+    };
+    put_many(&q, "big", 20, &big).await;
+    let small = delayq::Recurring {
+        body: "small".into(),
+        ..big.clone()
+    };
+    put_many(&q, "small", 1000, &small).await;
+    // Each schedule's first tick is pushed: the loop has seen them all.
+    eventually(
+        Duration::from_secs(30),
+        "every first tick pushed",
+        || async {
+            let n = q.topics().await.unwrap().topics.get("daily")?.delayed;
+            (n == 1020).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let bytes = || redis.info("stats", "total_net_output_bytes");
+    let commands = || redis.info("stats", "total_commands_processed");
+    let (b0, c0, t0) = (bytes(), commands(), std::time::Instant::now());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (b1, c1, secs) = (bytes(), commands(), t0.elapsed().as_secs_f64());
+    let (out, calls) = ((b1 - b0) / secs, (c1 - c0) / secs);
+    println!("idle with 20 daily 1 MiB schedules and 1000 small ones: {out:.0} bytes/s, {calls:.0} commands/s");
+    assert!(out < 100_000.0, "{out:.0} bytes/s of Redis output");
+    assert!(calls < 100.0, "{calls:.0} commands/s");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_stored_before_the_due_index_still_ticks() {
+    let redis = RedisServer::start();
+    let q = consumer_queue(&redis);
+    q.put_recurring(
+        "old",
+        &delayq::Recurring {
+            topic: "old".into(),
+            cron: "* * * * * *".into(),
+            ..delayq::Recurring::default()
+        },
+    )
+    .await
+    .unwrap();
+    // As an older delayq left it: the hash and the index of names only.
+    let keys = delayq::store::Keys::new(&delayq::Config::default().prefix);
+    let removed: i64 = redis.cmd(&["ZREM", &keys.recur_due(), "old"]).await;
+    assert_eq!(removed, 1);
+    let a = DelayqProcess::start(&redis, &[]);
+    let from = redis.time_ms().await;
+    eventually(
+        Duration::from_secs(15),
+        "a tick of the old schedule",
+        || async {
+            let ids: Vec<String> = redis.cmd(&["KEYS", "*recurring/{old}/*"]).await;
+            ids.iter().any(|k| tick_of(k) > from + 1000).then_some(())
+        },
+    )
+    .await;
+    drop(a);
+    q.close().await;
+}
