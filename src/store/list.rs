@@ -20,9 +20,14 @@ pub const SCAN_CAP: usize = 2000;
 /// this (partition, offset).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cursor {
-    After { score: String, id: String },
+    After { score: i64, id: String },
     At { part: usize, offset: usize },
 }
+
+/// Scores are Unix milliseconds: whole, never negative, exact in a double.
+const MAX_SCORE: i64 = 1 << 53;
+/// A Redis list holds fewer entries than this.
+const MAX_OFFSET: usize = u32::MAX as usize;
 
 impl Cursor {
     /// An opaque, URL-safe text.
@@ -34,23 +39,37 @@ impl Cursor {
         hex::encode(text)
     }
 
+    /// Reads a cursor, checking every part, so that a forged one is refused
+    /// here and never reaches Redis.
     pub fn decode(text: &str) -> std::result::Result<Cursor, String> {
-        let bad = || format!("cursor {text:?} is not one this server gave");
-        let raw = hex::decode(text).map_err(|_| bad())?;
-        let raw = String::from_utf8(raw).map_err(|_| bad())?;
+        let bad = |why: &str| format!("cursor {text:?} is not one this server gave: {why}");
+        let raw = hex::decode(text).map_err(|_| bad("not hex"))?;
+        let raw = String::from_utf8(raw).map_err(|_| bad("not UTF-8"))?;
+        let number = |part: Option<&str>, max: u64, what: &str| {
+            part.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|p| p.parse::<u64>().ok())
+                .filter(|&n| n <= max)
+                .ok_or_else(|| bad(&format!("its {what} is not a whole number from 0 to {max}")))
+        };
         let mut parts = raw.splitn(3, '\n');
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some("s"), Some(score), Some(id)) if score.parse::<f64>().is_ok() => {
+        match parts.next() {
+            Some("s") => {
+                let score = number(parts.next(), MAX_SCORE as u64, "score")? as i64;
+                let id = parts.next().unwrap_or("");
+                if id.is_empty() {
+                    return Err(bad("its job id is empty"));
+                }
                 Ok(Cursor::After {
-                    score: score.to_owned(),
+                    score,
                     id: id.to_owned(),
                 })
             }
-            (Some("r"), Some(part), Some(offset)) => Ok(Cursor::At {
-                part: part.parse().map_err(|_| bad())?,
-                offset: offset.parse().map_err(|_| bad())?,
-            }),
-            _ => Err(bad()),
+            Some("r") => {
+                let part = number(parts.next(), u16::MAX as u64, "partition")? as usize;
+                let offset = number(parts.next(), MAX_OFFSET as u64, "offset")? as usize;
+                Ok(Cursor::At { part, offset })
+            }
+            _ => Err(bad("unknown kind")),
         }
     }
 }
@@ -115,7 +134,7 @@ impl Store {
         limit: usize,
     ) -> Result<Page> {
         let (score, id) = match after {
-            Some(Cursor::After { score, id }) => (score.clone(), id.clone()),
+            Some(Cursor::After { score, id }) => (score.to_string(), id.clone()),
             Some(Cursor::At { .. }) => {
                 return Err(Error::Invalid("that cursor belongs to ready lists".into()))
             }
@@ -159,12 +178,15 @@ impl Store {
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
         let next = if all.len() > limit {
             all.truncate(limit);
-            let (_, score, id) = all.last().expect("not empty").clone();
-            Some(Cursor::After { score, id })
+            let (score, _, id) = all.last().expect("not empty").clone();
+            Some(Cursor::After {
+                score: score as i64,
+                id,
+            })
         } else {
-            // Scores are whole milliseconds: their text is the number's.
+            // Scores are whole milliseconds.
             stop.map(|(score, id)| Cursor::After {
-                score: format!("{score}"),
+                score: score as i64,
                 id,
             })
         };
@@ -191,6 +213,12 @@ impl Store {
             }
             None => (0, 0),
         };
+        if part >= self.parts().len() {
+            return Err(Error::Invalid(format!(
+                "that cursor names partition {part}; this queue has {}",
+                self.parts().len()
+            )));
+        }
         let mut ids = Vec::new();
         while part < self.parts().len() && ids.len() < limit {
             let want = limit - ids.len();
@@ -266,7 +294,7 @@ mod tests {
     fn cursors_round_trip_and_refuse_strangers() {
         for c in [
             Cursor::After {
-                score: "1700000000000".into(),
+                score: 1_700_000_000_000,
                 id: "a b/c\nd".into(),
             },
             Cursor::At {
@@ -277,6 +305,23 @@ mod tests {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
         }
         assert!(Cursor::decode("zz").is_err());
-        assert!(Cursor::decode(&hex::encode("s\nx\nid")).is_err());
+        for forged in [
+            "s\nx\nid",
+            "s\nNaN\nid",
+            "s\ninf\nid",
+            "s\n-5\nid",
+            "s\n1.5\nid",
+            "s\n99999999999999999999999\nid",
+            "s\n\nid",
+            "s\n5\n",
+            "s\n5",
+            "r\n\n0",
+            "r\n0\n",
+            "r\n-1\n0",
+            "r\n0\n18446744073709551615",
+            "q\n0\n0",
+        ] {
+            assert!(Cursor::decode(&hex::encode(forged)).is_err(), "{forged:?}");
+        }
     }
 }

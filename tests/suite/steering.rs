@@ -165,3 +165,65 @@ async fn a_paused_topic_keeps_its_jobs_ready_and_resume_hands_them_out_at_once()
     q.close().await;
     other.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_cursor_is_refused_as_bad_input_before_it_reaches_redis() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), delayq::http::ServerConfig::default()).await;
+    q.push(&job("a", "t", 3_600_000, 60_000)).await.unwrap();
+    let forged = [
+        "s\nNaN\nx",
+        "s\ninf\nx",
+        "s\n-5\nx",
+        "s\n1e400\nx",
+        "s\n99999999999999999999999\nx",
+        "s\n\nx",
+        "s\n5\n",
+        "r\n\n0",
+        "r\n0\n",
+        "r\n-1\n0",
+        "r\n7\n0",
+        "r\n0\n18446744073709551615",
+        "r\n99999999999999999999\n0",
+    ];
+    let http = reqwest::Client::new();
+    for text in forged {
+        let cursor = hex::encode(text);
+        let state = if text.starts_with('r') {
+            JobState::Ready
+        } else {
+            JobState::Delayed
+        };
+        match q.list_jobs("t", state, Some(&cursor), 10).await {
+            Err(delayq::Error::Invalid(why)) => assert!(why.contains("cursor"), "{text:?}: {why}"),
+            other => panic!("{text:?}: {other:?}"),
+        }
+        let name = if text.starts_with('r') {
+            "ready"
+        } else {
+            "delayed"
+        };
+        let r = http
+            .get(format!(
+                "{}/v1/topics/t/jobs?state={name}&cursor={cursor}",
+                s.base
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{text:?}: {}", r.text().await.unwrap());
+        if text.starts_with('s') {
+            let r = http
+                .get(format!("{}/v1/schedule?cursor={cursor}", s.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 422, "{text:?}");
+        }
+    }
+    // Nothing changed.
+    assert!(q.get("a").await.unwrap().is_some());
+    s.stop().await;
+    q.close().await;
+}
