@@ -1,25 +1,67 @@
 -- list.lua: a page of job ids from a sorted set, in score order, after a
 -- cursor: the schedule (delayed jobs by due time, reserved ones by lease
--- end) or a topic's dead set (by time of death). Reads only.
+-- end) or a topic's dead set (by time of death); or a page of a topic's
+-- ready list, next to be handed out first. Reads only.
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  "schedule" or "dead-letters"
+-- ARGV[2]  "schedule", "dead-letters" or "ready"
 -- ARGV[3]  topic ("" with schedule: every topic)
+-- With "schedule" and "dead-letters":
 -- ARGV[4]  state wanted in the schedule: "delayed" or "reserved"
 -- ARGV[5]  cursor score ("-inf" from the start)   ARGV[6] cursor id ("")
 -- ARGV[7]  most ids to return   ARGV[8] most entries to look at
+-- With "ready":
+-- ARGV[4]  where the cursor's job was (index from the push end)
+-- ARGV[5]  cursor's job id ("": from the front)
+-- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
 --
--- Touches: reads the schedule or dead set and job hashes. Publishes:
--- nothing. Helpers: job_key, dead_key.
+-- Touches: reads the schedule or dead set and job hashes, or the ready
+-- list. Publishes: nothing. Helpers: job_key, dead_key, ready_key.
 --
--- Returns { DONE, exhausted (1: nothing after the last entry looked at),
---           last score looked at, last id looked at, then id, score ... }.
+-- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
+-- entry looked at), last score looked at, last id looked at, then id,
+-- score ... }; for ready: { DONE, index of the last id (from the push end),
+-- then ids, next to be handed out first }.
 --
 -- Guarantees: costs Redis time in proportion to what it looks at (at most
--- ARGV[8] entries), never to the size of the queue; a page resumes exactly
--- after the entry where the last stopped (score, then id), so no entry is
--- listed twice or skipped while it stays put.
+-- ARGV[8] entries, or the page and 2 * ARGV[7] list entries), never to the
+-- size of the queue; a page resumes exactly after the entry where the last
+-- stopped (score, then id), so no entry is listed twice or skipped while it
+-- stays put. Ready lists are pushed at one end and popped at the other, so
+-- a page resumes after the cursor's job, found near where it was (pushes
+-- and removals move it): a job that stays ready is never skipped. If that
+-- job has gone, pops took it and every job before it, and the page starts
+-- again at the front; only if it was deleted, or more than ARGV[7] jobs
+-- came or went before it, are jobs listed again.
+if ARGV[2] == 'ready' then
+  local list = ready_key(ARGV[3])
+  local at, after = tonumber(ARGV[4]), ARGV[5]
+  local limit, near = tonumber(ARGV[6]), tonumber(ARGV[7])
+  -- The highest index still to list: the front unless the cursor's job is
+  -- found.
+  local top = redis.call('LLEN', list) - 1
+  if after ~= '' then
+    local lo = math.max(0, at - near)
+    local around = redis.call('LRANGE', list, lo, at + near)
+    local best
+    for i, id in ipairs(around) do
+      local pos = lo + i - 1
+      if id == after and (not best or math.abs(pos - at) < math.abs(best - at)) then
+        best = pos
+      end
+    end
+    if best then top = best - 1 end
+  end
+  local from = math.max(0, top - limit + 1)
+  local reply = { DONE, from }
+  if top >= 0 then
+    local ids = redis.call('LRANGE', list, from, top)
+    for i = #ids, 1, -1 do reply[#reply + 1] = ids[i] end
+  end
+  return reply
+end
+
 local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE

@@ -180,12 +180,13 @@ async fn a_forged_cursor_is_refused_as_bad_input_before_it_reaches_redis() {
         "s\n99999999999999999999999\nx",
         "s\n\nx",
         "s\n5\n",
-        "r\n\n0",
-        "r\n0\n",
-        "r\n-1\n0",
-        "r\n7\n0",
-        "r\n0\n18446744073709551615",
-        "r\n99999999999999999999\n0",
+        "r\n\n0\nx",
+        "r\n0\n\nx",
+        "r\n0\n0\n",
+        "r\n-1\n0\nx",
+        "r\n7\n0\nx",
+        "r\n0\n18446744073709551615\nx",
+        "r\n99999999999999999999\n0\nx",
     ];
     let http = reqwest::Client::new();
     for text in forged {
@@ -225,5 +226,67 @@ async fn a_forged_cursor_is_refused_as_bad_input_before_it_reaches_redis() {
     // Nothing changed.
     assert!(q.get("a").await.unwrap().is_some());
     s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_stay_ready_are_listed_once_while_others_are_popped_and_pushed() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let topic = vec!["now".to_string()];
+    let push_ready = |from: usize, to: usize| {
+        let q = q.clone();
+        async move {
+            let jobs: Vec<_> = (from..to)
+                .map(|i| job(&format!("r{i:03}"), "now", 0, 60_000))
+                .collect();
+            for r in q.push_many(&jobs).await.unwrap() {
+                r.unwrap();
+            }
+            eventually(Duration::from_secs(5), "ready", || async {
+                let t = q.topics().await.unwrap();
+                let ready = t.topics.get("now").map_or(0, |c| c.ready);
+                let delayed = t.topics.get("now").map_or(0, |c| c.delayed);
+                (delayed == 0 && ready > 0).then_some(())
+            })
+            .await;
+        }
+    };
+    push_ready(0, 30).await;
+    let mut listed = Vec::new();
+    let mut popped = BTreeSet::new();
+    let (jobs, mut cursor) = q.list_jobs("now", JobState::Ready, None, 5).await.unwrap();
+    listed.extend(jobs.into_iter().map(|j| j.id));
+    // Between pages, pops take from the front (what was listed and more),
+    // and new jobs join the back.
+    let mut round = 0;
+    while let Some(c) = cursor {
+        for d in q.try_pop(&topic, 3).await.unwrap() {
+            popped.insert(d.id.clone());
+            q.finish(&d.id, &d.token).await.unwrap();
+        }
+        if round < 3 {
+            push_ready(100 + round * 4, 104 + round * 4).await;
+        }
+        round += 1;
+        let (jobs, next) = q
+            .list_jobs("now", JobState::Ready, Some(&c), 5)
+            .await
+            .unwrap();
+        listed.extend(jobs.into_iter().map(|j| j.id));
+        cursor = next;
+    }
+    let first_30: Vec<String> = (0..30).map(|i| format!("r{i:03}")).collect();
+    for id in &first_30 {
+        if !popped.contains(id) {
+            let n = listed.iter().filter(|l| *l == id).count();
+            assert_eq!(
+                n, 1,
+                "{id} stayed ready throughout and was listed {n} times: {listed:?}"
+            );
+        }
+    }
+    let unique: BTreeSet<_> = listed.iter().collect();
+    assert_eq!(unique.len(), listed.len(), "no job twice: {listed:?}");
     q.close().await;
 }
