@@ -45,7 +45,8 @@ for i = 5, #ARGV do
   local bucket = rate_bucket(topic, now_ms)
   local allowed = rate_allows(bucket)
   -- A paused topic hands nothing out; its jobs wait in ready.
-  if redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1 then allowed = 0 end
+  local paused = redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1
+  if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
     local id = redis.call('RPOP', list)
@@ -73,9 +74,12 @@ for i = 5, #ARGV do
       bytes = bytes + #f[3]
     end
   end
-  if bucket and allowed > 0 then
+  -- The limit held jobs back whenever it ran out with jobs still ready,
+  -- also when it had no token at all: the caller needs to know when to
+  -- look again.
+  if bucket and not paused then
     local wait = rate_use(bucket, took, now_ms)
-    if got < want and took == allowed then
+    if got < want and took == allowed and wait > 0 then
       local waiting = math.min(redis.call('LLEN', list), want - got)
       if waiting > 0 then
         held = held + waiting
