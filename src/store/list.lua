@@ -68,34 +68,66 @@ local key = SCHEDULE
 if from_dead then key = dead_key(topic) end
 local after_score, after_id = ARGV[5], ARGV[6]
 local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8])
-local start = after_score
+
+-- Byte order, as Redis orders members of equal score (Lua's `<` on strings
+-- follows the locale).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- The rank of the first entry after the cursor, found without reading the
+-- entries before it: ZRANK when the cursor's entry is still there, else a
+-- binary search among the entries of the cursor's score. Each step costs
+-- O(log N), so a page starts in O(log^2 N) however many entries share a
+-- score, and a forged cursor costs no more than the server's own.
+local pos = 0
+if after_score ~= '-inf' then
+  local own = redis.call('ZSCORE', key, after_id)
+  if own and tonumber(own) == tonumber(after_score) then
+    pos = redis.call('ZRANK', key, after_id) + 1
+  else
+    local lo = redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
+    local hi = redis.call('ZCOUNT', key, '-inf', after_score)
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local m = redis.call('ZRANGE', key, mid, mid)[1]
+      if bytes_before(after_id, m) then hi = mid else lo = mid + 1 end
+    end
+    pos = lo
+  end
+end
+
+-- Then entries by rank, each read once, at most `cap` of them.
 local found, seen = {}, 0
 local last_score, last_id = after_score, after_id
 local exhausted = 0
-local offset = 0
 while #found < limit * 2 and seen < cap do
-  local batch = redis.call('ZRANGE', key, start, '+inf', 'BYSCORE', 'LIMIT', offset, 100, 'WITHSCORES')
+  local n = math.min(100, cap - seen)
+  local batch = redis.call('ZRANGE', key, pos, pos + n - 1, 'WITHSCORES')
   if #batch == 0 then exhausted = 1 break end
-  offset = offset + #batch / 2
+  pos = pos + #batch / 2
   for i = 1, #batch, 2 do
     local id, score = batch[i], batch[i + 1]
-    local s = tonumber(score)
-    if not (after_id ~= '' and s == tonumber(after_score) and id <= after_id) then
-      seen = seen + 1
-      last_score, last_id = score, id
-      local take = from_dead
-      if not from_dead then
-        local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
-        local st = f[1] or DELAYED
-        take = f[2] and st == want_state and (topic == '' or f[2] == topic)
-      end
-      if take then
-        found[#found + 1] = id
-        found[#found + 1] = score
-      end
-      if #found >= limit * 2 or seen >= cap then break end
+    seen = seen + 1
+    last_score, last_id = score, id
+    local take = from_dead
+    if not from_dead then
+      local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+      local st = f[1] or DELAYED
+      take = f[2] and st == want_state and (topic == '' or f[2] == topic)
     end
+    if take then
+      found[#found + 1] = id
+      found[#found + 1] = score
+    end
+    if #found >= limit * 2 then break end
   end
+  -- A short batch read to the end: nothing comes after its last entry.
+  if #batch / 2 < n and last_id == batch[#batch - 1] then exhausted = 1 break end
 end
 local reply = { DONE, exhausted, last_score, last_id }
 for _, v in ipairs(found) do reply[#reply + 1] = v end

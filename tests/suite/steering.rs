@@ -290,3 +290,83 @@ async fn jobs_that_stay_ready_are_listed_once_while_others_are_popped_and_pushed
     assert_eq!(unique.len(), listed.len(), "no job twice: {listed:?}");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_costs_redis_the_page_even_with_200k_jobs_due_at_one_time() {
+    const N: usize = 200_000;
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let due = redis.time_ms().await + 3_600_000;
+    let id = |i: usize| format!("j{i:06}");
+    let begun = Instant::now();
+    for chunk in (0..N).collect::<Vec<_>>().chunks(4_000) {
+        let batches = chunk.chunks(1_000).map(|part| {
+            let jobs: Vec<_> = part
+                .iter()
+                .map(|&i| delayq::NewJob {
+                    due_at_ms: Some(due),
+                    ..job(&id(i), "t", 0, 60_000)
+                })
+                .collect();
+            let q = q.clone();
+            async move {
+                for r in q.push_many(&jobs).await.unwrap() {
+                    r.unwrap();
+                }
+            }
+        });
+        futures::future::join_all(batches).await;
+    }
+    println!("{N} jobs pushed in {:?}", begun.elapsed());
+    // Every call that blocks Redis for over 250 ms is logged (the old
+    // listing took seconds at this depth).
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "250000"])
+        .await;
+    let _: String = redis.cmd(&["SLOWLOG", "RESET"]).await;
+    let cursor_after = |id: &str| hex::encode(format!("s\n{due}\n{id}"));
+    let expect = |from: usize, n: usize| (from..from + n).map(id).collect::<Vec<_>>();
+    let ids = |jobs: Vec<delayq::Job>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+
+    // The first pages, every topic and one topic: in order, each once.
+    let mut cursor = None::<String>;
+    let mut listed = Vec::new();
+    for _ in 0..3 {
+        let (jobs, next) = q.upcoming(cursor.as_deref(), 1000).await.unwrap();
+        listed.extend(ids(jobs));
+        cursor = next;
+    }
+    assert_eq!(listed, expect(0, 3000));
+    let (jobs, _) = q
+        .list_jobs("t", JobState::Delayed, cursor.as_deref(), 1000)
+        .await
+        .unwrap();
+    assert_eq!(ids(jobs), expect(3000, 1000));
+
+    // Deep cursors: the server's own (the job is there), a forged one
+    // between two ids, and one before the due time.
+    for (cursor, from) in [
+        (cursor_after(&id(99_999)), 100_000),
+        (cursor_after("j099999x"), 100_000),
+        (hex::encode(format!("s\n{}\nzzz", due - 1)), 0),
+        (cursor_after(&id(N - 500)), N - 499),
+    ] {
+        let mut listed = Vec::new();
+        let mut cursor = Some(cursor);
+        for _ in 0..2 {
+            let Some(c) = cursor else { break };
+            let (jobs, next) = q
+                .list_jobs("t", JobState::Delayed, Some(&c), 1000)
+                .await
+                .unwrap();
+            listed.extend(ids(jobs));
+            cursor = next;
+        }
+        let n = 2000.min(N - from);
+        assert_eq!(listed.len(), n, "from {from}");
+        assert_eq!(listed, expect(from, n), "from {from}");
+    }
+    let slow: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "10"]).await;
+    assert!(slow.is_empty(), "calls that blocked Redis: {slow:?}");
+    q.close().await;
+}
