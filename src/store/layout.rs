@@ -24,7 +24,8 @@
 //! | `{p}:recur:<name>`       | hash   | a recurring schedule: definition, version,    |
 //! |                          |        | last tick, that tick's job id                 |
 //! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
-//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket     |
+//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket, in |
+//! |                          |        | the topic's home partition only               |
 //! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
 //! | `{p}:paused`             | set    | topics whose jobs are not handed out now      |
 //! | `{p}:moving`             | none   | never written: declared by every script call  |

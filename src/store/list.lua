@@ -5,13 +5,13 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  "schedule", "dead-letters" or "ready"
+-- ARGV[2]  "schedule", "dead-letters" or "ready-list"
 -- ARGV[3]  topic ("" with schedule: every topic)
 -- With "schedule" and "dead-letters":
 -- ARGV[4]  state wanted in the schedule: "delayed" or "reserved"
 -- ARGV[5]  cursor score ("-inf" from the start)   ARGV[6] cursor id ("")
 -- ARGV[7]  most ids to return   ARGV[8] most entries to look at
--- With "ready":
+-- With "ready-list":
 -- ARGV[4]  where the cursor's job was (index from the push end)
 -- ARGV[5]  cursor's job id ("": from the front)
 -- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
@@ -21,7 +21,7 @@
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
 -- entry looked at), last score looked at, last id looked at, then id,
--- score ... }; for ready: { DONE, index of the last id (from the push end),
+-- score ... }; for ready-list: { DONE, index of the last id (from the push end),
 -- then ids, next to be handed out first }.
 --
 -- Guarantees: costs Redis time in proportion to what it looks at (at most
@@ -34,7 +34,7 @@
 -- job has gone, pops took it and every job before it, and the page starts
 -- again at the front; only if it was deleted, or more than ARGV[7] jobs
 -- came or went before it, are jobs listed again.
-if ARGV[2] == 'ready' then
+if ARGV[2] == 'ready-list' then
   local list = ready_key(ARGV[3])
   local at, after = tonumber(ARGV[4]), ARGV[5]
   local limit, near = tonumber(ARGV[6]), tonumber(ARGV[7])

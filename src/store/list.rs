@@ -239,7 +239,7 @@ impl Store {
             let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
             // Costs the page and a look around the cursor's job of at most
             // 2 * SCAN_CAP entries.
-            cmd.arg("ready")
+            cmd.arg("ready-list")
                 .arg(topic)
                 .arg(index)
                 .arg(&id)

@@ -6,7 +6,11 @@
 -- ARGV[3]  most body bytes to return: once the bodies reserved reach it, no
 --          more are taken (the first job is always taken, whatever its size)
 -- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
--- ARGV[5..] topics, tried in the order given
+-- ARGV[5]  "": each topic's rate limit is its bucket here (one partition);
+--          else, one per topic, comma-separated: how many jobs its limit
+--          lets this call take ("-": no limit), granted by rate.lua from
+--          the topic's one bucket (a partitioned queue)
+-- ARGV[6..] topics, tried in the order given
 --
 -- Touches: the topics' ready lists and rate limits, the paused set, job
 -- hashes, schedule (lease ends), count hash. Publishes: nothing.
@@ -26,7 +30,8 @@
 -- recent writes cannot re-issue a token someone holds); finish, nack and
 -- touch with an older token are refused. A paused topic gives nothing. A
 -- topic's rate limit is taken in
--- the same step as its jobs, so all callers together never exceed it. The
+-- the same step as its jobs (on a partitioned queue, granted just before
+-- from the topic's one bucket), so all callers together never exceed it. The
 -- reply is bounded in jobs and in bytes, so it reaches its caller well
 -- within the caller's timeout.
 local now = now_us()
@@ -39,11 +44,20 @@ local bytes = 0
 
 local jobs = {}
 local got, held, retry = 0, 0, 0
-for i = 5, #ARGV do
+local given = {}
+for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
+for i = 6, #ARGV do
   local topic = ARGV[i]
   local list = ready_key(topic)
-  local bucket = rate_bucket(topic, now_ms)
-  local allowed = rate_allows(bucket)
+  local bucket, allowed, limited
+  if ARGV[5] == '' then
+    bucket = rate_bucket(topic, now_ms)
+    allowed = rate_allows(bucket)
+    limited = bucket ~= nil
+  else
+    limited = given[i - 5] ~= '-'
+    allowed = limited and tonumber(given[i - 5]) or math.huge
+  end
   -- A paused topic hands nothing out; its jobs wait in ready.
   local paused = redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1
   if paused then allowed = 0 end
@@ -77,13 +91,14 @@ for i = 5, #ARGV do
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.
-  if bucket and not paused then
+  if limited and not paused then
+    -- A granted allowance's caller knows when the next token is due.
     local wait = rate_use(bucket, took, now_ms)
-    if got < want and took == allowed and wait > 0 then
+    if got < want and took == allowed and (wait > 0 or not bucket) then
       local waiting = math.min(redis.call('LLEN', list), want - got)
       if waiting > 0 then
         held = held + waiting
-        if retry == 0 or wait < retry then retry = wait end
+        if wait > 0 and (retry == 0 or wait < retry) then retry = wait end
       end
     end
   end

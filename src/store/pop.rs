@@ -18,8 +18,23 @@ pub const SCRIPT: Script = Script {
     when_full: true,
 };
 
-fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], max: usize, max_bytes: usize) {
-    cmd.arg(max).arg(max_bytes).arg(nonce);
+/// What one pop call may take.
+struct Room<'a> {
+    jobs: usize,
+    bytes: usize,
+    /// Per topic, the jobs its rate limit granted (None: no limit), from
+    /// the topic's one bucket; empty: this partition's buckets decide.
+    allowed: &'a [Option<u64>],
+}
+
+fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], room: &Room) {
+    let allowed: Vec<String> = (room.allowed.iter())
+        .map(|a| a.map_or("-".to_owned(), |n| n.to_string()))
+        .collect();
+    cmd.arg(room.jobs)
+        .arg(room.bytes)
+        .arg(nonce)
+        .arg(allowed.join(","));
     for t in topics {
         cmd.arg(t);
     }
@@ -134,7 +149,17 @@ impl Coalesced for Pops {
             let want: usize = open.iter().map(|&i| items[i].max).sum();
             let limit = deadline.saturating_duration_since(Instant::now());
             let (held, got) = match store
-                .pop_call(part, &items[0].topics, want, max_bytes, until, limit)
+                .pop_call(
+                    part,
+                    &items[0].topics,
+                    Room {
+                        jobs: want,
+                        bytes: max_bytes,
+                        allowed: &[],
+                    },
+                    until,
+                    limit,
+                )
                 .await
             {
                 Ok(r) => r,
@@ -206,6 +231,11 @@ impl Store {
             };
             return self.pops.submit(self, 0, request, limit).await;
         }
+        // Each topic's limit is one bucket for the whole queue: its tokens
+        // are taken first, and what the partitions did not use is given
+        // back, so all partitions together never exceed it.
+        let grants = self.rate_take(topics, max).await?;
+        let mut allowed: Vec<Option<u64>> = grants.iter().map(|g| g.map(|g| g.0)).collect();
         let mut held = Held::default();
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
@@ -216,15 +246,21 @@ impl Store {
                 .pop_call(
                     part,
                     topics,
-                    max - got.len(),
-                    max_bytes - bytes,
+                    Room {
+                        jobs: max - got.len(),
+                        bytes: max_bytes - bytes,
+                        allowed: &allowed,
+                    },
                     until,
                     limit,
                 )
                 .await;
             let (part_held, deliveries) = match reply {
                 Ok(r) => r,
-                Err(e) if got.is_empty() => return Err(e),
+                Err(e) if got.is_empty() => {
+                    self.rate_give(topics, &allowed).await;
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "a partition's pop failed; returning what others gave");
                     break;
@@ -234,11 +270,29 @@ impl Store {
             if deliveries.is_empty() {
                 self.drop_ready_hint(topics, part);
             }
+            for d in &deliveries {
+                if let Some(i) = topics.iter().position(|t| *t == d.topic) {
+                    if let Some(a) = &mut allowed[i] {
+                        *a = a.saturating_sub(1);
+                    }
+                }
+            }
             bytes += deliveries.iter().map(|d| d.body.len()).sum::<usize>();
             got.extend(deliveries);
             if got.len() >= max || bytes >= max_bytes {
                 break;
             }
+        }
+        self.rate_give(topics, &allowed).await;
+        if held.jobs > 0 {
+            // The limits that ran short say when their next token is due.
+            held.retry_ms = grants
+                .iter()
+                .flatten()
+                .map(|g| g.1)
+                .filter(|&w| w > 0)
+                .min()
+                .unwrap_or(0);
         }
         Ok((got, held))
     }
@@ -249,8 +303,7 @@ impl Store {
         &self,
         part: usize,
         topics: &[String],
-        max: usize,
-        max_bytes: usize,
+        room: Room<'_>,
         until: Instant,
         limit: Duration,
     ) -> Result<(Held, Vec<Delivery>)> {
@@ -258,7 +311,7 @@ impl Store {
         // A token is this call's random nonce and a counter: unique
         // without a counter in Redis that a failover could roll back.
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        args(&mut cmd, &nonce[..16], topics, max, max_bytes);
+        args(&mut cmd, &nonce[..16], topics, &room);
         let sent = Instant::now();
         let mut r = self.run_acked("pop", part, vec![cmd], limit).await?;
         let (now_us, held, deliveries) = decode(r.remove(0))?;

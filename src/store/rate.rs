@@ -1,18 +1,22 @@
-//! Per-topic rate limits in Redis. The token bucket of each topic lives in
-//! every partition (`{p}:rate:<topic>`), where the pop script takes from it
-//! in the same step as the jobs; the index `{prefix}:rates` lists the
-//! limits as set.
-//!
-//! A queue of N partitions gives each partition 1/N of the rate (and of
-//! the burst, at least one job): the total holds while ready jobs are
-//! spread over the partitions, as job ids spread them; a backlog in a few
-//! partitions is handed out more slowly than the limit allows, never
-//! faster.
+//! Per-topic rate limits in Redis. A topic's token bucket
+//! (`{p}:rate:<topic>`) is one for the whole queue, in the topic's home
+//! partition (the one its name hashes to; the only one of an unsplit
+//! queue). There the pop script takes from it in the same step as the
+//! jobs; a partitioned queue's pop first takes tokens with `rate.lua`, pops
+//! no more than those from the partitions, and gives back what it did not
+//! use. The index `{prefix}:rates` lists the limits as set.
 
 use std::collections::BTreeMap;
 
-use super::{layout::rate_field, Keys, Store};
+use super::reply::Fields;
+use super::{layout, layout::rate_field, Keys, Script, Status, Store};
 use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "rate",
+    source: include_str!("rate.lua"),
+    when_full: true,
+};
 
 /// A topic's limit.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -42,21 +46,33 @@ impl RateLimit {
 }
 
 impl Store {
+    /// The partition that keeps `topic`'s token bucket.
+    fn rate_home(&self, topic: &str) -> usize {
+        layout::partition_of(topic, self.parts().len())
+    }
+
     /// Sets (or replaces) `topic`'s limit; the bucket starts full.
     pub(crate) async fn set_rate(&self, topic: &str, limit: RateLimit) -> Result<()> {
-        let n = self.parts().len() as f64;
-        let burst = (limit.burst as f64 / n).max(1.0);
-        for part in self.parts() {
-            let mut cmd = redis::cmd("HSET");
-            cmd.arg(part.rate(topic))
-                .arg(rate_field::PER_S)
-                // Tokens are thousandths of a job, refilled every ms:
-                // per_second / 1000 jobs a ms is per_second thousandths.
-                .arg(limit.per_second / n)
-                .arg(rate_field::BURST)
-                .arg(burst)
-                .arg(rate_field::TOKENS)
-                .arg(burst * 1000.0);
+        let home = self.rate_home(topic);
+        for (i, part) in self.parts().iter().enumerate() {
+            let cmd = if i == home {
+                let mut cmd = redis::cmd("HSET");
+                cmd.arg(part.rate(topic))
+                    .arg(rate_field::PER_S)
+                    // Tokens are thousandths of a job, refilled every ms:
+                    // per_second / 1000 jobs a ms is per_second thousandths.
+                    .arg(limit.per_second)
+                    .arg(rate_field::BURST)
+                    .arg(limit.burst)
+                    .arg(rate_field::TOKENS)
+                    .arg(limit.burst as f64 * 1000.0);
+                cmd
+            } else {
+                // Buckets of older versions, which split the limit.
+                let mut cmd = redis::cmd("DEL");
+                cmd.arg(part.rate(topic));
+                cmd
+            };
             self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }
@@ -99,5 +115,49 @@ impl Store {
                     .map_err(|e| Error::protocol("read rates", e.to_string()))
             })
             .collect()
+    }
+}
+
+/// The reply of `rate.lua`: (granted, -1 without a limit; ms until the next
+/// token).
+fn decode((status, mut f): (Status, Fields)) -> Result<(i64, u64)> {
+    if status != Status::Done {
+        return Err(Error::protocol("rate", format!("status {status:?}")));
+    }
+    Ok((f.int()?, f.int()?.max(0) as u64))
+}
+
+impl Store {
+    /// For a pop of up to `max` jobs on a partitioned queue, takes each
+    /// limited topic's tokens from its one bucket: per topic, None without
+    /// a limit, else (jobs granted, ms until the next token). One small
+    /// call per topic; none on an unsplit queue, whose pop takes them
+    /// itself.
+    pub(crate) async fn rate_take(
+        &self,
+        topics: &[String],
+        max: usize,
+    ) -> Result<Vec<Option<(u64, u64)>>> {
+        let mut out = Vec::with_capacity(topics.len());
+        for topic in topics {
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+            cmd.arg("take").arg(topic).arg(max);
+            let (granted, wait) = decode(self.run("rate", &cmd).await?)?;
+            out.push((granted >= 0).then_some((granted as u64, wait)));
+        }
+        Ok(out)
+    }
+
+    /// Gives back the tokens of [`rate_take`](Self::rate_take) that a pop
+    /// did not use. A failure only leaves the limit stricter for a moment.
+    pub(crate) async fn rate_give(&self, topics: &[String], unused: &[Option<u64>]) {
+        for (topic, n) in topics.iter().zip(unused) {
+            let Some(n @ 1..) = *n else { continue };
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+            cmd.arg("give").arg(topic).arg(n);
+            if let Err(e) = self.run("rate", &cmd).await.and_then(decode) {
+                tracing::warn!(error = %e, topic, "could not give unused rate tokens back");
+            }
+        }
     }
 }
