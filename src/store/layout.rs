@@ -24,8 +24,8 @@
 //! | `{p}:recur:<name>`       | hash   | a recurring schedule: definition, version,    |
 //! |                          |        | last tick, that tick's job id                 |
 //! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
-//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket, in |
-//! |                          |        | the topic's home partition only               |
+//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit; its token bucket only in |
+//! |                          |        | the topic's home partition                    |
 //! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
 //! | `{p}:paused`             | set    | topics whose jobs are not handed out now      |
 //! | `{p}:moving`             | none   | never written: declared by every script call  |

@@ -8,18 +8,20 @@
 -- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
 -- ARGV[5]  "": each topic's rate limit is its bucket here (one partition);
 --          else, one per topic, comma-separated: how many jobs its limit
---          lets this call take ("-": no limit), granted by rate.lua from
---          the topic's one bucket (a partitioned queue)
+--          lets this call take, granted by rate.lua from the topic's one
+--          bucket (a partitioned queue), or "-": the caller knows of no
+--          limit (if the topic has one, it gives nothing: see ungranted)
 -- ARGV[6..] topics, tried in the order given
 --
 -- Touches: the topics' ready lists and rate limits, the paused set, job
 -- hashes, schedule (lease ends), count hash. Publishes: nothing.
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
--- Returns { DONE, now_us, held, retry_ms, then per job: id, topic, body,
---           token, due_ms, attempts, lease_until_ms }; held: ready jobs a
---           rate limit kept back (up to the number asked for), retry_ms:
---           when the limit lets the next one out (0: not held).
+-- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
+--           topic, body, token, due_ms, attempts, lease_until_ms }; held:
+--           ready jobs a rate limit kept back (up to the number asked for),
+--           retry_ms: when the limit lets the next one out (0: not held);
+--           ungranted: 1 if a topic given as "-" has a limit.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
@@ -43,7 +45,7 @@ local nonce = ARGV[4]
 local bytes = 0
 
 local jobs = {}
-local got, held, retry = 0, 0, 0
+local got, held, retry, ungranted = 0, 0, 0, 0
 local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
@@ -54,9 +56,15 @@ for i = 6, #ARGV do
     bucket = rate_bucket(topic, now_ms)
     allowed = rate_allows(bucket)
     limited = bucket ~= nil
+  elseif given[i - 5] ~= '-' then
+    limited, allowed = true, tonumber(given[i - 5])
   else
-    limited = given[i - 5] ~= '-'
-    allowed = limited and tonumber(given[i - 5]) or math.huge
+    limited, allowed = false, math.huge
+    -- Every partition keeps a topic's limit (its tokens are in one): a
+    -- caller that took none gets nothing of a limited topic.
+    if redis.call('EXISTS', P .. RATE_KEY .. topic) == 1 then
+      ungranted, allowed = 1, 0
+    end
   end
   -- A paused topic hands nothing out; its jobs wait in ready.
   local paused = redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1
@@ -104,6 +112,6 @@ for i = 6, #ARGV do
   end
   if got >= want or bytes >= max_bytes then break end
 end
-local reply = { DONE, now, held, retry }
+local reply = { DONE, now, held, retry, ungranted }
 for _, v in ipairs(jobs) do reply[#reply + 1] = v end
 return reply

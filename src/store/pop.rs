@@ -47,11 +47,15 @@ pub(crate) struct Held {
     pub jobs: u64,
     /// When the limit lets the next one out, ms from now (0: none held).
     pub retry_ms: u64,
+    /// A topic had a limit the caller took no tokens for (partitioned
+    /// queues): nothing of it was handed out.
+    pub ungranted: bool,
 }
 
 impl Held {
     fn add(&mut self, other: Held) {
         self.jobs += other.jobs;
+        self.ungranted |= other.ungranted;
         if other.retry_ms > 0 && (self.retry_ms == 0 || other.retry_ms < self.retry_ms) {
             self.retry_ms = other.retry_ms;
         }
@@ -68,6 +72,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>
     let held = Held {
         jobs: f.int()?.max(0) as u64,
         retry_ms: f.int()?.max(0) as u64,
+        ungranted: f.int()? == 1,
     };
     if f.left() % 7 != 0 {
         return Err(Error::protocol(
@@ -190,6 +195,7 @@ impl Coalesced for Pops {
                     } else {
                         0
                     },
+                    ungranted: false,
                 };
             }
             open.retain(|&i| out[i].0.is_empty());
@@ -233,14 +239,34 @@ impl Store {
         }
         // Each topic's limit is one bucket for the whole queue: its tokens
         // are taken first, and what the partitions did not use is given
-        // back, so all partitions together never exceed it.
-        let grants = self.rate_take(topics, max).await?;
+        // back, so all partitions together never exceed it. Topics this
+        // process has not seen with a limit take none; a partition that
+        // finds one limited says so, and its tokens are taken then.
+        let known: Vec<bool> = {
+            let limited = self.limited.lock().unwrap();
+            topics.iter().map(|t| limited.contains(t)).collect()
+        };
+        let mut grants: Vec<Option<(u64, u64)>> = vec![None; topics.len()];
+        for (i, topic) in topics.iter().enumerate() {
+            if known[i] {
+                match self.rate_take(topic, max).await {
+                    Ok(g) => grants[i] = g,
+                    Err(e) => {
+                        let allowed: Vec<_> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+                        self.rate_give(topics, &allowed).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
         let mut allowed: Vec<Option<u64>> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+        let mut learned = false;
         let mut held = Held::default();
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
-        for k in 0..n {
+        let mut k = 0;
+        while k < n {
             let part = (start + k) % n;
             let reply = self
                 .pop_call(
@@ -267,7 +293,7 @@ impl Store {
                 }
             };
             held.add(part_held);
-            if deliveries.is_empty() {
+            if deliveries.is_empty() && !part_held.ungranted {
                 self.drop_ready_hint(topics, part);
             }
             for d in &deliveries {
@@ -282,6 +308,32 @@ impl Store {
             if got.len() >= max || bytes >= max_bytes {
                 break;
             }
+            if part_held.ungranted && !learned {
+                // A limit this process had not seen: take its tokens, then
+                // look in this partition again.
+                learned = true;
+                for (i, topic) in topics.iter().enumerate() {
+                    if grants[i].is_some() {
+                        continue;
+                    }
+                    match self.rate_take(topic, max).await {
+                        Ok(g) => {
+                            grants[i] = g;
+                            allowed[i] = g.map(|g| g.0);
+                        }
+                        Err(e) if got.is_empty() => {
+                            self.rate_give(topics, &allowed).await;
+                            return Err(e);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot take rate tokens; returning what partitions gave");
+                            break;
+                        }
+                    }
+                }
+                continue;
+            }
+            k += 1;
         }
         self.rate_give(topics, &allowed).await;
         if held.jobs > 0 {
@@ -294,6 +346,7 @@ impl Store {
                 .min()
                 .unwrap_or(0);
         }
+        held.ungranted = false;
         Ok((got, held))
     }
 
@@ -329,8 +382,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let (now, held, got) = d(&[
-            "0", "1000500", "3", "200", "a", "t", "body", "7", "990", "1", "61001", "b", "t", "",
-            "8", "995", "2", "61001",
+            "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "b", "t",
+            "", "8", "995", "2", "61001",
         ])
         .unwrap();
         assert_eq!(now, 1_000_500);
@@ -338,7 +391,8 @@ mod tests {
             held,
             Held {
                 jobs: 3,
-                retry_ms: 200
+                retry_ms: 200,
+                ungranted: false
             }
         );
         assert_eq!(got.len(), 2);
@@ -354,8 +408,9 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
-        assert!(d(&["0", "1", "0", "0"]).unwrap().2.is_empty());
-        assert!(d(&["0", "1", "0", "0", "a", "t"]).is_err());
+        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().1.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().2.is_empty());
+        assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());
         assert!(d(&["0", "1"]).is_err());
     }
 }

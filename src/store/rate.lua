@@ -8,7 +8,8 @@
 -- ARGV[3]  topic
 -- ARGV[4]  how many jobs' tokens
 --
--- Touches: the topic's rate limit hash. Publishes: nothing.
+-- Touches: the topic's rate limit hash (the one with the tokens, in the
+-- partition the topic's name hashes to). Publishes: nothing.
 -- Helpers: now_us, rate_bucket, rate_allows, rate_use.
 --
 -- Returns { DONE, granted (-1: the topic has no limit), ms until the next

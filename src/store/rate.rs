@@ -2,9 +2,11 @@
 //! (`{p}:rate:<topic>`) is one for the whole queue, in the topic's home
 //! partition (the one its name hashes to; the only one of an unsplit
 //! queue). There the pop script takes from it in the same step as the
-//! jobs; a partitioned queue's pop first takes tokens with `rate.lua`, pops
+//! jobs. A partitioned queue's pop first takes tokens with `rate.lua`, pops
 //! no more than those from the partitions, and gives back what it did not
-//! use. The index `{prefix}:rates` lists the limits as set.
+//! use; every other partition holds the limit without tokens, so a pop
+//! that did not know of the limit gets nothing of the topic there and
+//! takes tokens then. The index `{prefix}:rates` lists the limits as set.
 
 use std::collections::BTreeMap;
 
@@ -54,28 +56,25 @@ impl Store {
     /// Sets (or replaces) `topic`'s limit; the bucket starts full.
     pub(crate) async fn set_rate(&self, topic: &str, limit: RateLimit) -> Result<()> {
         let home = self.rate_home(topic);
-        for (i, part) in self.parts().iter().enumerate() {
-            let cmd = if i == home {
-                let mut cmd = redis::cmd("HSET");
-                cmd.arg(part.rate(topic))
-                    .arg(rate_field::PER_S)
-                    // Tokens are thousandths of a job, refilled every ms:
-                    // per_second / 1000 jobs a ms is per_second thousandths.
-                    .arg(limit.per_second)
-                    .arg(rate_field::BURST)
-                    .arg(limit.burst)
-                    .arg(rate_field::TOKENS)
-                    .arg(limit.burst as f64 * 1000.0);
-                cmd
-            } else {
-                // Buckets of older versions, which split the limit.
-                let mut cmd = redis::cmd("DEL");
-                cmd.arg(part.rate(topic));
-                cmd
-            };
+        // The bucket first, then the limit's mark in every other partition,
+        // whose pops then take no job of the topic without tokens from it.
+        let order = std::iter::once(home).chain((0..self.parts().len()).filter(|&i| i != home));
+        for i in order {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(self.parts()[i].rate(topic))
+                .arg(rate_field::PER_S)
+                // Tokens are thousandths of a job, refilled every ms:
+                // per_second / 1000 jobs a ms is per_second thousandths.
+                .arg(limit.per_second)
+                .arg(rate_field::BURST)
+                .arg(limit.burst);
+            if i == home {
+                cmd.arg(rate_field::TOKENS).arg(limit.burst as f64 * 1000.0);
+            }
             self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }
+        self.limited.lock().unwrap().insert(topic.to_owned());
         let mut cmd = redis::cmd("HSET");
         cmd.arg(Keys::rates_index(&self.prefix))
             .arg(topic)
@@ -93,6 +92,7 @@ impl Store {
             self.call("clear rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }
+        self.limited.lock().unwrap().remove(topic);
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(Keys::rates_index(&self.prefix)).arg(topic);
         let n: i64 = self
@@ -128,24 +128,25 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, u64)> {
 }
 
 impl Store {
-    /// For a pop of up to `max` jobs on a partitioned queue, takes each
-    /// limited topic's tokens from its one bucket: per topic, None without
-    /// a limit, else (jobs granted, ms until the next token). One small
-    /// call per topic; none on an unsplit queue, whose pop takes them
-    /// itself.
-    pub(crate) async fn rate_take(
-        &self,
-        topics: &[String],
-        max: usize,
-    ) -> Result<Vec<Option<(u64, u64)>>> {
-        let mut out = Vec::with_capacity(topics.len());
-        for topic in topics {
-            let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
-            cmd.arg("take").arg(topic).arg(max);
-            let (granted, wait) = decode(self.run("rate", &cmd).await?)?;
-            out.push((granted >= 0).then_some((granted as u64, wait)));
+    /// For a pop of up to `max` jobs on a partitioned queue, takes
+    /// `topic`'s tokens from its one bucket: None without a limit, else
+    /// (jobs granted, ms until the next token). One small call; none on an
+    /// unsplit queue, whose pop takes them itself.
+    pub(crate) async fn rate_take(&self, topic: &str, max: usize) -> Result<Option<(u64, u64)>> {
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+        cmd.arg("take").arg(topic).arg(max);
+        let (granted, wait) = decode(self.run("rate", &cmd).await?)?;
+        let mut limited = self.limited.lock().unwrap();
+        if granted < 0 {
+            limited.remove(topic);
+            return Ok(None);
         }
-        Ok(out)
+        // Bounded however many topics come and go.
+        if limited.len() >= 10_000 {
+            limited.clear();
+        }
+        limited.insert(topic.to_owned());
+        Ok(Some((granted as u64, wait)))
     }
 
     /// Gives back the tokens of [`rate_take`](Self::rate_take) that a pop

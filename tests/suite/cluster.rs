@@ -31,6 +31,9 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
         burst: 1,
     };
     q.set_rate("sms", limit).await.unwrap();
+    // Pops come from another instance, which learns of the limit from the
+    // partitions.
+    let b = Queue::connect(cluster_config(&cluster, 12)).unwrap();
     let jobs: Vec<NewJob> = (0..120)
         .map(|i| job(&format!("sms-{i}"), "sms", 0, 60_000))
         .collect();
@@ -54,8 +57,8 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
     // Greedy pops, and long-polls, for 4 s: each gets at most the burst.
     while begun.elapsed() < Duration::from_secs(4) {
         for got in [
-            q.try_pop(&topic, 20).await.unwrap(),
-            q.pop_many(&topic, 20, Duration::from_millis(700))
+            b.try_pop(&topic, 20).await.unwrap(),
+            b.pop_many(&topic, 20, Duration::from_millis(700))
                 .await
                 .unwrap(),
         ] {
@@ -76,7 +79,15 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
     }
     assert!(times.len() >= 2, "the limit lets jobs out: {}", times.len());
     // Tokens a pop took but did not use went back: the held jobs go on.
-    assert!(q.metrics().rate_held.total() > 0);
+    assert!(b.metrics().rate_held.total() > 0);
+    // Without the limit, the rest go at once.
+    assert!(q.clear_rate("sms").await.unwrap());
+    let rest = b
+        .pop_many(&topic, 200, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 120 - times.len());
+    b.close().await;
     q.close().await;
 }
 
