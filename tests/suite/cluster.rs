@@ -44,6 +44,22 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
         (q.topics().await.unwrap().topics["sms"].ready == 120).then_some(())
     })
     .await;
+    // Ready jobs are listed over the twelve partitions, each once.
+    let (mut listed, mut cursor) = (std::collections::BTreeSet::new(), None::<String>);
+    loop {
+        let (jobs, next) = q
+            .list_jobs("sms", delayq::JobState::Ready, cursor.as_deref(), 7)
+            .await
+            .unwrap();
+        for j in jobs {
+            assert!(listed.insert(j.id.clone()), "{} listed twice", j.id);
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), 120);
     let clock = cluster.nodes[0].client();
     let now_ms = || async {
         let mut c = clock.get_multiplexed_async_connection().await.unwrap();
