@@ -28,7 +28,8 @@
 //! | `{prefix}:recurring`     | set    | names of the recurring schedules              |
 //! | `{prefix}:recurring_seen`| string | Redis time (ms) of the last look at the       |
 //! |                          |        | schedules by any process: a gap is an outage  |
-//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit and its token bucket     |
+//! | `{p}:rate:<topic>`       | hash   | a topic's rate limit; its token bucket only in |
+//! |                          |        | the topic's home partition                    |
 //! | `{prefix}:rates`         | hash   | topic -> "per_second burst" of every limit    |
 //! | `{p}:paused`             | set    | topics whose jobs are not handed out now      |
 //! | `{p}:moving`             | none   | never written: declared by every script call  |

@@ -305,7 +305,7 @@ local function rate_bucket(topic, now_ms)
   if now_ms > at then
     tokens = math.min(burst * 1000, tokens + (now_ms - at) * per_s)
   end
-  return { key = key, tokens = tokens, per_s = per_s }
+  return { key = key, tokens = tokens, per_s = per_s, burst = burst }
 end
 
 -- How many jobs the bucket lets out now.
@@ -314,11 +314,11 @@ local function rate_allows(bucket)
   return math.floor(bucket.tokens / 1000)
 end
 
--- Books `used` jobs against the bucket; returns the ms until the next
--- token.
+-- Books `used` jobs against the bucket (fewer than 0: gives tokens back,
+-- up to the burst); returns the ms until the next token.
 local function rate_use(bucket, used, now_ms)
   if not bucket then return 0 end
-  local left = bucket.tokens - used * 1000
+  local left = math.min(bucket.tokens - used * 1000, bucket.burst * 1000)
   redis.call('HSET', bucket.key, RATE_TOKENS, left, RATE_AT, now_ms)
   if left >= 1000 then return 0 end
   return math.ceil((1000 - left) / bucket.per_s)

@@ -40,6 +40,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::recur::TICK,
     &super::recur::PUT,
     &super::list::SCRIPT,
+    &super::rate::SCRIPT,
 ];
 
 struct Library {

@@ -1,59 +1,133 @@
 -- list.lua: a page of job ids from a sorted set, in score order, after a
 -- cursor: the schedule (delayed jobs by due time, reserved ones by lease
--- end) or a topic's dead set (by time of death). Reads only.
+-- end) or a topic's dead set (by time of death); or a page of a topic's
+-- ready list, next to be handed out first. Reads only.
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  "schedule" or "dead-letters"
+-- ARGV[2]  "schedule", "dead-letters" or "ready-list"
 -- ARGV[3]  topic ("" with schedule: every topic)
+-- With "schedule" and "dead-letters":
 -- ARGV[4]  state wanted in the schedule: "delayed" or "reserved"
 -- ARGV[5]  cursor score ("-inf" from the start)   ARGV[6] cursor id ("")
 -- ARGV[7]  most ids to return   ARGV[8] most entries to look at
+-- With "ready-list":
+-- ARGV[4]  where the cursor's job was (index from the push end)
+-- ARGV[5]  cursor's job id ("": from the front)
+-- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
 --
--- Touches: reads the schedule or dead set and job hashes. Publishes:
--- nothing. Helpers: job_key, dead_key.
+-- Touches: reads the schedule or dead set and job hashes, or the ready
+-- list. Publishes: nothing. Helpers: job_key, dead_key, ready_key.
 --
--- Returns { DONE, exhausted (1: nothing after the last entry looked at),
---           last score looked at, last id looked at, then id, score ... }.
+-- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
+-- entry looked at), last score looked at, last id looked at, then id,
+-- score ... }; for ready-list: { DONE, index of the last id (from the push end),
+-- then ids, next to be handed out first }.
 --
 -- Guarantees: costs Redis time in proportion to what it looks at (at most
--- ARGV[8] entries), never to the size of the queue; a page resumes exactly
--- after the entry where the last stopped (score, then id), so no entry is
--- listed twice or skipped while it stays put.
+-- ARGV[8] entries, or the page and 2 * ARGV[7] list entries), never to the
+-- size of the queue; a page resumes exactly after the entry where the last
+-- stopped (score, then id), so no entry is listed twice or skipped while it
+-- stays put. Ready lists are pushed at one end and popped at the other, so
+-- a page resumes after the cursor's job, found near where it was (pushes
+-- and removals move it): a job that stays ready is never skipped. If that
+-- job has gone, pops took it and every job before it, and the page starts
+-- again at the front; only if it was deleted, or more than ARGV[7] jobs
+-- came or went before it, are jobs listed again.
+if ARGV[2] == 'ready-list' then
+  local list = ready_key(ARGV[3])
+  local at, after = tonumber(ARGV[4]), ARGV[5]
+  local limit, near = tonumber(ARGV[6]), tonumber(ARGV[7])
+  -- The highest index still to list: the front unless the cursor's job is
+  -- found.
+  local top = redis.call('LLEN', list) - 1
+  if after ~= '' then
+    local lo = math.max(0, at - near)
+    local around = redis.call('LRANGE', list, lo, at + near)
+    local best
+    for i, id in ipairs(around) do
+      local pos = lo + i - 1
+      if id == after and (not best or math.abs(pos - at) < math.abs(best - at)) then
+        best = pos
+      end
+    end
+    if best then top = best - 1 end
+  end
+  local from = math.max(0, top - limit + 1)
+  local reply = { DONE, from }
+  if top >= 0 then
+    local ids = redis.call('LRANGE', list, from, top)
+    for i = #ids, 1, -1 do reply[#reply + 1] = ids[i] end
+  end
+  return reply
+end
+
 local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE
 if from_dead then key = dead_key(topic) end
 local after_score, after_id = ARGV[5], ARGV[6]
 local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8])
-local start = after_score
+
+-- Byte order, as Redis orders members of equal score (Lua's `<` on strings
+-- follows the locale).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- The rank of the first entry after the cursor, found without reading the
+-- entries before it: ZRANK when the cursor's entry is still there, else a
+-- binary search among the entries of the cursor's score. Each step costs
+-- O(log N), so a page starts in O(log^2 N) however many entries share a
+-- score, and a forged cursor costs no more than the server's own.
+local pos = 0
+if after_score ~= '-inf' then
+  local own = redis.call('ZSCORE', key, after_id)
+  if own and tonumber(own) == tonumber(after_score) then
+    pos = redis.call('ZRANK', key, after_id) + 1
+  else
+    local lo = redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
+    local hi = redis.call('ZCOUNT', key, '-inf', after_score)
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local m = redis.call('ZRANGE', key, mid, mid)[1]
+      if bytes_before(after_id, m) then hi = mid else lo = mid + 1 end
+    end
+    pos = lo
+  end
+end
+
+-- Then entries by rank, each read once, at most `cap` of them.
 local found, seen = {}, 0
 local last_score, last_id = after_score, after_id
 local exhausted = 0
-local offset = 0
 while #found < limit * 2 and seen < cap do
-  local batch = redis.call('ZRANGE', key, start, '+inf', 'BYSCORE', 'LIMIT', offset, 100, 'WITHSCORES')
+  local n = math.min(100, cap - seen)
+  local batch = redis.call('ZRANGE', key, pos, pos + n - 1, 'WITHSCORES')
   if #batch == 0 then exhausted = 1 break end
-  offset = offset + #batch / 2
+  pos = pos + #batch / 2
   for i = 1, #batch, 2 do
     local id, score = batch[i], batch[i + 1]
-    local s = tonumber(score)
-    if not (after_id ~= '' and s == tonumber(after_score) and id <= after_id) then
-      seen = seen + 1
-      last_score, last_id = score, id
-      local take = from_dead
-      if not from_dead then
-        local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
-        local st = f[1] or DELAYED
-        take = f[2] and st == want_state and (topic == '' or f[2] == topic)
-      end
-      if take then
-        found[#found + 1] = id
-        found[#found + 1] = score
-      end
-      if #found >= limit * 2 or seen >= cap then break end
+    seen = seen + 1
+    last_score, last_id = score, id
+    local take = from_dead
+    if not from_dead then
+      local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+      local st = f[1] or DELAYED
+      take = f[2] and st == want_state and (topic == '' or f[2] == topic)
     end
+    if take then
+      found[#found + 1] = id
+      found[#found + 1] = score
+    end
+    if #found >= limit * 2 then break end
   end
+  -- A short batch read to the end: nothing comes after its last entry.
+  if #batch / 2 < n and last_id == batch[#batch - 1] then exhausted = 1 break end
 end
 local reply = { DONE, exhausted, last_score, last_id }
 for _, v in ipairs(found) do reply[#reply + 1] = v end

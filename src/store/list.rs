@@ -16,41 +16,72 @@ pub const SCRIPT: Script = Script {
 /// Most entries one call looks at per partition, whatever it finds.
 pub const SCAN_CAP: usize = 2000;
 
-/// Where a page starts: after this (score, id), or, in ready lists, at
-/// this (partition, offset).
+/// Where a page starts: after this (score, id), or, in ready lists, after
+/// job `id` of partition `part`, last seen `index` entries from the end
+/// pushes add to (pops, at the other end, do not move it).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cursor {
-    After { score: String, id: String },
-    At { part: usize, offset: usize },
+    After {
+        score: i64,
+        id: String,
+    },
+    At {
+        part: usize,
+        index: usize,
+        id: String,
+    },
 }
+
+/// Scores are Unix milliseconds: whole, never negative, exact in a double.
+const MAX_SCORE: i64 = 1 << 53;
+/// A Redis list holds fewer entries than this.
+const MAX_INDEX: usize = u32::MAX as usize;
 
 impl Cursor {
     /// An opaque, URL-safe text.
     pub fn encode(&self) -> String {
         let text = match self {
             Cursor::After { score, id } => format!("s\n{score}\n{id}"),
-            Cursor::At { part, offset } => format!("r\n{part}\n{offset}"),
+            Cursor::At { part, index, id } => format!("r\n{part}\n{index}\n{id}"),
         };
         hex::encode(text)
     }
 
+    /// Reads a cursor, checking every part, so that a forged one is refused
+    /// here and never reaches Redis.
     pub fn decode(text: &str) -> std::result::Result<Cursor, String> {
-        let bad = || format!("cursor {text:?} is not one this server gave");
-        let raw = hex::decode(text).map_err(|_| bad())?;
-        let raw = String::from_utf8(raw).map_err(|_| bad())?;
-        let mut parts = raw.splitn(3, '\n');
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some("s"), Some(score), Some(id)) if score.parse::<f64>().is_ok() => {
-                Ok(Cursor::After {
-                    score: score.to_owned(),
-                    id: id.to_owned(),
-                })
+        let bad = |why: &str| format!("cursor {text:?} is not one this server gave: {why}");
+        let raw = hex::decode(text).map_err(|_| bad("not hex"))?;
+        let raw = String::from_utf8(raw).map_err(|_| bad("not UTF-8"))?;
+        let number = |part: Option<&str>, max: u64, what: &str| {
+            part.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|p| p.parse::<u64>().ok())
+                .filter(|&n| n <= max)
+                .ok_or_else(|| bad(&format!("its {what} is not a whole number from 0 to {max}")))
+        };
+        let (kind, rest) = raw.split_once('\n').unwrap_or((&raw, ""));
+        // The id comes last: it may hold anything, even a newline.
+        let fields = match kind {
+            "s" => 2,
+            "r" => 3,
+            _ => return Err(bad("unknown kind")),
+        };
+        let mut parts = rest.splitn(fields, '\n');
+        let id = (parts.clone().nth(fields - 1))
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| bad("its job id is missing"))?
+            .to_owned();
+        match kind {
+            "s" => {
+                let score = number(parts.next(), MAX_SCORE as u64, "score")? as i64;
+                Ok(Cursor::After { score, id })
             }
-            (Some("r"), Some(part), Some(offset)) => Ok(Cursor::At {
-                part: part.parse().map_err(|_| bad())?,
-                offset: offset.parse().map_err(|_| bad())?,
-            }),
-            _ => Err(bad()),
+            "r" => {
+                let part = number(parts.next(), u16::MAX as u64, "partition")? as usize;
+                let index = number(parts.next(), MAX_INDEX as u64, "index")? as usize;
+                Ok(Cursor::At { part, index, id })
+            }
+            _ => unreachable!("kinds are checked above"),
         }
     }
 }
@@ -115,7 +146,7 @@ impl Store {
         limit: usize,
     ) -> Result<Page> {
         let (score, id) = match after {
-            Some(Cursor::After { score, id }) => (score.clone(), id.clone()),
+            Some(Cursor::After { score, id }) => (score.to_string(), id.clone()),
             Some(Cursor::At { .. }) => {
                 return Err(Error::Invalid("that cursor belongs to ready lists".into()))
             }
@@ -159,12 +190,15 @@ impl Store {
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
         let next = if all.len() > limit {
             all.truncate(limit);
-            let (_, score, id) = all.last().expect("not empty").clone();
-            Some(Cursor::After { score, id })
+            let (score, _, id) = all.last().expect("not empty").clone();
+            Some(Cursor::After {
+                score: score as i64,
+                id,
+            })
         } else {
-            // Scores are whole milliseconds: their text is the number's.
+            // Scores are whole milliseconds.
             stop.map(|(score, id)| Cursor::After {
-                score: format!("{score}"),
+                score: score as i64,
                 id,
             })
         };
@@ -182,36 +216,58 @@ impl Store {
         at: Option<&Cursor>,
         limit: usize,
     ) -> Result<Page> {
-        let (mut part, mut offset) = match at {
-            Some(Cursor::At { part, offset }) => (*part, *offset),
+        let (mut part, mut after) = match at {
+            Some(Cursor::At { part, index, id }) => (*part, Some((*index, id.clone()))),
             Some(Cursor::After { .. }) => {
                 return Err(Error::Invalid(
                     "that cursor does not belong to ready lists".into(),
                 ))
             }
-            None => (0, 0),
+            None => (0, None),
         };
+        if part >= self.parts().len() {
+            return Err(Error::Invalid(format!(
+                "that cursor names partition {part}; this queue has {}",
+                self.parts().len()
+            )));
+        }
         let mut ids = Vec::new();
+        let mut next = None;
         while part < self.parts().len() && ids.len() < limit {
             let want = limit - ids.len();
-            let mut cmd = redis::cmd("LRANGE");
-            cmd.arg(self.parts()[part].ready_list(topic))
-                .arg(-((offset + want) as i64))
-                .arg(-(offset as i64) - 1);
-            let mut got: Vec<String> = self
-                .call("list ready", cmd.query_async(&mut self.conn()))
-                .await?;
-            got.reverse();
-            let n = got.len();
-            ids.extend(got.into_iter().map(|id| (id, 0)));
-            if n < want {
-                part += 1;
-                offset = 0;
-            } else {
-                offset += n;
+            let (index, id) = after.take().unwrap_or((0, String::new()));
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+            // Costs the page and a look around the cursor's job of at most
+            // 2 * SCAN_CAP entries.
+            cmd.arg("ready-list")
+                .arg(topic)
+                .arg(index)
+                .arg(&id)
+                .arg(want)
+                .arg(SCAN_CAP);
+            let (status, mut f) = self.run("list ready", &cmd).await?;
+            if status != Status::Done {
+                return Err(Error::protocol("list ready", format!("status {status:?}")));
             }
+            let from = f.int()?.max(0) as usize;
+            let mut got = Vec::with_capacity(f.left());
+            while f.left() > 0 {
+                got.push(f.string()?);
+            }
+            if got.len() < want {
+                // This partition is done.
+                part += 1;
+                next = None;
+            } else {
+                next = got.last().map(|id| Cursor::At {
+                    part,
+                    index: from,
+                    id: id.clone(),
+                });
+            }
+            ids.extend(got.into_iter().map(|id| (id, 0)));
         }
-        let next = (part < self.parts().len()).then_some(Cursor::At { part, offset });
+        // A page that ends within a partition ends with its cursor set.
         Ok(Page { ids, next })
     }
 
@@ -266,17 +322,37 @@ mod tests {
     fn cursors_round_trip_and_refuse_strangers() {
         for c in [
             Cursor::After {
-                score: "1700000000000".into(),
+                score: 1_700_000_000_000,
                 id: "a b/c\nd".into(),
             },
             Cursor::At {
                 part: 3,
-                offset: 40,
+                index: 40,
+                id: "x\ny".into(),
             },
         ] {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
         }
         assert!(Cursor::decode("zz").is_err());
-        assert!(Cursor::decode(&hex::encode("s\nx\nid")).is_err());
+        for forged in [
+            "s\nx\nid",
+            "s\nNaN\nid",
+            "s\ninf\nid",
+            "s\n-5\nid",
+            "s\n1.5\nid",
+            "s\n99999999999999999999999\nid",
+            "s\n\nid",
+            "s\n5\n",
+            "s\n5",
+            "r\n\n0\nid",
+            "r\n0\n\nid",
+            "r\n0\n0",
+            "r\n0\n0\n",
+            "r\n-1\n0\nid",
+            "r\n0\n18446744073709551615\nid",
+            "q\n0\n0",
+        ] {
+            assert!(Cursor::decode(&hex::encode(forged)).is_err(), "{forged:?}");
+        }
     }
 }

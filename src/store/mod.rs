@@ -179,6 +179,9 @@ pub(crate) struct Store {
     /// by it looks there first, one round trip instead of up to one per
     /// partition.
     ready_hint: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    /// Topics seen with a rate limit: on a partitioned queue, their pops
+    /// take tokens from the topic's one bucket first (see `rate.rs`).
+    pub(crate) limited: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) clock: RedisClock,
     timeout: Duration,
     metrics: Arc<Metrics>,
@@ -380,6 +383,7 @@ impl Store {
             parts_checked: OnceCell::new(),
             next_pop: Default::default(),
             ready_hint: Default::default(),
+            limited: Default::default(),
             clock: RedisClock::default(),
             timeout,
             metrics,

@@ -6,16 +6,22 @@
 -- ARGV[3]  most body bytes to return: once the bodies reserved reach it, no
 --          more are taken (the first job is always taken, whatever its size)
 -- ARGV[4]  nonce: random, one per call; tokens are "<nonce>.<n>"
--- ARGV[5..] topics, tried in the order given
+-- ARGV[5]  "": each topic's rate limit is its bucket here (one partition);
+--          else, one per topic, comma-separated: how many jobs its limit
+--          lets this call take, granted by rate.lua from the topic's one
+--          bucket (a partitioned queue), or "-": the caller knows of no
+--          limit (if the topic has one, it gives nothing: see ungranted)
+-- ARGV[6..] topics, tried in the order given
 --
 -- Touches: the topics' ready lists and rate limits, the paused set, job
 -- hashes, schedule (lease ends), count hash. Publishes: nothing.
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
--- Returns { DONE, now_us, held, retry_ms, then per job: id, topic, body,
---           token, due_ms, attempts, lease_until_ms }; held: ready jobs a
---           rate limit kept back (up to the number asked for), retry_ms:
---           when the limit lets the next one out (0: not held).
+-- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
+--           topic, body, token, due_ms, attempts, lease_until_ms }; held:
+--           ready jobs a rate limit kept back (up to the number asked for),
+--           retry_ms: when the limit lets the next one out (0: not held);
+--           ungranted: 1 if a topic given as "-" has a limit.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. The lease's end goes into
@@ -26,7 +32,8 @@
 -- recent writes cannot re-issue a token someone holds); finish, nack and
 -- touch with an older token are refused. A paused topic gives nothing. A
 -- topic's rate limit is taken in
--- the same step as its jobs, so all callers together never exceed it. The
+-- the same step as its jobs (on a partitioned queue, granted just before
+-- from the topic's one bucket), so all callers together never exceed it. The
 -- reply is bounded in jobs and in bytes, so it reaches its caller well
 -- within the caller's timeout.
 local now = now_us()
@@ -38,14 +45,30 @@ local nonce = ARGV[4]
 local bytes = 0
 
 local jobs = {}
-local got, held, retry = 0, 0, 0
-for i = 5, #ARGV do
+local got, held, retry, ungranted = 0, 0, 0, 0
+local given = {}
+for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
+for i = 6, #ARGV do
   local topic = ARGV[i]
   local list = ready_key(topic)
-  local bucket = rate_bucket(topic, now_ms)
-  local allowed = rate_allows(bucket)
+  local bucket, allowed, limited
+  if ARGV[5] == '' then
+    bucket = rate_bucket(topic, now_ms)
+    allowed = rate_allows(bucket)
+    limited = bucket ~= nil
+  elseif given[i - 5] ~= '-' then
+    limited, allowed = true, tonumber(given[i - 5])
+  else
+    limited, allowed = false, math.huge
+    -- Every partition keeps a topic's limit (its tokens are in one): a
+    -- caller that took none gets nothing of a limited topic.
+    if redis.call('EXISTS', P .. RATE_KEY .. topic) == 1 then
+      ungranted, allowed = 1, 0
+    end
+  end
   -- A paused topic hands nothing out; its jobs wait in ready.
-  if redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1 then allowed = 0 end
+  local paused = redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1
+  if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
     local id = redis.call('RPOP', list)
@@ -73,18 +96,22 @@ for i = 5, #ARGV do
       bytes = bytes + #f[3]
     end
   end
-  if bucket and allowed > 0 then
+  -- The limit held jobs back whenever it ran out with jobs still ready,
+  -- also when it had no token at all: the caller needs to know when to
+  -- look again.
+  if limited and not paused then
+    -- A granted allowance's caller knows when the next token is due.
     local wait = rate_use(bucket, took, now_ms)
-    if got < want and took == allowed then
+    if got < want and took == allowed and (wait > 0 or not bucket) then
       local waiting = math.min(redis.call('LLEN', list), want - got)
       if waiting > 0 then
         held = held + waiting
-        if retry == 0 or wait < retry then retry = wait end
+        if wait > 0 and (retry == 0 or wait < retry) then retry = wait end
       end
     end
   end
   if got >= want or bytes >= max_bytes then break end
 end
-local reply = { DONE, now, held, retry }
+local reply = { DONE, now, held, retry, ungranted }
 for _, v in ipairs(jobs) do reply[#reply + 1] = v end
 return reply

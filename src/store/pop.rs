@@ -18,8 +18,23 @@ pub const SCRIPT: Script = Script {
     when_full: true,
 };
 
-fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], max: usize, max_bytes: usize) {
-    cmd.arg(max).arg(max_bytes).arg(nonce);
+/// What one pop call may take.
+struct Room<'a> {
+    jobs: usize,
+    bytes: usize,
+    /// Per topic, the jobs its rate limit granted (None: no limit), from
+    /// the topic's one bucket; empty: this partition's buckets decide.
+    allowed: &'a [Option<u64>],
+}
+
+fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], room: &Room) {
+    let allowed: Vec<String> = (room.allowed.iter())
+        .map(|a| a.map_or("-".to_owned(), |n| n.to_string()))
+        .collect();
+    cmd.arg(room.jobs)
+        .arg(room.bytes)
+        .arg(nonce)
+        .arg(allowed.join(","));
     for t in topics {
         cmd.arg(t);
     }
@@ -32,11 +47,15 @@ pub(crate) struct Held {
     pub jobs: u64,
     /// When the limit lets the next one out, ms from now (0: none held).
     pub retry_ms: u64,
+    /// A topic had a limit the caller took no tokens for (partitioned
+    /// queues): nothing of it was handed out.
+    pub ungranted: bool,
 }
 
 impl Held {
     fn add(&mut self, other: Held) {
         self.jobs += other.jobs;
+        self.ungranted |= other.ungranted;
         if other.retry_ms > 0 && (self.retry_ms == 0 || other.retry_ms < self.retry_ms) {
             self.retry_ms = other.retry_ms;
         }
@@ -53,6 +72,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>
     let held = Held {
         jobs: f.int()?.max(0) as u64,
         retry_ms: f.int()?.max(0) as u64,
+        ungranted: f.int()? == 1,
     };
     if f.left() % 7 != 0 {
         return Err(Error::protocol(
@@ -134,7 +154,17 @@ impl Coalesced for Pops {
             let want: usize = open.iter().map(|&i| items[i].max).sum();
             let limit = deadline.saturating_duration_since(Instant::now());
             let (held, got) = match store
-                .pop_call(part, &items[0].topics, want, max_bytes, until, limit)
+                .pop_call(
+                    part,
+                    &items[0].topics,
+                    Room {
+                        jobs: want,
+                        bytes: max_bytes,
+                        allowed: &[],
+                    },
+                    until,
+                    limit,
+                )
                 .await
             {
                 Ok(r) => r,
@@ -165,6 +195,7 @@ impl Coalesced for Pops {
                     } else {
                         0
                     },
+                    ungranted: false,
                 };
             }
             open.retain(|&i| out[i].0.is_empty());
@@ -206,27 +237,54 @@ impl Store {
             };
             return self.pops.submit(self, 0, request, limit).await;
         }
+        // Each topic's limit is one bucket for the whole queue: its tokens
+        // are taken first, and what the partitions did not use is given
+        // back, so all partitions together never exceed it. Topics this
+        // process has not seen with a limit take none; a partition that
+        // finds one limited says so, and its tokens are taken then.
+        let known: Vec<bool> = {
+            let limited = self.limited.lock().unwrap();
+            topics.iter().map(|t| limited.contains(t)).collect()
+        };
+        let mut grants: Vec<Option<(u64, u64)>> = vec![None; topics.len()];
+        for (i, topic) in topics.iter().enumerate() {
+            if known[i] {
+                match self.rate_take(topic, max).await {
+                    Ok(g) => grants[i] = g,
+                    Err(e) => {
+                        let allowed: Vec<_> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+                        self.rate_give(topics, &allowed).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let mut allowed: Vec<Option<u64>> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+        let mut learned = false;
         let mut held = Held::default();
         let start = self.pop_start(topics);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
         let mut first_error = None;
-        let mut tried = 0;
-        for k in 0..n {
+        let mut k = 0;
+        while k < n {
             let part = (start + k) % n;
             // A partition whose master does not answer is passed by: the
             // others' jobs keep flowing (the health watch, or the next
-            // call after DOWN_FOR, looks at it again).
+            // call after a short while, looks at it again).
             if self.health.is_down(part) {
+                k += 1;
                 continue;
             }
-            tried += 1;
             let reply = self
                 .pop_call(
                     part,
                     topics,
-                    max - got.len(),
-                    max_bytes - bytes,
+                    Room {
+                        jobs: max - got.len(),
+                        bytes: max_bytes - bytes,
+                        allowed: &allowed,
+                    },
                     until,
                     limit.min(self.timeout()),
                 )
@@ -237,29 +295,76 @@ impl Store {
                     tracing::warn!(part, error = %e, "a partition's pop failed; trying the others");
                     self.health.mark_down(part);
                     first_error.get_or_insert(e);
+                    k += 1;
                     continue;
                 }
-                Err(e) if got.is_empty() => return Err(e),
+                Err(e) if got.is_empty() => {
+                    self.rate_give(topics, &allowed).await;
+                    return Err(e);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "a partition's pop failed; returning what others gave");
                     break;
                 }
             };
             held.add(part_held);
-            if deliveries.is_empty() {
+            if deliveries.is_empty() && !part_held.ungranted {
                 self.drop_ready_hint(topics, part);
+            }
+            for d in &deliveries {
+                if let Some(i) = topics.iter().position(|t| *t == d.topic) {
+                    if let Some(a) = &mut allowed[i] {
+                        *a = a.saturating_sub(1);
+                    }
+                }
             }
             bytes += deliveries.iter().map(|d| d.body.len()).sum::<usize>();
             got.extend(deliveries);
             if got.len() >= max || bytes >= max_bytes {
                 break;
             }
-        }
-        match first_error {
-            // Every partition tried failed: the caller hears why.
-            Some(e) if got.is_empty() && tried > 0 && held.jobs == 0 && self.health.all_down() => {
-                Err(e)
+            if part_held.ungranted && !learned {
+                // A limit this process had not seen: take its tokens, then
+                // look in this partition again.
+                learned = true;
+                for (i, topic) in topics.iter().enumerate() {
+                    if grants[i].is_some() {
+                        continue;
+                    }
+                    match self.rate_take(topic, max).await {
+                        Ok(g) => {
+                            grants[i] = g;
+                            allowed[i] = g.map(|g| g.0);
+                        }
+                        Err(e) if got.is_empty() => {
+                            self.rate_give(topics, &allowed).await;
+                            return Err(e);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot take rate tokens; returning what partitions gave");
+                            break;
+                        }
+                    }
+                }
+                continue;
             }
+            k += 1;
+        }
+        self.rate_give(topics, &allowed).await;
+        if held.jobs > 0 {
+            // The limits that ran short say when their next token is due.
+            held.retry_ms = grants
+                .iter()
+                .flatten()
+                .map(|g| g.1)
+                .filter(|&w| w > 0)
+                .min()
+                .unwrap_or(0);
+        }
+        held.ungranted = false;
+        match first_error {
+            // No partition answers: the caller hears why.
+            Some(e) if got.is_empty() && held.jobs == 0 && self.health.all_down() => Err(e),
             _ => Ok((got, held)),
         }
     }
@@ -270,8 +375,7 @@ impl Store {
         &self,
         part: usize,
         topics: &[String],
-        max: usize,
-        max_bytes: usize,
+        room: Room<'_>,
         until: Instant,
         limit: Duration,
     ) -> Result<(Held, Vec<Delivery>)> {
@@ -279,7 +383,7 @@ impl Store {
         // A token is this call's random nonce and a counter: unique
         // without a counter in Redis that a failover could roll back.
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        args(&mut cmd, &nonce[..16], topics, max, max_bytes);
+        args(&mut cmd, &nonce[..16], topics, &room);
         let sent = Instant::now();
         let mut r = self.run_acked(&SCRIPT, part, vec![cmd], limit).await?;
         let (now_us, held, deliveries) = decode(r.remove(0))?;
@@ -297,8 +401,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let (now, held, got) = d(&[
-            "0", "1000500", "3", "200", "a", "t", "body", "7", "990", "1", "61001", "b", "t", "",
-            "8", "995", "2", "61001",
+            "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "b", "t",
+            "", "8", "995", "2", "61001",
         ])
         .unwrap();
         assert_eq!(now, 1_000_500);
@@ -306,7 +410,8 @@ mod tests {
             held,
             Held {
                 jobs: 3,
-                retry_ms: 200
+                retry_ms: 200,
+                ungranted: false
             }
         );
         assert_eq!(got.len(), 2);
@@ -322,8 +427,9 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
-        assert!(d(&["0", "1", "0", "0"]).unwrap().2.is_empty());
-        assert!(d(&["0", "1", "0", "0", "a", "t"]).is_err());
+        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().1.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().2.is_empty());
+        assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());
         assert!(d(&["0", "1"]).is_err());
     }
 }

@@ -1,18 +1,24 @@
-//! Per-topic rate limits in Redis. The token bucket of each topic lives in
-//! every partition (`{p}:rate:<topic>`), where the pop script takes from it
-//! in the same step as the jobs; the index `{prefix}:rates` lists the
-//! limits as set.
-//!
-//! A queue of N partitions gives each partition 1/N of the rate (and of
-//! the burst, at least one job): the total holds while ready jobs are
-//! spread over the partitions, as job ids spread them; a backlog in a few
-//! partitions is handed out more slowly than the limit allows, never
-//! faster.
+//! Per-topic rate limits in Redis. A topic's token bucket
+//! (`{p}:rate:<topic>`) is one for the whole queue, in the topic's home
+//! partition (the one its name hashes to; the only one of an unsplit
+//! queue). There the pop script takes from it in the same step as the
+//! jobs. A partitioned queue's pop first takes tokens with `rate.lua`, pops
+//! no more than those from the partitions, and gives back what it did not
+//! use; every other partition holds the limit without tokens, so a pop
+//! that did not know of the limit gets nothing of the topic there and
+//! takes tokens then. The index `{prefix}:rates` lists the limits as set.
 
 use std::collections::BTreeMap;
 
-use super::{layout::rate_field, Keys, Store};
+use super::reply::Fields;
+use super::{layout, layout::rate_field, Keys, Script, Status, Store};
 use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "rate",
+    source: include_str!("rate.lua"),
+    when_full: true,
+};
 
 /// A topic's limit.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -42,24 +48,33 @@ impl RateLimit {
 }
 
 impl Store {
+    /// The partition that keeps `topic`'s token bucket.
+    fn rate_home(&self, topic: &str) -> usize {
+        layout::partition_of(topic, self.parts().len())
+    }
+
     /// Sets (or replaces) `topic`'s limit; the bucket starts full.
     pub(crate) async fn set_rate(&self, topic: &str, limit: RateLimit) -> Result<()> {
-        let n = self.parts().len() as f64;
-        let burst = (limit.burst as f64 / n).max(1.0);
-        for part in self.parts() {
+        let home = self.rate_home(topic);
+        // The bucket first, then the limit's mark in every other partition,
+        // whose pops then take no job of the topic without tokens from it.
+        let order = std::iter::once(home).chain((0..self.parts().len()).filter(|&i| i != home));
+        for i in order {
             let mut cmd = redis::cmd("HSET");
-            cmd.arg(part.rate(topic))
+            cmd.arg(self.parts()[i].rate(topic))
                 .arg(rate_field::PER_S)
                 // Tokens are thousandths of a job, refilled every ms:
                 // per_second / 1000 jobs a ms is per_second thousandths.
-                .arg(limit.per_second / n)
+                .arg(limit.per_second)
                 .arg(rate_field::BURST)
-                .arg(burst)
-                .arg(rate_field::TOKENS)
-                .arg(burst * 1000.0);
+                .arg(limit.burst);
+            if i == home {
+                cmd.arg(rate_field::TOKENS).arg(limit.burst as f64 * 1000.0);
+            }
             self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }
+        self.limited.lock().unwrap().insert(topic.to_owned());
         let mut cmd = redis::cmd("HSET");
         cmd.arg(Keys::rates_index(&self.prefix))
             .arg(topic)
@@ -77,6 +92,7 @@ impl Store {
             self.call("clear rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }
+        self.limited.lock().unwrap().remove(topic);
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(Keys::rates_index(&self.prefix)).arg(topic);
         let n: i64 = self
@@ -99,5 +115,50 @@ impl Store {
                     .map_err(|e| Error::protocol("read rates", e.to_string()))
             })
             .collect()
+    }
+}
+
+/// The reply of `rate.lua`: (granted, -1 without a limit; ms until the next
+/// token).
+fn decode((status, mut f): (Status, Fields)) -> Result<(i64, u64)> {
+    if status != Status::Done {
+        return Err(Error::protocol("rate", format!("status {status:?}")));
+    }
+    Ok((f.int()?, f.int()?.max(0) as u64))
+}
+
+impl Store {
+    /// For a pop of up to `max` jobs on a partitioned queue, takes
+    /// `topic`'s tokens from its one bucket: None without a limit, else
+    /// (jobs granted, ms until the next token). One small call; none on an
+    /// unsplit queue, whose pop takes them itself.
+    pub(crate) async fn rate_take(&self, topic: &str, max: usize) -> Result<Option<(u64, u64)>> {
+        let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+        cmd.arg("take").arg(topic).arg(max);
+        let (granted, wait) = decode(self.run("rate", &cmd).await?)?;
+        let mut limited = self.limited.lock().unwrap();
+        if granted < 0 {
+            limited.remove(topic);
+            return Ok(None);
+        }
+        // Bounded however many topics come and go.
+        if limited.len() >= 10_000 {
+            limited.clear();
+        }
+        limited.insert(topic.to_owned());
+        Ok(Some((granted as u64, wait)))
+    }
+
+    /// Gives back the tokens of [`rate_take`](Self::rate_take) that a pop
+    /// did not use. A failure only leaves the limit stricter for a moment.
+    pub(crate) async fn rate_give(&self, topics: &[String], unused: &[Option<u64>]) {
+        for (topic, n) in topics.iter().zip(unused) {
+            let Some(n @ 1..) = *n else { continue };
+            let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+            cmd.arg("give").arg(topic).arg(n);
+            if let Err(e) = self.run("rate", &cmd).await.and_then(decode) {
+                tracing::warn!(error = %e, topic, "could not give unused rate tokens back");
+            }
+        }
     }
 }

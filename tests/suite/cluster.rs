@@ -22,6 +22,92 @@ pub fn cluster_config(c: &TestCluster, partitions: usize) -> Config {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let q = Queue::connect(cluster_config(&cluster, 12)).unwrap();
+    q.check_connection().await.unwrap();
+    let limit = delayq::RateLimit {
+        per_second: 1.0,
+        burst: 1,
+    };
+    q.set_rate("sms", limit).await.unwrap();
+    // Pops come from another instance, which learns of the limit from the
+    // partitions.
+    let b = Queue::connect(cluster_config(&cluster, 12)).unwrap();
+    let jobs: Vec<NewJob> = (0..120)
+        .map(|i| job(&format!("sms-{i}"), "sms", 0, 60_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    eventually(Duration::from_secs(10), "120 ready", || async {
+        (q.topics().await.unwrap().topics["sms"].ready == 120).then_some(())
+    })
+    .await;
+    // Ready jobs are listed over the twelve partitions, each once.
+    let (mut listed, mut cursor) = (std::collections::BTreeSet::new(), None::<String>);
+    loop {
+        let (jobs, next) = q
+            .list_jobs("sms", delayq::JobState::Ready, cursor.as_deref(), 7)
+            .await
+            .unwrap();
+        for j in jobs {
+            assert!(listed.insert(j.id.clone()), "{} listed twice", j.id);
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(listed.len(), 120);
+    let clock = cluster.nodes[0].client();
+    let now_ms = || async {
+        let mut c = clock.get_multiplexed_async_connection().await.unwrap();
+        let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
+        s * 1000 + us / 1000
+    };
+    let topic = vec!["sms".to_string()];
+    let start = now_ms().await;
+    let begun = Instant::now();
+    let mut times = Vec::new();
+    // Greedy pops, and long-polls, for 4 s: each gets at most the burst.
+    while begun.elapsed() < Duration::from_secs(4) {
+        for got in [
+            b.try_pop(&topic, 20).await.unwrap(),
+            b.pop_many(&topic, 20, Duration::from_millis(700))
+                .await
+                .unwrap(),
+        ] {
+            assert!(got.len() <= 1, "one pop got {} jobs at once", got.len());
+            times.extend(got.iter().map(|d| d.popped_at_us / 1000));
+        }
+    }
+    times.sort();
+    println!("1/s, burst 1, 12 partitions: {} jobs in 4 s", times.len());
+    for (k, at) in times.iter().enumerate() {
+        let allowed = 1.0 + (at - start) as f64 / 1000.0;
+        assert!(
+            (k + 1) as f64 <= allowed + 0.001,
+            "job {} handed over {} ms in: over the limit",
+            k + 1,
+            at - start
+        );
+    }
+    assert!(times.len() >= 2, "the limit lets jobs out: {}", times.len());
+    // Tokens a pop took but did not use went back: the held jobs go on.
+    assert!(b.metrics().rate_held.total() > 0);
+    // Without the limit, the rest go at once.
+    assert!(q.clear_rate("sms").await.unwrap());
+    let rest = b
+        .pop_many(&topic, 200, Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 120 - times.len());
+    b.close().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out_once() {
     let cluster = TestCluster::start(3);
     let a = Queue::connect(cluster_config(&cluster, 6)).unwrap();

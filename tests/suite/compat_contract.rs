@@ -442,3 +442,46 @@ async fn slow_clients_are_cut_off_and_an_unreadable_body_gets_the_original_messa
     assert_eq!(n, 0);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_held_by_a_rate_limit_answers_when_the_next_token_comes() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(
+        q.clone(),
+        ServerConfig {
+            pop_timeout: Duration::from_secs(30),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    q.set_rate(
+        "sms",
+        delayq::RateLimit {
+            per_second: 5.0,
+            burst: 1,
+        },
+    )
+    .await
+    .unwrap();
+    for i in 0..5 {
+        q.push(&job(&format!("sms-{i}"), "sms", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    eventually(Duration::from_secs(5), "5 ready", || async {
+        (q.topics().await.unwrap().topics["sms"].ready == 5).then_some(())
+    })
+    .await;
+    // One at once, then one every 200 ms; before, each pop after the
+    // first waited out its 30 s.
+    let start = Instant::now();
+    for _ in 0..5 {
+        let v = post(&s.base, "/pop", r#"{"topic":"sms"}"#).await;
+        assert!(v["data"]["id"].is_string(), "{v}");
+    }
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "5 pops took {took:?}");
+    s.stop().await;
+    q.close().await;
+}

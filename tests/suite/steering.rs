@@ -165,3 +165,213 @@ async fn a_paused_topic_keeps_its_jobs_ready_and_resume_hands_them_out_at_once()
     q.close().await;
     other.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_cursor_is_refused_as_bad_input_before_it_reaches_redis() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), delayq::http::ServerConfig::default()).await;
+    q.push(&job("a", "t", 3_600_000, 60_000)).await.unwrap();
+    let forged = [
+        "s\nNaN\nx",
+        "s\ninf\nx",
+        "s\n-5\nx",
+        "s\n1e400\nx",
+        "s\n99999999999999999999999\nx",
+        "s\n\nx",
+        "s\n5\n",
+        "r\n\n0\nx",
+        "r\n0\n\nx",
+        "r\n0\n0\n",
+        "r\n-1\n0\nx",
+        "r\n7\n0\nx",
+        "r\n0\n18446744073709551615\nx",
+        "r\n99999999999999999999\n0\nx",
+    ];
+    let http = reqwest::Client::new();
+    for text in forged {
+        let cursor = hex::encode(text);
+        let state = if text.starts_with('r') {
+            JobState::Ready
+        } else {
+            JobState::Delayed
+        };
+        match q.list_jobs("t", state, Some(&cursor), 10).await {
+            Err(delayq::Error::Invalid(why)) => assert!(why.contains("cursor"), "{text:?}: {why}"),
+            other => panic!("{text:?}: {other:?}"),
+        }
+        let name = if text.starts_with('r') {
+            "ready"
+        } else {
+            "delayed"
+        };
+        let r = http
+            .get(format!(
+                "{}/v1/topics/t/jobs?state={name}&cursor={cursor}",
+                s.base
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{text:?}: {}", r.text().await.unwrap());
+        if text.starts_with('s') {
+            let r = http
+                .get(format!("{}/v1/schedule?cursor={cursor}", s.base))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 422, "{text:?}");
+        }
+    }
+    // Nothing changed.
+    assert!(q.get("a").await.unwrap().is_some());
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_that_stay_ready_are_listed_once_while_others_are_popped_and_pushed() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let topic = vec!["now".to_string()];
+    let push_ready = |from: usize, to: usize| {
+        let q = q.clone();
+        async move {
+            let jobs: Vec<_> = (from..to)
+                .map(|i| job(&format!("r{i:03}"), "now", 0, 60_000))
+                .collect();
+            for r in q.push_many(&jobs).await.unwrap() {
+                r.unwrap();
+            }
+            eventually(Duration::from_secs(5), "ready", || async {
+                let t = q.topics().await.unwrap();
+                let ready = t.topics.get("now").map_or(0, |c| c.ready);
+                let delayed = t.topics.get("now").map_or(0, |c| c.delayed);
+                (delayed == 0 && ready > 0).then_some(())
+            })
+            .await;
+        }
+    };
+    push_ready(0, 30).await;
+    let mut listed = Vec::new();
+    let mut popped = BTreeSet::new();
+    let (jobs, mut cursor) = q.list_jobs("now", JobState::Ready, None, 5).await.unwrap();
+    listed.extend(jobs.into_iter().map(|j| j.id));
+    // Between pages, pops take from the front (what was listed and more),
+    // and new jobs join the back.
+    let mut round = 0;
+    while let Some(c) = cursor {
+        for d in q.try_pop(&topic, 3).await.unwrap() {
+            popped.insert(d.id.clone());
+            q.finish(&d.id, &d.token).await.unwrap();
+        }
+        if round < 3 {
+            push_ready(100 + round * 4, 104 + round * 4).await;
+        }
+        round += 1;
+        let (jobs, next) = q
+            .list_jobs("now", JobState::Ready, Some(&c), 5)
+            .await
+            .unwrap();
+        listed.extend(jobs.into_iter().map(|j| j.id));
+        cursor = next;
+    }
+    let first_30: Vec<String> = (0..30).map(|i| format!("r{i:03}")).collect();
+    for id in &first_30 {
+        if !popped.contains(id) {
+            let n = listed.iter().filter(|l| *l == id).count();
+            assert_eq!(
+                n, 1,
+                "{id} stayed ready throughout and was listed {n} times: {listed:?}"
+            );
+        }
+    }
+    let unique: BTreeSet<_> = listed.iter().collect();
+    assert_eq!(unique.len(), listed.len(), "no job twice: {listed:?}");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_costs_redis_the_page_even_with_200k_jobs_due_at_one_time() {
+    const N: usize = 200_000;
+    let redis = RedisServer::start();
+    // Pushing 200k jobs on a busy machine may take its time.
+    let q = Queue::connect(delayq::Config {
+        redis_timeout: Duration::from_secs(20),
+        ..config(&redis)
+    })
+    .unwrap();
+    let due = redis.time_ms().await + 3_600_000;
+    let id = |i: usize| format!("j{i:06}");
+    let begun = Instant::now();
+    for chunk in (0..N).collect::<Vec<_>>().chunks(2_000) {
+        let batches = chunk.chunks(1_000).map(|part| {
+            let jobs: Vec<_> = part
+                .iter()
+                .map(|&i| delayq::NewJob {
+                    due_at_ms: Some(due),
+                    ..job(&id(i), "t", 0, 60_000)
+                })
+                .collect();
+            let q = q.clone();
+            async move {
+                for r in q.push_many(&jobs).await.unwrap() {
+                    r.unwrap();
+                }
+            }
+        });
+        futures::future::join_all(batches).await;
+    }
+    println!("{N} jobs pushed in {:?}", begun.elapsed());
+    // Every call that blocks Redis for over 250 ms is logged (the old
+    // listing took seconds at this depth).
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "250000"])
+        .await;
+    let _: String = redis.cmd(&["SLOWLOG", "RESET"]).await;
+    let cursor_after = |id: &str| hex::encode(format!("s\n{due}\n{id}"));
+    let expect = |from: usize, n: usize| (from..from + n).map(id).collect::<Vec<_>>();
+    let ids = |jobs: Vec<delayq::Job>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+
+    // The first pages, every topic and one topic: in order, each once.
+    let mut cursor = None::<String>;
+    let mut listed = Vec::new();
+    for _ in 0..3 {
+        let (jobs, next) = q.upcoming(cursor.as_deref(), 1000).await.unwrap();
+        listed.extend(ids(jobs));
+        cursor = next;
+    }
+    assert_eq!(listed, expect(0, 3000));
+    let (jobs, _) = q
+        .list_jobs("t", JobState::Delayed, cursor.as_deref(), 1000)
+        .await
+        .unwrap();
+    assert_eq!(ids(jobs), expect(3000, 1000));
+
+    // Deep cursors: the server's own (the job is there), a forged one
+    // between two ids, and one before the due time.
+    for (cursor, from) in [
+        (cursor_after(&id(99_999)), 100_000),
+        (cursor_after("j099999x"), 100_000),
+        (hex::encode(format!("s\n{}\nzzz", due - 1)), 0),
+        (cursor_after(&id(N - 500)), N - 499),
+    ] {
+        let mut listed = Vec::new();
+        let mut cursor = Some(cursor);
+        for _ in 0..2 {
+            let Some(c) = cursor else { break };
+            let (jobs, next) = q
+                .list_jobs("t", JobState::Delayed, Some(&c), 1000)
+                .await
+                .unwrap();
+            listed.extend(ids(jobs));
+            cursor = next;
+        }
+        let n = 2000.min(N - from);
+        assert_eq!(listed.len(), n, "from {from}");
+        assert_eq!(listed, expect(from, n), "from {from}");
+    }
+    let slow: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "10"]).await;
+    assert!(slow.is_empty(), "calls that blocked Redis: {slow:?}");
+    q.close().await;
+}

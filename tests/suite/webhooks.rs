@@ -430,3 +430,58 @@ async fn an_https_webhook_is_delivered_trusting_the_bundle_ssl_cert_file_names()
     q.close().await;
     delayq.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_under_a_rate_limit_keeps_delivering_as_tokens_come() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let receiver = Receiver::start(|_| Reply::Status(204)).await;
+    // The README's example: 20 a second, 20 at once.
+    q.set_rate(
+        "member-reminder",
+        delayq::RateLimit {
+            per_second: 20.0,
+            burst: 20,
+        },
+    )
+    .await
+    .unwrap();
+    let jobs: Vec<_> = (0..60)
+        .map(|i| job(&format!("m{i}"), "member-reminder", 0, 30_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let start = Instant::now();
+    let shutdown = Shutdown::new();
+    tokio::spawn(webhook::run(
+        q.clone(),
+        Webhook::new("member-reminder", &receiver.url),
+        shutdown.clone(),
+    ));
+    // 20 at once, then 40 at 20/s: ~2 s (before: 20, then nothing until
+    // the long-poll's 30 s were up).
+    eventually(Duration::from_secs(15), "all 60 delivered", || async {
+        (receiver.hits().len() >= 60).then_some(())
+    })
+    .await;
+    let took = start.elapsed();
+    println!("60 webhook deliveries at 20/s, burst 20: {took:?}");
+    let mut at: Vec<Duration> = receiver.hits().iter().map(|h| h.at - start).collect();
+    at.sort();
+    for (k, t) in at.iter().enumerate() {
+        // One more for the two clocks (Redis's and this process's).
+        let allowed = 20.0 + 20.0 * t.as_secs_f64() + 1.0;
+        assert!(
+            (k + 1) as f64 <= allowed,
+            "delivery {} at {t:?}: over the limit",
+            k + 1
+        );
+    }
+    assert!(
+        q.metrics().rate_held.total() > 0,
+        "held-back jobs are counted"
+    );
+    shutdown.trigger();
+    q.close().await;
+}
