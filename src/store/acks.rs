@@ -22,6 +22,9 @@ type Reply = RedisResult<(Vec<Value>, usize)>;
 
 struct Pending {
     cmds: Vec<Cmd>,
+    /// Where this write goes (on a cluster, the partition's master as last
+    /// seen); a batch goes where its first write says.
+    conn: Option<Conn>,
     reply: oneshot::Sender<Reply>,
 }
 
@@ -64,6 +67,7 @@ impl Acks {
     pub async fn submit(
         &self,
         part: usize,
+        to: Option<Conn>,
         cmds: Vec<Cmd>,
         wanted: usize,
         wait_ms: u64,
@@ -74,7 +78,11 @@ impl Acks {
             (route.0.clone().expect("acks are on"), route.1[part].clone())
         };
         let (tx, rx) = oneshot::channel();
-        lane.queue.lock().unwrap().push(Pending { cmds, reply: tx });
+        lane.queue.lock().unwrap().push(Pending {
+            cmds,
+            conn: to,
+            reply: tx,
+        });
         if !lane.busy.swap(true, Ordering::AcqRel) {
             // The sender runs in a task of its own, so a caller that goes
             // away does not strand the writes queued behind its own.
@@ -94,7 +102,7 @@ fn lanes(partitions: usize) -> Vec<Arc<Lane>> {
 
 async fn send_batches(
     lane: Arc<Lane>,
-    mut conn: Conn,
+    lane_conn: Conn,
     wanted: usize,
     wait_ms: u64,
     limit: std::time::Duration,
@@ -114,6 +122,7 @@ async fn send_batches(
             }
             continue;
         }
+        let mut conn = batch[0].conn.clone().unwrap_or_else(|| lane_conn.clone());
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for p in &batch {

@@ -3,7 +3,7 @@
 //! to the master of its first key's slot, following MOVED and ASK, and
 //! retrying TRYAGAIN).
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
@@ -11,6 +11,10 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 pub(crate) enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// One node of a cluster, for calls that must not share the fate of
+    /// the others: the cluster connection holds every call while it
+    /// recovers from one node's failure.
+    Node(MultiplexedConnection),
 }
 
 impl ConnectionLike for Conn {
@@ -18,6 +22,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Node(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -30,6 +35,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipe, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(pipe, offset, count),
+            Conn::Node(c) => c.req_packed_commands(pipe, offset, count),
         }
     }
 
@@ -37,6 +43,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Single(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
+            Conn::Node(c) => c.get_db(),
         }
     }
 }

@@ -99,6 +99,13 @@ impl Health {
         parts[part].down_until.is_some_and(|t| t > Instant::now())
     }
 
+    /// The address of `part`'s master, as last seen (up or not).
+    pub fn node(&self, part: usize) -> Option<String> {
+        let parts = self.parts.lock().unwrap();
+        let node = &parts[part].shard.node;
+        (!node.is_empty()).then(|| node.clone())
+    }
+
     /// No partition answers.
     pub fn all_down(&self) -> bool {
         let now = Instant::now();

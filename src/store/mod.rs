@@ -161,6 +161,11 @@ pub(crate) struct Store {
     acks: acks::Acks,
     /// Which partitions answer, and which shards lack replicas.
     pub(crate) health: health::Health,
+    /// On a cluster with replica acks, a connection to each master by
+    /// address: acknowledged batches go straight to their partition's
+    /// master, so one master's death holds up no other partition.
+    node_conns:
+        std::sync::Mutex<std::collections::HashMap<String, redis::aio::MultiplexedConnection>>,
     /// Single pushes, batched per partition while Redis is busy.
     pushes: coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes, batched the same way.
@@ -375,6 +380,7 @@ impl Store {
             replica_acks,
             acks: acks::Acks::new(ack_conn, parts.len()),
             health: health::Health::new(parts.len(), replica_acks, degraded_pushes),
+            node_conns: Default::default(),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
             pops: coalesce::Coalescer::new(1),
@@ -745,13 +751,24 @@ impl Store {
         let wait_ms = self.timeout.as_millis() as u64 / 2;
         let mut reloaded = false;
         loop {
-            let (values, acked) = self
+            let to = self.node_conn(part).await;
+            let sent = self
                 .call_within(
                     op,
                     limit,
-                    self.acks.submit(part, cmds.clone(), wanted, wait_ms, limit),
+                    self.acks
+                        .submit(part, to, cmds.clone(), wanted, wait_ms, limit),
                 )
-                .await?;
+                .await;
+            let (values, acked) = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    if e.is_unavailable() {
+                        self.drop_node_conn(part);
+                    }
+                    return Err(e);
+                }
+            };
             let mut out = Vec::with_capacity(values.len());
             let mut missing = false;
             for v in values {
@@ -785,6 +802,40 @@ impl Store {
 
     /// Loads the function library; on a cluster, into every master (a
     /// master that is new, or a replica promoted since, may lack it).
+    /// On a cluster, a connection to the master of partition `part` as the
+    /// health watch last saw it (None: not a cluster, or not known yet:
+    /// the cluster connection routes it then). A master that no longer
+    /// owns the slot answers MOVED, and the watch corrects the map within
+    /// a second.
+    async fn node_conn(&self, part: usize) -> Option<conn::Conn> {
+        self.cluster.as_ref()?;
+        let node = self.health.node(part)?;
+        if let Some(c) = self.node_conns.lock().unwrap().get(&node) {
+            return Some(conn::Conn::Node(c.clone()));
+        }
+        let (host, port) = node.rsplit_once(':')?;
+        let client = self.node_client(host, port.parse().ok()?).ok()?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout + LATE_REPLY_GRACE));
+        let c = tokio::time::timeout(
+            self.timeout,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        self.node_conns.lock().unwrap().insert(node, c.clone());
+        Some(conn::Conn::Node(c))
+    }
+
+    /// Forgets the connection to a master that failed.
+    fn drop_node_conn(&self, part: usize) {
+        if let Some(node) = self.health.node(part) {
+            self.node_conns.lock().unwrap().remove(&node);
+        }
+    }
+
     async fn load_functions(&self) -> Result<()> {
         let loaded: redis::RedisResult<redis::Value> =
             library::load_cmd().query_async(&mut self.conn()).await;
