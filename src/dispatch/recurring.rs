@@ -108,7 +108,13 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
         debug!(schedules = n, "recurring schedules added to the due index");
     }
     let now = now_ms(h).await?;
-    let since = match h.store.recur_seen().await? {
+    let (seen, any) = h.store.recur_seen().await?;
+    if !any {
+        // No schedule: nothing can be missed, and an idle queue writes
+        // nothing (a schedule put later ticks from its put).
+        return Ok(None);
+    }
+    let since = match seen {
         Some((since, last)) if now - last <= OUTAGE_MS => since,
         // An outage: a new run of looks.
         Some(_) => now,

@@ -27,6 +27,9 @@ pub struct Overview {
     pub topics: BTreeMap<String, TopicCounts>,
     /// The earliest due time (or lease end) in the schedule, Unix ms.
     pub next_due_ms: Option<i64>,
+    /// Partitions whose master did not answer: their jobs are not in the
+    /// counts (the rest of the queue is).
+    pub unavailable_partitions: Vec<usize>,
 }
 
 /// Redis's memory, as `INFO memory` reports it.
@@ -199,7 +202,12 @@ impl Store {
     /// Counts per topic and state, and the earliest due time, over every
     /// partition.
     pub(crate) async fn overview(&self) -> Result<Overview> {
-        let reads = self.parts().iter().map(|part| async move {
+        let reads = self.parts().iter().enumerate().map(|(i, part)| async move {
+            // A partition whose master is down is not waited for: the
+            // others are counted, and the answer says which are missing.
+            if self.health.is_down(i) {
+                return Err(self.timed_out("topics"));
+            }
             let mut pipe = redis::pipe();
             pipe.cmd("HGETALL")
                 .arg(part.counts())
@@ -215,8 +223,22 @@ impl Store {
         });
         let mut counts: HashMap<String, i64> = HashMap::new();
         let mut next_due_ms: Option<i64> = None;
-        for r in futures::future::join_all(reads).await {
-            let (c, head) = r?;
+        let mut unavailable_partitions = Vec::new();
+        let mut first_error = None;
+        for (i, r) in futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            let (c, head) = match r {
+                Ok(r) => r,
+                Err(e) if e.is_unavailable() && self.parts().len() > 1 => {
+                    unavailable_partitions.push(i);
+                    first_error.get_or_insert(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             for (k, n) in c {
                 *counts.entry(k).or_default() += n;
             }
@@ -225,13 +247,25 @@ impl Store {
                 next_due_ms = Some(next_due_ms.map_or(due, |d| d.min(due)));
             }
         }
+        if let Some(e) = first_error {
+            if unavailable_partitions.len() == self.parts().len() {
+                return Err(e);
+            }
+        }
         let mut topics = decode_counts(counts);
-        for t in self.paused().await? {
-            topics.entry(t).or_default().paused = true;
+        match self.paused().await {
+            Ok(paused) => {
+                for t in paused {
+                    topics.entry(t).or_default().paused = true;
+                }
+            }
+            Err(e) if unavailable_partitions.is_empty() => return Err(e),
+            Err(_) => {}
         }
         Ok(Overview {
             topics,
             next_due_ms,
+            unavailable_partitions,
         })
     }
 

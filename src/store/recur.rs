@@ -324,17 +324,23 @@ impl Store {
     }
 
     /// The last look at the schedules by any process: (since when looks
-    /// have followed each other without an outage, when the last was), ms.
-    pub(crate) async fn recur_seen(&self) -> Result<Option<(i64, i64)>> {
-        let mut cmd = redis::cmd("GET");
-        cmd.arg(Keys::recurring_seen(&self.prefix));
-        let v: Option<String> = self
-            .call("recurring seen", cmd.query_async(&mut self.conn()))
+    /// have followed each other without an outage, when the last was), ms;
+    /// and whether any schedule exists (one round trip, one slot: both
+    /// keys are under the prefix's own tag).
+    pub(crate) async fn recur_seen(&self) -> Result<(Option<(i64, i64)>, bool)> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET")
+            .arg(Keys::recurring_seen(&self.prefix))
+            .cmd("EXISTS")
+            .arg(Keys::recurring_index(&self.prefix));
+        let (v, any): (Option<String>, bool) = self
+            .call("recurring seen", pipe.query_async(&mut self.conn()))
             .await?;
-        Ok(v.and_then(|v| {
+        let seen = v.and_then(|v| {
             let (since, last) = v.split_once(' ')?;
             Some((since.parse().ok()?, last.parse().ok()?))
-        }))
+        });
+        Ok((seen, any))
     }
 
     /// Notes a look at `now_ms`, looks having followed each other since

@@ -22,6 +22,9 @@ pub(super) struct TopicsView {
     rates: BTreeMap<String, crate::store::rate::RateLimit>,
     next_due_ms: Option<i64>,
     waiting_pops: usize,
+    /// Partitions whose master did not answer (left out of the counts).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unavailable_partitions: Vec<usize>,
 }
 
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<TopicsView>> {
@@ -31,6 +34,7 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
         topics: o.topics,
         next_due_ms: o.next_due_ms,
         waiting_pops: state.queue.waiting_pops(),
+        unavailable_partitions: o.unavailable_partitions,
     }))
 }
 
