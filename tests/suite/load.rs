@@ -67,7 +67,7 @@ async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
     // Wait until all are held: the server's own count of waiting pops.
     let http = reqwest::Client::new();
     let topics_url = format!("{}/v1/topics", server.base);
-    eventually(Duration::from_secs(60), "10,000 pops waiting", || {
+    eventually(Duration::from_secs(180), "10,000 pops waiting", || {
         let (http, url) = (http.clone(), topics_url.clone());
         async move {
             let v: serde_json::Value = http.get(url).send().await.ok()?.json().await.ok()?;
