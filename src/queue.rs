@@ -109,6 +109,9 @@ impl Default for Config {
     }
 }
 
+/// How soon a waiting pop that could not reach Redis looks again.
+const UNAVAILABLE_RETRY: Duration = Duration::from_millis(250);
+
 /// How long a reading of Redis's `maxmemory-policy` is trusted.
 const POLICY_RECHECK: Duration = Duration::from_secs(1);
 
@@ -852,6 +855,7 @@ impl Queue {
                 max,
                 self.limits().max_pop_bytes,
                 self.store().timeout(),
+                self.store().timeout(),
             )
             .await?;
         self.count_popped(topics, &got, held);
@@ -908,7 +912,28 @@ impl Queue {
             for n in &mut notified {
                 n.as_mut().enable();
             }
-            let (got, held) = self.pop_guarded(topics, max).await?;
+            // A look may wait its turn behind a burst of others for as long
+            // as the caller waits (at least the Redis timeout): a busy
+            // Redis is not an error to a long-poll.
+            let patience = deadline.saturating_duration_since(Instant::now()).clamp(
+                self.store().timeout(),
+                self.store().timeout() + LATE_REPLY_GRACE,
+            );
+            let (got, held) = match self.pop_guarded(topics, max, patience).await {
+                Ok(r) => r,
+                // Redis slow, or a failover under way: a long-poll keeps
+                // waiting while it has time, and looks again shortly;
+                // only one whose wait ran out hears the error.
+                Err(e) if e.is_unavailable() && Instant::now() + UNAVAILABLE_RETRY < deadline => {
+                    debug!(error = %e, "a waiting pop could not look; looking again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(UNAVAILABLE_RETRY) => {}
+                        _ = stop.wait() => return Ok(Vec::new()),
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if !got.is_empty() || stop.is_triggered() || Instant::now() >= deadline {
                 return Ok(got);
             }
@@ -936,11 +961,15 @@ impl Queue {
     /// released at once, uncounted. So is one whose lease had already ended
     /// when its reply got here (this process stalled): the job goes back to
     /// ready instead of to a consumer whose finish would be refused.
-    async fn pop_guarded(&self, topics: &[String], max: usize) -> Result<(Vec<Delivery>, Held)> {
+    async fn pop_guarded(
+        &self,
+        topics: &[String],
+        max: usize,
+        patience: Duration,
+    ) -> Result<(Vec<Delivery>, Held)> {
         let (tx, rx) = oneshot::channel();
         let queue = self.clone();
         let owned = topics.to_vec();
-        let timeout = self.store().timeout();
         tokio::spawn(async move {
             let result = queue
                 .store()
@@ -948,7 +977,8 @@ impl Queue {
                     &owned,
                     max,
                     queue.limits().max_pop_bytes,
-                    timeout + LATE_REPLY_GRACE,
+                    patience,
+                    patience + LATE_REPLY_GRACE,
                 )
                 .await;
             if let Err(Ok((unclaimed, _))) = tx.send(result) {
@@ -958,7 +988,7 @@ impl Queue {
                     .await;
             }
         });
-        let (got, held) = match tokio::time::timeout(timeout, rx).await {
+        let (got, held) = match tokio::time::timeout(patience, rx).await {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => {
                 return Err(Error::protocol(

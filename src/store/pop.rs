@@ -209,8 +209,9 @@ impl Coalesced for Pops {
 
 impl Store {
     /// Leases up to `max` ready jobs (bodies of at most `max_bytes` in all,
-    /// and always one when one is ready) from `topics`, tried in order;
-    /// waits at most `limit` for the reply. The reply's Redis time sets the
+    /// and always one when one is ready) from `topics`, tried in order,
+    /// for a caller who waits `patience`; waits at most `limit` for the
+    /// reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the
     /// clock.
     ///
     /// On one partition, pops that arrive together are batched ([`Pops`]).
@@ -224,10 +225,12 @@ impl Store {
         topics: &[String],
         max: usize,
         max_bytes: usize,
+        patience: Duration,
         limit: Duration,
     ) -> Result<(Vec<Delivery>, Held)> {
         let n = self.parts().len();
-        let until = Instant::now() + self.timeout();
+        // Redis must not reserve jobs after the caller stopped waiting.
+        let until = Instant::now() + patience;
         if n == 1 {
             let request = PopRequest {
                 topics: topics.to_vec(),

@@ -54,7 +54,8 @@ async fn raw_pop(addr: String) -> String {
 async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
     raise_open_files_limit();
     let redis = RedisServer::start();
-    let server = DelayqProcess::start(&redis, &["--pop-timeout", "60s"]);
+    // Held far longer than it may take a busy machine to open them all.
+    let server = DelayqProcess::start(&redis, &["--pop-timeout", "600s"]);
     let addr = server.base.trim_start_matches("http://").to_owned();
     let rss_idle = rss_kib(server.pid());
     let clients_idle: String = redis.cmd(&["CLIENT", "LIST"]).await;

@@ -182,8 +182,9 @@ async fn failover_ledger(replica_acks: usize) -> (usize, usize) {
                         }
                     }
                     // The new master has no replica to wait for: the push
-                    // got there, unacknowledged.
-                    Err(Error::Unreplicated { .. }) if after_kill => {
+                    // got there unacknowledged, or was refused for it
+                    // (delayq saw the new master's replicas).
+                    Err(Error::Unreplicated { .. } | Error::Degraded { .. }) if after_kill => {
                         reached.store(true, Ordering::Relaxed)
                     }
                     Err(_) => {}
