@@ -129,7 +129,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
     redis_insecure: bool,
 
-    /// Data directory of the private redis-server (when --redis is not set).
+    /// Data directory of the private redis-server (when --redis is not set),
+    /// relative to the working directory (the packaged service: /var/lib/delayq).
     #[arg(long, env = "DELAYQ_DATA_DIR", default_value = ".delayq")]
     data_dir: PathBuf,
 
