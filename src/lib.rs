@@ -55,6 +55,10 @@ pub mod store;
 pub mod waiters;
 pub mod webhook;
 
+/// delayq's version, as `delayq --version` prints it (in `/healthz` and
+/// `delayq_build_info`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub use consumer::Consumer;
 pub use dispatch::DispatchPath;
 pub use error::{Error, Result};

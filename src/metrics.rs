@@ -497,6 +497,11 @@ impl Metrics {
         self.fire_lateness.render(&mut out);
         self.redis_errors.render(&mut out);
         self.subscriber_connects.render(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP delayq_build_info The running build: its version as `delayq --version` prints it.\n# TYPE delayq_build_info gauge\ndelayq_build_info{{version=\"{}\"}} 1",
+            crate::VERSION
+        );
 
         let jobs = Meta::new(
             &self.topics,

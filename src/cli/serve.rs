@@ -129,7 +129,8 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
     redis_insecure: bool,
 
-    /// Data directory of the private redis-server (when --redis is not set).
+    /// Data directory of the private redis-server (when --redis is not set),
+    /// relative to the working directory (the packaged service: /var/lib/delayq).
     #[arg(long, env = "DELAYQ_DATA_DIR", default_value = ".delayq")]
     data_dir: PathBuf,
 
@@ -391,6 +392,8 @@ async fn serve(
     tracing::info!(%addr, prefix = %args.prefix, redis = %redis_checks::redact(&redis_url), "delayq serving");
     if args.auth_token.is_some() {
         tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");
+    } else if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening beyond loopback without --auth-token: anyone who reaches this port can push, pop and delete jobs; set --auth-token (DELAYQ_AUTH_TOKEN) or listen on 127.0.0.1");
     }
 
     tokio::spawn(signals.stop(shutdown.clone()));

@@ -233,3 +233,83 @@ async fn a_private_redis_server_that_dies_is_started_again_on_its_data() {
     assert_eq!(got["code"], 0);
     p.terminate();
 }
+
+/// Operators read the version where they look: `/healthz` and
+/// `delayq_build_info` in `/metrics` say what `delayq --version` prints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_and_metrics_carry_the_version_delayq_prints() {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let version = printed.trim().strip_prefix("delayq ").unwrap().to_owned();
+    let redis = RedisServer::start();
+    let p = DelayqProcess::start(&redis, &[]);
+    let health: serde_json::Value = reqwest::get(format!("{}/healthz", p.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["version"], version.as_str(), "{health}");
+    let metrics = reqwest::get(format!("{}/metrics", p.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = format!("delayq_build_info{{version=\"{version}\"}} 1");
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "no {line:?} in /metrics"
+    );
+    assert!(metrics.contains("# TYPE delayq_build_info gauge"));
+    p.terminate();
+}
+
+/// `serve --listen` beyond loopback without `--auth-token`: anyone who
+/// reaches the port can push, pop and delete; delayq says so at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listening_beyond_loopback_without_a_token_warns_at_start() {
+    let redis = RedisServer::start();
+    let spawn = |listen: &str, token: Option<&str>| {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+        cmd.args(["serve", "--listen", listen, "--redis", &redis.url()])
+            .env("DELAYQ_LOG", "info")
+            .env_remove("DELAYQ_AUTH_TOKEN")
+            .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.args(["--auth-token", t]);
+        }
+        let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("delayq listening on "), "{line:?}");
+        // SAFETY: a plain kill(2) on our own child.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        let log: Vec<String> = std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        child.wait().unwrap();
+        log.join("\n")
+    };
+    let open = spawn("0.0.0.0:0", None);
+    assert!(
+        open.contains("WARN") && open.contains("without --auth-token"),
+        "{open}"
+    );
+    let guarded = spawn("0.0.0.0:0", Some("s3cret"));
+    assert!(!guarded.contains("without --auth-token"), "{guarded}");
+    let local = spawn("127.0.0.1:0", None);
+    assert!(!local.contains("without --auth-token"), "{local}");
+}

@@ -17,8 +17,9 @@ pub(super) async fn openapi() -> Response {
         .into_response()
 }
 
+/// Alive, and which build: the version `delayq --version` prints.
 pub(super) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+    Json(json!({"status": "ok", "version": crate::VERSION}))
 }
 
 /// Ready to serve: Redis answers, the subscriber is connected, and Redis
