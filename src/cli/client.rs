@@ -50,14 +50,15 @@ pub enum ClientCommand {
         /// Body (a string).
         #[arg(long, default_value = "")]
         body: String,
-        /// Delay: 500ms, 30s, 2m, 1h, 15d.
-        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        /// Delay, with a unit: 500ms, 30s, 2m, 1h, 15d.
+        #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
         delay: Option<std::time::Duration>,
-        /// Absolute due time: Unix ms or RFC 3339.
-        #[arg(long)]
+        /// Absolute due time: Unix milliseconds or RFC 3339 with a zone
+        /// (2027-03-28T09:00:00Z, ...+08:00).
+        #[arg(long, value_parser = parse_at)]
         at: Option<String>,
         /// Time to run.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         /// Retry intervals, e.g. "2m,10m,1h".
         #[arg(long)]
@@ -102,7 +103,7 @@ pub enum ClientCommand {
         #[arg(long, default_value_t = 1)]
         count: usize,
         /// Longest wait for a job: 0s, 30s, 2m.
-        #[arg(long, value_parser = parse_duration, default_value = "0s")]
+        #[arg(long, value_parser = duration_with_unit, default_value = "0s")]
         wait: std::time::Duration,
         #[command(flatten)]
         client: ClientArgs,
@@ -126,7 +127,7 @@ pub enum ClientCommand {
         #[arg(long, default_value = "")]
         error: String,
         /// Retry after this instead of the policy's interval.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         delay: Option<std::time::Duration>,
         #[command(flatten)]
         client: ClientArgs,
@@ -138,7 +139,7 @@ pub enum ClientCommand {
         #[arg(long = "lease", value_name = "TOKEN")]
         lease_token: String,
         /// New lease length from now (default: the job's ttr).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         #[command(flatten)]
         client: ClientArgs,
@@ -147,10 +148,10 @@ pub enum ClientCommand {
     Reschedule {
         id: String,
         /// Due after this long: 30s, 2m, 15d.
-        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
         delay: Option<std::time::Duration>,
-        /// Due at: Unix ms or RFC 3339.
-        #[arg(long)]
+        /// Due at: Unix milliseconds or RFC 3339 with a zone.
+        #[arg(long, value_parser = parse_at)]
         at: Option<String>,
         #[arg(long)]
         body: Option<String>,
@@ -230,7 +231,7 @@ pub enum RecurringCommand {
         #[arg(long, default_value = "")]
         body: String,
         /// Time to run of each job.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         /// Retry intervals of each job, e.g. "2m,10m,1h".
         #[arg(long)]
@@ -437,7 +438,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             if let Some(t) = ttr {
                 spec["ttr_ms"] = json!(t.as_millis() as u64);
             }
-            if let Some(r) = retry_spec(retry, max_attempts) {
+            if let Some(r) = retry_spec(retry, max_attempts)? {
                 spec["retry"] = r;
             }
             if *keep {
@@ -487,7 +488,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
                 if let Some(t) = ttr {
                     spec["ttr_ms"] = json!(t.as_millis() as u64);
                 }
-                if let Some(r) = retry_spec(retry, max_attempts) {
+                if let Some(r) = retry_spec(retry, max_attempts)? {
                     spec["retry"] = r;
                 }
                 c.send(reqwest::Method::PUT, &recurring_path(name), Some(spec))
@@ -616,6 +617,29 @@ fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
 }
 
+/// A duration flag of the client: the unit is required (`--delay 5000`
+/// would be 83 minutes, not the 5 seconds a user of milliseconds means).
+fn duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    if t != "0" && !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{t:?} has no unit; write {t}ms, {t}s, {t}m, {t}h or {t}d (e.g. 1500ms, 30s, 5m)"
+        ));
+    }
+    parse_duration(t)
+}
+
+/// Checks `--at` before anything is sent: a number must be Unix ms of this
+/// era (Unix seconds would fire at once), text an RFC 3339 time with a zone.
+fn parse_at(at: &str) -> Result<String, String> {
+    use delayq::http::v1::jobs::{numeric_due_at_error, parse_rfc3339_ms, MIN_NUMERIC_DUE_AT_MS};
+    match at.trim().parse::<i64>() {
+        Ok(n) if n < MIN_NUMERIC_DUE_AT_MS => Err(numeric_due_at_error("--at", n)),
+        Ok(_) => Ok(at.trim().to_owned()),
+        Err(_) => parse_rfc3339_ms(at).map(|_| at.to_owned()),
+    }
+}
+
 /// A due time as the API takes it: Unix ms, or RFC 3339 text.
 fn due_at(at: &str) -> Value {
     match at.parse::<i64>() {
@@ -625,9 +649,9 @@ fn due_at(at: &str) -> Value {
 }
 
 /// The API's retry object from "2m,10m,1h" and a maximum.
-fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Option<Value> {
+fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Result<Option<Value>> {
     if retry.is_none() && max_attempts.is_none() {
-        return None;
+        return Ok(None);
     }
     let intervals: Vec<&str> = retry
         .as_deref()
@@ -636,7 +660,12 @@ fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Option<Valu
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    Some(json!({"intervals": intervals, "max_attempts": max_attempts}))
+    for i in &intervals {
+        duration_with_unit(i).map_err(|e| anyhow::anyhow!("--retry: {e}"))?;
+    }
+    Ok(Some(
+        json!({"intervals": intervals, "max_attempts": max_attempts}),
+    ))
 }
 
 /// Unix ms as local time, for people.

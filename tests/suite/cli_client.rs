@@ -571,3 +571,53 @@ async fn the_client_reaches_an_https_server_trusting_the_bundle_ssl_cert_file_na
     assert!(!ok, "a certificate nobody vouches for was accepted");
     assert!(err.contains("cannot reach delayq"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    for (args, words) in [
+        (
+            &["push", "--topic", "u", "--at", "1806224400"][..],
+            &["--at", "milliseconds", "1806224400000"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--at", "2027-03-28 09:00:00"][..],
+            &["time zone"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--delay", "5000"][..],
+            &["no unit", "5000ms"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--retry", "30,60"][..],
+            &["--retry", "no unit"][..],
+        ),
+    ] {
+        let (ok, _, err) = delayq(b, args).await;
+        assert!(!ok, "{args:?} was accepted");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: {err}");
+        }
+    }
+    let n = redis.cmd::<Vec<String>>(&["KEYS", "{dq}:j:*"]).await;
+    assert!(n.is_empty(), "nothing pushed: {n:?}");
+    let (ok, out, err) = delayq(
+        b,
+        &[
+            "push",
+            "--topic",
+            "u",
+            "--at",
+            "2027-03-28T09:00:00Z",
+            "--json",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("1806224400000"), "{out}");
+    let (ok, _, err) = delayq(b, &["push", "--topic", "u", "--delay", "1500ms"]).await;
+    assert!(ok, "{err}");
+    s.stop().await;
+}
