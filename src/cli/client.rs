@@ -527,10 +527,19 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             }
         },
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reply)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&reply)?)
     } else {
         print_human(&command, &reply);
+        OUT.with(|o| std::mem::take(&mut *o.borrow_mut()))
+    };
+    if let Err(e) = write_out(&text) {
+        if let ClientCommand::Pop { .. } = command {
+            release_unprinted(&c, &reply).await;
+        }
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e).context("writing to stdout");
+        }
     }
     Ok(())
 }
@@ -680,34 +689,78 @@ fn local_time(ms: &Value) -> String {
     }
 }
 
+thread_local! {
+    /// What a command prints, written to stdout in one go by [`write_out`].
+    static OUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        OUT.with(|o| {
+            use std::fmt::Write as _;
+            let _ = writeln!(o.borrow_mut(), $($arg)*);
+        })
+    };
+}
+
+/// Writes `text` to stdout. A reader that went away (`| head -1`) is a
+/// normal end, not a panic: the caller learns of it as `BrokenPipe`.
+fn write_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Gives back the jobs a pop leased when their tokens could not be
+/// printed: nobody can settle them, so they are ready again at once,
+/// their attempts uncounted.
+async fn release_unprinted(c: &Client, reply: &Value) {
+    for j in reply["jobs"].as_array().into_iter().flatten() {
+        let (id, token) = (plain(&j["id"]), plain(&j["token"]));
+        let path = format!("{}/release", job_path(&id));
+        if let Err(e) = c
+            .send(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({ "token": token })),
+            )
+            .await
+        {
+            eprintln!("delayq: {id}: its token could not be printed and giving it back failed ({e:#}); it returns after its ttr");
+        }
+    }
+}
+
 fn print_human(command: &ClientCommand, v: &Value) {
     match command {
         ClientCommand::Work { .. } => {}
         ClientCommand::Pop { .. } => {
             let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
             if jobs.is_empty() {
-                println!("none ready");
+                outln!("none ready");
             }
             for j in jobs {
-                println!("id:      {}", plain(&j["id"]));
-                println!("topic:   {}", plain(&j["topic"]));
-                println!("token:   {}", plain(&j["token"]));
-                println!("attempt: {}", plain(&j["attempts"]));
-                println!("due at:  {}", local_time(&j["due_at_ms"]));
-                println!("body:    {}", plain(&j["body"]));
+                // The token second: `| head -2` still has what settles it.
+                outln!("id:      {}", plain(&j["id"]));
+                outln!("token:   {}", plain(&j["token"]));
+                outln!("topic:   {}", plain(&j["topic"]));
+                outln!("attempt: {}", plain(&j["attempts"]));
+                outln!("due at:  {}", local_time(&j["due_at_ms"]));
+                outln!("body:    {}", plain(&j["body"]));
             }
         }
-        ClientCommand::Finish { id, .. } => println!("finished {id}"),
-        ClientCommand::Nack { id, .. } => println!(
+        ClientCommand::Finish { id, .. } => outln!("finished {id}"),
+        ClientCommand::Nack { id, .. } => outln!(
             "{id}: {} (due at {})",
             plain(&v["state"]),
             local_time(&v["due_at_ms"])
         ),
         ClientCommand::Touch { id, .. } => {
-            println!("{id}: leased until {}", local_time(&v["lease_until_ms"]))
+            outln!("{id}: leased until {}", local_time(&v["lease_until_ms"]))
         }
         ClientCommand::Reschedule { id, .. } => {
-            println!("{id}: due at {}", local_time(&v["due_at_ms"]))
+            outln!("{id}: due at {}", local_time(&v["due_at_ms"]))
         }
         ClientCommand::List { .. } => {
             let mut rows =
@@ -722,18 +775,18 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 ]);
             }
             if rows.len() == 1 {
-                println!("none");
+                outln!("none");
             } else {
                 print_table(&rows);
             }
             if let Some(c) = v["next_cursor"].as_str() {
-                println!("more: --cursor {c}");
+                outln!("more: --cursor {c}");
             }
         }
-        ClientCommand::Pause { topic, .. } => println!("{topic}: paused"),
-        ClientCommand::Resume { topic, .. } => println!("{topic}: resumed"),
+        ClientCommand::Pause { topic, .. } => outln!("{topic}: paused"),
+        ClientCommand::Resume { topic, .. } => outln!("{topic}: resumed"),
         ClientCommand::Push { .. } => {
-            println!(
+            outln!(
                 "{} {} (due at {})",
                 v["outcome"].as_str().unwrap_or("pushed"),
                 v["id"].as_str().unwrap_or(""),
@@ -758,11 +811,11 @@ fn print_human(command: &ClientCommand, v: &Value) {
                         Some(_) => local_time(&v[key]),
                         None => plain(&v[key]),
                     };
-                    println!("{key:>15}: {shown}");
+                    outln!("{key:>15}: {shown}");
                 }
             }
         }
-        ClientCommand::Delete { id, .. } => println!("deleted {id}"),
+        ClientCommand::Delete { id, .. } => outln!("deleted {id}"),
         ClientCommand::Stats { .. } => {
             let mut rows =
                 vec![["topic", "delayed", "ready", "reserved", "dead"].map(String::from)];
@@ -779,10 +832,10 @@ fn print_human(command: &ClientCommand, v: &Value) {
             }
             print_table(&rows);
             match v["next_due_ms"].as_i64() {
-                Some(_) => println!("next due at: {}", local_time(&v["next_due_ms"])),
-                None => println!("next due at: nothing scheduled"),
+                Some(_) => outln!("next due at: {}", local_time(&v["next_due_ms"])),
+                None => outln!("next due at: nothing scheduled"),
             }
-            println!("waiting pops: {}", plain(&v["waiting_pops"]));
+            outln!("waiting pops: {}", plain(&v["waiting_pops"]));
         }
         ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List { .. } => {
@@ -798,9 +851,9 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 print_table(&rows);
             }
             DeadCommand::Requeue { topic, .. } => {
-                println!("requeued {} dead jobs of {topic}", v["requeued"])
+                outln!("requeued {} dead jobs of {topic}", v["requeued"])
             }
-            DeadCommand::Purge { topic } => println!("purged {} dead jobs of {topic}", v["purged"]),
+            DeadCommand::Purge { topic } => outln!("purged {} dead jobs of {topic}", v["purged"]),
         },
         ClientCommand::Recurring { command, .. } => match command {
             RecurringCommand::List => {
@@ -817,19 +870,19 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 }
                 print_table(&rows);
             }
-            RecurringCommand::Delete { name } => println!("deleted schedule {name}"),
+            RecurringCommand::Delete { name } => outln!("deleted schedule {name}"),
             RecurringCommand::Put { .. } | RecurringCommand::Get { .. } => {
                 for key in [
                     "name", "topic", "cron", "timezone", "missed", "ttr_ms", "body",
                 ] {
-                    println!("{key:>10}: {}", plain(&v[key]));
+                    outln!("{key:>10}: {}", plain(&v[key]));
                 }
-                println!("{:>10}: {}", "next fire", local_time(&v["next_fire_ms"]));
+                outln!("{:>10}: {}", "next fire", local_time(&v["next_fire_ms"]));
             }
         },
         ClientCommand::Rate { command, .. } => match command {
-            RateCommand::Clear { topic } => println!("{topic}: no rate limit"),
-            RateCommand::Set { .. } | RateCommand::Get { .. } => println!(
+            RateCommand::Clear { topic } => outln!("{topic}: no rate limit"),
+            RateCommand::Set { .. } | RateCommand::Get { .. } => outln!(
                 "{}: at most {} jobs a second, bursts of {}",
                 plain(&v["topic"]),
                 v["per_second"].as_f64().unwrap_or_default(),
@@ -867,7 +920,7 @@ fn print_table<const N: usize>(rows: &[[String; N]]) {
                 line.push_str(cell);
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     }
 }
 

@@ -621,3 +621,52 @@ async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
     assert!(ok, "{err}");
     s.stop().await;
 }
+
+/// Runs the CLI with its stdout closed before it writes (`| head -0`).
+async fn delayq_closed_stdout(base: &str, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args)
+        .args(["--server", base])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_cli_quietly_and_gives_back_a_popped_job() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    s.queue.push(&job("p1", "pipe", 0, 600_000)).await.unwrap();
+    eventually(std::time::Duration::from_secs(5), "ready", || async {
+        (s.queue.topics().await.unwrap().topics["pipe"].ready == 1).then_some(())
+    })
+    .await;
+    let (status, err) = delayq_closed_stdout(b, &["list", "pipe", "--state", "ready"]).await;
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (status, err) = delayq_closed_stdout(b, &["pop", "pipe"]).await;
+    assert!(status.success(), "{status:?}: {err}");
+    // Its token went nowhere: the job is ready again, the attempt uncounted.
+    let j = s.queue.get("p1").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    // And `| head -2` of a pop keeps what settles the job: id and token.
+    let (ok, out, err) = delayq(b, &["pop", "pipe"]).await;
+    assert!(ok, "{err}");
+    let first_two: Vec<&str> = out.lines().take(2).collect();
+    assert!(
+        first_two[0].starts_with("id:") && first_two[1].starts_with("token:"),
+        "{out}"
+    );
+    s.stop().await;
+}

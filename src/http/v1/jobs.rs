@@ -426,6 +426,19 @@ pub(super) async fn finish(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Gives a leased job back, uncounted: for a consumer that took it but
+/// cannot handle it (the CLI whose output was closed before the token got
+/// out).
+pub(super) async fn release(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: TokenSpec = parse(&state, body)?;
+    state.queue.release(&id, &spec.token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NackSpec {
