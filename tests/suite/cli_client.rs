@@ -670,3 +670,101 @@ async fn a_closed_stdout_ends_the_cli_quietly_and_gives_back_a_popped_job() {
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_refuses_a_command_it_cannot_start_and_never_counts_it_as_an_attempt() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    s.queue.push(&job("n1", "nocmd", 0, 60_000)).await.unwrap();
+    // At start: refused before any job is taken.
+    for cmd in ["/no/such/cmd", "no-such-command-delayq-test"] {
+        let (ok, _, err) = delayq(b, &["work", "nocmd", "--", cmd]).await;
+        assert!(!ok && err.contains("cannot run"), "{cmd}: {err}");
+    }
+    let j = s.queue.get("n1").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    // Gone after the start: the job is given back uncounted and work ends.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("handler.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.queue.delete("n1").await.unwrap();
+    use std::os::unix::process::CommandExt;
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["work", "nocmd", "--server", b, "--"])
+            .arg(&script)
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = || std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    eventually(std::time::Duration::from_secs(15), "work started", || {
+        let started = stderr().contains("taking jobs");
+        async move { started.then_some(()) }
+    })
+    .await;
+    std::fs::remove_file(&script).unwrap();
+    s.queue.push(&job("n2", "nocmd", 0, 60_000)).await.unwrap();
+    let status = exits(&mut worker, std::time::Duration::from_secs(30)).await;
+    assert!(!status.success(), "{status}");
+    assert!(
+        stderr().contains("n2: the job was given back"),
+        "{}",
+        stderr()
+    );
+    let j = s.queue.get("n2").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_says_when_a_job_died() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            retry: Some(RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job("d1", "dies", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "work", "dies", "--server", &s.base, "--", "sh", "-c", "exit 3",
+            ])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let said = eventually(
+        std::time::Duration::from_secs(15),
+        "work says d1 died",
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move {
+                text.contains("d1")
+                    .then_some(text)
+                    .filter(|t| t.contains("dead"))
+            }
+        },
+    )
+    .await;
+    assert!(said.contains("delayq dead list dies"), "{said}");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(worker.0.wait().unwrap().success());
+    s.stop().await;
+}
