@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 /// for the client never turns on authentication in a server.
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
-    /// The delayq server.
+    /// The delayq server: http(s)://HOST:PORT (HOST:PORT means http://).
     #[arg(
         long,
         global = true,
@@ -305,6 +305,10 @@ pub enum DeadCommand {
     Requeue { topic: String, ids: Vec<String> },
     /// Delete every dead job of the topic.
     Purge { topic: String },
+    /// `delayq dead TOPIC`: clap alone would only say the subcommand is
+    /// unknown; a topic here most likely means `dead list TOPIC`.
+    #[command(external_subcommand)]
+    Other(Vec<String>),
 }
 
 pub async fn run(command: ClientCommand) -> Result<()> {
@@ -406,12 +410,30 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             c.send(reqwest::Method::GET, &path, None).await?
         }
         ClientCommand::Pause { topic, .. } => {
+            // Looked at first: a paused topic is listed, jobs or none.
+            let unseen = unseen(&c, topic).await;
             let path = format!("/v1/topics/{}/pause", encode(topic));
-            c.send(reqwest::Method::POST, &path, None).await?
+            let reply = c.send(reqwest::Method::POST, &path, None).await?;
+            if unseen {
+                eprintln!(
+                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
+                     done): is the name right? `delayq stats` lists the topics"
+                );
+            }
+            reply
         }
         ClientCommand::Resume { topic, .. } => {
+            // Looked at first: a paused topic is listed, jobs or none.
+            let unseen = unseen(&c, topic).await;
             let path = format!("/v1/topics/{}/resume", encode(topic));
-            c.send(reqwest::Method::POST, &path, None).await?
+            let reply = c.send(reqwest::Method::POST, &path, None).await?;
+            if unseen {
+                eprintln!(
+                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
+                     done): is the name right? `delayq stats` lists the topics"
+                );
+            }
+            reply
         }
         ClientCommand::Push {
             topic,
@@ -469,6 +491,13 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             DeadCommand::Purge { topic } => {
                 c.send(reqwest::Method::DELETE, &dead_path(topic), None)
                     .await?
+            }
+            DeadCommand::Other(words) => {
+                let topic = words.first().map_or("TOPIC", String::as_str);
+                bail!(
+                    "no dead command {topic:?}: to see the dead jobs of topic {topic}, run \
+                     `delayq dead list {topic}` (commands: list, requeue, purge)"
+                )
             }
         },
         ClientCommand::Recurring { command, .. } => match command {
@@ -556,7 +585,7 @@ impl Client {
             http: delayq::https::client_builder()
                 .build()
                 .expect("an HTTP client"),
-            base: args.server.trim_end_matches('/').to_owned(),
+            base: server_base(&args.server),
             token: args.token.clone(),
         }
     }
@@ -592,6 +621,14 @@ impl Client {
         };
         if !status.is_success() {
             let msg = value["error"]["message"].as_str().unwrap_or(&text);
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                let given = if self.token.is_some() {
+                    "the token given is not the server's"
+                } else {
+                    "no token was given"
+                };
+                bail!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
+            }
             bail!("{status}: {msg}");
         }
         Ok(value)
@@ -624,6 +661,28 @@ fn rate_path(topic: &str) -> String {
 
 fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
+}
+
+/// The server's base URL: `HOST:PORT` is taken as `http://HOST:PORT`.
+fn server_base(server: &str) -> String {
+    let base = server.trim().trim_end_matches('/');
+    if base.contains("://") {
+        base.to_owned()
+    } else {
+        format!("http://{base}")
+    }
+}
+
+/// A typo (`pause orderz`) would pause a topic nobody uses, silently: true
+/// when the server holds no job of `topic`.
+async fn unseen(c: &Client, topic: &str) -> bool {
+    let Ok(v) = c.send(reqwest::Method::GET, "/v1/topics", None).await else {
+        return false;
+    };
+    let counts = &v["topics"][topic];
+    ["delayed", "ready", "reserved", "dead"]
+        .iter()
+        .all(|k| counts[k].as_u64().unwrap_or(0) == 0)
 }
 
 /// A duration flag of the client: the unit is required (`--delay 5000`
@@ -854,6 +913,7 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 outln!("requeued {} dead jobs of {topic}", v["requeued"])
             }
             DeadCommand::Purge { topic } => outln!("purged {} dead jobs of {topic}", v["purged"]),
+            DeadCommand::Other(_) => {}
         },
         ClientCommand::Recurring { command, .. } => match command {
             RecurringCommand::List => {

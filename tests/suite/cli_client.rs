@@ -768,3 +768,44 @@ async fn delayq_work_says_when_a_job_died() {
     assert!(worker.0.wait().unwrap().success());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_mistakes_get_messages_that_name_the_fix() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        delayq::http::ServerConfig {
+            auth_token: Some(delayq::webhook::Secret("t0ken".into())),
+            ..Default::default()
+        },
+    )
+    .await;
+    let b = s.base.as_str();
+    // HOST:PORT is taken as http://HOST:PORT.
+    let bare = b.trim_start_matches("http://");
+    let (ok, _, err) = delayq(bare, &["stats", "--token", "t0ken"]).await;
+    assert!(ok, "{err}");
+    // A wrong or missing token names the flag and the variable.
+    for args in [&["stats", "--token", "wrong"][..], &["stats"][..]] {
+        let (ok, _, err) = delayq(b, args).await;
+        assert!(!ok);
+        assert!(
+            err.contains("401") && err.contains("--token") && err.contains("DELAYQ_CLIENT_TOKEN"),
+            "{err}"
+        );
+    }
+    // `dead TOPIC` points at `dead list TOPIC`.
+    let (ok, _, err) = delayq(b, &["dead", "app-jobs", "--token", "t0ken"]).await;
+    assert!(!ok && err.contains("delayq dead list app-jobs"), "{err}");
+    // Pausing a topic the server has never held a job of says so.
+    s.queue
+        .push(&job("o1", "orders", 60_000, 60_000))
+        .await
+        .unwrap();
+    let (ok, out, err) = delayq(b, &["pause", "orderz", "--token", "t0ken"]).await;
+    assert!(ok && out.contains("orderz: paused"), "{out}{err}");
+    assert!(err.contains("no job of topic \"orderz\""), "{err}");
+    let (ok, _, err) = delayq(b, &["pause", "orders", "--token", "t0ken"]).await;
+    assert!(ok && err.is_empty(), "{err}");
+    s.stop().await;
+}

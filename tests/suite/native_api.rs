@@ -162,6 +162,20 @@ async fn each_status_code_means_what_the_document_says() {
             "{v}"
         );
     }
+    // A JSON object as the body: say to encode it into a string.
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/jobs",
+            Some(json!({"topic":"t","body":{"order":42}})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (400, "bad_request"), "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("body must be a string") && msg.contains(r#"{\"order\":42}"#),
+        "{msg}"
+    );
     // 413: over the body limit.
     let (st, v) = api
         .call(

@@ -236,6 +236,9 @@ async fn a_private_redis_server_that_dies_is_started_again_on_its_data() {
 
 #[test]
 fn a_redis_url_that_is_no_redis_url_or_no_redis_is_named_as_such() {
+    // --port is no flag of serve: --listen is meant.
+    let port = serve_fails(&["--port", "9000"]);
+    assert!(port.contains("--listen 127.0.0.1:9000"), "{port}");
     // No scheme.
     let bare = serve_fails(&["--redis", "localhost:6379"]);
     assert!(bare.contains("redis://localhost:6379"), "{bare}");

@@ -98,6 +98,30 @@ pub fn numeric_due_at_error(field: &str, n: i64) -> String {
     )
 }
 
+/// A job's body is a string; JSON of another kind is refused with how to
+/// send it (encoded into a string), not only "expected a string".
+fn body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Ok(s),
+        other => {
+            let encoded = serde_json::to_string(&other.to_string()).unwrap_or_default();
+            let shown = if encoded.len() > 80 {
+                "\"...\"".to_owned()
+            } else {
+                encoded
+            };
+            Err(D::Error::custom(format!(
+                "body must be a string: to send JSON, encode it into one (\"body\": {shown})"
+            )))
+        }
+    }
+}
+
+fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    body_text(d).map(Some)
+}
+
 /// A retry interval: milliseconds, or a human duration ("2m").
 #[derive(Deserialize, Debug)]
 #[serde(untagged)]
@@ -148,7 +172,7 @@ pub(super) struct JobSpec {
     /// Generated (a UUID) when absent.
     id: Option<String>,
     topic: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "body_text")]
     body: String,
     delay_ms: Option<u64>,
     due_at: Option<DueAt>,
@@ -389,6 +413,7 @@ pub(super) async fn delete_job(
 pub(super) struct RescheduleSpec {
     delay_ms: Option<u64>,
     due_at: Option<DueAt>,
+    #[serde(default, deserialize_with = "some_body_text")]
     body: Option<String>,
 }
 
