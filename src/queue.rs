@@ -417,6 +417,21 @@ impl Queue {
         }
     }
 
+    /// Gives a leased job back: ready again at once, the attempt not
+    /// counted. A stale token changes nothing.
+    pub async fn release(&self, id: &str, token: &str) -> Result<()> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        self.limits().check_token(token).map_err(Error::Invalid)?;
+        if self.store().release(id, token).await? {
+            return Ok(());
+        }
+        // Not current: say whether the job exists at all.
+        match self.get(id).await? {
+            Some(_) => Err(Error::StaleLease(id.to_owned())),
+            None => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+
     /// Finishes a job without a lease token, whatever its state: the
     /// compatible API's `/finish`. False if there was no such job.
     #[tracing::instrument(skip_all, fields(id = %id))]

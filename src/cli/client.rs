@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 /// for the client never turns on authentication in a server.
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
-    /// The delayq server.
+    /// The delayq server: http(s)://HOST:PORT (HOST:PORT means http://).
     #[arg(
         long,
         global = true,
@@ -50,14 +50,15 @@ pub enum ClientCommand {
         /// Body (a string).
         #[arg(long, default_value = "")]
         body: String,
-        /// Delay: 500ms, 30s, 2m, 1h, 15d.
-        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        /// Delay, with a unit: 500ms, 30s, 2m, 1h, 15d.
+        #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
         delay: Option<std::time::Duration>,
-        /// Absolute due time: Unix ms or RFC 3339.
-        #[arg(long)]
+        /// Absolute due time: Unix milliseconds or RFC 3339 with a zone
+        /// (2027-03-28T09:00:00Z, ...+08:00).
+        #[arg(long, value_parser = parse_at)]
         at: Option<String>,
         /// Time to run.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         /// Retry intervals, e.g. "2m,10m,1h".
         #[arg(long)]
@@ -102,7 +103,7 @@ pub enum ClientCommand {
         #[arg(long, default_value_t = 1)]
         count: usize,
         /// Longest wait for a job: 0s, 30s, 2m.
-        #[arg(long, value_parser = parse_duration, default_value = "0s")]
+        #[arg(long, value_parser = duration_with_unit, default_value = "0s")]
         wait: std::time::Duration,
         #[command(flatten)]
         client: ClientArgs,
@@ -126,7 +127,7 @@ pub enum ClientCommand {
         #[arg(long, default_value = "")]
         error: String,
         /// Retry after this instead of the policy's interval.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         delay: Option<std::time::Duration>,
         #[command(flatten)]
         client: ClientArgs,
@@ -138,7 +139,7 @@ pub enum ClientCommand {
         #[arg(long = "lease", value_name = "TOKEN")]
         lease_token: String,
         /// New lease length from now (default: the job's ttr).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         #[command(flatten)]
         client: ClientArgs,
@@ -147,10 +148,10 @@ pub enum ClientCommand {
     Reschedule {
         id: String,
         /// Due after this long: 30s, 2m, 15d.
-        #[arg(long, value_parser = parse_duration, conflicts_with = "at")]
+        #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
         delay: Option<std::time::Duration>,
-        /// Due at: Unix ms or RFC 3339.
-        #[arg(long)]
+        /// Due at: Unix milliseconds or RFC 3339 with a zone.
+        #[arg(long, value_parser = parse_at)]
         at: Option<String>,
         #[arg(long)]
         body: Option<String>,
@@ -230,7 +231,7 @@ pub enum RecurringCommand {
         #[arg(long, default_value = "")]
         body: String,
         /// Time to run of each job.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = duration_with_unit)]
         ttr: Option<std::time::Duration>,
         /// Retry intervals of each job, e.g. "2m,10m,1h".
         #[arg(long)]
@@ -304,6 +305,10 @@ pub enum DeadCommand {
     Requeue { topic: String, ids: Vec<String> },
     /// Delete every dead job of the topic.
     Purge { topic: String },
+    /// `delayq dead TOPIC`: clap alone would only say the subcommand is
+    /// unknown; a topic here most likely means `dead list TOPIC`.
+    #[command(external_subcommand)]
+    Other(Vec<String>),
 }
 
 pub async fn run(command: ClientCommand) -> Result<()> {
@@ -405,12 +410,30 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             c.send(reqwest::Method::GET, &path, None).await?
         }
         ClientCommand::Pause { topic, .. } => {
+            // Looked at first: a paused topic is listed, jobs or none.
+            let unseen = unseen(&c, topic).await;
             let path = format!("/v1/topics/{}/pause", encode(topic));
-            c.send(reqwest::Method::POST, &path, None).await?
+            let reply = c.send(reqwest::Method::POST, &path, None).await?;
+            if unseen {
+                eprintln!(
+                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
+                     done): is the name right? `delayq stats` lists the topics"
+                );
+            }
+            reply
         }
         ClientCommand::Resume { topic, .. } => {
+            // Looked at first: a paused topic is listed, jobs or none.
+            let unseen = unseen(&c, topic).await;
             let path = format!("/v1/topics/{}/resume", encode(topic));
-            c.send(reqwest::Method::POST, &path, None).await?
+            let reply = c.send(reqwest::Method::POST, &path, None).await?;
+            if unseen {
+                eprintln!(
+                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
+                     done): is the name right? `delayq stats` lists the topics"
+                );
+            }
+            reply
         }
         ClientCommand::Push {
             topic,
@@ -437,7 +460,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             if let Some(t) = ttr {
                 spec["ttr_ms"] = json!(t.as_millis() as u64);
             }
-            if let Some(r) = retry_spec(retry, max_attempts) {
+            if let Some(r) = retry_spec(retry, max_attempts)? {
                 spec["retry"] = r;
             }
             if *keep {
@@ -469,6 +492,13 @@ pub async fn run(command: ClientCommand) -> Result<()> {
                 c.send(reqwest::Method::DELETE, &dead_path(topic), None)
                     .await?
             }
+            DeadCommand::Other(words) => {
+                let topic = words.first().map_or("TOPIC", String::as_str);
+                bail!(
+                    "no dead command {topic:?}: to see the dead jobs of topic {topic}, run \
+                     `delayq dead list {topic}` (commands: list, requeue, purge)"
+                )
+            }
         },
         ClientCommand::Recurring { command, .. } => match command {
             RecurringCommand::Put {
@@ -487,7 +517,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
                 if let Some(t) = ttr {
                     spec["ttr_ms"] = json!(t.as_millis() as u64);
                 }
-                if let Some(r) = retry_spec(retry, max_attempts) {
+                if let Some(r) = retry_spec(retry, max_attempts)? {
                     spec["retry"] = r;
                 }
                 c.send(reqwest::Method::PUT, &recurring_path(name), Some(spec))
@@ -526,10 +556,19 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             }
         },
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&reply)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&reply)?)
     } else {
         print_human(&command, &reply);
+        OUT.with(|o| std::mem::take(&mut *o.borrow_mut()))
+    };
+    if let Err(e) = write_out(&text) {
+        if let ClientCommand::Pop { .. } = command {
+            release_unprinted(&c, &reply).await;
+        }
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e).context("writing to stdout");
+        }
     }
     Ok(())
 }
@@ -546,7 +585,7 @@ impl Client {
             http: delayq::https::client_builder()
                 .build()
                 .expect("an HTTP client"),
-            base: args.server.trim_end_matches('/').to_owned(),
+            base: server_base(&args.server),
             token: args.token.clone(),
         }
     }
@@ -582,6 +621,14 @@ impl Client {
         };
         if !status.is_success() {
             let msg = value["error"]["message"].as_str().unwrap_or(&text);
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                let given = if self.token.is_some() {
+                    "the token given is not the server's"
+                } else {
+                    "no token was given"
+                };
+                bail!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
+            }
             bail!("{status}: {msg}");
         }
         Ok(value)
@@ -616,6 +663,51 @@ fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
 }
 
+/// The server's base URL: `HOST:PORT` is taken as `http://HOST:PORT`.
+fn server_base(server: &str) -> String {
+    let base = server.trim().trim_end_matches('/');
+    if base.contains("://") {
+        base.to_owned()
+    } else {
+        format!("http://{base}")
+    }
+}
+
+/// A typo (`pause orderz`) would pause a topic nobody uses, silently: true
+/// when the server holds no job of `topic`.
+async fn unseen(c: &Client, topic: &str) -> bool {
+    let Ok(v) = c.send(reqwest::Method::GET, "/v1/topics", None).await else {
+        return false;
+    };
+    let counts = &v["topics"][topic];
+    ["delayed", "ready", "reserved", "dead"]
+        .iter()
+        .all(|k| counts[k].as_u64().unwrap_or(0) == 0)
+}
+
+/// A duration flag of the client: the unit is required (`--delay 5000`
+/// would be 83 minutes, not the 5 seconds a user of milliseconds means).
+fn duration_with_unit(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    if t != "0" && !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{t:?} has no unit; write {t}ms, {t}s, {t}m, {t}h or {t}d (e.g. 1500ms, 30s, 5m)"
+        ));
+    }
+    parse_duration(t)
+}
+
+/// Checks `--at` before anything is sent: a number must be Unix ms of this
+/// era (Unix seconds would fire at once), text an RFC 3339 time with a zone.
+fn parse_at(at: &str) -> Result<String, String> {
+    use delayq::http::v1::jobs::{numeric_due_at_error, parse_rfc3339_ms, MIN_NUMERIC_DUE_AT_MS};
+    match at.trim().parse::<i64>() {
+        Ok(n) if n < MIN_NUMERIC_DUE_AT_MS => Err(numeric_due_at_error("--at", n)),
+        Ok(_) => Ok(at.trim().to_owned()),
+        Err(_) => parse_rfc3339_ms(at).map(|_| at.to_owned()),
+    }
+}
+
 /// A due time as the API takes it: Unix ms, or RFC 3339 text.
 fn due_at(at: &str) -> Value {
     match at.parse::<i64>() {
@@ -625,9 +717,9 @@ fn due_at(at: &str) -> Value {
 }
 
 /// The API's retry object from "2m,10m,1h" and a maximum.
-fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Option<Value> {
+fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Result<Option<Value>> {
     if retry.is_none() && max_attempts.is_none() {
-        return None;
+        return Ok(None);
     }
     let intervals: Vec<&str> = retry
         .as_deref()
@@ -636,7 +728,12 @@ fn retry_spec(retry: &Option<String>, max_attempts: &Option<u32>) -> Option<Valu
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
-    Some(json!({"intervals": intervals, "max_attempts": max_attempts}))
+    for i in &intervals {
+        duration_with_unit(i).map_err(|e| anyhow::anyhow!("--retry: {e}"))?;
+    }
+    Ok(Some(
+        json!({"intervals": intervals, "max_attempts": max_attempts}),
+    ))
 }
 
 /// Unix ms as local time, for people.
@@ -651,34 +748,78 @@ fn local_time(ms: &Value) -> String {
     }
 }
 
+thread_local! {
+    /// What a command prints, written to stdout in one go by [`write_out`].
+    static OUT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        OUT.with(|o| {
+            use std::fmt::Write as _;
+            let _ = writeln!(o.borrow_mut(), $($arg)*);
+        })
+    };
+}
+
+/// Writes `text` to stdout. A reader that went away (`| head -1`) is a
+/// normal end, not a panic: the caller learns of it as `BrokenPipe`.
+fn write_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Gives back the jobs a pop leased when their tokens could not be
+/// printed: nobody can settle them, so they are ready again at once,
+/// their attempts uncounted.
+async fn release_unprinted(c: &Client, reply: &Value) {
+    for j in reply["jobs"].as_array().into_iter().flatten() {
+        let (id, token) = (plain(&j["id"]), plain(&j["token"]));
+        let path = format!("{}/release", job_path(&id));
+        if let Err(e) = c
+            .send(
+                reqwest::Method::POST,
+                &path,
+                Some(json!({ "token": token })),
+            )
+            .await
+        {
+            eprintln!("delayq: {id}: its token could not be printed and giving it back failed ({e:#}); it returns after its ttr");
+        }
+    }
+}
+
 fn print_human(command: &ClientCommand, v: &Value) {
     match command {
         ClientCommand::Work { .. } => {}
         ClientCommand::Pop { .. } => {
             let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
             if jobs.is_empty() {
-                println!("none ready");
+                outln!("none ready");
             }
             for j in jobs {
-                println!("id:      {}", plain(&j["id"]));
-                println!("topic:   {}", plain(&j["topic"]));
-                println!("token:   {}", plain(&j["token"]));
-                println!("attempt: {}", plain(&j["attempts"]));
-                println!("due at:  {}", local_time(&j["due_at_ms"]));
-                println!("body:    {}", plain(&j["body"]));
+                // The token second: `| head -2` still has what settles it.
+                outln!("id:      {}", plain(&j["id"]));
+                outln!("token:   {}", plain(&j["token"]));
+                outln!("topic:   {}", plain(&j["topic"]));
+                outln!("attempt: {}", plain(&j["attempts"]));
+                outln!("due at:  {}", local_time(&j["due_at_ms"]));
+                outln!("body:    {}", plain(&j["body"]));
             }
         }
-        ClientCommand::Finish { id, .. } => println!("finished {id}"),
-        ClientCommand::Nack { id, .. } => println!(
+        ClientCommand::Finish { id, .. } => outln!("finished {id}"),
+        ClientCommand::Nack { id, .. } => outln!(
             "{id}: {} (due at {})",
             plain(&v["state"]),
             local_time(&v["due_at_ms"])
         ),
         ClientCommand::Touch { id, .. } => {
-            println!("{id}: leased until {}", local_time(&v["lease_until_ms"]))
+            outln!("{id}: leased until {}", local_time(&v["lease_until_ms"]))
         }
         ClientCommand::Reschedule { id, .. } => {
-            println!("{id}: due at {}", local_time(&v["due_at_ms"]))
+            outln!("{id}: due at {}", local_time(&v["due_at_ms"]))
         }
         ClientCommand::List { .. } => {
             let mut rows =
@@ -693,18 +834,18 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 ]);
             }
             if rows.len() == 1 {
-                println!("none");
+                outln!("none");
             } else {
                 print_table(&rows);
             }
             if let Some(c) = v["next_cursor"].as_str() {
-                println!("more: --cursor {c}");
+                outln!("more: --cursor {c}");
             }
         }
-        ClientCommand::Pause { topic, .. } => println!("{topic}: paused"),
-        ClientCommand::Resume { topic, .. } => println!("{topic}: resumed"),
+        ClientCommand::Pause { topic, .. } => outln!("{topic}: paused"),
+        ClientCommand::Resume { topic, .. } => outln!("{topic}: resumed"),
         ClientCommand::Push { .. } => {
-            println!(
+            outln!(
                 "{} {} (due at {})",
                 v["outcome"].as_str().unwrap_or("pushed"),
                 v["id"].as_str().unwrap_or(""),
@@ -729,11 +870,11 @@ fn print_human(command: &ClientCommand, v: &Value) {
                         Some(_) => local_time(&v[key]),
                         None => plain(&v[key]),
                     };
-                    println!("{key:>15}: {shown}");
+                    outln!("{key:>15}: {shown}");
                 }
             }
         }
-        ClientCommand::Delete { id, .. } => println!("deleted {id}"),
+        ClientCommand::Delete { id, .. } => outln!("deleted {id}"),
         ClientCommand::Stats { .. } => {
             let mut rows =
                 vec![["topic", "delayed", "ready", "reserved", "dead"].map(String::from)];
@@ -750,10 +891,10 @@ fn print_human(command: &ClientCommand, v: &Value) {
             }
             print_table(&rows);
             match v["next_due_ms"].as_i64() {
-                Some(_) => println!("next due at: {}", local_time(&v["next_due_ms"])),
-                None => println!("next due at: nothing scheduled"),
+                Some(_) => outln!("next due at: {}", local_time(&v["next_due_ms"])),
+                None => outln!("next due at: nothing scheduled"),
             }
-            println!("waiting pops: {}", plain(&v["waiting_pops"]));
+            outln!("waiting pops: {}", plain(&v["waiting_pops"]));
         }
         ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List { .. } => {
@@ -769,9 +910,10 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 print_table(&rows);
             }
             DeadCommand::Requeue { topic, .. } => {
-                println!("requeued {} dead jobs of {topic}", v["requeued"])
+                outln!("requeued {} dead jobs of {topic}", v["requeued"])
             }
-            DeadCommand::Purge { topic } => println!("purged {} dead jobs of {topic}", v["purged"]),
+            DeadCommand::Purge { topic } => outln!("purged {} dead jobs of {topic}", v["purged"]),
+            DeadCommand::Other(_) => {}
         },
         ClientCommand::Recurring { command, .. } => match command {
             RecurringCommand::List => {
@@ -788,19 +930,19 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 }
                 print_table(&rows);
             }
-            RecurringCommand::Delete { name } => println!("deleted schedule {name}"),
+            RecurringCommand::Delete { name } => outln!("deleted schedule {name}"),
             RecurringCommand::Put { .. } | RecurringCommand::Get { .. } => {
                 for key in [
                     "name", "topic", "cron", "timezone", "missed", "ttr_ms", "body",
                 ] {
-                    println!("{key:>10}: {}", plain(&v[key]));
+                    outln!("{key:>10}: {}", plain(&v[key]));
                 }
-                println!("{:>10}: {}", "next fire", local_time(&v["next_fire_ms"]));
+                outln!("{:>10}: {}", "next fire", local_time(&v["next_fire_ms"]));
             }
         },
         ClientCommand::Rate { command, .. } => match command {
-            RateCommand::Clear { topic } => println!("{topic}: no rate limit"),
-            RateCommand::Set { .. } | RateCommand::Get { .. } => println!(
+            RateCommand::Clear { topic } => outln!("{topic}: no rate limit"),
+            RateCommand::Set { .. } | RateCommand::Get { .. } => outln!(
                 "{}: at most {} jobs a second, bursts of {}",
                 plain(&v["topic"]),
                 v["per_second"].as_f64().unwrap_or_default(),
@@ -838,7 +980,7 @@ fn print_table<const N: usize>(rows: &[[String; N]]) {
                 line.push_str(cell);
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     }
 }
 

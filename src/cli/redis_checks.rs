@@ -21,7 +21,13 @@ pub async fn connect(queue: &Queue, url: &str) -> Result<()> {
     };
     let cause = e.to_string();
     let lower = cause.to_lowercase();
-    let hint = if lower.contains("refused") {
+    let hint = if lower.contains("db index") || lower.contains("switch database") {
+        "the database number in --redis (redis://HOST:PORT/DB, ?db=DB) is beyond this \
+         server's `databases` setting (16 by default: 0 to 15)"
+    } else if lower.contains("parse error") || lower.contains("unexpected") {
+        "the server at --redis does not speak the Redis protocol: is that the port of \
+         another service (an HTTP server, say)? redis-server listens on 6379 by default"
+    } else if lower.contains("refused") {
         "is redis-server running there, on that port?"
     } else if lower.contains("lookup")
         || lower.contains("resolve")

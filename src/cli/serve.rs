@@ -25,6 +25,11 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:9277")]
     listen: String,
 
+    /// Not a flag of delayq: caught to point at --listen (clap would
+    /// suggest a flag that merely looks alike).
+    #[arg(long, hide = true)]
+    port: Option<String>,
+
     /// Redis to use (redis://HOST:PORT/DB, rediss://... for TLS,
     /// redis+unix:///PATH).
     /// Without it, delayq starts a private redis-server in --data-dir.
@@ -298,6 +303,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     // cleanly (the private redis-server with it), even during start-up.
     let signals = Signals::install()?;
     // Check the whole configuration before starting anything.
+    if let Some(port) = &args.port {
+        anyhow::bail!(
+            "serve has no --port: give the address and port with --listen, e.g. --listen 127.0.0.1:{port} \
+             (or 0.0.0.0:{port} for every interface)"
+        );
+    }
     let topics = args.topics()?;
     delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
     let private = match (&args.redis, &args.redis_sentinel, &args.redis_cluster) {

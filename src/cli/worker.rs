@@ -49,6 +49,8 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     if concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
+    // A command that cannot start would fail every job until it died.
+    check_program(&command[0])?;
     let stop = Shutdown::new();
     tokio::spawn(super::signals::Signals::install()?.stop(stop.clone()));
     let c = Arc::new(c);
@@ -129,14 +131,20 @@ async fn worker(
             }
         };
         // Once taken, a job is run and settled even if a stop comes.
-        handle(c, &job, command, running).await;
+        if let Err(e) = handle(c, &job, command, running).await {
+            // The command cannot start: no job can run here; stop all.
+            stop.trigger();
+            return Err(e);
+        }
         if stop.is_triggered() {
             return Ok(());
         }
     }
 }
 
-async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) {
+/// Runs and settles one job. Err (the job given back) when the command
+/// could not be started: that is not a failed attempt of the job.
+async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) -> Result<()> {
     let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
     let (id, token) = (s("id"), s("token"));
     // The pop's lease is the job's ttr: the first touch comes a third of
@@ -170,6 +178,25 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
         o = running.one_at_a_time(&id, run_command(command, job)) => o,
         _ = touch => unreachable!("the touch loop never ends"),
     };
+    let outcome = match outcome {
+        Err(Failure::NotStarted(why)) => {
+            let path = format!("{}/release", job_path(&id));
+            let given_back = c
+                .send(
+                    reqwest::Method::POST,
+                    &path,
+                    Some(json!({ "token": token })),
+                )
+                .await;
+            let job_went = match given_back {
+                Ok(_) => "the job was given back".to_owned(),
+                Err(e) => format!("giving the job back failed ({e:#}); it returns after its ttr"),
+            };
+            bail!("{why}; {id}: {job_went}");
+        }
+        Err(Failure::Failed(e)) => Err(e),
+        Ok(()) => Ok(()),
+    };
     let (path, body, what) = match &outcome {
         Ok(()) => (
             format!("{}/finish", job_path(&id)),
@@ -183,13 +210,48 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
         ),
     };
     match c.send(reqwest::Method::POST, &path, Some(body)).await {
+        // Its retries used up: say so here, not only in the server's log.
+        Ok(v) if v["state"] == "dead" => eprintln!(
+            "delayq work: {id} {what}; it is dead (no attempts left): see `delayq dead list {}`",
+            job["topic"].as_str().unwrap_or_default()
+        ),
         Ok(_) => eprintln!("delayq work: {id} {what}"),
         Err(e) => eprintln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
     }
+    Ok(())
+}
+
+/// Why a job's command did not succeed.
+enum Failure {
+    /// It could not be started (not found, not executable): not the job's
+    /// fault, so not an attempt.
+    NotStarted(String),
+    /// It ran and failed: the error a nack records.
+    Failed(String),
+}
+
+/// Checks that `program` can be started: a path to an executable file, or
+/// a name found as one on `PATH`.
+fn check_program(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        if executable(std::path::Path::new(program)) {
+            return Ok(());
+        }
+        bail!("cannot run {program}: no such executable file");
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if std::env::split_paths(&path).any(|d| executable(&d.join(program))) {
+        return Ok(());
+    }
+    bail!("cannot run {program}: not found on PATH")
 }
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
-async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), String> {
+async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), Failure> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.
@@ -226,7 +288,7 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", command[0]))?;
+        .map_err(|e| Failure::NotStarted(format!("cannot run {}: {e}", command[0])))?;
     let body = job["body"].as_str().unwrap_or_default().as_bytes().to_vec();
     let stdin = child.stdin.take();
     let write = async move {
@@ -239,7 +301,7 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
     // command may write stderr before it reads stdin.
     let stderr = child.stderr.take().expect("stderr is piped");
     let (_, stderr, status) = tokio::join!(write, tail_of(stderr), child.wait());
-    let status = status.map_err(|e| format!("waiting for {}: {e}", command[0]))?;
+    let status = status.map_err(|e| Failure::Failed(format!("waiting for {}: {e}", command[0])))?;
     if status.success() {
         return Ok(());
     }
@@ -251,7 +313,7 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
     let stderr = String::from_utf8_lossy(&stderr);
     let stderr = stderr.trim();
     if stderr.is_empty() {
-        return Err(what);
+        return Err(Failure::Failed(what));
     }
     // The whole error within what a job's history keeps.
     let room = ERROR_MAX.saturating_sub(what.len() + 2);
@@ -259,7 +321,7 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
     let start = (start..=stderr.len())
         .find(|&i| stderr.is_char_boundary(i))
         .unwrap_or(stderr.len());
-    Err(format!("{what}: {}", &stderr[start..]))
+    Err(Failure::Failed(format!("{what}: {}", &stderr[start..])))
 }
 
 /// The last [`STDERR_KEPT`] bytes of `r`, read to its end: a command's

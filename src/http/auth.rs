@@ -76,7 +76,7 @@ pub async fn require_token(
         // Signed out on some instance? One EXISTS in Redis.
         return match state.queue.dashboard_session_ended(&session.id).await {
             Ok(false) => next.run(req).await,
-            Ok(true) => unauthorized("signed out; sign in again"),
+            Ok(true) => unauthorized(path, "signed out; sign in again"),
             Err(e) => super::v1::ApiError::from(e).into_response(),
         };
     }
@@ -92,11 +92,23 @@ pub async fn require_token(
         Some(token) if constant_time_eq(token.as_bytes(), expected.0.as_bytes()) => {
             next.run(req).await
         }
-        _ => unauthorized("missing or wrong bearer token (Authorization: Bearer <token>)"),
+        _ => unauthorized(
+            req.uri().path(),
+            "missing or wrong bearer token (Authorization: Bearer <token>)",
+        ),
     }
 }
 
-fn unauthorized(message: &str) -> Response {
+/// 401 in the shape the route's clients read: the compatible routes'
+/// clients (the Go server's) parse `{"code":1,"message":...}`.
+fn unauthorized(path: &str, message: &str) -> Response {
+    if super::compat::is_compat_path(path) {
+        let mut resp = super::compat::refusal(message);
+        *resp.status_mut() = StatusCode::UNAUTHORIZED;
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
+        return resp;
+    }
     (
         StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer")],

@@ -46,6 +46,16 @@ pub fn routes() -> Router<AppState> {
         .route("/get", any(get))
 }
 
+/// The paths [`routes`] serves.
+pub fn is_compat_path(path: &str) -> bool {
+    matches!(path, "/push" | "/pop" | "/finish" | "/delete" | "/get")
+}
+
+/// A code-1 reply (status 200, as the original gives it) with `message`.
+pub fn refusal(message: &str) -> Response {
+    reply::<()>(1, message, None)
+}
+
 #[derive(Serialize)]
 struct Reply<T: Serialize> {
     code: u8,

@@ -248,6 +248,13 @@ impl Tls {
 /// The client for `url`, with `tls` applied to a `rediss://` URL.
 pub(crate) fn client(url: &str, tls: &Tls) -> Result<redis::Client> {
     let invalid = Error::Invalid;
+    if !url.contains("://") {
+        // "localhost:6379" is the usual slip; the crate only says it did not parse.
+        return Err(invalid(format!(
+            "redis URL {url:?} has no scheme: write redis://{url} (rediss:// for TLS, \
+             redis+unix:///PATH for a socket)"
+        )));
+    }
     if !url.starts_with("rediss://") {
         if tls.is_set() {
             return Err(invalid(

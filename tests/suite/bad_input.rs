@@ -193,6 +193,25 @@ proptest! {
     }
 
     #[test]
+    fn a_due_time_in_seconds_or_without_a_zone_is_refused_never_fired_now(
+        n in i64::MIN..100_000_000_000i64,
+        (y, mo, d, h, mi, sec) in (1970u32..9999, 1u32..=12, 1u32..=28, 0u32..24, 0u32..60, 0u32..60),
+        sep in prop_oneof![Just("T"), Just(" ")],
+        i in 0usize..4,
+    ) {
+        // Unix seconds (or anything below 1973 in ms) and a local time
+        // with no zone would each be a guess; a guess fires at the wrong time.
+        let text = format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{sec:02}");
+        let due = if i % 2 == 0 { json!(n) } else { json!(text) };
+        let (path, body) = if i < 2 {
+            ("/v1/jobs", json!({"topic": "t", "due_at": due}))
+        } else {
+            ("/v1/jobs/x/reschedule", json!({ "due_at": due }))
+        };
+        refused(path, body.to_string().into_bytes());
+    }
+
+    #[test]
     fn a_native_pop_or_nack_with_broken_fields_is_refused(bad in bad_value(), i in 0usize..3) {
         let body = match i {
             0 => json!({"topics": [bad], "wait_ms": 0}),

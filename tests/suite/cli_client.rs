@@ -571,3 +571,241 @@ async fn the_client_reaches_an_https_server_trusting_the_bundle_ssl_cert_file_na
     assert!(!ok, "a certificate nobody vouches for was accepted");
     assert!(err.contains("cannot reach delayq"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    for (args, words) in [
+        (
+            &["push", "--topic", "u", "--at", "1806224400"][..],
+            &["--at", "milliseconds", "1806224400000"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--at", "2027-03-28 09:00:00"][..],
+            &["time zone"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--delay", "5000"][..],
+            &["no unit", "5000ms"][..],
+        ),
+        (
+            &["push", "--topic", "u", "--retry", "30,60"][..],
+            &["--retry", "no unit"][..],
+        ),
+    ] {
+        let (ok, _, err) = delayq(b, args).await;
+        assert!(!ok, "{args:?} was accepted");
+        for w in words {
+            assert!(err.contains(w), "{args:?}: {err}");
+        }
+    }
+    let n = redis.cmd::<Vec<String>>(&["KEYS", "{dq}:j:*"]).await;
+    assert!(n.is_empty(), "nothing pushed: {n:?}");
+    let (ok, out, err) = delayq(
+        b,
+        &[
+            "push",
+            "--topic",
+            "u",
+            "--at",
+            "2027-03-28T09:00:00Z",
+            "--json",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("1806224400000"), "{out}");
+    let (ok, _, err) = delayq(b, &["push", "--topic", "u", "--delay", "1500ms"]).await;
+    assert!(ok, "{err}");
+    s.stop().await;
+}
+
+/// Runs the CLI with its stdout closed before it writes (`| head -0`).
+async fn delayq_closed_stdout(base: &str, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args)
+        .args(["--server", base])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_the_cli_quietly_and_gives_back_a_popped_job() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    s.queue.push(&job("p1", "pipe", 0, 600_000)).await.unwrap();
+    eventually(std::time::Duration::from_secs(5), "ready", || async {
+        (s.queue.topics().await.unwrap().topics["pipe"].ready == 1).then_some(())
+    })
+    .await;
+    let (status, err) = delayq_closed_stdout(b, &["list", "pipe", "--state", "ready"]).await;
+    assert!(status.success(), "{status:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (status, err) = delayq_closed_stdout(b, &["pop", "pipe"]).await;
+    assert!(status.success(), "{status:?}: {err}");
+    // Its token went nowhere: the job is ready again, the attempt uncounted.
+    let j = s.queue.get("p1").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    // And `| head -2` of a pop keeps what settles the job: id and token.
+    let (ok, out, err) = delayq(b, &["pop", "pipe"]).await;
+    assert!(ok, "{err}");
+    let first_two: Vec<&str> = out.lines().take(2).collect();
+    assert!(
+        first_two[0].starts_with("id:") && first_two[1].starts_with("token:"),
+        "{out}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_refuses_a_command_it_cannot_start_and_never_counts_it_as_an_attempt() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = s.base.as_str();
+    s.queue.push(&job("n1", "nocmd", 0, 60_000)).await.unwrap();
+    // At start: refused before any job is taken.
+    for cmd in ["/no/such/cmd", "no-such-command-delayq-test"] {
+        let (ok, _, err) = delayq(b, &["work", "nocmd", "--", cmd]).await;
+        assert!(!ok && err.contains("cannot run"), "{cmd}: {err}");
+    }
+    let j = s.queue.get("n1").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    // Gone after the start: the job is given back uncounted and work ends.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("handler.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.queue.delete("n1").await.unwrap();
+    use std::os::unix::process::CommandExt;
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["work", "nocmd", "--server", b, "--"])
+            .arg(&script)
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = || std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    eventually(std::time::Duration::from_secs(15), "work started", || {
+        let started = stderr().contains("taking jobs");
+        async move { started.then_some(()) }
+    })
+    .await;
+    std::fs::remove_file(&script).unwrap();
+    s.queue.push(&job("n2", "nocmd", 0, 60_000)).await.unwrap();
+    let status = exits(&mut worker, std::time::Duration::from_secs(30)).await;
+    assert!(!status.success(), "{status}");
+    assert!(
+        stderr().contains("n2: the job was given back"),
+        "{}",
+        stderr()
+    );
+    let j = s.queue.get("n2").await.unwrap().unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_says_when_a_job_died() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            retry: Some(RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job("d1", "dies", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "work", "dies", "--server", &s.base, "--", "sh", "-c", "exit 3",
+            ])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let said = eventually(
+        std::time::Duration::from_secs(15),
+        "work says d1 died",
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move {
+                text.contains("d1")
+                    .then_some(text)
+                    .filter(|t| t.contains("dead"))
+            }
+        },
+    )
+    .await;
+    assert!(said.contains("delayq dead list dies"), "{said}");
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(worker.0.wait().unwrap().success());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_mistakes_get_messages_that_name_the_fix() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        delayq::http::ServerConfig {
+            auth_token: Some(delayq::webhook::Secret("t0ken".into())),
+            ..Default::default()
+        },
+    )
+    .await;
+    let b = s.base.as_str();
+    // HOST:PORT is taken as http://HOST:PORT.
+    let bare = b.trim_start_matches("http://");
+    let (ok, _, err) = delayq(bare, &["stats", "--token", "t0ken"]).await;
+    assert!(ok, "{err}");
+    // A wrong or missing token names the flag and the variable.
+    for args in [&["stats", "--token", "wrong"][..], &["stats"][..]] {
+        let (ok, _, err) = delayq(b, args).await;
+        assert!(!ok);
+        assert!(
+            err.contains("401") && err.contains("--token") && err.contains("DELAYQ_CLIENT_TOKEN"),
+            "{err}"
+        );
+    }
+    // `dead TOPIC` points at `dead list TOPIC`.
+    let (ok, _, err) = delayq(b, &["dead", "app-jobs", "--token", "t0ken"]).await;
+    assert!(!ok && err.contains("delayq dead list app-jobs"), "{err}");
+    // Pausing a topic the server has never held a job of says so.
+    s.queue
+        .push(&job("o1", "orders", 60_000, 60_000))
+        .await
+        .unwrap();
+    let (ok, out, err) = delayq(b, &["pause", "orderz", "--token", "t0ken"]).await;
+    assert!(ok && out.contains("orderz: paused"), "{out}{err}");
+    assert!(err.contains("no job of topic \"orderz\""), "{err}");
+    let (ok, _, err) = delayq(b, &["pause", "orders", "--token", "t0ken"]).await;
+    assert!(ok && err.is_empty(), "{err}");
+    s.stop().await;
+}

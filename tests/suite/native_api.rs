@@ -162,6 +162,20 @@ async fn each_status_code_means_what_the_document_says() {
             "{v}"
         );
     }
+    // A JSON object as the body: say to encode it into a string.
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/jobs",
+            Some(json!({"topic":"t","body":{"order":42}})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (400, "bad_request"), "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("body must be a string") && msg.contains(r#"{\"order\":42}"#),
+        "{msg}"
+    );
     // 413: over the body limit.
     let (st, v) = api
         .call(
@@ -245,6 +259,70 @@ async fn each_status_code_means_what_the_document_says() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_times_in_unix_seconds_or_without_a_zone_are_refused_not_fired_now() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+    let (st, _) = api
+        .call(
+            "post",
+            "/v1/jobs",
+            Some(json!({"id":"r","topic":"t","delay_ms":3_600_000})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    for (due, words) in [
+        // Unix seconds (what the Go server's /get gives): read as ms, 1970.
+        (
+            json!(1_806_224_400i64),
+            &["milliseconds", "1806224400000", "RFC 3339"][..],
+        ),
+        (json!(0), &["milliseconds"][..]),
+        (json!(-5), &["milliseconds"][..]),
+        // No zone: RFC 3339 requires one; UTC would be a guess.
+        (json!("2027-03-28 09:00:00"), &["time zone", "Z"][..]),
+        (json!("2027-03-28T09:00:00"), &["time zone"][..]),
+    ] {
+        let (st, v) = api
+            .call(
+                "post",
+                "/v1/jobs",
+                Some(json!({"id":"n","topic":"t","due_at":due})),
+            )
+            .await;
+        assert_eq!((st, code(&v)), (422, "invalid"), "{due}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        for w in words {
+            assert!(msg.contains(w), "{due}: {msg}");
+        }
+        let (st, v) = api
+            .call(
+                "post",
+                "/v1/jobs/r/reschedule",
+                Some(json!({ "due_at": due })),
+            )
+            .await;
+        assert_eq!((st, code(&v)), (422, "invalid"), "{due}: {v}");
+    }
+    let (st, _) = api.call("get", "/v1/jobs/n", None).await;
+    assert_eq!(st, 404, "nothing was pushed");
+    let (_, r) = api.call("get", "/v1/jobs/r", None).await;
+    assert_eq!(r["state"], "delayed", "{r}");
+    // Milliseconds and zoned times still work.
+    for (due, ms) in [
+        (json!(1_806_224_400_000i64), 1_806_224_400_000i64),
+        (json!("2027-03-28 09:00:00Z"), 1_806_224_400_000),
+        (json!("2027-03-28T17:00:00+08:00"), 1_806_224_400_000),
+    ] {
+        let (st, v) = api
+            .call("post", "/v1/jobs", Some(json!({"topic":"t","due_at":due})))
+            .await;
+        assert_eq!((st, v["due_at_ms"].as_i64()), (201, Some(ms)), "{due}: {v}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_accepts_the_valid_jobs_and_reports_each_invalid_one() {
     let redis = RedisServer::start();
     let s = server(&redis).await;
@@ -259,7 +337,7 @@ async fn a_batch_accepts_the_valid_jobs_and_reports_each_invalid_one() {
                 {"id":"b2","topic":"batch","due_at":"2999-01-01T00:00:00Z"},
                 {"id":"b3","topic":"batch","ttr_ms":0},
                 {"id":"b4","topic":"batch","nonsense":true},
-                {"id":"b5","topic":"batch","due_at":1}
+                {"id":"b5","topic":"batch","due_at":1_000_000_000_000i64}
             ]})),
         )
         .await;

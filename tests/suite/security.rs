@@ -43,7 +43,13 @@ async fn a_configured_token_guards_every_endpoint_but_healthz() {
             let resp = req.send().await.unwrap();
             assert_eq!(resp.status(), 401, "{path} with {auth:?}");
             let v: serde_json::Value = resp.json().await.unwrap();
-            assert_eq!(v["error"]["code"], "unauthorized");
+            if path == "/push" {
+                // The Go server's clients read {"code":1,"message":...}.
+                assert_eq!(v["code"], 1, "{v}");
+                assert!(v["message"].as_str().unwrap().contains("token"), "{v}");
+            } else {
+                assert_eq!(v["error"]["code"], "unauthorized");
+            }
         }
     }
     let n: i64 = redis.cmd(&["DBSIZE"]).await;

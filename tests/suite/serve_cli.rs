@@ -313,3 +313,35 @@ async fn listening_beyond_loopback_without_a_token_warns_at_start() {
     let local = spawn("127.0.0.1:0", None);
     assert!(!local.contains("without --auth-token"), "{local}");
 }
+
+#[test]
+fn a_redis_url_that_is_no_redis_url_or_no_redis_is_named_as_such() {
+    // --port is no flag of serve: --listen is meant.
+    let port = serve_fails(&["--port", "9000"]);
+    assert!(port.contains("--listen 127.0.0.1:9000"), "{port}");
+    // No scheme.
+    let bare = serve_fails(&["--redis", "localhost:6379"]);
+    assert!(bare.contains("redis://localhost:6379"), "{bare}");
+    // A database the server does not have.
+    let redis = RedisServer::start();
+    let url = format!("redis+unix://{}?db=99", redis.socket().display());
+    let db = serve_fails(&["--redis", &url]);
+    assert!(db.contains("database") && db.contains("99"), "{db}");
+    assert!(!db.contains("running"), "{db}");
+    // An HTTP port.
+    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = http.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in http.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let not_redis = serve_fails(&["--redis", &format!("redis://127.0.0.1:{port}/")]);
+    assert!(
+        not_redis.contains("does not speak the Redis protocol"),
+        "{not_redis}"
+    );
+}

@@ -37,7 +37,14 @@ pub fn parse_rfc3339_ms(s: &str) -> Result<i64, String> {
             let sign = if o.starts_with('-') { -1 } else { 1 };
             (format!("{}Z", &s[..i]), sign * (h * 60 + m) * 60_000)
         }
-        _ => (s.replace(['z'], "Z"), 0),
+        // humantime's weak form would take a time with no zone as UTC; RFC
+        // 3339 requires one, and a local time read as UTC fires hours off.
+        _ if s.ends_with(['Z', 'z']) => (s.replace(['z'], "Z"), 0),
+        _ => {
+            return Err(bad(
+                "it has no time zone; end it with Z (UTC) or an offset like +08:00",
+            ))
+        }
     };
     let t = humantime::parse_rfc3339_weak(&utc).map_err(|e| bad(&e.to_string()))?;
     let ms = match t.duration_since(std::time::UNIX_EPOCH) {
@@ -46,6 +53,11 @@ pub fn parse_rfc3339_ms(s: &str) -> Result<i64, String> {
     };
     Ok(ms - offset_ms)
 }
+
+/// Numeric due times below this (Unix ms of March 1973) are refused: they
+/// are Unix seconds far more often than a time in 1970-1973 (the Go
+/// server's `/get` gives seconds), and read as ms they would fire now.
+pub const MIN_NUMERIC_DUE_AT_MS: i64 = 100_000_000_000;
 
 /// A due time: Unix milliseconds or an RFC 3339 timestamp.
 #[derive(Deserialize, Debug)]
@@ -58,8 +70,11 @@ enum DueAt {
 impl DueAt {
     fn to_ms(&self) -> ApiResult<i64> {
         match self {
-            DueAt::UnixMs(ms) if *ms >= 0 => Ok(*ms),
-            DueAt::UnixMs(ms) => Err(ApiError::invalid(format!("due_at {ms} is before 1970"))),
+            DueAt::UnixMs(ms) if *ms >= MIN_NUMERIC_DUE_AT_MS => {
+                crate::job::check_due_at(*ms).map_err(ApiError::invalid)?;
+                Ok(*ms)
+            }
+            DueAt::UnixMs(ms) => Err(ApiError::invalid(numeric_due_at_error("due_at", *ms))),
             DueAt::Rfc3339(s) => {
                 let ms = parse_rfc3339_ms(s).map_err(ApiError::invalid)?;
                 crate::job::check_due_at(ms).map_err(ApiError::invalid)?;
@@ -67,6 +82,44 @@ impl DueAt {
             }
         }
     }
+}
+
+/// Why a number is refused as a due time, with the unit it is read in.
+pub fn numeric_due_at_error(field: &str, n: i64) -> String {
+    let seconds = if n > 0 {
+        format!(" If it is Unix seconds, send {n}000 (milliseconds).")
+    } else {
+        String::new()
+    };
+    format!(
+        "{field} {n} is read as Unix milliseconds, which would be before 1973 (so due at once); \
+         give Unix milliseconds (e.g. 1806224400000) or an RFC 3339 time (e.g. \
+         \"2027-03-28T09:00:00Z\").{seconds}"
+    )
+}
+
+/// A job's body is a string; JSON of another kind is refused with how to
+/// send it (encoded into a string), not only "expected a string".
+fn body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Ok(s),
+        other => {
+            let encoded = serde_json::to_string(&other.to_string()).unwrap_or_default();
+            let shown = if encoded.len() > 80 {
+                "\"...\"".to_owned()
+            } else {
+                encoded
+            };
+            Err(D::Error::custom(format!(
+                "body must be a string: to send JSON, encode it into one (\"body\": {shown})"
+            )))
+        }
+    }
+}
+
+fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    body_text(d).map(Some)
 }
 
 /// A retry interval: milliseconds, or a human duration ("2m").
@@ -119,7 +172,7 @@ pub(super) struct JobSpec {
     /// Generated (a UUID) when absent.
     id: Option<String>,
     topic: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "body_text")]
     body: String,
     delay_ms: Option<u64>,
     due_at: Option<DueAt>,
@@ -360,6 +413,7 @@ pub(super) async fn delete_job(
 pub(super) struct RescheduleSpec {
     delay_ms: Option<u64>,
     due_at: Option<DueAt>,
+    #[serde(default, deserialize_with = "some_body_text")]
     body: Option<String>,
 }
 
@@ -394,6 +448,19 @@ pub(super) async fn finish(
 ) -> ApiResult<StatusCode> {
     let spec: TokenSpec = parse(&state, body)?;
     state.queue.finish(&id, &spec.token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Gives a leased job back, uncounted: for a consumer that took it but
+/// cannot handle it (the CLI whose output was closed before the token got
+/// out).
+pub(super) async fn release(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: TokenSpec = parse(&state, body)?;
+    state.queue.release(&id, &spec.token).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -87,6 +87,7 @@ pub const ROUTES: &[Route] = &[
     }),
     write("post", "/v1/jobs/{id}/finish", || post(jobs::finish)),
     write("post", "/v1/jobs/{id}/nack", || post(jobs::nack)),
+    write("post", "/v1/jobs/{id}/release", || post(jobs::release)),
     write("post", "/v1/jobs/{id}/touch", || post(jobs::touch)),
     write("post", "/v1/pop", || post(pop::pop)),
     route("get", "/v1/topics", || get(topics::topics)),
