@@ -721,9 +721,9 @@ impl Store {
     /// reschedule) follows the degraded-push policy, refused before it is
     /// sent by default; everything else goes on without waiting for
     /// replicas. A write acknowledged by too few replicas fails only if it
-    /// adds jobs (it was written: pushing again is safe); a pop, finish or
-    /// nack keeps its result, so no lease is stranded and no attempt
-    /// burnt.
+    /// adds jobs and degraded pushes are refused (it was written: pushing
+    /// again is safe); a pop, finish or nack keeps its result, so no lease
+    /// is stranded and no attempt burnt.
     pub(crate) async fn run_acked(
         &self,
         script: &Script,
@@ -799,7 +799,7 @@ impl Store {
             }
             if acked < wanted {
                 self.health.short_of_replicas(part, acked);
-                if adds_jobs {
+                if adds_jobs && self.health.policy == health::DegradedPushes::Refuse {
                     return Err(Error::Unreplicated { acked, wanted });
                 }
             }
