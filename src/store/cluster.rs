@@ -131,14 +131,7 @@ impl Store {
         if self.cluster.is_none() {
             return Ok(Vec::new());
         }
-        let reply: redis::Value = self
-            .call(
-                "list masters",
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut self.conn()),
-            )
-            .await?;
+        let reply = self.cluster_slots().await?;
         let masters = masters_of(&reply);
         if masters.is_empty() {
             return Err(Error::protocol(
@@ -149,17 +142,22 @@ impl Store {
         Ok(masters)
     }
 
+    /// CLUSTER SLOTS, asked of any node (its reply as long as the cluster
+    /// has slot ranges).
+    async fn cluster_slots(&self) -> Result<redis::Value> {
+        self.call(
+            "list masters",
+            redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut self.conn()),
+        )
+        .await
+    }
+
     /// Each slot range with its master (one CLUSTER SLOTS, its reply as
     /// long as the cluster has ranges).
     pub(crate) async fn slot_owners(&self) -> Result<Vec<(u16, u16, (String, u16))>> {
-        let reply: redis::Value = self
-            .call(
-                "list masters",
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut self.conn()),
-            )
-            .await?;
+        let reply = self.cluster_slots().await?;
         Ok(owners_of(&reply))
     }
 
