@@ -409,32 +409,8 @@ pub async fn run(command: ClientCommand) -> Result<()> {
             }
             c.send(reqwest::Method::GET, &path, None).await?
         }
-        ClientCommand::Pause { topic, .. } => {
-            // Looked at first: a paused topic is listed, jobs or none.
-            let unseen = unseen(&c, topic).await;
-            let path = format!("/v1/topics/{}/pause", encode(topic));
-            let reply = c.send(reqwest::Method::POST, &path, None).await?;
-            if unseen {
-                eprintln!(
-                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
-                     done): is the name right? `delayq stats` lists the topics"
-                );
-            }
-            reply
-        }
-        ClientCommand::Resume { topic, .. } => {
-            // Looked at first: a paused topic is listed, jobs or none.
-            let unseen = unseen(&c, topic).await;
-            let path = format!("/v1/topics/{}/resume", encode(topic));
-            let reply = c.send(reqwest::Method::POST, &path, None).await?;
-            if unseen {
-                eprintln!(
-                    "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
-                     done): is the name right? `delayq stats` lists the topics"
-                );
-            }
-            reply
-        }
+        ClientCommand::Pause { topic, .. } => pause_or_resume(&c, topic, "pause").await?,
+        ClientCommand::Resume { topic, .. } => pause_or_resume(&c, topic, "resume").await?,
         ClientCommand::Push {
             topic,
             id,
@@ -671,6 +647,22 @@ fn server_base(server: &str) -> String {
     } else {
         format!("http://{base}")
     }
+}
+
+/// `delayq pause|resume TOPIC` (`action`), with a note when the server
+/// holds no job of `topic`: looked at first, since a paused topic is
+/// listed, jobs or none.
+async fn pause_or_resume(c: &Client, topic: &str, action: &str) -> Result<serde_json::Value> {
+    let unseen = unseen(c, topic).await;
+    let path = format!("/v1/topics/{}/{action}", encode(topic));
+    let reply = c.send(reqwest::Method::POST, &path, None).await?;
+    if unseen {
+        eprintln!(
+            "delayq: note: no job of topic {topic:?} is stored here (never seen, or all \
+             done): is the name right? `delayq stats` lists the topics"
+        );
+    }
+    Ok(reply)
 }
 
 /// A typo (`pause orderz`) would pause a topic nobody uses, silently: true

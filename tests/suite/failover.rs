@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::redis_cluster::TestCluster;
-use crate::sentinel::{port_of, wait_until, SentinelServer};
+use crate::sentinel::{master_and_replica, port_of, wait_until, SentinelServer};
 
 /// What the consumers saw.
 #[derive(Default)]
@@ -293,15 +293,8 @@ async fn settle(
 /// One master, one replica, three sentinels (quorum 2); 50 jobs due in
 /// 3 s; the master SIGKILLed a second after the pushes and left dead.
 async fn sentinel_outage(extra: &[&str]) -> (Figures, Vec<String>, DelayqProcess) {
-    let mut master = RedisServer::start_tcp(&[]);
-    let master_port = port_of(&master);
-    let replica = RedisServer::start_tcp(&["--replicaof", "127.0.0.1", &master_port.to_string()]);
-    let replica_port = port_of(&replica);
-    wait_until(Duration::from_secs(30), "the replica in sync", || {
-        let mut c = replica.client().get_connection().unwrap();
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
-        info.contains("master_link_status:up")
-    });
+    let (mut master, replica) = master_and_replica();
+    let (master_port, replica_port) = (port_of(&master), port_of(&replica));
     let sentinels: Vec<SentinelServer> = (0..3)
         .map(|_| SentinelServer::start_with(master_port, 2))
         .collect();

@@ -125,18 +125,24 @@ pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// Pushes through a failover; returns (acknowledged, lost).
-async fn failover_ledger(replica_acks: usize) -> (usize, usize) {
-    let mut master = RedisServer::start_tcp(&[]);
-    let master_port = port_of(&master);
-    let replica = RedisServer::start_tcp(&["--replicaof", "127.0.0.1", &master_port.to_string()]);
-    let replica_port = port_of(&replica);
+/// A master on TCP and a replica of it whose first sync has finished.
+pub fn master_and_replica() -> (RedisServer, RedisServer) {
+    let master = RedisServer::start_tcp(&[]);
+    let replica =
+        RedisServer::start_tcp(&["--replicaof", "127.0.0.1", &port_of(&master).to_string()]);
     // The first full sync waits for repl-diskless-sync-delay (5 s).
     wait_until(Duration::from_secs(30), "the replica in sync", || {
         let mut c = replica.client().get_connection().unwrap();
         let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
         info.contains("master_link_status:up")
     });
+    (master, replica)
+}
+
+/// Pushes through a failover; returns (acknowledged, lost).
+async fn failover_ledger(replica_acks: usize) -> (usize, usize) {
+    let (mut master, replica) = master_and_replica();
+    let (master_port, replica_port) = (port_of(&master), port_of(&replica));
     let sentinel = SentinelServer::start(master_port);
     wait_until(Duration::from_secs(20), "the sentinel to see both", || {
         sentinel.view() == Some((master_port, 1))
