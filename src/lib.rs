@@ -15,19 +15,27 @@
 //!
 //! Map of the crate:
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
-//!   waiting pops; every change is one call into `store`.
+//!   waiting pops; every change is one call into `store`. One file per
+//!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
+//!   ...), reading jobs, recurring schedules, administration.
 //! - [`store`]: everything said to Redis. One Lua script per state
 //!   transition, each with a Rust file beside it (arguments and typed
 //!   reply); the key layout and its partitions; the function library; the
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
-//!   acknowledged (replicated) writes.
-//! - [`dispatch`]: the background loops: the sweep (and dead-letter
-//!   retention) and the subscriber, stopped with their queue.
+//!   acknowledged (replicated) writes; the Sentinel follower (a task that
+//!   asks the sentinels where the master is, every second, and relinks
+//!   the store on a failover).
+//! - [`dispatch`]: the background loops, stopped with their queue: the
+//!   sweep (and dead-letter retention); the subscriber, and on a cluster
+//!   the master follower (one expired-events connection per master, kept
+//!   as masters come and go); the recurring loop (pushes each schedule's
+//!   next tick when its last one falls due).
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts).
 //! - [`recurring`]: recurring schedules (cron rules that push a job per
-//!   tick, once, however many instances run).
+//!   tick, once, however many instances run); the loop that pushes them is
+//!   [`dispatch::recurring`].
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
 //! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL;

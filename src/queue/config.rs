@@ -1,0 +1,89 @@
+//! [`Config`]: what a queue is built from (kept apart: its shape changes
+//! on its own).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::job::Limits;
+use crate::retry::RetryPolicy;
+use crate::shutdown::Shutdown;
+
+/// How a [`Queue`](super::Queue) reaches Redis and what it runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `redis://host:port/db`, `redis+unix:///path/to/sock`, ...
+    pub redis_url: String,
+    /// Reach Redis through these sentinels instead of `redis_url`.
+    pub sentinel: Option<crate::store::sentinel::Sentinel>,
+    /// Seed URLs of a Redis Cluster to use instead of `redis_url` (empty:
+    /// not a cluster). Credentials and TLS come from the first.
+    pub redis_cluster: Vec<String>,
+    /// How many partitions the queue is split into, each in its own slot
+    /// (on a cluster, spread over the masters). Fixed when the queue is
+    /// first used: a queue with another count in Redis is refused. 1 keeps
+    /// the keys of a queue that never had partitions.
+    pub partitions: usize,
+    /// Replicas that must have a push before it is acknowledged (Redis
+    /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
+    /// sentinel's own setting counts.
+    pub replica_acks: usize,
+    /// Pushes to a shard with fewer connected replicas than
+    /// `replica_acks` (its replica died, or was promoted and has none
+    /// yet): refused (the default) or taken unreplicated. Pops, finishes
+    /// and nacks there go on either way.
+    pub degraded_pushes: crate::store::health::DegradedPushes,
+    /// TLS settings for a `rediss://` URL.
+    pub tls: crate::store::Tls,
+    /// Key prefix; every key is `{prefix}:...`.
+    pub prefix: String,
+    /// How long one Redis call may take before it fails with
+    /// [`Error::Timeout`](crate::Error::Timeout). Bounds how long a request
+    /// hangs while Redis is down; a call that reaches Redis later changes
+    /// nothing there.
+    pub redis_timeout: Duration,
+    /// Dispatch due jobs (the sweep, and dispatch on expired events) in this
+    /// process. Off, the queue still pushes, pops and hears ready notices,
+    /// and relies on other delayq instances to dispatch; every server runs
+    /// it.
+    pub dispatch: bool,
+    /// Most jobs one dispatch script call moves.
+    pub dispatch_batch: usize,
+    pub limits: Limits,
+    /// Retry policy of jobs pushed without one, per topic...
+    pub topic_retry: HashMap<String, RetryPolicy>,
+    /// ...and for every other topic. The default (no intervals, no maximum)
+    /// delivers a failed job again at once, for ever.
+    pub default_retry: RetryPolicy,
+    /// Dead letters kept per topic; the oldest beyond it are dropped.
+    pub dead_max_per_topic: usize,
+    /// Dead letters older than this are dropped.
+    pub dead_max_age: Duration,
+    /// Stops the queue's background work and answers its waiting pops when
+    /// triggered (as [`Queue::close`](super::Queue::close) does): the
+    /// caller's own shutdown.
+    pub shutdown: Shutdown,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            redis_url: "redis://127.0.0.1:6379/".into(),
+            tls: Default::default(),
+            sentinel: None,
+            redis_cluster: Vec::new(),
+            partitions: 1,
+            replica_acks: 0,
+            degraded_pushes: Default::default(),
+            prefix: "dq".into(),
+            redis_timeout: Duration::from_secs(2),
+            dispatch: true,
+            dispatch_batch: 1000,
+            limits: Limits::default(),
+            topic_retry: HashMap::new(),
+            default_retry: RetryPolicy::default(),
+            dead_max_per_topic: 10_000,
+            dead_max_age: Duration::from_secs(7 * 86400),
+            shutdown: Shutdown::new(),
+        }
+    }
+}

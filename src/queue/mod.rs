@@ -1,0 +1,190 @@
+//! [`Queue`]: the engine's public face. It checks input against the
+//! [`Limits`], chooses retry policies, counts metrics and parks waiting
+//! pops; every change it makes is one script call in [`crate::store`]. The
+//! HTTP layers are thin shells over these methods. A job's whole life, state
+//! by state, is in docs/DESIGN.md.
+//!
+//! The methods are grouped by concept: `config` (what a queue is built
+//! from), `push` (admission and pushes), `pop` (reservations and waiting
+//! pops), `settle` (what a consumer or an operator does to one job: finish,
+//! release, nack, touch, delete, reschedule), `read` (one job, pages of
+//! jobs, dead letters), `recurring` (schedules), `admin` (dead-letter
+//! requeue and purge, pause, rate limits, sessions, health and gauges).
+
+mod admin;
+mod config;
+mod pop;
+mod push;
+mod read;
+mod recurring;
+mod settle;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+
+use crate::dispatch::{Dispatcher, Handles, Wake};
+use crate::error::{Error, Result};
+use crate::job::Limits;
+use crate::metrics::Metrics;
+use crate::retry::RetryPolicy;
+use crate::shutdown::Shutdown;
+use crate::store::layout::validate_prefix;
+use crate::store::nack::Retention;
+use crate::store::Store;
+use crate::waiters::Waiters;
+
+pub use config::Config;
+
+/// A handle to one delay queue in Redis. Cheap to clone; all clones share
+/// one multiplexed connection, the waiting consumers and the dispatcher,
+/// which stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    store: Arc<Store>,
+    waiters: Arc<Waiters>,
+    metrics: Arc<Metrics>,
+    /// Pokes this process's sweep (a push that is the new earliest job).
+    wake: Arc<Wake>,
+    subscriber_up: Arc<AtomicBool>,
+    /// Tells this process's recurring loop to look again.
+    recurring_changed: Arc<tokio::sync::Notify>,
+    /// Fires on close, on drop of the dispatcher, or with the caller's
+    /// shutdown.
+    stop: Shutdown,
+    /// The last reading of `maxmemory-policy`, and when it was taken.
+    policy: Mutex<Option<(Instant, String)>>,
+    dispatcher: Dispatcher,
+}
+
+impl Queue {
+    /// Creates the queue and starts its background work: the subscriber
+    /// (it wakes waiting pops) and, if `config.dispatch`, the sweep. Redis
+    /// need not be up yet: the connection is made lazily and re-made after
+    /// every failure, so a queue outlives Redis restarts.
+    pub fn connect(config: Config) -> Result<Queue> {
+        validate_prefix(&config.prefix).map_err(Error::Invalid)?;
+        if config.redis_timeout.is_zero() {
+            return Err(Error::Invalid("redis_timeout must be above 0".into()));
+        }
+        if config.dispatch_batch == 0 {
+            return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
+        }
+        let metrics = Arc::new(Metrics::default());
+        let store = Arc::new(Store::new(
+            match (&config.sentinel, config.redis_cluster.is_empty()) {
+                (Some(_), false) => {
+                    return Err(Error::Invalid(
+                        "choose Sentinel or Redis Cluster, not both".into(),
+                    ))
+                }
+                (Some(s), true) => crate::store::Target::Sentinel(s.clone()),
+                (None, false) => crate::store::Target::Cluster {
+                    seeds: config.redis_cluster.clone(),
+                    replica_acks: config.replica_acks,
+                },
+                (None, true) => crate::store::Target::Url {
+                    url: config.redis_url.clone(),
+                    replica_acks: config.replica_acks,
+                },
+            },
+            &config.tls,
+            &config.prefix,
+            config.partitions,
+            config.redis_timeout,
+            config.degraded_pushes,
+            metrics.clone(),
+        )?);
+        let handles = Handles {
+            store: store.clone(),
+            waiters: Arc::default(),
+            metrics,
+            wake: Arc::new(Wake::new(store.parts().len())),
+            subscriber_up: Arc::default(),
+            stop: config.shutdown.child(),
+            dispatch: config.dispatch,
+            batch: config.dispatch_batch,
+            retention: Retention {
+                max_per_topic: config.dead_max_per_topic,
+                max_age: config.dead_max_age,
+            },
+            retries: Arc::new(crate::dispatch::Retries {
+                topics: config.topic_retry.clone(),
+                default: config.default_retry.clone(),
+            }),
+            recurring_ready: Default::default(),
+            recurring_changed: Default::default(),
+        };
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                store,
+                waiters: handles.waiters.clone(),
+                metrics: handles.metrics.clone(),
+                wake: handles.wake.clone(),
+                subscriber_up: handles.subscriber_up.clone(),
+                recurring_changed: handles.recurring_changed.clone(),
+                stop: handles.stop.clone(),
+                policy: Mutex::new(None),
+                dispatcher: Dispatcher::start(handles),
+                config,
+            }),
+        })
+    }
+
+    /// Stops the background work and answers waiting pops with "nothing".
+    /// Jobs are untouched: they wait in Redis for the next start.
+    pub async fn close(&self) {
+        self.inner.stop.trigger();
+        self.inner.waiters.wake_all();
+        self.inner.dispatcher.stop().await;
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.inner.config.limits
+    }
+
+    /// Counters and histograms for `/metrics` (and tests).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    fn store(&self) -> &Arc<Store> {
+        &self.inner.store
+    }
+
+    /// True while the expired/ready subscriber is connected.
+    pub fn subscriber_connected(&self) -> bool {
+        self.inner
+            .subscriber_up
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Pops waiting for a job in this process right now.
+    pub fn waiting_pops(&self) -> usize {
+        self.inner.waiters.waiting()
+    }
+
+    /// The retry policy a job pushed to `topic` without one gets.
+    pub fn retry_policy_for(&self, topic: &str) -> &RetryPolicy {
+        let c = &self.inner.config;
+        c.topic_retry.get(topic).unwrap_or(&c.default_retry)
+    }
+
+    fn retention(&self) -> Retention {
+        let c = &self.inner.config;
+        Retention {
+            max_per_topic: c.dead_max_per_topic,
+            max_age: c.dead_max_age,
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Reservations: pops that take what is ready, and waiting pops that park
+//! (no Redis connection each) until a ready notice or their deadline.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::Queue;
+use crate::error::{Error, Result};
+use crate::job::Delivery;
+use crate::store::pop::Held;
+use crate::store::LATE_REPLY_GRACE;
+
+/// How soon a waiting pop that could not reach Redis looks again.
+const UNAVAILABLE_RETRY: Duration = Duration::from_millis(250);
+
+impl Queue {
+    /// Reserves up to `max` ready jobs from `topics` (tried in order) without
+    /// waiting.
+    pub async fn try_pop(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
+        self.limits().check_topics(topics).map_err(Error::Invalid)?;
+        let (got, held) = self
+            .store()
+            .pop(
+                topics,
+                max,
+                self.limits().max_pop_bytes,
+                self.store().timeout(),
+                self.store().timeout(),
+            )
+            .await?;
+        self.count_popped(topics, &got, held);
+        Ok(got)
+    }
+
+    fn count_popped(&self, topics: &[String], got: &[Delivery], held: Held) {
+        for d in got {
+            self.inner.metrics.popped.inc([&d.topic], 1);
+        }
+        if held.jobs > 0 {
+            // A pop of several topics does not say which one held them.
+            let topic = match topics {
+                [one] => one.as_str(),
+                _ => crate::metrics::OTHER_TOPICS,
+            };
+            self.inner.metrics.rate_held.inc([topic], held.jobs);
+        }
+    }
+
+    /// Waits up to `wait` for a job on any of `topics` (tried in order) and
+    /// reserves it.
+    ///
+    /// While waiting, this holds no Redis connection of its own. It is
+    /// cancel-safe: if the future is dropped (an HTTP client went away) while
+    /// the pop script is under way, the job it reserved is given back at once
+    /// instead of waiting out its ttr.
+    pub async fn pop(&self, topics: &[String], wait: Duration) -> Result<Option<Delivery>> {
+        Ok(self.pop_many(topics, 1, wait).await?.pop())
+    }
+
+    /// Like [`pop`](Self::pop), for up to `max` jobs: returns as soon as at
+    /// least one is reserved, or empty after `wait`.
+    #[tracing::instrument(skip_all, fields(topics = ?topics, max))]
+    pub async fn pop_many(
+        &self,
+        topics: &[String],
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Delivery>> {
+        self.limits().check_topics(topics).map_err(Error::Invalid)?;
+        let max = max.max(1);
+        let deadline = Instant::now() + wait;
+        let guard = self.inner.waiters.enter(topics);
+        let stop = &self.inner.stop;
+        loop {
+            // Register for wake-ups before looking, so a job that becomes
+            // ready between the look and the wait is not missed.
+            let mut notified: Vec<_> = guard
+                .handles()
+                .iter()
+                .map(|n| Box::pin(n.notified()))
+                .collect();
+            for n in &mut notified {
+                n.as_mut().enable();
+            }
+            // A look may wait its turn behind a burst of others for as long
+            // as the caller waits (at least the Redis timeout): a busy
+            // Redis is not an error to a long-poll.
+            let patience = deadline.saturating_duration_since(Instant::now()).clamp(
+                self.store().timeout(),
+                self.store().timeout() + LATE_REPLY_GRACE,
+            );
+            let (got, held) = match self.pop_guarded(topics, max, patience).await {
+                Ok(r) => r,
+                // Redis slow, or a failover under way: a long-poll keeps
+                // waiting while it has time, and looks again shortly;
+                // only one whose wait ran out hears the error.
+                Err(e) if e.is_unavailable() && Instant::now() + UNAVAILABLE_RETRY < deadline => {
+                    debug!(error = %e, "a waiting pop could not look; looking again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(UNAVAILABLE_RETRY) => {}
+                        _ = stop.wait() => return Ok(Vec::new()),
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if !got.is_empty() || stop.is_triggered() || Instant::now() >= deadline {
+                return Ok(got);
+            }
+            // Wake-ups arrive through the subscriber; while it is down, look
+            // now and then instead. Jobs held by a rate limit are looked for
+            // again when the limit lets the next one out.
+            let recheck = if held.retry_ms > 0 {
+                Duration::from_millis(held.retry_ms)
+            } else if self.subscriber_connected() {
+                Duration::from_secs(30)
+            } else {
+                Duration::from_millis(250)
+            };
+            let until = deadline.min(Instant::now() + recheck);
+            tokio::select! {
+                _ = futures::future::select_all(notified) => {}
+                _ = tokio::time::sleep_until(until) => {}
+                _ = stop.wait() => return Ok(Vec::new()),
+            }
+        }
+    }
+
+    /// One pop attempt, run in its own task so that it completes even if the
+    /// caller goes away or stops waiting: a reservation nobody received is
+    /// released at once, uncounted. So is one whose lease had already ended
+    /// when its reply got here (this process stalled): the job goes back to
+    /// ready instead of to a consumer whose finish would be refused.
+    async fn pop_guarded(
+        &self,
+        topics: &[String],
+        max: usize,
+        patience: Duration,
+    ) -> Result<(Vec<Delivery>, Held)> {
+        let (tx, rx) = oneshot::channel();
+        let queue = self.clone();
+        let owned = topics.to_vec();
+        tokio::spawn(async move {
+            let result = queue
+                .store()
+                .pop(
+                    &owned,
+                    max,
+                    queue.limits().max_pop_bytes,
+                    patience,
+                    patience + LATE_REPLY_GRACE,
+                )
+                .await;
+            if let Err(Ok((unclaimed, _))) = tx.send(result) {
+                queue
+                    .store()
+                    .release_all(unclaimed, "its pop's caller had gone")
+                    .await;
+            }
+        });
+        let (got, held) = match tokio::time::timeout(patience, rx).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => {
+                return Err(Error::protocol(
+                    "pop",
+                    "pop task ended without a result".into(),
+                ))
+            }
+            // The task goes on: if the reply comes after all, its jobs are
+            // released.
+            Err(_) => return Err(self.store().timed_out("pop")),
+        };
+        let now = self.store().clock.now_us();
+        let (live, ended): (Vec<_>, Vec<_>) = got
+            .into_iter()
+            .partition(|d| now.is_none_or(|now| now < d.lease_until_ms.saturating_mul(1000)));
+        if !ended.is_empty() {
+            let queue = self.clone();
+            tokio::spawn(async move {
+                queue
+                    .store()
+                    .release_all(ended, "its lease ended before the reply arrived")
+                    .await
+            });
+        }
+        self.count_popped(topics, &live, held);
+        Ok((live, held))
+    }
+}

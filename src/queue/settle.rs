@@ -1,0 +1,159 @@
+//! What a consumer (or an operator) does to one job: finish, release, nack,
+//! touch, delete, reschedule. Each is one fenced script call.
+
+use std::time::Duration;
+
+use super::Queue;
+use crate::error::{Error, Result};
+use crate::job::{check_due_at, Nacked};
+use crate::store::remove::Fence;
+use crate::store::Status;
+
+impl Queue {
+    /// Finishes a delivered job: the consumer holding lease `token` is done.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        self.limits().check_token(token).map_err(Error::Invalid)?;
+        match self.store().remove(id, Fence::Lease(token)).await? {
+            (Status::Done, topic) => {
+                self.inner.metrics.finished.inc([&topic], 1);
+                Ok(())
+            }
+            (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+            _ => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Gives a leased job back: ready again at once, the attempt not
+    /// counted. A stale token changes nothing.
+    pub async fn release(&self, id: &str, token: &str) -> Result<()> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        self.limits().check_token(token).map_err(Error::Invalid)?;
+        if self.store().release(id, token).await? {
+            return Ok(());
+        }
+        // Not current: say whether the job exists at all.
+        match self.get(id).await? {
+            Some(_) => Err(Error::StaleLease(id.to_owned())),
+            None => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Finishes a job without a lease token, whatever its state: the
+    /// compatible API's `/finish`. False if there was no such job.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn finish_by_id(&self, id: &str) -> Result<bool> {
+        self.remove_any(id, &self.inner.metrics.finished).await
+    }
+
+    /// Cancels a job, whatever its state. False if there was none.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn delete(&self, id: &str) -> Result<bool> {
+        self.remove_any(id, &self.inner.metrics.deleted).await
+    }
+
+    async fn remove_any(&self, id: &str, counter: &crate::metrics::Counter<1>) -> Result<bool> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        let (status, topic) = self.store().remove(id, Fence::Any).await?;
+        if status == Status::Done {
+            counter.inc([&topic], 1);
+        }
+        Ok(status == Status::Done)
+    }
+
+    /// Reports a failed attempt: the job goes where its retry policy says
+    /// (after `delay` instead of the schedule's interval, if given).
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn nack(
+        &self,
+        id: &str,
+        token: &str,
+        delay: Option<Duration>,
+        error: &str,
+    ) -> Result<Nacked> {
+        let l = self.limits();
+        l.check_id(id).map_err(Error::Invalid)?;
+        l.check_token(token).map_err(Error::Invalid)?;
+        if let Some(d) = delay {
+            l.check_delay("nack delay", d).map_err(Error::Invalid)?;
+        }
+        // History lines are tab-separated, one per line: keep errors to one
+        // line of bounded length.
+        let error: String = error
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(1000)
+            .collect();
+        let error = if error.is_empty() { "nack" } else { &error };
+        let f = self
+            .store()
+            .nack(id, token, delay, error, self.retention())
+            .await?;
+        match (f.status, f.state) {
+            (Status::Done, Some(state)) => {
+                let m = &self.inner.metrics;
+                match state {
+                    crate::JobState::Dead => m.dead.inc([&f.topic], 1),
+                    _ => m.retried.inc([&f.topic], 1),
+                }
+                if state == crate::JobState::Delayed {
+                    self.inner.wake.one(self.store().part_of(id));
+                }
+                Ok(Nacked {
+                    state,
+                    due_ms: f.due_ms,
+                })
+            }
+            (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+            _ => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Extends the lease `token` holds to `ttr` from now (the job's own ttr
+    /// when `None`). Returns the new end of the lease (Unix ms).
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn touch(&self, id: &str, token: &str, ttr: Option<Duration>) -> Result<i64> {
+        let l = self.limits();
+        l.check_id(id).map_err(Error::Invalid)?;
+        l.check_token(token).map_err(Error::Invalid)?;
+        if let Some(t) = ttr {
+            l.check_ttr(t).map_err(Error::Invalid)?;
+        }
+        match self.store().touch(id, token, ttr).await? {
+            (Status::Done, until) => Ok(until),
+            (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+            _ => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Gives a job a new due time (`due_at_ms`, or `delay` from now) and,
+    /// optionally, a new body. Returns the new due time.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn reschedule(
+        &self,
+        id: &str,
+        delay: Duration,
+        due_at_ms: Option<i64>,
+        body: Option<&str>,
+    ) -> Result<i64> {
+        let l = self.limits();
+        l.check_id(id).map_err(Error::Invalid)?;
+        l.check_delay("delay", delay).map_err(Error::Invalid)?;
+        if let Some(at) = due_at_ms {
+            check_due_at(at).map_err(Error::Invalid)?;
+        }
+        if let Some(b) = body {
+            l.check_body(b).map_err(Error::Invalid)?;
+        }
+        match self.store().reschedule(id, delay, due_at_ms, body).await? {
+            (Status::Done, due, new_head) => {
+                if new_head {
+                    self.inner.wake.one(self.store().part_of(id));
+                }
+                Ok(due)
+            }
+            _ => Err(Error::NotFound(id.to_owned())),
+        }
+    }
+}
