@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tracing::{error, info_span, warn, Instrument};
 
+use crate::dispatch::Backoff;
 use crate::job::{Delivery, JobState};
 use crate::queue::Queue;
 use crate::retry::RetryPolicy;
@@ -61,7 +62,7 @@ impl Consumer {
     {
         let handler = Arc::new(handler);
         let slots = Arc::new(Semaphore::new(self.concurrency));
-        let mut backoff = Duration::from_millis(50);
+        let mut failing = Backoff::starting_at(Duration::from_millis(50));
         loop {
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
@@ -77,14 +78,13 @@ impl Consumer {
                 Err(e) => {
                     warn!(error = %e, "consumer cannot pop; retrying");
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(failing.wait()) => {}
                         _ = shutdown.wait() => break,
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
                     continue;
                 }
             };
-            backoff = Duration::from_millis(50);
+            failing.reset();
             let (queue, handler, backoff) =
                 (self.queue.clone(), handler.clone(), self.backoff.clone());
             let span =

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use crate::retry::RetryPolicy;
 
+/// The ttr of a job, or of a schedule's ticks, pushed without one.
+pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
+
 /// A job to push.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewJob {
@@ -40,7 +43,7 @@ impl Default for NewJob {
             body: String::new(),
             delay: Duration::ZERO,
             due_at_ms: None,
-            ttr: Duration::from_secs(60),
+            ttr: DEFAULT_TTR,
             retry: None,
             if_exists: IfExists::Replace,
         }
@@ -68,23 +71,52 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state, in the order of a job's life.
+    pub const ALL: [JobState; 4] = [
+        JobState::Delayed,
+        JobState::Ready,
+        JobState::Reserved,
+        JobState::Dead,
+    ];
+    /// Their names, as [`as_str`](Self::as_str) gives them.
+    pub const NAMES: [&'static str; 4] = [
+        JobState::Delayed.as_str(),
+        JobState::Ready.as_str(),
+        JobState::Reserved.as_str(),
+        JobState::Dead.as_str(),
+    ];
+
+    /// The state named `s`, as [`as_str`](Self::as_str) names it.
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "delayed" => Some(JobState::Delayed),
-            "ready" => Some(JobState::Ready),
-            "reserved" => Some(JobState::Reserved),
-            "dead" => Some(JobState::Dead),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
     }
 
-    pub fn as_str(self) -> &'static str {
+    /// The state's name: the one place it is written, used in Redis (the
+    /// scripts get it through the key layout), on the wire, in metrics
+    /// labels and by the CLI.
+    pub const fn as_str(self) -> &'static str {
         match self {
             JobState::Delayed => "delayed",
             JobState::Ready => "ready",
             JobState::Reserved => "reserved",
             JobState::Dead => "dead",
         }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+
+    /// As [`parse`](Self::parse), with an error naming the states.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+            .ok_or_else(|| format!("state {s:?} is not one of {}", Self::NAMES.join(", ")))
     }
 }
 
@@ -421,6 +453,17 @@ mod tests {
             delay: Duration::from_secs(1),
             ..NewJob::default()
         }
+    }
+
+    #[test]
+    fn state_names_read_back_and_a_wrong_one_names_them_all() {
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>(), Ok(state));
+        }
+        assert_eq!(
+            "gone".parse::<JobState>(),
+            Err("state \"gone\" is not one of delayed, ready, reserved, dead".to_owned())
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::job::JobState;
 use crate::store::TopicCounts;
 
 /// Most distinct topics that have series of their own at once. Topics come
@@ -532,12 +533,12 @@ impl Metrics {
         }
         for (topic, c) in depths {
             for (st, n) in [
-                ("delayed", c.delayed),
-                ("ready", c.ready),
-                ("reserved", c.reserved),
-                ("dead", c.dead),
+                (JobState::Delayed, c.delayed),
+                (JobState::Ready, c.ready),
+                (JobState::Reserved, c.reserved),
+                (JobState::Dead, c.dead),
             ] {
-                let l = jobs.labels(&[topic.clone(), st.to_owned()], None);
+                let l = jobs.labels(&[topic.clone(), st.as_str().to_owned()], None);
                 let _ = writeln!(out, "delayq_jobs{l} {n}");
             }
         }

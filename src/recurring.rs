@@ -64,7 +64,7 @@ impl Default for Recurring {
             cron: String::new(),
             timezone: "UTC".into(),
             body: String::new(),
-            ttr_ms: 60_000,
+            ttr_ms: crate::job::DEFAULT_TTR.as_millis() as u64,
             retry: None,
             missed: Missed::Fire,
         }

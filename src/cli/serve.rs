@@ -189,7 +189,7 @@ pub struct ServeArgs {
     /// nothing), or off. With --auth-token it asks for the token once and
     /// keeps an HttpOnly cookie.
     #[arg(long, env = "DELAYQ_UI", value_enum, default_value = "on")]
-    ui: Ui,
+    ui: http::ui::UiMode,
 
     /// A name browsers may reach this server by (repeatable; the env var
     /// takes a comma-separated list; `*.example.com` allows every name
@@ -427,11 +427,7 @@ async fn serve(
             pop_timeout: args.pop_timeout,
             max_connections: args.max_connections,
             auth_token: args.auth_token.clone().map(webhook::Secret),
-            ui: match args.ui {
-                Ui::On => http::ui::UiMode::On,
-                Ui::ReadOnly => http::ui::UiMode::ReadOnly,
-                Ui::Off => http::ui::UiMode::Off,
-            },
+            ui: args.ui,
             allowed_hosts: allowed_hosts(&args.listen, &args.allowed_hosts),
             ..ServerConfig::default()
         },
@@ -458,14 +454,6 @@ fn allowed_hosts(listen: &str, listed: &[String]) -> http::origin::AllowedHosts 
         }
     }
     http::origin::AllowedHosts(names)
-}
-
-/// `--ui`.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Ui {
-    On,
-    ReadOnly,
-    Off,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]

@@ -211,7 +211,7 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
     };
     match c.send(reqwest::Method::POST, &path, Some(body)).await {
         // Its retries used up: say so here, not only in the server's log.
-        Ok(v) if v["state"] == "dead" => eprintln!(
+        Ok(v) if v["state"] == delayq::JobState::Dead.as_str() => eprintln!(
             "delayq work: {id} {what}; it is dead (no attempts left): see `delayq dead list {}`",
             job["topic"].as_str().unwrap_or_default()
         ),

@@ -20,6 +20,7 @@ pub mod sweep;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -48,6 +49,41 @@ impl DispatchPath {
             DispatchPath::Event => "event",
             DispatchPath::Sweep => "sweep",
         }
+    }
+}
+
+/// How long a loop that cannot reach Redis waits before it tries again:
+/// from its first wait (20 ms for the dispatch loops), doubling up to
+/// [`Backoff::MAX`], and back to the first once it gets through.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Backoff {
+    first: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    /// The longest wait: whatever failed is tried again at least once a
+    /// second.
+    pub const MAX: Duration = Duration::from_secs(1);
+
+    pub const fn starting_at(first: Duration) -> Backoff {
+        Backoff { first, next: first }
+    }
+    /// The wait to take now; the next one is twice as long, up to the cap.
+    pub fn wait(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (now * 2).min(Self::MAX);
+        now
+    }
+    /// Got through: the next failure waits the first wait again.
+    pub fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff::starting_at(Duration::from_millis(20))
     }
 }
 
@@ -105,14 +141,10 @@ pub(crate) struct Retries {
     pub default: crate::RetryPolicy,
 }
 
-impl Handles {
+impl Retries {
     /// The retry policy of a job pushed to `topic` without one.
-    pub fn default_retry(&self, topic: &str) -> crate::RetryPolicy {
-        self.retries
-            .topics
-            .get(topic)
-            .unwrap_or(&self.retries.default)
-            .clone()
+    pub fn for_topic(&self, topic: &str) -> &crate::RetryPolicy {
+        self.topics.get(topic).unwrap_or(&self.default)
     }
 }
 

@@ -297,7 +297,7 @@ fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {
     let policy = def
         .retry
         .clone()
-        .unwrap_or_else(|| h.default_retry(&def.topic));
+        .unwrap_or_else(|| h.retries.for_topic(&def.topic).clone());
     Push {
         id: id.to_owned(),
         topic: def.topic.clone(),

@@ -24,18 +24,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
-use super::{DispatchPath, Handles};
+use super::{Backoff, DispatchPath, Handles};
 use crate::shutdown::Shutdown;
 
 const EXPIRED_PATTERN: &str = "__keyevent@*__:expired";
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// How often the cluster's masters are listed.
 const TOPOLOGY_EVERY: Duration = Duration::from_secs(1);
 
 /// The notices connection (and, on a single Redis, the events), for the
 /// life of the queue.
 pub(crate) async fn run(h: Handles) {
-    let mut backoff = Duration::from_millis(20);
+    let mut backoff = Backoff::default();
     loop {
         let ended = tokio::select! {
             r = session(&h) => r,
@@ -47,15 +46,14 @@ pub(crate) async fn run(h: Handles) {
         }
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
-            backoff = Duration::from_millis(20);
+            backoff.reset();
         } else {
             debug!(reason = %reason(&ended), "subscriber cannot connect yet");
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.wait()) => {}
             _ = h.stop.wait() => return,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 
@@ -251,7 +249,7 @@ pub(crate) async fn follow_masters(h: Handles) {
 /// Expired events of one master, reconnecting until `stop`.
 async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
     let triggers = Triggers::new(&h);
-    let mut backoff = Duration::from_millis(20);
+    let mut backoff = Backoff::default();
     loop {
         let session = async {
             let client = h
@@ -283,9 +281,8 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
         };
         debug!(master = %format!("{host}:{port}"), reason = %reason(&ended), "expired events connection ended");
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.wait()) => {}
             _ = stop.wait() => return,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

@@ -17,12 +17,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::{DispatchPath, Handles};
+use super::{Backoff, DispatchPath, Handles};
 
 /// Longest sleep between sweeps even when nothing is due: a backstop for a
 /// wake-up lost while the subscriber was down.
 const MAX_IDLE: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 pub(crate) async fn run(h: Handles, part: usize) {
     // A tick missed while every instance was down may have to be dropped
@@ -32,7 +31,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
         _ = tokio::time::sleep(h.store.timeout() * 2) => {}
         _ = h.stop.wait() => return,
     }
-    let mut backoff = Duration::from_millis(20);
+    let mut backoff = Backoff::default();
     let mut failing = false;
     loop {
         let until = match h.dispatch(part, &[], DispatchPath::Sweep).await {
@@ -41,7 +40,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     tracing::info!("sweep reaches redis again");
                     failing = false;
                 }
-                backoff = Duration::from_millis(20);
+                backoff.reset();
                 if out.moved >= h.batch {
                     // More is due than one call may move: go on at once.
                     continue;
@@ -66,9 +65,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     warn!(error = %e, "sweep cannot reach redis; retrying");
                     failing = true;
                 }
-                let wait = backoff;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                Instant::now() + wait
+                Instant::now() + backoff.wait()
             }
         };
         tokio::select! {

@@ -37,15 +37,15 @@ pub const UI_HEADER: &str = "x-delayq-ui";
 /// The login cookie's name.
 pub const COOKIE: &str = "delayq_ui";
 
-/// Whether `delayq serve` shows the dashboard.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Whether `delayq serve` shows the dashboard (its `--ui`, whose help
+/// says what each does: the variants carry no doc comments, which clap
+/// would add to the help): `On` shows it with its actions, `ReadOnly`
+/// shows it and changes nothing, `Off` does not serve it (`/ui/` is 404).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum UiMode {
-    /// Shown, with its actions.
     #[default]
     On,
-    /// Shown; it reads but changes nothing.
     ReadOnly,
-    /// Not served (`/ui/` is 404).
     Off,
 }
 

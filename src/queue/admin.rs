@@ -70,7 +70,7 @@ impl Queue {
     pub async fn resume(&self, topic: &str) -> Result<()> {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         self.store().set_paused(topic, false).await?;
-        self.inner.waiters.wake_all();
+        self.inner.h.waiters.wake_all();
         Ok(())
     }
 
@@ -88,7 +88,7 @@ impl Queue {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let had = self.store().clear_rate(topic).await?;
         // Pops held back by the limit may go now.
-        self.inner.waiters.wake_all();
+        self.inner.h.waiters.wake_all();
         Ok(had)
     }
 

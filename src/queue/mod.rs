@@ -19,21 +19,18 @@ mod read;
 mod recurring;
 mod settle;
 
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use crate::dispatch::{Dispatcher, Handles, Wake};
+use crate::dispatch::{Dispatcher, Handles, Retries, Wake};
 use crate::error::{Error, Result};
 use crate::job::Limits;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
-use crate::shutdown::Shutdown;
 use crate::store::layout::validate_prefix;
 use crate::store::nack::Retention;
 use crate::store::Store;
-use crate::waiters::Waiters;
 
 pub use config::Config;
 
@@ -47,17 +44,12 @@ pub struct Queue {
 
 struct Inner {
     config: Config,
-    store: Arc<Store>,
-    waiters: Arc<Waiters>,
-    metrics: Arc<Metrics>,
-    /// Pokes this process's sweep (a push that is the new earliest job).
-    wake: Arc<Wake>,
-    subscriber_up: Arc<AtomicBool>,
-    /// Tells this process's recurring loop to look again.
-    recurring_changed: Arc<tokio::sync::Notify>,
-    /// Fires on close, on drop of the dispatcher, or with the caller's
-    /// shutdown.
-    stop: Shutdown,
+    /// What the queue shares with its background loops: the store, the
+    /// waiting pops, the metrics, the sweeps' wake-up (a push that is the
+    /// new earliest job), the recurring loop's (a schedule put here), the
+    /// retry policies, and the stop signal (it fires on close, on drop of
+    /// the dispatcher, or with the caller's shutdown).
+    h: Handles,
     /// The last reading of `maxmemory-policy`, and when it was taken.
     policy: Mutex<Option<(Instant, String)>>,
     dispatcher: Dispatcher,
@@ -101,11 +93,12 @@ impl Queue {
             config.degraded_pushes,
             metrics.clone(),
         )?);
+        let parts = store.parts().len();
         let handles = Handles {
-            store: store.clone(),
+            store,
             waiters: Arc::default(),
             metrics,
-            wake: Arc::new(Wake::new(store.parts().len())),
+            wake: Arc::new(Wake::new(parts)),
             subscriber_up: Arc::default(),
             stop: config.shutdown.child(),
             dispatch: config.dispatch,
@@ -114,7 +107,7 @@ impl Queue {
                 max_per_topic: config.dead_max_per_topic,
                 max_age: config.dead_max_age,
             },
-            retries: Arc::new(crate::dispatch::Retries {
+            retries: Arc::new(Retries {
                 topics: config.topic_retry.clone(),
                 default: config.default_retry.clone(),
             }),
@@ -123,15 +116,9 @@ impl Queue {
         };
         Ok(Queue {
             inner: Arc::new(Inner {
-                store,
-                waiters: handles.waiters.clone(),
-                metrics: handles.metrics.clone(),
-                wake: handles.wake.clone(),
-                subscriber_up: handles.subscriber_up.clone(),
-                recurring_changed: handles.recurring_changed.clone(),
-                stop: handles.stop.clone(),
                 policy: Mutex::new(None),
-                dispatcher: Dispatcher::start(handles),
+                dispatcher: Dispatcher::start(handles.clone()),
+                h: handles,
                 config,
             }),
         })
@@ -140,8 +127,8 @@ impl Queue {
     /// Stops the background work and answers waiting pops with "nothing".
     /// Jobs are untouched: they wait in Redis for the next start.
     pub async fn close(&self) {
-        self.inner.stop.trigger();
-        self.inner.waiters.wake_all();
+        self.inner.h.stop.trigger();
+        self.inner.h.waiters.wake_all();
         self.inner.dispatcher.stop().await;
     }
 
@@ -155,36 +142,28 @@ impl Queue {
 
     /// Counters and histograms for `/metrics` (and tests).
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.inner.h.metrics
     }
 
     fn store(&self) -> &Arc<Store> {
-        &self.inner.store
+        &self.inner.h.store
     }
 
     /// True while the expired/ready subscriber is connected.
     pub fn subscriber_connected(&self) -> bool {
         self.inner
+            .h
             .subscriber_up
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Pops waiting for a job in this process right now.
     pub fn waiting_pops(&self) -> usize {
-        self.inner.waiters.waiting()
+        self.inner.h.waiters.waiting()
     }
 
     /// The retry policy a job pushed to `topic` without one gets.
     pub fn retry_policy_for(&self, topic: &str) -> &RetryPolicy {
-        let c = &self.inner.config;
-        c.topic_retry.get(topic).unwrap_or(&c.default_retry)
-    }
-
-    fn retention(&self) -> Retention {
-        let c = &self.inner.config;
-        Retention {
-            max_per_topic: c.dead_max_per_topic,
-            max_age: c.dead_max_age,
-        }
+        self.inner.h.retries.for_topic(topic)
     }
 }

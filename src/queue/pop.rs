@@ -37,7 +37,7 @@ impl Queue {
 
     fn count_popped(&self, topics: &[String], got: &[Delivery], held: Held) {
         for d in got {
-            self.inner.metrics.popped.inc([&d.topic], 1);
+            self.inner.h.metrics.popped.inc([&d.topic], 1);
         }
         if held.jobs > 0 {
             // A pop of several topics does not say which one held them.
@@ -45,7 +45,7 @@ impl Queue {
                 [one] => one.as_str(),
                 _ => crate::metrics::OTHER_TOPICS,
             };
-            self.inner.metrics.rate_held.inc([topic], held.jobs);
+            self.inner.h.metrics.rate_held.inc([topic], held.jobs);
         }
     }
 
@@ -72,8 +72,8 @@ impl Queue {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
         let max = max.max(1);
         let deadline = Instant::now() + wait;
-        let guard = self.inner.waiters.enter(topics);
-        let stop = &self.inner.stop;
+        let guard = self.inner.h.waiters.enter(topics);
+        let stop = &self.inner.h.stop;
         loop {
             // Register for wake-ups before looking, so a job that becomes
             // ready between the look and the wait is not missed.

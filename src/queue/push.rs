@@ -78,12 +78,12 @@ impl Queue {
     /// Books a push's outcome.
     fn pushed(&self, job: &NewJob, p: crate::store::push::Pushed) -> Pushed {
         if p.outcome != PushOutcome::Kept {
-            self.inner.metrics.pushed.inc([&job.topic], 1);
+            self.inner.h.metrics.pushed.inc([&job.topic], 1);
         }
         if p.new_head {
             // Other instances hear of it on the wake channel; this one needs
             // no round trip through Redis.
-            self.inner.wake.one(self.store().part_of(&job.id));
+            self.inner.h.wake.one(self.store().part_of(&job.id));
         }
         Pushed {
             due_ms: p.due_ms,

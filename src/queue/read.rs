@@ -60,15 +60,10 @@ impl Queue {
                     .await?
             }
             JobState::Delayed | JobState::Reserved => {
-                let state = if state == JobState::Delayed {
-                    crate::store::layout::state::DELAYED
-                } else {
-                    crate::store::layout::state::RESERVED
-                };
                 s.list_sorted(
                     Sorted::Schedule {
                         topic: Some(topic),
-                        state,
+                        state: state.as_str(),
                     },
                     cursor.as_ref(),
                     limit,
@@ -98,7 +93,7 @@ impl Queue {
             .list_sorted(
                 Sorted::Schedule {
                     topic: None,
-                    state: crate::store::layout::state::DELAYED,
+                    state: crate::JobState::Delayed.as_str(),
                 },
                 cursor.as_ref(),
                 limit,

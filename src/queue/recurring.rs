@@ -21,7 +21,7 @@ impl Queue {
         schedule.check().map_err(Error::Invalid)?;
         self.check_policy().await?;
         self.store().recur_put(name, &schedule.to_json()).await?;
-        self.inner.recurring_changed.notify_one();
+        self.inner.h.recurring_changed.notify_one();
         Ok(())
     }
 

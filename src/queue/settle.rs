@@ -17,7 +17,7 @@ impl Queue {
         self.limits().check_token(token).map_err(Error::Invalid)?;
         match self.store().remove(id, Fence::Lease(token)).await? {
             (Status::Done, topic) => {
-                self.inner.metrics.finished.inc([&topic], 1);
+                self.inner.h.metrics.finished.inc([&topic], 1);
                 Ok(())
             }
             (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
@@ -44,13 +44,13 @@ impl Queue {
     /// compatible API's `/finish`. False if there was no such job.
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn finish_by_id(&self, id: &str) -> Result<bool> {
-        self.remove_any(id, &self.inner.metrics.finished).await
+        self.remove_any(id, &self.inner.h.metrics.finished).await
     }
 
     /// Cancels a job, whatever its state. False if there was none.
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn delete(&self, id: &str) -> Result<bool> {
-        self.remove_any(id, &self.inner.metrics.deleted).await
+        self.remove_any(id, &self.inner.h.metrics.deleted).await
     }
 
     async fn remove_any(&self, id: &str, counter: &crate::metrics::Counter<1>) -> Result<bool> {
@@ -88,17 +88,17 @@ impl Queue {
         let error = if error.is_empty() { "nack" } else { &error };
         let f = self
             .store()
-            .nack(id, token, delay, error, self.retention())
+            .nack(id, token, delay, error, self.inner.h.retention)
             .await?;
         match (f.status, f.state) {
             (Status::Done, Some(state)) => {
-                let m = &self.inner.metrics;
+                let m = &self.inner.h.metrics;
                 match state {
                     crate::JobState::Dead => m.dead.inc([&f.topic], 1),
                     _ => m.retried.inc([&f.topic], 1),
                 }
                 if state == crate::JobState::Delayed {
-                    self.inner.wake.one(self.store().part_of(id));
+                    self.inner.h.wake.one(self.store().part_of(id));
                 }
                 Ok(Nacked {
                     state,
@@ -149,7 +149,7 @@ impl Queue {
         match self.store().reschedule(id, delay, due_at_ms, body).await? {
             (Status::Done, due, new_head) => {
                 if new_head {
-                    self.inner.wake.one(self.store().part_of(id));
+                    self.inner.h.wake.one(self.store().part_of(id));
                 }
                 Ok(due)
             }

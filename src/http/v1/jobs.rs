@@ -182,8 +182,6 @@ pub(super) struct JobSpec {
     if_exists: IfExistsSpec,
 }
 
-const DEFAULT_TTR: Duration = Duration::from_secs(60);
-
 impl JobSpec {
     fn to_job(&self) -> ApiResult<NewJob> {
         if self.delay_ms.is_some() && self.due_at.is_some() {
@@ -198,7 +196,9 @@ impl JobSpec {
             body: self.body.clone(),
             delay: Duration::from_millis(self.delay_ms.unwrap_or(0)),
             due_at_ms: self.due_at.as_ref().map(DueAt::to_ms).transpose()?,
-            ttr: self.ttr_ms.map_or(DEFAULT_TTR, Duration::from_millis),
+            ttr: self
+                .ttr_ms
+                .map_or(crate::job::DEFAULT_TTR, Duration::from_millis),
             retry: self.retry.as_ref().map(RetrySpec::to_policy).transpose()?,
             if_exists: match self.if_exists {
                 IfExistsSpec::Replace => IfExists::Replace,

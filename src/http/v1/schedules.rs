@@ -93,7 +93,9 @@ pub(super) async fn put(
         cron: spec.cron,
         timezone: spec.timezone.unwrap_or_else(|| "UTC".into()),
         body: spec.body,
-        ttr_ms: spec.ttr_ms.unwrap_or(60_000),
+        ttr_ms: spec
+            .ttr_ms
+            .unwrap_or(crate::job::DEFAULT_TTR.as_millis() as u64),
         retry: spec.retry.as_ref().map(RetrySpec::to_policy).transpose()?,
         missed: spec.missed,
     };

@@ -121,19 +121,17 @@ pub(super) async fn jobs(
     q: Result<Query<Listing>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let q = query(q)?;
-    let name = q.state.as_deref().unwrap_or("delayed");
-    let job_state = crate::JobState::parse(name).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "state {name:?} is not one of delayed, ready, reserved, dead"
-        ))
-    })?;
+    let job_state = match q.state.as_deref() {
+        Some(name) => name.parse().map_err(ApiError::invalid)?,
+        None => crate::JobState::Delayed,
+    };
     let (jobs, next) = state
         .queue
         .list_jobs(&topic, job_state, q.cursor.as_deref(), q.limit)
         .await?;
     let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
     Ok(Json(
-        json!({"topic": topic, "state": name, "jobs": jobs, "next_cursor": next}),
+        json!({"topic": topic, "state": job_state.as_str(), "jobs": jobs, "next_cursor": next}),
     ))
 }
 
