@@ -21,7 +21,7 @@
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
-pub(crate) mod acks;
+mod batch;
 pub mod clock;
 pub mod cluster;
 mod coalesce;
@@ -158,7 +158,9 @@ pub(crate) struct Store {
     /// Replicas that must have a write before it is acknowledged (WAIT).
     replica_acks: usize,
     /// Acknowledged writes, batched per partition behind one WAIT each.
-    acks: acks::Acks,
+    acks: coalesce::Coalescer<coalesce::Acked>,
+    /// Their connection (None: no replica acks); replaced with the master.
+    ack_conn: std::sync::RwLock<Option<Conn>>,
     /// Which partitions answer, and which shards lack replicas.
     pub(crate) health: health::Health,
     /// On a cluster with replica acks, a connection to each master by
@@ -385,7 +387,8 @@ impl Store {
             sentinel,
             cluster,
             replica_acks,
-            acks: acks::Acks::new(ack_conn, parts.len()),
+            acks: coalesce::Coalescer::new(parts.len()),
+            ack_conn: std::sync::RwLock::new(ack_conn),
             health: health::Health::new(parts.len(), replica_acks, degraded_pushes),
             node_conns: Default::default(),
             pushes: coalesce::Coalescer::new(parts.len()),
@@ -755,27 +758,54 @@ impl Store {
             return Ok(self.run_pipeline(op, &pipe, false).await?.0);
         }
         self.check_partitions().await?;
-        let wait_ms = self.timeout.as_millis() as u64 / 2;
+        let route = coalesce::AckRoute {
+            conn: self.ack_conn.read().unwrap().clone().expect("acks are on"),
+            wanted,
+            wait_ms: self.timeout.as_millis() as u64 / 2,
+        };
         let mut reloaded = false;
         loop {
             let to = self.node_conn(part).await;
+            let submits = cmds.iter().map(|cmd| {
+                let write = coalesce::AckedWrite {
+                    cmd: cmd.clone(),
+                    conn: to.clone(),
+                    deadline: Instant::now() + limit,
+                };
+                self.acks.submit(&route, part, write, limit)
+            });
             let sent = self
-                .call_within(
-                    op,
-                    limit,
-                    self.acks
-                        .submit(part, to, cmds.clone(), wanted, wait_ms, limit),
-                )
+                .call_within(op, limit, async {
+                    Ok::<_, redis::RedisError>(futures::future::join_all(submits).await)
+                })
                 .await;
-            let (values, acked) = match sent {
-                Ok(r) => r,
+            let mut values = Vec::with_capacity(cmds.len());
+            let mut acked = wanted;
+            let replies = sent.and_then(|replies| {
+                replies
+                    .into_iter()
+                    .map(|r| {
+                        r.map_err(|e| match e {
+                            Error::Redis { source, .. } => self.error(op, source),
+                            e => e,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            });
+            match replies {
+                Ok(replies) => {
+                    for (v, n) in replies {
+                        acked = acked.min(n);
+                        values.push(v);
+                    }
+                }
                 Err(e) => {
                     if e.is_unavailable() {
                         self.drop_node_conn(part);
                     }
                     return Err(e);
                 }
-            };
+            }
             let mut out = Vec::with_capacity(values.len());
             let mut missing = false;
             for v in values {
