@@ -16,7 +16,7 @@
 //! Map of the crate:
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
 //!   waiting pops; every change is one call into `store`.
-//! - [`store`]: everything said to Redis. One Lua script per state
+//! - `store`: everything said to Redis. One Lua script per state
 //!   transition, each with a Rust file beside it (arguments and typed
 //!   reply); the key layout and its partitions; the function library; the
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
@@ -51,7 +51,7 @@ pub mod queue;
 pub mod recurring;
 pub mod retry;
 pub mod shutdown;
-pub mod store;
+pub(crate) mod store;
 pub mod waiters;
 pub mod webhook;
 
@@ -69,8 +69,12 @@ pub use queue::{Config, Queue};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
-pub use store::{Memory, Overview, TopicCounts};
+pub use store::sentinel::Sentinel;
+pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
+#[doc(hidden)]
+pub use store::{layout::validate_prefix, testing};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

@@ -34,21 +34,16 @@ use crate::waiters::Waiters;
 /// How a [`Queue`] reaches Redis and what it runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// `redis://host:port/db`, `redis+unix:///path/to/sock`, ...
-    pub redis_url: String,
-    /// Reach Redis through these sentinels instead of `redis_url`.
-    pub sentinel: Option<crate::store::sentinel::Sentinel>,
-    /// Seed URLs of a Redis Cluster to use instead of `redis_url` (empty:
-    /// not a cluster). Credentials and TLS come from the first.
-    pub redis_cluster: Vec<String>,
+    /// Where Redis is: one server (the default: redis://127.0.0.1:6379/),
+    /// Sentinel or a cluster.
+    pub redis: crate::store::Redis,
     /// How many partitions the queue is split into, each in its own slot
     /// (on a cluster, spread over the masters). Fixed when the queue is
     /// first used: a queue with another count in Redis is refused. 1 keeps
     /// the keys of a queue that never had partitions.
     pub partitions: usize,
     /// Replicas that must have a push before it is acknowledged (Redis
-    /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
-    /// sentinel's own setting counts.
+    /// WAIT); 0 (the default) does not wait.
     pub replica_acks: usize,
     /// Pushes to a shard with fewer connected replicas than
     /// `replica_acks` (its replica died, or was promoted and has none
@@ -88,10 +83,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            redis_url: "redis://127.0.0.1:6379/".into(),
+            redis: Default::default(),
             tls: Default::default(),
-            sentinel: None,
-            redis_cluster: Vec::new(),
             partitions: 1,
             replica_acks: 0,
             degraded_pushes: Default::default(),
@@ -155,30 +148,7 @@ impl Queue {
             return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
         }
         let metrics = Arc::new(Metrics::default());
-        let store = Arc::new(Store::new(
-            match (&config.sentinel, config.redis_cluster.is_empty()) {
-                (Some(_), false) => {
-                    return Err(Error::Invalid(
-                        "choose Sentinel or Redis Cluster, not both".into(),
-                    ))
-                }
-                (Some(s), true) => crate::store::Target::Sentinel(s.clone()),
-                (None, false) => crate::store::Target::Cluster {
-                    seeds: config.redis_cluster.clone(),
-                    replica_acks: config.replica_acks,
-                },
-                (None, true) => crate::store::Target::Url {
-                    url: config.redis_url.clone(),
-                    replica_acks: config.replica_acks,
-                },
-            },
-            &config.tls,
-            &config.prefix,
-            config.partitions,
-            config.redis_timeout,
-            config.degraded_pushes,
-            metrics.clone(),
-        )?);
+        let store = Arc::new(Store::new(&config, metrics.clone())?);
         let handles = Handles {
             store: store.clone(),
             waiters: Arc::default(),

@@ -29,6 +29,7 @@ mod conn;
 pub mod health;
 pub mod layout;
 pub mod library;
+mod link;
 pub(crate) mod read;
 mod reply;
 pub mod sentinel;
@@ -50,6 +51,13 @@ pub mod reschedule;
 pub mod touch;
 pub mod trim;
 
+/// What the test suite reaches inside the store; not part of the API.
+pub mod testing {
+    pub use super::layout::{slot, Keys};
+    pub use super::library::fcall;
+    pub use super::{push, remove, Status};
+}
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +71,7 @@ use crate::metrics::Metrics;
 use clock::RedisClock;
 use conn::Conn;
 pub use layout::Keys;
+pub use link::Redis;
 pub use read::{Memory, Overview, TopicCounts};
 use reply::Fields;
 pub use settings::Settings;
@@ -211,20 +220,6 @@ fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
     ))
 }
 
-/// Where a store's Redis is.
-#[derive(Clone, Debug)]
-pub(crate) enum Target {
-    Url {
-        url: String,
-        replica_acks: usize,
-    },
-    Sentinel(sentinel::Sentinel),
-    Cluster {
-        seeds: Vec<String>,
-        replica_acks: usize,
-    },
-}
-
 /// TLS to Redis (`rediss://` URLs). By default the server's certificate is
 /// checked against the system's roots.
 #[derive(Clone, Debug, Default)]
@@ -320,15 +315,9 @@ pub(crate) fn url_at(template: &str, host: &str, port: u16, db: i64) -> String {
 impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
-    pub fn new(
-        target: Target,
-        tls: &Tls,
-        prefix: &str,
-        partitions: usize,
-        timeout: Duration,
-        degraded_pushes: health::DegradedPushes,
-        metrics: Arc<Metrics>,
-    ) -> Result<Store> {
+    pub fn new(config: &crate::Config, metrics: Arc<Metrics>) -> Result<Store> {
+        let (tls, prefix, partitions) = (&config.tls, &config.prefix, config.partitions);
+        let (timeout, replica_acks) = (config.redis_timeout, config.replica_acks);
         if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::Invalid(format!(
                 "partitions {partitions} is out of range: 1 to {}",
@@ -336,20 +325,17 @@ impl Store {
             )));
         }
         let mut cluster = None;
-        let (client, sentinel, replica_acks) = match target {
-            Target::Url { url, replica_acks } => (client(&url, tls)?, None, replica_acks),
-            Target::Sentinel(s) => {
+        let (client, sentinel) = match &config.redis {
+            Redis::Url(url) => (client(url, tls)?, None),
+            Redis::Sentinel(s) => {
                 s.check()?;
-                (sentinel::unresolved(), Some(s.clone()), s.replica_acks)
+                (sentinel::unresolved(), Some(s.clone()))
             }
-            Target::Cluster {
-                seeds,
-                replica_acks,
-            } => {
-                let c = cluster::Cluster::new(seeds, tls, timeout + LATE_REPLY_GRACE)?;
+            Redis::Cluster(seeds) => {
+                let c = cluster::Cluster::new(seeds.clone(), tls, timeout + LATE_REPLY_GRACE)?;
                 let first = c.seed_client()?;
                 cluster = Some(c);
-                (first, None, replica_acks)
+                (first, None)
             }
         };
         // Behind Sentinel, ask once now, so that the first calls go to the
@@ -389,7 +375,7 @@ impl Store {
             replica_acks,
             acks: coalesce::Coalescer::new(parts.len()),
             ack_conn: std::sync::RwLock::new(ack_conn),
-            health: health::Health::new(parts.len(), replica_acks, degraded_pushes),
+            health: health::Health::new(parts.len(), replica_acks, config.degraded_pushes),
             node_conns: Default::default(),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),

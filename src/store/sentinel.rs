@@ -26,8 +26,6 @@ pub struct Sentinel {
     pub master: String,
     /// Database on the master.
     pub db: i64,
-    /// Replicas that must have a push before it is acknowledged; 0: none.
-    pub replica_acks: usize,
 }
 
 impl Sentinel {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use delayq::http::ServerConfig;
-use delayq::store::library::fcall;
-use delayq::store::{push, remove, Keys};
+use delayq::testing::{fcall, push, remove, Keys};
 use delayq::{Config, Error, JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
@@ -360,7 +359,7 @@ async fn an_empty_lease_token_settles_nothing() {
     let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
     cmd.arg("waiting").arg("lease").arg("");
     let reply: (i64, i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
-    assert_eq!(reply.1, delayq::store::Status::Stale as i64);
+    assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Reserved);
     assert!(q.get("waiting").await.unwrap().is_some());
