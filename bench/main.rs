@@ -206,7 +206,7 @@ fn new_job(id: String, topic: &str, delay: Duration) -> NewJob {
 
 fn queue(redis: &Redis) -> Queue {
     Queue::connect(Config {
-        redis_url: redis.url(),
+        redis: delayq::Redis::Url(redis.url()),
         ..Config::default()
     })
     .unwrap()
@@ -473,7 +473,7 @@ async fn cluster_figures(s: &Sizes, repeats: usize) {
 
         let cq = |cluster: &TestCluster| {
             Queue::connect(Config {
-                redis_cluster: cluster.seeds(),
+                redis: delayq::Redis::Cluster(cluster.seeds()),
                 partitions: CLUSTER_PARTITIONS,
                 ..Config::default()
             })

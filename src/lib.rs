@@ -18,7 +18,7 @@
 //!   waiting pops; every change is one call into `store`. One file per
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
 //!   ...), reading jobs, recurring schedules, administration.
-//! - [`store`]: everything said to Redis. One Lua script per state
+//! - `store`: everything said to Redis. One Lua script per state
 //!   transition, each with a Rust file beside it (arguments and typed
 //!   reply); the key layout and its partitions; the function library; the
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
@@ -59,7 +59,7 @@ pub mod queue;
 pub mod recurring;
 pub mod retry;
 pub mod shutdown;
-pub mod store;
+pub(crate) mod store;
 pub mod waiters;
 pub mod webhook;
 
@@ -77,8 +77,12 @@ pub use queue::{Config, Queue};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
-pub use store::{Memory, Overview, TopicCounts};
+pub use store::sentinel::Sentinel;
+pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
+#[doc(hidden)]
+pub use store::{layout::validate_prefix, testing};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

@@ -113,7 +113,7 @@ pub async fn run(args: ImportArgs) -> Result<()> {
             )
         })?;
     let queue = Queue::connect(Config {
-        redis_url: args.redis.clone(),
+        redis: delayq::Redis::Url(args.redis.clone()),
         prefix: args.prefix.clone(),
         // An importer dispatches nothing: the servers do.
         dispatch: false,

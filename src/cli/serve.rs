@@ -1,6 +1,5 @@
 //! `delayq serve`: the HTTP server over one [`Queue`].
 
-use delayq::store::health::DegradedPushes;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,10 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
-use delayq::store::sentinel::Sentinel;
-use delayq::store::Tls;
 use delayq::webhook;
-use delayq::{Config, Queue, Shutdown};
+use delayq::{Config, DegradedPushes, Queue, Redis, Sentinel, Shutdown, Tls};
 use tokio::net::TcpListener;
 
 use super::config::{self, Topics};
@@ -310,7 +307,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         );
     }
     let topics = args.topics()?;
-    delayq::store::layout::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
+    delayq::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
     let private = match (&args.redis, &args.redis_sentinel, &args.redis_cluster) {
         (None, None, None) => Some(PrivateRedis::start(&args.data_dir).await?),
         _ => None,
@@ -353,7 +350,6 @@ async fn serve(
         sentinels: urls.split(',').map(|u| u.trim().to_owned()).collect(),
         master: args.sentinel_master.clone().unwrap_or_default(),
         db: args.sentinel_db,
-        replica_acks: args.replica_acks,
     });
     let redis_cluster: Vec<String> = args
         .redis_cluster
@@ -367,10 +363,13 @@ async fn serve(
         (None, true) => 1,
         (None, false) => DEFAULT_CLUSTER_PARTITIONS,
     };
+    let redis = match (sentinel, redis_cluster.is_empty()) {
+        (Some(s), _) => Redis::Sentinel(s),
+        (None, false) => Redis::Cluster(redis_cluster),
+        (None, true) => Redis::Url(redis_url.clone()),
+    };
     let queue = Queue::connect(Config {
-        redis_url: redis_url.clone(),
-        sentinel,
-        redis_cluster,
+        redis,
         partitions,
         replica_acks: args.replica_acks,
         degraded_pushes: args.degraded_pushes,

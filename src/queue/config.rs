@@ -11,21 +11,16 @@ use crate::shutdown::Shutdown;
 /// How a [`Queue`](super::Queue) reaches Redis and what it runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// `redis://host:port/db`, `redis+unix:///path/to/sock`, ...
-    pub redis_url: String,
-    /// Reach Redis through these sentinels instead of `redis_url`.
-    pub sentinel: Option<crate::store::sentinel::Sentinel>,
-    /// Seed URLs of a Redis Cluster to use instead of `redis_url` (empty:
-    /// not a cluster). Credentials and TLS come from the first.
-    pub redis_cluster: Vec<String>,
+    /// Where Redis is: one server (the default: redis://127.0.0.1:6379/),
+    /// Sentinel or a cluster.
+    pub redis: crate::store::Redis,
     /// How many partitions the queue is split into, each in its own slot
     /// (on a cluster, spread over the masters). Fixed when the queue is
     /// first used: a queue with another count in Redis is refused. 1 keeps
     /// the keys of a queue that never had partitions.
     pub partitions: usize,
     /// Replicas that must have a push before it is acknowledged (Redis
-    /// WAIT); 0 (the default) does not wait. Behind Sentinel, the
-    /// sentinel's own setting counts.
+    /// WAIT); 0 (the default) does not wait.
     pub replica_acks: usize,
     /// Pushes to a shard with fewer connected replicas than
     /// `replica_acks` (its replica died, or was promoted and has none
@@ -67,10 +62,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            redis_url: "redis://127.0.0.1:6379/".into(),
+            redis: Default::default(),
             tls: Default::default(),
-            sentinel: None,
-            redis_cluster: Vec::new(),
             partitions: 1,
             replica_acks: 0,
             degraded_pushes: Default::default(),

@@ -69,30 +69,7 @@ impl Queue {
             return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
         }
         let metrics = Arc::new(Metrics::default());
-        let store = Arc::new(Store::new(
-            match (&config.sentinel, config.redis_cluster.is_empty()) {
-                (Some(_), false) => {
-                    return Err(Error::Invalid(
-                        "choose Sentinel or Redis Cluster, not both".into(),
-                    ))
-                }
-                (Some(s), true) => crate::store::Target::Sentinel(s.clone()),
-                (None, false) => crate::store::Target::Cluster {
-                    seeds: config.redis_cluster.clone(),
-                    replica_acks: config.replica_acks,
-                },
-                (None, true) => crate::store::Target::Url {
-                    url: config.redis_url.clone(),
-                    replica_acks: config.replica_acks,
-                },
-            },
-            &config.tls,
-            &config.prefix,
-            config.partitions,
-            config.redis_timeout,
-            config.degraded_pushes,
-            metrics.clone(),
-        )?);
+        let store = Arc::new(Store::new(&config, metrics.clone())?);
         let parts = store.parts().len();
         let handles = Handles {
             store,

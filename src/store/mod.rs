@@ -21,7 +21,7 @@
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
-pub(crate) mod acks;
+mod batch;
 pub mod clock;
 pub mod cluster;
 mod coalesce;
@@ -29,6 +29,7 @@ mod conn;
 pub mod health;
 pub mod layout;
 pub mod library;
+mod link;
 pub(crate) mod read;
 mod reply;
 pub mod sentinel;
@@ -50,6 +51,13 @@ pub mod reschedule;
 pub mod touch;
 pub mod trim;
 
+/// What the test suite reaches inside the store; not part of the API.
+pub mod testing {
+    pub use super::layout::{slot, Keys};
+    pub use super::library::fcall;
+    pub use super::{push, remove, Status};
+}
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,6 +71,7 @@ use crate::metrics::Metrics;
 use clock::RedisClock;
 use conn::Conn;
 pub use layout::Keys;
+pub use link::Redis;
 pub use read::{Memory, Overview, TopicCounts};
 use reply::Fields;
 pub use settings::Settings;
@@ -158,7 +167,9 @@ pub(crate) struct Store {
     /// Replicas that must have a write before it is acknowledged (WAIT).
     replica_acks: usize,
     /// Acknowledged writes, batched per partition behind one WAIT each.
-    acks: acks::Acks,
+    acks: coalesce::Coalescer<coalesce::Acked>,
+    /// Their connection (None: no replica acks); replaced with the master.
+    ack_conn: std::sync::RwLock<Option<Conn>>,
     /// Which partitions answer, and which shards lack replicas.
     pub(crate) health: health::Health,
     /// On a cluster with replica acks, a connection to each master by
@@ -207,20 +218,6 @@ fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
         first.code().to_owned(),
         first.details().unwrap_or_default().to_owned(),
     ))
-}
-
-/// Where a store's Redis is.
-#[derive(Clone, Debug)]
-pub(crate) enum Target {
-    Url {
-        url: String,
-        replica_acks: usize,
-    },
-    Sentinel(sentinel::Sentinel),
-    Cluster {
-        seeds: Vec<String>,
-        replica_acks: usize,
-    },
 }
 
 /// TLS to Redis (`rediss://` URLs). By default the server's certificate is
@@ -318,15 +315,9 @@ pub(crate) fn url_at(template: &str, host: &str, port: u16, db: i64) -> String {
 impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
-    pub fn new(
-        target: Target,
-        tls: &Tls,
-        prefix: &str,
-        partitions: usize,
-        timeout: Duration,
-        degraded_pushes: health::DegradedPushes,
-        metrics: Arc<Metrics>,
-    ) -> Result<Store> {
+    pub fn new(config: &crate::Config, metrics: Arc<Metrics>) -> Result<Store> {
+        let (tls, prefix, partitions) = (&config.tls, &config.prefix, config.partitions);
+        let (timeout, replica_acks) = (config.redis_timeout, config.replica_acks);
         if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::Invalid(format!(
                 "partitions {partitions} is out of range: 1 to {}",
@@ -334,20 +325,17 @@ impl Store {
             )));
         }
         let mut cluster = None;
-        let (client, sentinel, replica_acks) = match target {
-            Target::Url { url, replica_acks } => (client(&url, tls)?, None, replica_acks),
-            Target::Sentinel(s) => {
+        let (client, sentinel) = match &config.redis {
+            Redis::Url(url) => (client(url, tls)?, None),
+            Redis::Sentinel(s) => {
                 s.check()?;
-                (sentinel::unresolved(), Some(s.clone()), s.replica_acks)
+                (sentinel::unresolved(), Some(s.clone()))
             }
-            Target::Cluster {
-                seeds,
-                replica_acks,
-            } => {
-                let c = cluster::Cluster::new(seeds, tls, timeout + LATE_REPLY_GRACE)?;
+            Redis::Cluster(seeds) => {
+                let c = cluster::Cluster::new(seeds.clone(), tls, timeout + LATE_REPLY_GRACE)?;
                 let first = c.seed_client()?;
                 cluster = Some(c);
-                (first, None, replica_acks)
+                (first, None)
             }
         };
         // Behind Sentinel, ask once now, so that the first calls go to the
@@ -385,8 +373,9 @@ impl Store {
             sentinel,
             cluster,
             replica_acks,
-            acks: acks::Acks::new(ack_conn, parts.len()),
-            health: health::Health::new(parts.len(), replica_acks, degraded_pushes),
+            acks: coalesce::Coalescer::new(parts.len()),
+            ack_conn: std::sync::RwLock::new(ack_conn),
+            health: health::Health::new(parts.len(), replica_acks, config.degraded_pushes),
             node_conns: Default::default(),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
@@ -755,27 +744,54 @@ impl Store {
             return Ok(self.run_pipeline(op, &pipe, false).await?.0);
         }
         self.check_partitions().await?;
-        let wait_ms = self.timeout.as_millis() as u64 / 2;
+        let route = coalesce::AckRoute {
+            conn: self.ack_conn.read().unwrap().clone().expect("acks are on"),
+            wanted,
+            wait_ms: self.timeout.as_millis() as u64 / 2,
+        };
         let mut reloaded = false;
         loop {
             let to = self.node_conn(part).await;
+            let submits = cmds.iter().map(|cmd| {
+                let write = coalesce::AckedWrite {
+                    cmd: cmd.clone(),
+                    conn: to.clone(),
+                    deadline: Instant::now() + limit,
+                };
+                self.acks.submit(&route, part, write, limit)
+            });
             let sent = self
-                .call_within(
-                    op,
-                    limit,
-                    self.acks
-                        .submit(part, to, cmds.clone(), wanted, wait_ms, limit),
-                )
+                .call_within(op, limit, async {
+                    Ok::<_, redis::RedisError>(futures::future::join_all(submits).await)
+                })
                 .await;
-            let (values, acked) = match sent {
-                Ok(r) => r,
+            let mut values = Vec::with_capacity(cmds.len());
+            let mut acked = wanted;
+            let replies = sent.and_then(|replies| {
+                replies
+                    .into_iter()
+                    .map(|r| {
+                        r.map_err(|e| match e {
+                            Error::Redis { source, .. } => self.error(op, source),
+                            e => e,
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            });
+            match replies {
+                Ok(replies) => {
+                    for (v, n) in replies {
+                        acked = acked.min(n);
+                        values.push(v);
+                    }
+                }
                 Err(e) => {
                     if e.is_unavailable() {
                         self.drop_node_conn(part);
                     }
                     return Err(e);
                 }
-            };
+            }
             let mut out = Vec::with_capacity(values.len());
             let mut missing = false;
             for v in values {

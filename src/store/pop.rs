@@ -122,7 +122,12 @@ impl Batch for Pops {
 }
 
 impl Coalesced for Pops {
+    type Ctx = Arc<Store>;
     const OP: &'static str = "pop";
+
+    fn late(store: &Arc<Store>) -> Error {
+        store.timed_out("pop")
+    }
 
     fn joins(first: &PopRequest, other: &PopRequest) -> bool {
         first.topics == other.topics && first.max_bytes == other.max_bytes

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use redis::Cmd;
 
-use super::coalesce::{Batch, PerJob};
+use super::batch::PerJob;
+use super::coalesce::Batch;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};

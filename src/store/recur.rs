@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use redis::Cmd;
 use tokio::time::Instant;
 
-use super::coalesce::{Batch, PerJob};
+use super::batch::PerJob;
+use super::coalesce::Batch;
 use super::layout::recur_field;
 use super::push::{Push, Pushed};
 use super::reply::Fields;

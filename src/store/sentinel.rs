@@ -26,8 +26,6 @@ pub struct Sentinel {
     pub master: String,
     /// Database on the master.
     pub db: i64,
-    /// Replicas that must have a push before it is acknowledged; 0: none.
-    pub replica_acks: usize,
 }
 
 impl Sentinel {
@@ -95,10 +93,9 @@ impl Store {
             std::mem::take(&mut link.gone).cancel();
         }
         if self.replica_acks > 0 {
-            self.acks.relink(super::conn::Conn::Single(Self::manager(
-                &self.client(),
-                self.timeout,
-            )?));
+            let conn = Self::manager(&self.client(), self.timeout)?;
+            *self.ack_conn.write().unwrap() = Some(super::conn::Conn::Single(conn));
+            self.acks.reset();
         }
         self.relinked.notify_waiters();
         match current {

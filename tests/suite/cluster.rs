@@ -14,7 +14,7 @@ use delayq::{Config, NewJob, Queue};
 
 pub fn cluster_config(c: &TestCluster, partitions: usize) -> Config {
     Config {
-        redis_cluster: c.seeds(),
+        redis: delayq::Redis::Cluster(c.seeds()),
         partitions,
         redis_timeout: Duration::from_secs(2),
         ..Config::default()
@@ -439,9 +439,9 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
                 cluster.nodes[m].restart();
             }
             Fault::MigrateSlot => {
-                let busiest = delayq::store::Keys::partitions("dq", partitions)
+                let busiest = delayq::testing::Keys::partitions("dq", partitions)
                     .into_iter()
-                    .map(|k| delayq::store::layout::slot(k.schedule().as_bytes()))
+                    .map(|k| delayq::testing::slot(k.schedule().as_bytes()))
                     .max_by_key(|&s| {
                         let owner = &cluster.nodes[owner_of(&cluster, s)];
                         let mut c = owner.client().get_connection().unwrap();

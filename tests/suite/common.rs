@@ -12,7 +12,7 @@ pub use crate::redis_server::RedisServer;
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {
-        redis_url: redis.url(),
+        redis: delayq::Redis::Url(redis.url()),
         ..Config::default()
     }
 }

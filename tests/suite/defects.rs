@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use delayq::http::ServerConfig;
-use delayq::store::library::fcall;
-use delayq::store::{push, remove, Keys};
+use delayq::testing::{fcall, push, remove, Keys};
 use delayq::{Config, Error, JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
@@ -360,7 +359,7 @@ async fn an_empty_lease_token_settles_nothing() {
     let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
     cmd.arg("waiting").arg("lease").arg("");
     let reply: (i64, i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
-    assert_eq!(reply.1, delayq::store::Status::Stale as i64);
+    assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Reserved);
     assert!(q.get("waiting").await.unwrap().is_some());
@@ -764,4 +763,65 @@ fn the_bullmq_lock_file_is_in_step_with_package_json() {
             }
         }
     }
+}
+
+/// A lane's sender that dies with its batch at Redis (here: it ran on a
+/// caller's short-lived runtime, shut down meanwhile) does not stop the
+/// later acknowledged writes of its partition: the next one starts a new
+/// sender.
+#[tokio::test(flavor = "multi_thread")]
+async fn acked_writes_go_on_after_their_lane_sender_died() {
+    let (master, _replica) = crate::sentinel::master_and_replica();
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        // No sweep: the acknowledged batch is the only write at Redis.
+        dispatch: false,
+        ..config(&master)
+    })
+    .unwrap();
+    // Functions, clock and connections, made on this runtime.
+    q.push(&job("warm", "t", 60_000, 30_000)).await.unwrap();
+
+    // Writes wait at Redis until unpaused.
+    let _: String = master.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]).await;
+    let (q2, blocked) = (q.clone(), master.client());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.spawn(async move { q2.push(&job("stranded", "t", 60_000, 30_000)).await });
+        rt.block_on(eventually(
+            Duration::from_secs(20),
+            "the acknowledged batch at Redis",
+            || {
+                let blocked = blocked.clone();
+                async move {
+                    let mut c = blocked.get_multiplexed_async_connection().await.ok()?;
+                    let info: String = redis::cmd("INFO")
+                        .arg("clients")
+                        .query_async(&mut c)
+                        .await
+                        .ok()?;
+                    info.contains("blocked_clients:1").then_some(())
+                }
+            },
+        ));
+        // The runtime ends with the batch's sender in it.
+        drop(rt);
+    })
+    .join()
+    .unwrap();
+    let _: String = master.cmd(&["CLIENT", "UNPAUSE"]).await;
+    // Due jobs are dispatched by another instance.
+    let _dispatcher = queue(&master);
+
+    let pushed = q.push(&job("after", "t", 0, 30_000)).await;
+    assert!(pushed.is_ok(), "a later push: {pushed:?}");
+    let d = eventually(Duration::from_secs(10), "the job to pop", || async {
+        q.pop(&topics(&["t"]), Duration::ZERO).await.unwrap()
+    })
+    .await;
+    let nacked = q.nack(&d.id, &d.token, None, "again").await;
+    assert!(nacked.is_ok(), "a later nack: {nacked:?}");
 }

@@ -270,7 +270,7 @@ async fn scenario(faults: &[Fault]) -> Figures {
     // The test's own queue pushes and pops but does not dispatch: the
     // delayq processes do that.
     let q = Queue::connect(Config {
-        redis_url: redis.url(),
+        redis: delayq::Redis::Url(redis.url()),
         dispatch: false,
         redis_timeout: Duration::from_millis(500),
         ..Config::default()

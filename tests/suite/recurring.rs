@@ -601,7 +601,7 @@ async fn thousands_of_every_second_schedules_push_every_tick_once_without_missed
         )
         .await
         .unwrap();
-    let keys = delayq::store::Keys::new(&delayq::Config::default().prefix);
+    let keys = delayq::testing::Keys::new(&delayq::Config::default().prefix);
     let mut pipe = redis::pipe();
     for i in 0..N {
         for t in (first..=last).step_by(1000) {
@@ -694,7 +694,7 @@ async fn a_schedule_stored_before_the_due_index_still_ticks() {
     .await
     .unwrap();
     // As an older delayq left it: the hash and the index of names only.
-    let keys = delayq::store::Keys::new(&delayq::Config::default().prefix);
+    let keys = delayq::testing::Keys::new(&delayq::Config::default().prefix);
     let removed: i64 = redis.cmd(&["ZREM", &keys.recur_due(), "old"]).await;
     assert_eq!(removed, 1);
     let a = DelayqProcess::start(&redis, &[]);

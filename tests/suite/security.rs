@@ -92,7 +92,7 @@ async fn redis_passwords_and_acl_users_work_and_a_wrong_one_is_a_clear_error() {
     );
     for url in [redis.url(), redis.url_as("delayq", "s3cret")] {
         let q = Queue::connect(Config {
-            redis_url: url.clone(),
+            redis: delayq::Redis::Url(url.clone()),
             ..Config::default()
         })
         .unwrap();
@@ -112,7 +112,7 @@ async fn redis_passwords_and_acl_users_work_and_a_wrong_one_is_a_clear_error() {
         q.close().await;
     }
     let q = Queue::connect(Config {
-        redis_url: redis.url_as("delayq", "wrong"),
+        redis: delayq::Redis::Url(redis.url_as("delayq", "wrong")),
         redis_timeout: Duration::from_millis(500),
         ..Config::default()
     })

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use delayq::store::sentinel::Sentinel;
+use delayq::{Redis, Sentinel};
 use delayq::{Config, Error, Queue};
 
 /// A sentinel process watching master `m`, killed on drop.
@@ -149,12 +149,12 @@ async fn failover_ledger(replica_acks: usize) -> (usize, usize) {
     });
 
     let q = Queue::connect(Config {
-        sentinel: Some(Sentinel {
+        redis: Redis::Sentinel(Sentinel {
             sentinels: vec![sentinel.url()],
             master: "m".into(),
             db: 0,
-            replica_acks,
         }),
+        replica_acks,
         redis_timeout: Duration::from_secs(1),
         ..Config::default()
     })
@@ -254,4 +254,33 @@ async fn a_failover_is_followed_and_replica_acks_lose_nothing() {
     // followed.
     let (acked, _lost) = failover_ledger(0).await;
     assert!(acked >= 300);
+}
+
+/// A library user's `Config::replica_acks` holds behind Sentinel too: a
+/// master without replicas refuses pushes that ask for one.
+#[tokio::test(flavor = "multi_thread")]
+async fn config_replica_acks_hold_behind_sentinel() {
+    let master = RedisServer::start_tcp(&[]);
+    let sentinel = SentinelServer::start_with(port_of(&master), 1);
+    wait_until(Duration::from_secs(20), "the sentinel to see the master", || {
+        sentinel.view() == Some((port_of(&master), 0))
+    });
+    let q = Queue::connect(Config {
+        redis: Redis::Sentinel(Sentinel {
+            sentinels: vec![sentinel.url()],
+            master: "m".into(),
+            db: 0,
+        }),
+        replica_acks: 1,
+        ..Config::default()
+    })
+    .unwrap();
+    let pushed = q.push(&job("a", "t", 60_000, 30_000)).await;
+    assert!(
+        matches!(
+            pushed,
+            Err(Error::Unreplicated { .. } | Error::Degraded { .. })
+        ),
+        "a push that asked for a replica the master lacks: {pushed:?}"
+    );
 }

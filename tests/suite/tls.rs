@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
-use delayq::store::Tls;
+use delayq::Tls;
 use delayq::{Config, Queue};
 
 /// A CA, a server certificate for localhost and a client certificate, in
@@ -119,7 +119,7 @@ impl Certs {
 
 fn tls_queue(redis: &RedisServer, tls: Tls) -> Queue {
     Queue::connect(Config {
-        redis_url: redis.url(),
+        redis: delayq::Redis::Url(redis.url()),
         tls,
         redis_timeout: Duration::from_secs(2),
         ..Config::default()
