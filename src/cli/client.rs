@@ -611,16 +611,16 @@ impl Client {
     }
 }
 
+/// What a path segment keeps unescaped: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A job id, topic or name as one path segment (a `/` in it stays in it).
 pub(crate) fn encode(segment: &str) -> String {
-    segment
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
 }
 
 pub(crate) fn job_path(id: &str) -> String {

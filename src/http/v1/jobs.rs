@@ -22,36 +22,22 @@ use crate::retry::RetryPolicy;
 /// of a second allowed) to Unix milliseconds.
 pub fn parse_rfc3339_ms(s: &str) -> Result<i64, String> {
     let bad = |why: &str| format!("{s:?} is not an RFC 3339 time: {why}");
-    // humantime reads UTC ("Z"); an offset is applied here.
-    let (utc, offset_ms) = match s
-        .len()
-        .checked_sub(6)
-        .and_then(|i| s.get(i..).map(|o| (i, o)))
-    {
-        Some((i, o)) if matches!(o.as_bytes()[0], b'+' | b'-') && o.as_bytes()[3] == b':' => {
-            let h: i64 = o[1..3].parse().map_err(|_| bad("bad offset hours"))?;
-            let m: i64 = o[4..6].parse().map_err(|_| bad("bad offset minutes"))?;
-            if h > 23 || m > 59 {
-                return Err(bad("offset out of range"));
-            }
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            (format!("{}Z", &s[..i]), sign * (h * 60 + m) * 60_000)
-        }
-        // humantime's weak form would take a time with no zone as UTC; RFC
-        // 3339 requires one, and a local time read as UTC fires hours off.
-        _ if s.ends_with(['Z', 'z']) => (s.replace(['z'], "Z"), 0),
-        _ => {
-            return Err(bad(
-                "it has no time zone; end it with Z (UTC) or an offset like +08:00",
-            ))
-        }
-    };
-    let t = humantime::parse_rfc3339_weak(&utc).map_err(|e| bad(&e.to_string()))?;
-    let ms = match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_millis()).map_err(|_| bad("too far"))?,
-        Err(e) => -i64::try_from(e.duration().as_millis()).map_err(|_| bad("too far"))?,
-    };
-    Ok(ms - offset_ms)
+    match chrono::DateTime::parse_from_rfc3339(s) {
+        Ok(t) => Ok(t.timestamp_millis()),
+        // RFC 3339 requires a zone; a local time read as UTC fires hours
+        // off, so one without a zone is refused with what to add.
+        Err(_) if has_no_zone(s) => Err(bad(
+            "it has no time zone; end it with Z (UTC) or an offset like +08:00",
+        )),
+        Err(e) => Err(bad(&e.to_string())),
+    }
+}
+
+/// A date and time that would be RFC 3339 with a zone at its end.
+fn has_no_zone(s: &str) -> bool {
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+        .iter()
+        .any(|f| chrono::NaiveDateTime::parse_from_str(s, f).is_ok())
 }
 
 /// Numeric due times below this (Unix ms of March 1973) are refused: they
@@ -511,4 +497,36 @@ pub(super) async fn touch(
         .touch(&id, &spec.token, spec.ttr_ms.map(Duration::from_millis))
         .await?;
     Ok(Json(json!({"id": id, "lease_until_ms": until})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rfc3339_ms;
+
+    #[test]
+    fn rfc3339_times_with_a_zone_read_as_the_same_instant() {
+        let utc = 1_924_992_000_000;
+        for s in [
+            "2031-01-01T00:00:00Z",
+            "2031-01-01t00:00:00z",
+            "2031-01-01 00:00:00Z",
+            "2031-01-01T01:00:00+01:00",
+            "2030-12-31T21:30:00-02:30",
+        ] {
+            assert_eq!(parse_rfc3339_ms(s), Ok(utc), "{s}");
+        }
+        assert_eq!(parse_rfc3339_ms("2031-01-01T00:00:00.250Z"), Ok(utc + 250));
+        for s in ["2031-01-01T00:00:00", "2031-01-01 00:00:00.5"] {
+            let e = parse_rfc3339_ms(s).unwrap_err();
+            assert!(e.contains("no time zone"), "{s}: {e}");
+        }
+        for s in [
+            "yesterday",
+            "2031-01-01T00:00:00+24:00",
+            "2031-13-01T00:00:00Z",
+        ] {
+            let e = parse_rfc3339_ms(s).unwrap_err();
+            assert!(e.contains("not an RFC 3339 time"), "{s}: {e}");
+        }
+    }
 }
