@@ -54,6 +54,7 @@ pub mod shutdown;
 pub mod store;
 pub mod waiters;
 pub mod webhook;
+pub mod wire;
 
 /// delayq's version, as `delayq --version` prints it (in `/healthz` and
 /// `delayq_build_info`).

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common::*;
-use delayq::http::v1::{OPENAPI, ROUTES};
+use delayq::http::v1::{openapi, ROUTES};
 use delayq::http::ServerConfig;
 use serde_json::{json, Value};
 
@@ -73,7 +73,7 @@ async fn server(redis: &RedisServer) -> TestServer {
 
 #[test]
 fn the_openapi_document_lists_exactly_the_routes() {
-    let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     let documented: BTreeSet<(String, String)> = doc["paths"]
         .as_object()
@@ -109,7 +109,7 @@ async fn every_listed_route_is_served_and_the_document_is_too() {
     assert_eq!((status, code(&v)), (404, "no_route"));
     let (status, doc) = api.call("get", "/v1/openapi.json", None).await;
     assert_eq!(status, 200);
-    assert_eq!(doc, serde_json::from_str::<Value>(OPENAPI).unwrap());
+    assert_eq!(doc, serde_json::from_str::<Value>(openapi::json()).unwrap());
     s.stop().await;
 }
 
@@ -465,7 +465,7 @@ async fn retries_dead_letters_and_requeue_over_http() {
 /// document for every route that gives it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_names_each_operation_and_its_401() {
-    let doc: Value = serde_json::from_str(OPENAPI).unwrap();
+    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
