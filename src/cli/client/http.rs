@@ -19,9 +19,9 @@ pub(crate) struct Client {
 
 /// A reply: the server's JSON as it came (what `--json` prints) and read
 /// as its wire type.
-pub(super) struct Reply<T> {
-    pub(super) raw: Value,
-    pub(super) value: T,
+pub(crate) struct Reply<T> {
+    pub(crate) raw: Value,
+    pub(crate) value: T,
 }
 
 impl Client {
@@ -37,7 +37,7 @@ impl Client {
     }
 
     /// Sends a request and reads the reply as `T` (a wire type).
-    pub(super) async fn call<T: DeserializeOwned>(
+    pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -54,7 +54,7 @@ impl Client {
     }
 
     /// [`Client::call`] without a request body.
-    pub(super) async fn fetch<T: DeserializeOwned>(
+    pub(crate) async fn fetch<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
