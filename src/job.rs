@@ -61,7 +61,10 @@ pub enum IfExists {
 }
 
 /// Where a job is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum JobState {
     Delayed,
     Ready,

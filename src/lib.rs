@@ -42,6 +42,8 @@
 //!   [`https`]: the roots its (and the CLI's) https trusts.
 //! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract,
 //!   [`http::v1`] the native API, [`http::ui`] the dashboard.
+//! - [`wire`]: the native API's request and reply types, shared by the
+//!   server, the CLI client and the derived OpenAPI document.
 //! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
@@ -62,6 +64,7 @@ pub mod shutdown;
 pub(crate) mod store;
 pub mod waiters;
 pub mod webhook;
+pub mod wire;
 
 /// delayq's version, as `delayq --version` prints it (in `/healthz` and
 /// `delayq_build_info`).

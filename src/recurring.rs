@@ -31,7 +31,7 @@ use crate::retry::RetryPolicy;
 pub const MAX_NAME_BYTES: usize = 128;
 
 /// What happens to a tick that fell due while no delayq instance ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Missed {
     /// It fires once, late, when delayq is back (later missed ticks do not).

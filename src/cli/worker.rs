@@ -27,8 +27,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use delayq::wire::{
+    Delivery, NackSpec, Nacked, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
+};
+use delayq::JobState;
 use delayq::Shutdown;
-use serde_json::{json, Value};
+use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client::{job_path, Client};
@@ -103,19 +107,20 @@ async fn worker(
 ) -> Result<()> {
     let mut backoff = Duration::from_millis(100);
     loop {
-        let pop = c.send(
-            reqwest::Method::POST,
-            "/v1/pop",
-            Some(json!({"topics": [topic], "max": 1, "wait_ms": POLL.as_millis() as u64})),
-        );
+        let spec = PopSpec {
+            topics: vec![topic.to_owned()],
+            max: 1,
+            wait_ms: POLL.as_millis() as u64,
+        };
+        let pop = c.call::<Popped>(Method::POST, "/v1/pop", Some(&spec));
         let reply = tokio::select! {
             r = pop => r,
             _ = stop.wait() => return Ok(()),
         };
         let job = match reply {
-            Ok(v) => {
+            Ok(reply) => {
                 backoff = Duration::from_millis(100);
-                match v["jobs"].as_array().and_then(|j| j.first()).cloned() {
+                match reply.value.jobs.into_iter().next() {
                     Some(j) => j,
                     None => continue,
                 }
@@ -144,50 +149,41 @@ async fn worker(
 
 /// Runs and settles one job. Err (the job given back) when the command
 /// could not be started: that is not a failed attempt of the job.
-async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) -> Result<()> {
-    let s = |k: &str| job[k].as_str().unwrap_or_default().to_owned();
-    let (id, token) = (s("id"), s("token"));
+async fn handle(c: &Client, job: &Delivery, command: &[String], running: &Running) -> Result<()> {
+    let (id, token) = (&job.id, &job.token);
     // The pop's lease is the job's ttr: the first touch comes a third of
     // it in. Each touch asks for the ttr again, at least EXTENSION, and
     // the next comes a third of that later: two touches in a row may be
     // late or lost before the lease runs out, and a tiny ttr does not
     // have `work` touch hundreds of times a second.
-    let ttr_ms =
-        job["lease_until_ms"].as_i64().unwrap_or(0) - job["popped_at_ms"].as_i64().unwrap_or(0);
-    let ttr_ms = ttr_ms.max(1) as u64;
+    let ttr_ms = (job.lease_until_ms - job.popped_at_ms).max(1) as u64;
     let extension_ms = ttr_ms.max(EXTENSION.as_millis() as u64);
     let touch = async {
         let mut wait = Duration::from_millis((ttr_ms / 3).max(1));
         loop {
             tokio::time::sleep(wait).await;
             wait = Duration::from_millis(extension_ms / 3);
-            let path = format!("{}/touch", job_path(&id));
-            if let Err(e) = c
-                .send(
-                    reqwest::Method::POST,
-                    &path,
-                    Some(json!({ "token": token, "ttr_ms": extension_ms })),
-                )
-                .await
-            {
+            let path = format!("{}/touch", job_path(id));
+            let spec = TouchSpec {
+                token: token.clone(),
+                ttr_ms: Some(extension_ms),
+            };
+            if let Err(e) = c.call::<Touched>(Method::POST, &path, Some(&spec)).await {
                 eprintln!("delayq work: {id}: extending the lease failed: {e:#}");
             }
         }
     };
     let outcome = tokio::select! {
-        o = running.one_at_a_time(&id, run_command(command, job)) => o,
+        o = running.one_at_a_time(id, run_command(command, job)) => o,
         _ = touch => unreachable!("the touch loop never ends"),
     };
     let outcome = match outcome {
         Err(Failure::NotStarted(why)) => {
-            let path = format!("{}/release", job_path(&id));
-            let given_back = c
-                .send(
-                    reqwest::Method::POST,
-                    &path,
-                    Some(json!({ "token": token })),
-                )
-                .await;
+            let path = format!("{}/release", job_path(id));
+            let spec = TokenSpec {
+                token: token.clone(),
+            };
+            let given_back = c.call::<NoContent>(Method::POST, &path, Some(&spec)).await;
             let job_went = match given_back {
                 Ok(_) => "the job was given back".to_owned(),
                 Err(e) => format!("giving the job back failed ({e:#}); it returns after its ttr"),
@@ -197,23 +193,34 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
         Err(Failure::Failed(e)) => Err(e),
         Ok(()) => Ok(()),
     };
-    let (path, body, what) = match &outcome {
-        Ok(()) => (
-            format!("{}/finish", job_path(&id)),
-            json!({ "token": token }),
-            "finished".to_owned(),
-        ),
-        Err(error) => (
-            format!("{}/nack", job_path(&id)),
-            json!({"token": token, "error": error}),
-            format!("failed ({error})"),
-        ),
+    let (settled, what) = match &outcome {
+        Ok(()) => {
+            let path = format!("{}/finish", job_path(id));
+            let spec = TokenSpec {
+                token: token.clone(),
+            };
+            let done = c.call::<NoContent>(Method::POST, &path, Some(&spec)).await;
+            (done.map(|_| None), "finished".to_owned())
+        }
+        Err(error) => {
+            let path = format!("{}/nack", job_path(id));
+            let spec = NackSpec {
+                token: token.clone(),
+                delay_ms: None,
+                error: error.clone(),
+            };
+            let done = c.call::<Nacked>(Method::POST, &path, Some(&spec)).await;
+            (
+                done.map(|r| Some(r.value.state)),
+                format!("failed ({error})"),
+            )
+        }
     };
-    match c.send(reqwest::Method::POST, &path, Some(body)).await {
+    match settled {
         // Its retries used up: say so here, not only in the server's log.
-        Ok(v) if v["state"] == delayq::JobState::Dead.as_str() => eprintln!(
+        Ok(Some(JobState::Dead)) => eprintln!(
             "delayq work: {id} {what}; it is dead (no attempts left): see `delayq dead list {}`",
-            job["topic"].as_str().unwrap_or_default()
+            job.topic
         ),
         Ok(_) => eprintln!("delayq work: {id} {what}"),
         Err(e) => eprintln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
@@ -251,7 +258,7 @@ fn check_program(program: &str) -> Result<()> {
 }
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
-async fn run_command(command: &[String], job: &Value) -> std::result::Result<(), Failure> {
+async fn run_command(command: &[String], job: &Delivery) -> std::result::Result<(), Failure> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.
@@ -278,18 +285,15 @@ async fn run_command(command: &[String], job: &Value) -> std::result::Result<(),
     }
     let mut child = cmd
         .args(&command[1..])
-        .env("DELAYQ_JOB_ID", job["id"].as_str().unwrap_or_default())
-        .env(
-            "DELAYQ_JOB_TOPIC",
-            job["topic"].as_str().unwrap_or_default(),
-        )
-        .env("DELAYQ_JOB_ATTEMPT", job["attempts"].to_string())
+        .env("DELAYQ_JOB_ID", &job.id)
+        .env("DELAYQ_JOB_TOPIC", &job.topic)
+        .env("DELAYQ_JOB_ATTEMPT", job.attempts.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Failure::NotStarted(format!("cannot run {}: {e}", command[0])))?;
-    let body = job["body"].as_str().unwrap_or_default().as_bytes().to_vec();
+    let body = job.body.as_bytes().to_vec();
     let stdin = child.stdin.take();
     let write = async move {
         if let Some(mut stdin) = stdin {

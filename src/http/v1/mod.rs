@@ -12,13 +12,18 @@
 //! | 422 | a value breaks a documented limit (`invalid`) |
 //! | 503 | Redis unreachable or too slow (`unavailable`) |
 //!
-//! One module per resource: [`jobs`] (push, get, delete, reschedule,
-//! finish, nack, touch), [`pop`], [`topics`] (counts and dead letters),
+//! Request and reply bodies are the types of [`crate::wire`]. One module per
+//! resource: [`jobs`] (push, get, delete, reschedule), [`lease`] (finish,
+//! release, nack, touch), [`pop`], [`topics`] (counts, listings, dead
+//! letters, pause), [`schedules`] (recurring schedules and rate limits),
 //! [`ops`] (health, readiness, metrics, the OpenAPI document). Every route
 //! is one row of [`ROUTES`]: the router is built from it, and the tests
-//! check the OpenAPI document (`/v1/openapi.json`) against it.
+//! check the OpenAPI document ([`openapi`], derived from the handlers and
+//! the wire types) against it.
 
 pub mod jobs;
+pub mod lease;
+pub mod openapi;
 pub mod ops;
 pub mod pop;
 pub mod schedules;
@@ -33,11 +38,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 
 use super::body::{read_body, BodyError};
 use super::AppState;
 use crate::error::Error;
+use crate::wire::{ErrorBody, ErrorReply};
 
 /// One route: method, path, the handler that serves it, and whether that
 /// handler changes the queue (a read-only dashboard may not call it).
@@ -85,10 +90,10 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/jobs/{id}/reschedule", || {
         post(jobs::reschedule)
     }),
-    write("post", "/v1/jobs/{id}/finish", || post(jobs::finish)),
-    write("post", "/v1/jobs/{id}/nack", || post(jobs::nack)),
-    write("post", "/v1/jobs/{id}/release", || post(jobs::release)),
-    write("post", "/v1/jobs/{id}/touch", || post(jobs::touch)),
+    write("post", "/v1/jobs/{id}/finish", || post(lease::finish)),
+    write("post", "/v1/jobs/{id}/nack", || post(lease::nack)),
+    write("post", "/v1/jobs/{id}/release", || post(lease::release)),
+    write("post", "/v1/jobs/{id}/touch", || post(lease::touch)),
     write("post", "/v1/pop", || post(pop::pop)),
     route("get", "/v1/topics", || get(topics::topics)),
     route("get", "/v1/topics/{topic}/dead", || get(topics::dead_list)),
@@ -123,8 +128,30 @@ pub const ROUTES: &[Route] = &[
     route("get", "/metrics", || get(ops::metrics)),
 ];
 
-/// The OpenAPI 3.1 description of the native API.
-pub const OPENAPI: &str = include_str!("../openapi.json");
+/// The path segments routes take, for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct JobId {
+    #[param(max_length = 256)]
+    id: String,
+}
+
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct TopicName {
+    #[param(max_length = 128)]
+    topic: String,
+}
+
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct ScheduleName {
+    #[param(max_length = 128)]
+    name: String,
+}
 
 /// The router, built from [`ROUTES`] (methods of one path merged).
 pub fn routes() -> Router<AppState> {
@@ -164,14 +191,18 @@ impl ApiError {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
     }
-    pub(crate) fn body(&self) -> serde_json::Value {
-        json!({"code": self.code, "message": self.message})
+    pub(crate) fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code.to_owned(),
+            message: self.message.clone(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.body() }))).into_response()
+        let reply = ErrorReply { error: self.body() };
+        (self.status, Json(reply)).into_response()
     }
 }
 

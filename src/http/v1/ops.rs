@@ -4,74 +4,83 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
-use super::OPENAPI;
 use crate::http::AppState;
+use crate::wire::{Health, MasterMemory, Readiness, Shard};
 
+/// This document
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "getOpenApi",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
 pub(super) async fn openapi() -> Response {
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
-        OPENAPI,
+        super::openapi::json(),
     )
         .into_response()
 }
 
-/// Alive, and which build: the version `delayq --version` prints.
-pub(super) async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok", "version": crate::VERSION}))
+/// The process is alive, and its version
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz",
+    responses((status = 200, description = "Alive", body = Health)))]
+pub(super) async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+        version: crate::VERSION.into(),
+    })
 }
 
-/// Ready to serve: Redis answers, the subscriber is connected, and Redis
-/// can take new jobs: not at `maxmemory` (where pushes are refused, though
-/// pops and finishes go on) and not set to evict keys that hold jobs.
+/// Redis answers, the subscriber is connected, and Redis can take jobs
+///
+/// Not at `maxmemory` (where pushes are refused, though pops and finishes
+/// go on) and not set to evict keys that hold jobs.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz",
+    responses(
+        (status = 200, description = "Ready", body = Readiness),
+        (status = 503, description = "Not ready", body = Readiness),
+    ))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     let q = &state.queue;
-    let mut error = None;
-    let (redis, memory) = match q.memory().await {
-        Ok(m) if m.evicting() => (true, "evicting"),
-        Ok(m) if m.full() => (true, "full"),
-        Ok(_) => (true, "ok"),
+    let mut body = Readiness::default();
+    let memory = match q.memory().await {
+        Ok(m) if m.evicting() => "evicting",
+        Ok(m) if m.full() => "full",
+        Ok(_) => "ok",
         // A server that keeps INFO from delayq's user: PING says enough.
         Err(_) => match q.ping().await {
-            Ok(()) => (true, "unknown"),
+            Ok(()) => "unknown",
             Err(e) => {
-                error = Some(e.to_string());
-                (false, "unknown")
+                body.error = Some(e.to_string());
+                "unknown"
             }
         },
     };
-    let subscriber = q.subscriber_connected();
-    let status = if redis && subscriber && matches!(memory, "ok" | "unknown") {
+    body.redis = body.error.is_none();
+    body.memory = memory.into();
+    body.subscriber = q.subscriber_connected();
+    let status = if body.redis && body.subscriber && matches!(memory, "ok" | "unknown") {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let mut body = json!({"redis": redis, "subscriber": subscriber, "memory": memory});
-    if let Some(e) = error {
-        body["error"] = json!(e);
-    }
-    let shards = q.shards();
-    if !shards.is_empty() {
-        // A shard short of replicas or not answering is named, with its
-        // partitions: the rest of the queue works on.
-        body["shards"] = shards
-            .iter()
-            .map(|s| json!({"node": s.node, "state": s.state, "replicas": s.replicas, "partitions": s.partitions}))
-            .collect();
-        let troubled: Vec<&str> = shards
-            .iter()
-            .filter(|s| s.state != "ok")
-            .map(|s| s.state)
-            .collect();
-        if !troubled.is_empty() {
-            body["degraded"] = json!(true);
-        }
+    // A shard short of replicas or not answering is named, with its
+    // partitions: the rest of the queue works on.
+    body.shards = q
+        .shards()
+        .into_iter()
+        .map(|s| Shard {
+            node: s.node,
+            state: s.state.into(),
+            replicas: s.replicas.map(|r| r as u64),
+            partitions: s.partitions,
+        })
+        .collect();
+    if body.shards.iter().any(|s| s.state != "ok") {
+        body.degraded = Some(true);
     }
     if q.on_cluster() {
         // Each master's own state: the one that is full is named.
         if let Ok(masters) = q.memories().await {
-            body["masters"] = masters
+            body.masters = masters
                 .into_iter()
                 .map(|(node, m)| {
                     let memory = if m.evicting() {
@@ -81,7 +90,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
                     } else {
                         "ok"
                     };
-                    json!({"node": node, "memory": memory, "used_bytes": m.used_bytes, "max_bytes": m.max_bytes})
+                    MasterMemory {
+                        node,
+                        memory: memory.into(),
+                        used_bytes: m.used_bytes,
+                        max_bytes: m.max_bytes,
+                    }
                 })
                 .collect();
         }
@@ -89,8 +103,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// Prometheus text format. Queue depths are read from Redis at scrape time
-/// (and left out while Redis is away; `delayq_redis_errors_total` says so).
+/// Prometheus metrics (text exposition format)
+///
+/// Queue depths are read from Redis at scrape time (and left out while
+/// Redis is away; `delayq_redis_errors_total` says so).
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics",
+    responses((status = 200, description = "Metrics", body = String, content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let q = &state.queue;
     (

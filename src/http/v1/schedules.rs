@@ -6,54 +6,20 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use super::jobs::RetrySpec;
+use super::jobs::retry_policy;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
-use crate::recurring::{Missed, Recurring, RecurringState};
+use crate::recurring::{Recurring, RecurringState};
 use crate::store::rate::RateLimit;
+use crate::wire::{ErrorReply, Rate, RateSpec, Schedule, ScheduleSpec, Schedules};
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields)]
-struct RecurringSpec {
-    topic: String,
-    cron: String,
-    timezone: Option<String>,
-    #[serde(default)]
-    body: String,
-    ttr_ms: Option<u64>,
-    retry: Option<RetrySpec>,
-    #[serde(default)]
-    missed: Missed,
-}
-
-#[derive(Serialize)]
-pub(super) struct RecurringView {
-    name: String,
-    topic: String,
-    cron: String,
-    timezone: String,
-    body: String,
-    ttr_ms: u64,
-    retry: Option<serde_json::Value>,
-    missed: Missed,
-    last_tick_ms: i64,
-    next_fire_ms: Option<i64>,
-}
-
-impl From<RecurringState> for RecurringView {
+impl From<RecurringState> for Schedule {
     fn from(s: RecurringState) -> Self {
         let r = s.schedule;
-        RecurringView {
+        Schedule {
             name: s.name,
-            retry: r.retry.map(|p| {
-                json!({
-                    "intervals_ms": p.intervals.iter().map(|d| d.as_millis() as u64).collect::<Vec<_>>(),
-                    "max_attempts": p.max_attempts,
-                })
-            }),
+            retry: r.retry.as_ref().map(Into::into),
             topic: r.topic,
             cron: r.cron,
             timezone: r.timezone,
@@ -82,12 +48,16 @@ fn not_found(name: &str) -> ApiError {
     )
 }
 
+/// Create or replace a recurring schedule
+#[utoipa::path(put, path = "/v1/recurring/{name}", operation_id = "putRecurring",
+    params(super::ScheduleName), request_body = ScheduleSpec,
+    responses((status = 200, description = "The schedule with its next fire time", body = Schedule)))]
 pub(super) async fn put(
     State(state): State<AppState>,
     Segment(name): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<RecurringView>> {
-    let spec: RecurringSpec = parse(&state, body)?;
+) -> ApiResult<Json<Schedule>> {
+    let spec: ScheduleSpec = parse(&state, body)?;
     let schedule = Recurring {
         topic: spec.topic,
         cron: spec.cron,
@@ -96,7 +66,7 @@ pub(super) async fn put(
         ttr_ms: spec
             .ttr_ms
             .unwrap_or(crate::job::DEFAULT_TTR.as_millis() as u64),
-        retry: spec.retry.as_ref().map(RetrySpec::to_policy).transpose()?,
+        retry: spec.retry.as_ref().map(retry_policy).transpose()?,
         missed: spec.missed,
     };
     state.queue.put_recurring(&name, &schedule).await?;
@@ -108,10 +78,17 @@ pub(super) async fn put(
     Ok(Json(s.into()))
 }
 
+/// Show one recurring schedule
+#[utoipa::path(get, path = "/v1/recurring/{name}", operation_id = "getRecurring",
+    params(super::ScheduleName),
+    responses(
+        (status = 200, description = "The schedule", body = Schedule),
+        (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
+    ))]
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<RecurringView>> {
+) -> ApiResult<Json<Schedule>> {
     let s = state
         .queue
         .recurring(&name)
@@ -120,17 +97,27 @@ pub(super) async fn get_one(
     Ok(Json(s.into()))
 }
 
-pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    let all: Vec<RecurringView> = state
+/// List the recurring schedules with their next fire times
+#[utoipa::path(get, path = "/v1/recurring", operation_id = "listRecurring",
+    responses((status = 200, description = "Every schedule", body = Schedules)))]
+pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedules>> {
+    let schedules = state
         .queue
         .list_recurring()
         .await?
         .into_iter()
         .map(Into::into)
         .collect();
-    Ok(Json(json!({ "schedules": all })))
+    Ok(Json(Schedules { schedules }))
 }
 
+/// Delete a recurring schedule
+#[utoipa::path(delete, path = "/v1/recurring/{name}", operation_id = "deleteRecurring",
+    params(super::ScheduleName),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
+    ))]
 pub(super) async fn delete(
     State(state): State<AppState>,
     Segment(name): Segment,
@@ -142,18 +129,15 @@ pub(super) async fn delete(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RateSpec {
-    per_second: f64,
-    burst: Option<u32>,
-}
-
+/// Limit how fast a topic's jobs are handed out
+#[utoipa::path(put, path = "/v1/topics/{topic}/rate", operation_id = "setRateLimit",
+    params(super::TopicName), request_body = RateSpec,
+    responses((status = 200, description = "The limit set", body = Rate)))]
 pub(super) async fn rate_put(
     State(state): State<AppState>,
     Segment(topic): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<Rate>> {
     let spec: RateSpec = parse(&state, body)?;
     let limit = RateLimit {
         per_second: spec.per_second,
@@ -162,23 +146,41 @@ pub(super) async fn rate_put(
             .unwrap_or_else(|| spec.per_second.ceil().max(1.0) as u32),
     };
     state.queue.set_rate(&topic, limit).await?;
-    Ok(Json(
-        json!({"topic": topic, "per_second": limit.per_second, "burst": limit.burst}),
-    ))
+    Ok(Json(Rate {
+        topic,
+        per_second: limit.per_second,
+        burst: limit.burst,
+    }))
 }
 
+/// Show a topic's rate limit
+#[utoipa::path(get, path = "/v1/topics/{topic}/rate", operation_id = "getRateLimit",
+    params(super::TopicName),
+    responses(
+        (status = 200, description = "The limit", body = Rate),
+        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
+    ))]
 pub(super) async fn rate_get(
     State(state): State<AppState>,
     Segment(topic): Segment,
-) -> ApiResult<Json<serde_json::Value>> {
-    match state.queue.rates().await?.get(&topic) {
-        Some(l) => Ok(Json(
-            json!({"topic": topic, "per_second": l.per_second, "burst": l.burst}),
-        )),
+) -> ApiResult<Json<Rate>> {
+    match state.queue.rates().await?.remove(&topic) {
+        Some(l) => Ok(Json(Rate {
+            topic,
+            per_second: l.per_second,
+            burst: l.burst,
+        })),
         None => Err(no_limit(&topic)),
     }
 }
 
+/// Remove a topic's rate limit
+#[utoipa::path(delete, path = "/v1/topics/{topic}/rate", operation_id = "clearRateLimit",
+    params(super::TopicName),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
+    ))]
 pub(super) async fn rate_delete(
     State(state): State<AppState>,
     Segment(topic): Segment,

@@ -1,63 +1,71 @@
-//! `/v1/topics`: counts per topic, and each topic's dead letters (list,
-//! requeue, purge).
-
-use std::collections::BTreeMap;
+//! `/v1/topics`: counts per topic, a topic's jobs, its dead letters (list,
+//! requeue, purge), pause and resume; `/v1/schedule`.
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use super::jobs::JobView;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
-use crate::store::TopicCounts;
+use crate::wire::{
+    self, DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, Topics,
+    Upcoming, UpcomingQuery,
+};
 
-#[derive(Serialize)]
-pub(super) struct TopicsView {
-    topics: BTreeMap<String, TopicCounts>,
-    rates: BTreeMap<String, crate::store::rate::RateLimit>,
-    next_due_ms: Option<i64>,
-    waiting_pops: usize,
-    /// Partitions whose master did not answer (left out of the counts).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    unavailable_partitions: Vec<usize>,
-}
-
-pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<TopicsView>> {
+/// Job counts per topic and state
+#[utoipa::path(get, path = "/v1/topics", operation_id = "listTopics",
+    responses((status = 200, description = "Counts", body = Topics)))]
+pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topics>> {
     let o = state.queue.topics().await?;
-    Ok(Json(TopicsView {
-        rates: state.queue.rates().await?,
-        topics: o.topics,
+    let rates = state.queue.rates().await?;
+    Ok(Json(Topics {
+        rates: rates
+            .into_iter()
+            .map(|(t, l)| {
+                let limit = wire::RateLimit {
+                    per_second: l.per_second,
+                    burst: l.burst,
+                };
+                (t, limit)
+            })
+            .collect(),
+        topics: o
+            .topics
+            .into_iter()
+            .map(|(t, c)| {
+                let counts = wire::TopicCounts {
+                    delayed: c.delayed,
+                    ready: c.ready,
+                    reserved: c.reserved,
+                    dead: c.dead,
+                    paused: c.paused,
+                };
+                (t, counts)
+            })
+            .collect(),
         next_due_ms: o.next_due_ms,
         waiting_pops: state.queue.waiting_pops(),
         unavailable_partitions: o.unavailable_partitions,
     }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Page {
-    #[serde(default)]
-    offset: usize,
-    #[serde(default = "fifty")]
-    limit: usize,
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
 }
 
-fn fifty() -> usize {
-    50
-}
-
+/// List dead jobs, oldest first
+#[utoipa::path(get, path = "/v1/topics/{topic}/dead", operation_id = "listDeadJobs",
+    params(super::TopicName, DeadQuery),
+    responses((status = 200, description = "A page of dead jobs", body = DeadPage)))]
 pub(super) async fn dead_list(
     State(state): State<AppState>,
     Segment(topic): Segment,
-    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
-    let Query(page) =
-        page.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    page: Result<Query<DeadQuery>, QueryRejection>,
+) -> ApiResult<Json<DeadPage>> {
+    let page = query(page)?;
     if !(1..=1000).contains(&page.limit) {
         return Err(ApiError::invalid(format!(
             "limit {} is out of range 1 to 1000",
@@ -65,61 +73,51 @@ pub(super) async fn dead_list(
         )));
     }
     let jobs = state.queue.dead(&topic, page.offset, page.limit).await?;
-    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
-    Ok(Json(
-        json!({"topic": topic, "offset": page.offset, "jobs": jobs}),
-    ))
+    Ok(Json(DeadPage {
+        topic,
+        offset: page.offset,
+        jobs: jobs.into_iter().map(Into::into).collect(),
+    }))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RequeueSpec {
-    /// Ids to requeue; absent or empty = all dead jobs of the topic.
-    #[serde(default)]
-    ids: Vec<String>,
-}
-
+/// Requeue dead jobs (the ids given, or all) with fresh attempts
+#[utoipa::path(post, path = "/v1/topics/{topic}/dead/requeue", operation_id = "requeueDeadJobs",
+    params(super::TopicName), request_body(content = Option<RequeueSpec>, description = "No body: every dead job of the topic"),
+    responses((status = 200, description = "How many were requeued", body = Requeued)))]
 pub(super) async fn dead_requeue(
     State(state): State<AppState>,
     Segment(topic): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<Requeued>> {
     let spec: RequeueSpec = match &body {
         Ok(b) if b.is_empty() => RequeueSpec::default(),
         _ => parse(&state, body)?,
     };
-    let n = state.queue.requeue_dead(&topic, &spec.ids).await?;
-    Ok(Json(json!({"topic": topic, "requeued": n})))
+    let requeued = state.queue.requeue_dead(&topic, &spec.ids).await?;
+    Ok(Json(Requeued { topic, requeued }))
 }
 
+/// Delete every dead job of the topic
+#[utoipa::path(delete, path = "/v1/topics/{topic}/dead", operation_id = "purgeDeadJobs",
+    params(super::TopicName),
+    responses((status = 200, description = "How many were deleted", body = Purged)))]
 pub(super) async fn dead_purge(
     State(state): State<AppState>,
     Segment(topic): Segment,
-) -> ApiResult<Json<serde_json::Value>> {
-    let n = state.queue.purge_dead(&topic).await?;
-    Ok(Json(json!({"topic": topic, "purged": n})))
+) -> ApiResult<Json<Purged>> {
+    let purged = state.queue.purge_dead(&topic).await?;
+    Ok(Json(Purged { topic, purged }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Listing {
-    state: Option<String>,
-    cursor: Option<String>,
-    #[serde(default = "fifty")]
-    limit: usize,
-}
-
-fn query<T>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> ApiResult<T> {
-    q.map(|Query(q)| q)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))
-}
-
-/// `GET /v1/topics/{topic}/jobs?state=delayed|ready|reserved|dead`: a page.
+/// A page of a topic's jobs in one state
+#[utoipa::path(get, path = "/v1/topics/{topic}/jobs", operation_id = "listJobs",
+    params(super::TopicName, JobsQuery),
+    responses((status = 200, description = "A page of jobs", body = JobsPage)))]
 pub(super) async fn jobs(
     State(state): State<AppState>,
     Segment(topic): Segment,
-    q: Result<Query<Listing>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+    q: Result<Query<JobsQuery>, QueryRejection>,
+) -> ApiResult<Json<JobsPage>> {
     let q = query(q)?;
     let job_state = match q.state.as_deref() {
         Some(name) => name.parse().map_err(ApiError::invalid)?,
@@ -129,43 +127,56 @@ pub(super) async fn jobs(
         .queue
         .list_jobs(&topic, job_state, q.cursor.as_deref(), q.limit)
         .await?;
-    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
-    Ok(Json(
-        json!({"topic": topic, "state": job_state.as_str(), "jobs": jobs, "next_cursor": next}),
-    ))
+    Ok(Json(JobsPage {
+        topic,
+        state: job_state.as_str().to_owned(),
+        jobs: jobs.into_iter().map(Into::into).collect(),
+        next_cursor: next,
+    }))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct Upcoming {
-    cursor: Option<String>,
-    #[serde(default = "fifty")]
-    limit: usize,
-}
-
-/// `GET /v1/schedule`: what falls due next, every topic.
+/// What falls due next, every topic
+#[utoipa::path(get, path = "/v1/schedule", operation_id = "listUpcoming",
+    params(UpcomingQuery),
+    responses((status = 200, description = "A page of jobs, soonest first", body = Upcoming)))]
 pub(super) async fn schedule(
     State(state): State<AppState>,
-    q: Result<Query<Upcoming>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<serde_json::Value>> {
+    q: Result<Query<UpcomingQuery>, QueryRejection>,
+) -> ApiResult<Json<Upcoming>> {
     let q = query(q)?;
     let (jobs, next) = state.queue.upcoming(q.cursor.as_deref(), q.limit).await?;
-    let jobs: Vec<JobView> = jobs.into_iter().map(Into::into).collect();
-    Ok(Json(json!({"jobs": jobs, "next_cursor": next})))
+    Ok(Json(Upcoming {
+        jobs: jobs.into_iter().map(Into::into).collect(),
+        next_cursor: next,
+    }))
 }
 
+/// Stop handing out a topic's jobs (they still fall due)
+#[utoipa::path(post, path = "/v1/topics/{topic}/pause", operation_id = "pauseTopic",
+    params(super::TopicName),
+    responses((status = 200, description = "Paused", body = Paused)))]
 pub(super) async fn pause(
     State(state): State<AppState>,
     Segment(topic): Segment,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<Paused>> {
     state.queue.pause(&topic).await?;
-    Ok(Json(json!({"topic": topic, "paused": true})))
+    Ok(Json(Paused {
+        topic,
+        paused: true,
+    }))
 }
 
+/// Hand out a paused topic's jobs again
+#[utoipa::path(post, path = "/v1/topics/{topic}/resume", operation_id = "resumeTopic",
+    params(super::TopicName),
+    responses((status = 200, description = "Resumed", body = Paused)))]
 pub(super) async fn resume(
     State(state): State<AppState>,
     Segment(topic): Segment,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<Paused>> {
     state.queue.resume(&topic).await?;
-    Ok(Json(json!({"topic": topic, "paused": false})))
+    Ok(Json(Paused {
+        topic,
+        paused: false,
+    }))
 }

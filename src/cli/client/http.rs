@@ -1,0 +1,145 @@
+//! Sending a request to the server and reading its reply.
+
+use anyhow::{bail, Context, Result};
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::ClientArgs;
+
+#[derive(Clone)]
+pub(crate) struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    /// `--json`: print the server's JSON as it came.
+    pub(super) json: bool,
+}
+
+/// A reply: the server's JSON as it came (what `--json` prints) and read
+/// as its wire type.
+pub(crate) struct Reply<T> {
+    pub(crate) raw: Value,
+    pub(crate) value: T,
+}
+
+impl Client {
+    pub(super) fn new(args: &ClientArgs) -> Client {
+        Client {
+            http: delayq::https::client_builder()
+                .build()
+                .expect("an HTTP client"),
+            base: server_base(&args.server),
+            token: args.token.clone(),
+            json: args.json,
+        }
+    }
+
+    /// Sends a request and reads the reply as `T` (a wire type).
+    pub(crate) async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&impl Serialize>,
+    ) -> Result<Reply<T>> {
+        let body = body
+            .map(serde_json::to_value)
+            .transpose()
+            .context("encoding the request")?;
+        let raw = self.send(method, path, body).await?;
+        let value = T::deserialize(&raw)
+            .with_context(|| format!("unexpected reply from {}{path}: {raw}", self.base))?;
+        Ok(Reply { raw, value })
+    }
+
+    /// [`Client::call`] without a request body.
+    pub(crate) async fn fetch<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> Result<Reply<T>> {
+        self.call(method, path, None::<&()>).await
+    }
+
+    /// Sends a request; a non-2xx reply becomes an error with the server's
+    /// message. An empty reply (204) reads as `{}`.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.body(b.to_string());
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach delayq at {} (is it running? --server)",
+                self.base
+            )
+        })?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        let value: Value = if text.is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(&text).with_context(|| format!("not JSON from {url}: {text}"))?
+        };
+        if !status.is_success() {
+            let error = delayq::wire::ErrorReply::deserialize(&value).ok();
+            let msg = error.as_ref().map_or(text.as_str(), |e| &e.error.message);
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                let given = if self.token.is_some() {
+                    "the token given is not the server's"
+                } else {
+                    "no token was given"
+                };
+                bail!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
+            }
+            bail!("{status}: {msg}");
+        }
+        Ok(value)
+    }
+}
+
+use serde::Deserialize as _;
+
+/// What a path segment keeps unescaped: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// A job id, topic or name as one path segment (a `/` in it stays in it).
+pub(super) fn encode(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, SEGMENT).to_string()
+}
+
+pub(crate) fn job_path(id: &str) -> String {
+    format!("/v1/jobs/{}", encode(id))
+}
+
+pub(super) fn topic_path(topic: &str) -> String {
+    format!("/v1/topics/{}", encode(topic))
+}
+
+pub(super) fn recurring_path(name: &str) -> String {
+    format!("/v1/recurring/{}", encode(name))
+}
+
+/// The server's base URL: `HOST:PORT` is taken as `http://HOST:PORT`.
+fn server_base(server: &str) -> String {
+    let base = server.trim().trim_end_matches('/');
+    if base.contains("://") {
+        base.to_owned()
+    } else {
+        format!("http://{base}")
+    }
+}

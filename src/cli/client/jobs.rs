@@ -1,0 +1,210 @@
+//! `push`, `get`, `delete`, `reschedule`, `list`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+use delayq::wire::{
+    DueAt, IfExistsSpec, Job, JobSpec, JobsPage, NoContent, Pushed, RescheduleSpec, Rescheduled,
+};
+use reqwest::Method;
+
+use super::http::{encode, job_path, topic_path, Client};
+use super::out::{local_time, name, or_dash, outln, table};
+use super::{duration_with_unit, ms, parse_at, retry_spec, ClientArgs};
+
+#[derive(Args, Debug)]
+pub struct Push {
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Topic of the job.
+    #[arg(long)]
+    topic: String,
+    /// Job id (generated when absent).
+    #[arg(long)]
+    id: Option<String>,
+    /// Body (a string).
+    #[arg(long, default_value = "")]
+    body: String,
+    /// Delay, with a unit: 500ms, 30s, 2m, 1h, 15d.
+    #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
+    delay: Option<Duration>,
+    /// Absolute due time: Unix milliseconds or RFC 3339 with a zone
+    /// (2027-03-28T09:00:00Z, ...+08:00).
+    #[arg(long, value_parser = parse_at)]
+    at: Option<DueAt>,
+    /// Time to run.
+    #[arg(long, value_parser = duration_with_unit)]
+    ttr: Option<Duration>,
+    /// Retry intervals, e.g. "2m,10m,1h".
+    #[arg(long)]
+    retry: Option<String>,
+    /// Most attempts in all.
+    #[arg(long)]
+    max_attempts: Option<u32>,
+    /// Leave an existing job with this id alone.
+    #[arg(long)]
+    keep: bool,
+}
+
+impl Push {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let spec = JobSpec {
+            id: self.id,
+            topic: self.topic,
+            body: self.body,
+            delay_ms: self.delay.map(ms),
+            due_at: self.at,
+            ttr_ms: self.ttr.map(ms),
+            retry: retry_spec(&self.retry, self.max_attempts)?,
+            if_exists: if self.keep {
+                IfExistsSpec::Keep
+            } else {
+                IfExistsSpec::Replace
+            },
+        };
+        let reply = c
+            .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))
+            .await?;
+        c.show(&reply, |p, o| {
+            let due = local_time(Some(p.due_at_ms));
+            outln!(o, "{} {} (due at {due})", p.outcome.as_str(), p.id)
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Get {
+    id: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl Get {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let reply = c.fetch::<Job>(Method::GET, &job_path(&self.id)).await?;
+        c.show(&reply, |j, o| {
+            let time = |ms: Option<i64>| ms.map(|ms| local_time(Some(ms)));
+            let fields = [
+                ("id", Some(j.id.clone())),
+                ("topic", Some(j.topic.clone())),
+                ("state", Some(name(&j.state))),
+                ("due_at_ms", time(Some(j.due_at_ms))),
+                ("ttr_ms", Some(j.ttr_ms.to_string())),
+                ("attempts", Some(j.attempts.to_string())),
+                ("lease_until_ms", time(j.lease_until_ms)),
+                ("dead_at_ms", time(j.dead_at_ms)),
+                ("last_error", j.last_error.clone()),
+                ("body", Some(j.body.clone())),
+            ];
+            for (key, shown) in fields {
+                if let Some(shown) = shown {
+                    outln!(o, "{key:>15}: {shown}");
+                }
+            }
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Delete {
+    id: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl Delete {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let reply = c
+            .fetch::<NoContent>(Method::DELETE, &job_path(&self.id))
+            .await?;
+        c.show(&reply, |_, o| outln!(o, "deleted {}", self.id))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Reschedule {
+    id: String,
+    /// Due after this long: 30s, 2m, 15d.
+    #[arg(long, value_parser = duration_with_unit, conflicts_with = "at")]
+    delay: Option<Duration>,
+    /// Due at: Unix milliseconds or RFC 3339 with a zone.
+    #[arg(long, value_parser = parse_at)]
+    at: Option<DueAt>,
+    #[arg(long)]
+    body: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl Reschedule {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let spec = RescheduleSpec {
+            delay_ms: self.delay.map(ms),
+            due_at: self.at,
+            body: self.body,
+        };
+        let path = format!("{}/reschedule", job_path(&self.id));
+        let reply = c
+            .call::<Rescheduled>(Method::POST, &path, Some(&spec))
+            .await?;
+        c.show(&reply, |r, o| {
+            outln!(o, "{}: due at {}", self.id, local_time(Some(r.due_at_ms)))
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct List {
+    topic: String,
+    #[arg(long, default_value = "delayed", value_parser = delayq::JobState::NAMES)]
+    state: String,
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// The next_cursor a previous page printed.
+    #[arg(long)]
+    cursor: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl List {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let mut path = format!(
+            "{}/jobs?state={}&limit={}",
+            topic_path(&self.topic),
+            self.state,
+            self.limit
+        );
+        if let Some(cursor) = &self.cursor {
+            path.push_str(&format!("&cursor={}", encode(cursor)));
+        }
+        let reply = c.fetch::<JobsPage>(Method::GET, &path).await?;
+        c.show(&reply, |page, o| {
+            let mut rows =
+                vec![["id", "state", "attempts", "due at", "last error"].map(String::from)];
+            for j in &page.jobs {
+                rows.push([
+                    j.id.clone(),
+                    name(&j.state),
+                    j.attempts.to_string(),
+                    local_time(Some(j.due_at_ms)),
+                    or_dash(&j.last_error),
+                ]);
+            }
+            if rows.len() == 1 {
+                outln!(o, "none");
+            } else {
+                table(o, &rows);
+            }
+            if let Some(next) = &page.next_cursor {
+                outln!(o, "more: --cursor {next}");
+            }
+        })
+    }
+}

@@ -1,0 +1,208 @@
+//! `recurring put|list|get|delete`, `rate set|get|clear`.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use delayq::wire::{self, NoContent, RateSpec, Schedule, ScheduleSpec, Schedules};
+use delayq::Missed;
+use reqwest::Method;
+
+use super::http::{recurring_path, topic_path, Client};
+use super::out::{local_time, name, outln, table};
+use super::{duration_with_unit, ms, retry_spec, ClientArgs};
+
+#[derive(Args, Debug)]
+pub struct Recurring {
+    #[command(subcommand)]
+    command: RecurringCommand,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RecurringCommand {
+    /// Create or replace a schedule.
+    Put {
+        name: String,
+        /// Topic of its jobs.
+        #[arg(long)]
+        topic: String,
+        /// Six fields, seconds first ("0 0 9 * * *"), or five ("0 9 * * *").
+        #[arg(long)]
+        cron: String,
+        /// IANA time zone of the rule.
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// Body of each job.
+        #[arg(long, default_value = "")]
+        body: String,
+        /// Time to run of each job.
+        #[arg(long, value_parser = duration_with_unit)]
+        ttr: Option<Duration>,
+        /// Retry intervals of each job, e.g. "2m,10m,1h".
+        #[arg(long)]
+        retry: Option<String>,
+        /// Most attempts of each job.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        /// A tick missed while no delayq ran: fire it once, or skip it.
+        #[arg(long, default_value = "fire", value_parser = ["fire", "skip"])]
+        missed: String,
+    },
+    /// List the schedules with their next fire times.
+    List,
+    /// Show one schedule.
+    Get { name: String },
+    /// Delete a schedule.
+    Delete { name: String },
+}
+
+/// One schedule, a field a line.
+fn schedule(s: &Schedule, o: &mut String) {
+    let ttr = s.ttr_ms.to_string();
+    let missed = name(&s.missed);
+    for (key, value) in [
+        ("name", &s.name),
+        ("topic", &s.topic),
+        ("cron", &s.cron),
+        ("timezone", &s.timezone),
+        ("missed", &missed),
+        ("ttr_ms", &ttr),
+        ("body", &s.body),
+    ] {
+        outln!(o, "{key:>10}: {value}");
+    }
+    outln!(o, "{:>10}: {}", "next fire", local_time(s.next_fire_ms));
+}
+
+impl Recurring {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        match self.command {
+            RecurringCommand::Put {
+                name,
+                topic,
+                cron,
+                timezone,
+                body,
+                ttr,
+                retry,
+                max_attempts,
+                missed,
+            } => {
+                let spec = ScheduleSpec {
+                    topic,
+                    cron,
+                    timezone: Some(timezone),
+                    body,
+                    ttr_ms: ttr.map(ms),
+                    retry: retry_spec(&retry, max_attempts)?,
+                    missed: if missed == "skip" {
+                        Missed::Skip
+                    } else {
+                        Missed::Fire
+                    },
+                };
+                let reply = c
+                    .call::<Schedule>(Method::PUT, &recurring_path(&name), Some(&spec))
+                    .await?;
+                c.show(&reply, schedule)
+            }
+            RecurringCommand::Get { name } => {
+                let reply = c
+                    .fetch::<Schedule>(Method::GET, &recurring_path(&name))
+                    .await?;
+                c.show(&reply, schedule)
+            }
+            RecurringCommand::List => {
+                let reply = c.fetch::<Schedules>(Method::GET, "/v1/recurring").await?;
+                c.show(&reply, |all, o| {
+                    let mut rows =
+                        vec![["name", "topic", "cron", "time zone", "next fire"].map(String::from)];
+                    for s in &all.schedules {
+                        rows.push([
+                            s.name.clone(),
+                            s.topic.clone(),
+                            s.cron.clone(),
+                            s.timezone.clone(),
+                            local_time(s.next_fire_ms),
+                        ]);
+                    }
+                    table(o, &rows);
+                })
+            }
+            RecurringCommand::Delete { name } => {
+                let reply = c
+                    .fetch::<NoContent>(Method::DELETE, &recurring_path(&name))
+                    .await?;
+                c.show(&reply, |_, o| outln!(o, "deleted schedule {name}"))
+            }
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Rate {
+    #[command(subcommand)]
+    command: RateCommand,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RateCommand {
+    /// Limit how fast the topic's jobs are handed out.
+    Set {
+        topic: String,
+        /// Jobs per second.
+        per_second: f64,
+        /// Most jobs at once after a quiet spell (default: the rate).
+        #[arg(long)]
+        burst: Option<u32>,
+    },
+    /// Show the topic's limit.
+    Get { topic: String },
+    /// Remove the topic's limit.
+    Clear { topic: String },
+}
+
+fn rate(r: &wire::Rate, o: &mut String) {
+    outln!(
+        o,
+        "{}: at most {} jobs a second, bursts of {}",
+        r.topic,
+        r.per_second,
+        r.burst
+    )
+}
+
+impl Rate {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        match self.command {
+            RateCommand::Set {
+                topic,
+                per_second,
+                burst,
+            } => {
+                let spec = RateSpec { per_second, burst };
+                let path = format!("{}/rate", topic_path(&topic));
+                let reply = c
+                    .call::<wire::Rate>(Method::PUT, &path, Some(&spec))
+                    .await?;
+                c.show(&reply, rate)
+            }
+            RateCommand::Get { topic } => {
+                let path = format!("{}/rate", topic_path(&topic));
+                let reply = c.fetch::<wire::Rate>(Method::GET, &path).await?;
+                c.show(&reply, rate)
+            }
+            RateCommand::Clear { topic } => {
+                let path = format!("{}/rate", topic_path(&topic));
+                let reply = c.fetch::<NoContent>(Method::DELETE, &path).await?;
+                c.show(&reply, |_, o| outln!(o, "{topic}: no rate limit"))
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! `/v1/jobs/{id}/...` for the lease holder: finish, release, nack, touch.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+
+use super::{parse, ApiResult, Segment};
+use crate::http::AppState;
+use crate::wire::{ErrorReply, NackSpec, Nacked, TokenSpec, TouchSpec, Touched};
+
+/// Finish a leased job
+#[utoipa::path(post, path = "/v1/jobs/{id}/finish", operation_id = "finishJob",
+    params(super::JobId), request_body = TokenSpec,
+    responses(
+        (status = 204, description = "Finished and deleted"),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
+    ))]
+pub(super) async fn finish(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: TokenSpec = parse(&state, body)?;
+    state.queue.finish(&id, &spec.token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Give a leased job back, its attempt uncounted
+///
+/// For a consumer that took it but cannot handle it (the CLI whose output
+/// was closed before the token got out).
+#[utoipa::path(post, path = "/v1/jobs/{id}/release", operation_id = "releaseJob",
+    params(super::JobId), request_body = TokenSpec,
+    responses(
+        (status = 204, description = "Ready again"),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
+    ))]
+pub(super) async fn release(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: TokenSpec = parse(&state, body)?;
+    state.queue.release(&id, &spec.token).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Report a failed attempt; the retry policy decides what follows
+#[utoipa::path(post, path = "/v1/jobs/{id}/nack", operation_id = "nackJob",
+    params(super::JobId), request_body = NackSpec,
+    responses(
+        (status = 200, description = "Where the job went", body = Nacked),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
+    ))]
+pub(super) async fn nack(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Nacked>> {
+    let spec: NackSpec = parse(&state, body)?;
+    let n = state
+        .queue
+        .nack(
+            &id,
+            &spec.token,
+            spec.delay_ms.map(Duration::from_millis),
+            &spec.error,
+        )
+        .await?;
+    Ok(Json(Nacked {
+        id,
+        state: n.state,
+        due_at_ms: n.due_ms,
+    }))
+}
+
+/// Extend a lease
+#[utoipa::path(post, path = "/v1/jobs/{id}/touch", operation_id = "touchJob",
+    params(super::JobId), request_body = TouchSpec,
+    responses(
+        (status = 200, description = "The lease's new end", body = Touched),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
+    ))]
+pub(super) async fn touch(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<Touched>> {
+    let spec: TouchSpec = parse(&state, body)?;
+    let until = state
+        .queue
+        .touch(&id, &spec.token, spec.ttr_ms.map(Duration::from_millis))
+        .await?;
+    Ok(Json(Touched {
+        id,
+        lease_until_ms: until,
+    }))
+}

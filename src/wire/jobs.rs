@@ -1,0 +1,269 @@
+//! `/v1/jobs`: push (one or a batch), read, reschedule, and the lease
+//! holder's finish, release, nack and touch.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{DueAt, ErrorBody};
+use crate::job::JobState;
+
+/// `POST /v1/jobs` (and each job of a batch). Unknown fields are refused:
+/// a typo in a field name must not silently change what a job does.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Generated (a UUID) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
+    pub id: Option<String>,
+    #[schema(max_length = 128)]
+    pub topic: String,
+    /// Text; to send JSON, encode it into a string.
+    #[serde(default, deserialize_with = "body_text")]
+    #[schema(default = "")]
+    pub body: String,
+    /// Due after this long (give this or `due_at`, not both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<DueAt>,
+    /// Time to run: a lease lasts this long (default 60000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, default = 60000)]
+    pub ttr_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySpec>,
+    #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
+    #[schema(default = "replace")]
+    pub if_exists: IfExistsSpec,
+}
+
+/// What a push does to an existing job with the same id.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum IfExistsSpec {
+    /// Replace it (200 `replaced`).
+    #[default]
+    Replace,
+    /// Leave it alone (409 `exists`).
+    Keep,
+}
+
+impl IfExistsSpec {
+    fn is_replace(&self) -> bool {
+        *self == IfExistsSpec::Replace
+    }
+}
+
+/// A job's retry policy.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Waits before attempts 2, 3, ...
+    #[serde(default)]
+    #[schema(max_items = 64)]
+    pub intervals: Vec<Interval>,
+    /// Default: one more than the intervals; unlimited without intervals.
+    #[schema(minimum = 1)]
+    pub max_attempts: Option<u32>,
+}
+
+/// A retry interval: milliseconds, or a duration with its unit.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Interval {
+    /// Milliseconds.
+    Ms(u64),
+    /// 500ms, 30s, 2m, 1h, 15d.
+    Text(String),
+}
+
+/// A job's body is a string; JSON of another kind is refused with how to
+/// send it (encoded into a string), not only "expected a string".
+fn body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Ok(s),
+        other => {
+            let encoded = serde_json::to_string(&other.to_string()).unwrap_or_default();
+            let shown = if encoded.len() > 80 {
+                "\"...\"".to_owned()
+            } else {
+                encoded
+            };
+            Err(D::Error::custom(format!(
+                "body must be a string: to send JSON, encode it into one (\"body\": {shown})"
+            )))
+        }
+    }
+}
+
+fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    body_text(d).map(Some)
+}
+
+/// What a push did.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Created,
+    Replaced,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Created => "created",
+            Outcome::Replaced => "replaced",
+        }
+    }
+}
+
+/// A pushed job: 201 created, 200 replaced.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Pushed {
+    pub id: String,
+    pub due_at_ms: i64,
+    pub outcome: Outcome,
+}
+
+/// `POST /v1/jobs/batch`. Each job is read on its own: a broken one is
+/// reported at its index, the others are pushed.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct BatchSpec {
+    #[schema(value_type = Vec<JobSpec>, max_items = 1000)]
+    pub jobs: Vec<serde_json::Value>,
+}
+
+/// A batch's results, one per job in the order sent.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct BatchReply {
+    pub accepted: usize,
+    pub rejected: usize,
+    pub results: Vec<BatchResult>,
+}
+
+/// One job of a batch: its [`Pushed`] fields, or an error.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct BatchResult {
+    pub index: usize,
+    /// The status a push of this job alone would have had.
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// A job as stored.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Job {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    pub state: JobState,
+    pub due_at_ms: i64,
+    pub ttr_ms: u64,
+    /// Deliveries so far (since the last requeue).
+    pub attempts: u32,
+    pub retry: Retry,
+    /// End of the current lease (reserved jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<i64>,
+    /// When the job died (dead jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_at_ms: Option<i64>,
+    /// The last failed attempt's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The last 20 failed attempts, oldest first.
+    pub history: Vec<Attempt>,
+}
+
+/// A retry policy as stored.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Retry {
+    pub intervals_ms: Vec<u64>,
+    pub max_attempts: Option<u32>,
+}
+
+/// One failed attempt.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub at_ms: i64,
+    pub error: String,
+}
+
+/// `POST /v1/jobs/{id}/reschedule`: a new due time (`delay_ms` or
+/// `due_at`, none = now) and optionally a new body.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RescheduleSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<DueAt>,
+    #[serde(
+        default,
+        deserialize_with = "some_body_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub body: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Rescheduled {
+    pub id: String,
+    pub due_at_ms: i64,
+}
+
+/// `POST /v1/jobs/{id}/finish` and `/release`: the lease token pop gave.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSpec {
+    pub token: String,
+}
+
+/// `POST /v1/jobs/{id}/nack`: a failed attempt.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NackSpec {
+    pub token: String,
+    /// Overrides the retry policy's next interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// Why it failed (kept in the job's history).
+    #[serde(default)]
+    pub error: String,
+}
+
+/// Where a nacked job went: ready, delayed (a retry) or dead.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Nacked {
+    pub id: String,
+    pub state: JobState,
+    pub due_at_ms: i64,
+}
+
+/// `POST /v1/jobs/{id}/touch`: extend a lease.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TouchSpec {
+    pub token: String,
+    /// New lease length from now (default: the job's ttr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub ttr_ms: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Touched {
+    pub id: String,
+    pub lease_until_ms: i64,
+}

@@ -1,0 +1,139 @@
+//! The native API's contract (`/v1`): every request and reply body, once.
+//!
+//! The server (`delayq::http::v1`) reads and writes these types, the
+//! `delayq` client commands send and read them, and the OpenAPI document
+//! (`/v1/openapi.json`, [`crate::http::v1::openapi`]) is derived from them:
+//! a new field is a field here, seen by all three.
+//!
+//! Times are Unix milliseconds of the Redis clock.
+
+pub mod due;
+pub mod jobs;
+pub mod pop;
+pub mod schedules;
+pub mod topics;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
+pub use jobs::{
+    Attempt, BatchReply, BatchResult, BatchSpec, IfExistsSpec, Interval, Job, JobSpec, NackSpec,
+    Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec,
+    Touched,
+};
+pub use pop::{Delivery, PopSpec, Popped};
+pub use schedules::{Rate, RateLimit, RateSpec, Schedule, ScheduleSpec, Schedules};
+pub use topics::{
+    DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,
+    Topics, Upcoming, UpcomingQuery,
+};
+
+/// Every error reply of the native API: `{"error":{"code":..,"message":..}}`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[schema(as = Error)]
+pub struct ErrorReply {
+    pub error: ErrorBody,
+}
+
+/// What went wrong: a stable code and a message for people.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+pub struct ErrorBody {
+    #[schema(example = "invalid")]
+    #[schema(value_type = ErrorCode)]
+    pub code: String,
+    pub message: String,
+}
+
+/// The codes of [`ErrorBody::code`] (documentation only: clients keep
+/// codes they do not know as text).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ErrorCode {
+    BadRequest,
+    Invalid,
+    NotFound,
+    NoRoute,
+    StaleLease,
+    Exists,
+    TooLarge,
+    Unavailable,
+    MethodNotAllowed,
+    RedisFull,
+    RedisEvicts,
+    Degraded,
+    Internal,
+    Unauthorized,
+    ReadOnly,
+    CrossSite,
+}
+
+/// `GET /healthz`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Health {
+    /// Always `ok`.
+    #[schema(example = "ok")]
+    pub status: String,
+    /// As `delayq --version` prints it.
+    pub version: String,
+}
+
+/// `GET /readyz`: 200 when every part is ready, else 503 with the same body.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+pub struct Readiness {
+    pub redis: bool,
+    pub subscriber: bool,
+    /// full: Redis is at maxmemory (pushes refused); evicting: an
+    /// allkeys-* maxmemory-policy (pushes refused); unknown: INFO is not
+    /// allowed to delayq's Redis user.
+    #[schema(value_type = MemoryState)]
+    pub memory: String,
+    /// Why Redis is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Each shard (Sentinel or Cluster master) and its partitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<Shard>,
+    /// Some shard is short of replicas or not answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<bool>,
+    /// Each Cluster master's memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masters: Vec<MasterMemory>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum MemoryState {
+    Ok,
+    Full,
+    Evicting,
+    Unknown,
+}
+
+/// One shard in [`Readiness`].
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Shard {
+    pub node: String,
+    /// ok, degraded (fewer replicas than asked for) or down.
+    pub state: String,
+    /// Connected replicas (null: the master did not answer).
+    pub replicas: Option<u64>,
+    pub partitions: Vec<usize>,
+}
+
+/// One Cluster master's memory in [`Readiness`].
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct MasterMemory {
+    pub node: String,
+    #[schema(value_type = MemoryState)]
+    pub memory: String,
+    pub used_bytes: u64,
+    pub max_bytes: u64,
+}
+
+/// A reply with nothing to say (204).
+#[derive(Deserialize, Debug, Clone, Copy, Default)]
+pub struct NoContent {}

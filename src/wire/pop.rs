@@ -1,0 +1,44 @@
+//! `/v1/pop`: lease up to `max` ready jobs, long-polling up to `wait_ms`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PopSpec {
+    /// Tried in order.
+    #[schema(min_items = 1, max_items = 32)]
+    pub topics: Vec<String>,
+    /// Most jobs.
+    #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 100, default = 1)]
+    pub max: usize,
+    /// Longest wait for a job (0: answer at once).
+    #[serde(default)]
+    #[schema(maximum = 600_000, default = 0)]
+    pub wait_ms: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Popped {
+    pub jobs: Vec<Delivery>,
+}
+
+/// A leased job: settle it with its token (finish, nack, touch, release)
+/// before `lease_until_ms`, or it is handed out again.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Delivery {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    pub token: String,
+    /// This delivery included.
+    pub attempts: u32,
+    pub due_at_ms: i64,
+    pub popped_at_ms: i64,
+    pub lease_until_ms: i64,
+}

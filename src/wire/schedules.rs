@@ -1,0 +1,86 @@
+//! `/v1/recurring`: recurring schedules; `/v1/topics/{topic}/rate`: rate
+//! limits.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{Retry, RetrySpec};
+use crate::recurring::Missed;
+
+/// `PUT /v1/recurring/{name}`: a job per cron tick.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    #[schema(max_length = 128)]
+    pub topic: String,
+    /// Six fields, seconds first (`0 0 9 * * *`), or five (`0 9 * * *`).
+    pub cron: String,
+    /// IANA name, e.g. Asia/Shanghai (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(default = "UTC")]
+    pub timezone: Option<String>,
+    /// Body of each job.
+    #[serde(default)]
+    pub body: String,
+    /// Time to run of each job (default 60000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, default = 60000)]
+    pub ttr_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySpec>,
+    /// A tick missed while no delayq ran: fire once at start-up, or skip.
+    #[serde(default)]
+    #[schema(default = "fire")]
+    pub missed: Missed,
+}
+
+/// A schedule with its next fire time.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Schedule {
+    pub name: String,
+    pub topic: String,
+    pub cron: String,
+    pub timezone: String,
+    pub body: String,
+    pub ttr_ms: u64,
+    pub retry: Option<Retry>,
+    pub missed: Missed,
+    /// The last tick a job was pushed for.
+    pub last_tick_ms: i64,
+    /// Null when the rule has no further tick.
+    pub next_fire_ms: Option<i64>,
+}
+
+/// `GET /v1/recurring`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Schedules {
+    pub schedules: Vec<Schedule>,
+}
+
+/// `PUT /v1/topics/{topic}/rate`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RateSpec {
+    /// Jobs per second, on average.
+    #[schema(maximum = 1_000_000)]
+    pub per_second: f64,
+    /// Most jobs at once after a quiet spell (default: the rate, at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub burst: Option<u32>,
+}
+
+/// A topic's limit.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    pub per_second: f64,
+    pub burst: u32,
+}
+
+/// A topic and its limit.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Rate {
+    pub topic: String,
+    pub per_second: f64,
+    pub burst: u32,
+}

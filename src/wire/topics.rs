@@ -1,0 +1,143 @@
+//! `/v1/topics`: counts per topic, a topic's jobs and dead letters, pause
+//! and resume; `/v1/schedule`: what falls due next.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{Job, RateLimit};
+
+/// `GET /v1/topics`.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+pub struct Topics {
+    pub topics: BTreeMap<String, TopicCounts>,
+    /// Topics with a rate limit.
+    #[serde(default)]
+    pub rates: BTreeMap<String, RateLimit>,
+    pub next_due_ms: Option<i64>,
+    /// Pops waiting for a job on this server.
+    pub waiting_pops: usize,
+    /// Partitions whose master did not answer (left out of the counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_partitions: Vec<usize>,
+}
+
+/// Job counts of one topic.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TopicCounts {
+    pub delayed: u64,
+    pub ready: u64,
+    pub reserved: u64,
+    pub dead: u64,
+    /// Jobs fall due but are not handed out.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+impl TopicCounts {
+    /// No job of the topic is stored.
+    pub fn is_empty(&self) -> bool {
+        self.delayed + self.ready + self.reserved + self.dead == 0
+    }
+}
+
+/// `GET /v1/topics/{topic}/dead?offset=&limit=`.
+#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeadQuery {
+    #[serde(default)]
+    #[param(default = 0)]
+    pub offset: usize,
+    #[serde(default = "fifty")]
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: usize,
+}
+
+fn fifty() -> usize {
+    50
+}
+
+/// A page of dead jobs, oldest first.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct DeadPage {
+    pub topic: String,
+    pub offset: usize,
+    pub jobs: Vec<Job>,
+}
+
+/// `POST /v1/topics/{topic}/dead/requeue` (an empty body: all of them).
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RequeueSpec {
+    /// Ids to requeue; absent or empty = all dead jobs of the topic.
+    #[serde(default)]
+    pub ids: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Requeued {
+    pub topic: String,
+    pub requeued: u64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Purged {
+    pub topic: String,
+    pub purged: u64,
+}
+
+/// `GET /v1/topics/{topic}/jobs?state=&cursor=&limit=`.
+#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct JobsQuery {
+    /// delayed (the default), ready, reserved or dead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<crate::job::JobState>, default = "delayed")]
+    pub state: Option<String>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    #[serde(default = "fifty")]
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: usize,
+}
+
+/// A page of a topic's jobs in one state.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct JobsPage {
+    pub topic: String,
+    #[schema(value_type = crate::job::JobState)]
+    pub state: String,
+    pub jobs: Vec<Job>,
+    /// Absent or null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/schedule?cursor=&limit=`.
+#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct UpcomingQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    #[serde(default = "fifty")]
+    #[param(minimum = 1, maximum = 1000, default = 50)]
+    pub limit: usize,
+}
+
+/// What falls due next, every topic, soonest first.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Upcoming {
+    pub jobs: Vec<Job>,
+    pub next_cursor: Option<String>,
+}
+
+/// A topic paused (`true`) or resumed.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Paused {
+    pub topic: String,
+    pub paused: bool,
+}
