@@ -24,14 +24,25 @@ async fn collect(queues: &[Queue], topic: &str, consumers: usize, total: usize) 
                 if got.lock().unwrap().len() >= total {
                     return;
                 }
-                if let Some(d) = q
+                // A call Redis did not answer in time (a busy machine)
+                // changed nothing: look, or finish, again.
+                let d = match q
                     .pop(std::slice::from_ref(&topic), Duration::from_millis(200))
                     .await
-                    .unwrap()
                 {
-                    q.finish(&d.id, &d.token).await.unwrap();
-                    got.lock().unwrap().push(d);
+                    Ok(Some(d)) => d,
+                    Ok(None) => continue,
+                    Err(e) if e.is_unavailable() => continue,
+                    Err(e) => panic!("pop: {e}"),
+                };
+                loop {
+                    match q.finish(&d.id, &d.token).await {
+                        Ok(_) => break,
+                        Err(e) if e.is_unavailable() => {}
+                        Err(e) => panic!("finish {}: {e}", d.id),
+                    }
                 }
+                got.lock().unwrap().push(d);
             }
         }));
     }
