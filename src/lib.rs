@@ -49,6 +49,8 @@
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
 
+#![forbid(unsafe_code)]
+
 pub mod consumer;
 pub mod dispatch;
 pub mod duration;

@@ -368,7 +368,7 @@ async fn migrate_slot(c: &TestCluster, slot: u16) {
 }
 
 async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
-    use crate::fault_suite::{consume, judge, produce, Ledger};
+    use crate::fault_suite::{consume, judge, produce, Ledger, WANT};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
@@ -410,7 +410,15 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
         })
         .collect();
     let bases = delayqs.iter().map(|d| d.base.clone()).collect();
-    let producer = produce(q.clone(), ledger.clone(), bases, clock.client(), 400);
+    let faults_over = Arc::new(AtomicBool::new(false));
+    let producer = produce(
+        q.clone(),
+        ledger.clone(),
+        bases,
+        clock.client(),
+        WANT,
+        faults_over.clone(),
+    );
 
     let mut spare: Vec<RedisServer> = Vec::new();
     // Faults strike while the queue is full of delayed, ready and leased
@@ -515,6 +523,7 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    faults_over.store(true, std::sync::atomic::Ordering::Relaxed);
     producer.await.unwrap();
     cluster.nodes.append(&mut spare);
     cluster.wait_settled();
@@ -535,7 +544,11 @@ async fn cluster_run(name: &str, faults: &[Fault]) {
         "cluster fault suite [{name}]: jobs {}, faults {}, lost {}, duplicates {}, early {}, max lateness {:.1} ms",
         f.jobs, f.faults, f.lost, f.duplicates, f.early, f.max_late_ms
     );
-    assert!(f.jobs >= 200, "only {} pushes were acknowledged", f.jobs);
+    assert!(
+        f.jobs >= crate::fault_suite::WANT,
+        "only {} pushes were acknowledged",
+        f.jobs
+    );
     assert_eq!(
         (f.lost, f.duplicates, f.early),
         (0, 0, 0),

@@ -200,6 +200,52 @@ where
     }
 }
 
+/// Polls `read` every few ms until it returns `target`; panics only when
+/// the value has not moved for `stall` (a busy machine is slow, not stuck),
+/// or when `read` keeps failing that long.
+pub async fn until_value<F, Fut>(target: u64, stall: Duration, what: &str, mut read: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<u64>>,
+{
+    let mut last = None;
+    let mut moved_at = Instant::now();
+    loop {
+        let now = read().await;
+        if now == Some(target) {
+            return;
+        }
+        if now.is_some() && now != last {
+            last = now;
+            moved_at = Instant::now();
+        }
+        assert!(
+            moved_at.elapsed() < stall,
+            "no progress towards {what} for {stall:?}: still at {last:?} of {target}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The queue's fire lateness so far (dispatch time minus due time, Redis
+/// clock, from its `delayq_fire_lateness_seconds` histogram): how many
+/// dispatches came within `le` seconds (a bucket bound, e.g. "0.5"), of
+/// how many. What consumers take to pop a job is not in it.
+pub fn fire_lateness_within(q: &Queue, le: &str) -> (u64, u64) {
+    let text = q.metrics().render(&delayq::metrics::Gauges::default());
+    let read = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        read(&format!(
+            "delayq_fire_lateness_seconds_bucket{{le=\"{le}\"}} "
+        )),
+        read("delayq_fire_lateness_seconds_count "),
+    )
+}
+
 pub fn topics(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }

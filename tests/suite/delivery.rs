@@ -24,25 +24,39 @@ async fn collect(queues: &[Queue], topic: &str, consumers: usize, total: usize) 
                 if got.lock().unwrap().len() >= total {
                     return;
                 }
-                if let Some(d) = q
+                // A call Redis did not answer in time (a busy machine)
+                // changed nothing: look, or finish, again.
+                let d = match q
                     .pop(std::slice::from_ref(&topic), Duration::from_millis(200))
                     .await
-                    .unwrap()
                 {
-                    q.finish(&d.id, &d.token).await.unwrap();
-                    got.lock().unwrap().push(d);
+                    Ok(Some(d)) => d,
+                    Ok(None) => continue,
+                    Err(e) if e.is_unavailable() => continue,
+                    Err(e) => panic!("pop: {e}"),
+                };
+                loop {
+                    match q.finish(&d.id, &d.token).await {
+                        Ok(_) => break,
+                        Err(e) if e.is_unavailable() => {}
+                        Err(e) => panic!("finish {}: {e}", d.id),
+                    }
                 }
+                got.lock().unwrap().push(d);
             }
         }));
     }
-    let all = async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), all)
-        .await
-        .expect("not every job was delivered within 60 s");
+    // However slowly a busy machine hands them over: only a stall fails.
+    until_value(
+        total as u64,
+        Duration::from_secs(60),
+        "every job delivered",
+        || async { Some(got.lock().unwrap().len() as u64) },
+    )
+    .await;
+    for t in tasks {
+        t.await.unwrap();
+    }
     let v = got.lock().unwrap().clone();
     v
 }
@@ -87,12 +101,15 @@ async fn no_job_is_handed_out_before_its_due_time() {
         late.push(d.popped_at_us / 1000 - d.due_ms);
     }
     late.sort();
-    let p99 = late[late.len() * 99 / 100];
     // A loose correctness bound (not a benchmark): with only expired events
-    // at Redis's defaults this would be seconds. The sweep keeps it small.
+    // at Redis's defaults dispatch would be seconds late. The sweep keeps it
+    // small. Measured at dispatch: the hand-over adds the consumers' own
+    // pace, which a busy machine slows.
+    let (within, count) = fire_lateness_within(&q, "0.5");
     assert!(
-        p99 < 500,
-        "p99 lateness {p99} ms: the sweep is not firing on time"
+        count > 0 && within * 100 >= count * 99,
+        "{within} of {count} dispatched within 500 ms of their due time: the sweep is not firing on time (hand-over p99 {} ms)",
+        late[late.len() * 99 / 100]
     );
     q.close().await;
 }

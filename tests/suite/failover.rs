@@ -86,18 +86,28 @@ async fn push(
         let base = bases[i % bases.len()].clone();
         let id = format!("{tag}{i}");
         async move {
-            let r = client
-                .post(format!("{base}/v1/jobs"))
-                .json(&json!({"id": id, "topic": "t", "body": id, "delay_ms": delay_ms, "ttr_ms": 30_000}))
-                .send()
-                .await;
-            match r {
-                Ok(r) if r.status().is_success() => (id, Ok(())),
-                Ok(r) => {
-                    let status = r.status();
-                    (id, Err(format!("{status} {}", r.text().await.unwrap_or_default())))
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let r = client
+                    .post(format!("{base}/v1/jobs"))
+                    .json(&json!({"id": id, "topic": "t", "body": id, "delay_ms": delay_ms, "ttr_ms": 30_000}))
+                    .send()
+                    .await;
+                let refused = match r {
+                    Ok(r) if r.status().is_success() => return (id, Ok(())),
+                    Ok(r) => {
+                        let status = r.status();
+                        format!("{status} {}", r.text().await.unwrap_or_default())
+                    }
+                    Err(e) => e.to_string(),
+                };
+                // Redis not answering in time (a busy machine) is no
+                // refusal: that push changed nothing, and a client tries
+                // again.
+                if !refused.contains("no answer within") || tries == 10 {
+                    return (id, Err(refused));
                 }
-                Err(e) => (id, Err(e.to_string())),
             }
         }
     });

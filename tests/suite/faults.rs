@@ -51,8 +51,9 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
     let mut seen = HashSet::new();
     let mut worst = 0;
     while seen.len() < n {
+        // Every job is due within 3.2 s: a minute without one is a loss.
         let d = q
-            .pop(&topics(&["kill"]), Duration::from_secs(10))
+            .pop(&topics(&["kill"]), Duration::from_secs(60))
             .await
             .unwrap()
             .expect("a job was lost while the subscriber was down");
@@ -67,9 +68,31 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
         "only {kills} subscriber connections were killed"
     );
     assert!(q.metrics().subscriber_connects.get([]) >= 5);
-    // The sweep does not depend on the subscriber: lateness stays bounded.
-    assert!(worst < 1000, "a job fired {worst} ms late");
+    // The sweep does not depend on the subscriber: every dispatch comes
+    // within a second of its due time (Redis clock). The hand-over adds this
+    // one consumer's pace, which a busy machine slows.
+    let (within, count) = fire_lateness_within(&q, "1");
+    assert!(
+        count > 0 && within == count,
+        "{} of {count} dispatches came over a second late (the latest hand-over {worst} ms)",
+        count - within
+    );
     q.close().await;
+}
+
+/// A compatible call (`/push`, `/finish`), tried again while Redis does not
+/// answer in time (on a busy machine, within a short redis timeout): a call
+/// given up on changed nothing. Panics on any other refusal, or after 20
+/// tries.
+async fn acknowledged(base: &str, path: &str, body: &str) {
+    for _ in 0..20 {
+        let v = post(base, path, body).await;
+        if v["code"] == 0 {
+            return;
+        }
+        assert!(v["message"].as_str().unwrap().contains("redis"), "{v}");
+    }
+    panic!("{path} {body} was not acknowledged in 20 tries");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +117,7 @@ async fn a_redis_crash_and_restart_loses_nothing_and_the_server_recovers() {
     for i in 0..n {
         let body =
             json!({"topic":"crash","id":format!("c{i}"),"delay":1 + i % 3,"ttr":60}).to_string();
-        assert_eq!(post(&b, "/push", &body).await["code"], 0);
+        acknowledged(&b, "/push", &body).await;
     }
     let pushed_at = redis.time_ms().await;
     redis.kill();
@@ -122,32 +145,32 @@ async fn a_redis_crash_and_restart_loses_nothing_and_the_server_recovers() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     redis.restart();
     let mut seen = HashSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Every job is due by now: a loss shows as a minute without one (a busy
+    // machine is slow, and its calls may time out, but it keeps going).
+    let mut last_seen = std::time::Instant::now();
     while seen.len() < n {
         assert!(
-            std::time::Instant::now() < deadline,
-            "only {} of {n} fired after the restart",
+            last_seen.elapsed() < Duration::from_secs(60),
+            "only {} of {n} fired after the restart (none for 60 s)",
             seen.len()
         );
         let v = post(&b, "/pop", r#"{"topic":"crash"}"#).await;
         if let Some(id) = v["data"]["id"].as_str() {
-            seen.insert(id.to_owned());
-            assert_eq!(
-                post(&b, "/finish", &json!({"id": id}).to_string()).await["code"],
-                0
-            );
+            if seen.insert(id.to_owned()) {
+                last_seen = std::time::Instant::now();
+            }
+            acknowledged(&b, "/finish", &json!({"id": id}).to_string()).await;
         }
     }
     // Nothing fired before its time: all were due >= 1 s after the pushes.
     assert!(redis.time_ms().await >= pushed_at + 1000);
     // And the server takes new work again, without a restart of delayq.
-    let v = post(
+    acknowledged(
         &b,
         "/push",
         r#"{"topic":"crash","id":"after","delay":1,"ttr":60}"#,
     )
     .await;
-    assert_eq!(v["code"], 0, "{v}");
     s.stop().await;
 }
 
@@ -160,23 +183,26 @@ async fn a_killed_delayq_leaves_nothing_behind_for_the_next_one() {
         let body = json!({"topic":"k9","id":format!("p{i}"),"delay":1,"ttr":2}).to_string();
         assert_eq!(post(&first.base, "/push", &body).await["code"], 0);
     }
-    // Reserve five; the other fifteen stay ready.
+    // Reserve five; the other fifteen stay ready. Each lease began after
+    // the Redis time read before its pop.
     let mut reserved = HashMap::new();
     while reserved.len() < 5 {
+        let before = redis.time_ms().await;
         let v = post(&first.base, "/pop", r#"{"topic":"k9"}"#).await;
         if let Some(id) = v["data"]["id"].as_str() {
-            reserved.insert(id.to_owned(), redis.time_ms().await);
+            reserved.insert(id.to_owned(), before);
         }
     }
     first.kill9();
 
     let second = DelayqProcess::start(&redis, &["--pop-timeout", "1s"]);
     let mut seen = HashSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // A loss shows as a minute without a job (all are due by then).
+    let mut last_seen = std::time::Instant::now();
     while seen.len() < n {
         assert!(
-            std::time::Instant::now() < deadline,
-            "only {} of {n} came back",
+            last_seen.elapsed() < Duration::from_secs(60),
+            "only {} of {n} came back (none for 60 s)",
             seen.len()
         );
         let v = post(&second.base, "/pop", r#"{"topic":"k9"}"#).await;
@@ -196,6 +222,7 @@ async fn a_killed_delayq_leaves_nothing_behind_for_the_next_one() {
             seen.insert(id.to_owned()),
             "{id} delivered twice by the second delayq"
         );
+        last_seen = std::time::Instant::now();
         post(&second.base, "/finish", &json!({"id": id}).to_string()).await;
     }
 }

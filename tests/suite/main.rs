@@ -1,19 +1,42 @@
 //! delayq's test suite: one binary, one module per public surface, every
 //! test against real redis-server processes it starts and stops itself.
 //!
-//! - [`delivery`], [`retry`], [`consumer`]: the engine through the library.
-//! - [`compat_contract`], [`native_api`], [`bad_input`], [`security`]: the
-//!   HTTP APIs.
-//! - [`cli_client`], [`serve_cli`]: the command line.
+//! The engine through the library:
+//! - [`delivery`]: never early, leases, re-delivery, one hand-over per due time.
+//! - [`retry`]: retry schedules, stale tokens, dead letters, requeue.
+//! - [`consumer`]: the `Consumer`'s concurrency, finishes and nacks.
+//! - [`batching`]: group commit, each caller still answered on its own.
+//! - [`recurring`]: recurring schedules and rate limits across instances.
+//! - [`steering`]: listings by state, what falls due next, paused topics.
+//!
+//! The HTTP APIs and the dashboard:
+//! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
+//! - [`native_api`]: the `/v1` API's status codes and its OpenAPI document.
+//! - [`bad_input`]: generated bad requests, refused and changing nothing.
+//! - [`security`]: bearer tokens, Redis passwords and ACL users.
 //! - [`webhooks`]: delivery by POST, and its metrics.
-//! - [`faults`], [`fault_suite`], [`load`]: faults caused for real, and
-//!   many waiting consumers.
+//! - [`dashboard`]: `/ui/` driven in a headless browser.
+//!
+//! The command line and the docs:
+//! - [`cli_client`]: `delayq push/get/delete/stats/dead` against a server.
+//! - [`serve_cli`]: `delayq serve` stopping, its private redis-server.
+//! - [`import`]: `delayq import-ouqiang` from the Go server's keys.
+//! - [`docs`]: the Chinese README in step with the English one.
+//!
+//! Redis deployments, faults and load:
+//! - [`faults`]: subscriber, redis-server and delayq killed for real.
+//! - [`fault_suite`]: mixed faults, a ledger checked against the promises.
 //! - [`defects`]: defects found by an adversarial trial, each reproduced.
+//! - [`load`]: 10,000 long-polls held at once.
+//! - [`tls`]: Redis over TLS (`rediss://`).
+//! - [`sentinel`]: behind Sentinel, the master killed, failover followed.
 //! - [`cluster`]: one queue over a Redis Cluster, and its faults.
-//! - [`sentinel`], [`failover`]: Sentinel failovers, and masters killed
-//!   for good behind Sentinel and on a Cluster.
-//! - [`common`], [`redis_server`], [`redis_cluster`]: the harness (the
-//!   launchers shared with the benchmark).
+//! - [`failover`]: masters killed for good behind Sentinel and on a Cluster.
+//!
+//! The harness (the launchers shared with the benchmark):
+//! - [`common`]: delayq servers in process or as children, small helpers.
+//! - [`redis_server`]: one redis-server, killed when dropped.
+//! - [`redis_cluster`]: a local Redis Cluster, stopped when dropped.
 
 mod common;
 mod redis_cluster;

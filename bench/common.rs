@@ -1,0 +1,190 @@
+//! What every scenario uses: a queue on a fresh Redis, job ids and bodies,
+//! adds, Redis CPU readings, BullMQ's runner, and the statistics.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use delayq::{Config, Delivery, Error, NewJob, Queue};
+use futures::stream::{self, StreamExt};
+use serde_json::{json, Value};
+
+use crate::Redis;
+
+pub(crate) const BENCH_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/bench");
+
+/// Redis's CPU seconds so far (system + user).
+pub(crate) fn cpu(redis: &Redis) -> f64 {
+    redis.info("cpu", "used_cpu_sys") + redis.info("cpu", "used_cpu_user")
+}
+
+pub(crate) fn id(tag: &str, i: usize) -> String {
+    format!("{tag:0>8}-0000-0000-0000-{i:012}")
+}
+
+pub(crate) fn new_job(id: String, topic: &str, delay: Duration) -> NewJob {
+    NewJob {
+        id,
+        topic: topic.into(),
+        body: "b".repeat(64),
+        delay,
+        ttr: Duration::from_secs(60),
+        ..NewJob::default()
+    }
+}
+
+pub(crate) fn queue(redis: &Redis) -> Queue {
+    Queue::connect(Config {
+        redis: delayq::Redis::Url(redis.url()),
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+pub(crate) async fn add_single(q: &Queue, tag: &str, n: usize, delay: Duration) -> Duration {
+    let start = Instant::now();
+    stream::iter(0..n)
+        .map(|i| {
+            let q = q.clone();
+            let job = new_job(id(tag, i), "t", delay);
+            async move { push(&q, &job).await }
+        })
+        .buffer_unordered(64)
+        .for_each(|_| async {})
+        .await;
+    start.elapsed()
+}
+
+pub(crate) async fn add_bulk(
+    q: &Queue,
+    tag: &str,
+    n: usize,
+    delay: Duration,
+    batch: usize,
+) -> Duration {
+    let start = Instant::now();
+    for from in (0..n).step_by(batch) {
+        let jobs: Vec<NewJob> = (from..(from + batch).min(n))
+            .map(|i| new_job(id(tag, i), "t", delay))
+            .collect();
+        match q.push_many(&jobs).await {
+            Ok(results) => {
+                for (r, job) in results.into_iter().zip(&jobs) {
+                    if let Err(e) = r {
+                        assert!(e.is_unavailable(), "push: {e}");
+                        push(q, job).await;
+                    }
+                }
+            }
+            Err(e) if e.is_unavailable() => {
+                for job in &jobs {
+                    push(q, job).await;
+                }
+            }
+            Err(e) => panic!("push_many: {e}"),
+        }
+    }
+    start.elapsed()
+}
+
+// A busy machine (the smoke run in `./dev test`, beside other builds) may
+// keep Redis from answering within the call timeout: a call given up on
+// changed nothing, or took effect, and these try again as a client would.
+
+/// Pushes `job` (again, if Redis did not answer: the same job replaces it).
+pub(crate) async fn push(q: &Queue, job: &NewJob) {
+    loop {
+        match q.push(job).await {
+            Ok(_) => return,
+            Err(e) if e.is_unavailable() => {}
+            Err(e) => panic!("push: {e}"),
+        }
+    }
+}
+
+/// Pops a job from `topic` within `wait` (None if none came, or Redis did
+/// not answer).
+pub(crate) async fn pop(q: &Queue, topic: &[String], wait: Duration) -> Option<Delivery> {
+    match q.pop(topic, wait).await {
+        Ok(d) => d,
+        Err(e) if e.is_unavailable() => None,
+        Err(e) => panic!("pop: {e}"),
+    }
+}
+
+/// Finishes `d` (again, if Redis did not answer: a stale token or no job
+/// then means the first finish took effect).
+pub(crate) async fn finish(q: &Queue, d: &Delivery) {
+    let mut tried = false;
+    loop {
+        match q.finish(&d.id, &d.token).await {
+            Ok(_) => return,
+            Err(e) if e.is_unavailable() => tried = true,
+            Err(Error::StaleLease(_) | Error::NotFound(_)) if tried => return,
+            Err(e) => panic!("finish: {e}"),
+        }
+    }
+}
+
+pub(crate) const HOUR: Duration = Duration::from_secs(3600);
+
+/// Runs one BullMQ scenario in Node and returns its JSON result.
+pub(crate) fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
+    let dir = Path::new(BENCH_DIR).join("bullmq");
+    if !dir.join("node_modules").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "npm ci in bench/bullmq failed (or Node is missing: use --only delayq)"
+        );
+    }
+    let mut o = options;
+    // redis://127.0.0.1:PORT/
+    let port: u16 = redis
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a TCP server");
+    o["port"] = json!(port);
+    let out = Command::new("node")
+        .arg(dir.join("bench.mjs"))
+        .arg(scenario)
+        .arg(o.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("node");
+    assert!(out.status.success(), "BullMQ scenario {scenario} failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|_| panic!("BullMQ said {text}"))
+}
+
+/// A command on its own connection, reply ignored.
+pub(crate) fn redis_sync(redis: &Redis, args: &[&str]) {
+    let mut c = redis.client().get_connection().unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query(&mut c).unwrap();
+}
+
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}

@@ -1,0 +1,127 @@
+//! The command line: which systems and scenarios, and how big.
+
+/// What `--help` prints.
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster]
+                                       [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
+  --quick            small counts, one repeat
+  --smoke            tiny counts: checks the harness, not the speed
+  --only SYSTEM      delayq (no Node needed), bullmq, or cluster (standalone against a 3-master cluster)
+  --repeats N        runs of every scenario (medians are shown); default 3
+  --pending N,...    jobs waiting an hour away during the lateness runs
+  --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
+  DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum System {
+    Delayq,
+    Bullmq,
+}
+
+impl System {
+    /// Its column in the tables.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            System::Delayq => "delayq",
+            System::Bullmq => "bullmq",
+        }
+    }
+}
+
+/// Sizes of one run.
+pub(crate) struct Sizes {
+    pub(crate) adds: usize,
+    pub(crate) batch: usize,
+    pub(crate) wrk_secs: u32,
+    pub(crate) due_jobs: usize,
+    pub(crate) due_spread_ms: u64,
+    pub(crate) memory_jobs: usize,
+    pub(crate) cpu_jobs: usize,
+    pub(crate) e2e_jobs: usize,
+}
+
+pub(crate) struct Options {
+    pub(crate) systems: Vec<System>,
+    /// Run the cluster comparison.
+    pub(crate) cluster: bool,
+    /// Let AOF rewrites finish before delayq's lateness windows.
+    pub(crate) settle_rewrites: bool,
+    pub(crate) repeats: usize,
+    pub(crate) pending: Vec<usize>,
+    pub(crate) sizes: Sizes,
+    pub(crate) label: &'static str,
+}
+
+pub(crate) fn options() -> Options {
+    let mut o = Options {
+        systems: vec![System::Delayq, System::Bullmq],
+        cluster: true,
+        settle_rewrites: false,
+        repeats: 3,
+        pending: vec![0, 100_000, 1_000_000],
+        sizes: Sizes {
+            adds: 100_000,
+            batch: 100,
+            wrk_secs: 10,
+            due_jobs: 5000,
+            due_spread_ms: 10_000,
+            memory_jobs: 1_000_000,
+            cpu_jobs: 20_000,
+            e2e_jobs: 50_000,
+        },
+        label: "full",
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" | "--smoke" => {
+                let smoke = a == "--smoke";
+                o.repeats = 1;
+                o.pending = if smoke { vec![1000] } else { vec![0, 20_000] };
+                o.sizes = Sizes {
+                    adds: if smoke { 2000 } else { 10_000 },
+                    batch: 100,
+                    wrk_secs: if smoke { 1 } else { 3 },
+                    due_jobs: if smoke { 200 } else { 1000 },
+                    due_spread_ms: if smoke { 1000 } else { 3000 },
+                    memory_jobs: if smoke { 5000 } else { 50_000 },
+                    cpu_jobs: if smoke { 1000 } else { 5000 },
+                    e2e_jobs: if smoke { 2000 } else { 10_000 },
+                };
+                o.label = if smoke {
+                    "smoke (tiny counts: checks the harness, not the speed)"
+                } else {
+                    "quick (small counts)"
+                };
+            }
+            "--only" => {
+                (o.systems, o.cluster) = match args.next().as_deref() {
+                    Some("delayq") => (vec![System::Delayq], true),
+                    Some("bullmq") => (vec![System::Bullmq], false),
+                    Some("cluster") => (vec![], true),
+                    other => panic!("--only delayq|bullmq|cluster, not {other:?}"),
+                }
+            }
+            "--settle-rewrites" => o.settle_rewrites = true,
+            "--repeats" => {
+                o.repeats = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--repeats N")
+            }
+            "--pending" => {
+                o.pending = args
+                    .next()
+                    .expect("--pending N[,N...]")
+                    .split(',')
+                    .map(|n| n.parse().expect("--pending takes numbers"))
+                    .collect()
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => panic!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    o
+}
