@@ -24,6 +24,8 @@ struct RecurringSpec {
     #[serde(default)]
     body: String,
     ttr_ms: Option<u64>,
+    /// The config file's name (a duration text): refused naming `ttr_ms`.
+    ttr: Option<serde_json::Value>,
     retry: Option<RetrySpec>,
     #[serde(default)]
     missed: Missed,
@@ -88,6 +90,13 @@ pub(super) async fn put(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<RecurringView>> {
     let spec: RecurringSpec = parse(&state, body)?;
+    if let Some(t) = &spec.ttr {
+        let ms = t.as_str().and_then(|t| crate::duration::parse_duration(t).ok());
+        let ms = ms.map_or("MILLISECONDS".into(), |d| d.as_millis().to_string());
+        return Err(ApiError::invalid(format!(
+            "\"ttr\" is the config file's name; over HTTP send \"ttr_ms\": {ms}"
+        )));
+    }
     let schedule = Recurring {
         topic: spec.topic,
         cron: spec.cron,
