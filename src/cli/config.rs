@@ -342,9 +342,8 @@ retry = ["2m", "10m"]
     fn a_recurring_ttr_under_the_http_name_is_refused_naming_the_file_key() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("delayq.toml");
-        let file = |ttr: &str| {
-            format!("[recurring.r]\ntopic = \"t\"\ncron = \"0 0 9 * * *\"\n{ttr}\n")
-        };
+        let file =
+            |ttr: &str| format!("[recurring.r]\ntopic = \"t\"\ncron = \"0 0 9 * * *\"\n{ttr}\n");
         std::fs::write(&path, file("ttr = \"10m\"")).unwrap();
         let t = load(Some(&path), &no_flags()).unwrap();
         assert_eq!(t.recurring[0].1.ttr_ms, 600_000);

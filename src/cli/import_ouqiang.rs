@@ -331,7 +331,10 @@ fn decode(bytes: &[u8]) -> Result<OldJob, String> {
         ("5", "body"),
     ];
     let field = |k: &str| {
-        let name = NAMES.iter().find(|(n, _)| *n == k).map_or(k, |(_, name)| name);
+        let name = NAMES
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map_or(k, |(_, name)| name);
         map.iter()
             .find(|(key, _)| {
                 key.as_str()

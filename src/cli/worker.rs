@@ -62,7 +62,7 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
             tokio::spawn(async move { worker(&c, &topic, &command, &stop, &running).await })
         })
         .collect();
-    eprintln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
+    errln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
     for w in workers {
         w.await??;
     }
@@ -121,7 +121,7 @@ async fn worker(
                 }
             }
             Err(e) => {
-                eprintln!("delayq work: {e:#}; trying again");
+                errln!("delayq work: {e:#}; trying again");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = stop.wait() => return Ok(()),
@@ -170,7 +170,7 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
                 )
                 .await
             {
-                eprintln!("delayq work: {id}: extending the lease failed: {e:#}");
+                errln!("delayq work: {id}: extending the lease failed: {e:#}");
             }
         }
     };
@@ -211,12 +211,12 @@ async fn handle(c: &Client, job: &Value, command: &[String], running: &Running) 
     };
     match c.send(reqwest::Method::POST, &path, Some(body)).await {
         // Its retries used up: say so here, not only in the server's log.
-        Ok(v) if v["state"] == "dead" => eprintln!(
+        Ok(v) if v["state"] == "dead" => errln!(
             "delayq work: {id} {what}; it is dead (no attempts left): see `delayq dead list {}`",
             job["topic"].as_str().unwrap_or_default()
         ),
-        Ok(_) => eprintln!("delayq work: {id} {what}"),
-        Err(e) => eprintln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
+        Ok(_) => errln!("delayq work: {id} {what}"),
+        Err(e) => errln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
     }
     Ok(())
 }

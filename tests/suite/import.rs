@@ -346,7 +346,11 @@ async fn jobs_with_field_name_keys_are_imported_like_numbered_ones() {
                 record_named("remind", "named", due, 45, "renew"),
                 due as f64,
             ),
-            ("numbered", record("remind", "numbered", due, 60, "v"), due as f64),
+            (
+                "numbered",
+                record("remind", "numbered", due, 60, "v"),
+                due as f64,
+            ),
         ],
     )
     .await;

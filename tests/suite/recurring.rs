@@ -724,7 +724,10 @@ async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
         .unwrap();
     assert!(r.status().is_client_error(), "{}", r.status());
     let v: Value = r.json().await.unwrap();
-    let msg = v["error"]["message"].as_str().unwrap_or_default().to_owned();
+    let msg = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(msg.contains("ttr_ms") && msg.contains("600000"), "{v}");
     assert!(server.queue.recurring("daily").await.unwrap().is_none());
     let ok = put(

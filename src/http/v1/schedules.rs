@@ -91,7 +91,9 @@ pub(super) async fn put(
 ) -> ApiResult<Json<RecurringView>> {
     let spec: RecurringSpec = parse(&state, body)?;
     if let Some(t) = &spec.ttr {
-        let ms = t.as_str().and_then(|t| crate::duration::parse_duration(t).ok());
+        let ms = t
+            .as_str()
+            .and_then(|t| crate::duration::parse_duration(t).ok());
         let ms = ms.map_or("MILLISECONDS".into(), |d| d.as_millis().to_string());
         return Err(ApiError::invalid(format!(
             "\"ttr\" is the config file's name; over HTTP send \"ttr_ms\": {ms}"
