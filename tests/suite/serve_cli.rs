@@ -471,3 +471,56 @@ async fn a_second_sigterm_stops_serve_at_once() {
     })
     .await;
 }
+
+/// Two `./dev serve` in one checkout share `.delayq`: the second is refused
+/// (it used to adopt the first's redis-server and stop it on exit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_serve_on_the_same_data_directory_is_refused_and_the_first_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let socket = dir.path().join("redis.sock");
+    let first = DelayqProcess::spawn(&["--data-dir", data]);
+    // Its stderr goes to a file: read once it has exited (a second serve
+    // that does not exit fails the test instead of hanging it).
+    let mut log = tempfile::tempfile().unwrap();
+    let mut second = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data])
+            .env_remove("DELAYQ_REDIS")
+            .env("DELAYQ_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log.try_clone().unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let status = eventually(
+        Duration::from_secs(30),
+        "the second serve to give up",
+        || {
+            let s = second.0.try_wait().unwrap();
+            async move { s }
+        },
+    )
+    .await;
+    let mut err = String::new();
+    {
+        use std::io::{Read, Seek};
+        log.rewind().unwrap();
+        log.read_to_string(&mut err).unwrap();
+    }
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("another delayq serve")
+            && err.contains(&format!("pid {}", first.pid()))
+            && err.contains("--data-dir"),
+        "{err}"
+    );
+    assert!(
+        answers(&socket),
+        "the second serve stopped the first's redis-server"
+    );
+    let push = r#"{"topic":"t","id":"still","delay":3600,"ttr":5}"#;
+    assert_eq!(post(&first.base, "/push", push).await["code"], 0);
+    first.terminate();
+    assert!(!answers(&socket));
+}
