@@ -1,8 +1,17 @@
 //! The `delayq` binary.
 
+/// `eprintln!` that never panics: a closed stderr (its reader has exited)
+/// drops the line instead of killing the task that wanted to say it.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -41,7 +50,7 @@ fn main() -> ExitCode {
         Err(e) => {
             // The cause chain on one line; no backtrace, whatever
             // RUST_BACKTRACE says: these are errors for users, not bugs.
-            eprintln!("delayq: {e:#}");
+            errln!("delayq: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -65,7 +74,10 @@ async fn run(cli: Cli) -> Result<()> {
                         .expect("a valid directive"),
                 ),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogOut)
+        // Its own report of a failed write is an eprintln!, which panics on
+        // the same closed stderr.
+        .log_internal_errors(false)
         // Colours only for a person at a terminal, never into log files.
         .with_ansi(std::io::stderr().is_terminal());
     if json_logs {
@@ -77,5 +89,23 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Serve(args) => cli::serve::run(*args).await,
         Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,
         Command::Client(command) => cli::client::run(*command).await,
+    }
+}
+
+/// stderr for log lines. A line that cannot be written (a closed pipe: the
+/// reader has exited) is dropped. Logging happens in every task, the one
+/// that answers SIGTERM included: a failed write must never fail (or panic)
+/// the work that logged.
+struct LogOut;
+
+impl Write for LogOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }

@@ -63,6 +63,9 @@ struct RecurringSpec {
     #[serde(default)]
     body: String,
     ttr: Option<String>,
+    /// HTTP's name for `ttr` (integer ms); refused here with the file's
+    /// spelling, since the file writes durations with a unit.
+    ttr_ms: Option<u64>,
     #[serde(default)]
     missed: delayq::Missed,
     #[serde(flatten)]
@@ -141,6 +144,13 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
     };
     for (name, spec) in &parsed.recurring {
         let ctx = || format!("[recurring.{name}]");
+        if let Some(ms) = spec.ttr_ms {
+            bail!(
+                "{}: ttr_ms is the HTTP API's name; the file takes ttr = \"{ms}ms\" (a \
+                 duration with a unit, like timeout)",
+                ctx()
+            );
+        }
         delayq::recurring::check_name(name)
             .map_err(anyhow::Error::msg)
             .with_context(ctx)?;
@@ -326,5 +336,19 @@ retry = ["2m", "10m"]
         std::fs::write(&path, "[topics.x]\ntimeout = \"1s\"\n").unwrap();
         let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
         assert!(e.contains("need a webhook"), "{e}");
+    }
+
+    #[test]
+    fn a_recurring_ttr_under_the_http_name_is_refused_naming_the_file_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delayq.toml");
+        let file =
+            |ttr: &str| format!("[recurring.r]\ntopic = \"t\"\ncron = \"0 0 9 * * *\"\n{ttr}\n");
+        std::fs::write(&path, file("ttr = \"10m\"")).unwrap();
+        let t = load(Some(&path), &no_flags()).unwrap();
+        assert_eq!(t.recurring[0].1.ttr_ms, 600_000);
+        std::fs::write(&path, file("ttr_ms = 600000")).unwrap();
+        let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
+        assert!(e.contains("ttr = \"600000ms\""), "{e}");
     }
 }

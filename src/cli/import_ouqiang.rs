@@ -4,7 +4,8 @@
 //! The Go server keeps, in one Redis database and with no common prefix:
 //! a job pool (one string key per job, named by the raw id, holding a
 //! MessagePack map: "1" topic, "2" id, "3" due time in Unix seconds, "4" ttr
-//! in seconds, "5" body); buckets (sorted sets `dq_bucket_1..N`, member = id,
+//! in seconds, "5" body; older builds, without the struct tags, keyed it by
+//! field name: Topic, Id, Delay, TTR, Body); buckets (sorted sets `dq_bucket_1..N`, member = id,
 //! score = Unix seconds: a delayed job's due time, or a popped job's lease
 //! end); ready lists (`dq_queue_<topic>`).
 //!
@@ -94,8 +95,31 @@ struct OldJob {
 struct Report {
     imported: u64,
     present: u64,
-    skipped: BTreeMap<String, u64>,
+    /// Reason -> what was skipped for it (each named by id and where
+    /// it was found).
+    skipped: BTreeMap<String, Vec<String>>,
     removed: u64,
+}
+
+/// Skipped ids listed per reason; the rest are counted.
+const NAMED: usize = 20;
+
+impl Report {
+    fn skip(&mut self, why: String, what: String) {
+        self.skipped.entry(why).or_default().push(what);
+    }
+}
+
+/// A skipped job, as the report names it: its id (which is also its key
+/// in the old job pool) and the buckets and ready lists that hold it.
+fn named(id: &str, found: &Found) -> String {
+    let places: Vec<&str> = found
+        .buckets
+        .iter()
+        .map(|(b, _)| b.as_str())
+        .chain(found.ready.iter().map(String::as_str))
+        .collect();
+    format!("id {id:?} (key {id:?}; in {})", places.join(", "))
 }
 
 pub async fn run(args: ImportArgs) -> Result<()> {
@@ -126,8 +150,8 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     let ids: Vec<&String> = found.keys().collect();
     let mut report = Report::default();
     for key in not_lists {
-        let why = format!("key {key} matches --queue-name but is not a list; left as it is");
-        report.skipped.insert(why, 1);
+        let why = "a key that matches --queue-name but is not a list; left as it is";
+        report.skip(why.to_owned(), format!("key {key:?}"));
     }
     let progress = std::io::stderr().is_terminal();
     for (n, chunk) in ids.chunks(BATCH).enumerate() {
@@ -136,7 +160,7 @@ pub async fn run(args: ImportArgs) -> Result<()> {
         for (id, job) in chunk.iter().zip(jobs) {
             match job.and_then(|j| new_job(id, &j, &found[*id])) {
                 Ok(j) => batch.push(j),
-                Err(why) => *report.skipped.entry(why).or_default() += 1,
+                Err(why) => report.skip(why, named(id, &found[*id])),
             }
         }
         if args.dry_run {
@@ -154,7 +178,7 @@ pub async fn run(args: ImportArgs) -> Result<()> {
                         report.imported += 1;
                         landed.push(job.id.as_str());
                     }
-                    Err(e) => *report.skipped.entry(format!("refused: {e}")).or_default() += 1,
+                    Err(e) => report.skip(format!("refused: {e}"), named(&job.id, &found[&job.id])),
                 }
             }
             if args.remove {
@@ -185,8 +209,14 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     if args.remove {
         println!("removed from the old layout {}", report.removed);
     }
-    for (why, n) in &report.skipped {
-        println!("skipped {n}: {why}");
+    for (why, what) in &report.skipped {
+        println!("skipped {}: {why}", what.len());
+        for w in what.iter().take(NAMED) {
+            println!("  {w}");
+        }
+        if what.len() > NAMED {
+            println!("  and {} more", what.len() - NAMED);
+        }
     }
     Ok(())
 }
@@ -287,13 +317,29 @@ async fn read_jobs(
 }
 
 /// The Go server's MessagePack job map, or why it cannot be imported.
+/// Its keys are "1" to "5" (the struct tags), or the field names Topic,
+/// Id, Delay, TTR, Body in any case (builds before the tags).
 fn decode(bytes: &[u8]) -> Result<OldJob, String> {
     let format = || "not a job in the Go server's format".to_owned();
     let value = rmpv::decode::read_value(&mut &bytes[..]).map_err(|_| format())?;
     let map = value.as_map().ok_or_else(format)?;
+    const NAMES: [(&str, &str); 5] = [
+        ("1", "topic"),
+        ("2", "id"),
+        ("3", "delay"),
+        ("4", "ttr"),
+        ("5", "body"),
+    ];
     let field = |k: &str| {
+        let name = NAMES
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map_or(k, |(_, name)| name);
         map.iter()
-            .find(|(key, _)| key.as_str() == Some(k))
+            .find(|(key, _)| {
+                key.as_str()
+                    .is_some_and(|key| key == k || key.eq_ignore_ascii_case(name))
+            })
             .map(|(_, v)| v)
     };
     // Go strings hold any bytes; delayq bodies are text. A body that is not

@@ -8,6 +8,12 @@
 //! same data and says so. If delayq was killed and its redis-server lives
 //! on, the next start finds it answering on the socket and adopts it
 //! (stopping it, too, at the end).
+//!
+//! One `serve` per data directory: it holds a lock on `delayq.lock` there
+//! while it runs (the kernel lets go when it dies, SIGKILL included), and a
+//! second `serve` on the same directory is refused. Without the lock the
+//! second adopted the first's server and stopped it on exit, under the
+//! first.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,6 +39,8 @@ struct Launch {
 }
 
 pub struct PrivateRedis {
+    /// Holds the data directory's lock while open.
+    _lock: std::fs::File,
     launch: Arc<Launch>,
     /// The server process, when delayq started it (None: adopted).
     child: Arc<Mutex<Option<Child>>>,
@@ -47,6 +55,7 @@ impl PrivateRedis {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let dir = data_dir.canonicalize()?;
+        let lock = lock_data_dir(&dir)?;
         let socket = dir.join("redis.sock");
         // sun_path holds 107 bytes on Linux.
         if socket.as_os_str().len() > 100 {
@@ -87,6 +96,7 @@ impl PrivateRedis {
         let stop = CancellationToken::new();
         let supervisor = tokio::spawn(supervise(launch.clone(), child.clone(), stop.clone()));
         Ok(PrivateRedis {
+            _lock: lock,
             launch,
             child,
             stop,
@@ -237,6 +247,45 @@ async fn supervise(launch: Arc<Launch>, child: Arc<Mutex<Option<Child>>>, stop: 
             }
         }
     }
+}
+
+/// Takes `dir`'s lock, or names the `serve` that holds it. The file is
+/// opened close-on-exec: redis-server does not inherit (and keep) it.
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let path = dir.join("delayq.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+        }
+        let mut pid = String::new();
+        let _ = file.read_to_string(&mut pid);
+        let pid = match pid.trim() {
+            "" => String::new(),
+            p => format!(" (pid {p})"),
+        };
+        bail!(
+            "another delayq serve{pid} is running on data directory {}: its private \
+             redis-server is not shared. Stop that one first, or give this one its own \
+             --data-dir (or --redis to use that one's Redis: redis+unix://{})",
+            dir.display(),
+            dir.join("redis.sock").display()
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 async fn ping(url: &str) -> bool {

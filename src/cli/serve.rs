@@ -1,5 +1,6 @@
 //! `delayq serve`: the HTTP server over one [`Queue`].
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -398,7 +399,8 @@ async fn serve(
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     // On stdout, for scripts and tests that start delayq on port 0.
-    println!("delayq listening on {addr}");
+    // A closed stdout is no reason not to serve.
+    let _ = writeln!(std::io::stdout(), "delayq listening on {addr}");
     tracing::info!(%addr, prefix = %args.prefix, redis = %redis_checks::redact(&redis_url), "delayq serving");
     if args.auth_token.is_some() {
         tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");

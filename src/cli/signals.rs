@@ -19,13 +19,24 @@ impl Signals {
         })
     }
 
-    /// Triggers `shutdown` at the first signal.
+    /// Triggers `shutdown` at the first signal; exits at once at the
+    /// second (whatever holds up the graceful stop, a second SIGTERM ends
+    /// it without SIGKILL).
     pub async fn stop(mut self, shutdown: Shutdown) {
+        self.next().await;
+        // Triggered before anything else: nothing (a log line included)
+        // stands between the signal and the stop.
+        shutdown.trigger();
+        tracing::info!("stopping: answering waiting pops, finishing requests in flight (a second SIGTERM or SIGINT stops at once)");
+        self.next().await;
+        tracing::warn!("second signal: stopping at once");
+        std::process::exit(1);
+    }
+
+    async fn next(&mut self) {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
         }
-        tracing::info!("stopping: answering waiting pops, finishing requests in flight");
-        shutdown.trigger();
     }
 }

@@ -66,7 +66,7 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
             tokio::spawn(async move { worker(&c, &topic, &command, &stop, &running).await })
         })
         .collect();
-    eprintln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
+    errln!("delayq work: taking jobs of {topic} ({concurrency} at a time); Ctrl-C stops");
     for w in workers {
         w.await??;
     }
@@ -126,7 +126,7 @@ async fn worker(
                 }
             }
             Err(e) => {
-                eprintln!("delayq work: {e:#}; trying again");
+                errln!("delayq work: {e:#}; trying again");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = stop.wait() => return Ok(()),
@@ -169,7 +169,7 @@ async fn handle(c: &Client, job: &Delivery, command: &[String], running: &Runnin
                 ttr_ms: Some(extension_ms),
             };
             if let Err(e) = c.call::<Touched>(Method::POST, &path, Some(&spec)).await {
-                eprintln!("delayq work: {id}: extending the lease failed: {e:#}");
+                errln!("delayq work: {id}: extending the lease failed: {e:#}");
             }
         }
     };
@@ -218,12 +218,12 @@ async fn handle(c: &Client, job: &Delivery, command: &[String], running: &Runnin
     };
     match settled {
         // Its retries used up: say so here, not only in the server's log.
-        Ok(Some(JobState::Dead)) => eprintln!(
+        Ok(Some(JobState::Dead)) => errln!(
             "delayq work: {id} {what}; it is dead (no attempts left): see `delayq dead list {}`",
             job.topic
         ),
-        Ok(_) => eprintln!("delayq work: {id} {what}"),
-        Err(e) => eprintln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
+        Ok(_) => errln!("delayq work: {id} {what}"),
+        Err(e) => errln!("delayq work: {id} {what}, but settling it failed: {e:#}"),
     }
     Ok(())
 }

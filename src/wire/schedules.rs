@@ -26,6 +26,10 @@ pub struct ScheduleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, default = 60000)]
     pub ttr_ms: Option<u64>,
+    /// The config file's name (a duration text): refused, naming `ttr_ms`.
+    #[serde(default, skip_serializing)]
+    #[schema(ignore)]
+    pub ttr: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetrySpec>,
     /// A tick missed while no delayq ran: fire once at start-up, or skip.

@@ -317,3 +317,90 @@ async fn a_second_remove_run_finds_nothing_left_and_succeeds() {
         "{again}"
     );
 }
+
+/// A job record as older Go builds wrote it: a map keyed by the struct's
+/// field names (no `msgpack:"1"` tags).
+fn record_named(topic: &str, id: &str, due_s: i64, ttr_s: i64, body: &str) -> Vec<u8> {
+    let map = Value::Map(vec![
+        (Value::from("Topic"), Value::from(topic)),
+        (Value::from("Id"), Value::from(id)),
+        (Value::from("Delay"), Value::from(due_s)),
+        (Value::from("TTR"), Value::from(ttr_s)),
+        (Value::from("Body"), Value::from(body)),
+    ]);
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, &map).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_with_field_name_keys_are_imported_like_numbered_ones() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    put(
+        &old,
+        &[
+            (
+                "named",
+                record_named("remind", "named", due, 45, "renew"),
+                due as f64,
+            ),
+            (
+                "numbered",
+                record("remind", "numbered", due, 60, "v"),
+                due as f64,
+            ),
+        ],
+    )
+    .await;
+    let report = import(&old, &new, &["--remove"]);
+    assert!(report.contains("imported 2,"), "{report}");
+    assert!(!report.contains("skipped"), "{report}");
+    let q = queue(&new);
+    let j = q.get("named").await.unwrap().unwrap();
+    assert_eq!(
+        (j.topic.as_str(), j.body.as_str(), j.due_ms, j.ttr.as_secs()),
+        ("remind", "renew", due * 1000, 45)
+    );
+    let gone: i64 = old.cmd(&["EXISTS", "named"]).await;
+    assert_eq!(gone, 0, "the imported job stayed in the old layout");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_skipped_job_is_named_by_its_id_and_where_it_was_found() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    let due = old.time_ms().await / 1000 + 3600;
+    put(
+        &old,
+        &[
+            ("garbled-7", b"\xc1 not msgpack".to_vec(), due as f64),
+            (
+                "latin-9",
+                record_raw("t", "latin-9", due, b"caf\xe9", false),
+                due as f64,
+            ),
+            ("gone-3", Vec::new(), due as f64),
+        ],
+    )
+    .await;
+    let _: i64 = old.cmd(&["DEL", "gone-3"]).await;
+    let report = import(&old, &new, &[]);
+    for (reason, id) in [
+        ("not a job in the Go server's format", "garbled-7"),
+        ("body is not UTF-8 text", "latin-9"),
+        ("no job behind the entry", "gone-3"),
+    ] {
+        let at = report
+            .find(reason)
+            .unwrap_or_else(|| panic!("no {reason:?} in {report}"));
+        let after = &report[at..];
+        let block = after.split("\nskipped").next().unwrap();
+        assert!(
+            block.contains(&format!("\"{id}\"")) && block.contains("dq_bucket_1"),
+            "{id} not named under {reason:?}: {report}"
+        );
+    }
+}

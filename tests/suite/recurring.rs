@@ -707,3 +707,31 @@ async fn a_schedule_stored_before_the_due_index_still_ticks() {
     drop(a);
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), delayq::http::ServerConfig::default()).await;
+    let r = reqwest::Client::new()
+        .put(format!("{}/v1/recurring/daily", server.base))
+        .json(&json!({"topic": "t", "cron": "0 0 9 * * *", "ttr": "10m"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error(), "{}", r.status());
+    let v: Value = r.json().await.unwrap();
+    let msg = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(msg.contains("ttr_ms") && msg.contains("600000"), "{v}");
+    assert!(server.queue.recurring("daily").await.unwrap().is_none());
+    let ok = put(
+        &server.base,
+        "daily",
+        json!({"topic": "t", "cron": "0 0 9 * * *", "ttr_ms": 600_000}),
+    )
+    .await;
+    assert_eq!(ok["ttr_ms"], 600_000);
+    server.stop().await;
+}

@@ -345,3 +345,182 @@ fn a_redis_url_that_is_no_redis_url_or_no_redis_is_named_as_such() {
         "{not_redis}"
     );
 }
+
+/// Kills the child on drop (a failed assertion leaves nothing running).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `delayq serve 2>&1 | head -1`, the head gone: logging to a closed stderr
+/// (EPIPE on every write) must not stop SIGTERM from stopping delayq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_serve_whose_stderr_reader_has_exited() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let redis = RedisServer::start();
+    let mut child = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
+            .env("DELAYQ_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // The reader of stderr (`| head -1`) takes the first line and exits:
+    // its end of the pipe closes.
+    let stderr = child.0.stderr.take().unwrap();
+    let head = std::thread::spawn(move || {
+        let lines = std::io::BufReader::new(stderr).lines();
+        lines.map_while(Result::ok).take(1).count()
+    });
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = format!(
+        "http://{}",
+        line.trim().strip_prefix("delayq listening on ").unwrap()
+    );
+    assert!(
+        head.join().unwrap() > 0,
+        "no log line before the reader left"
+    );
+    // Requests log (to the closed stderr) and are still answered.
+    let push = r#"{"topic":"t","id":"kept","delay":3600,"ttr":5}"#;
+    assert_eq!(post(&base, "/push", push).await["code"], 0);
+    // SAFETY: a plain kill(2) on our own child.
+    unsafe {
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
+    }
+    let status = eventually(Duration::from_secs(30), "delayq to exit", || {
+        let s = child.0.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "delayq exited with {status}");
+    let exists: i64 = redis.cmd(&["EXISTS", "{dq}:j:kept"]).await;
+    assert_eq!(exists, 1);
+}
+
+/// The graceful stop waits for deliveries in flight (up to their timeout);
+/// a second SIGTERM ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_stops_serve_at_once() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let redis = RedisServer::start();
+    // A receiver that takes the connection and never answers.
+    let hook = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("delayq.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[topics.slow]\nwebhook = \"http://{}/\"\ntimeout = \"300s\"\n",
+            hook.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut child = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
+            .arg("--config")
+            .arg(&config)
+            .env("DELAYQ_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, logs) = std::sync::mpsc::channel();
+    let stderr = child.0.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut line = String::new();
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = format!(
+        "http://{}",
+        line.trim().strip_prefix("delayq listening on ").unwrap()
+    );
+    let push = r#"{"topic":"slow","id":"held","delay":1,"ttr":600}"#;
+    assert_eq!(post(&base, "/push", push).await["code"], 0);
+    // The delivery is in flight: the receiver holds its connection.
+    let (_held, _) = hook.accept().unwrap();
+    let pid = child.0.id() as i32;
+    // SAFETY: plain kill(2)s on our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    log_line(&logs, "stopping", Duration::from_secs(20));
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    eventually(Duration::from_secs(60), "delayq to exit", || {
+        let s = child.0.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+}
+
+/// Two `./dev serve` in one checkout share `.delayq`: the second is refused
+/// (it used to adopt the first's redis-server and stop it on exit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_serve_on_the_same_data_directory_is_refused_and_the_first_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let socket = dir.path().join("redis.sock");
+    let first = DelayqProcess::spawn(&["--data-dir", data]);
+    // Its stderr goes to a file: read once it has exited (a second serve
+    // that does not exit fails the test instead of hanging it).
+    let mut log = tempfile::tempfile().unwrap();
+    let mut second = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir", data])
+            .env_remove("DELAYQ_REDIS")
+            .env("DELAYQ_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log.try_clone().unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let status = eventually(
+        Duration::from_secs(30),
+        "the second serve to give up",
+        || {
+            let s = second.0.try_wait().unwrap();
+            async move { s }
+        },
+    )
+    .await;
+    let mut err = String::new();
+    {
+        use std::io::{Read, Seek};
+        log.rewind().unwrap();
+        log.read_to_string(&mut err).unwrap();
+    }
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("another delayq serve")
+            && err.contains(&format!("pid {}", first.pid()))
+            && err.contains("--data-dir"),
+        "{err}"
+    );
+    assert!(
+        answers(&socket),
+        "the second serve stopped the first's redis-server"
+    );
+    let push = r#"{"topic":"t","id":"still","delay":3600,"ttr":5}"#;
+    assert_eq!(post(&first.base, "/push", push).await["code"], 0);
+    first.terminate();
+    assert!(!answers(&socket));
+}

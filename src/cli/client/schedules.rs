@@ -97,6 +97,7 @@ impl Recurring {
                     timezone: Some(timezone),
                     body,
                     ttr_ms: ttr.map(ms),
+                    ttr: None,
                     retry: retry_spec(&retry, max_attempts)?,
                     missed: if missed == "skip" {
                         Missed::Skip

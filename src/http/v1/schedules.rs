@@ -58,6 +58,15 @@ pub(super) async fn put(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Schedule>> {
     let spec: ScheduleSpec = parse(&state, body)?;
+    if let Some(t) = &spec.ttr {
+        let ms = t
+            .as_str()
+            .and_then(|t| crate::duration::parse_duration(t).ok());
+        let ms = ms.map_or("MILLISECONDS".into(), |d| d.as_millis().to_string());
+        return Err(ApiError::invalid(format!(
+            "\"ttr\" is the config file's name; over HTTP send \"ttr_ms\": {ms}"
+        )));
+    }
     let schedule = Recurring {
         topic: spec.topic,
         cron: spec.cron,
