@@ -131,7 +131,7 @@ pub(super) async fn jobs(
         .await?;
     Ok(Json(JobsPage {
         topic,
-        state: name.to_owned(),
+        state: job_state,
         jobs: jobs.into_iter().map(Into::into).collect(),
         next_cursor: next,
     }))
