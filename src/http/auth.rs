@@ -12,8 +12,8 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
+use super::v1::ApiError;
 use super::AppState;
 
 /// Equal without an early exit on the first differing byte (a length
@@ -44,11 +44,12 @@ pub fn writes_any<S: Clone + Send + Sync + 'static>(
 
 async fn refuse_read_only(req: Request, next: Next) -> Response {
     if req.extensions().get::<ReadOnlyDashboard>().is_some() {
-        return (
+        return ApiError::new(
             StatusCode::FORBIDDEN,
-            axum::Json(json!({"error": {"code": "read_only", "message": "the dashboard is read-only here (--ui read-only)"}})),
+            "read_only",
+            "the dashboard is read-only here (--ui read-only)",
         )
-            .into_response();
+        .into_response();
     }
     next.run(req).await
 }
@@ -75,7 +76,7 @@ pub async fn require_token(
         return match state.queue.dashboard_session_ended(&session.id).await {
             Ok(false) => next.run(req).await,
             Ok(true) => unauthorized(path, "signed out; sign in again"),
-            Err(e) => super::v1::ApiError::from(e).into_response(),
+            Err(e) => ApiError::from(e).into_response(),
         };
     }
     let given = req
@@ -108,9 +109,8 @@ fn unauthorized(path: &str, message: &str) -> Response {
         return resp;
     }
     (
-        StatusCode::UNAUTHORIZED,
         [(header::WWW_AUTHENTICATE, "Bearer")],
-        axum::Json(json!({"error": {"code": "unauthorized", "message": message}})),
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message),
     )
         .into_response()
 }

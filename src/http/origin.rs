@@ -19,8 +19,8 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
+use super::v1::ApiError;
 use super::AppState;
 
 /// Host names a browser may use to reach this server, besides IP
@@ -132,11 +132,7 @@ pub async fn same_site_only(State(state): State<AppState>, req: Request, next: N
         None => next.run(req).await,
         Some(message) => {
             tracing::debug!(%message, "refused a browser request");
-            (
-                StatusCode::FORBIDDEN,
-                axum::Json(json!({"error": {"code": "cross_site", "message": message}})),
-            )
-                .into_response()
+            ApiError::new(StatusCode::FORBIDDEN, "cross_site", message).into_response()
         }
     }
 }

@@ -267,3 +267,36 @@ pub struct Touched {
     pub id: String,
     pub lease_until_ms: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the client sends is what the server reads: defaults are left
+    /// out, and a body of another JSON kind is refused with how to send it.
+    #[test]
+    fn a_job_spec_reads_back_as_sent() {
+        let spec = JobSpec {
+            topic: "t".into(),
+            due_at: Some(DueAt::from_text("2027-03-28T09:00:00Z")),
+            retry: Some(RetrySpec {
+                intervals: vec![Interval::Text("2m".into()), Interval::Ms(500)],
+                max_attempts: None,
+            }),
+            ..JobSpec::default()
+        };
+        let sent = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            sent,
+            serde_json::json!({"topic": "t", "body": "", "due_at": "2027-03-28T09:00:00Z",
+                "retry": {"intervals": ["2m", 500], "max_attempts": null}})
+        );
+        let read: JobSpec = serde_json::from_value(sent).unwrap();
+        assert_eq!(read.due_at, spec.due_at);
+        assert_eq!(read.if_exists, IfExistsSpec::Replace);
+        let e = serde_json::from_str::<JobSpec>(r#"{"topic":"t","body":{"a":1}}"#).unwrap_err();
+        assert!(e.to_string().contains("encode it into one"), "{e}");
+        let e = serde_json::from_str::<JobSpec>(r#"{"topic":"t","dleay_ms":5}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
+    }
+}

@@ -109,8 +109,7 @@ pub struct JobsQuery {
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 pub struct JobsPage {
     pub topic: String,
-    #[schema(value_type = crate::job::JobState)]
-    pub state: String,
+    pub state: crate::job::JobState,
     pub jobs: Vec<Job>,
     /// Absent or null on the last page.
     pub next_cursor: Option<String>,

@@ -129,7 +129,7 @@ pub(super) async fn jobs(
         .await?;
     Ok(Json(JobsPage {
         topic,
-        state: job_state.as_str().to_owned(),
+        state: job_state,
         jobs: jobs.into_iter().map(Into::into).collect(),
         next_cursor: next,
     }))
