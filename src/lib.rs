@@ -85,9 +85,9 @@ pub use shutdown::Shutdown;
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;
-pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 #[doc(hidden)]
 pub use store::{layout::validate_prefix, testing};
+pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

@@ -20,7 +20,6 @@ use crate::wire::{
     Outcome, Pushed, RescheduleSpec, Rescheduled, RetrySpec,
 };
 
-
 /// A due time as Unix ms, checked against the documented limits.
 pub(super) fn due_ms(due: &DueAt) -> ApiResult<i64> {
     let ms = due.to_ms("due_at").map_err(ApiError::invalid)?;
@@ -60,7 +59,9 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
         body: spec.body.clone(),
         delay: Duration::from_millis(spec.delay_ms.unwrap_or(0)),
         due_at_ms: spec.due_at.as_ref().map(due_ms).transpose()?,
-        ttr: spec.ttr_ms.map_or(crate::job::DEFAULT_TTR, Duration::from_millis),
+        ttr: spec
+            .ttr_ms
+            .map_or(crate::job::DEFAULT_TTR, Duration::from_millis),
         retry: spec.retry.as_ref().map(retry_policy).transpose()?,
         if_exists: match spec.if_exists {
             IfExistsSpec::Replace => IfExists::Replace,
