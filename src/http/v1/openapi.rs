@@ -126,12 +126,3 @@ fn shared_responses(path: &str, op: &mut Operation) {
         "The server requires a bearer token and the request had none or another (unauthorized)",
     );
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    #[ignore = "writes the document to $OPENAPI_OUT, for a look"]
-    fn dump() {
-        std::fs::write(std::env::var("OPENAPI_OUT").unwrap(), super::json()).unwrap();
-    }
-}
