@@ -246,6 +246,11 @@ impl Queue {
     pub fn waiting_pops(&self) -> usize {
         self.inner.waiters.waiting()
     }
+    /// Of [`waiting_pops`](Self::waiting_pops), those of delayq's own
+    /// webhook deliveries.
+    pub fn waiting_webhook_pops(&self) -> usize {
+        self.inner.waiters.own()
+    }
 
     /// The retry policy a job pushed to `topic` without one gets.
     pub fn retry_policy_for(&self, topic: &str) -> &RetryPolicy {

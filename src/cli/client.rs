@@ -868,16 +868,25 @@ fn print_human(command: &ClientCommand, v: &Value) {
         }
         ClientCommand::Delete { id, .. } => outln!("deleted {id}"),
         ClientCommand::Stats { .. } => {
-            let mut rows =
-                vec![["topic", "delayed", "ready", "reserved", "dead"].map(String::from)];
+            let mut rows = vec![[
+                "topic",
+                "delayed",
+                "ready",
+                "reserved",
+                "dead",
+                "delivered by",
+            ]
+            .map(String::from)];
             if let Some(topics) = v["topics"].as_object() {
                 for (t, c) in topics {
+                    let hook = v["webhooks"][t].as_str();
                     rows.push([
                         t.clone(),
                         plain(&c["delayed"]),
                         plain(&c["ready"]),
                         plain(&c["reserved"]),
                         plain(&c["dead"]),
+                        hook.map_or("pop".into(), |h| format!("webhook to {h}")),
                     ]);
                 }
             }
@@ -887,6 +896,9 @@ fn print_human(command: &ClientCommand, v: &Value) {
                 None => outln!("next due at: nothing scheduled"),
             }
             outln!("waiting pops: {}", plain(&v["waiting_pops"]));
+            if v["webhook_pops"].as_u64().unwrap_or(0) > 0 {
+                outln!("webhook deliveries waiting: {}", plain(&v["webhook_pops"]));
+            }
         }
         ClientCommand::Dead { command, .. } => match command {
             DeadCommand::List { .. } => {

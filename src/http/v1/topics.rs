@@ -21,19 +21,31 @@ pub(super) struct TopicsView {
     topics: BTreeMap<String, TopicCounts>,
     rates: BTreeMap<String, crate::store::rate::RateLimit>,
     next_due_ms: Option<i64>,
+    /// Clients' pops waiting (delayq's own webhook deliveries apart).
     waiting_pops: usize,
+    webhook_pops: usize,
+    /// Topics delivered by webhook -> the URL's host.
+    webhooks: BTreeMap<String, String>,
     /// Partitions whose master did not answer (left out of the counts).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     unavailable_partitions: Vec<usize>,
 }
 
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<TopicsView>> {
-    let o = state.queue.topics().await?;
+    let (q, hooks) = (&state.queue, &state.server.webhooks);
+    let mut o = q.topics().await?;
+    // Topics configured here are known with no jobs too.
+    for t in hooks.keys().chain(q.config().topic_retry.keys()) {
+        o.topics.entry(t.clone()).or_default();
+    }
+    let webhook_pops = q.waiting_webhook_pops();
     Ok(Json(TopicsView {
-        rates: state.queue.rates().await?,
+        rates: q.rates().await?,
         topics: o.topics,
         next_due_ms: o.next_due_ms,
-        waiting_pops: state.queue.waiting_pops(),
+        waiting_pops: q.waiting_pops().saturating_sub(webhook_pops),
+        webhook_pops,
+        webhooks: hooks.clone(),
         unavailable_partitions: o.unavailable_partitions,
     }))
 }
