@@ -870,11 +870,11 @@ fn print_human(command: &ClientCommand, v: &Value) {
         ClientCommand::Stats { .. } => {
             let mut rows = vec![[
                 "topic",
+                "delivered by",
                 "delayed",
                 "ready",
                 "reserved",
                 "dead",
-                "delivered by",
             ]
             .map(String::from)];
             if let Some(topics) = v["topics"].as_object() {
@@ -882,11 +882,11 @@ fn print_human(command: &ClientCommand, v: &Value) {
                     let hook = v["webhooks"][t].as_str();
                     rows.push([
                         t.clone(),
+                        hook.map_or("pop".into(), |h| format!("webhook to {h}")),
                         plain(&c["delayed"]),
                         plain(&c["ready"]),
                         plain(&c["reserved"]),
                         plain(&c["dead"]),
-                        hook.map_or("pop".into(), |h| format!("webhook to {h}")),
                     ]);
                 }
             }
