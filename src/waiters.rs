@@ -20,11 +20,25 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+tokio::task_local! {
+    /// Set around delayq's own consumers (webhook deliveries), whose pops
+    /// are counted apart from the clients'.
+    static OWN: ();
+}
+
+/// Runs `f` with the pops it waits in counted as delayq's own
+/// ([`Waiters::own`]), not a client's.
+pub async fn as_own<F: std::future::Future>(f: F) -> F::Output {
+    OWN.scope((), f).await
+}
+
 #[derive(Default)]
 pub struct Waiters {
     topics: Mutex<HashMap<String, Arc<Notify>>>,
     /// Pops waiting right now.
     waiting: AtomicUsize,
+    /// Of those, delayq's own (see [`as_own`]).
+    own: AtomicUsize,
 }
 
 impl Waiters {
@@ -39,15 +53,23 @@ impl Waiters {
     /// when the returned guard drops (also when the pop is cancelled).
     pub fn enter<'a>(&'a self, topics: &'a [String]) -> WaitGuard<'a> {
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        let own = OWN.try_with(|_| ()).is_ok();
+        if own {
+            self.own.fetch_add(1, Ordering::Relaxed);
+        }
         WaitGuard {
             waiters: self,
+            own,
             topics,
             handles: topics.iter().map(|t| self.handle(t)).collect(),
         }
     }
 
-    fn release(&self, topics: &[String], handles: Vec<Arc<Notify>>) {
+    fn release(&self, topics: &[String], handles: Vec<Arc<Notify>>, own: bool) {
         self.waiting.fetch_sub(1, Ordering::Relaxed);
+        if own {
+            self.own.fetch_sub(1, Ordering::Relaxed);
+        }
         drop(handles);
         let mut map = self.topics.lock().unwrap();
         for t in topics {
@@ -80,11 +102,17 @@ impl Waiters {
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
+
+    /// Of [`waiting`](Self::waiting), delayq's own (webhook deliveries).
+    pub fn own(&self) -> usize {
+        self.own.load(Ordering::Relaxed)
+    }
 }
 
 /// One waiting pop's registration; see [`Waiters::enter`].
 pub struct WaitGuard<'a> {
     waiters: &'a Waiters,
+    own: bool,
     topics: &'a [String],
     handles: Vec<Arc<Notify>>,
 }
@@ -98,6 +126,6 @@ impl WaitGuard<'_> {
 impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
         let handles = std::mem::take(&mut self.handles);
-        self.waiters.release(self.topics, handles);
+        self.waiters.release(self.topics, handles, self.own);
     }
 }

@@ -127,15 +127,16 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .concurrency(hook.concurrency)
         .backoff(Webhook::default_retry());
     let hook = std::sync::Arc::new(hook);
-    consumer
-        .run(
-            move |job| {
-                let (queue, client, hook) = (queue.clone(), client.clone(), hook.clone());
-                async move { deliver(&queue, &client, &hook, job).await }
-            },
-            shutdown,
-        )
-        .await;
+    // Its waiting pops are delayq's own, not a client's (`/v1/topics`
+    // shows them apart).
+    crate::waiters::as_own(consumer.run(
+        move |job| {
+            let (queue, client, hook) = (queue.clone(), client.clone(), hook.clone());
+            async move { deliver(&queue, &client, &hook, job).await }
+        },
+        shutdown,
+    ))
+    .await;
 }
 
 /// One delivery: Ok on 2xx, otherwise the error that goes into the job's

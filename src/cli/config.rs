@@ -351,4 +351,50 @@ retry = ["2m", "10m"]
         let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
         assert!(e.contains("ttr = \"600000ms\""), "{e}");
     }
+
+    /// README's reference of the file is real and whole: it loads, and
+    /// every key it shows took effect (a key left out of it fails here).
+    #[test]
+    fn the_readme_reference_sets_every_key() {
+        let readme = include_str!("../../README.md");
+        let at = readme.find("### The config file").unwrap();
+        let text = readme[at..].split("```toml\n").nth(1).unwrap();
+        let text = text.split("```").next().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delayq.toml");
+        std::fs::write(&path, text).unwrap();
+        // SAFETY: no other test reads this variable.
+        unsafe { std::env::set_var("ORDER_HOOK_SECRET", "from-env") };
+        let t = load(Some(&path), &no_flags()).unwrap();
+        assert_eq!(t.default_retry.max_attempts, Some(5));
+        assert_eq!(t.default_retry.intervals.len(), 3);
+        let hook = t
+            .webhooks
+            .iter()
+            .find(|h| h.topic == "order-timeout")
+            .unwrap();
+        assert_eq!((hook.timeout.as_secs(), hook.concurrency), (10, 8));
+        assert_eq!(hook.secret, Some(Secret("from-env".into())));
+        assert_eq!(t.topic_retry["order-timeout"].max_attempts, Some(4));
+        let sms = t
+            .webhooks
+            .iter()
+            .find(|h| h.topic == "member-reminder")
+            .unwrap();
+        assert_eq!(sms.secret, Some(Secret("change-me".into())));
+        assert_eq!(t.rates[0].0, "sms");
+        assert_eq!((t.rates[0].1.per_second, t.rates[0].1.burst), (50.0, 100));
+        let (name, r) = &t.recurring[0];
+        assert_eq!(name, "expiry-reminders");
+        assert_eq!(
+            (r.topic.as_str(), r.cron.as_str(), r.timezone.as_str()),
+            ("member-expiry", "0 0 9 * * *", "Asia/Shanghai")
+        );
+        assert_eq!(
+            (r.body.as_str(), r.ttr_ms),
+            ("{\"within_days\": 7}", 600_000)
+        );
+        assert_eq!(r.missed, delayq::Missed::Fire);
+        assert_eq!(r.retry.as_ref().unwrap().max_attempts, Some(3));
+    }
 }

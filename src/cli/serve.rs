@@ -414,6 +414,11 @@ async fn serve(
         args.allow_evicting_redis,
         shutdown.clone(),
     ));
+    let webhooks = topics
+        .webhooks
+        .iter()
+        .map(|h| (h.topic.clone(), url_host(&h.url)))
+        .collect();
     let hooks: Vec<_> = topics
         .webhooks
         .into_iter()
@@ -430,6 +435,7 @@ async fn serve(
             auth_token: args.auth_token.clone().map(webhook::Secret),
             ui: args.ui,
             allowed_hosts: allowed_hosts(&args.listen, &args.allowed_hosts),
+            webhooks,
             ..ServerConfig::default()
         },
     };
@@ -440,6 +446,21 @@ async fn serve(
     }
     tracing::info!("delayq stopped");
     Ok(())
+}
+
+/// Where a webhook goes, fit to show: host and port, without credentials,
+/// path or query (which may hold a token).
+fn url_host(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_owned();
+            Some(match u.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            })
+        })
+        .unwrap_or_default()
 }
 
 /// `--allowed-host`, and the `--listen` address's host when it is a name.

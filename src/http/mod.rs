@@ -56,6 +56,9 @@ pub struct ServerConfig {
     /// Names browsers may call this server by, besides addresses and
     /// `localhost` (see [`origin`]).
     pub allowed_hosts: origin::AllowedHosts,
+    /// Topics this server delivers by webhook -> the URL's host (never its
+    /// path, query or credentials), for `/v1/topics`.
+    pub webhooks: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +74,7 @@ impl Default for ServerConfig {
             ui: ui::UiMode::On,
             allowed_hosts: origin::AllowedHosts::default(),
             ui_session: Duration::from_secs(12 * 3600),
+            webhooks: Default::default(),
         }
     }
 }

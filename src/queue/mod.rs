@@ -139,6 +139,12 @@ impl Queue {
         self.inner.h.waiters.waiting()
     }
 
+    /// Of [`waiting_pops`](Self::waiting_pops), those of delayq's own
+    /// webhook deliveries.
+    pub fn waiting_webhook_pops(&self) -> usize {
+        self.inner.h.waiters.own()
+    }
+
     /// The retry policy a job pushed to `topic` without one gets.
     pub fn retry_policy_for(&self, topic: &str) -> &RetryPolicy {
         self.inner.h.retries.for_topic(topic)

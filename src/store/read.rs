@@ -21,7 +21,8 @@ pub struct TopicCounts {
     pub paused: bool,
 }
 
-/// Counts per topic and the earliest due time.
+/// Counts per topic and the earliest due time. Every topic the store
+/// knows is listed, with no jobs too: paused or rate-limited ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Overview {
     pub topics: BTreeMap<String, TopicCounts>,
@@ -257,6 +258,25 @@ impl Store {
             Ok(paused) => {
                 for t in paused {
                     topics.entry(t).or_default().paused = true;
+                }
+            }
+            Err(e) if unavailable_partitions.is_empty() => return Err(e),
+            Err(_) => {}
+        }
+        // A topic with a rate limit is known with no jobs too. HKEYS costs
+        // one name per rate-limited topic.
+        let mut limited = redis::cmd("HKEYS");
+        limited.arg(Keys::rates_index(&self.prefix));
+        match self
+            .call(
+                "topics",
+                limited.query_async::<Vec<String>>(&mut self.conn()),
+            )
+            .await
+        {
+            Ok(limited) => {
+                for t in limited {
+                    topics.entry(t).or_default();
                 }
             }
             Err(e) if unavailable_partitions.is_empty() => return Err(e),

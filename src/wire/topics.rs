@@ -16,8 +16,16 @@ pub struct Topics {
     #[serde(default)]
     pub rates: BTreeMap<String, RateLimit>,
     pub next_due_ms: Option<i64>,
-    /// Pops waiting for a job on this server.
+    /// Clients' pops waiting for a job on this server (delayq's own
+    /// webhook deliveries apart, in `webhook_pops`).
     pub waiting_pops: usize,
+    /// This server's webhook deliveries waiting for a job.
+    #[serde(default)]
+    pub webhook_pops: usize,
+    /// Topics this server delivers by webhook -> the URL's host and port
+    /// (never its path, query or credentials).
+    #[serde(default)]
+    pub webhooks: BTreeMap<String, String>,
     /// Partitions whose master did not answer (left out of the counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_partitions: Vec<usize>,

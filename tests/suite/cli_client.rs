@@ -809,3 +809,76 @@ async fn cli_mistakes_get_messages_that_name_the_fix() {
     assert!(ok && err.is_empty(), "{err}");
     s.stop().await;
 }
+
+/// `delayq stats` and `/v1/topics` list every topic delayq knows, jobs or
+/// none (configured, webhook, paused, rate-limited), say which go to a
+/// webhook (its host only), and count clients' waiting pops without
+/// delayq's own webhook deliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_lists_every_known_topic_marks_webhooks_and_counts_only_clients_pops() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("delayq.toml");
+    std::fs::write(
+        &config,
+        r#"
+[topics.hooked]
+webhook = "http://hookuser:hookpass@127.0.0.1:9/deliver?token=urltoken"
+secret = "signingkey"
+[topics.pulled]
+retry = ["1m"]
+[topics.limited]
+rate = { per_second = 5, burst = 5 }
+"#,
+    )
+    .unwrap();
+    let p = DelayqProcess::start(&redis, &["--config", config.to_str().unwrap()]);
+    let (ok, _, err) = delayq(&p.base, &["pause", "stopped"]).await;
+    assert!(ok, "{err}");
+    let get = || async {
+        reqwest::get(format!("{}/v1/topics", p.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    // The webhook's consumer is waiting for a job: it is not a client's pop.
+    let text = eventually(
+        std::time::Duration::from_secs(20),
+        "the webhook consumer waiting",
+        || async {
+            let text = get().await;
+            let v: Value = serde_json::from_str(&text).unwrap();
+            (v["webhook_pops"].as_u64() >= Some(1)).then_some(text)
+        },
+    )
+    .await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    for t in ["hooked", "pulled", "limited", "stopped"] {
+        assert!(v["topics"][t].is_object(), "{t} missing: {v}");
+    }
+    assert_eq!(v["webhooks"], serde_json::json!({"hooked": "127.0.0.1:9"}));
+    assert_eq!(v["waiting_pops"], 0, "{v}");
+    for secret in ["hookuser", "hookpass", "urltoken", "signingkey", "/deliver"] {
+        assert!(!text.contains(secret), "{secret} shown: {text}");
+    }
+
+    let (ok, out, err) = delayq(&p.base, &["stats"]).await;
+    assert!(ok, "{err}");
+    let row = |t: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(t))
+            .unwrap_or_else(|| panic!("no row for {t}: {out}"))
+            .to_owned()
+    };
+    assert!(row("hooked").contains("webhook to 127.0.0.1:9"), "{out}");
+    for t in ["pulled", "limited", "stopped"] {
+        assert!(!row(t).contains("webhook"), "{out}");
+    }
+    assert!(out.contains("waiting pops: 0"), "{out}");
+    assert!(
+        !out.contains("hookpass") && !out.contains("urltoken"),
+        "{out}"
+    );
+}

@@ -302,6 +302,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         q.clone(),
         ServerConfig {
             auth_token: Some(delayq::webhook::Secret("s3cret".into())),
+            webhooks: [("hooks".to_owned(), "127.0.0.1:9".to_owned())].into(),
             ..ServerConfig::default()
         },
     )
@@ -340,6 +341,15 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     b.click("#login button").await;
     // The counts match the API.
     b.find("#topics tr[data-topic=orders]").await;
+    // A webhook topic with no jobs is listed, marked with its host.
+    let hooks = b
+        .text("#topics tr[data-topic=hooks] td[data-delivery]")
+        .await;
+    assert_eq!(hooks, "webhook to 127.0.0.1:9");
+    let orders = b
+        .text("#topics tr[data-topic=orders] td[data-delivery]")
+        .await;
+    assert_eq!(orders, "pop");
     let counts = q.topics().await.unwrap().topics;
     for (topic, c) in &counts {
         for (state, n) in [

@@ -44,3 +44,17 @@ fn the_chinese_readme_has_the_same_sections_and_commands() {
     }
     assert!(en.contains("(README.zh-CN.md)") && zh.contains("(README.md)"));
 }
+
+/// README's `/v1` table (both languages) lists every route the server has.
+#[test]
+fn the_readmes_list_every_native_route() {
+    for name in ["README.md", "README.zh-CN.md"] {
+        let text = read(name);
+        let missing: Vec<String> = delayq::http::v1::ROUTES
+            .iter()
+            .map(|r| format!("`{} {}", r.method.to_uppercase(), r.path))
+            .filter(|row| !text.contains(&format!("{row}`")) && !text.contains(&format!("{row}?")))
+            .collect();
+        assert!(missing.is_empty(), "{name} lacks {missing:?}");
+    }
+}

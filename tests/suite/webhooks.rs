@@ -485,3 +485,47 @@ async fn a_webhook_under_a_rate_limit_keeps_delivering_as_tokens_come() {
     shutdown.trigger();
     q.close().await;
 }
+
+/// README's order example: a DELETE while the close is on its way
+/// succeeds, the close still arrives (the handler must check the order's
+/// own state), and the job is never delivered again, whatever the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_during_a_delivery_succeeds_and_the_job_is_not_delivered_again() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let shop = Receiver::start(|_| Reply::Hang).await;
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        timeout: Duration::from_secs(1),
+        ..Webhook::new("order-timeout", &shop.url)
+    };
+    tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let at_once = RetryPolicy {
+        intervals: vec![],
+        max_attempts: Some(5),
+    };
+    push(&q, "order-1001", "order-timeout", at_once).await;
+    eventually(Duration::from_secs(10), "the close on its way", || async {
+        (shop.hits().len() == 1).then_some(())
+    })
+    .await;
+    // Paid: the DELETE succeeds while the close is in flight.
+    assert!(q.delete("order-1001").await.unwrap());
+    // The close fails (timeout): with the job gone, nothing comes back.
+    eventually(
+        Duration::from_secs(15),
+        "the delivery's outcome",
+        || async {
+            (q.metrics()
+                .webhook_deliveries
+                .get(["order-timeout", "timeout"])
+                >= 1)
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(q.get("order-1001").await.unwrap().is_none());
+    assert_eq!(shop.hits().len(), 1);
+    shutdown.trigger();
+    q.close().await;
+}

@@ -20,11 +20,20 @@ impl Stats {
         let c = Client::new(&self.client);
         let reply = c.fetch::<Topics>(Method::GET, "/v1/topics").await?;
         c.show(&reply, |v, o| {
-            let mut rows =
-                vec![["topic", "delayed", "ready", "reserved", "dead"].map(String::from)];
+            let mut rows = vec![[
+                "topic",
+                "delivered by",
+                "delayed",
+                "ready",
+                "reserved",
+                "dead",
+            ]
+            .map(String::from)];
             for (t, n) in &v.topics {
+                let by = v.webhooks.get(t);
                 rows.push([
                     t.clone(),
+                    by.map_or("pop".into(), |h| format!("webhook to {h}")),
                     n.delayed.to_string(),
                     n.ready.to_string(),
                     n.reserved.to_string(),
@@ -37,6 +46,9 @@ impl Stats {
                 None => outln!(o, "next due at: nothing scheduled"),
             }
             outln!(o, "waiting pops: {}", v.waiting_pops);
+            if v.webhook_pops > 0 {
+                outln!(o, "webhook deliveries waiting: {}", v.webhook_pops);
+            }
         })
     }
 }

@@ -91,6 +91,7 @@ async function overview(mine) {
     const list = "#/topic/" + enc(t) + "/delayed";
     return link(list, last === null ? "later" : "after " + when(last) + " (" + fromNow(last) + ")");
   };
+  const hook = (t) => topics.webhooks && topics.webhooks[t];
   const rows = names.map((t) => {
     const c = topics.topics[t];
     const rate = topics.rates && topics.rates[t];
@@ -103,6 +104,7 @@ async function overview(mine) {
       el("td", {}, nextDue(t, c)),
       el("td", {}, rate ? rate.per_second + "/s, burst " + rate.burst : "none"),
       el("td", {}, c.paused ? el("span", { class: "paused" }, "paused") : "running"),
+      el("td", { "data-delivery": "" }, hook(t) ? "webhook to " + hook(t) : "pop"),
     ];
     if (!config.read_only) {
       cells.push(el("td", {}, el("button", {
@@ -111,7 +113,7 @@ async function overview(mine) {
     }
     return el("tr", { "data-topic": t }, cells);
   });
-  const head = ["topic", "delayed", "ready", "reserved", "dead", "next due", "rate limit", "state"];
+  const head = ["topic", "delayed", "ready", "reserved", "dead", "next due", "rate limit", "state", "delivered by"];
   if (!config.read_only) head.push("");
   const up = upcoming.jobs.map((j) => el("tr", {},
     el("td", {}, when(j.due_at_ms)), el("td", {}, fromNow(j.due_at_ms)), el("td", {}, j.topic),
@@ -119,7 +121,7 @@ async function overview(mine) {
   show(mine,
     el("h2", {}, "Topics"),
     rows.length ? el("table", { id: "topics" }, el("tr", {}, head.map((h, i) => el("th", { class: i >= 1 && i <= 4 ? "num" : null }, h))), rows)
-      : el("p", { class: "muted" }, "No jobs yet."),
+      : el("p", { class: "muted" }, "No topics yet."),
     el("h2", {}, "Falling due next"),
     up.length ? el("table", { id: "upcoming" }, el("tr", {}, ["due", "", "topic", "id"].map((h) => el("th", {}, h))), up)
       : el("p", { class: "muted" }, "Nothing scheduled."),

@@ -18,8 +18,14 @@ use crate::wire::{
 #[utoipa::path(get, path = "/v1/topics", operation_id = "listTopics",
     responses((status = 200, description = "Counts", body = Topics)))]
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topics>> {
-    let o = state.queue.topics().await?;
-    let rates = state.queue.rates().await?;
+    let (q, hooks) = (&state.queue, &state.server.webhooks);
+    let mut o = q.topics().await?;
+    // Topics configured here are known with no jobs too.
+    for t in hooks.keys().chain(q.config().topic_retry.keys()) {
+        o.topics.entry(t.clone()).or_default();
+    }
+    let rates = q.rates().await?;
+    let webhook_pops = q.waiting_webhook_pops();
     Ok(Json(Topics {
         rates: rates
             .into_iter()
@@ -46,7 +52,9 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
             })
             .collect(),
         next_due_ms: o.next_due_ms,
-        waiting_pops: state.queue.waiting_pops(),
+        waiting_pops: q.waiting_pops().saturating_sub(webhook_pops),
+        webhook_pops,
+        webhooks: hooks.clone(),
         unavailable_partitions: o.unavailable_partitions,
     }))
 }
