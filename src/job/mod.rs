@@ -1,0 +1,226 @@
+//! What a job is, what it carries at each step of its life, and the limits
+//! on what a producer may send.
+//!
+//! A job's life: `delayed` (in the schedule, trigger key ticking) ->
+//! `ready` (in its topic's ready list) -> `reserved` (leased to a consumer
+//! until now + ttr) -> finished (gone). A failed attempt (a nack, or a lease
+//! that runs out) goes where the job's retry policy says: `ready` again,
+//! `delayed` until the next interval, or `dead` when the attempts are used
+//! up. Delete removes it from any state; pushing its id again replaces it.
+//!
+//! The limits, and the checks of what a producer sends, are in `limits.rs`.
+
+mod limits;
+
+use std::time::Duration;
+
+use crate::retry::RetryPolicy;
+
+pub use limits::{check_due_at, Limits, MAX_DUE_AT_MS};
+
+/// The ttr of a job, or of a schedule's ticks, pushed without one.
+pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
+
+/// A job to push.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewJob {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    /// How long from now (Redis time) until the job is due.
+    pub delay: Duration,
+    /// Absolute due time (Unix ms, Redis clock); overrides `delay`. A time
+    /// in the past means now.
+    pub due_at_ms: Option<i64>,
+    /// Time to run: how long a popped job stays leased before the attempt
+    /// counts as failed.
+    pub ttr: Duration,
+    /// Retry policy; `None` takes the topic's default, then the queue's.
+    pub retry: Option<RetryPolicy>,
+    /// What to do when a job with this id exists.
+    pub if_exists: IfExists,
+}
+
+impl Default for NewJob {
+    fn default() -> Self {
+        NewJob {
+            id: String::new(),
+            topic: String::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+            due_at_ms: None,
+            ttr: DEFAULT_TTR,
+            retry: None,
+            if_exists: IfExists::Replace,
+        }
+    }
+}
+
+/// Pushing an id that exists...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IfExists {
+    /// ...replaces the job atomically: new body, due time and policy.
+    #[default]
+    Replace,
+    /// ...changes nothing and reports [`PushOutcome::Kept`].
+    Keep,
+}
+
+/// Where a job is in its life.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Delayed,
+    Ready,
+    Reserved,
+    /// Attempts used up; kept for inspection, requeue or purge.
+    Dead,
+}
+
+impl JobState {
+    /// Every state, in the order of a job's life.
+    pub const ALL: [JobState; 4] = [
+        JobState::Delayed,
+        JobState::Ready,
+        JobState::Reserved,
+        JobState::Dead,
+    ];
+    /// Their names, as [`as_str`](Self::as_str) gives them.
+    pub const NAMES: [&'static str; 4] = [
+        JobState::Delayed.as_str(),
+        JobState::Ready.as_str(),
+        JobState::Reserved.as_str(),
+        JobState::Dead.as_str(),
+    ];
+
+    /// The state named `s`, as [`as_str`](Self::as_str) names it.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+
+    /// The state's name: the one place it is written, used in Redis (the
+    /// scripts get it through the key layout), on the wire, in metrics
+    /// labels and by the CLI.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobState::Delayed => "delayed",
+            JobState::Ready => "ready",
+            JobState::Reserved => "reserved",
+            JobState::Dead => "dead",
+        }
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+
+    /// As [`parse`](Self::parse), with an error naming the states.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s)
+            .ok_or_else(|| format!("state {s:?} is not one of {}", Self::NAMES.join(", ")))
+    }
+}
+
+/// One failed attempt in a job's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedAttempt {
+    pub attempt: u32,
+    /// When it failed (Unix ms, Redis clock).
+    pub at_ms: i64,
+    pub error: String,
+}
+
+/// A stored job, as `get` sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    pub ttr: Duration,
+    /// Unix time (ms, Redis clock) at which the job was or will be due.
+    pub due_ms: i64,
+    pub state: JobState,
+    /// Deliveries so far (since the last requeue).
+    pub attempts: u32,
+    pub retry: RetryPolicy,
+    /// End of the current lease (reserved jobs).
+    pub lease_until_ms: Option<i64>,
+    /// When the job died (dead jobs).
+    pub dead_at_ms: Option<i64>,
+    /// The last failed attempt's error.
+    pub last_error: Option<String>,
+    /// The last 20 failed attempts, oldest first.
+    pub history: Vec<FailedAttempt>,
+}
+
+/// A job handed to a consumer, with the lease that goes with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    /// The lease token: finishing with it fails once the job was delivered
+    /// again to someone else.
+    pub token: String,
+    /// Unix time (ms, Redis clock) at which the job was due.
+    pub due_ms: i64,
+    /// Redis time (µs) at the hand-over; `popped_at_us - due_ms * 1000` is
+    /// how late it was.
+    pub popped_at_us: i64,
+    /// 1 on the first delivery.
+    pub attempts: u32,
+    /// End of the lease (Unix ms, Redis clock): finish, nack or touch
+    /// before then.
+    pub lease_until_ms: i64,
+}
+
+/// The result of a push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// Unix time (ms, Redis clock) at which the job falls due (for a kept
+    /// job: its existing due time).
+    pub due_ms: i64,
+    pub outcome: PushOutcome,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushOutcome {
+    Created,
+    /// An existing job with this id was replaced.
+    Replaced,
+    /// The id existed and [`IfExists::Keep`] left it as it was.
+    Kept,
+}
+
+/// Where a nacked job went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Nacked {
+    /// `Ready`, `Delayed` (waiting for its next attempt) or `Dead`.
+    pub state: JobState,
+    /// When the next attempt is due (Unix ms), or when it died.
+    pub due_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_names_read_back_and_a_wrong_one_names_them_all() {
+        for state in JobState::ALL {
+            assert_eq!(state.as_str().parse::<JobState>(), Ok(state));
+        }
+        assert_eq!(
+            "gone".parse::<JobState>(),
+            Err("state \"gone\" is not one of delayed, ready, reserved, dead".to_owned())
+        );
+    }
+}
