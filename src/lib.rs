@@ -69,12 +69,13 @@ pub use queue::{Config, Queue};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::cluster::MAX_PARTITIONS;
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;
-pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 #[doc(hidden)]
 pub use store::{layout::validate_prefix, testing};
+pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]

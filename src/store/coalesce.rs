@@ -356,7 +356,11 @@ impl Coalesced for Acked {
         let mut conn = items[0].conn.clone().unwrap_or_else(|| route.conn.clone());
         // Given up when the last caller stops waiting (its writes carry
         // deadlines: if they reach Redis later they change nothing).
-        let until = items.iter().map(|w| w.deadline).max().unwrap_or(Instant::now());
+        let until = items
+            .iter()
+            .map(|w| w.deadline)
+            .max()
+            .unwrap_or(Instant::now());
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         for w in &items {

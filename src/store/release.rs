@@ -8,15 +8,16 @@ pub const SCRIPT: Script = Script {
     name: "release",
     source: include_str!("release.lua"),
     when_full: true,
+    acked: false,
 };
 
 impl Store {
     /// True if the lease `token` was undone (the job is ready again, the
     /// attempt uncounted); false if it was no longer current.
     pub(crate) async fn release(&self, id: &str, token: &str) -> Result<bool> {
-        let mut cmd = self.fcall(&SCRIPT, self.part(id));
+        let mut cmd = self.script(&SCRIPT, self.part_of(id));
         cmd.arg(id).arg(token);
-        let (status, _) = self.run("release", &cmd).await?;
+        let (status, _) = self.send(cmd).await?;
         Ok(status == Status::Done)
     }
 

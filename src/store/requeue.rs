@@ -8,6 +8,7 @@ pub const SCRIPT: Script = Script {
     name: "requeue",
     source: include_str!("requeue.lua"),
     when_full: true,
+    acked: false,
 };
 
 /// Most dead jobs one call moves: bounds a script's run time.
@@ -18,12 +19,12 @@ impl Store {
     /// of `topic` when `ids` is empty. Returns how many.
     /// All of `ids` must be in partition `part`.
     pub(crate) async fn requeue(&self, part: usize, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+        let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(topic).arg(BATCH);
         for id in ids {
             cmd.arg(id);
         }
-        let (_, mut f) = self.run("requeue", &cmd).await?;
+        let (_, mut f) = self.send(cmd).await?;
         Ok(f.int()?.max(0) as u64)
     }
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use delayq::{Redis, Sentinel};
 use delayq::{Config, Error, Queue};
+use delayq::{Redis, Sentinel};
 
 /// A sentinel process watching master `m`, killed on drop.
 pub struct SentinelServer {
@@ -262,9 +262,11 @@ async fn a_failover_is_followed_and_replica_acks_lose_nothing() {
 async fn config_replica_acks_hold_behind_sentinel() {
     let master = RedisServer::start_tcp(&[]);
     let sentinel = SentinelServer::start_with(port_of(&master), 1);
-    wait_until(Duration::from_secs(20), "the sentinel to see the master", || {
-        sentinel.view() == Some((port_of(&master), 0))
-    });
+    wait_until(
+        Duration::from_secs(20),
+        "the sentinel to see the master",
+        || sentinel.view() == Some((port_of(&master), 0)),
+    );
     let q = Queue::connect(Config {
         redis: Redis::Sentinel(Sentinel {
             sentinels: vec![sentinel.url()],

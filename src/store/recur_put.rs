@@ -1,0 +1,47 @@
+//! Recurring put: create, replace or delete a schedule. The script is
+//! `recur_put.lua`.
+
+use super::{Keys, Script, Status, Store};
+use crate::error::Result;
+
+pub const SCRIPT: Script = Script {
+    name: "recur_put",
+    source: include_str!("recur_put.lua"),
+    // Delete must work on a full Redis.
+    when_full: true,
+    acked: true,
+};
+
+impl Store {
+    /// Creates or replaces schedule `name` with `def` (JSON) under a new
+    /// version; ticks count from now.
+    pub(crate) async fn recur_put(&self, name: &str, def: &str) -> Result<()> {
+        let part = self.recur_part(name);
+        let version = uuid::Uuid::new_v4().simple().to_string();
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name).arg("put").arg(def).arg(&version);
+        self.send(cmd).await?;
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        self.call("recurring put", sadd.query_async::<i64>(&mut self.conn()))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes schedule `name` and its next tick's job if not yet handed
+    /// over. False if there was none.
+    pub(crate) async fn recur_delete(&self, name: &str) -> Result<bool> {
+        let part = self.recur_part(name);
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name).arg("delete").arg("").arg("");
+        let (status, _) = self.send(cmd).await?;
+        let mut srem = redis::cmd("SREM");
+        srem.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        self.call(
+            "recurring delete",
+            srem.query_async::<i64>(&mut self.conn()),
+        )
+        .await?;
+        Ok(status == Status::Done)
+    }
+}
