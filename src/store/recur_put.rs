@@ -1,6 +1,7 @@
 //! Recurring put: create, replace or delete a schedule. The script is
 //! `recur_put.lua`.
 
+use super::reply::Fields;
 use super::{Keys, Script, Status, Store};
 use crate::error::Result;
 
@@ -11,6 +12,11 @@ pub const SCRIPT: Script = Script {
     when_full: true,
     acked: true,
 };
+
+/// The reply: DONE, or MISSING (nothing changed).
+fn decode((status, _): (Status, Fields)) -> bool {
+    status == Status::Done
+}
 
 impl Store {
     /// Creates or replaces schedule `name` with `def` (JSON) under a new
@@ -34,7 +40,7 @@ impl Store {
         let part = self.recur_part(name);
         let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(name).arg("delete").arg("").arg("");
-        let (status, _) = self.send(cmd).await?;
+        let done = decode(self.send(cmd).await?);
         let mut srem = redis::cmd("SREM");
         srem.arg(Keys::recurring_index(&self.prefix)).arg(name);
         self.call(
@@ -42,6 +48,20 @@ impl Store {
             srem.query_async::<i64>(&mut self.conn()),
         )
         .await?;
-        Ok(status == Status::Done)
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_whether_it_was_done() {
+        let d = |r: &[&str]| decode(Fields::parse("recur_put", sample(r)).unwrap());
+        assert!(d(&["0"]));
+        assert!(!d(&["1"]));
+        assert!(Fields::parse("recur_put", sample(&["9"])).is_err());
     }
 }
