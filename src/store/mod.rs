@@ -8,15 +8,19 @@
 //! the counts, a dead-letter page, memory) are in [`read`].
 //!
 //! A queue may be split into partitions (Redis Cluster), each a full set of
-//! keys in one slot; [`Store`] picks a job's partition from its id, and runs
-//! the per-queue work (pops, counts, dead letters) over all of them.
-//! [`cluster`] reaches the masters, [`acks`] makes writes wait for
-//! replicas.
+//! keys in one slot; [`parts`] picks a job's partition from its id, and the
+//! per-queue work (pops, counts, dead letters) runs over all of them.
+//! [`cluster`] reaches the masters.
 //!
-//! [`Store`] owns the connection and makes every call bounded: each call
-//! waits at most the Redis timeout, and each script call carries a deadline
-//! in Redis time (from [`clock`]) past which the script refuses to act, so a
-//! call this process gave up on never takes effect later.
+//! [`link`] holds the connections: where Redis is ([`Redis`]), TLS, the
+//! shared link (replaced behind Sentinel by [`sentinel`]) and loading the
+//! function library. [`exec`] sends every call bounded: each waits at most
+//! the Redis timeout, and each script call carries a deadline in Redis time
+//! (from [`clock`]) past which the script refuses to act, so a call this
+//! process gave up on never takes effect later. Whether a script call waits
+//! for replicas is its [`Script`]'s own property. [`coalesce`] is the one
+//! group-commit engine: batched pushes and removes ([`batch`]), pops, and
+//! acknowledged writes.
 //!
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
