@@ -64,9 +64,18 @@ impl Held {
     }
 }
 
+/// What one pop call did.
+#[derive(Debug)]
+struct Popped {
+    /// Redis time at the call (us).
+    now_us: i64,
+    held: Held,
+    deliveries: Vec<Delivery>,
+}
+
 /// The reply: Redis time (us), what was held back, then seven values per
 /// job.
-fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>)> {
+fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
     }
@@ -95,7 +104,11 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>
             lease_until_ms: f.int()?,
         });
     }
-    Ok((popped_at_us, held, deliveries))
+    Ok(Popped {
+        now_us: popped_at_us,
+        held,
+        deliveries,
+    })
 }
 
 /// One caller's pop, as batched on a queue of one partition.
@@ -397,9 +410,9 @@ impl Store {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         args(&mut cmd, &nonce[..16], topics, &room);
         let sent = Instant::now();
-        let (now_us, held, deliveries) = decode(self.send(cmd).await?)?;
-        self.clock.observe(sent, Instant::now(), now_us);
-        Ok((held, deliveries))
+        let popped = decode(self.send(cmd).await?)?;
+        self.clock.observe(sent, Instant::now(), popped.now_us);
+        Ok((popped.held, popped.deliveries))
     }
 }
 
@@ -411,11 +424,12 @@ mod tests {
     #[test]
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
-        let (now, held, got) = d(&[
+        let p = d(&[
             "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "b", "t",
             "", "8", "995", "2", "61001",
         ])
         .unwrap();
+        let (now, held, got) = (p.now_us, p.held, p.deliveries);
         assert_eq!(now, 1_000_500);
         assert_eq!(
             held,
@@ -438,8 +452,8 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
-        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().1.ungranted);
-        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().2.is_empty());
+        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().held.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().deliveries.is_empty());
         assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());
         assert!(d(&["0", "1"]).is_err());
     }
