@@ -63,7 +63,7 @@ pub struct ServeArgs {
     /// partitions than masters lets masters added later take a share).
     /// Fixed when the queue is first used: a different count later is
     /// refused. Default: 1 on a single Redis, 12 on a cluster.
-    #[arg(long, env = "DELAYQ_PARTITIONS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, env = "DELAYQ_PARTITIONS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=delayq::MAX_PARTITIONS as i64))]
     partitions: Option<u16>,
 
     /// The master's name in the sentinels' configuration.

@@ -192,9 +192,9 @@ async fn session(h: &Handles) -> Result<(), String> {
             if let Some(&part) = wake.get(channel) {
                 h.wake.one(part);
             } else if let Some(&part) = ready.get(channel) {
-                if let Some((count, topic)) = payload.split_once(' ') {
+                if let Some((count, topic)) = crate::store::layout::read_ready_notice(&payload) {
                     h.store.note_ready(topic, part);
-                    h.waiters.wake(topic, count.parse().unwrap_or(1));
+                    h.waiters.wake(topic, count);
                 }
             } else if events {
                 triggers.sort(&payload, &mut due);

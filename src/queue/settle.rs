@@ -15,12 +15,13 @@ impl Queue {
     pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
         self.limits().check_token(token).map_err(Error::Invalid)?;
-        match self.store().remove(id, Fence::Lease(token)).await? {
-            (Status::Done, topic) => {
-                self.inner.h.metrics.finished.inc([&topic], 1);
+        let removed = self.store().remove(id, Fence::Lease(token)).await?;
+        match removed.status {
+            Status::Done => {
+                self.inner.h.metrics.finished.inc([&removed.topic], 1);
                 Ok(())
             }
-            (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+            Status::Stale => Err(Error::StaleLease(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
     }
@@ -55,11 +56,11 @@ impl Queue {
 
     async fn remove_any(&self, id: &str, counter: &crate::metrics::Counter<1>) -> Result<bool> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let (status, topic) = self.store().remove(id, Fence::Any).await?;
-        if status == Status::Done {
-            counter.inc([&topic], 1);
+        let removed = self.store().remove(id, Fence::Any).await?;
+        if removed.status == Status::Done {
+            counter.inc([&removed.topic], 1);
         }
-        Ok(status == Status::Done)
+        Ok(removed.status == Status::Done)
     }
 
     /// Reports a failed attempt: the job goes where its retry policy says
@@ -120,9 +121,10 @@ impl Queue {
         if let Some(t) = ttr {
             l.check_ttr(t).map_err(Error::Invalid)?;
         }
-        match self.store().touch(id, token, ttr).await? {
-            (Status::Done, until) => Ok(until),
-            (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+        let touched = self.store().touch(id, token, ttr).await?;
+        match touched.status {
+            Status::Done => Ok(touched.lease_until_ms),
+            Status::Stale => Err(Error::StaleLease(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
     }
@@ -146,14 +148,13 @@ impl Queue {
         if let Some(b) = body {
             l.check_body(b).map_err(Error::Invalid)?;
         }
-        match self.store().reschedule(id, delay, due_at_ms, body).await? {
-            (Status::Done, due, new_head) => {
-                if new_head {
-                    self.inner.h.wake.one(self.store().part_of(id));
-                }
-                Ok(due)
-            }
-            _ => Err(Error::NotFound(id.to_owned())),
+        let r = self.store().reschedule(id, delay, due_at_ms, body).await?;
+        if r.status != Status::Done {
+            return Err(Error::NotFound(id.to_owned()));
         }
+        if r.new_head {
+            self.inner.h.wake.one(self.store().part_of(id));
+        }
+        Ok(r.due_ms)
     }
 }

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use redis::Cmd;
 use tokio::time::Instant;
 
 use super::coalesce::{Batch, Coalesced};
+use super::exec::Call;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 pub(crate) trait PerJob: Batch {
     const SCRIPT: &'static Script;
     /// Adds one item's arguments to the call.
-    fn args(item: &Self::Item, cmd: &mut Cmd);
+    fn args(item: &Self::Item, call: &mut Call);
     /// Reads one item's result from the reply.
     fn decode(f: &mut Fields) -> Result<Self::Out>;
 }
@@ -67,15 +67,11 @@ impl Store {
         deadline: Instant,
     ) -> Result<Vec<B::Out>> {
         let op = B::SCRIPT.name;
-        let mut cmd = self.fcall_until(B::SCRIPT, &self.parts()[part], deadline);
+        let mut call = self.script(B::SCRIPT, part).until(deadline);
         for item in items {
-            B::args(item, &mut cmd);
+            B::args(item, &mut call);
         }
-        let limit = deadline.saturating_duration_since(Instant::now());
-        let (status, mut f) = self
-            .run_acked(B::SCRIPT, part, vec![cmd], limit)
-            .await?
-            .remove(0);
+        let (status, mut f) = self.send(call).await?;
         if status != Status::Done {
             return Err(Error::protocol(op, format!("status {status:?}")));
         }

@@ -13,6 +13,7 @@ pub const SCRIPT: Script = Script {
     name: "dispatch",
     source: include_str!("dispatch.lua"),
     when_full: true,
+    acked: false,
 };
 
 /// What one dispatch call did.
@@ -80,7 +81,7 @@ impl Store {
         batch: usize,
         retention: Retention,
     ) -> Result<Dispatched> {
-        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+        let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(batch)
             .arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64);
@@ -88,7 +89,7 @@ impl Store {
             cmd.arg(id);
         }
         let sent = Instant::now();
-        let d = decode(self.run("dispatch", &cmd).await?)?;
+        let d = decode(self.send(cmd).await?)?;
         self.clock.observe(sent, Instant::now(), d.now_us);
         Ok(d)
     }

@@ -169,6 +169,10 @@ pub(crate) fn lua_prelude() -> String {
     for (name, value) in LUA_NAMES {
         out.push_str(&format!("local {name} = '{value}'\n"));
     }
+    out.push_str(&format!(
+        "local MAX_TIME_MS = {}\n",
+        crate::job::MAX_DUE_AT_MS
+    ));
     out
 }
 
@@ -297,33 +301,35 @@ impl Keys {
 /// Hash slots in a Redis Cluster.
 pub const SLOTS: usize = 16384;
 
-/// The cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
-pub fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
+/// What of `key` counts for its slot, as Redis reads hash tags: the part
+/// between the first `{` and the next `}` when that is not empty, else all
+/// of it.
+fn hash_tag(key: &[u8]) -> &[u8] {
+    key.iter()
         .position(|&b| b == b'{')
         .and_then(|open| {
             let rest = &key[open + 1..];
             let close = rest.iter().position(|&b| b == b'}')?;
             (close > 0).then(|| &rest[..close])
         })
-        .unwrap_or(key);
-    crc16(tagged) % SLOTS as u16
+        .unwrap_or(key)
 }
 
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+/// The cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
+pub fn slot(key: &[u8]) -> u16 {
+    crc16::State::<crc16::XMODEM>::calculate(hash_tag(key)) % SLOTS as u16
+}
+
+/// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".
+/// `notify_ready` in lib.lua writes the same.
+pub fn ready_notice(n: u64, topic: &str) -> String {
+    format!("{n} {topic}")
+}
+
+/// A ready notice's count and topic.
+pub fn read_ready_notice(payload: &str) -> Option<(usize, &str)> {
+    let (n, topic) = payload.split_once(' ')?;
+    Some((n.parse().unwrap_or(1), topic))
 }
 
 /// The partition of job `id` in a queue of `n` partitions. Stable for ever:
@@ -334,18 +340,10 @@ pub fn partition_of(id: &str, n: usize) -> usize {
     if n <= 1 {
         return 0;
     }
-    let id = id
-        .find('{')
-        .and_then(|open| {
-            let rest = &id[open + 1..];
-            let close = rest.find('}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(id);
     // FNV-1a: cheap, and independent of the slot hash, so ids spread over
     // partitions however the tags fell.
     let mut h: u64 = 0xcbf29ce484222325;
-    for &b in id.as_bytes() {
+    for &b in hash_tag(id.as_bytes()) {
         h ^= b as u64;
         h = h.wrapping_mul(0x100000001b3);
     }

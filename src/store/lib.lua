@@ -66,10 +66,10 @@ local function past_deadline(deadline_us)
   return nil
 end
 
--- The latest time (Unix ms) a job may be due, 9999-12-31T23:59:59.999Z.
--- Times stay far from where milliseconds times 1000 overflow a 64-bit
--- integer, and SET PXAT accepts them all.
-local MAX_TIME_MS = 253402300799999
+-- MAX_TIME_MS (in the prelude, from job::MAX_DUE_AT_MS) is the latest time
+-- (Unix ms) a job may be due, 9999-12-31T23:59:59.999Z. Times stay far from
+-- where milliseconds times 1000 overflow a 64-bit integer, and SET PXAT
+-- accepts them all.
 
 local function invalid(message)
   return redis.error_reply('DQINVALID ' .. message)
@@ -164,6 +164,7 @@ local function detach(id, state, topic)
   move_count(topic, state, nil)
 end
 
+-- The format is layout::ready_notice's.
 local function notify_ready(topic, n)
   redis.call('PUBLISH', P .. READY_CHANNEL, n .. ' ' .. topic)
 end

@@ -37,8 +37,8 @@ pub(crate) const ALL: &[&Script] = &[
     &super::requeue::SCRIPT,
     &super::purge::SCRIPT,
     &super::trim::SCRIPT,
-    &super::recur::TICK,
-    &super::recur::PUT,
+    &super::tick::SCRIPT,
+    &super::recur_put::SCRIPT,
     &super::list::SCRIPT,
     &super::rate::SCRIPT,
 ];

@@ -1,16 +1,17 @@
 //! Listing jobs a page at a time: `list.lua` over the schedule (delayed and
-//! reserved jobs) or a dead set, and the ready lists; and pausing topics.
+//! reserved jobs) or a dead set, and the ready lists.
 //! Every page costs Redis time in proportion to the page (and a bounded
 //! look-ahead), never to the queue.
 
 use super::reply::Fields;
-use super::{Keys, Script, Status, Store};
+use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 
 pub const SCRIPT: Script = Script {
     name: "list",
     source: include_str!("list.lua"),
     when_full: true,
+    acked: false,
 };
 
 /// Most entries one call looks at per partition, whatever it finds.
@@ -153,7 +154,7 @@ impl Store {
             None => ("-inf".to_owned(), String::new()),
         };
         let calls = (0..self.parts().len()).map(|part| {
-            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+            let mut cmd = self.script(&SCRIPT, part);
             match what {
                 Sorted::Schedule { topic, state } => {
                     cmd.arg("schedule").arg(topic.unwrap_or("")).arg(state)
@@ -161,7 +162,7 @@ impl Store {
                 Sorted::Dead { topic } => cmd.arg("dead-letters").arg(topic).arg(""),
             };
             cmd.arg(&score).arg(&id).arg(limit).arg(SCAN_CAP);
-            async move { decode(self.run("list", &cmd).await?) }
+            async move { decode(self.send(cmd).await?) }
         });
         let pages: Vec<PartPage> = futures::future::join_all(calls)
             .await
@@ -236,7 +237,7 @@ impl Store {
         while part < self.parts().len() && ids.len() < limit {
             let want = limit - ids.len();
             let (index, id) = after.take().unwrap_or((0, String::new()));
-            let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+            let mut cmd = self.script(&SCRIPT, part);
             // Costs the page and a look around the cursor's job of at most
             // 2 * SCAN_CAP entries.
             cmd.arg("ready-list")
@@ -245,7 +246,7 @@ impl Store {
                 .arg(&id)
                 .arg(want)
                 .arg(SCAN_CAP);
-            let (status, mut f) = self.run("list ready", &cmd).await?;
+            let (status, mut f) = self.send(cmd).await?;
             if status != Status::Done {
                 return Err(Error::protocol("list ready", format!("status {status:?}")));
             }
@@ -269,48 +270,6 @@ impl Store {
         }
         // A page that ends within a partition ends with its cursor set.
         Ok(Page { ids, next })
-    }
-
-    /// Pauses or resumes `topic` in every partition. Resuming tells every
-    /// instance's waiting pops to look again at once.
-    pub(crate) async fn set_paused(&self, topic: &str, paused: bool) -> Result<()> {
-        let op = if paused { "SADD" } else { "SREM" };
-        for part in self.parts() {
-            let mut pipe = redis::pipe();
-            pipe.cmd(op).arg(part.paused()).arg(topic).ignore();
-            if !paused {
-                pipe.cmd("LLEN").arg(part.ready_list(topic));
-            }
-            let r: Vec<i64> = self
-                .call("pause", pipe.query_async(&mut self.conn()))
-                .await?;
-            if let Some(&ready) = r.first() {
-                if ready > 0 {
-                    let mut publish = redis::cmd("PUBLISH");
-                    publish
-                        .arg(part.ready_channel())
-                        .arg(format!("{ready} {topic}"));
-                    self.call("resume", publish.query_async::<i64>(&mut self.conn()))
-                        .await?;
-                }
-            }
-        }
-        let index = Keys::new(&self.prefix).paused();
-        if self.parts().len() > 1 {
-            let mut cmd = redis::cmd(op);
-            cmd.arg(index).arg(topic);
-            self.call("pause", cmd.query_async::<i64>(&mut self.conn()))
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// The paused topics.
-    pub(crate) async fn paused(&self) -> Result<std::collections::BTreeSet<String>> {
-        let mut cmd = redis::cmd("SMEMBERS");
-        cmd.arg(Keys::new(&self.prefix).paused());
-        self.call("paused topics", cmd.query_async(&mut self.conn()))
-            .await
     }
 }
 

@@ -12,6 +12,7 @@ pub const SCRIPT: Script = Script {
     name: "nack",
     source: include_str!("nack.lua"),
     when_full: true,
+    acked: true,
 };
 
 /// Where a nacked job went (with status Done).
@@ -50,17 +51,14 @@ impl Store {
         error: &str,
         retention: Retention,
     ) -> Result<Failed> {
-        let mut cmd = self.fcall(&SCRIPT, self.part(id));
+        let mut cmd = self.script(&SCRIPT, self.part_of(id));
         cmd.arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64)
             .arg(id)
             .arg(token)
             .arg(delay.map_or(-1, |d| d.as_millis() as i64))
             .arg(error);
-        let mut replies = self
-            .run_acked(&SCRIPT, self.part_of(id), vec![cmd], self.timeout())
-            .await?;
-        let failed = decode(replies.remove(0))?;
+        let failed = decode(self.send(cmd).await?)?;
         if failed.status == Status::Done && failed.state.is_none() {
             return Err(Error::protocol("nack", format!("{failed:?}")));
         }

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::Cmd;
 use tokio::time::Instant;
 
 use super::coalesce::{Batch, Coalesced};
+use super::exec::Call;
+use super::rate::Grant;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -16,6 +17,7 @@ pub const SCRIPT: Script = Script {
     name: "pop",
     source: include_str!("pop.lua"),
     when_full: true,
+    acked: true,
 };
 
 /// What one pop call may take.
@@ -27,7 +29,7 @@ struct Room<'a> {
     allowed: &'a [Option<u64>],
 }
 
-fn args(cmd: &mut Cmd, nonce: &str, topics: &[String], room: &Room) {
+fn args(cmd: &mut Call, nonce: &str, topics: &[String], room: &Room) {
     let allowed: Vec<String> = (room.allowed.iter())
         .map(|a| a.map_or("-".to_owned(), |n| n.to_string()))
         .collect();
@@ -62,9 +64,18 @@ impl Held {
     }
 }
 
+/// What one pop call did.
+#[derive(Debug)]
+struct Popped {
+    /// Redis time at the call (us).
+    now_us: i64,
+    held: Held,
+    deliveries: Vec<Delivery>,
+}
+
 /// The reply: Redis time (us), what was held back, then seven values per
 /// job.
-fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>)> {
+fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
     }
@@ -93,7 +104,11 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(i64, Held, Vec<Delivery>
             lease_until_ms: f.int()?,
         });
     }
-    Ok((popped_at_us, held, deliveries))
+    Ok(Popped {
+        now_us: popped_at_us,
+        held,
+        deliveries,
+    })
 }
 
 /// One caller's pop, as batched on a queue of one partition.
@@ -254,20 +269,22 @@ impl Store {
             let limited = self.limited.lock().unwrap();
             topics.iter().map(|t| limited.contains(t)).collect()
         };
-        let mut grants: Vec<Option<(u64, u64)>> = vec![None; topics.len()];
+        let mut grants: Vec<Option<Grant>> = vec![None; topics.len()];
         for (i, topic) in topics.iter().enumerate() {
             if known[i] {
                 match self.rate_take(topic, max).await {
                     Ok(g) => grants[i] = g,
                     Err(e) => {
-                        let allowed: Vec<_> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+                        let allowed: Vec<_> =
+                            grants.iter().map(|g| g.map(|g| g.granted as u64)).collect();
                         self.rate_give(topics, &allowed).await;
                         return Err(e);
                     }
                 }
             }
         }
-        let mut allowed: Vec<Option<u64>> = grants.iter().map(|g| g.map(|g| g.0)).collect();
+        let mut allowed: Vec<Option<u64>> =
+            grants.iter().map(|g| g.map(|g| g.granted as u64)).collect();
         let mut learned = false;
         let mut held = Held::default();
         let start = self.pop_start(topics);
@@ -342,7 +359,7 @@ impl Store {
                     match self.rate_take(topic, max).await {
                         Ok(g) => {
                             grants[i] = g;
-                            allowed[i] = g.map(|g| g.0);
+                            allowed[i] = g.map(|g| g.granted as u64);
                         }
                         Err(e) if got.is_empty() => {
                             self.rate_give(topics, &allowed).await;
@@ -364,7 +381,7 @@ impl Store {
             held.retry_ms = grants
                 .iter()
                 .flatten()
-                .map(|g| g.1)
+                .map(|g| g.next_ms)
                 .filter(|&w| w > 0)
                 .min()
                 .unwrap_or(0);
@@ -387,16 +404,15 @@ impl Store {
         until: Instant,
         limit: Duration,
     ) -> Result<(Held, Vec<Delivery>)> {
-        let mut cmd = self.fcall_until(&SCRIPT, &self.parts()[part], until);
+        let mut cmd = self.script(&SCRIPT, part).until(until).within(limit);
         // A token is this call's random nonce and a counter: unique
         // without a counter in Redis that a failover could roll back.
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         args(&mut cmd, &nonce[..16], topics, &room);
         let sent = Instant::now();
-        let mut r = self.run_acked(&SCRIPT, part, vec![cmd], limit).await?;
-        let (now_us, held, deliveries) = decode(r.remove(0))?;
-        self.clock.observe(sent, Instant::now(), now_us);
-        Ok((held, deliveries))
+        let popped = decode(self.send(cmd).await?)?;
+        self.clock.observe(sent, Instant::now(), popped.now_us);
+        Ok((popped.held, popped.deliveries))
     }
 }
 
@@ -408,11 +424,12 @@ mod tests {
     #[test]
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
-        let (now, held, got) = d(&[
+        let p = d(&[
             "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "b", "t",
             "", "8", "995", "2", "61001",
         ])
         .unwrap();
+        let (now, held, got) = (p.now_us, p.held, p.deliveries);
         assert_eq!(now, 1_000_500);
         assert_eq!(
             held,
@@ -435,8 +452,8 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
-        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().1.ungranted);
-        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().2.is_empty());
+        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().held.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().deliveries.is_empty());
         assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());
         assert!(d(&["0", "1"]).is_err());
     }

@@ -1,20 +1,41 @@
 //! Purge: delete a topic's dead jobs for good. The script is `purge.lua`.
 
-use super::{Script, Store};
+use super::reply::Fields;
+use super::{Script, Status, Store};
 use crate::error::Result;
 
 pub const SCRIPT: Script = Script {
     name: "purge",
     source: include_str!("purge.lua"),
     when_full: true,
+    acked: false,
 };
+
+/// The reply: DONE and how many jobs were deleted.
+fn decode((_, mut f): (Status, Fields)) -> Result<u64> {
+    Ok(f.int()?.max(0) as u64)
+}
 
 impl Store {
     /// Deletes up to 500 dead jobs of `topic` in partition `part`; returns how many.
     pub(crate) async fn purge(&self, part: usize, topic: &str) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+        let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(topic).arg(500);
-        let (_, mut f) = self.run("purge", &cmd).await?;
-        Ok(f.int()?.max(0) as u64)
+        decode(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_how_many() {
+        let d = |r: &[&str]| decode(Fields::parse("purge", sample(r)).unwrap());
+        assert_eq!(d(&["0", "7"]).unwrap(), 7);
+        assert_eq!(d(&["0", "0"]).unwrap(), 0);
+        assert!(d(&["0"]).is_err());
+        assert!(d(&["0", "x"]).is_err());
     }
 }

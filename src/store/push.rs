@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use redis::Cmd;
-
 use super::batch::PerJob;
 use super::coalesce::Batch;
+use super::exec::Call;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -16,6 +15,7 @@ pub const SCRIPT: Script = Script {
     name: "push",
     source: include_str!("push.lua"),
     when_full: false,
+    acked: true,
 };
 
 /// One push, as the script takes it.
@@ -82,7 +82,7 @@ impl Batch for Pushes {
 impl PerJob for Pushes {
     const SCRIPT: &'static Script = &SCRIPT;
 
-    fn args(p: &Push, cmd: &mut Cmd) {
+    fn args(p: &Push, cmd: &mut Call) {
         cmd.arg(&p.id)
             .arg(&p.topic)
             .arg(&p.body)

@@ -18,6 +18,7 @@ pub const SCRIPT: Script = Script {
     name: "rate",
     source: include_str!("rate.lua"),
     when_full: true,
+    acked: false,
 };
 
 /// A topic's limit.
@@ -118,26 +119,35 @@ impl Store {
     }
 }
 
-/// The reply of `rate.lua`: (granted, -1 without a limit; ms until the next
-/// token).
-fn decode((status, mut f): (Status, Fields)) -> Result<(i64, u64)> {
+/// The reply of `rate.lua`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// Jobs granted; -1: the topic has no limit.
+    pub granted: i64,
+    /// Milliseconds until the next token.
+    pub next_ms: u64,
+}
+
+fn decode((status, mut f): (Status, Fields)) -> Result<Grant> {
     if status != Status::Done {
         return Err(Error::protocol("rate", format!("status {status:?}")));
     }
-    Ok((f.int()?, f.int()?.max(0) as u64))
+    Ok(Grant {
+        granted: f.int()?,
+        next_ms: f.int()?.max(0) as u64,
+    })
 }
 
 impl Store {
     /// For a pop of up to `max` jobs on a partitioned queue, takes
-    /// `topic`'s tokens from its one bucket: None without a limit, else
-    /// (jobs granted, ms until the next token). One small call; none on an
-    /// unsplit queue, whose pop takes them itself.
-    pub(crate) async fn rate_take(&self, topic: &str, max: usize) -> Result<Option<(u64, u64)>> {
-        let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+    /// `topic`'s tokens from its one bucket: None without a limit. One
+    /// small call; none on an unsplit queue, whose pop takes them itself.
+    pub(crate) async fn rate_take(&self, topic: &str, max: usize) -> Result<Option<Grant>> {
+        let mut cmd = self.script(&SCRIPT, self.rate_home(topic));
         cmd.arg("take").arg(topic).arg(max);
-        let (granted, wait) = decode(self.run("rate", &cmd).await?)?;
+        let grant = decode(self.send(cmd).await?)?;
         let mut limited = self.limited.lock().unwrap();
-        if granted < 0 {
+        if grant.granted < 0 {
             limited.remove(topic);
             return Ok(None);
         }
@@ -146,7 +156,7 @@ impl Store {
             limited.clear();
         }
         limited.insert(topic.to_owned());
-        Ok(Some((granted as u64, wait)))
+        Ok(Some(grant))
     }
 
     /// Gives back the tokens of [`rate_take`](Self::rate_take) that a pop
@@ -154,11 +164,33 @@ impl Store {
     pub(crate) async fn rate_give(&self, topics: &[String], unused: &[Option<u64>]) {
         for (topic, n) in topics.iter().zip(unused) {
             let Some(n @ 1..) = *n else { continue };
-            let mut cmd = self.fcall(&SCRIPT, &self.parts()[self.rate_home(topic)]);
+            let mut cmd = self.script(&SCRIPT, self.rate_home(topic));
             cmd.arg("give").arg(topic).arg(n);
-            if let Err(e) = self.run("rate", &cmd).await.and_then(decode) {
+            if let Err(e) = self.send(cmd).await.and_then(decode) {
                 tracing::warn!(error = %e, topic, "could not give unused rate tokens back");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_grants() {
+        let d = |r: &[&str]| decode(Fields::parse("rate", sample(r)).unwrap());
+        assert_eq!(
+            d(&["0", "3", "250"]).unwrap(),
+            Grant {
+                granted: 3,
+                next_ms: 250
+            }
+        );
+        assert_eq!(d(&["0", "-1", "-5"]).unwrap().granted, -1);
+        assert_eq!(d(&["0", "-1", "-5"]).unwrap().next_ms, 0);
+        assert!(d(&["1", "0", "0"]).is_err());
+        assert!(d(&["0", "3"]).is_err());
     }
 }

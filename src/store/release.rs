@@ -1,6 +1,7 @@
 //! Release: undo a lease that never reached its consumer. The script is
 //! `release.lua`.
 
+use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
 
@@ -8,16 +9,22 @@ pub const SCRIPT: Script = Script {
     name: "release",
     source: include_str!("release.lua"),
     when_full: true,
+    acked: false,
 };
+
+/// The reply: DONE, or STALE or MISSING (nothing changed).
+fn decode((status, _): (Status, Fields)) -> bool {
+    status == Status::Done
+}
 
 impl Store {
     /// True if the lease `token` was undone (the job is ready again, the
     /// attempt uncounted); false if it was no longer current.
     pub(crate) async fn release(&self, id: &str, token: &str) -> Result<bool> {
-        let mut cmd = self.fcall(&SCRIPT, self.part(id));
+        let mut cmd = self.script(&SCRIPT, self.part_of(id));
         cmd.arg(id).arg(token);
-        let (status, _) = self.run("release", &cmd).await?;
-        Ok(status == Status::Done)
+        let done = decode(self.send(cmd).await?);
+        Ok(done)
     }
 
     /// Gives back jobs that were reserved for a caller who never received
@@ -31,5 +38,19 @@ impl Store {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_whether_it_was_done() {
+        let d = |r: &[&str]| decode(Fields::parse("release", sample(r)).unwrap());
+        assert!(d(&["0"]));
+        assert!(!d(&["2"]));
+        assert!(Fields::parse("release", sample(&["9"])).is_err());
     }
 }

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use redis::Cmd;
-
 use super::batch::PerJob;
 use super::coalesce::Batch;
+use super::exec::Call;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
@@ -15,6 +14,7 @@ pub const SCRIPT: Script = Script {
     name: "remove",
     source: include_str!("remove.lua"),
     when_full: true,
+    acked: true,
 };
 
 /// Which removals are allowed.
@@ -34,14 +34,22 @@ pub(crate) struct Removal {
     token: Option<String>,
 }
 
+/// What a removal did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Removed {
+    /// Done, Missing or Stale.
+    pub status: Status,
+    /// The job's topic (empty when Missing).
+    pub topic: String,
+}
+
 /// Finishes and deletes, batched while Redis is busy
 /// ([`super::coalesce`]).
 pub(crate) struct Removes;
 
 impl Batch for Removes {
     type Item = Removal;
-    /// The status (Done, Missing or Stale) and the job's topic.
-    type Out = (Status, String);
+    type Out = Removed;
     const MAX_ITEMS: usize = 256;
     const MAX_BYTES: usize = 1 << 20;
 
@@ -53,7 +61,7 @@ impl Batch for Removes {
 impl PerJob for Removes {
     const SCRIPT: &'static Script = &SCRIPT;
 
-    fn args(r: &Removal, cmd: &mut Cmd) {
+    fn args(r: &Removal, cmd: &mut Call) {
         cmd.arg(&r.id);
         match &r.token {
             Some(token) => cmd.arg("lease").arg(token),
@@ -61,20 +69,19 @@ impl PerJob for Removes {
         };
     }
 
-    fn decode(f: &mut Fields) -> Result<(Status, String)> {
+    fn decode(f: &mut Fields) -> Result<Removed> {
         let status = f.status()?;
-        Ok((status, f.string()?))
+        Ok(Removed {
+            status,
+            topic: f.string()?,
+        })
     }
 }
 
 impl Store {
     /// Finishes or deletes one job; removals that arrive together go to
     /// Redis as one call.
-    pub(crate) async fn remove(
-        self: &Arc<Self>,
-        id: &str,
-        fence: Fence<'_>,
-    ) -> Result<(Status, String)> {
+    pub(crate) async fn remove(self: &Arc<Self>, id: &str, fence: Fence<'_>) -> Result<Removed> {
         let removal = Removal {
             id: id.to_owned(),
             token: match fence {
@@ -101,7 +108,10 @@ mod tests {
         )
         .unwrap()
         .1;
-        let mut d = || Removes::decode(&mut f).unwrap();
+        let mut d = || {
+            let r = Removes::decode(&mut f).unwrap();
+            (r.status, r.topic)
+        };
         assert_eq!(d(), (Status::Done, "order".into()));
         assert_eq!(d(), (Status::Stale, "order".into()));
         assert_eq!(d(), (Status::Missing, String::new()));

@@ -1,29 +1,50 @@
 //! Requeue: dead jobs back to ready with fresh attempts. The script is
 //! `requeue.lua`.
 
-use super::{Script, Store};
+use super::reply::Fields;
+use super::{Script, Status, Store};
 use crate::error::Result;
 
 pub const SCRIPT: Script = Script {
     name: "requeue",
     source: include_str!("requeue.lua"),
     when_full: true,
+    acked: false,
 };
 
 /// Most dead jobs one call moves: bounds a script's run time.
 pub(crate) const BATCH: usize = 500;
+
+/// The reply: DONE and how many jobs were requeued.
+fn decode((_, mut f): (Status, Fields)) -> Result<u64> {
+    Ok(f.int()?.max(0) as u64)
+}
 
 impl Store {
     /// Requeues `ids` (at most [`BATCH`]), or the oldest [`BATCH`] dead jobs
     /// of `topic` when `ids` is empty. Returns how many.
     /// All of `ids` must be in partition `part`.
     pub(crate) async fn requeue(&self, part: usize, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut cmd = self.fcall(&SCRIPT, &self.parts()[part]);
+        let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(topic).arg(BATCH);
         for id in ids {
             cmd.arg(id);
         }
-        let (_, mut f) = self.run("requeue", &cmd).await?;
-        Ok(f.int()?.max(0) as u64)
+        decode(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_how_many() {
+        let d = |r: &[&str]| decode(Fields::parse("requeue", sample(r)).unwrap());
+        assert_eq!(d(&["0", "7"]).unwrap(), 7);
+        assert_eq!(d(&["0", "0"]).unwrap(), 0);
+        assert!(d(&["0"]).is_err());
+        assert!(d(&["0", "x"]).is_err());
     }
 }

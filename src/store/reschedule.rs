@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
 
@@ -10,25 +11,57 @@ pub const SCRIPT: Script = Script {
     name: "reschedule",
     source: include_str!("reschedule.lua"),
     when_full: false,
+    acked: false,
 };
 
+/// What a reschedule did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Rescheduled {
+    pub status: Status,
+    /// When Done, the new due time (Unix ms)...
+    pub due_ms: i64,
+    /// ...and whether the job is now the earliest (sweeps must re-arm).
+    pub new_head: bool,
+}
+
+fn decode((status, mut f): (Status, Fields)) -> Result<Rescheduled> {
+    Ok(Rescheduled {
+        status,
+        due_ms: f.int()?,
+        new_head: f.int()? == 1,
+    })
+}
+
 impl Store {
-    /// The status and, when Done, the new due time and whether it is now
-    /// the earliest job.
     pub(crate) async fn reschedule(
         &self,
         id: &str,
         delay: Duration,
         due_at_ms: Option<i64>,
         body: Option<&str>,
-    ) -> Result<(Status, i64, bool)> {
-        let mut cmd = self.fcall(&SCRIPT, self.part(id));
+    ) -> Result<Rescheduled> {
+        let mut cmd = self.script(&SCRIPT, self.part_of(id));
         cmd.arg(id)
             .arg(delay.as_millis() as u64)
             .arg(due_at_ms.map_or(-1, |t| t.max(0)))
             .arg(if body.is_some() { "1" } else { "0" })
             .arg(body.unwrap_or(""));
-        let (status, mut f) = self.run("reschedule", &cmd).await?;
-        Ok((status, f.int()?, f.int()? == 1))
+        decode(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_due_time_and_head() {
+        let d = |r: &[&str]| decode(Fields::parse("reschedule", sample(r)).unwrap());
+        let r = d(&["0", "5000", "1"]).unwrap();
+        assert_eq!((r.status, r.due_ms, r.new_head), (Status::Done, 5000, true));
+        assert!(!d(&["0", "5000", "0"]).unwrap().new_head);
+        assert_eq!(d(&["1", "0", "0"]).unwrap().status, Status::Missing);
+        assert!(d(&["0", "5000"]).is_err());
     }
 }

@@ -828,3 +828,74 @@ async fn acked_writes_go_on_after_their_lane_sender_died() {
     let nacked = q.nack(&d.id, &d.token, None, "again").await;
     assert!(nacked.is_ok(), "a later nack: {nacked:?}");
 }
+
+/// What `redis-cli monitor` sees, line by line; killed on drop.
+struct Monitor {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Monitor {
+    fn start(redis: &RedisServer) -> Monitor {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("redis-cli")
+            .arg("-s")
+            .arg(redis.socket())
+            .arg("monitor")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let m = Monitor { child, lines };
+        m.next_with("OK");
+        m
+    }
+
+    fn next_with(&self, text: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("monitor: no line with {text:?}"));
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first script call of a fresh process carries a deadline too: the
+/// clock is read before it, not after it was sent without one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_script_call_carries_a_deadline() {
+    let redis = RedisServer::start();
+    let monitor = Monitor::start(&redis);
+    let q = Queue::connect(Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&job("first", "t", 60_000, 30_000)).await.unwrap();
+    let line = monitor.next_with("\"FCALL\"");
+    // "FCALL" "dq_push_<v>" "1" "{dq}:schedule" "{dq}:" "<deadline>" ...
+    let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+    assert!(args[1].starts_with("dq_push_"), "{line}");
+    let deadline: i64 = args[5].parse().unwrap();
+    assert!(
+        deadline > 0,
+        "the first call went without a deadline: {line}"
+    );
+}

@@ -1,0 +1,297 @@
+//! How the store's calls go to Redis: plain commands with [`Store::call`],
+//! script calls with [`Store::send`]. Each waits at most its limit (the
+//! Redis timeout unless told), and each script call carries a deadline in
+//! Redis time past which the script refuses to act, so a call this process
+//! gave up on never takes effect later. Whether a script call waits for
+//! replicas is the script's own property ([`Script::acked`]).
+
+use std::time::Duration;
+
+use redis::{Cmd, ToRedisArgs, Value};
+use tokio::time::Instant;
+
+use super::reply::Fields;
+use super::{coalesce, health, library, Script, Status, Store};
+use crate::error::{Error, Result};
+
+/// The code and detail of the (first) error Redis answered with, also from
+/// inside a pipeline.
+fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
+    let errors = e.clone().into_server_errors()?;
+    let (_, first) = errors.first()?;
+    Some((
+        first.code().to_owned(),
+        first.details().unwrap_or_default().to_owned(),
+    ))
+}
+
+/// One call of a script on one partition: its own arguments are added
+/// like a [`Cmd`]'s, then [`Store::send`] sends it.
+pub(crate) struct Call {
+    script: &'static Script,
+    part: usize,
+    args: Cmd,
+    until: Instant,
+    within: Option<Duration>,
+}
+
+impl Call {
+    pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Call {
+        self.args.arg(arg);
+        self
+    }
+
+    /// Redis changes nothing for this call after `until` (default: the
+    /// Redis timeout from when the call was made).
+    pub fn until(mut self, until: Instant) -> Call {
+        self.until = until;
+        self
+    }
+
+    /// Waits for the reply at most `limit` (default: until `until`).
+    pub fn within(mut self, limit: Duration) -> Call {
+        self.within = Some(limit);
+        self
+    }
+
+    /// The FCALL, with the deadline in Redis time (microseconds).
+    fn cmd(&self, store: &Store, deadline_us: i64) -> Cmd {
+        let keys = &store.parts()[self.part];
+        let mut cmd = library::fcall(self.script, keys, store.cluster.is_some(), deadline_us);
+        for arg in self.args.args_iter() {
+            if let redis::Arg::Simple(a) = arg {
+                cmd.arg(a);
+            }
+        }
+        cmd
+    }
+}
+
+impl Store {
+    /// Runs one Redis call for at most the timeout.
+    pub async fn call<T>(
+        &self,
+        op: &'static str,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        self.call_within(op, self.timeout, f).await
+    }
+
+    /// Runs one Redis call for at most `limit`, or until the link it went
+    /// on is replaced (a failover: nothing comes back on the old master's
+    /// connection). Redis's refusals that delayq's scripts and settings
+    /// produce become errors of their own.
+    async fn call_within<T>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T> {
+        let gone = self.link.read().unwrap().gone.clone();
+        tokio::select! {
+            r = tokio::time::timeout(limit, f) => match r {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(self.error(op, e)),
+                Err(_) => Err(self.timed_out(op)),
+            },
+            _ = gone.cancelled() => {
+                self.metrics.redis_errors.inc([], 1);
+                Err(Error::Moved { op })
+            }
+        }
+    }
+
+    /// Redis's refusals that delayq's scripts and settings produce become
+    /// errors of their own; failures to reach Redis are counted.
+    pub(crate) fn error(&self, op: &'static str, e: redis::RedisError) -> Error {
+        let error = match server_error(&e) {
+            Some((code, _)) if code == "DQLATE" => Error::Late { op },
+            Some((code, _)) if code == "OOM" => Error::Full,
+            Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
+            _ => Error::redis(op, e),
+        };
+        if error.is_unavailable() {
+            self.metrics.redis_errors.inc([], 1);
+        }
+        error
+    }
+
+    /// The timeout error of `op`, with the last connection error if any.
+    pub fn timed_out(&self, op: &'static str) -> Error {
+        self.metrics.redis_errors.inc([], 1);
+        Error::Timeout {
+            op,
+            after: self.timeout,
+            cause: self.connect_error.lock().unwrap().clone(),
+        }
+    }
+
+    /// A call of `script` on partition `part`, to send with [`send`](Self::send).
+    ///
+    /// On a cluster the call also declares the partition's `moving` key,
+    /// which never exists: while the partition's slot is being migrated,
+    /// Redis answers TRYAGAIN (or ASK, then TRYAGAIN) instead of running
+    /// the script on half of its keys, and the client retries.
+    pub(crate) fn script(&self, script: &'static Script, part: usize) -> Call {
+        Call {
+            script,
+            part,
+            args: Cmd::new(),
+            until: Instant::now() + self.timeout,
+            within: None,
+        }
+    }
+
+    /// Sends a script call: its reply's status and values. The first call
+    /// reads Redis's clock first, so that every call carries its deadline;
+    /// the function library is loaded when Redis lacks it (a new or flushed
+    /// server). An acknowledged script ([`Script::acked`]) waits for
+    /// `replica_acks` replicas when they are asked for.
+    ///
+    /// On a shard with fewer replicas than acks ask for ([`health`]), what
+    /// adds jobs (an acknowledged script not allowed when Redis is full:
+    /// push, tick) follows the degraded-push policy, refused before it is
+    /// sent by default; everything else goes on without waiting for
+    /// replicas. A write acknowledged by too few replicas fails only if it
+    /// adds jobs and degraded pushes are refused (it was written: pushing
+    /// again is safe); a pop, finish or nack keeps its result, so no lease
+    /// is stranded and no attempt burnt.
+    pub(crate) async fn send(&self, call: Call) -> Result<(Status, Fields)> {
+        let op = call.script.name;
+        let wanted = if call.script.acked {
+            self.replica_acks
+        } else {
+            0
+        };
+        let adds_jobs = !call.script.when_full;
+        let degraded = self.health.degraded(call.part).filter(|_| wanted > 0);
+        if let (Some((shard, replicas)), true) = (&degraded, adds_jobs) {
+            if self.health.policy == health::DegradedPushes::Refuse {
+                return Err(Error::Degraded {
+                    shard: shard.clone(),
+                    replicas: *replicas,
+                    wanted,
+                });
+            }
+        }
+        self.check_partitions().await?;
+        if self.clock.now_us().is_none() {
+            // Without a reading the call could carry no deadline.
+            self.read_clock(op).await?;
+        }
+        let deadline_us = self.clock.at(call.until).unwrap_or(0);
+        let cmd = call.cmd(self, deadline_us);
+        let limit = call
+            .within
+            .unwrap_or_else(|| call.until.saturating_duration_since(Instant::now()));
+        if wanted == 0 || degraded.is_some() {
+            return self.send_plain(op, limit, &cmd).await;
+        }
+        let (reply, acked) = self.send_acked(op, call.part, cmd, wanted, limit).await?;
+        if acked < wanted {
+            self.health.short_of_replicas(call.part, acked);
+            if adds_jobs && self.health.policy == health::DegradedPushes::Refuse {
+                return Err(Error::Unreplicated { acked, wanted });
+            }
+        }
+        Ok(reply)
+    }
+
+    /// A script call on the shared connection.
+    async fn send_plain(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        cmd: &Cmd,
+    ) -> Result<(Status, Fields)> {
+        let reply: Value = match self
+            .call_within(op, limit, cmd.query_async(&mut self.conn()))
+            .await
+        {
+            Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
+                self.load_functions().await?;
+                self.call_within(op, limit, cmd.query_async(&mut self.conn()))
+                    .await?
+            }
+            r => r?,
+        };
+        Fields::parse(op, reply)
+    }
+
+    /// A script call in its partition's next acknowledged batch
+    /// ([`coalesce::Acked`]): its reply, and how many replicas have it.
+    async fn send_acked(
+        &self,
+        op: &'static str,
+        part: usize,
+        cmd: Cmd,
+        wanted: usize,
+        limit: Duration,
+    ) -> Result<((Status, Fields), usize)> {
+        let route = coalesce::AckRoute {
+            conn: self.ack_conn.read().unwrap().clone().expect("acks are on"),
+            wanted,
+            wait_ms: self.timeout.as_millis() as u64 / 2,
+        };
+        let mut reloaded = false;
+        loop {
+            let write = coalesce::AckedWrite {
+                cmd: cmd.clone(),
+                conn: self.node_conn(part).await,
+                deadline: Instant::now() + limit,
+            };
+            let sent = self
+                .call_within(op, limit, async {
+                    Ok::<_, redis::RedisError>(self.acks.submit(&route, part, write, limit).await)
+                })
+                .await
+                .and_then(|r| {
+                    r.map_err(|e| match e {
+                        Error::Redis { source, .. } => self.error(op, source),
+                        e => e,
+                    })
+                });
+            let (value, acked) = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    if e.is_unavailable() {
+                        self.drop_node_conn(part);
+                    }
+                    return Err(e);
+                }
+            };
+            match value.extract_error() {
+                Ok(v) => return Ok((Fields::parse(op, v)?, acked)),
+                Err(e) if library::is_missing(&e) && !reloaded => {
+                    // Nothing ran: load the functions and send it again.
+                    self.load_functions().await?;
+                    reloaded = true;
+                }
+                Err(e) => return Err(self.error(op, e)),
+            }
+        }
+    }
+
+    /// Redis time now (the clock's estimate, which never runs ahead), in
+    /// microseconds.
+    pub(crate) async fn redis_time_us(&self) -> Result<i64> {
+        if let Some(now) = self.clock.now_us() {
+            return Ok(now);
+        }
+        self.read_clock("read the clock").await?;
+        self.clock
+            .now_us()
+            .ok_or_else(|| Error::protocol("read the clock", "no reading".into()))
+    }
+
+    /// Reads Redis time once, so that deadlines can be given from the first
+    /// call on (later readings come with dispatch and pop replies).
+    async fn read_clock(&self, op: &'static str) -> Result<()> {
+        let sent = Instant::now();
+        let (s, us): (i64, i64) = self
+            .call(op, redis::cmd("TIME").query_async(&mut self.conn()))
+            .await?;
+        self.clock.observe(sent, Instant::now(), s * 1_000_000 + us);
+        Ok(())
+    }
+}

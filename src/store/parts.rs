@@ -1,0 +1,105 @@
+//! A queue's partitions: which one a job lives in, where a pop starts,
+//! and the check of the partition count stored in Redis.
+
+use super::{layout, Keys, Store};
+use crate::error::{Error, Result};
+
+impl Store {
+    /// The queue's partitions.
+    pub fn parts(&self) -> &[Keys] {
+        &self.parts
+    }
+
+    /// The partition job `id` lives in.
+    pub fn part_of(&self, id: &str) -> usize {
+        layout::partition_of(id, self.parts.len())
+    }
+
+    /// Where a pop for `topics` starts: the partition that last said it
+    /// has ready jobs of one of them, or else each call one partition
+    /// later than the last.
+    pub(crate) fn pop_start(&self, topics: &[String]) -> usize {
+        if self.parts.len() > 1 {
+            let hints = self.ready_hint.lock().unwrap();
+            if let Some(&p) = topics.iter().find_map(|t| hints.get(t)) {
+                return p;
+            }
+        }
+        self.next_pop
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % self.parts.len()
+    }
+
+    /// Partition `part` had nothing ready for `topics`: later pops take
+    /// turns again.
+    pub(crate) fn drop_ready_hint(&self, topics: &[String], part: usize) {
+        if self.parts.len() == 1 {
+            return;
+        }
+        let mut hints = self.ready_hint.lock().unwrap();
+        for t in topics {
+            if hints.get(t) == Some(&part) {
+                hints.remove(t);
+            }
+        }
+    }
+
+    /// Partition `part` made jobs of `topic` ready (a ready notice).
+    pub(crate) fn note_ready(&self, topic: &str, part: usize) {
+        if self.parts.len() == 1 {
+            return;
+        }
+        let mut hints = self.ready_hint.lock().unwrap();
+        // Bounded however many topics come and go.
+        if hints.len() >= 10_000 && !hints.contains_key(topic) {
+            hints.clear();
+        }
+        hints.insert(topic.to_owned(), part);
+    }
+
+    /// Checks the queue's partition count against the one stored in Redis
+    /// when it was first split, and refuses to go on with another: jobs
+    /// would be looked for in the wrong partition. A queue of one partition
+    /// stores nothing (its keys are those of a queue that never had
+    /// partitions); a split queue stores its count on first use, and is
+    /// refused while the unsplit queue of the same prefix holds jobs.
+    pub(crate) async fn check_partitions(&self) -> Result<()> {
+        self.parts_checked
+            .get_or_try_init(|| async {
+                let key = Keys::partition_count(&self.prefix);
+                let n = self.parts.len();
+                let mut pipe = redis::pipe();
+                if n > 1 {
+                    pipe.cmd("SET").arg(&key).arg(n).arg("NX").ignore();
+                }
+                pipe.cmd("GET")
+                    .arg(&key)
+                    .cmd("EXISTS")
+                    .arg(Keys::new(&self.prefix).counts());
+                let (stored, unsplit_jobs): (Option<String>, bool) = self
+                    .call("read the partition count", pipe.query_async(&mut self.conn()))
+                    .await?;
+                let stored_n = match stored.as_deref().map(str::parse::<usize>) {
+                    None => 1,
+                    Some(Ok(m)) => m,
+                    Some(Err(_)) => 0,
+                };
+                if stored_n != n {
+                    let m = stored.unwrap_or_else(|| "1".into());
+                    return Err(Error::Invalid(format!(
+                        "queue {:?} has {m} partitions in Redis, not {n}: start with --partitions {m}, or use another --prefix",
+                        self.prefix
+                    )));
+                }
+                if n > 1 && unsplit_jobs {
+                    return Err(Error::Invalid(format!(
+                        "queue {:?} holds jobs stored without partitions: start with --partitions 1 until they are done, or use another --prefix",
+                        self.prefix
+                    )));
+                }
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,67 @@
+//! Recurring put: create, replace or delete a schedule. The script is
+//! `recur_put.lua`.
+
+use super::reply::Fields;
+use super::{Keys, Script, Status, Store};
+use crate::error::Result;
+
+pub const SCRIPT: Script = Script {
+    name: "recur_put",
+    source: include_str!("recur_put.lua"),
+    // Delete must work on a full Redis.
+    when_full: true,
+    acked: true,
+};
+
+/// The reply: DONE, or MISSING (nothing changed).
+fn decode((status, _): (Status, Fields)) -> bool {
+    status == Status::Done
+}
+
+impl Store {
+    /// Creates or replaces schedule `name` with `def` (JSON) under a new
+    /// version; ticks count from now.
+    pub(crate) async fn recur_put(&self, name: &str, def: &str) -> Result<()> {
+        let part = self.recur_part(name);
+        let version = uuid::Uuid::new_v4().simple().to_string();
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name).arg("put").arg(def).arg(&version);
+        self.send(cmd).await?;
+        let mut sadd = redis::cmd("SADD");
+        sadd.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        self.call("recurring put", sadd.query_async::<i64>(&mut self.conn()))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes schedule `name` and its next tick's job if not yet handed
+    /// over. False if there was none.
+    pub(crate) async fn recur_delete(&self, name: &str) -> Result<bool> {
+        let part = self.recur_part(name);
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name).arg("delete").arg("").arg("");
+        let done = decode(self.send(cmd).await?);
+        let mut srem = redis::cmd("SREM");
+        srem.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        self.call(
+            "recurring delete",
+            srem.query_async::<i64>(&mut self.conn()),
+        )
+        .await?;
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_whether_it_was_done() {
+        let d = |r: &[&str]| decode(Fields::parse("recur_put", sample(r)).unwrap());
+        assert!(d(&["0"]));
+        assert!(!d(&["1"]));
+        assert!(Fields::parse("recur_put", sample(&["9"])).is_err());
+    }
+}
