@@ -144,26 +144,37 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
         spread.iter().all(|(_, k)| *k >= (n as i64) / 2),
         "every master holds a share: {spread:?}"
     );
+    // Nothing is popped yet: each job is delayed, or ready if it fell due
+    // already (the first are due a second after the pushes began, which
+    // a busy machine may take to get here).
     let o = b.topics().await.unwrap();
-    assert_eq!(o.topics["close"].delayed, n as u64);
+    assert_eq!(
+        o.topics["close"].delayed + o.topics["close"].ready,
+        n as u64
+    );
     // Listed over the six partitions, a page at a time: each job once, in
     // due order.
-    let (mut listed, mut cursor) = (Vec::new(), None::<String>);
-    loop {
-        let (jobs, next) = b
-            .list_jobs("close", delayq::JobState::Delayed, cursor.as_deref(), 97)
-            .await
-            .unwrap();
-        listed.extend(jobs);
-        match next {
-            Some(c) => cursor = Some(c),
-            None => break,
+    let mut listed = Vec::new();
+    for state in [delayq::JobState::Ready, delayq::JobState::Delayed] {
+        let (mut of_state, mut cursor) = (Vec::new(), None::<String>);
+        loop {
+            let (jobs, next) = b
+                .list_jobs("close", state, cursor.as_deref(), 97)
+                .await
+                .unwrap();
+            of_state.extend(jobs);
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
         }
+        if state == delayq::JobState::Delayed {
+            assert!(of_state.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
+        }
+        listed.extend(of_state);
     }
-    assert_eq!(listed.len(), n);
-    assert!(listed.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
     let unique: std::collections::HashSet<_> = listed.iter().map(|j| &j.id).collect();
-    assert_eq!(unique.len(), n);
+    assert_eq!(unique.len(), n, "{} listed", listed.len());
 
     // Another partition count for the same queue is refused, plainly.
     let other = Queue::connect(cluster_config(&cluster, 4)).unwrap();
@@ -178,13 +189,21 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     let topics = topics(&["close"]);
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut early = 0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.len() < n && Instant::now() < deadline {
+    // A loss shows as a minute without a delivery (a busy machine is slow,
+    // not stuck); a pop Redis did not answer in time changed nothing.
+    let mut moved_at = Instant::now();
+    while seen.len() < n && moved_at.elapsed() < Duration::from_secs(60) {
         let (ga, gb) = tokio::join!(
             a.pop_many(&topics, 7, Duration::from_millis(500)),
             b.pop_many(&topics, 7, Duration::from_millis(500))
         );
-        for d in ga.unwrap().into_iter().chain(gb.unwrap()) {
+        let got = |r: delayq::Result<Vec<delayq::Delivery>>| match r {
+            Ok(v) => v,
+            Err(e) if e.is_unavailable() => Vec::new(),
+            Err(e) => panic!("pop: {e}"),
+        };
+        for d in got(ga).into_iter().chain(got(gb)) {
+            moved_at = Instant::now();
             let i: u64 = d.id.trim_start_matches("order-").parse().unwrap();
             if d.popped_at_us / 1000 < start + 1000 + (i % 20) as i64 * 100 {
                 early += 1;

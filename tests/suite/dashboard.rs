@@ -57,7 +57,7 @@ impl Browser {
             .unwrap();
         let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while http.get(format!("{base}/status")).send().await.is_err() {
             assert!(Instant::now() < deadline, "chromedriver did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -105,9 +105,9 @@ impl Browser {
     }
 
     /// Waits for an element matching `css` (long enough for a browser
-    /// sharing two cores with the rest of the suite).
+    /// sharing two cores with the rest of the suite, and builds).
     async fn find(&self, css: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(id) = self.try_find(css).await {
                 return id;
@@ -145,7 +145,7 @@ impl Browser {
     async fn open_until(&self, url: &str, css: &str) {
         for _ in 0..3 {
             self.go(url).await;
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + Duration::from_secs(30);
             while Instant::now() < deadline {
                 if self.try_find(css).await.is_some() {
                     return;
@@ -159,7 +159,8 @@ impl Browser {
     }
 
     async fn wait_text(&self, css: &str, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Generous: a browser on a busy machine renders slowly.
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let text = self.text(css).await;
             if text.contains(needle) {
@@ -200,7 +201,7 @@ impl Browser {
 
     /// Accepts the confirm() the page opened.
     async fn accept(&self) {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let v = self.call("POST", "/alert/accept", Some(json!({}))).await;
             if v.is_null() {
@@ -433,7 +434,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     assert_eq!(b.text("#job dd[data-field='lease until']").await, "none");
     b.click("#delete").await;
     b.accept().await;
-    eventually(Duration::from_secs(5), "order-1 deleted", || async {
+    eventually(Duration::from_secs(30), "order-1 deleted", || async {
         q.get("order-1").await.unwrap().is_none().then_some(())
     })
     .await;
@@ -444,7 +445,7 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     b.wait_text("#dead", "provider said 503").await;
     b.click("#dead tr[data-id=sms-9] input").await;
     b.click("#requeue-selected").await;
-    eventually(Duration::from_secs(5), "sms-9 requeued", || async {
+    eventually(Duration::from_secs(30), "sms-9 requeued", || async {
         (q.get("sms-9").await.unwrap().unwrap().state == JobState::Ready).then_some(())
     })
     .await;

@@ -108,9 +108,11 @@ async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
         rss_held / 1024
     );
 
-    // 100 jobs arrive: 100 waiters get one each.
+    // 100 jobs arrive: 100 waiters get one each (leased for an hour: a
+    // lease running out on a slow machine would hand a job to a second
+    // waiter).
     for i in 0..100 {
-        let body = format!(r#"{{"topic":"load","id":"L{i}","delay":1,"ttr":60}}"#);
+        let body = format!(r#"{{"topic":"load","id":"L{i}","delay":1,"ttr":3600}}"#);
         assert_eq!(post(&server.base, "/push", &body).await["code"], 0);
     }
     let mut got = 0;

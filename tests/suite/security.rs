@@ -455,14 +455,16 @@ async fn as_dashboard(base: &str, cookie: &str) -> reqwest::StatusCode {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_sessions_differ_at_each_sign_in_expire_and_end_at_sign_out() {
     let redis = RedisServer::start();
-    let config = || ServerConfig {
+    // Sessions long enough for every check below on a busy machine; the
+    // expiry is seen on a server whose sessions are short.
+    let config = |session: u64| ServerConfig {
         auth_token: Some(Secret("t0ken".into())),
-        ui_session: Duration::from_secs(3),
+        ui_session: Duration::from_secs(session),
 
         ..ServerConfig::default()
     };
-    let s = TestServer::start(queue(&redis), config()).await;
-    let other = TestServer::start(queue(&redis), config()).await;
+    let s = TestServer::start(queue(&redis), config(600)).await;
+    let other = TestServer::start(queue(&redis), config(600)).await;
     let one = dashboard_cookie(&s.base, "t0ken").await;
     let two = dashboard_cookie(&s.base, "t0ken").await;
     assert_ne!(one, two, "two sign-ins got the same cookie");
@@ -504,10 +506,14 @@ async fn dashboard_sessions_differ_at_each_sign_in_expire_and_end_at_sign_out() 
     assert_eq!(as_dashboard(&foreign.base, &two).await, 401);
 
     // Sessions expire.
-    eventually(Duration::from_secs(15), "the session to expire", || async {
-        (as_dashboard(&s.base, &two).await == 401).then_some(())
+    let short = TestServer::start(queue(&redis), config(2)).await;
+    let three = dashboard_cookie(&short.base, "t0ken").await;
+    eventually(Duration::from_secs(60), "the session to expire", || async {
+        (as_dashboard(&short.base, &three).await == 401).then_some(())
     })
     .await;
+    assert_eq!(as_dashboard(&short.base, &two).await, 200);
+    short.stop().await;
     foreign.stop().await;
     other.stop().await;
     s.stop().await;
