@@ -75,6 +75,21 @@ impl Webhook {
             .expect("a valid built-in policy")
     }
 
+    /// Where it goes, fit to show: host and port, without credentials,
+    /// path or query (which may hold a token).
+    pub fn shown_host(&self) -> String {
+        reqwest::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| {
+                let host = u.host_str()?.to_owned();
+                Some(match u.port() {
+                    Some(p) => format!("{host}:{p}"),
+                    None => host,
+                })
+            })
+            .unwrap_or_default()
+    }
+
     /// Checks the URL and bounds; names the problem.
     pub fn check(&self) -> Result<(), String> {
         let url = reqwest::Url::parse(&self.url)
@@ -220,6 +235,13 @@ async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shown_host_has_no_credentials_path_or_query() {
+        let hook = Webhook::new("t", "https://user:pw@hooks.example:8443/close?token=s3cret");
+        assert_eq!(hook.shown_host(), "hooks.example:8443");
+        assert_eq!(Webhook::new("t", "http://h/x").shown_host(), "h");
+    }
 
     #[test]
     fn signatures_verify_and_secrets_stay_hidden() {

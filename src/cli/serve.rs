@@ -417,7 +417,7 @@ async fn serve(
     let webhooks = topics
         .webhooks
         .iter()
-        .map(|h| (h.topic.clone(), url_host(&h.url)))
+        .map(|h| (h.topic.clone(), h.shown_host()))
         .collect();
     let hooks: Vec<_> = topics
         .webhooks
@@ -446,21 +446,6 @@ async fn serve(
     }
     tracing::info!("delayq stopped");
     Ok(())
-}
-
-/// Where a webhook goes, fit to show: host and port, without credentials,
-/// path or query (which may hold a token).
-fn url_host(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| {
-            let host = u.host_str()?.to_owned();
-            Some(match u.port() {
-                Some(p) => format!("{host}:{p}"),
-                None => host,
-            })
-        })
-        .unwrap_or_default()
 }
 
 /// `--allowed-host`, and the `--listen` address's host when it is a name.
