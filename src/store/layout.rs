@@ -115,11 +115,13 @@ pub mod rate_field {
 }
 
 /// Job states as stored (field `s`) and counted (`{p}:count`).
+/// The state names (written once, by [`JobState::as_str`](crate::JobState::as_str)).
 pub mod state {
-    pub const DELAYED: &str = "delayed";
-    pub const READY: &str = "ready";
-    pub const RESERVED: &str = "reserved";
-    pub const DEAD: &str = "dead";
+    use crate::JobState;
+    pub const DELAYED: &str = JobState::Delayed.as_str();
+    pub const READY: &str = JobState::Ready.as_str();
+    pub const RESERVED: &str = JobState::Reserved.as_str();
+    pub const DEAD: &str = JobState::Dead.as_str();
 }
 
 /// The Lua names of everything above: (name in the scripts, value).
