@@ -12,8 +12,9 @@
 //! a schedule is put through this one.
 //!
 //! Missed ticks: each look notes its time (Redis clock) in
-//! `{prefix}:recurring_seen`, with the time since which looks have followed
-//! each other less than [`OUTAGE_MS`] apart. A look that finds the last
+//! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
+//! its end (a long look is a loop running, not an outage), with the time
+//! since which looks have followed each other less than [`OUTAGE_MS`] apart. A look that finds the last
 //! one older than that starts a new run of looks: no loop ran in between,
 //! and ticks that fell due before the run began were missed, handled as
 //! [`Missed`] says. Every process judges by the same recorded start, so a
@@ -132,6 +133,9 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
     }
+    // The look lasted until now (the calls above may have waited long on
+    // Redis): the next look measures its gap from here, not the start.
+    note_look(h, outage).await?;
     Ok(wake)
 }
 
@@ -224,16 +228,24 @@ async fn part_pass(
                 }
             }
         }
+        // A long look goes on noting itself after each batch, so that it
+        // is not taken for an outage by the next look (here or elsewhere).
+        note_look(h, outage).await?;
         if !stale && due.len() < DUE_PER_READ {
             break;
         }
-        // A long look goes on noting itself, so that it is not taken for
-        // an outage.
-        if let Some(at) = h.store.clock.now_us() {
-            h.store.recur_look(outage.run_since, at / 1000).await?;
-        }
     }
     Ok(wake)
+}
+
+/// Notes that the loop is still looking, as of now (one SET of a short
+/// string: its cost does not grow with the schedules).
+async fn note_look(h: &Handles, outage: Outage) -> crate::Result<()> {
+    let at = match h.store.clock.now_us() {
+        Some(us) => us / 1000,
+        None => now_ms(h).await?,
+    };
+    h.store.recur_look(outage.run_since, at).await
 }
 
 /// The ticks that bring one due schedule (last tick `last`) up to date.

@@ -735,3 +735,95 @@ async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
     assert_eq!(ok["ttr_ms"], 600_000);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_longer_than_the_outage_window_drops_no_tick_as_missed() {
+    const N: usize = 50;
+    let redis = RedisServer::start();
+    let q = consumer_queue(&redis);
+    // Calls wait out the pause below instead of failing: the loop keeps
+    // running, its pass just takes longer than the 5 s outage window.
+    let (a, logs) =
+        DelayqProcess::spawn_logged(&["--redis", &redis.url(), "--redis-timeout", "30s"]);
+    let def = delayq::Recurring {
+        topic: "beat".into(),
+        cron: "* * * * * *".into(),
+        missed: delayq::Missed::Skip,
+        ..delayq::Recurring::default()
+    };
+    put_many(&q, "s", N, &def).await;
+    let from = redis.time_ms().await;
+    let pushed_after = |t: i64| {
+        let q = q.clone();
+        async move {
+            for i in 0..N {
+                let s = q.recurring(&format!("s-{i}")).await.ok().flatten()?;
+                if s.last_tick_ms <= t {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    };
+    eventually(Duration::from_secs(30), "ticks pushed", || {
+        pushed_after(from + 1000)
+    })
+    .await;
+    // Redis takes no write for 7 s: whatever the loop is doing then (a
+    // pass, or waiting for the next), its pass lasts past the window.
+    let _: () = redis.cmd(&["CLIENT", "PAUSE", "7000", "WRITE"]).await;
+    // A write returns once the pause is over.
+    let mut conn = redis
+        .client()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("probe")
+        .arg("1")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let up_at = redis.time_ms().await;
+    eventually(Duration::from_secs(60), "ticks after the pause", || {
+        pushed_after(up_at + 3000)
+    })
+    .await;
+    drop(a);
+    let missed: Vec<String> = logs.try_iter().filter(|l| l.contains("missed")).collect();
+    assert!(
+        missed.is_empty(),
+        "{} lines said ticks were missed while delayq ran, e.g. {:?}",
+        missed.len(),
+        missed.first()
+    );
+    // Every tick from before the pause to after it was pushed (late, not
+    // dropped).
+    let keys = delayq::testing::Keys::new(&delayq::Config::default().prefix);
+    let mut pipe = redis::pipe();
+    let ticks: Vec<(String, i64)> = (0..N)
+        .flat_map(|i| {
+            ((from / 1000 + 2)..=(up_at / 1000 + 3)).map(move |s| (format!("s-{i}"), s * 1000))
+        })
+        .collect();
+    for (name, t) in &ticks {
+        pipe.exists(keys.job(&delayq::recurring::tick_id(name, *t)));
+    }
+    let there: Vec<bool> = pipe.query_async(&mut conn).await.unwrap();
+    let dropped: Vec<_> = ticks
+        .iter()
+        .zip(there)
+        .filter(|(_, b)| !b)
+        .map(|(t, _)| t)
+        .collect();
+    assert!(
+        dropped.is_empty(),
+        "{} of {} ticks dropped, e.g. {:?}",
+        dropped.len(),
+        ticks.len(),
+        dropped.first()
+    );
+    q.close().await;
+}
