@@ -15,15 +15,22 @@
 //! sending and `L1`, so `R - L1` is a lower bound of (Redis time - local
 //! time). The estimate therefore never runs ahead of Redis: a deadline made
 //! from it may fall a little early (the call is refused, and the caller is
-//! told nothing changed), never late. Replies that took long to come back (a
-//! stalled process, a paused Redis) say little and are ignored.
+//! told nothing changed), never late.
+//!
+//! A reply that took long to come back (a far-away Redis, a stalled
+//! process) is still a reading, behind by up to its round trip: it sets the
+//! first estimate, and later raises it if it shows Redis further on. A
+//! quick reply (at most [`MAX_SAMPLE_RTT`]) replaces the estimate, so the
+//! clock follows Redis's even when that steps back (a failover); a slow one
+//! lowers it only when it proves it ahead (`R` below the estimate at
+//! sending).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Round trips longer than this give no sample.
+/// Round trips up to this replace the estimate; longer ones only refine it.
 const MAX_SAMPLE_RTT: Duration = Duration::from_millis(100);
 const UNKNOWN: i64 = i64::MIN;
 
@@ -48,11 +55,19 @@ impl RedisClock {
     /// Records that a call sent at `sent` and answered at `received` saw
     /// Redis time `redis_us`.
     pub fn observe(&self, sent: Instant, received: Instant, redis_us: i64) {
+        // Redis time was `redis_us` between `sent` and `received`: the
+        // offset is at least `low` and at most `high`.
+        let low = redis_us.saturating_sub(self.local_us(received));
         if received.saturating_duration_since(sent) <= MAX_SAMPLE_RTT {
-            let local = self.local_us(received);
-            self.offset_us
-                .store(redis_us.saturating_sub(local), Ordering::Relaxed);
+            self.offset_us.store(low, Ordering::Relaxed);
+            return;
         }
+        let high = redis_us.saturating_sub(self.local_us(sent));
+        let _ = self
+            .offset_us
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                (now == UNKNOWN || low > now || high < now).then_some(low)
+            });
     }
 
     /// Redis time (us) at local instant `at`, at the latest; `None` before
@@ -77,17 +92,66 @@ impl RedisClock {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
-    fn estimates_stay_behind_redis_and_slow_replies_are_ignored() {
+    fn estimates_stay_behind_redis_and_slow_replies_never_put_them_ahead() {
         let c = RedisClock::default();
         let t0 = c.base + Duration::from_secs(1);
         assert_eq!(c.at(t0), None);
         // Redis said 5_000_000 us at some point before t0 + 1 ms.
-        c.observe(t0, t0 + Duration::from_millis(1), 5_000_000);
-        assert_eq!(c.at(t0 + Duration::from_millis(1)), Some(5_000_000));
+        c.observe(t0, t0 + MS, 5_000_000);
+        assert_eq!(c.at(t0 + MS), Some(5_000_000));
         assert_eq!(c.at(t0 + Duration::from_secs(2)), Some(6_999_000));
-        // A reply that took 10 s (a stall) changes nothing.
-        c.observe(t0, t0 + Duration::from_secs(10), 1);
-        assert_eq!(c.at(t0 + Duration::from_millis(1)), Some(5_000_000));
+        // A reply that took 10 s (a stall), read by Redis right after it
+        // was sent, says less than the estimate knows: nothing changes.
+        let sent = t0 + Duration::from_secs(2);
+        c.observe(sent, sent + Duration::from_secs(10), 7_000_000);
+        assert_eq!(c.at(t0 + MS), Some(5_000_000));
+    }
+
+    #[test]
+    fn a_slow_reply_is_a_reading_behind_by_its_round_trip() {
+        let c = RedisClock::default();
+        let t0 = c.base + Duration::from_secs(1);
+        // Sent at t0, answered 150 ms later: Redis read 5_000_000 at some
+        // point in between, so at the answer it is at least that.
+        c.observe(t0, t0 + 150 * MS, 5_000_000);
+        assert_eq!(c.at(t0 + 150 * MS), Some(5_000_000));
+        assert_eq!(c.at(t0 + 1150 * MS), Some(6_000_000));
+    }
+
+    #[test]
+    fn the_tighter_of_slow_readings_is_kept() {
+        let c = RedisClock::default();
+        let t0 = c.base + Duration::from_secs(1);
+        // Redis runs at local time + 4 s; replies come 150 ms late. The
+        // first was read by Redis at its answer, the second right after
+        // its sending (says less), the third at its answer again.
+        c.observe(t0, t0 + 150 * MS, 5_150_000);
+        assert_eq!(c.at(t0 + 150 * MS), Some(5_150_000));
+        let t1 = t0 + Duration::from_secs(1);
+        c.observe(t1, t1 + 150 * MS, 6_000_000);
+        assert_eq!(c.at(t1 + 150 * MS), Some(6_150_000), "never lower");
+        let t2 = t0 + Duration::from_secs(2);
+        c.observe(t2, t2 + 150 * MS, 7_150_000);
+        assert_eq!(c.at(t2 + 150 * MS), Some(7_150_000));
+        // A quick reply replaces whatever slow ones said.
+        let t3 = t0 + Duration::from_secs(3);
+        c.observe(t3, t3 + MS, 8_000_000);
+        assert_eq!(c.at(t3 + MS), Some(8_000_000));
+    }
+
+    #[test]
+    fn a_slow_reply_that_shows_the_estimate_ahead_brings_it_back() {
+        let c = RedisClock::default();
+        let t0 = c.base + Duration::from_secs(1);
+        c.observe(t0, t0 + MS, 5_000_000);
+        // Redis's clock stepped back 10 s (a failover); the next reply is
+        // slow, and its reading is below the estimate at its sending.
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(c.at(t1), Some(5_999_000));
+        c.observe(t1, t1 + 150 * MS, -4_000_000);
+        assert_eq!(c.at(t1 + 150 * MS), Some(-4_000_000));
     }
 }

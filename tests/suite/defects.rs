@@ -899,3 +899,178 @@ async fn the_first_script_call_carries_a_deadline() {
         "the first call went without a deadline: {line}"
     );
 }
+
+impl Monitor {
+    /// Every line up to and including the next one with `text`.
+    fn lines_until(&self, text: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("monitor: no line with {text:?}"));
+            let found = line.contains(text);
+            seen.push(line);
+            if found {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A TCP proxy in front of a redis-server's socket that holds every reply
+/// for `delay` (settable) before passing it on, in order: a far-away Redis.
+/// Stops with everything it started when dropped.
+struct SlowProxy {
+    port: u16,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SlowProxy {
+    async fn start(redis: &RedisServer, delay: Duration) -> SlowProxy {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let delay_ms = std::sync::Arc::new(AtomicU64::new(delay.as_millis() as u64));
+        let socket = redis.socket();
+        let shared = delay_ms.clone();
+        let task = tokio::spawn(async move {
+            // Dropping the set (the task aborted) ends every connection.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::UnixStream::connect(&socket).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_redis, mut to_redis) = upstream.into_split();
+                conns.spawn(async move {
+                    let _ = tokio::io::copy(&mut from_client, &mut to_redis).await;
+                });
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let delay = shared.clone();
+                conns.spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_redis.read(&mut buf).await {
+                        let due = tokio::time::Instant::now()
+                            + Duration::from_millis(delay.load(Ordering::Relaxed));
+                        if tx.send((due, buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                });
+                conns.spawn(async move {
+                    while let Some((due, bytes)) = rx.recv().await {
+                        tokio::time::sleep_until(due).await;
+                        if to_client.write_all(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        SlowProxy {
+            port,
+            delay_ms,
+            task,
+        }
+    }
+
+    fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(
+            delay.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// With Redis far away (every reply 150 ms late) the clock still gets its
+/// readings: script calls carry a deadline without a TIME before each,
+/// schedules list, jobs push, pop and finish, and a pop reply that arrives
+/// after its lease ended is not handed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_away_redis_still_gives_the_clock_its_readings() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(format!("redis://127.0.0.1:{}/", proxy.port)),
+        redis_timeout: Duration::from_secs(5),
+        ..Config::default()
+    })
+    .unwrap();
+    let mut problems = Vec::new();
+
+    let monitor = Monitor::start(&redis);
+    for i in 0..5 {
+        q.push(&job(&format!("far{i}"), "far", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    let seen = monitor.lines_until("\"far4\"");
+    drop(monitor);
+    // The first calls (a push, the sweep's first look) may each read the
+    // clock; once a script call went out, none needs to.
+    let first_call = seen.iter().position(|l| l.contains("\"FCALL\""));
+    let times = seen[first_call.unwrap_or(0)..]
+        .iter()
+        .filter(|l| l.contains("\"TIME\"") && !l.contains(" lua]"))
+        .count();
+    if times > 0 {
+        problems.push(format!("{times} TIME calls between 5 pushes"));
+    }
+    for line in seen.iter().filter(|l| l.contains("\"dq_push_")) {
+        let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+        if args[5].parse::<i64>().unwrap() <= 0 {
+            problems.push(format!("a push went without a deadline: {line}"));
+        }
+    }
+
+    if let Err(e) = q.list_recurring().await {
+        problems.push(format!("list_recurring: {e}"));
+    }
+
+    let far = topics(&["far"]);
+    for _ in 0..5 {
+        let d = q
+            .pop(&far, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("a ready job");
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+
+    // A pop whose reply comes 1.5 s late, for a lease of 300 ms.
+    q.push(&job("stale", "far", 0, 300)).await.unwrap();
+    eventually(Duration::from_secs(30), "the job to be ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("far")?.ready == 1).then_some(())
+    })
+    .await;
+    proxy.set_delay(Duration::from_millis(1500));
+    match q.pop(&far, Duration::ZERO).await {
+        Ok(None) => {}
+        Ok(Some(d)) => problems.push(format!(
+            "a lease that ended {} ms before its reply arrived was handed over",
+            redis.time_ms().await - d.lease_until_ms
+        )),
+        Err(e) => problems.push(format!("the late pop: {e}")),
+    }
+    proxy.set_delay(Duration::from_millis(150));
+    // The job is not lost: a later pop gets it and can finish it.
+    let d = eventually(Duration::from_secs(60), "the stale job again", || async {
+        q.pop(&far, Duration::from_secs(1)).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(d.id, "stale");
+    let _ = q.finish(&d.id, &d.token).await;
+
+    assert!(problems.is_empty(), "{problems:#?}");
+    q.close().await;
+}
