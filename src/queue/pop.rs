@@ -21,17 +21,11 @@ impl Queue {
     /// waiting.
     pub async fn try_pop(&self, topics: &[String], max: usize) -> Result<Vec<Delivery>> {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
-        let (got, held) = self
-            .store()
-            .pop(
-                topics,
-                max,
-                self.limits().max_pop_bytes,
-                self.store().timeout(),
-                self.store().timeout(),
-            )
+        // The same guard as a long-poll's: a reply read after its lease
+        // ended is not handed over, and jobs of a dropped call go back.
+        let (got, _) = self
+            .pop_guarded(topics, max, self.store().timeout())
             .await?;
-        self.count_popped(topics, &got, held);
         Ok(got)
     }
 

@@ -1074,3 +1074,42 @@ async fn a_far_away_redis_still_gives_the_clock_its_readings() {
     assert!(problems.is_empty(), "{problems:#?}");
     q.close().await;
 }
+
+/// `try_pop` keeps the promise `pop` keeps: a reply that arrives after the
+/// lease it carries has ended is not handed over (the job goes back, and a
+/// later pop gets it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_pop_reply_read_after_its_lease_ended_is_not_handed_over() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::from_millis(0)).await;
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(format!("redis://127.0.0.1:{}/", proxy.port)),
+        redis_timeout: Duration::from_secs(5),
+        ..Config::default()
+    })
+    .unwrap();
+    let late = topics(&["late"]);
+    q.push(&job("late-1", "late", 0, 300)).await.unwrap();
+    eventually(Duration::from_secs(30), "the job to be ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("late")?.ready == 1).then_some(())
+    })
+    .await;
+    // The reply comes 1.5 s after the pop: its 300 ms lease has ended.
+    proxy.set_delay(Duration::from_millis(1500));
+    let got = q.try_pop(&late, 1).await.unwrap();
+    proxy.set_delay(Duration::from_millis(0));
+    if let Some(d) = got.first() {
+        panic!(
+            "a lease that ended {} ms before its reply arrived was handed over",
+            redis.time_ms().await - d.lease_until_ms
+        );
+    }
+    let d = eventually(Duration::from_secs(60), "the job again", || async {
+        q.pop(&late, Duration::from_secs(1)).await.ok().flatten()
+    })
+    .await;
+    assert_eq!(d.id, "late-1");
+    q.finish(&d.id, &d.token).await.unwrap();
+    q.close().await;
+}
