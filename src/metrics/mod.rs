@@ -60,7 +60,9 @@ pub struct Gauges {
     /// Queue depths per topic, from Redis (absent while Redis is away).
     pub jobs: Option<BTreeMap<String, TopicCounts>>,
     pub subscriber_connected: bool,
+    /// Clients' pops waiting (delayq's own webhook deliveries apart).
     pub waiting_pops: usize,
+    pub webhook_pops: usize,
     /// Each shard's state (watched with replica acks or on a cluster).
     pub shards: Vec<crate::store::health::Shard>,
 }
@@ -257,8 +259,13 @@ impl Metrics {
             ),
             (
                 "delayq_waiting_pops",
-                "Pops waiting for a job in this process.",
+                "Clients' pops waiting for a job in this process.",
                 g.waiting_pops as u64,
+            ),
+            (
+                "delayq_webhook_pops",
+                "This process's webhook deliveries waiting for a job.",
+                g.webhook_pops as u64,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");

@@ -165,7 +165,10 @@ impl Queue {
         Gauges {
             jobs: self.topics().await.ok().map(|o| o.topics),
             subscriber_connected: self.subscriber_connected(),
-            waiting_pops: self.waiting_pops(),
+            waiting_pops: self
+                .waiting_pops()
+                .saturating_sub(self.waiting_webhook_pops()),
+            webhook_pops: self.waiting_webhook_pops(),
             shards: self.shards(),
         }
     }

@@ -881,4 +881,20 @@ rate = { per_second = 5, burst = 5 }
         !out.contains("hookpass") && !out.contains("urltoken"),
         "{out}"
     );
+
+    // /metrics counts them apart too.
+    let metrics = reqwest::get(format!("{}/metrics", p.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    assert_eq!(gauge("delayq_waiting_pops"), Some(0), "{metrics}");
+    assert!(gauge("delayq_webhook_pops") >= Some(1), "{metrics}");
 }
