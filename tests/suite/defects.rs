@@ -788,7 +788,7 @@ async fn acked_writes_go_on_after_their_lane_sender_died() {
     // Writes wait at Redis until unpaused.
     let _: String = master.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]).await;
     let (q2, blocked) = (q.clone(), master.client());
-    std::thread::spawn(move || {
+    let stranding = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -812,9 +812,13 @@ async fn acked_writes_go_on_after_their_lane_sender_died() {
         ));
         // The runtime ends with the batch's sender in it.
         drop(rt);
-    })
-    .join()
-    .unwrap();
+    });
+    // Joined off the runtime's workers: a worker blocked in join() could
+    // hold the task that drives the connection (a busy machine hung here).
+    tokio::task::spawn_blocking(move || stranding.join())
+        .await
+        .unwrap()
+        .unwrap();
     let _: String = master.cmd(&["CLIENT", "UNPAUSE"]).await;
     // Due jobs are dispatched by another instance.
     let _dispatcher = queue(&master);
