@@ -22,7 +22,7 @@ pub const SCRIPT: Script = Script {
 };
 
 /// A topic's limit.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct RateLimit {
     /// Jobs per second, on average.
     pub per_second: f64,

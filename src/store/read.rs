@@ -10,16 +10,9 @@ use crate::error::{Error, Result};
 use crate::job::{FailedAttempt, Job, JobState};
 use crate::retry::RetryPolicy;
 
-/// Job counts of one topic.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct TopicCounts {
-    pub delayed: u64,
-    pub ready: u64,
-    pub reserved: u64,
-    pub dead: u64,
-    /// Paused: its jobs fall due but are not handed out.
-    pub paused: bool,
-}
+/// Job counts of one topic: the wire's type, so `/v1/topics` sends what
+/// the store read.
+pub use crate::wire::TopicCounts;
 
 /// Counts per topic and the earliest due time. Every topic the store
 /// knows is listed, with no jobs too: paused or rate-limited ones.

@@ -74,12 +74,8 @@ pub struct RateSpec {
     pub burst: Option<u32>,
 }
 
-/// A topic's limit.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
-    pub per_second: f64,
-    pub burst: u32,
-}
+/// A topic's limit: the store's own type, sent as it is.
+pub use crate::store::rate::RateLimit;
 
 /// A topic and its limit.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]

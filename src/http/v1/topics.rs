@@ -10,7 +10,7 @@ use axum::Json;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::wire::{
-    self, DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, Topics,
+    DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, Topics,
     Upcoming, UpcomingQuery,
 };
 
@@ -27,30 +27,8 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
     let rates = q.rates().await?;
     let webhook_pops = q.waiting_webhook_pops();
     Ok(Json(Topics {
-        rates: rates
-            .into_iter()
-            .map(|(t, l)| {
-                let limit = wire::RateLimit {
-                    per_second: l.per_second,
-                    burst: l.burst,
-                };
-                (t, limit)
-            })
-            .collect(),
-        topics: o
-            .topics
-            .into_iter()
-            .map(|(t, c)| {
-                let counts = wire::TopicCounts {
-                    delayed: c.delayed,
-                    ready: c.ready,
-                    reserved: c.reserved,
-                    dead: c.dead,
-                    paused: c.paused,
-                };
-                (t, counts)
-            })
-            .collect(),
+        rates,
+        topics: o.topics,
         next_due_ms: o.next_due_ms,
         waiting_pops: q.waiting_pops().saturating_sub(webhook_pops),
         webhook_pops,
