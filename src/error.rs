@@ -110,6 +110,18 @@ impl Error {
         )
     }
 
+    /// True when the call may have run in Redis though its reply never
+    /// came: no answer in time, the master replaced before it answered, or
+    /// the connection broke (not an error reply, which Redis gives instead
+    /// of running it).
+    pub(crate) fn may_have_run(&self) -> bool {
+        match self {
+            Error::Timeout { .. } | Error::Moved { .. } => true,
+            Error::Redis { source, .. } => source.code().is_none(),
+            _ => false,
+        }
+    }
+
     pub(crate) fn redis(op: &'static str, source: redis::RedisError) -> Error {
         Error::Redis { op, source }
     }

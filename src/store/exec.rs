@@ -102,8 +102,13 @@ impl Store {
     }
 
     /// Redis's refusals that delayq's scripts and settings produce become
-    /// errors of their own; failures to reach Redis are counted.
+    /// errors of their own; failures to reach Redis are counted. A reply
+    /// that did not come in time (the connection's response timeout, an
+    /// acknowledged batch's deadline) is a timeout, said the one way.
     pub(crate) fn error(&self, op: &'static str, e: redis::RedisError) -> Error {
+        if e.is_timeout() {
+            return self.timed_out(op);
+        }
         let error = match server_error(&e) {
             Some((code, _)) if code == "DQLATE" => Error::Late { op },
             Some((code, _)) if code == "OOM" => Error::Full,

@@ -39,6 +39,9 @@
 //! |                          |        | first use (absent: one partition)             |
 //! | `{prefix}:signedout:<s>` | string | a dashboard session signed out, until it      |
 //! |                          |        | would have expired anyway                     |
+//! | `{p}:pops`               | list   | nonce and ids (one per line) of the latest    |
+//! |                          |        | pops that took jobs (at most [`POPS_KEPT`]):  |
+//! |                          |        | a pop whose reply was lost is undone from it  |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -60,7 +63,16 @@ pub mod kind {
     pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
     pub const SIGNED_OUT: &str = "signedout:";
+    pub const POPS: &str = "pops";
 }
+
+/// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
+/// lost (the connection broke, or a failover came between the script and
+/// its reply) is undone only while it is among them: at 10k pops a second
+/// that is the last 0.4 s, at 100 a second the last 40 s; beyond that its
+/// jobs come back after their ttr, the attempt counted, as before. A few
+/// hundred kB per partition at most.
+pub const POPS_KEPT: usize = 4096;
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
 /// these names.
@@ -162,6 +174,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RATE_BURST", rate_field::BURST),
     ("RATE_TOKENS", rate_field::TOKENS),
     ("RATE_AT", rate_field::AT),
+    ("POPS_KEY", kind::POPS),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -175,6 +188,7 @@ pub(crate) fn lua_prelude() -> String {
         "local MAX_TIME_MS = {}\n",
         crate::job::MAX_DUE_AT_MS
     ));
+    out.push_str(&format!("local POPS_KEPT = {POPS_KEPT}\n"));
     out
 }
 

@@ -324,3 +324,15 @@ local function rate_use(bucket, used, now_ms)
   if left >= 1000 then return 0 end
   return math.ceil((1000 - left) / bucket.per_s)
 end
+
+-- Gives back a reservation that never reached its consumer: the job goes
+-- to the head of its ready list (it was first in line), the attempt
+-- uncounted, and waiting consumers are woken.
+local function unreserve(id, topic)
+  unlease(id)
+  redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
+  redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
+  redis.call('RPUSH', ready_key(topic), id)
+  move_count(topic, RESERVED, READY)
+  notify_ready(topic, 1)
+end

@@ -59,6 +59,7 @@ pub mod reschedule;
 pub mod tick;
 pub mod touch;
 pub mod trim;
+pub mod unpop;
 
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
@@ -178,6 +179,8 @@ pub(crate) struct Store {
     removes: coalesce::Coalescer<remove::Removes>,
     /// Pops of a queue of one partition, batched the same way.
     pops: coalesce::Coalescer<pop::Pops>,
+    /// Pops whose replies were lost, their jobs to give back.
+    lost: unpop::Lost,
     prefix: String,
     /// The queue's partitions, one set of keys each; one unless the queue
     /// is split over a cluster.
@@ -272,6 +275,7 @@ impl Store {
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
             pops: coalesce::Coalescer::new(1),
+            lost: Default::default(),
             prefix: prefix.to_owned(),
             parts,
             parts_checked: OnceCell::new(),

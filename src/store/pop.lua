@@ -14,7 +14,8 @@
 -- ARGV[6..] topics, tried in the order given
 --
 -- Touches: the topics' ready lists and rate limits, the paused set, job
--- hashes, schedule (lease ends), count hash. Publishes: nothing.
+-- hashes, schedule (lease ends), count hash, the latest pops list (one
+-- entry, trimmed to POPS_KEPT). Publishes: nothing.
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
 -- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
@@ -111,6 +112,16 @@ for i = 6, #ARGV do
     end
   end
   if got >= want or bytes >= max_bytes then break end
+end
+-- Remembered among the latest pops, so that if this reply is lost (the
+-- connection breaks, a failover comes first) the caller can give the jobs
+-- back uncounted (unpop.lua) instead of leaving them leased for nobody.
+if got > 0 then
+  local ids = { nonce }
+  for i = 1, #jobs, 7 do ids[#ids + 1] = jobs[i] end
+  -- Ids hold no control characters: a newline separates them.
+  redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
+  redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
 end
 local reply = { DONE, now, held, retry, ungranted }
 for _, v in ipairs(jobs) do reply[#reply + 1] = v end

@@ -397,7 +397,7 @@ impl Store {
     /// One pop call on partition `part`, changing nothing after `until`,
     /// waiting at most `limit`. The reply's Redis time sets the clock.
     async fn pop_call(
-        &self,
+        self: &Arc<Self>,
         part: usize,
         topics: &[String],
         room: Room<'_>,
@@ -410,7 +410,16 @@ impl Store {
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         args(&mut cmd, &nonce[..16], topics, &room);
         let sent = Instant::now();
-        let popped = decode(self.send(cmd).await?)?;
+        let reply = match self.send(cmd).await {
+            Err(e) if e.may_have_run() => {
+                // Its jobs may be leased to nobody: give them back once
+                // Redis answers again.
+                self.unpop_later(part, nonce[..16].to_owned());
+                return Err(e);
+            }
+            r => r?,
+        };
+        let popped = decode(reply)?;
         self.clock.observe(sent, Instant::now(), popped.now_us);
         Ok((popped.held, popped.deliveries))
     }

@@ -9,7 +9,7 @@
 --
 -- Touches: job hash, schedule (the lease end), the topic's ready list,
 -- count hash. Publishes: ready.
--- Helpers: unlease, move_count, notify_ready.
+-- Helpers: unreserve.
 --
 -- Returns { status }: DONE (released) or STALE (finished, replaced or
 -- leased again: nothing to do).
@@ -21,10 +21,5 @@ local id = ARGV[2]
 local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
 if f[1] ~= RESERVED or f[3] ~= ARGV[3] then return { STALE } end
-unlease(id)
-redis.call('HSET', job, STATE, READY, TOKEN, '')
-redis.call('HINCRBY', job, ATTEMPTS, -1)
-redis.call('RPUSH', ready_key(f[2]), id)
-move_count(f[2], RESERVED, READY)
-notify_ready(f[2], 1)
+unreserve(id, f[2])
 return { DONE }

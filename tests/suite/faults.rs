@@ -265,3 +265,149 @@ async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
     redis.restart();
     s.stop().await;
 }
+
+/// A TCP proxy in front of a redis-server's socket that can swallow
+/// Redis's replies and then cut every connection: a master that ran a call
+/// and died before its reply got out, with the call's write on the replica
+/// that takes over (here: the same server, reached again through the
+/// proxy). Stops with everything it started when dropped.
+struct CutProxy {
+    port: u16,
+    swallow: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CutProxy {
+    async fn start(redis: &RedisServer) -> CutProxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let swallow = std::sync::Arc::new(AtomicBool::new(false));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let socket = redis.socket();
+        let (shared, cuts) = (swallow.clone(), cut.clone());
+        let task = tokio::spawn(async move {
+            // Dropping the set (the task aborted) ends every connection.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::UnixStream::connect(&socket).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_redis, mut to_redis) = upstream.into_split();
+                let mut cut = cuts.subscribe();
+                let swallow = shared.clone();
+                conns.spawn(async move {
+                    let (mut up, mut down) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+                    // Both directions end (and both sockets close) at a cut.
+                    loop {
+                        tokio::select! {
+                            _ = cut.changed() => return,
+                            n = from_client.read(&mut up) => match n {
+                                Ok(n @ 1..) => if to_redis.write_all(&up[..n]).await.is_err() { return },
+                                _ => return,
+                            },
+                            n = from_redis.read(&mut down) => match n {
+                                Ok(1..) if swallow.load(Ordering::Relaxed) => {}
+                                Ok(n @ 1..) => if to_client.write_all(&down[..n]).await.is_err() { return },
+                                _ => return,
+                            },
+                        }
+                    }
+                });
+            }
+        });
+        CutProxy {
+            port,
+            swallow,
+            cut,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn swallow_replies(&self, on: bool) {
+        self.swallow.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Closes every connection made so far; new ones pass replies again.
+    fn cut(&self) {
+        self.swallow_replies(false);
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A pop that ran in Redis but whose reply was lost (the connection broke
+/// between the two, as when a master dies and its replica takes over with
+/// the lease) gives its job back as soon as Redis answers again, the
+/// attempt uncounted: not after the job's ttr, as a failed attempt that no
+/// consumer had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
+    let redis = RedisServer::start();
+    let proxy = CutProxy::start(&redis).await;
+    let q = delayq::Queue::connect(Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&job("lost1", "lost", 0, 600_000)).await.unwrap();
+    eventually(Duration::from_secs(30), "the job ready", || async {
+        let j = q.get("lost1").await.unwrap()?;
+        (j.state == delayq::JobState::Ready).then_some(())
+    })
+    .await;
+    proxy.swallow_replies(true);
+    let popping = {
+        let q = q.clone();
+        tokio::spawn(async move { q.try_pop(&topics(&["lost"]), 1).await })
+    };
+    // The pop ran: Redis holds the lease (read beside the proxy).
+    let direct = redis
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(30), "the pop to run in redis", || {
+        let mut c = direct.clone();
+        async move {
+            let state: Option<String> = redis::cmd("HGET")
+                .arg("{dq}:j:lost1")
+                .arg("s")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            (state.as_deref() == Some("reserved")).then_some(())
+        }
+    })
+    .await;
+    proxy.cut();
+    let reply = popping.await.unwrap();
+    assert!(
+        !reply.as_ref().is_ok_and(|got| !got.is_empty()),
+        "the pop's reply was swallowed, yet it handed over {reply:?}"
+    );
+    // Its ttr is 10 minutes: back within 30 s is back because the pop was
+    // undone.
+    let again = eventually(Duration::from_secs(30), "the job back to ready", || {
+        let q = q.clone();
+        async move { q.try_pop(&topics(&["lost"]), 1).await.ok()?.pop() }
+    })
+    .await;
+    assert_eq!(
+        (again.id.as_str(), again.attempts),
+        ("lost1", 1),
+        "the lost pop's attempt was counted"
+    );
+}
