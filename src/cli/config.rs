@@ -376,7 +376,10 @@ retry = ["2m", "10m"]
         )
         .unwrap();
         let t = load(Some(&path), &no_flags()).unwrap();
-        assert_eq!(t.keep_finished, Some(std::time::Duration::from_secs(7 * 86400)));
+        assert_eq!(
+            t.keep_finished,
+            Some(std::time::Duration::from_secs(7 * 86400))
+        );
         assert_eq!(t.topic_keep_finished["a"].as_secs(), 600);
         assert_eq!(t.default_retry.max_attempts, Some(2));
         for (file, says) in [

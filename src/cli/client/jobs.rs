@@ -190,8 +190,7 @@ impl List {
             // Kept records of finished jobs: when they finished.
             let finished = page.state == delayq::JobState::Finished;
             let when = if finished { "finished at" } else { "due at" };
-            let mut rows =
-                vec![["id", "state", "attempts", when, "last error"].map(String::from)];
+            let mut rows = vec![["id", "state", "attempts", when, "last error"].map(String::from)];
             for j in &page.jobs {
                 rows.push([
                     j.id.clone(),
