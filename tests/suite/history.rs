@@ -104,6 +104,14 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     let (_, topics) = get(&s.base, "/v1/topics").await;
     assert_eq!(topics["topics"]["close"]["finished"], 1, "{topics}");
 
+    // The OpenAPI document names the state and the field.
+    let doc: Value = serde_json::from_str(delayq::http::v1::openapi::json()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    assert!(schemas["Job"]["properties"]["finished_at_ms"].is_object());
+    assert!(schemas["TopicCounts"]["properties"]["finished"].is_object());
+    let states = schemas["JobState"]["enum"].as_array().unwrap();
+    assert!(states.contains(&Value::from("finished")), "{states:?}");
+
     // The CLI shows it too.
     let (ok, out, err) = delayq_cli(&s.base, &["get", "order-1001"]).await;
     assert!(ok, "{err}");
