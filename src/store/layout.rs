@@ -42,6 +42,9 @@
 //! | `{p}:pops`               | list   | nonce and ids (one per line) of the latest    |
 //! |                          |        | pops that took jobs (at most [`POPS_KEPT`]):  |
 //! |                          |        | a pop whose reply was lost is undone from it  |
+//! | `{p}:finished:<topic>`   | zset   | finished jobs' kept records (keep_finished):  |
+//! |                          |        | id -> MAX_TIME_MS - finished time (ms), so    |
+//! |                          |        | score order is newest first                   |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -64,6 +67,7 @@ pub mod kind {
     pub const PARTITIONS: &str = "partitions";
     pub const SIGNED_OUT: &str = "signedout:";
     pub const POPS: &str = "pops";
+    pub const FINISHED: &str = "finished:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -102,6 +106,8 @@ pub mod field {
     pub const HISTORY: &str = "h";
     /// Time of death, Unix ms.
     pub const DEAD_AT: &str = "x";
+    /// When a finished job's kept record was written, Unix ms.
+    pub const FINISHED_AT: &str = "f";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -134,6 +140,7 @@ pub mod state {
     pub const READY: &str = JobState::Ready.as_str();
     pub const RESERVED: &str = JobState::Reserved.as_str();
     pub const DEAD: &str = JobState::Dead.as_str();
+    pub const FINISHED: &str = JobState::Finished.as_str();
 }
 
 /// The Lua names of everything above: (name in the scripts, value).
@@ -175,6 +182,9 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RATE_TOKENS", rate_field::TOKENS),
     ("RATE_AT", rate_field::AT),
     ("POPS_KEY", kind::POPS),
+    ("FINISHED_KEY", kind::FINISHED),
+    ("FINISHED_AT", field::FINISHED_AT),
+    ("FINISHED", state::FINISHED),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -302,6 +312,10 @@ impl Keys {
     }
     pub fn dead(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::DEAD)
+    }
+    /// A topic's index of kept finished records.
+    pub fn finished(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::FINISHED)
     }
     pub fn counts(&self) -> String {
         format!("{}{}", self.base, kind::COUNT)
