@@ -39,6 +39,14 @@
 //! |                          |        | first use (absent: one partition)             |
 //! | `{prefix}:signedout:<s>` | string | a dashboard session signed out, until it      |
 //! |                          |        | would have expired anyway                     |
+//! | `{prefix}:tps:<second>`  | hash   | throughput of one second (Unix s): "<kind>"   |
+//! |                          |        | (all topics) and "<kind>:<topic>" -> count;   |
+//! |                          |        | TTL a little over 5 minutes                   |
+//! | `{prefix}:tpm:<minute>`  | hash   | the same per minute (Unix s / 60); TTL a      |
+//! |                          |        | little over an hour                           |
+//! | `{prefix}:latm:<minute>` | hash   | fire lateness of one minute: "<bucket>" (all  |
+//! |                          |        | topics) and "<bucket>:<topic>" -> count; TTL  |
+//! |                          |        | a little over an hour                         |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -60,6 +68,9 @@ pub mod kind {
     pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
     pub const SIGNED_OUT: &str = "signedout:";
+    pub const THROUGHPUT_SECOND: &str = "tps:";
+    pub const THROUGHPUT_MINUTE: &str = "tpm:";
+    pub const LATENESS_MINUTE: &str = "latm:";
 }
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
@@ -242,6 +253,18 @@ impl Keys {
     /// A signed-out dashboard session.
     pub fn signed_out(prefix: &str, session: &str) -> String {
         format!("{{{prefix}}}:{}{session}", kind::SIGNED_OUT)
+    }
+    /// Throughput counts of one second (Unix seconds).
+    pub fn throughput_second(prefix: &str, second: i64) -> String {
+        format!("{{{prefix}}}:{}{second}", kind::THROUGHPUT_SECOND)
+    }
+    /// Throughput counts of one minute (Unix seconds / 60).
+    pub fn throughput_minute(prefix: &str, minute: i64) -> String {
+        format!("{{{prefix}}}:{}{minute}", kind::THROUGHPUT_MINUTE)
+    }
+    /// Fire-lateness bucket counts of one minute (Unix seconds / 60).
+    pub fn lateness_minute(prefix: &str, minute: i64) -> String {
+        format!("{{{prefix}}}:{}{minute}", kind::LATENESS_MINUTE)
     }
     /// When the recurring loop last looked (in the first partition's slot).
     pub fn recurring_seen(prefix: &str) -> String {
