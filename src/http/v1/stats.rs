@@ -18,11 +18,16 @@ pub(super) async fn throughput(
     State(state): State<AppState>,
     q: Result<Query<ThroughputQuery>, QueryRejection>,
 ) -> ApiResult<Json<Throughput>> {
-    let Query(q) =
-        q.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text()))?;
+    // A query that cannot be served is a bad request (400), as one that
+    // does not parse.
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m);
+    let Query(q) = q.map_err(|e| bad(e.body_text()))?;
     let r = match q.resolution.as_deref() {
         None => Resolution::Minute,
-        Some(r) => r.parse().map_err(ApiError::invalid)?,
+        Some(r) => r.parse().map_err(bad)?,
     };
+    if let Some(t) = &q.topic {
+        state.queue.limits().check_topic(t).map_err(bad)?;
+    }
     Ok(Json(state.queue.throughput(q.topic.as_deref(), r).await?))
 }
