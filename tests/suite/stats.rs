@@ -263,3 +263,38 @@ async fn bad_throughput_queries_are_refused_naming_the_problem() {
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
+    use crate::cluster::cluster_config;
+    use crate::redis_cluster::{node_config, TestCluster};
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let q = Queue::connect(cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    let jobs: Vec<_> = (0..30)
+        .map(|i| job(&format!("c-{i}"), "cl", 0, 60_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    eventually(LIMIT, "30 ready", || async {
+        (q.topics().await.unwrap().topics["cl"].ready == 30).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut o = q.topics().await.unwrap();
+    q.topic_stats(&mut o, &Default::default()).await.unwrap();
+    let c = &o.topics["cl"];
+    assert!(c.oldest_ready_ms.is_some_and(|a| a >= 250), "{c:?}");
+    assert_eq!((c.oldest_overdue_ms, c.held), (None, None), "{c:?}");
+    q.close().await;
+    let q = Queue::connect(cluster_config(&cluster, 6)).unwrap();
+    assert_eq!(
+        sums(&q, Some("cl"), Resolution::Minute).await,
+        [30, 0, 0, 0, 0]
+    );
+    let mut o = q.topics().await.unwrap();
+    let later = q.topic_stats(&mut o, &Default::default()).await.unwrap();
+    assert_eq!(later.samples, 30, "every hand-over's lateness");
+    q.close().await;
+}
