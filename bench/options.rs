@@ -1,11 +1,12 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
-  --only SYSTEM      delayq (no Node needed), bullmq, or cluster (standalone against a 3-master cluster)
+  --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
+                     or refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
@@ -35,6 +36,8 @@ pub(crate) struct Sizes {
     pub(crate) due_jobs: usize,
     pub(crate) due_spread_ms: u64,
     pub(crate) memory_jobs: usize,
+    /// Delayed jobs under the dashboard refresh (`--only refresh`).
+    pub(crate) refresh_jobs: usize,
     pub(crate) cpu_jobs: usize,
     pub(crate) e2e_jobs: usize,
 }
@@ -43,6 +46,8 @@ pub(crate) struct Options {
     pub(crate) systems: Vec<System>,
     /// Run the cluster comparison.
     pub(crate) cluster: bool,
+    /// Run the dashboard refresh cost (only with `--only refresh`).
+    pub(crate) refresh: bool,
     /// Let AOF rewrites finish before delayq's lateness windows.
     pub(crate) settle_rewrites: bool,
     pub(crate) repeats: usize,
@@ -55,6 +60,7 @@ pub(crate) fn options() -> Options {
     let mut o = Options {
         systems: vec![System::Delayq, System::Bullmq],
         cluster: true,
+        refresh: false,
         settle_rewrites: false,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
@@ -65,6 +71,7 @@ pub(crate) fn options() -> Options {
             due_jobs: 5000,
             due_spread_ms: 10_000,
             memory_jobs: 1_000_000,
+            refresh_jobs: 1_000_000,
             cpu_jobs: 20_000,
             e2e_jobs: 50_000,
         },
@@ -84,6 +91,7 @@ pub(crate) fn options() -> Options {
                     due_jobs: if smoke { 200 } else { 1000 },
                     due_spread_ms: if smoke { 1000 } else { 3000 },
                     memory_jobs: if smoke { 5000 } else { 50_000 },
+                    refresh_jobs: if smoke { 5000 } else { 100_000 },
                     cpu_jobs: if smoke { 1000 } else { 5000 },
                     e2e_jobs: if smoke { 2000 } else { 10_000 },
                 };
@@ -94,11 +102,12 @@ pub(crate) fn options() -> Options {
                 };
             }
             "--only" => {
-                (o.systems, o.cluster) = match args.next().as_deref() {
-                    Some("delayq") => (vec![System::Delayq], true),
-                    Some("bullmq") => (vec![System::Bullmq], false),
-                    Some("cluster") => (vec![], true),
-                    other => panic!("--only delayq|bullmq|cluster, not {other:?}"),
+                (o.systems, o.cluster, o.refresh) = match args.next().as_deref() {
+                    Some("delayq") => (vec![System::Delayq], true, false),
+                    Some("bullmq") => (vec![System::Bullmq], false, false),
+                    Some("cluster") => (vec![], true, false),
+                    Some("refresh") => (vec![], false, true),
+                    other => panic!("--only delayq|bullmq|cluster|refresh, not {other:?}"),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,

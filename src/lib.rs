@@ -45,6 +45,7 @@
 //! - [`wire`]: the native API's request and reply types, shared by the
 //!   server, the CLI client and the derived OpenAPI document.
 //! - [`metrics`]: typed Prometheus counters and histograms.
+//! - [`stats`]: throughput and lateness of every instance, kept in Redis.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
@@ -63,6 +64,7 @@ pub mod queue;
 pub mod recurring;
 pub mod retry;
 pub mod shutdown;
+pub mod stats;
 pub(crate) mod store;
 pub mod waiters;
 pub mod webhook;
@@ -78,7 +80,7 @@ pub use error::{Error, Result};
 pub use job::{
     Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
 };
-pub use queue::{Config, Queue};
+pub use queue::{Config, Queue, Resolution};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;

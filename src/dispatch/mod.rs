@@ -175,8 +175,12 @@ impl Handles {
                 tracing::error!(topic = %t.topic, jobs = t.died, "leases ran out on last attempts: jobs are dead");
             }
         }
-        for l in &d.lateness_us {
-            m.fire_lateness.observe([], (*l).max(0) as f64 / 1e6);
+        for (topic, ls) in d.lateness_by_topic() {
+            for l in ls {
+                let s = (*l).max(0) as f64 / 1e6;
+                m.fire_lateness.observe([], s);
+                m.stats.lateness(topic, s);
+            }
         }
         if d.moved > 0 {
             debug!(moved = d.moved, "dispatched");

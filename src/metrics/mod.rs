@@ -36,6 +36,8 @@ use std::time::Duration;
 use crate::job::JobState;
 use crate::store::TopicCounts;
 
+use crate::stats::{Kind, Recorder};
+pub(crate) use series::BUCKETS;
 use series::{escape, Meta};
 pub use series::{Counter, Histogram};
 use topics::{has_jobs, Topics};
@@ -70,6 +72,8 @@ pub struct Gauges {
 /// Every series delayq exports.
 pub struct Metrics {
     topics: Arc<Topics>,
+    /// Throughput and lateness on their way to Redis (`crate::stats`).
+    pub stats: Arc<Recorder>,
     pub pushed: Counter<1>,
     pub dispatched: Counter<2>,
     pub popped: Counter<1>,
@@ -96,13 +100,15 @@ impl Metrics {
     /// without jobs quiet for `idle` may be forgotten for a new one.
     pub fn with_topic_limits(max: usize, idle: Duration) -> Self {
         let t = Arc::new(Topics::new(max, idle));
+        let stats = Arc::new(Recorder::default());
         Metrics {
             pushed: Counter::new(
                 &t,
                 "delayq_jobs_pushed_total",
                 "Jobs pushed (created or replaced).",
                 ["topic"],
-            ),
+            )
+            .tapped(&stats, Kind::Pushed),
             dispatched: Counter::new(
                 &t,
                 "delayq_jobs_dispatched_total",
@@ -114,7 +120,8 @@ impl Metrics {
                 "delayq_jobs_popped_total",
                 "Jobs handed to consumers.",
                 ["topic"],
-            ),
+            )
+            .tapped(&stats, Kind::Delivered),
             rate_held: Counter::new(
                 &t,
                 "delayq_jobs_rate_held_total",
@@ -126,20 +133,23 @@ impl Metrics {
                 "delayq_jobs_finished_total",
                 "Jobs finished by their consumer.",
                 ["topic"],
-            ),
+            )
+            .tapped(&stats, Kind::Finished),
             deleted: Counter::new(&t, "delayq_jobs_deleted_total", "Jobs deleted.", ["topic"]),
             retried: Counter::new(
                 &t,
                 "delayq_jobs_retried_total",
                 "Failed attempts (nack or lease expiry) followed by another attempt.",
                 ["topic"],
-            ),
+            )
+            .tapped(&stats, Kind::Failed),
             dead: Counter::new(
                 &t,
                 "delayq_jobs_dead_total",
                 "Jobs that used up their attempts.",
                 ["topic"],
-            ),
+            )
+            .tapped(&stats, Kind::Dead),
             webhook_deliveries: Counter::new(
                 &t,
                 "delayq_webhook_deliveries_total",
@@ -171,6 +181,7 @@ impl Metrics {
                 [],
             ),
             topics: t,
+            stats,
         }
     }
 }
@@ -250,6 +261,32 @@ impl Metrics {
         for (topic, c) in g.jobs.iter().flatten().filter(|(_, c)| c.paused) {
             let l = paused.labels(&[label(topic, c)], None);
             let _ = writeln!(out, "delayq_topic_paused{l} 1");
+        }
+        for (name, help, age) in [
+            (
+                "delayq_topic_oldest_ready_seconds",
+                "How long the topic's oldest ready job has waited since it fell due (absent: none ready).",
+                (|c: &TopicCounts| c.oldest_ready_ms) as fn(&TopicCounts) -> Option<u64>,
+            ),
+            (
+                "delayq_topic_oldest_overdue_seconds",
+                "How long the topic's oldest due delayed job not yet moved to ready is overdue (absent: none among the earliest due entries).",
+                |c: &TopicCounts| c.oldest_overdue_ms,
+            ),
+        ] {
+            let meta = Meta::new(&self.topics, name, help, ["topic"]);
+            meta.header(&mut out, "gauge");
+            let mut by_label: BTreeMap<String, u64> = BTreeMap::new();
+            for (topic, c) in g.jobs.iter().flatten() {
+                if let Some(ms) = age(c) {
+                    let v = by_label.entry(label(topic, c)).or_default();
+                    *v = (*v).max(ms);
+                }
+            }
+            for (l, ms) in by_label {
+                let l = meta.labels(&[l], None);
+                let _ = writeln!(out, "{name}{l} {}", ms as f64 / 1000.0);
+            }
         }
         for (name, help, v) in [
             (

@@ -6,10 +6,11 @@ use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 
 use super::topics::{Forget, Topics};
+use crate::stats::{Kind, Recorder};
 
 /// Histogram bucket bounds, seconds: fine below 20 ms, where the lateness
 /// promise lives; coarse above.
-const BUCKETS: &[f64] = &[
+pub(crate) const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
@@ -112,11 +113,16 @@ impl<const N: usize> Meta<N> {
 pub struct Counter<const N: usize> {
     meta: Meta<N>,
     values: Arc<Values<u64, N>>,
+    /// Also counted into the shared throughput (by raw topic).
+    tap: Option<(Arc<Recorder>, Kind)>,
 }
 
 impl<const N: usize> Counter<N> {
     pub fn inc(&self, labels: [&str; N], by: u64) {
         if by > 0 {
+            if let (Some((r, kind)), Some(i)) = (&self.tap, self.values.topic_at) {
+                r.count(*kind, labels[i], by);
+            }
             // The key first: it may forget a topic in every series.
             let key = self.meta.key(labels);
             *self.values.map.lock().unwrap().entry(key).or_default() += by;
@@ -204,7 +210,14 @@ impl<const N: usize> Counter<N> {
         Counter {
             meta: Meta::new(t, name, help, labels),
             values: Values::registered(t, labels),
+            tap: None,
         }
+    }
+
+    /// Counts into `r` as `kind` too (throughput in Redis, every instance).
+    pub(super) fn tapped(mut self, r: &Arc<Recorder>, kind: Kind) -> Self {
+        self.tap = Some((r.clone(), kind));
+        self
     }
 }
 

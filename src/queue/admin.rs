@@ -163,7 +163,14 @@ impl Queue {
     /// while Redis is away; `delayq_redis_errors_total` says so).
     pub async fn gauges(&self) -> Gauges {
         Gauges {
-            jobs: self.topics().await.ok().map(|o| o.topics),
+            jobs: match self.topics().await {
+                Ok(mut o) => {
+                    // Backlog ages are left out if they cannot be read.
+                    let _ = self.store().backlog(&mut o, &Default::default()).await;
+                    Some(o.topics)
+                }
+                Err(_) => None,
+            },
             subscriber_connected: self.subscriber_connected(),
             waiting_pops: self
                 .waiting_pops()

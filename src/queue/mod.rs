@@ -18,6 +18,7 @@ mod push;
 mod read;
 mod recurring;
 mod settle;
+mod stats;
 
 use std::sync::{Arc, Mutex};
 
@@ -33,6 +34,7 @@ use crate::store::nack::Retention;
 use crate::store::Store;
 
 pub use config::Config;
+pub use stats::Resolution;
 
 /// A handle to one delay queue in Redis. Cheap to clone; all clones share
 /// one multiplexed connection, the waiting consumers and the dispatcher,
@@ -53,6 +55,9 @@ struct Inner {
     /// The last reading of `maxmemory-policy`, and when it was taken.
     policy: Mutex<Option<(Instant, String)>>,
     dispatcher: Dispatcher,
+    /// Adds throughput and lateness into Redis once a second; it flushes
+    /// once more when the queue stops.
+    stats_flush: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Queue {
@@ -99,8 +104,14 @@ impl Queue {
             recurring_ready: Default::default(),
             recurring_changed: Default::default(),
         };
+        let stats_flush = tokio::spawn(crate::stats::flush_loop(
+            handles.store.clone(),
+            handles.metrics.stats.clone(),
+            handles.stop.clone(),
+        ));
         Ok(Queue {
             inner: Arc::new(Inner {
+                stats_flush: Mutex::new(Some(stats_flush)),
                 policy: Mutex::new(None),
                 dispatcher: Dispatcher::start(handles.clone()),
                 h: handles,
@@ -115,6 +126,10 @@ impl Queue {
         self.inner.h.stop.trigger();
         self.inner.h.waiters.wake_all();
         self.inner.dispatcher.stop().await;
+        let flush = self.inner.stats_flush.lock().unwrap().take();
+        if let Some(f) = flush {
+            let _ = f.await;
+        }
     }
 
     pub fn config(&self) -> &Config {

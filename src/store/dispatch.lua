@@ -19,7 +19,8 @@
 --
 -- Returns { DONE, now_us, moved, next_due_ms or -1, #topics,
 --           then per topic: topic, moved, retried, died,
---           then per moved job: lateness in us (now - due) }.
+--           then per moved job: lateness in us (now - due), grouped by
+--           topic in the order above (each topic's "moved" of them) }.
 -- ("retried" and "died" count reserved jobs whose lease ran out.)
 --
 -- Guarantees: a job moves only if its schedule entry exists and its score is
@@ -50,7 +51,6 @@ local moved = 0
 local ready = {}
 local topics = {}
 local per = {}
-local lateness = {}
 for k, id in ipairs(ids) do
   if moved >= limit then break end
   local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
@@ -82,7 +82,7 @@ for k, id in ipairs(ids) do
     end
     if became then
       if not per[topic] then
-        per[topic] = { 0, 0, 0 }
+        per[topic] = { 0, 0, 0, {} }
         ready[topic] = 0
         topics[#topics + 1] = topic
       end
@@ -92,7 +92,7 @@ for k, id in ipairs(ids) do
         if became == DEAD then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
       end
       if became == READY then ready[topic] = ready[topic] + 1 end
-      lateness[#lateness + 1] = now - score * 1000
+      p[4][#p[4] + 1] = now - score * 1000
     end
   end
 end
@@ -106,5 +106,7 @@ for _, topic in ipairs(topics) do
   reply[#reply + 1] = p[2]
   reply[#reply + 1] = p[3]
 end
-for _, l in ipairs(lateness) do reply[#reply + 1] = l end
+for _, topic in ipairs(topics) do
+  for _, l in ipairs(per[topic][4]) do reply[#reply + 1] = l end
+end
 return reply

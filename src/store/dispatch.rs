@@ -25,8 +25,21 @@ pub(crate) struct Dispatched {
     /// Due time (ms) of the earliest job still in the schedule.
     pub next_due_ms: Option<i64>,
     pub topics: Vec<TopicMoves>,
-    /// Per job moved: how late, in microseconds.
+    /// Per job moved: how late, in microseconds, grouped by topic in the
+    /// order of `topics` (each topic's `moved` of them).
     pub lateness_us: Vec<i64>,
+}
+
+impl Dispatched {
+    /// Each topic with its jobs' lateness.
+    pub fn lateness_by_topic(&self) -> impl Iterator<Item = (&str, &[i64])> {
+        let mut rest = &self.lateness_us[..];
+        self.topics.iter().map(move |t| {
+            let (mine, after) = rest.split_at((t.moved as usize).min(rest.len()));
+            rest = after;
+            (t.topic.as_str(), mine)
+        })
+    }
 }
 
 /// One topic's share of a dispatch call.
@@ -120,6 +133,8 @@ mod tests {
             }
         );
         assert_eq!(got.lateness_us, vec![1500, 900, 2100]);
+        let by: Vec<_> = got.lateness_by_topic().collect();
+        assert_eq!(by, vec![("order", &[1500, 900][..]), ("sms", &[2100][..])]);
         assert_eq!(
             d(&["0", "1", "0", "77", "0"]).unwrap().next_due_ms,
             Some(77)

@@ -45,6 +45,14 @@
 //! | `{p}:finished:<topic>`   | zset   | finished jobs' kept records (keep_finished):  |
 //! |                          |        | id -> MAX_TIME_MS - finished time (ms), so    |
 //! |                          |        | score order is newest first                   |
+//! | `{prefix}:tps:<second>`  | hash   | throughput of one second (Unix s): "<kind>"   |
+//! |                          |        | (all topics) and "<kind>:<topic>" -> count;   |
+//! |                          |        | TTL a little over 5 minutes                   |
+//! | `{prefix}:tpm:<minute>`  | hash   | the same per minute (Unix s / 60); TTL a      |
+//! |                          |        | little over an hour                           |
+//! | `{prefix}:latm:<minute>` | hash   | fire lateness of one minute: "<bucket>" (all  |
+//! |                          |        | topics) and "<bucket>:<topic>" -> count; TTL  |
+//! |                          |        | a little over an hour                         |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -68,6 +76,9 @@ pub mod kind {
     pub const SIGNED_OUT: &str = "signedout:";
     pub const POPS: &str = "pops";
     pub const FINISHED: &str = "finished:";
+    pub const THROUGHPUT_SECOND: &str = "tps:";
+    pub const THROUGHPUT_MINUTE: &str = "tpm:";
+    pub const LATENESS_MINUTE: &str = "latm:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -266,6 +277,18 @@ impl Keys {
     /// A signed-out dashboard session.
     pub fn signed_out(prefix: &str, session: &str) -> String {
         format!("{{{prefix}}}:{}{session}", kind::SIGNED_OUT)
+    }
+    /// Throughput counts of one second (Unix seconds).
+    pub fn throughput_second(prefix: &str, second: i64) -> String {
+        format!("{{{prefix}}}:{}{second}", kind::THROUGHPUT_SECOND)
+    }
+    /// Throughput counts of one minute (Unix seconds / 60).
+    pub fn throughput_minute(prefix: &str, minute: i64) -> String {
+        format!("{{{prefix}}}:{}{minute}", kind::THROUGHPUT_MINUTE)
+    }
+    /// Fire-lateness bucket counts of one minute (Unix seconds / 60).
+    pub fn lateness_minute(prefix: &str, minute: i64) -> String {
+        format!("{{{prefix}}}:{}{minute}", kind::LATENESS_MINUTE)
     }
     /// When the recurring loop last looked (in the first partition's slot).
     pub fn recurring_seen(prefix: &str) -> String {

@@ -41,6 +41,7 @@ mod reply;
 pub mod sentinel;
 mod sessions;
 pub mod settings;
+pub(crate) mod stats;
 
 pub mod dispatch;
 pub mod history;

@@ -16,7 +16,7 @@ pub use crate::wire::TopicCounts;
 
 /// Counts per topic and the earliest due time. Every topic the store
 /// knows is listed, with no jobs too: paused or rate-limited ones.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overview {
     pub topics: BTreeMap<String, TopicCounts>,
     /// The earliest due time (or lease end) in the schedule, Unix ms.

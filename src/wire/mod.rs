@@ -11,6 +11,7 @@ pub mod due;
 pub mod jobs;
 pub mod pop;
 pub mod schedules;
+pub mod stats;
 pub mod topics;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,7 @@ pub use jobs::{
 };
 pub use pop::{Delivery, PopSpec, Popped};
 pub use schedules::{Rate, RateLimit, RateSpec, Schedule, ScheduleSpec, Schedules};
+pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,
     Topics, Upcoming, UpcomingQuery,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Job, RateLimit};
+use super::{Held, Job, Lateness, RateLimit};
 
 /// `GET /v1/topics`.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
@@ -29,10 +29,13 @@ pub struct Topics {
     /// Partitions whose master did not answer (left out of the counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_partitions: Vec<usize>,
+    /// Fire lateness of all topics together, every instance, last hour.
+    #[serde(default)]
+    pub lateness_ms: Lateness,
 }
 
-/// Job counts of one topic.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Job counts of one topic, and how far behind it is.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq)]
 pub struct TopicCounts {
     pub delayed: u64,
     pub ready: u64,
@@ -45,6 +48,22 @@ pub struct TopicCounts {
     /// Jobs fall due but are not handed out.
     #[serde(default)]
     pub paused: bool,
+    /// How long the oldest ready job has waited since it fell due, ms
+    /// (null: none ready). A job retried at once counts from its first
+    /// due time.
+    #[serde(default)]
+    pub oldest_ready_ms: Option<u64>,
+    /// How long the oldest delayed job that is due but not yet moved to
+    /// ready is overdue, ms (null: none among the earliest due entries
+    /// looked at; see README).
+    #[serde(default)]
+    pub oldest_overdue_ms: Option<u64>,
+    /// Why ready jobs wait: "paused", "rate" (no token left), or null.
+    #[serde(default)]
+    pub held: Option<Held>,
+    /// Fire lateness of this topic, every instance, last hour.
+    #[serde(default)]
+    pub lateness_ms: Lateness,
 }
 
 impl TopicCounts {

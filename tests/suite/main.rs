@@ -65,6 +65,7 @@ mod retry;
 mod security;
 mod sentinel;
 mod serve_cli;
+mod stats;
 mod steering;
 mod tls;
 mod webhooks;

@@ -316,9 +316,7 @@ async fn counts_follow_every_transition() {
             delayed: 2,
             ready: 1,
             reserved: 1,
-            dead: 0,
-            finished: 0,
-            paused: false
+            ..Default::default()
         }
     );
     q.finish(&d.id, &d.token).await.unwrap();

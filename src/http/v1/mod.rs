@@ -27,6 +27,7 @@ pub mod openapi;
 pub mod ops;
 pub mod pop;
 pub mod schedules;
+pub mod stats;
 pub mod topics;
 
 use axum::body::Bytes;
@@ -107,6 +108,7 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/topics/{topic}/pause", || post(topics::pause)),
     write("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
     route("get", "/v1/schedule", || get(topics::schedule)),
+    route("get", "/v1/stats/throughput", || get(stats::throughput)),
     route("get", "/v1/topics/{topic}/rate", || {
         get(schedules::rate_get)
     }),

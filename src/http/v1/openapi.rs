@@ -14,6 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
+use super::stats;
 use super::{jobs, lease, ops, pop, schedules, topics};
 
 #[derive(OpenApi)]
@@ -32,6 +33,7 @@ use super::{jobs, lease, ops, pop, schedules, topics};
         schedules::rate_get, schedules::rate_put, schedules::rate_delete,
         schedules::list, schedules::get_one, schedules::put, schedules::delete,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
+        stats::throughput,
     ),
     components(schemas(crate::wire::ErrorReply)),
     modifiers(&Shared),

@@ -14,7 +14,7 @@ use crate::wire::{
     Upcoming, UpcomingQuery,
 };
 
-/// Job counts per topic and state
+/// Job counts per topic and state, backlog ages and lateness
 #[utoipa::path(get, path = "/v1/topics", operation_id = "listTopics",
     responses((status = 200, description = "Counts", body = Topics)))]
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topics>> {
@@ -25,6 +25,7 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
         o.topics.entry(t.clone()).or_default();
     }
     let rates = q.rates().await?;
+    let lateness_ms = q.topic_stats(&mut o, &rates).await?;
     let webhook_pops = q.waiting_webhook_pops();
     Ok(Json(Topics {
         rates,
@@ -34,6 +35,7 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
         webhook_pops,
         webhooks: hooks.clone(),
         unavailable_partitions: o.unavailable_partitions,
+        lateness_ms,
     }))
 }
 

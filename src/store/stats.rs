@@ -1,0 +1,323 @@
+//! Throughput and lateness counts in Redis (written once a second by each
+//! instance, see `crate::stats`), and the backlog ages of `/v1/topics`.
+//! Plain commands: nothing here needs a script.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::layout::{field, Keys};
+use super::{Overview, Store};
+use crate::error::{Error, Result};
+use crate::stats::{Kind, Pending, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS};
+use crate::wire::{Held, Lateness, Series, Throughput};
+
+/// Per-second keys outlive the window they are shown in by a minute,
+/// per-minute keys by two: a key is never read after it expired.
+const SECOND_TTL_S: i64 = SECOND_POINTS + 60;
+const MINUTE_TTL_S: i64 = MINUTE_POINTS * 60 + 120;
+/// Most due schedule entries `/v1/topics` looks at (per partition) for
+/// the oldest overdue delayed jobs.
+pub const OVERDUE_LOOK: usize = 100;
+
+fn value<T: redis::FromRedisValue>(op: &'static str, v: redis::Value) -> Result<T> {
+    redis::from_redis_value(v).map_err(|e| Error::protocol(op, e.to_string()))
+}
+
+impl Store {
+    /// Redis time now, ms (this process's estimate; its own clock until a
+    /// reply has told it).
+    pub(crate) fn redis_now_ms(&self) -> i64 {
+        self.clock.now_us().map(|us| us / 1000).unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0)
+        })
+    }
+
+    /// Adds an instance's increments: one pipelined call of one HINCRBY per
+    /// (key, field) that changed and one EXPIRE per key, so its cost is
+    /// bounded by topics x kinds (x the seconds since the last flush).
+    pub(crate) async fn add_stats(&self, p: &Pending, offset_ms: i64) -> Result<()> {
+        let prefix = &self.prefix;
+        let mut keys: BTreeMap<String, (i64, BTreeMap<String, u64>)> = BTreeMap::new();
+        let mut add = |key: String, ttl: i64, field: String, n: u64| {
+            *keys
+                .entry(key)
+                .or_insert_with(|| (ttl, BTreeMap::new()))
+                .1
+                .entry(field)
+                .or_default() += n;
+        };
+        for (topic, secs) in &p.counts {
+            for (sec, counts) in secs {
+                let sec = (sec * 1000 + offset_ms).div_euclid(1000);
+                let per_s = Keys::throughput_second(prefix, sec);
+                let per_m = Keys::throughput_minute(prefix, sec.div_euclid(60));
+                for (kind, n) in Kind::ALL.iter().zip(counts).filter(|(_, n)| **n > 0) {
+                    let (all, one) = (kind.name().to_owned(), format!("{}:{topic}", kind.name()));
+                    add(per_s.clone(), SECOND_TTL_S, all.clone(), *n);
+                    add(per_s.clone(), SECOND_TTL_S, one.clone(), *n);
+                    add(per_m.clone(), MINUTE_TTL_S, all, *n);
+                    add(per_m.clone(), MINUTE_TTL_S, one, *n);
+                }
+            }
+        }
+        for (topic, mins) in &p.lateness {
+            for (min, counts) in mins {
+                let min = (min * 60_000 + offset_ms).div_euclid(60_000);
+                let key = Keys::lateness_minute(prefix, min);
+                for (b, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+                    add(key.clone(), MINUTE_TTL_S, b.to_string(), *n);
+                    add(key.clone(), MINUTE_TTL_S, format!("{b}:{topic}"), *n);
+                }
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (key, (ttl, fields)) in &keys {
+            for (f, n) in fields {
+                pipe.cmd("HINCRBY").arg(key).arg(f).arg(*n).ignore();
+            }
+            pipe.cmd("EXPIRE").arg(key).arg(*ttl).ignore();
+        }
+        self.call("stats flush", pipe.query_async::<()>(&mut self.conn()))
+            .await
+    }
+
+    /// The last hour per minute (`second`: the last 5 minutes per second)
+    /// of one topic, or of all together. One HMGET of 5 fields per point:
+    /// the cost is bounded by points x kinds, whatever the traffic.
+    pub(crate) async fn throughput(&self, topic: Option<&str>, second: bool) -> Result<Throughput> {
+        let (step_s, points) = if second {
+            (1, SECOND_POINTS)
+        } else {
+            (60, MINUTE_POINTS)
+        };
+        let now = self.redis_now_ms().div_euclid(1000 * step_s);
+        let first = now - points + 1;
+        let fields: Vec<String> = Kind::ALL
+            .iter()
+            .map(|k| match topic {
+                Some(t) => format!("{}:{t}", k.name()),
+                None => k.name().to_owned(),
+            })
+            .collect();
+        let mut pipe = redis::pipe();
+        for at in first..=now {
+            let key = if second {
+                Keys::throughput_second(&self.prefix, at)
+            } else {
+                Keys::throughput_minute(&self.prefix, at)
+            };
+            pipe.cmd("HMGET").arg(key).arg(&fields);
+        }
+        let rows: Vec<Vec<Option<u64>>> = self
+            .call("throughput", pipe.query_async(&mut self.conn()))
+            .await?;
+        let mut series = Series::default();
+        for row in rows {
+            let n = |k: Kind| row.get(k as usize).copied().flatten().unwrap_or(0);
+            series.pushed.push(n(Kind::Pushed));
+            series.delivered.push(n(Kind::Delivered));
+            series.finished.push(n(Kind::Finished));
+            series.failed.push(n(Kind::Failed));
+            series.dead.push(n(Kind::Dead));
+        }
+        Ok(Throughput {
+            resolution_s: step_s as u64,
+            from_ms: first * step_s * 1000,
+            to_ms: (now + 1) * step_s * 1000,
+            series,
+        })
+    }
+
+    /// Lateness bucket counts of the last hour, every instance: all topics
+    /// together, and per topic. One HGETALL per minute: the cost is bounded
+    /// by 60 x the (topic, bucket) pairs that saw a job.
+    pub(crate) async fn lateness(
+        &self,
+    ) -> Result<(
+        [u64; LATENESS_BUCKETS],
+        HashMap<String, [u64; LATENESS_BUCKETS]>,
+    )> {
+        let now = self.redis_now_ms().div_euclid(60_000);
+        let mut pipe = redis::pipe();
+        for m in (now - MINUTE_POINTS + 1)..=now {
+            pipe.cmd("HGETALL")
+                .arg(Keys::lateness_minute(&self.prefix, m));
+        }
+        let minutes: Vec<HashMap<String, u64>> = self
+            .call("lateness", pipe.query_async(&mut self.conn()))
+            .await?;
+        let mut all = [0; LATENESS_BUCKETS];
+        let mut topics: HashMap<String, [u64; LATENESS_BUCKETS]> = HashMap::new();
+        for (f, n) in minutes.into_iter().flatten() {
+            let (b, topic) = match f.split_once(':') {
+                Some((b, t)) => (b, Some(t)),
+                None => (f.as_str(), None),
+            };
+            let Some(b) = b.parse::<usize>().ok().filter(|b| *b < LATENESS_BUCKETS) else {
+                continue;
+            };
+            match topic {
+                Some(t) => topics.entry(t.to_owned()).or_insert([0; LATENESS_BUCKETS])[b] += n,
+                None => all[b] += n,
+            }
+        }
+        Ok((all, topics))
+    }
+
+    /// Fills in each topic's backlog ages and what holds it. Per partition
+    /// two pipelined round trips: LINDEX of each ready list's next job (and
+    /// the token bucket of each rate-limited topic with ready jobs, in its
+    /// home partition), and at most [`OVERDUE_LOOK`] due schedule entries;
+    /// then one HGET/HMGET per job found. Cost: O(topics + OVERDUE_LOOK)
+    /// per partition, whatever the queue's size. A topic whose overdue
+    /// jobs all lie beyond the first [`OVERDUE_LOOK`] due entries shows no
+    /// overdue age (another topic's older ones fill the look).
+    pub(crate) async fn backlog(
+        &self,
+        o: &mut Overview,
+        limited: &BTreeMap<String, crate::RateLimit>,
+    ) -> Result<()> {
+        let now = self.redis_now_ms();
+        let ready: Vec<String> = (o.topics.iter())
+            .filter(|(_, c)| c.ready > 0)
+            .map(|(t, _)| t.clone())
+            .collect();
+        let reads = self.parts().iter().enumerate().map(|(i, part)| {
+            let ready = &ready;
+            async move {
+                if self.health.is_down(i) {
+                    return Ok(None);
+                }
+                let rated: Vec<&String> = ready
+                    .iter()
+                    .filter(|t| {
+                        limited.contains_key(*t)
+                            && super::layout::partition_of(t, self.parts().len()) == i
+                    })
+                    .collect();
+                let mut pipe = redis::pipe();
+                for t in ready {
+                    pipe.cmd("LINDEX").arg(part.ready_list(t)).arg(-1);
+                }
+                for t in &rated {
+                    pipe.cmd("HMGET")
+                        .arg(part.rate(t))
+                        .arg(super::layout::rate_field::PER_S)
+                        .arg(super::layout::rate_field::BURST)
+                        .arg(super::layout::rate_field::TOKENS)
+                        .arg(super::layout::rate_field::AT);
+                }
+                pipe.cmd("ZRANGEBYSCORE")
+                    .arg(part.schedule())
+                    .arg("-inf")
+                    .arg(now)
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(OVERDUE_LOOK);
+                let mut replies: Vec<redis::Value> = self
+                    .call("backlog", pipe.query_async(&mut self.conn()))
+                    .await?;
+                let due: Vec<(String, f64)> =
+                    value("backlog", replies.pop().unwrap_or(redis::Value::Nil))?;
+                let mut replies = replies.into_iter();
+                let heads: Vec<(String, String)> = ready
+                    .iter()
+                    .zip(replies.by_ref())
+                    .filter_map(|(t, v)| {
+                        Some((t.clone(), value::<Option<String>>("backlog", v).ok()??))
+                    })
+                    .collect();
+                let mut out_of_tokens = Vec::new();
+                for (t, v) in rated.iter().zip(replies) {
+                    let b: Vec<Option<f64>> = value("backlog", v)?;
+                    if let [Some(per_s), Some(burst), tokens, at] = b[..] {
+                        let mut tokens = tokens.unwrap_or(burst * 1000.0);
+                        let at = at.unwrap_or(now as f64);
+                        if (now as f64) > at {
+                            tokens = (burst * 1000.0).min(tokens + (now as f64 - at) * per_s);
+                        }
+                        if tokens < 1000.0 {
+                            out_of_tokens.push((*t).clone());
+                        }
+                    }
+                }
+                let mut pipe = redis::pipe();
+                for (_, id) in &heads {
+                    pipe.cmd("HGET").arg(part.job(id)).arg(field::DUE);
+                }
+                for (id, _) in &due {
+                    pipe.cmd("HMGET")
+                        .arg(part.job(id))
+                        .arg(field::TOPIC)
+                        .arg(field::STATE);
+                }
+                let mut ages: Vec<(String, Option<i64>, Option<i64>)> = Vec::new();
+                if !heads.is_empty() || !due.is_empty() {
+                    let replies: Vec<redis::Value> = self
+                        .call("backlog", pipe.query_async(&mut self.conn()))
+                        .await?;
+                    let mut replies = replies.into_iter();
+                    for ((t, _), v) in heads.iter().zip(replies.by_ref()) {
+                        if let Some(d) = value::<Option<i64>>("backlog", v)? {
+                            ages.push((t.clone(), Some(d), None));
+                        }
+                    }
+                    for ((_, score), v) in due.iter().zip(replies) {
+                        let f: Vec<Option<String>> = value("backlog", v)?;
+                        // Delayed jobs only (no state field): a reserved
+                        // entry is a lease end, not a due time.
+                        if let [Some(t), None] = &f[..] {
+                            ages.push((t.clone(), None, Some(*score as i64)));
+                        }
+                    }
+                }
+                Ok::<_, Error>(Some((ages, out_of_tokens)))
+            }
+        });
+        for r in futures::future::join_all(reads).await {
+            let Some((ages, out_of_tokens)) = r? else {
+                continue;
+            };
+            for (t, ready_due, overdue) in ages {
+                let Some(c) = o.topics.get_mut(&t) else {
+                    continue;
+                };
+                let age = |due: i64| (now - due).max(0) as u64;
+                if let Some(d) = ready_due {
+                    c.oldest_ready_ms = Some(c.oldest_ready_ms.unwrap_or(0).max(age(d)));
+                }
+                if let Some(d) = overdue {
+                    c.oldest_overdue_ms = Some(c.oldest_overdue_ms.unwrap_or(0).max(age(d)));
+                }
+            }
+            for t in out_of_tokens {
+                if let Some(c) = o.topics.get_mut(&t) {
+                    c.held.get_or_insert(Held::Rate);
+                }
+            }
+        }
+        for c in o.topics.values_mut() {
+            if c.paused {
+                c.held = Some(Held::Paused);
+            }
+        }
+        Ok(())
+    }
+
+    /// Lateness percentiles into the overview's topics, and all topics'.
+    pub(crate) async fn lateness_into(&self, o: &mut Overview) -> Result<Lateness> {
+        let (all, topics) = self.lateness().await?;
+        for (t, b) in topics {
+            if let Some(c) = o.topics.get_mut(&t) {
+                c.lateness_ms = crate::stats::percentiles(&b);
+            }
+        }
+        for c in o.topics.values_mut().filter(|c| c.lateness_ms.samples == 0) {
+            c.lateness_ms = crate::stats::percentiles(&[0; LATENESS_BUCKETS]);
+        }
+        Ok(crate::stats::percentiles(&all))
+    }
+}
