@@ -23,7 +23,7 @@ pub use jobs::{
     Touched,
 };
 pub use pop::{Delivery, PopSpec, Popped};
-pub use schedules::{Rate, RateLimit, RateSpec, Schedule, ScheduleSpec, Schedules};
+pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,
     Topics, Upcoming, UpcomingQuery,

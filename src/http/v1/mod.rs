@@ -122,6 +122,13 @@ pub const ROUTES: &[Route] = &[
     write("delete", "/v1/recurring/{name}", || {
         delete(schedules::delete)
     }),
+    write("post", "/v1/recurring/{name}/run", || post(schedules::run)),
+    write("post", "/v1/recurring/{name}/pause", || {
+        post(schedules::pause)
+    }),
+    write("post", "/v1/recurring/{name}/resume", || {
+        post(schedules::resume)
+    }),
     route("get", "/v1/openapi.json", || get(ops::openapi)),
     route("get", "/healthz", || get(ops::healthz)),
     route("get", "/readyz", || get(ops::readyz)),

@@ -31,6 +31,7 @@ use super::{jobs, lease, ops, pop, schedules, topics};
         topics::jobs, topics::pause, topics::resume, topics::schedule,
         schedules::rate_get, schedules::rate_put, schedules::rate_delete,
         schedules::list, schedules::get_one, schedules::put, schedules::delete,
+        schedules::run, schedules::pause, schedules::resume,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
     ),
     components(schemas(crate::wire::ErrorReply)),
