@@ -9,6 +9,7 @@
 
 pub mod due;
 pub mod jobs;
+pub mod ops;
 pub mod pop;
 pub mod schedules;
 pub mod topics;
@@ -22,6 +23,7 @@ pub use jobs::{
     Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec,
     Touched,
 };
+pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{Delivery, PopSpec, Popped};
 pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use topics::{

@@ -56,6 +56,7 @@ mod failover;
 mod fault_suite;
 mod faults;
 mod import;
+mod instances;
 mod load;
 mod native_api;
 mod recurring;
