@@ -58,6 +58,7 @@ pub mod duration;
 pub mod error;
 pub mod http;
 pub mod https;
+pub mod instances;
 pub mod job;
 pub mod metrics;
 pub mod queue;

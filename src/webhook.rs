@@ -17,8 +17,15 @@
 //! `X-Delayq-Signature: sha256=<hex>`, the HMAC-SHA256 with the secret as
 //! key over `"<timestamp>.<request body>"`. A receiver recomputes it, compares
 //! in constant time, and rejects old timestamps to stop replays.
+//!
+//! ## Status
+//!
+//! Each delivering instance keeps the last delivery's status and the
+//! minute's counts in memory and writes them to Redis at most once a second
+//! per topic (`GET /v1/webhooks` reads them, the same from every instance).
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
@@ -29,6 +36,7 @@ use crate::job::Delivery;
 use crate::queue::Queue;
 use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
+use crate::store::instances::WebhookNote;
 
 /// A secret that never shows in logs or debug output.
 #[derive(Clone, PartialEq, Eq)]
@@ -90,6 +98,32 @@ impl Webhook {
             .unwrap_or_default()
     }
 
+    /// The URL fit to show: a password in it and the values of its query
+    /// are masked (`***`), the rest as given.
+    pub fn shown_url(&self) -> String {
+        let Ok(mut u) = reqwest::Url::parse(&self.url) else {
+            return String::new();
+        };
+        if u.password().is_some() {
+            let _ = u.set_password(Some("***"));
+        }
+        if u.query().is_some() {
+            let masked: Vec<String> = u.query_pairs().map(|(k, _)| format!("{k}=***")).collect();
+            u.set_query(Some(&masked.join("&")));
+        }
+        u.to_string()
+    }
+
+    /// This webhook as an instance's heartbeat lists it.
+    pub fn consumer(&self) -> crate::wire::WebhookConsumer {
+        crate::wire::WebhookConsumer {
+            topic: self.topic.clone(),
+            concurrency: self.concurrency as u64,
+            url: self.shown_url(),
+            timeout_ms: self.timeout.as_millis() as u64,
+        }
+    }
+
     /// Checks the URL and bounds; names the problem.
     pub fn check(&self) -> Result<(), String> {
         let url = reqwest::Url::parse(&self.url)
@@ -141,17 +175,86 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
     let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
         .concurrency(hook.concurrency)
         .backoff(Webhook::default_retry());
-    let hook = std::sync::Arc::new(hook);
+    let hook = Arc::new(hook);
+    let seen = Seen::default();
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let flusher = tokio::spawn(flush(
+        queue.clone(),
+        hook.topic.clone(),
+        seen.clone(),
+        finished,
+    ));
     // Its waiting pops are delayq's own, not a client's (`/v1/topics`
     // shows them apart).
     crate::waiters::as_own(consumer.run(
         move |job| {
-            let (queue, client, hook) = (queue.clone(), client.clone(), hook.clone());
-            async move { deliver(&queue, &client, &hook, job).await }
+            let (queue, client, hook, seen) =
+                (queue.clone(), client.clone(), hook.clone(), seen.clone());
+            async move { deliver(&queue, &client, &hook, job, &seen).await }
         },
         shutdown,
     ))
     .await;
+    // The last deliveries' status is written too.
+    let _ = done.send(());
+    let _ = flusher.await;
+}
+
+/// What this process saw of a topic's deliveries since it last wrote.
+type Seen = Arc<Mutex<WebhookNote>>;
+
+/// Notes one delivery (status: the HTTP code, or what kept it from one).
+fn note(seen: &Seen, at_ms: i64, status: String, error: Option<String>) {
+    let minute = at_ms.div_euclid(60_000);
+    let ok = error.is_none();
+    let mut n = seen.lock().unwrap();
+    match n.counts.iter_mut().find(|c| c.0 == minute) {
+        Some(c) if ok => c.1 += 1,
+        Some(c) => c.2 += 1,
+        None => n.counts.push((minute, ok as u64, !ok as u64)),
+    }
+    if n.last.as_ref().is_none_or(|l| l.1 <= at_ms) {
+        n.last = Some((status, at_ms, error));
+    }
+}
+
+/// Writes what was seen at most once a second, and once more when the
+/// deliveries have ended.
+async fn flush(
+    queue: Queue,
+    topic: String,
+    seen: Seen,
+    mut finished: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        let last = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => false,
+            _ = &mut finished => true,
+        };
+        let taken = std::mem::take(&mut *seen.lock().unwrap());
+        if taken != WebhookNote::default() {
+            if let Err(e) = queue.note_webhook(&topic, &taken).await {
+                tracing::debug!(error = %e, "webhook status not written; trying again");
+                // Kept for the next write (newer deliveries win).
+                let mut n = seen.lock().unwrap();
+                for (m, d, f) in taken.counts {
+                    match n.counts.iter_mut().find(|c| c.0 == m) {
+                        Some(c) => {
+                            c.1 += d;
+                            c.2 += f;
+                        }
+                        None => n.counts.push((m, d, f)),
+                    }
+                }
+                if n.last.is_none() {
+                    n.last = taken.last;
+                }
+            }
+        }
+        if last {
+            return;
+        }
+    }
 }
 
 /// One delivery: Ok on 2xx, otherwise the error that goes into the job's
@@ -161,6 +264,7 @@ async fn deliver(
     client: &reqwest::Client,
     hook: &Webhook,
     job: Delivery,
+    seen: &Seen,
 ) -> Result<(), String> {
     // The lease must outlast the request, or the job would be delivered
     // again while this delivery is still waiting for an answer.
@@ -200,9 +304,14 @@ async fn deliver(
     let m = queue.metrics();
     m.webhook_duration
         .observe([&job.topic], started.elapsed().as_secs_f64());
+    let mut status = None;
     let (outcome, verdict) = match result {
-        Ok(resp) if resp.status().is_success() => ("success", Ok(())),
+        Ok(resp) if resp.status().is_success() => {
+            status = Some(resp.status().as_u16().to_string());
+            ("success", Ok(()))
+        }
         Ok(resp) => {
+            status = Some(resp.status().as_u16().to_string());
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
             let snippet: String = text.chars().take(200).collect();
@@ -228,6 +337,15 @@ async fn deliver(
         }
     };
     m.webhook_deliveries.inc([&job.topic, outcome], 1);
+    let at_ms = match queue.redis_now_ms().await {
+        Ok(ms) => ms,
+        Err(_) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64,
+    };
+    let status = status.unwrap_or_else(|| outcome.to_owned());
+    note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(id = %job.id, outcome, "webhook delivery");
     verdict
 }

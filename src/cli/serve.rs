@@ -435,6 +435,17 @@ async fn serve(
         .iter()
         .map(|h| (h.topic.clone(), h.shown_host()))
         .collect();
+    // This instance's heartbeat: `GET /v1/instances` lists it while it runs.
+    let instance = delayq::instances::this_process(
+        &hostname(),
+        &addr.to_string(),
+        topics.webhooks.iter().map(|h| h.consumer()).collect(),
+    );
+    let heartbeat = tokio::spawn(delayq::instances::run(
+        queue.clone(),
+        instance,
+        shutdown.clone(),
+    ));
     let hooks: Vec<_> = topics
         .webhooks
         .into_iter()
@@ -460,6 +471,7 @@ async fn serve(
     for h in hooks {
         let _ = h.await;
     }
+    let _ = heartbeat.await;
     tracing::info!("delayq stopped");
     Ok(())
 }
@@ -483,6 +495,18 @@ fn allowed_hosts(listen: &str, listed: &[String]) -> http::origin::AllowedHosts 
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// This machine's host name ("" if unreadable).
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// Every client connection is a file descriptor: raise the soft limit to the

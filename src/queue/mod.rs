@@ -13,6 +13,7 @@
 
 mod admin;
 mod config;
+mod instances;
 mod pop;
 mod push;
 mod read;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::recurring::{Recurring, RecurringState};
+use crate::recurring::{Recurring, RecurringState, RunNow, NEXT_RUNS};
+use crate::store::push::Push;
 
 impl Queue {
     /// Creates or replaces the recurring schedule `name`. Its ticks count
@@ -32,6 +33,66 @@ impl Queue {
         self.store().recur_delete(name).await
     }
 
+    /// Pauses schedule `name`: it makes no ticks until resumed, and the
+    /// job of its next tick is dropped if not yet handed over. The pause
+    /// is kept in Redis: a restart, or a put of the schedule, keeps it.
+    /// False if there is no such schedule.
+    pub async fn pause_recurring(&self, name: &str) -> Result<bool> {
+        crate::recurring::check_name(name).map_err(Error::Invalid)?;
+        self.store().recur_pause(name, true).await
+    }
+
+    /// Resumes schedule `name`: its ticks count from now (none of those
+    /// missed while paused fire). A schedule not paused is left as it is.
+    /// False if there is no such schedule.
+    pub async fn resume_recurring(&self, name: &str) -> Result<bool> {
+        crate::recurring::check_name(name).map_err(Error::Invalid)?;
+        let found = self.store().recur_pause(name, false).await?;
+        self.inner.h.recurring_changed.notify_one();
+        Ok(found)
+    }
+
+    /// Pushes one job of schedule `name` now, as a tick would (its topic,
+    /// body, time to run and retries), under an id of its own; the
+    /// schedule's ticks are unchanged, paused or not. None if there is no
+    /// such schedule.
+    pub async fn run_recurring(&self, name: &str) -> Result<Option<RunNow>> {
+        let Some(state) = self.recurring(name).await? else {
+            return Ok(None);
+        };
+        let def = state.schedule;
+        self.check_policy().await?;
+        let policy = def
+            .retry
+            .clone()
+            .unwrap_or_else(|| self.retry_policy_for(&def.topic).clone());
+        let id = crate::recurring::run_id(name);
+        let p = self
+            .store()
+            .push(Push {
+                id: id.clone(),
+                topic: def.topic.clone(),
+                body: def.body,
+                ttr_ms: def.ttr_ms,
+                delay_ms: 0,
+                due_at_ms: None,
+                intervals_ms: policy.intervals_ms(),
+                max_attempts: policy.max_attempts.unwrap_or(0),
+                keep: true,
+            })
+            .await?;
+        if p.outcome != crate::PushOutcome::Kept {
+            self.metrics().pushed.inc([&def.topic], 1);
+        }
+        if p.new_head {
+            self.inner.h.wake.one(self.store().part_of(&id));
+        }
+        Ok(Some(RunNow {
+            id,
+            due_ms: p.due_ms,
+        }))
+    }
+
     /// The recurring schedule `name`, with its next fire time.
     pub async fn recurring(&self, name: &str) -> Result<Option<RecurringState>> {
         crate::recurring::check_name(name).map_err(Error::Invalid)?;
@@ -52,19 +113,33 @@ impl Queue {
             .into_iter()
             .filter_map(|s| {
                 let schedule = Recurring::from_json(&s.def)?;
-                let next_fire_ms = if s.last_ms > now && !s.pending.is_empty() {
+                let rule = schedule.rule().ok();
+                let next_fire_ms = if s.paused_at.is_some() {
+                    None
+                } else if s.last_ms > now && !s.pending.is_empty() {
                     Some(s.last_ms)
                 } else {
-                    schedule
-                        .rule()
-                        .ok()
-                        .and_then(|r| r.next_after(s.last_ms.max(now)))
+                    rule.as_ref().and_then(|r| r.next_after(s.last_ms.max(now)))
                 };
+                // The runs after the next, from the rule (a few steps of
+                // next_after each).
+                let mut next_runs_ms: Vec<i64> = next_fire_ms.into_iter().collect();
+                while let (Some(&last), Some(r)) = (next_runs_ms.last(), &rule) {
+                    if next_runs_ms.len() >= NEXT_RUNS {
+                        break;
+                    }
+                    match r.next_after(last).filter(|&n| n > last) {
+                        Some(n) => next_runs_ms.push(n),
+                        None => break,
+                    }
+                }
                 Some(RecurringState {
                     name: s.name,
                     schedule,
                     last_tick_ms: s.last_ms,
                     next_fire_ms,
+                    next_runs_ms,
+                    paused_at_ms: s.paused_at,
                 })
             })
             .collect())

@@ -190,8 +190,35 @@ pub struct RecurringState {
     /// The last tick pushed (Unix ms); at creation, the creation time.
     pub last_tick_ms: i64,
     /// When it fires next (Unix ms): the pushed tick if still ahead, else
-    /// the rule's next tick.
+    /// the rule's next tick; None while paused.
     pub next_fire_ms: Option<i64>,
+    /// The next [`NEXT_RUNS`] ticks from the rule, the first being
+    /// `next_fire_ms`; empty while paused.
+    pub next_runs_ms: Vec<i64>,
+    /// When it was paused (Unix ms), while it is: it makes no ticks until
+    /// resumed, and then counts them from the resume.
+    pub paused_at_ms: Option<i64>,
+}
+
+/// How many next runs a schedule's state lists.
+pub const NEXT_RUNS: usize = 5;
+
+/// A job pushed by "run now": one job like a tick's, due at once, with an
+/// id of its own (`recurring/{name}/run-<uuid>`); the schedule's own ticks
+/// are unchanged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunNow {
+    pub id: String,
+    pub due_ms: i64,
+}
+
+/// The id of a "run now" job of `name`: in the schedule's partition, and
+/// never a tick's id.
+pub(crate) fn run_id(name: &str) -> String {
+    format!(
+        "{TICK_ID_PREFIX}{name}}}/run-{}",
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 #[cfg(test)]

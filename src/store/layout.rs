@@ -53,6 +53,11 @@
 //! | `{prefix}:latm:<minute>` | hash   | fire lateness of one minute: "<bucket>" (all  |
 //! |                          |        | topics) and "<bucket>:<topic>" -> count; TTL  |
 //! |                          |        | a little over an hour                         |
+//! | `{prefix}:instance:<id>` | string | a running delayq's heartbeat (JSON), expiring |
+//! | `{prefix}:instances`     | zset   | instance id -> when its heartbeat expires     |
+//! | `{prefix}:webhook:<t>`   | hash   | topic t's last webhook delivery: status, time |
+//! | `{prefix}:webhook_n:<m>:<t>` | hash | topic t's deliveries and failures in Unix |
+//! |                          |        | minute m (expires after the hour)             |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -79,6 +84,10 @@ pub mod kind {
     pub const THROUGHPUT_SECOND: &str = "tps:";
     pub const THROUGHPUT_MINUTE: &str = "tpm:";
     pub const LATENESS_MINUTE: &str = "latm:";
+    pub const INSTANCE: &str = "instance:";
+    pub const INSTANCES: &str = "instances";
+    pub const WEBHOOK: &str = "webhook:";
+    pub const WEBHOOK_COUNTS: &str = "webhook_n:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -131,6 +140,8 @@ pub mod recur_field {
     pub const LAST: &str = "last";
     /// The id of the last tick's job.
     pub const PENDING: &str = "pending";
+    /// Present while paused: when it was paused, Unix ms.
+    pub const PAUSED: &str = "paused_at";
 }
 
 /// Fields of a topic's rate limit (`{p}:rate:<topic>`).
@@ -186,6 +197,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RECUR_VERSION", recur_field::VERSION),
     ("RECUR_LAST", recur_field::LAST),
     ("RECUR_PENDING", recur_field::PENDING),
+    ("RECUR_PAUSED", recur_field::PAUSED),
     ("RATE_KEY", kind::RATE),
     ("PAUSED_KEY", kind::PAUSED),
     ("RATE_PER_S", rate_field::PER_S),
@@ -289,6 +301,22 @@ impl Keys {
     /// Fire-lateness bucket counts of one minute (Unix seconds / 60).
     pub fn lateness_minute(prefix: &str, minute: i64) -> String {
         format!("{{{prefix}}}:{}{minute}", kind::LATENESS_MINUTE)
+    /// A running instance's heartbeat (in the first partition's slot).
+    pub fn instance(prefix: &str, id: &str) -> String {
+        format!("{{{prefix}}}:{}{id}", kind::INSTANCE)
+    }
+    /// The live instances' ids, by expiry (in the first partition's slot).
+    pub fn instances(prefix: &str) -> String {
+        format!("{{{prefix}}}:{}", kind::INSTANCES)
+    }
+    /// A webhook topic's last delivery.
+    pub fn webhook(prefix: &str, topic: &str) -> String {
+        format!("{{{prefix}}}:{}{topic}", kind::WEBHOOK)
+    }
+    /// A webhook topic's deliveries and failures in one minute (Unix
+    /// minutes).
+    pub fn webhook_counts(prefix: &str, topic: &str, minute: i64) -> String {
+        format!("{{{prefix}}}:{}{minute}:{topic}", kind::WEBHOOK_COUNTS)
     }
     /// When the recurring loop last looked (in the first partition's slot).
     pub fn recurring_seen(prefix: &str) -> String {

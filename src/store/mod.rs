@@ -32,6 +32,7 @@ mod coalesce;
 mod conn;
 mod exec;
 pub mod health;
+pub(crate) mod instances;
 pub mod layout;
 pub mod library;
 mod link;

@@ -17,6 +17,8 @@ pub(crate) struct Stored {
     pub def: String,
     pub last_ms: i64,
     pub pending: String,
+    /// When it was paused (Unix ms), while it is.
+    pub paused_at: Option<i64>,
 }
 
 impl Store {
@@ -63,6 +65,7 @@ impl Store {
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(0),
                     pending: h.remove(recur_field::PENDING).unwrap_or_default(),
+                    paused_at: h.get(recur_field::PAUSED).and_then(|v| v.parse().ok()),
                 });
             }
         }

@@ -1,5 +1,5 @@
-//! Recurring put: create, replace or delete a schedule. The script is
-//! `recur_put.lua`.
+//! Recurring put: create, replace, delete, pause or resume a schedule. The
+//! script is `recur_put.lua`.
 
 use super::reply::Fields;
 use super::{Keys, Script, Status, Store};
@@ -49,6 +49,21 @@ impl Store {
         )
         .await?;
         Ok(done)
+    }
+}
+
+impl Store {
+    /// Pauses (`true`) or resumes schedule `name`; resuming counts its
+    /// ticks from now. False if there is no such schedule. One script call
+    /// on one schedule's keys.
+    pub(crate) async fn recur_pause(&self, name: &str, pause: bool) -> Result<bool> {
+        let part = self.recur_part(name);
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name)
+            .arg(if pause { "pause" } else { "resume" })
+            .arg("")
+            .arg("");
+        Ok(decode(self.send(cmd).await?))
     }
 }
 

@@ -23,7 +23,7 @@
 -- Returns { DONE, then per tick: status, pushed, due_ms, new_head }:
 -- status STALE (the schedule was changed or deleted: nothing done; a
 -- deleted one leaves the due index), KEPT (this tick, or a later one, is
--- done already), or DONE; pushed 1 when a job was upserted, status then
+-- done already, or the schedule is paused: it is parked), or DONE; pushed 1 when a job was upserted, status then
 -- being the upsert's (DONE, REPLACED or KEPT) and due_ms and new_head as
 -- push.lua's.
 -- Errors: DQINVALID for a malformed call, or "job <n>: ..." for a tick
@@ -54,7 +54,7 @@ for j = 1, n do
   local a = 1 + (j - 1) * 10
   local name, mode = ARGV[a + 1], ARGV[a + 4]
   local rk = P .. RECUR_KEY .. name
-  local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST, RECUR_PENDING)
+  local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST, RECUR_PENDING, RECUR_PAUSED)
   local tick = tonumber(ARGV[a + 3])
   local reply
   if st[1] ~= ARGV[a + 2] then
@@ -63,6 +63,10 @@ for j = 1, n do
   elseif mode == 'park' then
     redis.call('ZADD', index, MAX_TIME_MS, name)
     reply = { DONE, 0, 0, 0 }
+  elseif st[4] then
+    -- Paused after the look read it: no tick until resumed.
+    redis.call('ZADD', index, MAX_TIME_MS, name)
+    reply = { KEPT, 0, 0, 0 }
   elseif tick <= (tonumber(st[2]) or 0) then
     reply = { KEPT, 0, 0, 0 }
   else

@@ -9,6 +9,7 @@
 
 pub mod due;
 pub mod jobs;
+pub mod ops;
 pub mod pop;
 pub mod schedules;
 pub mod stats;
@@ -23,8 +24,9 @@ pub use jobs::{
     Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec,
     Touched,
 };
+pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{Delivery, PopSpec, Popped};
-pub use schedules::{Rate, RateLimit, RateSpec, Schedule, ScheduleSpec, Schedules};
+pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,

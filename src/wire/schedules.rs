@@ -49,10 +49,28 @@ pub struct Schedule {
     pub ttr_ms: u64,
     pub retry: Option<Retry>,
     pub missed: Missed,
-    /// The last tick a job was pushed for.
+    /// The last tick a job was pushed for (at creation or resume: that
+    /// time).
     pub last_tick_ms: i64,
-    /// Null when the rule has no further tick.
+    /// Null when the rule has no further tick, or while paused.
     pub next_fire_ms: Option<i64>,
+    /// The next 5 ticks from the rule, `next_fire_ms` first; empty while
+    /// paused.
+    pub next_runs_ms: Vec<i64>,
+    /// Paused: no ticks until resumed (then they count from the resume).
+    pub paused: bool,
+    /// When it was paused; null unless paused.
+    pub paused_at_ms: Option<i64>,
+}
+
+/// `POST /v1/recurring/{name}/run`: the job pushed now.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct RecurringRun {
+    pub name: String,
+    /// `recurring/{name}/run-<uuid>`.
+    pub id: String,
+    pub topic: String,
+    pub due_ms: i64,
 }
 
 /// `GET /v1/recurring`.

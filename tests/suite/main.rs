@@ -58,6 +58,7 @@ mod fault_suite;
 mod faults;
 mod history;
 mod import;
+mod instances;
 mod load;
 mod native_api;
 mod recurring;

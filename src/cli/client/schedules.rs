@@ -1,10 +1,10 @@
-//! `recurring put|list|get|delete`, `rate set|get|clear`.
+//! `recurring put|list|get|delete|run|pause|resume`, `rate set|get|clear`.
 
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use delayq::wire::{self, NoContent, RateSpec, Schedule, ScheduleSpec, Schedules};
+use delayq::wire::{self, NoContent, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 use delayq::Missed;
 use reqwest::Method;
 
@@ -56,6 +56,12 @@ pub enum RecurringCommand {
     Get { name: String },
     /// Delete a schedule.
     Delete { name: String },
+    /// Push one job of the schedule now (its ticks are unchanged).
+    Run { name: String },
+    /// Pause the schedule: no ticks until resumed (kept across restarts).
+    Pause { name: String },
+    /// Resume a paused schedule: its ticks count from now.
+    Resume { name: String },
 }
 
 /// One schedule, a field a line.
@@ -73,7 +79,19 @@ fn schedule(s: &Schedule, o: &mut String) {
     ] {
         outln!(o, "{key:>10}: {value}");
     }
+    if s.paused {
+        outln!(o, "{:>10}: since {}", "paused", local_time(s.paused_at_ms));
+    }
+    outln!(
+        o,
+        "{:>10}: {}",
+        "last tick",
+        local_time(Some(s.last_tick_ms))
+    );
     outln!(o, "{:>10}: {}", "next fire", local_time(s.next_fire_ms));
+    for t in s.next_runs_ms.iter().skip(1) {
+        outln!(o, "{:>10}  {}", "", local_time(Some(*t)));
+    }
 }
 
 impl Recurring {
@@ -127,7 +145,11 @@ impl Recurring {
                             s.topic.clone(),
                             s.cron.clone(),
                             s.timezone.clone(),
-                            local_time(s.next_fire_ms),
+                            if s.paused {
+                                "paused".into()
+                            } else {
+                                local_time(s.next_fire_ms)
+                            },
                         ]);
                     }
                     table(o, &rows);
@@ -138,6 +160,23 @@ impl Recurring {
                     .fetch::<NoContent>(Method::DELETE, &recurring_path(&name))
                     .await?;
                 c.show(&reply, |_, o| outln!(o, "deleted schedule {name}"))
+            }
+            RecurringCommand::Run { name } => {
+                let path = format!("{}/run", recurring_path(&name));
+                let reply = c.fetch::<RecurringRun>(Method::POST, &path).await?;
+                c.show(&reply, |r, o| {
+                    outln!(o, "pushed {} to {} (schedule {})", r.id, r.topic, r.name)
+                })
+            }
+            RecurringCommand::Pause { name } => {
+                let path = format!("{}/pause", recurring_path(&name));
+                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                c.show(&reply, schedule)
+            }
+            RecurringCommand::Resume { name } => {
+                let path = format!("{}/resume", recurring_path(&name));
+                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                c.show(&reply, schedule)
             }
         }
     }

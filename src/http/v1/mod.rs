@@ -21,6 +21,7 @@
 //! check the OpenAPI document ([`openapi`], derived from the handlers and
 //! the wire types) against it.
 
+pub mod instances;
 pub mod jobs;
 pub mod lease;
 pub mod openapi;
@@ -124,6 +125,15 @@ pub const ROUTES: &[Route] = &[
     write("delete", "/v1/recurring/{name}", || {
         delete(schedules::delete)
     }),
+    write("post", "/v1/recurring/{name}/run", || post(schedules::run)),
+    write("post", "/v1/recurring/{name}/pause", || {
+        post(schedules::pause)
+    }),
+    write("post", "/v1/recurring/{name}/resume", || {
+        post(schedules::resume)
+    }),
+    route("get", "/v1/instances", || get(instances::list)),
+    route("get", "/v1/webhooks", || get(instances::webhooks)),
     route("get", "/v1/openapi.json", || get(ops::openapi)),
     route("get", "/healthz", || get(ops::healthz)),
     route("get", "/readyz", || get(ops::readyz)),

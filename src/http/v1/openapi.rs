@@ -15,7 +15,7 @@ use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::stats;
-use super::{jobs, lease, ops, pop, schedules, topics};
+use super::{instances, jobs, lease, ops, pop, schedules, topics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -32,6 +32,8 @@ use super::{jobs, lease, ops, pop, schedules, topics};
         topics::jobs, topics::pause, topics::resume, topics::schedule,
         schedules::rate_get, schedules::rate_put, schedules::rate_delete,
         schedules::list, schedules::get_one, schedules::put, schedules::delete,
+        schedules::run, schedules::pause, schedules::resume,
+        instances::list, instances::webhooks,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,
     ),

@@ -12,7 +12,7 @@ use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::recurring::{Recurring, RecurringState};
 use crate::store::rate::RateLimit;
-use crate::wire::{ErrorReply, Rate, RateSpec, Schedule, ScheduleSpec, Schedules};
+use crate::wire::{ErrorReply, Rate, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 
 impl From<RecurringState> for Schedule {
     fn from(s: RecurringState) -> Self {
@@ -28,6 +28,9 @@ impl From<RecurringState> for Schedule {
             missed: r.missed,
             last_tick_ms: s.last_tick_ms,
             next_fire_ms: s.next_fire_ms,
+            next_runs_ms: s.next_runs_ms,
+            paused: s.paused_at_ms.is_some(),
+            paused_at_ms: s.paused_at_ms,
         }
     }
 }
@@ -136,6 +139,88 @@ pub(super) async fn delete(
     } else {
         Err(not_found(&name))
     }
+}
+
+/// Push one job of a recurring schedule now
+///
+/// As a tick would (its topic, body, time to run and retries), due at
+/// once, under an id of its own; the schedule's ticks are unchanged.
+#[utoipa::path(post, path = "/v1/recurring/{name}/run", operation_id = "runRecurring",
+    params(super::ScheduleName),
+    responses(
+        (status = 201, description = "The job pushed", body = RecurringRun),
+        (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
+    ))]
+pub(super) async fn run(
+    State(state): State<AppState>,
+    Segment(name): Segment,
+) -> ApiResult<(StatusCode, Json<RecurringRun>)> {
+    let s = state
+        .queue
+        .recurring(&name)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    let r = state
+        .queue
+        .run_recurring(&name)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(RecurringRun {
+            name,
+            id: r.id,
+            topic: s.schedule.topic,
+            due_ms: r.due_ms,
+        }),
+    ))
+}
+
+/// Pause a recurring schedule
+///
+/// No ticks until resumed; the job of its next tick is dropped if not yet
+/// handed over. The pause is kept in Redis (a restart or a put keeps it).
+#[utoipa::path(post, path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
+    params(super::ScheduleName),
+    responses(
+        (status = 200, description = "The schedule, paused", body = Schedule),
+        (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
+    ))]
+pub(super) async fn pause(
+    State(state): State<AppState>,
+    Segment(name): Segment,
+) -> ApiResult<Json<Schedule>> {
+    pause_or_resume(state, name, true).await
+}
+
+/// Resume a paused recurring schedule
+///
+/// Its ticks count from now: those missed while paused do not fire.
+#[utoipa::path(post, path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
+    params(super::ScheduleName),
+    responses(
+        (status = 200, description = "The schedule, running", body = Schedule),
+        (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
+    ))]
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    Segment(name): Segment,
+) -> ApiResult<Json<Schedule>> {
+    pause_or_resume(state, name, false).await
+}
+
+async fn pause_or_resume(state: AppState, name: String, pause: bool) -> ApiResult<Json<Schedule>> {
+    let q = &state.queue;
+    let found = if pause {
+        q.pause_recurring(&name).await?
+    } else {
+        q.resume_recurring(&name).await?
+    };
+    if !found {
+        return Err(not_found(&name));
+    }
+    let s = q.recurring(&name).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(s.into()))
 }
 
 /// Limit how fast a topic's jobs are handed out

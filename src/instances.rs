@@ -1,0 +1,61 @@
+//! Instances: each `delayq serve` writes a heartbeat to Redis every
+//! [`PERIOD`] (`{prefix}:instance:<id>`, expiring after 3 periods, and its
+//! id in `{prefix}:instances` by expiry), so every instance can list the
+//! running ones without a SCAN; one killed drops out within 3 periods, one
+//! stopped cleanly at once.
+
+use std::time::Duration;
+
+use crate::queue::Queue;
+use crate::shutdown::Shutdown;
+use crate::wire::{Instance, WebhookConsumer};
+
+/// How often an instance writes its heartbeat.
+pub const PERIOD: Duration = Duration::from_secs(2);
+/// A heartbeat not renewed for this long is gone.
+pub const TTL: Duration = Duration::from_secs(3 * PERIOD.as_secs());
+
+/// A new instance of this process on `host`: id host-pid-random, started
+/// now.
+pub fn this_process(host: &str, listen: &str, webhook_consumers: Vec<WebhookConsumer>) -> Instance {
+    let host = host.to_owned();
+    let pid = std::process::id();
+    let random = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    Instance {
+        id: format!("{host}-{pid}-{random}"),
+        host,
+        pid,
+        version: crate::VERSION.into(),
+        // Set at the first heartbeat, from the Redis clock.
+        started_at_ms: 0,
+        listen: listen.to_owned(),
+        waiting_pops: 0,
+        webhook_consumers,
+        dispatching: Vec::new(),
+        last_seen_ms: 0,
+    }
+}
+
+/// Writes `instance`'s heartbeat every [`PERIOD`] until `shutdown`, then
+/// takes it out of the list.
+pub async fn run(queue: Queue, mut instance: Instance, shutdown: Shutdown) {
+    loop {
+        instance.waiting_pops = queue
+            .waiting_pops()
+            .saturating_sub(queue.waiting_webhook_pops()) as u64;
+        instance.dispatching = queue.dispatching();
+        if instance.started_at_ms == 0 {
+            instance.started_at_ms = queue.redis_now_ms().await.unwrap_or(0);
+        }
+        if let Err(e) = queue.heartbeat(&mut instance, TTL).await {
+            tracing::debug!(error = %e, "heartbeat not written; trying again");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PERIOD) => {}
+            _ = shutdown.wait() => break,
+        }
+    }
+    if let Err(e) = queue.forget_instance(&instance.id).await {
+        tracing::debug!(error = %e, "heartbeat not removed; it expires");
+    }
+}
