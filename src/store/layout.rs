@@ -39,6 +39,8 @@
 //! |                          |        | first use (absent: one partition)             |
 //! | `{prefix}:signedout:<s>` | string | a dashboard session signed out, until it      |
 //! |                          |        | would have expired anyway                     |
+//! | `{p}:dispatcher`         | string | id of the instance that dispatches the        |
+//! |                          |        | partition now (a lease with a TTL)            |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -60,6 +62,7 @@ pub mod kind {
     pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
     pub const SIGNED_OUT: &str = "signedout:";
+    pub const DISPATCHER: &str = "dispatcher";
 }
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
@@ -162,6 +165,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RATE_BURST", rate_field::BURST),
     ("RATE_TOKENS", rate_field::TOKENS),
     ("RATE_AT", rate_field::AT),
+    ("DISPATCHER_KEY", kind::DISPATCHER),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -294,6 +298,9 @@ impl Keys {
     }
     pub fn ready_channel(&self) -> String {
         format!("{}{}", self.base, kind::READY_CHANNEL)
+    }
+    pub fn dispatcher(&self) -> String {
+        format!("{}{}", self.base, kind::DISPATCHER)
     }
     pub fn wake_channel(&self) -> String {
         format!("{}{}", self.base, kind::WAKE_CHANNEL)

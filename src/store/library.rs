@@ -41,6 +41,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::recur_put::SCRIPT,
     &super::list::SCRIPT,
     &super::rate::SCRIPT,
+    &super::lease::SCRIPT,
 ];
 
 struct Library {

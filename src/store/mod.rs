@@ -43,6 +43,7 @@ mod sessions;
 pub mod settings;
 
 pub mod dispatch;
+pub(crate) mod lease;
 pub mod list;
 pub mod nack;
 mod pause;

@@ -63,6 +63,7 @@ mod retry;
 mod security;
 mod sentinel;
 mod serve_cli;
+mod sidecars;
 mod steering;
 mod tls;
 mod webhooks;
