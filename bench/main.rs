@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|sidecars]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //!                                        [--settle-rewrites]
 //! ```
@@ -20,7 +20,7 @@
 //! lateness without Redis's rewrite fork and child in the window.
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
-//! [`lifecycle`], [`lateness`], [`cluster`]); [`options`] reads the command
+//! [`lifecycle`], [`lateness`], [`cluster`], [`sidecars`]); [`options`] reads the command
 //! line, [`table`] prints the main table, [`common`] holds what they share.
 
 mod adds;
@@ -31,6 +31,7 @@ mod lateness;
 mod lifecycle;
 mod memory;
 mod options;
+mod sidecars;
 mod table;
 
 use std::process::Command;
@@ -74,6 +75,9 @@ async fn main() {
     lateness.print_stalls();
     if o.cluster {
         cluster::run(s, o.repeats).await;
+    }
+    if let Some(with_bullmq) = o.sidecars {
+        sidecars::run(o.sidecar_flow, o.repeats, with_bullmq).await;
     }
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
         lateness.write_samples(&path);

@@ -5,7 +5,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
-  --only SYSTEM      delayq (no Node needed), bullmq, or cluster (standalone against a 3-master cluster)
+  --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
+                     or sidecars (K = 1, 4, 16, 64 instances on one Redis, BullMQ beside; --only sidecars-delayq: no Node)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
@@ -43,6 +44,9 @@ pub(crate) struct Options {
     pub(crate) systems: Vec<System>,
     /// Run the cluster comparison.
     pub(crate) cluster: bool,
+    /// Run the sidecars scenario (Some: with BullMQ beside or not).
+    pub(crate) sidecars: Option<bool>,
+    pub(crate) sidecar_flow: crate::sidecars::Flow,
     /// Let AOF rewrites finish before delayq's lateness windows.
     pub(crate) settle_rewrites: bool,
     pub(crate) repeats: usize,
@@ -55,6 +59,11 @@ pub(crate) fn options() -> Options {
     let mut o = Options {
         systems: vec![System::Delayq, System::Bullmq],
         cluster: true,
+        sidecars: None,
+        sidecar_flow: crate::sidecars::Flow {
+            jobs: 20_000,
+            secs: 10,
+        },
         settle_rewrites: false,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
@@ -87,6 +96,10 @@ pub(crate) fn options() -> Options {
                     cpu_jobs: if smoke { 1000 } else { 5000 },
                     e2e_jobs: if smoke { 2000 } else { 10_000 },
                 };
+                o.sidecar_flow = crate::sidecars::Flow {
+                    jobs: if smoke { 500 } else { 5000 },
+                    secs: if smoke { 1 } else { 5 },
+                };
                 o.label = if smoke {
                     "smoke (tiny counts: checks the harness, not the speed)"
                 } else {
@@ -98,7 +111,15 @@ pub(crate) fn options() -> Options {
                     Some("delayq") => (vec![System::Delayq], true),
                     Some("bullmq") => (vec![System::Bullmq], false),
                     Some("cluster") => (vec![], true),
-                    other => panic!("--only delayq|bullmq|cluster, not {other:?}"),
+                    Some("sidecars") => {
+                        o.sidecars = Some(true);
+                        (vec![], false)
+                    }
+                    Some("sidecars-delayq") => {
+                        o.sidecars = Some(false);
+                        (vec![], false)
+                    }
+                    other => panic!("--only delayq|bullmq|cluster|sidecars|sidecars-delayq, not {other:?}"),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,
