@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //!                                        [--settle-rewrites]
 //! ```
@@ -20,7 +20,7 @@
 //! lateness without Redis's rewrite fork and child in the window.
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
-//! [`lifecycle`], [`lateness`], [`cluster`], [`refresh`]: a dashboard
+//! [`lifecycle`], [`lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
 //! refresh's Redis cost, only with `--only refresh`); [`options`] reads the command
 //! line, [`table`] prints the main table, [`common`] holds what they share.
 
@@ -33,6 +33,7 @@ mod lifecycle;
 mod memory;
 mod options;
 mod refresh;
+mod sidecars;
 mod table;
 
 use std::process::Command;
@@ -79,6 +80,9 @@ async fn main() {
     }
     if o.refresh {
         refresh::run(s.refresh_jobs).await;
+    }
+    if let Some(with_bullmq) = o.sidecars {
+        sidecars::run(o.sidecar_flow, o.repeats, with_bullmq).await;
     }
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
         lateness.write_samples(&path);

@@ -1,12 +1,13 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
   --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
-                     or refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
+                     refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
+                     or sidecars (K = 1, 4, 16, 64 instances on one Redis, BullMQ beside; --only sidecars-delayq: no Node)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
@@ -48,6 +49,9 @@ pub(crate) struct Options {
     pub(crate) cluster: bool,
     /// Run the dashboard refresh cost (only with `--only refresh`).
     pub(crate) refresh: bool,
+    /// Run the sidecars scenario (Some: with BullMQ beside or not).
+    pub(crate) sidecars: Option<bool>,
+    pub(crate) sidecar_flow: crate::sidecars::Flow,
     /// Let AOF rewrites finish before delayq's lateness windows.
     pub(crate) settle_rewrites: bool,
     pub(crate) repeats: usize,
@@ -61,6 +65,11 @@ pub(crate) fn options() -> Options {
         systems: vec![System::Delayq, System::Bullmq],
         cluster: true,
         refresh: false,
+        sidecars: None,
+        sidecar_flow: crate::sidecars::Flow {
+            jobs: 20_000,
+            secs: 10,
+        },
         settle_rewrites: false,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
@@ -95,6 +104,10 @@ pub(crate) fn options() -> Options {
                     cpu_jobs: if smoke { 1000 } else { 5000 },
                     e2e_jobs: if smoke { 2000 } else { 10_000 },
                 };
+                o.sidecar_flow = crate::sidecars::Flow {
+                    jobs: if smoke { 500 } else { 5000 },
+                    secs: if smoke { 1 } else { 5 },
+                };
                 o.label = if smoke {
                     "smoke (tiny counts: checks the harness, not the speed)"
                 } else {
@@ -107,7 +120,15 @@ pub(crate) fn options() -> Options {
                     Some("bullmq") => (vec![System::Bullmq], false, false),
                     Some("cluster") => (vec![], true, false),
                     Some("refresh") => (vec![], false, true),
-                    other => panic!("--only delayq|bullmq|cluster|refresh, not {other:?}"),
+                    Some("sidecars") => {
+                        o.sidecars = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("sidecars-delayq") => {
+                        o.sidecars = Some(false);
+                        (vec![], false, false)
+                    }
+                    other => panic!("--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq, not {other:?}"),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,

@@ -119,6 +119,62 @@ const scenarios = {
     return { cpu_us_per_job: (cpu * 1e6) / o.n };
   },
 
+  // K instances on one Redis (bench/sidecars.rs): K Queues adding
+  // round-robin and K Workers, each with its own connections, a paced flow.
+  async sidecars(queue) {
+    const k = o.instances;
+    const queues = [queue];
+    for (let i = 1; i < k; i++) queues.push(new Queue(queue.name, { connection }));
+    const late = new Map();
+    const workers = [];
+    for (let w = 0; w < k; w++) {
+      workers.push(new Worker(queue.name, async (job) => {
+        const l = Date.now() - (job.timestamp + job.opts.delay);
+        const seen = late.get(job.id);
+        if (seen) seen.push(l); else late.set(job.id, [l]);
+      }, { connection, concurrency: o.concurrency }));
+    }
+    await Promise.all(workers.map((w) => w.waitUntilReady()));
+    await Promise.all(queues.map((q) => q.waitUntilReady()));
+    await sleep(500);
+    const idle0 = await redisCpu(queue);
+    const it = performance.now();
+    await sleep(o.idle_ms);
+    const idle = (await redisCpu(queue) - idle0) / ((performance.now() - it) / 1000);
+    const connections = await redisInfo(queue, 'clients', 'connected_clients');
+    await admin.call('CONFIG', 'RESETSTAT');
+    const cpu0 = await redisCpu(queue);
+    const t0 = performance.now();
+    const every = (o.secs * 1000) / o.jobs;
+    const adds = [];
+    for (let i = 0; i < o.jobs; i++) {
+      const wait = t0 + every * i - performance.now();
+      if (wait >= 1) await sleep(wait);
+      adds.push(queues[i % k].add('job', BODY, { ...opts, delay: o.delay_ms, jobId: id('side', i) }));
+    }
+    await Promise.all(adds);
+    const deadline = Date.now() + o.delay_ms + 30_000;
+    while (late.size < o.jobs && Date.now() < deadline) await sleep(5);
+    const wall = (performance.now() - t0) / 1000;
+    const cpu = (await redisCpu(queue)) - cpu0 - idle * wall;
+    const commandstats = await admin.info('commandstats');
+    await sleep(500);
+    await Promise.all(workers.map((w) => w.close()));
+    await Promise.all(queues.slice(1).map((q) => q.close()));
+    const first = [...late.values()].map((l) => l[0]).sort((a, b) => a - b);
+    const pct = (p) => first[Math.min(first.length - 1, Math.floor(first.length * p))];
+    return {
+      cpu_us_per_job: (cpu * 1e6) / o.jobs,
+      idle_cpu_pct: idle * 100,
+      connections,
+      commandstats,
+      p50: pct(0.5), p99: pct(0.99), max: first[first.length - 1],
+      lost: o.jobs - late.size,
+      early: first.filter((l) => l < 0).length,
+      twice: [...late.values()].reduce((n, l) => n + l.length - 1, 0),
+    };
+  },
+
   // add -> fire -> process -> complete at full speed.
   async e2e(queue) {
     const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });

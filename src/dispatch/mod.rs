@@ -6,6 +6,9 @@
 //! - [`subscriber`]: the pub/sub connection: expired events (the low-cost
 //!   path), ready notices that wake waiting pops, wake notices that re-arm
 //!   the sweep; reconnect and catch-up.
+//! - [`lease`]: one dispatcher per partition. Of all the instances on one
+//!   Redis, only the holder of a partition's lease acts on its expired
+//!   events and sweeps it; the others stand by and take over when it lapses.
 //!
 //! The loops get narrow [`Handles`] (the store, the waiters, the metrics, a
 //! wake signal, a stop signal), never the `Queue` itself: nothing here calls
@@ -14,6 +17,7 @@
 //! its queue), when the queue is closed, or when the caller's shutdown
 //! fires.
 
+pub mod lease;
 pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
@@ -123,6 +127,8 @@ pub(crate) struct Handles {
     /// Dispatch here (sweep, and dispatch on expired events); off, only
     /// ready notices are heard.
     pub dispatch: bool,
+    /// Which partitions this instance dispatches now (with `dispatch` on).
+    pub leases: Arc<lease::Leases>,
     /// Most jobs one dispatch call moves.
     pub batch: usize,
     pub retention: Retention,
@@ -197,7 +203,9 @@ pub(crate) struct Dispatcher {
 
 impl Dispatcher {
     /// Starts the subscriber (always: it wakes waiting pops) and, where
-    /// `handles.dispatch` is on, the sweep and dead-letter retention.
+    /// `handles.dispatch` is on, the lease keeper, the expired-events
+    /// connection, the sweeps (each acts while its partition's lease is
+    /// held here) and dead-letter retention.
     pub fn start(handles: Handles) -> Dispatcher {
         let mut tasks = vec![tokio::spawn(subscriber::run(handles.clone()))];
         if handles.store.behind_sentinel() {
@@ -226,6 +234,10 @@ impl Dispatcher {
             tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
         }
         if handles.dispatch {
+            tasks.push(tokio::spawn(lease::run(handles.clone())));
+            if handles.store.cluster.is_none() {
+                tasks.push(tokio::spawn(subscriber::events(handles.clone())));
+            }
             tasks.push(tokio::spawn(recurring::run(handles.clone())));
             for part in 0..handles.store.parts().len() {
                 tasks.push(tokio::spawn(sweep::run(handles.clone(), part)));

@@ -5,7 +5,11 @@
 //! - `{p}:ready`: some instance made jobs ready; wake that many waiters.
 //! - `{p}:wake`: a new earliest job; re-arm that partition's sweep.
 //!
-//! On a single Redis one connection hears all three. On a cluster, keyspace
+//! Expired events go only to the instance that dispatches (the holder of a
+//! partition's lease, see [`super::lease`]): on a single Redis it opens a
+//! connection of its own for them while it holds a lease and closes it when
+//! it holds none, so Redis sends each event to one instance, not to every
+//! one. Standbys hear the ready and wake notices only. On a cluster, keyspace
 //! events stay on the node whose key expired, so a dispatching process keeps
 //! one connection per master for them, and follows the masters as they
 //! change (failover, new masters); the ready and wake notices are plain
@@ -85,9 +89,13 @@ impl Triggers {
 }
 
 /// Dispatches what expired events named, in tasks of their own: reading
-/// events must not wait on it.
+/// events must not wait on it. Only partitions whose lease this instance
+/// holds: the others are their holders' business.
 fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
     for (part, ids) in due {
+        if !h.leases.holds(part) {
+            continue;
+        }
         let h = h.clone();
         tokio::spawn(async move {
             if let Err(e) = h.dispatch(part, &ids, DispatchPath::Event).await {
@@ -120,16 +128,6 @@ async fn session(h: &Handles) -> Result<(), String> {
         h.store.client()
     };
     let mut pubsub = pubsub(h, client).await?;
-    // Only a dispatching process needs expired events; the others would
-    // take every one of them for nothing. On a cluster they come through
-    // the per-master connections.
-    let events = h.dispatch && !on_cluster;
-    if events {
-        pubsub
-            .psubscribe(EXPIRED_PATTERN)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
     let ready: HashMap<String, usize> = (h.store.parts().iter().enumerate())
         .map(|(i, p)| (p.ready_channel(), i))
         .collect();
@@ -152,7 +150,6 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.wake.all();
     h.waiters.wake_all();
 
-    let triggers = Triggers::new(h);
     let mut topology = tokio::time::interval(TOPOLOGY_EVERY);
     let listened_to = if on_cluster {
         h.store.masters().await.ok()
@@ -183,7 +180,6 @@ async fn session(h: &Handles) -> Result<(), String> {
                 }
             }
         };
-        let mut due = HashMap::new();
         for msg in batch {
             let Ok(payload) = msg.get_payload::<String>() else {
                 continue;
@@ -196,13 +192,62 @@ async fn session(h: &Handles) -> Result<(), String> {
                     h.store.note_ready(topic, part);
                     h.waiters.wake(topic, count);
                 }
-            } else if events {
-                triggers.sort(&payload, &mut due);
             }
         }
-        if h.dispatch {
-            dispatch_due(h, due);
+    }
+    Ok(())
+}
+
+/// On a single Redis, in a dispatching process: the expired-events
+/// connection, open while this instance holds a partition's lease.
+pub(crate) async fn events(h: Handles) {
+    let mut any = h.leases.any();
+    let client = h.store.client();
+    let mut backoff = Backoff::default();
+    loop {
+        // Wait for a lease.
+        tokio::select! {
+            r = any.wait_for(|held| *held) => if r.is_err() { return },
+            _ = h.stop.wait() => return,
         }
+        let ended = tokio::select! {
+            r = listen(&h, client.clone()) => r,
+            // No lease left: the connection closes with the session.
+            _ = any.wait_for(|held| !*held) => {
+                debug!("no dispatcher lease held: expired events no longer heard here");
+                backoff.reset();
+                continue;
+            }
+            _ = h.stop.wait() => return,
+        };
+        debug!(reason = %reason(&ended), "expired events connection ended");
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.wait()) => {}
+            _ = h.stop.wait() => return,
+        }
+    }
+}
+
+/// Subscribes to expired events on one connection and dispatches what they
+/// name, until the connection ends.
+async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
+    let mut pubsub = pubsub(h, client).await?;
+    pubsub
+        .psubscribe(EXPIRED_PATTERN)
+        .await
+        .map_err(|e| e.to_string())?;
+    // Jobs may have fallen due while no connection heard them.
+    h.wake.all();
+    let triggers = Triggers::new(h);
+    let mut messages = pubsub.into_on_message().ready_chunks(512);
+    while let Some(batch) = messages.next().await {
+        let mut due = HashMap::new();
+        for msg in batch {
+            if let Ok(key) = msg.get_payload::<String>() {
+                triggers.sort(&key, &mut due);
+            }
+        }
+        dispatch_due(h, due);
     }
     Ok(())
 }
@@ -248,7 +293,6 @@ pub(crate) async fn follow_masters(h: Handles) {
 
 /// Expired events of one master, reconnecting until `stop`.
 async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
-    let triggers = Triggers::new(&h);
     let mut backoff = Backoff::default();
     loop {
         let session = async {
@@ -256,24 +300,8 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
                 .store
                 .node_client(&host, port)
                 .map_err(|e| e.to_string())?;
-            let mut pubsub = pubsub(&h, client).await?;
-            pubsub
-                .psubscribe(EXPIRED_PATTERN)
-                .await
-                .map_err(|e| e.to_string())?;
             debug!(master = %format!("{host}:{port}"), "listening to expired events");
-            h.wake.all();
-            let mut messages = pubsub.into_on_message().ready_chunks(512);
-            while let Some(batch) = messages.next().await {
-                let mut due = HashMap::new();
-                for msg in batch {
-                    if let Ok(key) = msg.get_payload::<String>() {
-                        triggers.sort(&key, &mut due);
-                    }
-                }
-                dispatch_due(&h, due);
-            }
-            Ok::<(), String>(())
+            listen(&h, client).await
         };
         let ended = tokio::select! {
             r = session => r,

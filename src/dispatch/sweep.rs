@@ -9,8 +9,10 @@
 //! and so does a subscriber reconnect, after which events may have been
 //! missed.
 //!
-//! Several instances sweep the same schedule; the dispatch script makes their
-//! races harmless (each due job moves once).
+//! Only the instance holding the partition's dispatcher lease sweeps it
+//! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
+//! sweep at once for a moment (a lease changing hands) are harmless: the
+//! dispatch script moves each due job once.
 
 use std::time::Duration;
 
@@ -34,6 +36,16 @@ pub(crate) async fn run(h: Handles, part: usize) {
     let mut backoff = Backoff::default();
     let mut failing = false;
     loop {
+        if !h.leases.holds(part) {
+            // Standing by: the lease keeper wakes this when it takes the
+            // partition over.
+            tokio::select! {
+                _ = tokio::time::sleep(MAX_IDLE) => {}
+                _ = h.wake.of(part).notified() => {}
+                _ = h.stop.wait() => return,
+            }
+            continue;
+        }
         let until = match h.dispatch(part, &[], DispatchPath::Sweep).await {
             Ok(out) => {
                 if failing {
@@ -94,9 +106,13 @@ pub(crate) async fn retention(h: Handles) {
 }
 
 async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
+    // The partitions' lease holders trim them: one instance each.
+    if h.leases.held().is_empty() {
+        return Ok(());
+    }
     for (topic, counts) in h.store.overview().await?.topics {
         if counts.dead > 0 {
-            for part in 0..h.store.parts().len() {
+            for part in h.leases.held() {
                 while h.store.trim(part, &topic, h.retention).await? > 0 {}
             }
         }

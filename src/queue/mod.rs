@@ -93,6 +93,7 @@ impl Queue {
             subscriber_up: Arc::default(),
             stop: config.shutdown.child(),
             dispatch: config.dispatch,
+            leases: Arc::new(crate::dispatch::lease::Leases::new(parts)),
             batch: config.dispatch_batch,
             retention: Retention {
                 max_per_topic: config.dead_max_per_topic,
@@ -156,6 +157,13 @@ impl Queue {
             .h
             .subscriber_up
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The partitions this instance dispatches now (their expired events
+    /// and sweeps): those whose dispatcher lease it holds. Empty on a
+    /// standby, and where `dispatch` is off.
+    pub fn dispatching_partitions(&self) -> Vec<usize> {
+        self.inner.h.leases.held()
     }
 
     /// Pops waiting for a job in this process right now.

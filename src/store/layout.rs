@@ -58,6 +58,8 @@
 //! | `{prefix}:webhook:<t>`   | hash   | topic t's last webhook delivery: status, time |
 //! | `{prefix}:webhook_n:<m>:<t>` | hash | topic t's deliveries and failures in Unix |
 //! |                          |        | minute m (expires after the hour)             |
+//! | `{p}:dispatcher`         | string | id of the instance that dispatches the        |
+//! |                          |        | partition now (a lease with a TTL)            |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -88,6 +90,7 @@ pub mod kind {
     pub const INSTANCES: &str = "instances";
     pub const WEBHOOK: &str = "webhook:";
     pub const WEBHOOK_COUNTS: &str = "webhook_n:";
+    pub const DISPATCHER: &str = "dispatcher";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -208,6 +211,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_KEY", kind::FINISHED),
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
+    ("DISPATCHER_KEY", kind::DISPATCHER),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -373,6 +377,9 @@ impl Keys {
     }
     pub fn ready_channel(&self) -> String {
         format!("{}{}", self.base, kind::READY_CHANNEL)
+    }
+    pub fn dispatcher(&self) -> String {
+        format!("{}{}", self.base, kind::DISPATCHER)
     }
     pub fn wake_channel(&self) -> String {
         format!("{}{}", self.base, kind::WAKE_CHANNEL)

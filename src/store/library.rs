@@ -43,6 +43,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::list::SCRIPT,
     &super::rate::SCRIPT,
     &super::unpop::SCRIPT,
+    &super::lease::SCRIPT,
 ];
 
 struct Library {

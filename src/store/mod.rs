@@ -46,6 +46,7 @@ pub(crate) mod stats;
 
 pub mod dispatch;
 pub mod history;
+pub(crate) mod lease;
 pub mod list;
 pub mod nack;
 mod pause;

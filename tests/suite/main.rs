@@ -67,6 +67,7 @@ mod security;
 mod sentinel;
 mod serve_cli;
 mod stats;
+mod sidecars;
 mod steering;
 mod tls;
 mod webhooks;

@@ -1,0 +1,36 @@
+-- lease.lua: the partition's dispatcher lease: take it, keep it, or give
+-- it up. One delayq instance at a time acts on the partition's expired
+-- events and runs its sweep; the others stand by.
+--
+-- KEYS[1]  schedule zset   {p}:schedule (names the partition's slot)
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  the caller's instance id
+-- ARGV[3]  lease length in ms; 0: give the lease up
+--
+-- Touches: the lease key {p}:dispatcher. Publishes: nothing.
+-- Helpers: none.
+--
+-- Returns { DONE, held, left_ms }: held 1 if the caller holds the lease
+-- for ARGV[3] ms from now; else 0 and the ms left of the holder's lease
+-- (0: none, or given up).
+--
+-- Guarantees: a free lease is taken with SET NX PX (one taker wins); only
+-- its holder extends it (compare-and-extend) or gives it up
+-- (compare-and-delete), so a standby never cuts a live holder's lease
+-- short. Nothing else rests on it: dispatch stays idempotent, so two
+-- instances that both think they hold it for a moment do no harm.
+local key = P .. DISPATCHER_KEY
+local id, ms = ARGV[2], tonumber(ARGV[3])
+local holder = redis.call('GET', key)
+if ms <= 0 then
+  if holder == id then redis.call('DEL', key) end
+  return { DONE, 0, 0 }
+end
+if holder == id then
+  redis.call('PEXPIRE', key, ms)
+  return { DONE, 1, ms }
+end
+if not holder and redis.call('SET', key, id, 'NX', 'PX', ms) then
+  return { DONE, 1, ms }
+end
+return { DONE, 0, math.max(redis.call('PTTL', key), 0) }

@@ -1,0 +1,67 @@
+//! The dispatcher lease of a partition: which instance acts on its expired
+//! events and runs its sweep. The script is `lease.lua`; the loop that
+//! keeps it is `crate::dispatch::lease`.
+
+use std::time::Duration;
+
+use super::reply::Fields;
+use super::{Script, Status, Store};
+use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "lease",
+    source: include_str!("lease.lua"),
+    // Due jobs still fall due when Redis is full.
+    when_full: true,
+    acked: false,
+};
+
+/// What a lease call found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lease {
+    /// The caller holds it, for the length it asked for.
+    Held,
+    /// Another instance does, for this much longer (zero: nobody).
+    Other(Duration),
+}
+
+fn decode((status, mut f): (Status, Fields)) -> Result<Lease> {
+    if status != Status::Done {
+        return Err(Error::protocol("lease", format!("status {status:?}")));
+    }
+    let held = f.int()? == 1;
+    let left = f.int()?.max(0) as u64;
+    Ok(if held {
+        Lease::Held
+    } else {
+        Lease::Other(Duration::from_millis(left))
+    })
+}
+
+impl Store {
+    /// Takes or extends partition `part`'s dispatcher lease for `length`
+    /// as instance `id`; `length` zero gives it up if `id` holds it. One
+    /// key read and at most one written: bounded.
+    pub(crate) async fn lease(&self, part: usize, id: &str, length: Duration) -> Result<Lease> {
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(id).arg(length.as_millis() as u64);
+        decode(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_held_and_the_holders_time_left() {
+        let d = |r: &[&str]| decode(Fields::parse("lease", sample(r)).unwrap());
+        assert_eq!(d(&["0", "1", "2000"]).unwrap(), Lease::Held);
+        assert_eq!(
+            d(&["0", "0", "1500"]).unwrap(),
+            Lease::Other(Duration::from_millis(1500))
+        );
+        assert!(d(&["0", "1"]).is_err());
+    }
+}
