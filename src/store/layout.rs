@@ -305,6 +305,7 @@ impl Keys {
     /// Fire-lateness bucket counts of one minute (Unix seconds / 60).
     pub fn lateness_minute(prefix: &str, minute: i64) -> String {
         format!("{{{prefix}}}:{}{minute}", kind::LATENESS_MINUTE)
+    }
     /// A running instance's heartbeat (in the first partition's slot).
     pub fn instance(prefix: &str, id: &str) -> String {
         format!("{{{prefix}}}:{}{id}", kind::INSTANCE)
