@@ -362,6 +362,19 @@ mod tests {
     }
 
     #[test]
+    fn the_shown_url_masks_the_password_and_query_values() {
+        let hook = Webhook::new(
+            "t",
+            "https://user:pw@hooks.example:8443/close?token=s3cret&a=b",
+        );
+        assert_eq!(
+            hook.shown_url(),
+            "https://user:***@hooks.example:8443/close?token=***&a=***"
+        );
+        assert_eq!(Webhook::new("t", "http://h/x").shown_url(), "http://h/x");
+    }
+
+    #[test]
     fn signatures_verify_and_secrets_stay_hidden() {
         let sig = sign("k", 1700000000, b"{\"id\":\"1\"}");
         assert!(verify("k", 1700000000, b"{\"id\":\"1\"}", &sig));

@@ -589,6 +589,16 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
             "{method} {route} {status}: {out:?} undocumented in {v}"
         );
     };
+    // An instance with a webhook topic, for /v1/instances and /v1/webhooks.
+    let mut me = delayq::instances::this_process(
+        "host",
+        "127.0.0.1:1",
+        vec![delayq::webhook::Webhook::new("t", "http://u:p@h/x?k=v").consumer()],
+    );
+    s.queue
+        .heartbeat(&mut me, Duration::from_secs(60))
+        .await
+        .unwrap();
     let calls: Vec<(&str, &str, String, Option<Value>)> = vec![
         (
             "put",
@@ -708,6 +718,32 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
             None,
         ),
         ("get", "/v1/recurring", "/v1/recurring".into(), None),
+        (
+            "post",
+            "/v1/recurring/{name}/run",
+            "/v1/recurring/r/run".into(),
+            None,
+        ),
+        (
+            "post",
+            "/v1/recurring/{name}/pause",
+            "/v1/recurring/r/pause".into(),
+            None,
+        ),
+        (
+            "post",
+            "/v1/recurring/{name}/resume",
+            "/v1/recurring/nope/resume".into(),
+            None,
+        ),
+        (
+            "post",
+            "/v1/recurring/{name}/resume",
+            "/v1/recurring/r/resume".into(),
+            None,
+        ),
+        ("get", "/v1/instances", "/v1/instances".into(), None),
+        ("get", "/v1/webhooks", "/v1/webhooks".into(), None),
         (
             "delete",
             "/v1/recurring/{name}",

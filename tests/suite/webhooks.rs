@@ -529,3 +529,90 @@ async fn a_delete_during_a_delivery_succeeds_and_the_job_is_not_delivered_again(
     shutdown.trigger();
     q.close().await;
 }
+
+async fn webhooks_view(base: &str) -> Vec<Value> {
+    let v: Value = reqwest::get(format!("{base}/v1/webhooks"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["webhooks"].as_array().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhooks_view_shows_each_topics_masked_url_last_delivery_and_the_hours_failures_from_every_instance(
+) {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|n| Reply::Status(if n < 2 { 503 } else { 200 })).await;
+    let url = receiver
+        .url
+        .replace("http://", "http://bot:hunter2@")
+        .replace("/hook", "/hook?token=s3cret");
+    let hook = format!("close={url}");
+    let delivering = DelayqProcess::start(&redis, &["--webhook", &hook]);
+    // Another instance, delivering nothing, sees the same.
+    let other = DelayqProcess::start(&redis, &[]);
+    assert_eq!(
+        eventually(Duration::from_secs(20), "the topic listed", || async {
+            let w = webhooks_view(&other.base).await;
+            (!w.is_empty()).then_some(w)
+        })
+        .await[0]["last_status"],
+        Value::Null,
+        "no delivery yet"
+    );
+    let q = queue(&redis);
+    push(
+        &q,
+        "order-1",
+        "close",
+        RetryPolicy::parse("3s,3s", None).unwrap(),
+    )
+    .await;
+
+    let failing = eventually(Duration::from_secs(20), "the failure shown", || async {
+        let w = webhooks_view(&other.base).await;
+        (w[0]["last_status"] == "503").then(|| w[0].clone())
+    })
+    .await;
+    assert!(
+        failing["last_error"].as_str().unwrap().contains("HTTP 503"),
+        "{failing}"
+    );
+    assert!(
+        failing["failures_last_hour"].as_u64().unwrap() >= 1,
+        "{failing}"
+    );
+    let done = eventually(Duration::from_secs(30), "the success shown", || async {
+        let w = webhooks_view(&other.base).await;
+        (w[0]["last_status"] == "200").then(|| w[0].clone())
+    })
+    .await;
+    assert_eq!(done["topic"], "close");
+    assert_eq!(done["last_error"], Value::Null, "{done}");
+    assert_eq!(done["delivered_last_hour"], 1, "{done}");
+    assert_eq!(done["failures_last_hour"], 2, "{done}");
+    assert_eq!(done["instances"], 1);
+    assert_eq!(
+        (done["concurrency"].as_u64(), done["timeout_ms"].as_u64()),
+        (Some(8), Some(10_000))
+    );
+    assert!(done["last_at_ms"].as_i64().unwrap() >= failing["last_at_ms"].as_i64().unwrap());
+    let shown = done["url"].as_str().unwrap();
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("s3cret"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("bot:***@") && shown.contains("token=***"),
+        "{shown}"
+    );
+    assert_eq!(receiver.hits().len(), 3);
+
+    // The delivering instance stopped: its topic leaves the view.
+    delivering.terminate();
+    assert!(webhooks_view(&other.base).await.is_empty());
+    q.close().await;
+    drop(other);
+}
