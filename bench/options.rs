@@ -119,7 +119,9 @@ pub(crate) fn options() -> Options {
                         o.sidecars = Some(false);
                         (vec![], false)
                     }
-                    other => panic!("--only delayq|bullmq|cluster|sidecars|sidecars-delayq, not {other:?}"),
+                    other => panic!(
+                        "--only delayq|bullmq|cluster|sidecars|sidecars-delayq, not {other:?}"
+                    ),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,
