@@ -128,7 +128,9 @@ pub(crate) fn options() -> Options {
                         o.sidecars = Some(false);
                         (vec![], false, false)
                     }
-                    other => panic!("--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq, not {other:?}"),
+                    other => panic!(
+                        "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq, not {other:?}"
+                    ),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,

@@ -66,7 +66,12 @@ fn parse_commandstats(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.strip_prefix("calls=")?.split(',').next()?.parse().ok()?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
             Some((name.to_owned(), calls))
         })
         .collect()
@@ -78,9 +83,14 @@ async fn delayq_run(k: usize, flow: Flow) -> Run {
     // Every instance connected and one of them dispatching.
     let start = Instant::now();
     while !(queues.iter().all(|q| q.subscriber_connected())
-        && queues.iter().any(|q| !q.dispatching_partitions().is_empty()))
+        && queues
+            .iter()
+            .any(|q| !q.dispatching_partitions().is_empty()))
     {
-        assert!(start.elapsed() < Duration::from_secs(30), "instances not up");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "instances not up"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let seen: Arc<Mutex<HashMap<String, Vec<f64>>>> = Arc::default();
@@ -98,7 +108,11 @@ async fn delayq_run(k: usize, flow: Flow) -> Run {
                     };
                     for d in got {
                         let late = (d.popped_at_us - d.due_ms * 1000) as f64 / 1000.0;
-                        seen.lock().unwrap().entry(d.id.clone()).or_default().push(late);
+                        seen.lock()
+                            .unwrap()
+                            .entry(d.id.clone())
+                            .or_default()
+                            .push(late);
                         finish(&q, &d).await;
                     }
                 }

@@ -7,6 +7,16 @@
 //!
 //! A wake for `n` new jobs wakes `n` waiters (`notify_one` each), not all of
 //! them: ten thousand waiters on one topic do not stampede Redis for one job.
+//!
+//! Local first: the instance that dispatches jobs wakes its own parked
+//! waiters for them and announces only the rest (see
+//! [`Waiters::available`] and [`Waiters::wake_local`]), so with many
+//! instances on one Redis a job that an idle consumer here can take costs
+//! one pop, not one per instance. For that, each topic counts the waiters
+//! parked on it alone (a pop of several topics is not counted: it may be
+//! woken by another topic first) and the wake-ups sent to them not yet
+//! taken; the counts may be short, never over, so a job is never left
+//! with a wake-up that nobody receives.
 //! Tokio passes a `notify_one` on to another waiter when the woken future is
 //! dropped before it completes, so a consumer that goes away does not swallow
 //! a wake-up.
@@ -32,9 +42,25 @@ pub async fn as_own<F: std::future::Future>(f: F) -> F::Output {
     OWN.scope((), f).await
 }
 
+/// One topic's waiters.
+struct Topic {
+    notify: Arc<Notify>,
+    /// Waiters parked on this topic alone, now.
+    parked: usize,
+    /// Wake-ups sent to them that they have not taken yet.
+    pending: usize,
+}
+
+impl Topic {
+    /// Waiters a wake-up would reach now.
+    fn available(&self) -> usize {
+        self.parked.saturating_sub(self.pending)
+    }
+}
+
 #[derive(Default)]
 pub struct Waiters {
-    topics: Mutex<HashMap<String, Arc<Notify>>>,
+    topics: Mutex<HashMap<String, Topic>>,
     /// Pops waiting right now.
     waiting: AtomicUsize,
     /// Of those, delayq's own (see [`as_own`]).
@@ -46,7 +72,14 @@ impl Waiters {
     /// holds them, so polling many topic names leaves nothing behind.
     fn handle(&self, topic: &str) -> Arc<Notify> {
         let mut map = self.topics.lock().unwrap();
-        map.entry(topic.to_owned()).or_default().clone()
+        map.entry(topic.to_owned())
+            .or_insert_with(|| Topic {
+                notify: Arc::default(),
+                parked: 0,
+                pending: 0,
+            })
+            .notify
+            .clone()
     }
 
     /// Takes the handles for one waiting pop's topics; they are given back
@@ -73,7 +106,10 @@ impl Waiters {
         drop(handles);
         let mut map = self.topics.lock().unwrap();
         for t in topics {
-            if map.get(t).is_some_and(|n| Arc::strong_count(n) == 1) {
+            if map
+                .get(t)
+                .is_some_and(|n| Arc::strong_count(&n.notify) == 1)
+            {
                 map.remove(t);
             }
         }
@@ -81,20 +117,68 @@ impl Waiters {
 
     /// `count` jobs became ready on `topic`.
     pub fn wake(&self, topic: &str, count: usize) {
-        let notify = self.topics.lock().unwrap().get(topic).cloned();
-        if let Some(n) = notify {
-            for _ in 0..count.max(1) {
-                n.notify_one();
+        let mut map = self.topics.lock().unwrap();
+        if let Some(t) = map.get_mut(topic) {
+            let count = count.max(1);
+            t.pending += count.min(t.available());
+            for _ in 0..count {
+                t.notify.notify_one();
             }
         }
+    }
+
+    /// Per topic, the waiters here that a wake-up would reach now (topics
+    /// with none left out; at most `max` topics).
+    pub fn available(&self, max: usize) -> Vec<(String, usize)> {
+        let map = self.topics.lock().unwrap();
+        map.iter()
+            .filter(|(_, t)| t.available() > 0)
+            .take(max)
+            .map(|(name, t)| (name.clone(), t.available()))
+            .collect()
+    }
+
+    /// Wakes up to `count` of the waiters parked on `topic` alone, for jobs
+    /// this instance made ready and did not announce; returns how many it
+    /// woke (fewer if some left meanwhile: the caller announces the rest).
+    pub fn wake_local(&self, topic: &str, count: usize) -> usize {
+        let mut map = self.topics.lock().unwrap();
+        let Some(t) = map.get_mut(topic) else {
+            return 0;
+        };
+        let woken = count.min(t.available());
+        t.pending += woken;
+        for _ in 0..woken {
+            t.notify.notify_one();
+        }
+        woken
     }
 
     /// Wake every waiter: after a gap in wake-ups (subscriber reconnect) or at
     /// shutdown, everyone looks again.
     pub fn wake_all(&self) {
-        let all: Vec<_> = self.topics.lock().unwrap().values().cloned().collect();
-        for n in all {
-            n.notify_waiters();
+        let mut map = self.topics.lock().unwrap();
+        for t in map.values_mut() {
+            t.pending = t.parked;
+            t.notify.notify_waiters();
+        }
+    }
+
+    /// A waiter on `topics` parks (`true`) or stops waiting (`false`);
+    /// `woken`: it was woken by the wake-up of `topics[i]`.
+    fn park(&self, topics: &[String], parked: bool, woken: Option<usize>) {
+        let mut map = self.topics.lock().unwrap();
+        if let [one] = topics {
+            if let Some(t) = map.get_mut(one) {
+                if parked {
+                    t.parked += 1;
+                } else {
+                    t.parked = t.parked.saturating_sub(1);
+                }
+            }
+        }
+        if let Some(t) = woken.and_then(|i| map.get_mut(&topics[i])) {
+            t.pending = t.pending.saturating_sub(1);
         }
     }
 
@@ -120,6 +204,17 @@ pub struct WaitGuard<'a> {
 impl WaitGuard<'_> {
     pub fn handles(&self) -> &[Arc<Notify>] {
         &self.handles
+    }
+
+    /// Counts this waiter as parked (its wake-ups enabled) until
+    /// [`unpark`](Self::unpark).
+    pub fn park(&self) {
+        self.waiters.park(self.topics, true, None);
+    }
+
+    /// No longer parked; `woken`: by the wake-up of `topics[i]`.
+    pub fn unpark(&self, woken: Option<usize>) {
+        self.waiters.park(self.topics, false, woken);
     }
 }
 

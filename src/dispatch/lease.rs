@@ -86,7 +86,8 @@ impl Leases {
 
     fn note_any(&self) {
         let any = !self.held().is_empty();
-        self.any.send_if_modified(|v| std::mem::replace(v, any) != any);
+        self.any
+            .send_if_modified(|v| std::mem::replace(v, any) != any);
     }
 }
 
@@ -96,17 +97,20 @@ pub(crate) async fn run(h: Handles) {
     let parts = h.store.parts().len();
     let mut next = vec![Instant::now(); parts];
     loop {
-        for part in 0..parts {
-            if next[part] > Instant::now() {
+        for (part, next) in next.iter_mut().enumerate() {
+            if *next > Instant::now() {
                 continue;
             }
             let had = leases.holds(part);
             let sent = Instant::now();
-            next[part] = match h.store.lease(part, &leases.id, LENGTH).await {
+            *next = match h.store.lease(part, &leases.id, LENGTH).await {
                 Ok(Lease::Held) => {
                     leases.set(part, Some(sent + LENGTH));
                     if !had {
-                        info!(partition = part, "this instance dispatches the partition now");
+                        info!(
+                            partition = part,
+                            "this instance dispatches the partition now"
+                        );
                         // Its events went unheard until now: sweep at once.
                         h.wake.one(part);
                     }
@@ -115,7 +119,10 @@ pub(crate) async fn run(h: Handles) {
                 Ok(Lease::Other(left)) => {
                     leases.set(part, None);
                     if had {
-                        info!(partition = part, "another instance dispatches the partition now");
+                        info!(
+                            partition = part,
+                            "another instance dispatches the partition now"
+                        );
                     }
                     // Ask again as the holder's lease would end.
                     Instant::now() + (left + Duration::from_millis(1)).min(RENEW_EVERY)

@@ -38,6 +38,9 @@ use crate::store::nack::Retention;
 use crate::store::Store;
 use crate::waiters::Waiters;
 
+/// Most topics whose idle waiters one dispatch call is told about.
+const MAX_LOCAL_TOPICS: usize = 64;
+
 /// Which path dispatched a job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DispatchPath {
@@ -165,12 +168,26 @@ impl Handles {
         ids: &[String],
         path: DispatchPath,
     ) -> Result<Dispatched> {
+        // Local first: the jobs this instance's idle waiters can take are
+        // theirs, woken here without a notice that would wake every
+        // instance's (bounded: at most MAX_LOCAL_TOPICS pairs).
+        let waiting = self.waiters.available(MAX_LOCAL_TOPICS);
         let d = self
             .store
-            .dispatch(part, ids, self.batch, self.retention)
+            .dispatch(part, ids, self.batch, self.retention, &waiting)
             .await?;
         let m = &self.metrics;
         for t in &d.topics {
+            if t.local > 0 {
+                self.store.note_ready(&t.topic, part);
+                let woken = self.waiters.wake_local(&t.topic, t.local as usize) as u64;
+                if woken < t.local {
+                    // Some left while the script ran: announce the rest.
+                    self.store
+                        .notify_ready(part, &t.topic, t.local - woken)
+                        .await;
+                }
+            }
             m.dispatched.inc([path.label(), &t.topic], t.moved);
             m.retried.inc([&t.topic], t.retried);
             m.dead.inc([&t.topic], t.died);

@@ -115,10 +115,17 @@ impl Queue {
                 Duration::from_millis(250)
             };
             let until = deadline.min(Instant::now() + recheck);
-            tokio::select! {
-                _ = futures::future::select_all(notified) => {}
-                _ = tokio::time::sleep_until(until) => {}
-                _ = stop.wait() => return Ok(Vec::new()),
+            // Counted as parked only while its wake-ups are enabled and
+            // nothing else is under way (see crate::waiters).
+            guard.park();
+            let woken = tokio::select! {
+                (_, i, _) = futures::future::select_all(notified) => Some(i),
+                _ = tokio::time::sleep_until(until) => None,
+                _ = stop.wait() => None,
+            };
+            guard.unpark(woken);
+            if woken.is_none() && stop.is_triggered() {
+                return Ok(Vec::new());
             }
         }
     }

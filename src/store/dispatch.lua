@@ -11,14 +11,18 @@
 -- ARGV[2]  most jobs to move in this call (bounds the script's run time)
 -- ARGV[3]  dead-letter retention: most dead jobs per topic
 -- ARGV[4]  dead-letter retention: longest age, ms
--- ARGV[5..] ids to check (optional; none = sweep the schedule)
+-- ARGV[5]  m: topics the caller has idle waiters on, then m pairs
+--          (topic, how many): jobs made ready on them are the caller's to
+--          wake its own waiters for, up to that many, and not announced
+-- ARGV[6+2m..] ids to check (optional; none = sweep the schedule)
 --
 -- Touches: schedule, trigger keys, job hashes, ready lists, dead sets,
 -- count hash. Publishes: ready (one notice per topic).
 -- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due.
 --
 -- Returns { DONE, now_us, moved, next_due_ms or -1, #topics,
---           then per topic: topic, moved, retried, died,
+--           then per topic: topic, moved, retried, died, local (ready
+--           jobs left to the caller's waiters, not announced),
 --           then per moved job: lateness in us (now - due), grouped by
 --           topic in the order above (each topic's "moved" of them) }.
 -- ("retried" and "died" count reserved jobs whose lease ran out.)
@@ -26,8 +30,9 @@
 -- Guarantees: a job moves only if its schedule entry exists and its score is
 -- <= Redis TIME (never early). Moving removes or replaces the entry, so
 -- however many callers race (events, sweeps, other delayq instances), each
--- due time moves the job exactly once. Each topic that got ready jobs gets
--- one "<count> <topic>" notice on {p}:ready.
+-- due time moves the job exactly once. Each topic that got more ready jobs
+-- than the caller's idle waiters take gets one "<count> <topic>" notice on
+-- {p}:ready for the rest.
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local limit = tonumber(ARGV[2])
@@ -35,10 +40,14 @@ local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- The sweep reads the due entries with their scores; ids from expired
 -- events are looked up one by one.
+local waiting = {}
+local m = tonumber(ARGV[5])
+for i = 6, 5 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local first_id = 6 + 2 * m
 local ids, scores = {}, {}
-local sweeping = #ARGV <= 4
+local sweeping = #ARGV < first_id
 if not sweeping then
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
+  for i = first_id, #ARGV do ids[#ids + 1] = ARGV[i] end
 else
   local due = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, limit)
   for i = 1, #due, 2 do
@@ -99,12 +108,14 @@ end
 
 local reply = { DONE, now, moved, next_due(), #topics }
 for _, topic in ipairs(topics) do
-  if ready[topic] > 0 then notify_ready(topic, ready[topic]) end
+  local here = math.min(ready[topic], waiting[topic] or 0)
+  if ready[topic] > here then notify_ready(topic, ready[topic] - here) end
   local p = per[topic]
   reply[#reply + 1] = topic
   reply[#reply + 1] = p[1]
   reply[#reply + 1] = p[2]
   reply[#reply + 1] = p[3]
+  reply[#reply + 1] = here
 end
 for _, topic in ipairs(topics) do
   for _, l in ipairs(per[topic][4]) do reply[#reply + 1] = l end

@@ -51,6 +51,8 @@ pub(crate) struct TopicMoves {
     pub retried: u64,
     /// ...or by death.
     pub died: u64,
+    /// Ready jobs left to the caller's own waiters (not announced).
+    pub local: u64,
 }
 
 fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
@@ -68,6 +70,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
             moved: f.int()?.max(0) as u64,
             retried: f.int()?.max(0) as u64,
             died: f.int()?.max(0) as u64,
+            local: f.int()?.max(0) as u64,
         });
     }
     let mut lateness_us = Vec::with_capacity(f.left());
@@ -85,19 +88,25 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
 
 impl Store {
     /// Dispatches `ids` (from expired events), or everything due when `ids`
-    /// is empty (the sweep): at most `batch` jobs. The reply's Redis time
-    /// sets the clock.
+    /// is empty (the sweep): at most `batch` jobs. `waiting`: per topic,
+    /// the caller's idle waiters, who get that many of the jobs made ready
+    /// without a notice. The reply's Redis time sets the clock.
     pub(crate) async fn dispatch(
         &self,
         part: usize,
         ids: &[String],
         batch: usize,
         retention: Retention,
+        waiting: &[(String, usize)],
     ) -> Result<Dispatched> {
         let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(batch)
             .arg(retention.max_per_topic)
-            .arg(retention.max_age.as_millis() as u64);
+            .arg(retention.max_age.as_millis() as u64)
+            .arg(waiting.len());
+        for (topic, n) in waiting {
+            cmd.arg(topic).arg(*n);
+        }
         for id in ids {
             cmd.arg(id);
         }
@@ -105,6 +114,25 @@ impl Store {
         let d = decode(self.send(cmd).await?)?;
         self.clock.observe(sent, Instant::now(), d.now_us);
         Ok(d)
+    }
+}
+
+impl Store {
+    /// Announces `n` ready jobs of `topic` on partition `part`'s ready
+    /// channel (what `notify_ready` in lib.lua sends), for jobs left to
+    /// this instance's waiters when some of them had gone. One PUBLISH; a
+    /// failure is only logged: every waiter looks again within its recheck.
+    pub(crate) async fn notify_ready(&self, part: usize, topic: &str, n: u64) {
+        let mut publish = redis::cmd("PUBLISH");
+        publish
+            .arg(self.parts()[part].ready_channel())
+            .arg(super::layout::ready_notice(n, topic));
+        if let Err(e) = self
+            .call("ready notice", publish.query_async::<i64>(&mut self.conn()))
+            .await
+        {
+            tracing::debug!(error = %e, "ready notice not sent");
+        }
     }
 }
 
@@ -117,8 +145,8 @@ mod tests {
     fn decodes_topics_and_lateness() {
         let d = |r: &[&str]| decode(Fields::parse("dispatch", sample(r)).unwrap());
         let got = d(&[
-            "0", "5000000", "3", "-1", "2", "order", "2", "1", "0", "sms", "1", "0", "1", "1500",
-            "900", "2100",
+            "0", "5000000", "3", "-1", "2", "order", "2", "1", "0", "1", "sms", "1", "0", "1", "0",
+            "1500", "900", "2100",
         ])
         .unwrap();
         assert_eq!((got.moved, got.next_due_ms), (3, None));
@@ -129,7 +157,8 @@ mod tests {
                 topic: "sms".into(),
                 moved: 1,
                 retried: 0,
-                died: 1
+                died: 1,
+                local: 0,
             }
         );
         assert_eq!(got.lateness_us, vec![1500, 900, 2100]);

@@ -65,7 +65,10 @@ async fn one_instance_dispatches_a_partition_and_the_others_stand_by() {
     }
     let got = consume(&c, "side", n, Duration::from_secs(20), |_| {}).await;
     assert_eq!(got.len(), n, "every job came");
-    let (da, db) = (a.metrics().dispatched.total(), b.metrics().dispatched.total());
+    let (da, db) = (
+        a.metrics().dispatched.total(),
+        b.metrics().dispatched.total(),
+    );
     assert_eq!(da + db, n as u64, "each job was dispatched once");
     assert!(
         da == 0 || db == 0,
@@ -86,9 +89,11 @@ async fn one_instance_dispatches_a_partition_and_the_others_stand_by() {
 async fn a_closed_instance_gives_its_lease_up_and_a_standby_takes_it() {
     let redis = RedisServer::start();
     let a = queue(&redis);
-    eventually(Duration::from_secs(10), "the first instance holds the lease", || async {
-        (a.dispatching_partitions() == [0]).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the first instance holds the lease",
+        || async { (a.dispatching_partitions() == [0]).then_some(()) },
+    )
     .await;
     let b = queue(&redis);
     let before = holder(&redis).await.unwrap();
@@ -98,9 +103,11 @@ async fn a_closed_instance_gives_its_lease_up_and_a_standby_takes_it() {
         Some(&before),
         "closing gave the lease up (no waiting for it to lapse)"
     );
-    eventually(Duration::from_secs(10), "the standby takes over", || async {
-        (b.dispatching_partitions() == [0]).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the standby takes over",
+        || async { (b.dispatching_partitions() == [0]).then_some(()) },
+    )
     .await;
     b.close().await;
 }
@@ -114,9 +121,11 @@ async fn a_sigkilled_dispatcher_hands_over_within_its_lease_and_no_job_is_lost_e
     let mut procs: Vec<Option<DelayqProcess>> = (0..3)
         .map(|_| Some(DelayqProcess::start(&redis, &[])))
         .collect();
-    let first = eventually(Duration::from_secs(10), "an instance takes the lease", || async {
-        holder(&redis).await
-    })
+    let first = eventually(
+        Duration::from_secs(10),
+        "an instance takes the lease",
+        || async { holder(&redis).await },
+    )
     .await;
     let pid_of = |h: &str| -> u32 {
         h.strip_prefix("pid-")
@@ -146,9 +155,11 @@ async fn a_sigkilled_dispatcher_hands_over_within_its_lease_and_no_job_is_lost_e
         }
     })
     .await;
-    let next = eventually(Duration::from_secs(10), "another instance holds the lease", || async {
-        holder(&redis).await.filter(|h| pid_of(h) != killed)
-    })
+    let next = eventually(
+        Duration::from_secs(10),
+        "another instance holds the lease",
+        || async { holder(&redis).await.filter(|h| pid_of(h) != killed) },
+    )
     .await;
     assert!(
         procs.iter().flatten().any(|p| p.pid() == pid_of(&next)),
@@ -167,6 +178,108 @@ async fn a_sigkilled_dispatcher_hands_over_within_its_lease_and_no_job_is_lost_e
     assert!(late.iter().all(|&l| l >= 0), "no job early: {late:?}");
     let worst = *late.iter().max().unwrap();
     // The lease's 2 s, and a margin for a busy machine.
-    assert!(worst <= 3_500, "the handover cost {worst} ms (lease 2000 ms)");
+    assert!(
+        worst <= 3_500,
+        "the handover cost {worst} ms (lease 2000 ms)"
+    );
     println!("worst lateness across the SIGKILL: {worst} ms");
+}
+
+/// RPOP calls so far (only pop.lua pops a ready list): one per look.
+async fn rpops(redis: &RedisServer) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    info.lines()
+        .find_map(|l| {
+            l.strip_prefix("cmdstat_rpop:calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_job_made_ready_wakes_one_waiter_across_instances_not_one_per_instance() {
+    let redis = RedisServer::start();
+    let instances: Vec<Queue> = (0..3).map(|_| queue(&redis)).collect();
+    eventually(
+        Duration::from_secs(10),
+        "one instance dispatches",
+        || async {
+            instances
+                .iter()
+                .any(|q| !q.dispatching_partitions().is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    // Two waiting consumers in every instance.
+    let got: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let mut consumers = Vec::new();
+    for q in &instances {
+        for _ in 0..2 {
+            let (q, got) = (q.clone(), got.clone());
+            consumers.push(tokio::spawn(async move {
+                loop {
+                    if let Some(d) = q
+                        .pop(&topics(&["wake"]), Duration::from_secs(30))
+                        .await
+                        .unwrap()
+                    {
+                        q.finish(&d.id, &d.token).await.unwrap();
+                        got.lock().unwrap().push(d.id);
+                    }
+                }
+            }));
+        }
+    }
+    eventually(Duration::from_secs(10), "every consumer waits", || async {
+        instances
+            .iter()
+            .all(|q| q.waiting_pops() == 2)
+            .then_some(())
+    })
+    .await;
+    redis.cmd::<String>(&["CONFIG", "RESETSTAT"]).await;
+    let n = 20;
+    let c = client(&redis);
+    for i in 0..n {
+        // One at a time: each its own dispatch and wake-up.
+        c.push(&job(&format!("w-{i}"), "wake", 300 + 60 * i as u64, 60_000))
+            .await
+            .unwrap();
+    }
+    eventually(Duration::from_secs(20), "every job came", || async {
+        (got.lock().unwrap().len() >= n).then_some(())
+    })
+    .await;
+    eventually(
+        Duration::from_secs(10),
+        "every consumer waits again",
+        || async {
+            instances
+                .iter()
+                .all(|q| q.waiting_pops() == 2)
+                .then_some(())
+        },
+    )
+    .await;
+    let looks = rpops(&redis).await;
+    for c in consumers {
+        c.abort();
+    }
+    let mut ids = got.lock().unwrap().clone();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "each job once");
+    // Per job: the look that takes it, and its consumer's next look before
+    // it waits again. One look per instance per job would be 4.
+    assert!(
+        looks <= (n as u64) * 5 / 2,
+        "{looks} looks for {n} jobs: a ready job woke waiters in every instance"
+    );
+    for q in &instances {
+        q.close().await;
+    }
 }
