@@ -43,7 +43,7 @@ pub async fn run(queue: Queue, mut instance: Instance, shutdown: Shutdown) {
         instance.waiting_pops = queue
             .waiting_pops()
             .saturating_sub(queue.waiting_webhook_pops()) as u64;
-        instance.dispatching = queue.dispatching();
+        instance.dispatching = queue.dispatching_partitions();
         if instance.started_at_ms == 0 {
             instance.started_at_ms = queue.redis_now_ms().await.unwrap_or(0);
         }

@@ -172,10 +172,23 @@ impl Handles {
         // theirs, woken here without a notice that would wake every
         // instance's (bounded: at most MAX_LOCAL_TOPICS pairs).
         let waiting = self.waiters.available(MAX_LOCAL_TOPICS);
-        let d = self
-            .store
+        let d = match (self.store)
             .dispatch(part, ids, self.batch, self.retention, &waiting)
-            .await?;
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                // The script may have run and left jobs to these waiters
+                // without a notice (its reply lost or late): they look now,
+                // not at their next recheck.
+                if e.may_have_run() {
+                    for (topic, n) in &waiting {
+                        self.waiters.wake_local(topic, *n);
+                    }
+                }
+                return Err(e);
+            }
+        };
         let m = &self.metrics;
         for t in &d.topics {
             if t.local > 0 {

@@ -16,16 +16,6 @@ impl Queue {
         Ok(self.store().redis_time_us().await? / 1000)
     }
 
-    /// The partitions whose due jobs this process moves: all of them when
-    /// it dispatches. (Per-partition dispatch leases will name theirs here.)
-    pub fn dispatching(&self) -> Vec<usize> {
-        if self.config().dispatch {
-            (0..self.store().parts().len()).collect()
-        } else {
-            Vec::new()
-        }
-    }
-
     /// Writes `instance`'s heartbeat (its `last_seen_ms` set to now), to
     /// expire after `ttl` unless written again.
     pub async fn heartbeat(&self, instance: &mut Instance, ttl: Duration) -> Result<()> {
