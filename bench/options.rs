@@ -114,23 +114,25 @@ pub(crate) fn options() -> Options {
                     "quick (small counts)"
                 };
             }
-            "--only" => (o.systems, o.cluster, o.refresh) = match args.next().as_deref() {
-                Some("delayq") => (vec![System::Delayq], true, false),
-                Some("bullmq") => (vec![System::Bullmq], false, false),
-                Some("cluster") => (vec![], true, false),
-                Some("refresh") => (vec![], false, true),
-                Some("sidecars") => {
-                    o.sidecars = Some(true);
-                    (vec![], false, false)
-                }
-                Some("sidecars-delayq") => {
-                    o.sidecars = Some(false);
-                    (vec![], false, false)
-                }
-                other => panic!(
+            "--only" => {
+                (o.systems, o.cluster, o.refresh) = match args.next().as_deref() {
+                    Some("delayq") => (vec![System::Delayq], true, false),
+                    Some("bullmq") => (vec![System::Bullmq], false, false),
+                    Some("cluster") => (vec![], true, false),
+                    Some("refresh") => (vec![], false, true),
+                    Some("sidecars") => {
+                        o.sidecars = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("sidecars-delayq") => {
+                        o.sidecars = Some(false);
+                        (vec![], false, false)
+                    }
+                    other => panic!(
                     "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq, not {other:?}"
                 ),
-            },
+                }
+            }
             "--settle-rewrites" => o.settle_rewrites = true,
             "--repeats" => {
                 o.repeats = args
