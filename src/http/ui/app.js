@@ -322,7 +322,7 @@ async function topicPage(mine, topic, state, cursor) {
     el("td", {}, whenRel(time(j))),
     el("td", { class: "num" }, num(j.attempts)),
     state === "reserved" ? el("td", {}, whenRel(j.lease_until_ms)) : null,
-    state === "finished" ? el("td", {}, j.last_error || t("none")) : null)) : [];
+    state === "finished" ? el("td", { class: "wrap" }, j.last_error || t("none")) : null)) : [];
   const heads = [t("col.id"), t(state === "finished" ? "col.finished" : "col.due"), [t("col.attempts"), "num"]];
   if (state === "reserved") heads.push(t("col.lease"));
   if (state === "finished") heads.push(t("col.error"));
@@ -350,7 +350,7 @@ async function deadPage(mine, topic, cursor) {
     return el("tr", { "data-id": j.id },
       config.read_only ? null : el("td", {}, box),
       el("td", {}, link("#/job/" + enc(j.id), j.id)),
-      el("td", {}, whenRel(j.dead_at_ms)), el("td", { class: "num" }, num(j.attempts)), el("td", {}, j.last_error || ""));
+      el("td", {}, whenRel(j.dead_at_ms)), el("td", { class: "num" }, num(j.attempts)), el("td", { class: "wrap" }, j.last_error || ""));
   });
   const actions = config.read_only ? [] : [
     el("button", { id: "requeue-selected", onclick: () => {
@@ -411,7 +411,7 @@ async function jobPage(mine, id) {
     const shown = typeof v === "object" ? JSON.stringify(v, (_, x) => (x === null ? undefined : x)) : String(v);
     fields.push([k, null, /_ms$/.test(k) && typeof v === "number" && v > 1e12 ? whenRel(v) : shown]);
   }
-  const history = (j.history || []).map((h) => el("tr", {}, el("td", { class: "num" }, num(h.attempt)), el("td", {}, when(h.at_ms)), el("td", {}, h.error || "")));
+  const history = (j.history || []).map((h) => el("tr", {}, el("td", { class: "num" }, num(h.attempt)), el("td", {}, when(h.at_ms)), el("td", { class: "wrap" }, h.error || "")));
   const actions = [];
   if (!config.read_only) {
     if (j.state === "dead") {
@@ -507,7 +507,7 @@ async function webhooksPage(mine) {
     el("td", { class: "num" }, dur(h.timeout_ms)),
     el("td", { "data-col": "last_status" }, has(h.last_status) ? String(h.last_status) : t("dash")),
     el("td", {}, has(h.last_at_ms) ? whenRel(h.last_at_ms) : t("never")),
-    el("td", {}, h.last_error || ""),
+    el("td", { class: "wrap" }, h.last_error || ""),
     el("td", { class: "num", "data-col": "delivered" }, num(h.delivered_last_hour)),
     el("td", { class: "num", "data-col": "failures" }, num(h.failures_last_hour)),
     el("td", { class: "num" }, num(h.instances))));
@@ -632,6 +632,8 @@ async function route() {
     else await overview(mine);
     if (mine !== seq) return;
     refreshes = still;
+    // Which view is shown (the tests wait for it).
+    document.getElementById("main").setAttribute("data-page", parts[0] || "overview");
     await health();
     document.getElementById("signout").hidden = !config.auth;
     footer();

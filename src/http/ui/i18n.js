@@ -182,8 +182,8 @@ const STRINGS = {
     "f.error": "last error",
     "retry.waits": "waits {0}",
     "retry.no.waits": "no waits",
-    "retry.max": "at most {0} attempts",
-    "retry.unlimited": "unlimited attempts",
+    "retry.max": "attempts: at most {0}",
+    "retry.unlimited": "attempts: unlimited",
     // Schedule page.
     "schedule.title": "Falling due next, every topic",
     // Recurring.
