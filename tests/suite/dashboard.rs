@@ -1063,6 +1063,7 @@ async fn the_dashboard_speaks_the_browsers_language_and_its_switch_is_remembered
     assert_eq!(b.text("#nav a[href='#/']").await, "概览");
     assert_eq!(b.text("#main h2").await, "主题");
     assert_eq!(b.text("#refresh-note").await, "每 5 秒自动刷新。");
+    b.shot("dashboard-zh.png").await;
     for (hash, page) in VIEWS {
         b.view(&base, hash, page).await;
         b.no_stray_words(hash).await;
