@@ -85,7 +85,9 @@ function fromNow(ms) {
 function whenRel(ms) { return has(ms) ? when(ms) + " (" + fromNow(ms) + ")" : t("none"); }
 function num(v) { return has(v) ? String(v) : t("dash"); }
 function rateText(r) { return r ? t("per.second", r.per_second, r.burst) : t("none"); }
-function le(v) { return has(v) ? t("lateness.le", dur(v)) : t("dash"); }
+// A percentile: a bucket's upper bound; null with samples is beyond the
+// last bound (60 s).
+function le(v, samples) { return has(v) ? t("lateness.le", dur(v)) : samples ? t("lateness.beyond", dur(60000)) : t("dash"); }
 function heldText(h) { return h === "paused" ? t("held.paused") : h === "rate" ? t("held.rate") : has(h) && h !== "" ? String(h) : t("dash"); }
 
 // ---- API ----
@@ -175,9 +177,9 @@ async function overview(mine) {
       withStats ? [
         el("td", { class: "num", "data-col": "oldest_ready" }, dur(c.oldest_ready_ms)),
         el("td", { class: "num", "data-col": "oldest_overdue" }, dur(c.oldest_overdue_ms)),
-        el("td", { class: "num", "data-col": "p50" }, le(lat.p50)),
-        el("td", { class: "num", "data-col": "p99" }, le(lat.p99)),
-        el("td", { class: "num", "data-col": "p999" }, le(lat.p999)),
+        el("td", { class: "num", "data-col": "p50" }, le(lat.p50, lat.samples)),
+        el("td", { class: "num", "data-col": "p99" }, le(lat.p99, lat.samples)),
+        el("td", { class: "num", "data-col": "p999" }, le(lat.p999, lat.samples)),
         el("td", { "data-col": "held" }, heldText(c.held)),
       ] : null,
       el("td", { "data-col": "next_due" }, nextDue(n, c)),
@@ -217,8 +219,10 @@ async function overview(mine) {
 function latenessView(topics, text) {
   const out = [el("h2", {}, t("lateness"))];
   const all = topics.lateness_ms;
-  if (all && has(all.p50)) {
-    out.push(el("p", { id: "lateness-all" }, t("lateness.all", dur((all.window_s || 3600) * 1000), dur(all.p50), dur(all.p99), dur(all.p999), num(all.samples))));
+  if (all && all.samples) {
+    out.push(el("p", { id: "lateness-all" }, t("lateness.all", dur((all.window_s || 3600) * 1000), le(all.p50, 1), le(all.p99, 1), le(all.p999, 1), num(all.samples))));
+  } else if (all) {
+    out.push(el("p", { id: "lateness-all" }, t("lateness.all.none", dur((all.window_s || 3600) * 1000))));
   }
   out.push(el("p", { class: "muted" }, t("lateness.promise")));
   const buckets = [];
@@ -266,7 +270,7 @@ function topicHead(topic, topics, state, tp) {
     "held" in c ? ["held", heldText(c.held)] : null,
     "oldest_ready_ms" in c ? ["oldest_ready", dur(c.oldest_ready_ms)] : null,
     "oldest_overdue_ms" in c ? ["oldest_overdue", dur(c.oldest_overdue_ms)] : null,
-    lat ? ["lateness", le(lat.p50) + " / " + le(lat.p99) + " / " + le(lat.p999) + " (" + t("samples", num(lat.samples)) + ")"] : null,
+    lat ? ["lateness", le(lat.p50, lat.samples) + " / " + le(lat.p99, lat.samples) + " / " + le(lat.p999, lat.samples) + " (" + t("samples", num(lat.samples)) + ")"] : null,
     ["rate", rateText(rate)],
     ["delivery", hook ? t("delivery.webhook", hook) : t("delivery.pop")],
   ].filter(Boolean);
@@ -438,8 +442,10 @@ async function jobPage(mine, id) {
     el("h2", {}, t("job.history")),
     history.length ? table("history", [[t("col.attempts"), "num"], t("col.when"), t("col.error")], history)
       : el("p", { class: "muted" }, t("job.history.none")),
-    el("h2", {}, body.length > BODY_SHOWN ? t("job.body.cut", body.length, BODY_SHOWN) : t("job.body", body.length)),
-    el("pre", { class: "body", id: "body" }, body.slice(0, BODY_SHOWN)),
+    // A finished job's record keeps no body.
+    j.state === "finished" ? [el("h2", {}, t("job.body", 0)), el("p", { class: "muted", id: "body" }, t("job.body.gone"))] : [
+      el("h2", {}, body.length > BODY_SHOWN ? t("job.body.cut", body.length, BODY_SHOWN) : t("job.body", body.length)),
+      el("pre", { class: "body", id: "body" }, body.slice(0, BODY_SHOWN))],
   );
 }
 
@@ -483,9 +489,10 @@ async function recurringPage(mine) {
       el("td", {}, s.name),
       el("td", {}, link("#/topic/" + enc(s.topic), s.topic)),
       el("td", {}, el("code", {}, s.cron), " ", s.timezone || ""),
-      el("td", { "data-col": "state" }, ops && s.paused ? el("span", { class: "paused" }, t("paused")) : t("running")),
+      el("td", { "data-col": "state" }, ops && s.paused ? [el("span", { class: "paused" }, t("paused")), has(s.paused_at_ms) ? " " + t("since", when(s.paused_at_ms)) : null] : t("running")),
       el("td", { "data-col": "last_tick" }, s.last_tick_ms ? whenRel(s.last_tick_ms) : t("never")),
-      el("td", { "data-col": "next_runs" }, nextRuns.length ? el("ul", { class: "plain" }, nextRuns.map((ms) => el("li", {}, whenRel(ms)))) : t("recurring.no.more")),
+      el("td", { "data-col": "next_runs" }, nextRuns.length ? el("ul", { class: "plain" }, nextRuns.map((ms) => el("li", {}, whenRel(ms))))
+        : ops && s.paused ? t("dash") : t("recurring.no.more")),
       el("td", { class: "clip" }, (s.body || "").slice(0, 80)),
       config.read_only ? null : el("td", { class: "actions-cell" }, actions));
   });
