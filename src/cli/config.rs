@@ -5,6 +5,7 @@
 //! [defaults]                      # jobs pushed without a policy
 //! retry = ["2m", "10m", "1h"]
 //! max_attempts = 5
+//! keep_finished = "1d"            # finished jobs' records (state finished)
 //!
 //! [topics.order-timeout]          # consumed by delayq: POST to the app
 //! webhook = "http://127.0.0.1:8080/hooks/order-timeout"
@@ -47,7 +48,7 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
-    defaults: Policy,
+    defaults: Defaults,
     #[serde(default)]
     topics: BTreeMap<String, TopicSpec>,
     #[serde(default)]
@@ -91,9 +92,28 @@ impl Policy {
     }
 }
 
+/// `[defaults]`: the retry policy, and how long finished jobs' records
+/// are kept.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct Defaults {
+    keep_finished: Option<String>,
+    #[serde(flatten)]
+    policy: Policy,
+}
+
+/// A `keep_finished` of the file ("7d"), checked.
+fn keep_finished(text: &Option<String>) -> Result<Option<std::time::Duration>> {
+    text.as_deref()
+        .map(super::serve::keep_finished)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("keep_finished: {e}"))
+}
+
 #[derive(Deserialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 struct TopicSpec {
+    keep_finished: Option<String>,
     webhook: Option<String>,
     timeout: Option<String>,
     concurrency: Option<usize>,
@@ -123,6 +143,9 @@ pub struct Topics {
     pub webhooks: Vec<Webhook>,
     pub rates: Vec<(String, delayq::RateLimit)>,
     pub recurring: Vec<(String, delayq::Recurring)>,
+    /// `keep_finished` of `[defaults]` (the flag wins) and per topic.
+    pub keep_finished: Option<std::time::Duration>,
+    pub topic_keep_finished: HashMap<String, std::time::Duration>,
 }
 
 pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
@@ -137,9 +160,11 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
     let mut t = Topics {
         default_retry: parsed
             .defaults
+            .policy
             .to_policy()
             .context("[defaults]")?
             .unwrap_or_default(),
+        keep_finished: keep_finished(&parsed.defaults.keep_finished).context("[defaults]")?,
         ..Topics::default()
     };
     for (name, spec) in &parsed.recurring {
@@ -176,6 +201,9 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         let ctx = || format!("[topics.{topic}]");
         if let Some(p) = spec.policy.to_policy().with_context(ctx)? {
             t.topic_retry.insert(topic.clone(), p);
+        }
+        if let Some(keep) = keep_finished(&spec.keep_finished).with_context(ctx)? {
+            t.topic_keep_finished.insert(topic.clone(), keep);
         }
         if let Some(rate) = spec.rate {
             rate.check().map_err(anyhow::Error::msg).with_context(ctx)?;
@@ -336,6 +364,34 @@ retry = ["2m", "10m"]
         std::fs::write(&path, "[topics.x]\ntimeout = \"1s\"\n").unwrap();
         let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
         assert!(e.contains("need a webhook"), "{e}");
+    }
+
+    #[test]
+    fn keep_finished_is_read_from_defaults_and_topics_and_bad_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delayq.toml");
+        std::fs::write(
+            &path,
+            "[defaults]\nkeep_finished = \"7d\"\nmax_attempts = 2\n[topics.a]\nkeep_finished = \"10m\"\n",
+        )
+        .unwrap();
+        let t = load(Some(&path), &no_flags()).unwrap();
+        assert_eq!(
+            t.keep_finished,
+            Some(std::time::Duration::from_secs(7 * 86400))
+        );
+        assert_eq!(t.topic_keep_finished["a"].as_secs(), 600);
+        assert_eq!(t.default_retry.max_attempts, Some(2));
+        for (file, says) in [
+            ("[defaults]\nkeep_finished = \"0\"\n", "at least 1ms"),
+            ("[topics.a]\nkeep_finished = \"-1s\"\n", "invalid duration"),
+            ("[topics.a]\nkeep_finished = \"400d\"\n", "at most 365d"),
+            ("[defaults]\nkeep_finishd = \"1d\"\n", "keep_finishd"),
+        ] {
+            std::fs::write(&path, file).unwrap();
+            let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
+            assert!(e.contains(says), "{file}: {e}");
+        }
     }
 
     #[test]

@@ -223,6 +223,20 @@ pub struct ServeArgs {
     /// Dead letters older than this are dropped.
     #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = "7d", value_parser = positive_duration)]
     dead_max_age: Duration,
+
+    /// Keep a finished job's record (state finished: when, by which
+    /// attempt, the last error; not the body) for this long, e.g. 7d; the
+    /// config file's keep_finished sets it per topic. Without it a finished
+    /// job is gone at once.
+    #[arg(long, env = "DELAYQ_KEEP_FINISHED", value_name = "DURATION", value_parser = keep_finished, allow_hyphen_values = true)]
+    keep_finished: Option<Duration>,
+}
+
+/// How long finished jobs' records are kept: 1ms to a year.
+pub(super) fn keep_finished(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    delayq::job::check_keep_finished(d)?;
+    Ok(d)
 }
 
 /// A duration above zero: a zero timeout or age makes no sense.
@@ -386,6 +400,8 @@ async fn serve(
         topic_retry: topics.topic_retry,
         dead_max_per_topic: args.dead_max,
         dead_max_age: args.dead_max_age,
+        keep_finished: args.keep_finished.or(topics.keep_finished),
+        topic_keep_finished: topics.topic_keep_finished,
         shutdown: shutdown.clone(),
         ..Config::default()
     })

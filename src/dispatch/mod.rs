@@ -227,6 +227,8 @@ impl Dispatcher {
                 tasks.push(tokio::spawn(sweep::run(handles.clone(), part)));
             }
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));
+            let (store, stop) = (handles.store.clone(), handles.stop.clone());
+            tasks.push(tokio::spawn(crate::store::history::trim_loop(store, stop)));
         }
         Dispatcher {
             stop: handles.stop,

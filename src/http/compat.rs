@@ -233,6 +233,8 @@ async fn get(
 ) -> Result<Response, Refused> {
     let id = required_id(&parse(&state, body)?)?;
     let job = state.queue.get(&id).await.map_err(failed("get"))?;
+    // The original forgets a finished job: a kept record is none here.
+    let job = job.filter(|j| j.state != crate::JobState::Finished);
     ok(
         OK,
         job.map(|job| Got {

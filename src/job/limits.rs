@@ -211,6 +211,28 @@ pub fn check_due_at(at_ms: i64) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest a finished job's record may be kept (`keep_finished`): a
+/// year. Records cost memory for as long as they are kept.
+pub const MAX_KEEP_FINISHED: Duration = Duration::from_secs(365 * 86_400);
+
+/// Checks how long finished jobs' records are kept: above 0 (leave it out
+/// to keep none) and at most [`MAX_KEEP_FINISHED`].
+pub fn check_keep_finished(keep: Duration) -> Result<(), String> {
+    if keep.as_millis() == 0 {
+        return Err(
+            "keep_finished must be at least 1ms (leave it out to keep no finished jobs)".into(),
+        );
+    }
+    if keep > MAX_KEEP_FINISHED {
+        return Err(format!(
+            "keep_finished {} ms is too long: at most 365d ({} ms)",
+            keep.as_millis(),
+            MAX_KEEP_FINISHED.as_millis()
+        ));
+    }
+    Ok(())
+}
+
 /// Tick ids are the recurring schedules' own: a user job with one would be
 /// taken for the tick (or dropped as one).
 fn check_not_a_tick(id: &str) -> Result<(), String> {

@@ -3,7 +3,8 @@
 //!
 //! A job's life: `delayed` (in the schedule, trigger key ticking) ->
 //! `ready` (in its topic's ready list) -> `reserved` (leased to a consumer
-//! until now + ttr) -> finished (gone). A failed attempt (a nack, or a lease
+//! until now + ttr) -> finished (gone; with `keep_finished`, a record in
+//! state `finished` is kept for that long). A failed attempt (a nack, or a lease
 //! that runs out) goes where the job's retry policy says: `ready` again,
 //! `delayed` until the next interval, or `dead` when the attempts are used
 //! up. Delete removes it from any state; pushing its id again replaces it.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use crate::retry::RetryPolicy;
 
-pub use limits::{check_due_at, Limits, MAX_DUE_AT_MS};
+pub use limits::{check_due_at, check_keep_finished, Limits, MAX_DUE_AT_MS, MAX_KEEP_FINISHED};
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
 pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
@@ -77,22 +78,27 @@ pub enum JobState {
     Reserved,
     /// Attempts used up; kept for inspection, requeue or purge.
     Dead,
+    /// Finished, and its record kept for a while (`keep_finished`): when
+    /// and by which attempt, without the body.
+    Finished,
 }
 
 impl JobState {
     /// Every state, in the order of a job's life.
-    pub const ALL: [JobState; 4] = [
+    pub const ALL: [JobState; 5] = [
         JobState::Delayed,
         JobState::Ready,
         JobState::Reserved,
         JobState::Dead,
+        JobState::Finished,
     ];
     /// Their names, as [`as_str`](Self::as_str) gives them.
-    pub const NAMES: [&'static str; 4] = [
+    pub const NAMES: [&'static str; 5] = [
         JobState::Delayed.as_str(),
         JobState::Ready.as_str(),
         JobState::Reserved.as_str(),
         JobState::Dead.as_str(),
+        JobState::Finished.as_str(),
     ];
 
     /// The state named `s`, as [`as_str`](Self::as_str) names it.
@@ -109,6 +115,7 @@ impl JobState {
             JobState::Ready => "ready",
             JobState::Reserved => "reserved",
             JobState::Dead => "dead",
+            JobState::Finished => "finished",
         }
     }
 }
@@ -155,9 +162,12 @@ pub struct Job {
     pub lease_until_ms: Option<i64>,
     /// When the job died (dead jobs).
     pub dead_at_ms: Option<i64>,
+    /// When it finished (finished jobs' records; Unix ms, Redis clock).
+    pub finished_at_ms: Option<i64>,
     /// The last failed attempt's error.
     pub last_error: Option<String>,
-    /// The last 20 failed attempts, oldest first.
+    /// The last 20 failed attempts, oldest first (a finished job's record
+    /// keeps none: see `last_error`).
     pub history: Vec<FailedAttempt>,
 }
 
@@ -220,7 +230,7 @@ mod tests {
         }
         assert_eq!(
             "gone".parse::<JobState>(),
-            Err("state \"gone\" is not one of delayed, ready, reserved, dead".to_owned())
+            Err("state \"gone\" is not one of delayed, ready, reserved, dead, finished".to_owned())
         );
     }
 }

@@ -53,6 +53,13 @@ pub struct Config {
     pub dead_max_per_topic: usize,
     /// Dead letters older than this are dropped.
     pub dead_max_age: Duration,
+    /// How long a finished job's record is kept (state `finished`: when,
+    /// by which attempt, the last error; not the body), in every topic
+    /// without a window of its own. None (the default): nothing is kept, a
+    /// finished job is gone. 1 ms to a year.
+    pub keep_finished: Option<Duration>,
+    /// ...and per topic (wins over `keep_finished`).
+    pub topic_keep_finished: HashMap<String, Duration>,
     /// Stops the queue's background work and answers its waiting pops when
     /// triggered (as [`Queue::close`](super::Queue::close) does): the
     /// caller's own shutdown.
@@ -76,6 +83,8 @@ impl Default for Config {
             default_retry: RetryPolicy::default(),
             dead_max_per_topic: 10_000,
             dead_max_age: Duration::from_secs(7 * 86400),
+            keep_finished: None,
+            topic_keep_finished: HashMap::new(),
             shutdown: Shutdown::new(),
         }
     }

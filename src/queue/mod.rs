@@ -68,6 +68,14 @@ impl Queue {
         if config.dispatch_batch == 0 {
             return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
         }
+        if let Some(keep) = config.keep_finished {
+            crate::job::check_keep_finished(keep).map_err(Error::Invalid)?;
+        }
+        for (topic, keep) in &config.topic_keep_finished {
+            config.limits.check_topic(topic).map_err(Error::Invalid)?;
+            crate::job::check_keep_finished(*keep)
+                .map_err(|e| Error::Invalid(format!("topic {topic:?}: {e}")))?;
+        }
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(Store::new(&config, metrics.clone())?);
         let parts = store.parts().len();

@@ -34,7 +34,8 @@ impl Queue {
 
     /// A page of `topic`'s jobs in `state`, and the cursor of the next page
     /// (None: no more): delayed jobs by due time, reserved ones by lease
-    /// end, dead ones by time of death (oldest first), ready ones in the
+    /// end, dead ones by time of death (oldest first), finished ones' kept
+    /// records by when they finished (newest first), ready ones in the
     /// order they will be handed out. At most `limit` (1 to 1000) jobs;
     /// each page costs Redis time in proportion to the page.
     pub async fn list_jobs(
@@ -57,6 +58,10 @@ impl Queue {
             JobState::Ready => s.list_ready(topic, cursor.as_ref(), limit).await?,
             JobState::Dead => {
                 s.list_sorted(Sorted::Dead { topic }, cursor.as_ref(), limit)
+                    .await?
+            }
+            JobState::Finished => {
+                s.list_sorted(Sorted::Finished { topic }, cursor.as_ref(), limit)
                     .await?
             }
             JobState::Delayed | JobState::Reserved => {

@@ -34,30 +34,43 @@ impl Queue {
         if self.store().release(id, token).await? {
             return Ok(());
         }
-        // Not current: say whether the job exists at all.
+        // Not current: say whether the job exists at all (a finished job's
+        // kept record is none, as without it).
         match self.get(id).await? {
-            Some(_) => Err(Error::StaleLease(id.to_owned())),
-            None => Err(Error::NotFound(id.to_owned())),
+            Some(j) if j.state != crate::JobState::Finished => {
+                Err(Error::StaleLease(id.to_owned()))
+            }
+            _ => Err(Error::NotFound(id.to_owned())),
         }
     }
 
     /// Finishes a job without a lease token, whatever its state: the
-    /// compatible API's `/finish`. False if there was no such job.
+    /// compatible API's `/finish` (its record is kept as a finish's). False
+    /// if there was no such job (a finished job's record is none).
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn finish_by_id(&self, id: &str) -> Result<bool> {
-        self.remove_any(id, &self.inner.h.metrics.finished).await
+        self.remove_any(id, Fence::Finish, &self.inner.h.metrics.finished)
+            .await
     }
 
-    /// Cancels a job, whatever its state. False if there was none.
+    /// Cancels a job, whatever its state, or removes a finished job's kept
+    /// record. False if there was neither.
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn delete(&self, id: &str) -> Result<bool> {
-        self.remove_any(id, &self.inner.h.metrics.deleted).await
+        self.remove_any(id, Fence::Any, &self.inner.h.metrics.deleted)
+            .await
     }
 
-    async fn remove_any(&self, id: &str, counter: &crate::metrics::Counter<1>) -> Result<bool> {
+    async fn remove_any(
+        &self,
+        id: &str,
+        fence: Fence<'_>,
+        counter: &crate::metrics::Counter<1>,
+    ) -> Result<bool> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        let removed = self.store().remove(id, Fence::Any).await?;
-        if removed.status == Status::Done {
+        let removed = self.store().remove(id, fence).await?;
+        // A record removed is no job cancelled.
+        if removed.status == Status::Done && removed.state != Some(crate::JobState::Finished) {
             counter.inc([&removed.topic], 1);
         }
         Ok(removed.status == Status::Done)

@@ -23,6 +23,8 @@ use crate::error::{Error, Result};
 /// item's result in order: push.lua, remove.lua.
 pub(crate) trait PerJob: Batch {
     const SCRIPT: &'static Script;
+    /// Adds the arguments that come before the items' (none by default).
+    fn header(_store: &Store, _call: &mut Call) {}
     /// Adds one item's arguments to the call.
     fn args(item: &Self::Item, call: &mut Call);
     /// Reads one item's result from the reply.
@@ -68,6 +70,7 @@ impl Store {
     ) -> Result<Vec<B::Out>> {
         let op = B::SCRIPT.name;
         let mut call = self.script(B::SCRIPT, part).until(deadline);
+        B::header(self, &mut call);
         for item in items {
             B::args(item, &mut call);
         }

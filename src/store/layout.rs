@@ -39,6 +39,9 @@
 //! |                          |        | first use (absent: one partition)             |
 //! | `{prefix}:signedout:<s>` | string | a dashboard session signed out, until it      |
 //! |                          |        | would have expired anyway                     |
+//! | `{p}:finished:<topic>`   | zset   | finished jobs' kept records (keep_finished):  |
+//! |                          |        | id -> MAX_TIME_MS - finished time (ms), so    |
+//! |                          |        | score order is newest first                   |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -60,6 +63,7 @@ pub mod kind {
     pub const PAUSED: &str = "paused";
     pub const PARTITIONS: &str = "partitions";
     pub const SIGNED_OUT: &str = "signedout:";
+    pub const FINISHED: &str = "finished:";
 }
 
 /// Job hash fields. One letter each: millions of pending jobs each carry
@@ -90,6 +94,8 @@ pub mod field {
     pub const HISTORY: &str = "h";
     /// Time of death, Unix ms.
     pub const DEAD_AT: &str = "x";
+    /// When a finished job's kept record was written, Unix ms.
+    pub const FINISHED_AT: &str = "f";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -122,6 +128,7 @@ pub mod state {
     pub const READY: &str = JobState::Ready.as_str();
     pub const RESERVED: &str = JobState::Reserved.as_str();
     pub const DEAD: &str = JobState::Dead.as_str();
+    pub const FINISHED: &str = JobState::Finished.as_str();
 }
 
 /// The Lua names of everything above: (name in the scripts, value).
@@ -162,6 +169,9 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RATE_BURST", rate_field::BURST),
     ("RATE_TOKENS", rate_field::TOKENS),
     ("RATE_AT", rate_field::AT),
+    ("FINISHED_KEY", kind::FINISHED),
+    ("FINISHED_AT", field::FINISHED_AT),
+    ("FINISHED", state::FINISHED),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -288,6 +298,10 @@ impl Keys {
     }
     pub fn dead(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::DEAD)
+    }
+    /// A topic's index of kept finished records.
+    pub fn finished(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::FINISHED)
     }
     pub fn counts(&self) -> String {
         format!("{}{}", self.base, kind::COUNT)

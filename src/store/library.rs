@@ -37,6 +37,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::requeue::SCRIPT,
     &super::purge::SCRIPT,
     &super::trim::SCRIPT,
+    &super::history::SCRIPT,
     &super::tick::SCRIPT,
     &super::recur_put::SCRIPT,
     &super::list::SCRIPT,

@@ -5,10 +5,12 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2]  "schedule", "dead-letters" or "ready-list"
+-- ARGV[2]  "schedule", "dead-letters", "history" (a topic's kept records of
+--          finished jobs) or "ready-list"
 -- ARGV[3]  topic ("" with schedule: every topic)
--- With "schedule" and "dead-letters":
--- ARGV[4]  state wanted in the schedule: "delayed" or "reserved"
+-- With "schedule", "dead-letters" and "history":
+-- ARGV[4]  state wanted: "delayed" or "reserved" (schedule), "finished"
+--          (history)
 -- ARGV[5]  cursor score ("-inf" from the start)   ARGV[6] cursor id ("")
 -- ARGV[7]  most ids to return   ARGV[8] most entries to look at
 -- With "ready-list":
@@ -16,8 +18,8 @@
 -- ARGV[5]  cursor's job id ("": from the front)
 -- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
 --
--- Touches: reads the schedule or dead set and job hashes, or the ready
--- list. Publishes: nothing. Helpers: job_key, dead_key, ready_key.
+-- Touches: reads the schedule, a dead set or a finished index and job
+-- hashes, or the ready list. Publishes: nothing. Helpers: job_key, dead_key, ready_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
 -- entry looked at), last score looked at, last id looked at, then id,
@@ -66,6 +68,10 @@ local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE
 if from_dead then key = dead_key(topic) end
+-- A topic's finished index (newest first): entries whose record expired
+-- or was taken by a new job are skipped, as the schedule's of another
+-- state are.
+if ARGV[2] == 'history' then key = P .. FINISHED_KEY .. topic end
 local after_score, after_id = ARGV[5], ARGV[6]
 local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8])
 

@@ -99,6 +99,10 @@ pub(crate) enum Sorted<'a> {
     Dead {
         topic: &'a str,
     },
+    /// A topic's kept records of finished jobs, newest first.
+    Finished {
+        topic: &'a str,
+    },
 }
 
 /// A page: ids with their scores (ms), and where the next one starts.
@@ -160,6 +164,10 @@ impl Store {
                     cmd.arg("schedule").arg(topic.unwrap_or("")).arg(state)
                 }
                 Sorted::Dead { topic } => cmd.arg("dead-letters").arg(topic).arg(""),
+                Sorted::Finished { topic } => cmd
+                    .arg("history")
+                    .arg(topic)
+                    .arg(crate::JobState::Finished.as_str()),
             };
             cmd.arg(&score).arg(&id).arg(limit).arg(SCAN_CAP);
             async move { decode(self.send(cmd).await?) }

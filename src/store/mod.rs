@@ -43,6 +43,7 @@ mod sessions;
 pub mod settings;
 
 pub mod dispatch;
+pub mod history;
 pub mod list;
 pub mod nack;
 mod pause;
@@ -176,6 +177,8 @@ pub(crate) struct Store {
     pushes: coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes, batched the same way.
     removes: coalesce::Coalescer<remove::Removes>,
+    /// How long finished jobs' records are kept (none by default).
+    pub(crate) keep: remove::Keep,
     /// Pops of a queue of one partition, batched the same way.
     pops: coalesce::Coalescer<pop::Pops>,
     prefix: String,
@@ -271,6 +274,10 @@ impl Store {
             node_conns: Default::default(),
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
+            keep: remove::Keep {
+                default: config.keep_finished,
+                topics: config.topic_keep_finished.clone(),
+            },
             pops: coalesce::Coalescer::new(1),
             prefix: prefix.to_owned(),
             parts,

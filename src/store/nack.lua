@@ -13,7 +13,8 @@
 -- set, count hash. Publishes: ready or wake.
 -- Helpers: fail_attempt (and what it uses), notify_ready, wake_if_head.
 --
--- Returns { status, state, due_ms, topic }: DONE, MISSING, or STALE (the
+-- Returns { status, state, due_ms, topic }: DONE, MISSING (no job, or a
+-- finished job's record), or STALE (the
 -- token is not the job's current lease; nothing changed).
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
@@ -21,7 +22,8 @@
 -- lib.lua), atomically, with the error and attempt kept in its history.
 local id = ARGV[4]
 local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN)
-if not f[2] then return { MISSING, '', 0, '' } end
+-- A finished job's kept record is no job to fail.
+if not f[2] or f[1] == FINISHED then return { MISSING, '', 0, '' } end
 if f[1] ~= RESERVED or f[3] ~= ARGV[5] then return { STALE, state_of(f[1]), 0, f[2] } end
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end

@@ -112,6 +112,7 @@ fn decode_job(
         ),
         lease_until_ms: int(f.get(field::LEASE)).filter(|_| state == JobState::Reserved),
         dead_at_ms: int(f.get(field::DEAD_AT)),
+        finished_at_ms: int(f.get(field::FINISHED_AT)),
         last_error: f.remove(field::ERROR),
         history,
         state,
@@ -132,6 +133,7 @@ fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> 
             state::READY => c.ready = n,
             state::RESERVED => c.reserved = n,
             state::DEAD => c.dead = n,
+            state::FINISHED => c.finished = n,
             _ => {}
         }
     }

@@ -2,47 +2,89 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2..] one or more removals, 3 arguments each:
+-- ARGV[2]  keep_finished: how long a finished job's record is kept, ms, in
+--          topics not named next (0: none is kept)
+-- ARGV[3]  k, then k pairs: topic, its own keep_finished in ms
+-- then one or more removals, 3 arguments each:
 --          id;
---          "any": remove whatever the state (delete, the compatible
---          /finish), or "lease": only if the next is the current lease token;
---          lease token (with "lease"; "" with "any")
+--          "lease": finish, only if the next is the current lease token;
+--          "finish": finish whatever the state (the compatible /finish);
+--          "any": delete whatever the state (a kept record too);
+--          lease token (with "lease"; "" otherwise)
 --
--- Touches: job hashes, and whichever of trigger key, schedule, ready list or
--- dead set holds each; count hash. Publishes: nothing.
--- Helpers: detach, state_of, invalid.
+-- Touches: job hashes, and whichever of trigger key, schedule, ready list,
+-- dead set or finished index holds each; count hash. Publishes: nothing.
+-- Helpers: detach, state_of, invalid, keep_record, trim_finished.
 --
--- Returns { DONE, then per removal: status, topic }: status DONE, MISSING
--- (no such job), or STALE (the token is not the job's current lease: it was
--- delivered again to someone else, or replaced, or never delivered).
+-- Returns { DONE, then per removal: status, topic, state it was in }:
+-- status DONE, MISSING (no such job; for a finish, a finished job's record
+-- is none either), or STALE (the token is not the job's current lease: it
+-- was delivered again to someone else, or replaced, or never delivered).
 --
 -- Guarantees: each job leaves every structure at once; a refused removal
--- changes nothing. Removals apply in the order given, the whole call as one
--- atomic step (many per call is how delayq batches finishes that arrive
--- together).
-local n = (#ARGV - 1) / 3
+-- changes nothing and keeps nothing. A finish in a topic with a window
+-- leaves the job's record (keep_record) instead of nothing, and trims that
+-- topic's index by at most 100 + 2 per finish of it in this call. Without
+-- windows the writes are exactly those of a removal. Removals apply in the
+-- order given, the whole call as one atomic step (many per call is how
+-- delayq batches finishes that arrive together).
+local default_keep = tonumber(ARGV[2])
+local k = tonumber(ARGV[3])
+if not default_keep or not k or k < 0 or #ARGV < 3 + 2 * k then
+  return invalid('remove takes keep_finished, a count of topic windows and their pairs first')
+end
+local keeps = {}
+for i = 1, k do
+  keeps[ARGV[2 + 2 * i]] = tonumber(ARGV[3 + 2 * i])
+end
+local first = 4 + 2 * k
+local n = (#ARGV - first + 1) / 3
 if n < 1 or n ~= math.floor(n) then
-  return invalid('remove takes 3 arguments per job, got ' .. (#ARGV - 1))
+  return invalid('remove takes 3 arguments per job, got ' .. (#ARGV - first + 1))
 end
 local reply = { DONE }
+-- Topics that kept records in this call -> { window, finishes }.
+local kept = {}
+local now_ms
 for j = 1, n do
-  local a = 1 + (j - 1) * 3
-  local id, mode, token = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  local a = first + (j - 1) * 3
+  local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
   local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
-  if not f[2] then
+  local record = f[1] == FINISHED
+  if not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
+    reply[#reply + 1] = ''
     reply[#reply + 1] = ''
   -- A job that is not reserved has token '' (or none): no token, however
   -- empty, matches it.
-  elseif mode ~= 'any' and (f[1] ~= RESERVED or f[3] ~= token or token == '') then
+  elseif mode == 'lease' and (f[1] ~= RESERVED or f[3] ~= token or token == '') then
     reply[#reply + 1] = STALE
     reply[#reply + 1] = f[2]
+    reply[#reply + 1] = state_of(f[1])
   else
-    detach(id, state_of(f[1]), f[2])
-    redis.call('DEL', job)
+    local topic, state = f[2], state_of(f[1])
+    local keep = 0
+    if mode ~= 'any' then keep = keeps[topic] or default_keep end
+    local due
+    if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
+    detach(id, state, topic)
+    if keep > 0 then
+      now_ms = now_ms or math.floor(now_us() / 1000)
+      if due then redis.call('HSET', job, DUE, due) end
+      keep_record(id, topic, now_ms, keep)
+      local t = kept[topic] or { keep = keep, finishes = 0 }
+      t.finishes = t.finishes + 1
+      kept[topic] = t
+    else
+      redis.call('DEL', job)
+    end
     reply[#reply + 1] = DONE
-    reply[#reply + 1] = f[2]
+    reply[#reply + 1] = topic
+    reply[#reply + 1] = state
   end
+end
+for topic, t in pairs(kept) do
+  trim_finished(topic, now_ms, t.keep, 100 + 2 * t.finishes)
 end
 return reply

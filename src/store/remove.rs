@@ -1,7 +1,10 @@
 //! Remove: finish (with a lease token) or delete (from any state) a job.
-//! The script is `remove.lua`.
+//! The script is `remove.lua`. A finish in a topic with a `keep_finished`
+//! window leaves the job's record (state `finished`) for that long.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::batch::PerJob;
 use super::coalesce::Batch;
@@ -9,6 +12,7 @@ use super::exec::Call;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::JobState;
 
 pub const SCRIPT: Script = Script {
     name: "remove",
@@ -22,8 +26,43 @@ pub const SCRIPT: Script = Script {
 pub(crate) enum Fence<'a> {
     /// Only while `token` is the job's current lease (finish).
     Lease(&'a str),
-    /// Whatever the job's state (delete, the compatible `/finish`).
+    /// A finish whatever the job's state (the compatible `/finish`).
+    Finish,
+    /// Whatever the job's state, a kept record too, keeping nothing
+    /// (delete).
     Any,
+}
+
+/// How long finished jobs' records are kept, in every topic and per topic
+/// (the topic's wins). Empty: none is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Keep {
+    pub default: Option<Duration>,
+    pub topics: HashMap<String, Duration>,
+}
+
+impl Keep {
+    /// The window of `topic`, if its records are kept.
+    pub fn of(&self, topic: &str) -> Option<Duration> {
+        self.topics.get(topic).copied().or(self.default)
+    }
+
+    /// The shortest window: how often the trim loop looks.
+    pub fn shortest(&self) -> Option<Duration> {
+        self.topics.values().copied().chain(self.default).min()
+    }
+
+    /// remove.lua's first arguments: the default window and the topics'
+    /// own (ms; 0: none).
+    fn args(&self, cmd: &mut Call) {
+        let ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis() as u64);
+        cmd.arg(ms(self.default)).arg(self.topics.len());
+        let mut topics: Vec<_> = self.topics.iter().collect();
+        topics.sort();
+        for (topic, d) in topics {
+            cmd.arg(topic).arg(ms(Some(*d)));
+        }
+    }
 }
 
 /// One removal as the script takes it: id, and the lease token it must
@@ -31,7 +70,8 @@ pub(crate) enum Fence<'a> {
 #[derive(Debug)]
 pub(crate) struct Removal {
     id: String,
-    token: Option<String>,
+    mode: &'static str,
+    token: String,
 }
 
 /// What a removal did.
@@ -41,6 +81,8 @@ pub(crate) struct Removed {
     pub status: Status,
     /// The job's topic (empty when Missing).
     pub topic: String,
+    /// The state it was in (None when Missing).
+    pub state: Option<JobState>,
 }
 
 /// Finishes and deletes, batched while Redis is busy
@@ -54,26 +96,29 @@ impl Batch for Removes {
     const MAX_BYTES: usize = 1 << 20;
 
     fn bytes(r: &Removal) -> usize {
-        r.id.len() + r.token.as_ref().map_or(0, String::len)
+        r.id.len() + r.token.len()
     }
 }
 
 impl PerJob for Removes {
     const SCRIPT: &'static Script = &SCRIPT;
 
+    fn header(store: &Store, cmd: &mut Call) {
+        store.keep.args(cmd);
+    }
+
     fn args(r: &Removal, cmd: &mut Call) {
-        cmd.arg(&r.id);
-        match &r.token {
-            Some(token) => cmd.arg("lease").arg(token),
-            None => cmd.arg("any").arg(""),
-        };
+        cmd.arg(&r.id).arg(r.mode).arg(&r.token);
     }
 
     fn decode(f: &mut Fields) -> Result<Removed> {
         let status = f.status()?;
+        let topic = f.string()?;
+        let state = f.string()?;
         Ok(Removed {
             status,
-            topic: f.string()?,
+            topic,
+            state: JobState::parse(&state),
         })
     }
 }
@@ -82,12 +127,15 @@ impl Store {
     /// Finishes or deletes one job; removals that arrive together go to
     /// Redis as one call.
     pub(crate) async fn remove(self: &Arc<Self>, id: &str, fence: Fence<'_>) -> Result<Removed> {
+        let (mode, token) = match fence {
+            Fence::Lease(t) => ("lease", t),
+            Fence::Finish => ("finish", ""),
+            Fence::Any => ("any", ""),
+        };
         let removal = Removal {
             id: id.to_owned(),
-            token: match fence {
-                Fence::Lease(t) => Some(t.to_owned()),
-                Fence::Any => None,
-            },
+            mode,
+            token: token.to_owned(),
         };
         self.removes
             .submit(self, self.part_of(id), removal, self.timeout())
@@ -104,16 +152,21 @@ mod tests {
     fn decodes_status_and_topic() {
         let mut f = Fields::parse(
             "remove",
-            sample(&["0", "0", "order", "2", "order", "1", ""]),
+            sample(&[
+                "0", "0", "order", "reserved", "2", "order", "ready", "1", "", "",
+            ]),
         )
         .unwrap()
         .1;
         let mut d = || {
             let r = Removes::decode(&mut f).unwrap();
-            (r.status, r.topic)
+            (r.status, r.topic, r.state)
         };
-        assert_eq!(d(), (Status::Done, "order".into()));
-        assert_eq!(d(), (Status::Stale, "order".into()));
-        assert_eq!(d(), (Status::Missing, String::new()));
+        assert_eq!(
+            d(),
+            (Status::Done, "order".into(), Some(JobState::Reserved))
+        );
+        assert_eq!(d(), (Status::Stale, "order".into(), Some(JobState::Ready)));
+        assert_eq!(d(), (Status::Missing, String::new(), None));
     }
 }

@@ -11,7 +11,8 @@
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
 -- Helpers: due_time, invalid, detach, schedule, move_count, wake_if_head.
 --
--- Returns { status, due_ms, new_head }: DONE or MISSING.
+-- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
+-- finished job's record).
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
 --
 -- Guarantees: from any state the job becomes delayed until the new due
@@ -20,7 +21,8 @@
 local id = ARGV[2]
 local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC)
-if not f[2] then return { MISSING, 0, 0 } end
+-- A finished job's kept record is no job: push its id again instead.
+if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
 detach(id, state_of(f[1]), f[2])

@@ -8,7 +8,8 @@
 -- Touches: job hash, schedule (the lease end). Publishes: nothing.
 -- Helpers: now_us, lease.
 --
--- Returns { status, lease_until_ms }: DONE, MISSING, or STALE (the token is
+-- Returns { status, lease_until_ms }: DONE, MISSING (no job, or a
+-- finished job's record), or STALE (the token is
 -- not the job's current lease; nothing changed).
 --
 -- Guarantees: only the current lease holder can extend it; the lease then
@@ -16,7 +17,7 @@
 local id = ARGV[2]
 local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC)
-if not f[4] then return { MISSING, 0 } end
+if not f[4] or f[1] == FINISHED then return { MISSING, 0 } end
 if f[1] ~= RESERVED or f[2] ~= ARGV[3] then return { STALE, 0 } end
 local length = tonumber(ARGV[4])
 if length < 0 then length = tonumber(f[3]) end

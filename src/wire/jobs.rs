@@ -178,6 +178,11 @@ pub struct Job {
     /// When the job died (dead jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_at_ms: Option<i64>,
+    /// When it finished (state finished: a record kept by
+    /// `--keep-finished`, Redis time). Its `attempts` is the attempt that
+    /// finished it; its body is not kept (empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<i64>,
     /// The last failed attempt's error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

@@ -38,6 +38,10 @@ pub struct TopicCounts {
     pub ready: u64,
     pub reserved: u64,
     pub dead: u64,
+    /// Kept records of finished jobs (`--keep-finished`); a record whose
+    /// window ran out leaves this count at the next trim (within a minute).
+    #[serde(default)]
+    pub finished: u64,
     /// Jobs fall due but are not handed out.
     #[serde(default)]
     pub paused: bool,
@@ -46,7 +50,7 @@ pub struct TopicCounts {
 impl TopicCounts {
     /// No job of the topic is stored.
     pub fn is_empty(&self) -> bool {
-        self.delayed + self.ready + self.reserved + self.dead == 0
+        self.delayed + self.ready + self.reserved + self.dead + self.finished == 0
     }
 }
 
@@ -101,7 +105,8 @@ pub struct Purged {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct JobsQuery {
-    /// delayed (the default), ready, reserved or dead.
+    /// delayed (the default), ready, reserved, dead or finished (kept
+    /// records, newest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(value_type = Option<crate::job::JobState>, default = "delayed")]
     pub state: Option<String>,

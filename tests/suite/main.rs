@@ -8,6 +8,7 @@
 //! - [`batching`]: group commit, each caller still answered on its own.
 //! - [`recurring`]: recurring schedules and rate limits across instances.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
+//! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
@@ -55,6 +56,7 @@ mod docs;
 mod failover;
 mod fault_suite;
 mod faults;
+mod history;
 mod import;
 mod load;
 mod native_api;

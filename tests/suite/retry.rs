@@ -317,6 +317,7 @@ async fn counts_follow_every_transition() {
             ready: 1,
             reserved: 1,
             dead: 0,
+            finished: 0,
             paused: false
         }
     );

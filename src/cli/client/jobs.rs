@@ -96,6 +96,7 @@ impl Get {
                 ("attempts", Some(j.attempts.to_string())),
                 ("lease_until_ms", time(j.lease_until_ms)),
                 ("dead_at_ms", time(j.dead_at_ms)),
+                ("finished_at_ms", time(j.finished_at_ms)),
                 ("last_error", j.last_error.clone()),
                 ("body", Some(j.body.clone())),
             ];
@@ -186,14 +187,20 @@ impl List {
         }
         let reply = c.fetch::<JobsPage>(Method::GET, &path).await?;
         c.show(&reply, |page, o| {
-            let mut rows =
-                vec![["id", "state", "attempts", "due at", "last error"].map(String::from)];
+            // Kept records of finished jobs: when they finished.
+            let finished = page.state == delayq::JobState::Finished;
+            let when = if finished { "finished at" } else { "due at" };
+            let mut rows = vec![["id", "state", "attempts", when, "last error"].map(String::from)];
             for j in &page.jobs {
                 rows.push([
                     j.id.clone(),
                     name(&j.state),
                     j.attempts.to_string(),
-                    local_time(Some(j.due_at_ms)),
+                    local_time(if finished {
+                        j.finished_at_ms
+                    } else {
+                        Some(j.due_at_ms)
+                    }),
                     or_dash(&j.last_error),
                 ]);
             }

@@ -262,6 +262,7 @@ impl From<crate::job::Job> for wire::Job {
             retry: (&j.retry).into(),
             lease_until_ms: j.lease_until_ms,
             dead_at_ms: j.dead_at_ms,
+            finished_at_ms: j.finished_at_ms,
             last_error: j.last_error,
             history: j
                 .history
