@@ -717,7 +717,19 @@ async fn api(base: &str, path: &str) -> (u16, Value) {
 /// jobs, a rate limit, a recurring schedule; and a server for it (a webhook
 /// topic configured).
 async fn sample(redis: &RedisServer, server: ServerConfig) -> (Queue, TestServer) {
-    let q = queue(redis);
+    let q = Queue::connect(delayq::Config {
+        keep_finished: Some(Duration::from_secs(3600)),
+        ..config(redis)
+    })
+    .unwrap();
+    // A finished job whose record is kept.
+    q.push(&job("done-1", "orders", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&["orders".to_string()], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.finish(&d.id, &d.token).await.unwrap();
     for i in 1..=3 {
         q.push(&NewJob {
             body: format!("order {i}"),
@@ -785,6 +797,7 @@ const VIEWS: &[(&str, &str)] = &[
     ("topic/orders/finished", "topic"),
     ("job/sms-9", "job"),
     ("job/order-1", "job"),
+    ("job/done-1", "job"),
     ("schedule", "schedule"),
     ("recurring", "recurring"),
     ("webhooks", "webhooks"),
@@ -806,7 +819,10 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     b.view(&base, "", "overview").await;
     let (_, topics) = api(&base, "/v1/topics").await;
     for (topic, c) in topics["topics"].as_object().unwrap() {
-        for state in ["delayed", "ready", "reserved", "dead"] {
+        for state in ["delayed", "ready", "reserved", "finished", "dead"] {
+            if c.get(state).is_none() {
+                continue;
+            }
             let shown = b
                 .text(&format!(
                     "#topics tr[data-topic={topic}] td[data-count={state}]"
@@ -838,7 +854,7 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     } else {
         b.wait_text(".not-available", "Backlog age").await;
     }
-    let (status, tp) = api(&base, "/v1/stats/throughput?resolution=minute").await;
+    let (status, _) = api(&base, "/v1/stats/throughput?resolution=minute").await;
     if status == 404 {
         assert!(b
             .texts(".not-available")
@@ -846,18 +862,35 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
             .iter()
             .any(|t| t.starts_with("Throughput")));
     } else {
-        for (kind, points) in tp["series"].as_object().unwrap() {
-            let sum: u64 = points
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n.as_u64().unwrap())
-                .sum();
-            let shown = b
-                .text(&format!("#throughput .key[data-series={kind}] .total"))
-                .await;
-            assert_eq!(shown, sum.to_string(), "throughput {kind}");
-        }
+        // Each instance adds its counts once a second: the chart's totals
+        // are the API's once both have read the same flushed counts.
+        eventually(Duration::from_secs(60), "the chart's totals", || async {
+            let (_, tp) = api(&base, "/v1/stats/throughput?resolution=minute").await;
+            let mut want = Vec::new();
+            for (kind, points) in tp["series"].as_object().unwrap() {
+                let sum: u64 = points
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .sum();
+                want.push((kind.clone(), sum.to_string()));
+            }
+            let mut shown = Vec::new();
+            for (kind, _) in &want {
+                let css = format!("#throughput .key[data-series={kind}] .total");
+                shown.push((kind.clone(), b.texts(&css).await.concat()));
+            }
+            if shown == want {
+                return Some(());
+            }
+            println!("chart {shown:?}, API {want:?}");
+            b.view(&base, "", "overview").await;
+            None
+        })
+        .await;
+        // Something was counted: the sample pushed and finished jobs.
+        assert_ne!(b.text("#throughput .key[data-series=pushed] .total").await, "0");
     }
     let (_, upcoming) = api(&base, "/v1/schedule?limit=10").await;
     assert_eq!(
@@ -894,6 +927,9 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
                 .map(|j| j["id"].as_str().unwrap().to_owned())
                 .collect();
             assert_eq!(b.attrs("#jobs tr[data-id]", "data-id").await, ids);
+            if state == "finished" {
+                assert_eq!(ids, ["done-1"]);
+            }
         } else {
             assert_eq!(state, "finished", "{status} {page}");
             let lines = b.texts(".not-available").await;
@@ -955,6 +991,19 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     b.view(&base, "job/order-1", "job").await;
     assert_eq!(b.text("#body").await, "order 1");
     b.shot("dashboard-job.png").await;
+    // A finished job's kept record: when, by which attempt.
+    b.view(&base, "job/done-1", "job").await;
+    let (_, j) = api(&base, "/v1/jobs/done-1").await;
+    assert_eq!(b.text("#job dd[data-field=state]").await, "finished");
+    assert!(b
+        .text("#job dd[data-field=finished]")
+        .await
+        .starts_with(&shanghai(j["finished_at_ms"].as_i64().unwrap())));
+    assert_eq!(
+        b.text("#job dd[data-field=attempts]").await,
+        j["attempts"].to_string()
+    );
+    assert!(b.try_find("#run-now").await.is_none(), "a finished job does not run again");
 
     // What falls due next, every topic.
     b.view(&base, "schedule", "schedule").await;
