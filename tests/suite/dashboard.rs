@@ -890,7 +890,10 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
         })
         .await;
         // Something was counted: the sample pushed and finished jobs.
-        assert_ne!(b.text("#throughput .key[data-series=pushed] .total").await, "0");
+        assert_ne!(
+            b.text("#throughput .key[data-series=pushed] .total").await,
+            "0"
+        );
     }
     let (_, upcoming) = api(&base, "/v1/schedule?limit=10").await;
     assert_eq!(
@@ -1003,7 +1006,10 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
         b.text("#job dd[data-field=attempts]").await,
         j["attempts"].to_string()
     );
-    assert!(b.try_find("#run-now").await.is_none(), "a finished job does not run again");
+    assert!(
+        b.try_find("#run-now").await.is_none(),
+        "a finished job does not run again"
+    );
 
     // What falls due next, every topic.
     b.view(&base, "schedule", "schedule").await;
@@ -1068,7 +1074,6 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
                 .collect();
             let attr = if key == "id" { "data-id" } else { "data-topic" };
             assert_eq!(b.attrs(&format!("#{view} tr[{attr}]"), attr).await, want);
-            b.shot(&format!("dashboard-{view}.png")).await;
         }
     }
 
@@ -1208,4 +1213,81 @@ async fn read_only_dashboard_shows_every_view_and_no_action() {
     drop(b);
     s.stop().await;
     q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_and_webhooks_views_show_what_the_running_delayqs_report() {
+    let redis = RedisServer::start();
+    // A webhook whose receiver is not there: its deliveries fail. The
+    // query string's value is a secret the page must not show.
+    let d = DelayqProcess::start(
+        &redis,
+        &["--webhook", "hooks=http://127.0.0.1:9/in?key=hush-hush"],
+    );
+    let q = queue(&redis);
+    q.push(&job("hook-1", "hooks", 0, 60_000)).await.unwrap();
+    let Some(b) = Browser::start().await else {
+        drop(d);
+        return;
+    };
+    let base = d.base.clone();
+    let (status, _) = api(&base, "/v1/instances").await;
+    if status == 404 {
+        for view in ["instances", "webhooks"] {
+            b.view(&base, view, view).await;
+            b.find(".not-available").await;
+        }
+    } else {
+        let (_, v) = eventually(Duration::from_secs(30), "an instance", || async {
+            let r = api(&base, "/v1/instances").await;
+            (!r.1["instances"].as_array().unwrap().is_empty()).then_some(r)
+        })
+        .await;
+        b.view(&base, "instances", "instances").await;
+        let me = &v["instances"][0];
+        let id = me["id"].as_str().unwrap();
+        let row = format!("#instances tr[data-id='{id}']");
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=host]")).await,
+            me["host"].as_str().unwrap()
+        );
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=version]")).await,
+            me["version"].as_str().unwrap()
+        );
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=listen]")).await,
+            me["listen"].as_str().unwrap()
+        );
+        b.no_stray_words("instances").await;
+        b.shot("dashboard-instances.png").await;
+
+        // The failed delivery shows, and the secret does not.
+        let (_, w) = eventually(Duration::from_secs(60), "a failed delivery", || async {
+            let r = api(&base, "/v1/webhooks").await;
+            let n = r.1["webhooks"][0]["failures_last_hour"]
+                .as_u64()
+                .unwrap_or(0);
+            (n > 0).then_some(r)
+        })
+        .await;
+        b.view(&base, "webhooks", "webhooks").await;
+        let hook = &w["webhooks"][0];
+        assert_eq!(
+            b.text("#webhooks tr[data-topic=hooks] td[data-col=url]")
+                .await,
+            hook["url"].as_str().unwrap()
+        );
+        let failures = b
+            .text("#webhooks tr[data-topic=hooks] td[data-col=failures]")
+            .await;
+        assert!(failures.parse::<u64>().unwrap() >= 1, "{failures}");
+        let text = b.text("body").await;
+        assert!(!text.contains("hush-hush"), "the secret is shown: {text}");
+        b.no_stray_words("webhooks").await;
+        b.shot("dashboard-webhooks.png").await;
+    }
+    drop(b);
+    q.close().await;
+    d.terminate();
 }

@@ -83,6 +83,12 @@ function fromNow(ms) {
   return d >= 0 ? t("in", dur(d)) : t("ago", dur(-d));
 }
 function whenRel(ms) { return has(ms) ? when(ms) + " (" + fromNow(ms) + ")" : t("none"); }
+// Error texts may quote a webhook's URL: its password and query values are
+// secrets, never shown.
+function masked(text) {
+  return String(text || "").replace(/\b(https?:\/\/)([^\s/@:]+):[^\s/@]*@/g, "$1$2:***@")
+    .replace(/(https?:\/\/[^\s?#)]*\?)([^\s#)]*)/g, (_, head, q) => head + q.replace(/=[^&]*/g, "=***"));
+}
 function num(v) { return has(v) ? String(v) : t("dash"); }
 function rateText(r) { return r ? t("per.second", r.per_second, r.burst) : t("none"); }
 // A percentile: a bucket's upper bound; null with samples is beyond the
@@ -326,7 +332,7 @@ async function topicPage(mine, topic, state, cursor) {
     el("td", {}, whenRel(time(j))),
     el("td", { class: "num" }, num(j.attempts)),
     state === "reserved" ? el("td", {}, whenRel(j.lease_until_ms)) : null,
-    state === "finished" ? el("td", { class: "wrap" }, j.last_error || t("none")) : null)) : [];
+    state === "finished" ? el("td", { class: "wrap" }, j.last_error ? masked(j.last_error) : t("none")) : null)) : [];
   const heads = [t("col.id"), t(state === "finished" ? "col.finished" : "col.due"), [t("col.attempts"), "num"]];
   if (state === "reserved") heads.push(t("col.lease"));
   if (state === "finished") heads.push(t("col.error"));
@@ -354,7 +360,7 @@ async function deadPage(mine, topic, cursor) {
     return el("tr", { "data-id": j.id },
       config.read_only ? null : el("td", {}, box),
       el("td", {}, link("#/job/" + enc(j.id), j.id)),
-      el("td", {}, whenRel(j.dead_at_ms)), el("td", { class: "num" }, num(j.attempts)), el("td", { class: "wrap" }, j.last_error || ""));
+      el("td", {}, whenRel(j.dead_at_ms)), el("td", { class: "num" }, num(j.attempts)), el("td", { class: "wrap" }, masked(j.last_error)));
   });
   const actions = config.read_only ? [] : [
     el("button", { id: "requeue-selected", onclick: () => {
@@ -406,7 +412,7 @@ async function jobPage(mine, id) {
     ["lease until", "f.lease", has(j.lease_until_ms) ? whenRel(j.lease_until_ms) : t("none")],
     ["dead since", "f.dead", has(j.dead_at_ms) ? whenRel(j.dead_at_ms) : t("none")],
     ["finished", "f.finished", has(j.finished_at_ms) ? whenRel(j.finished_at_ms) : t("none")],
-    ["last error", "f.error", j.last_error || t("none")],
+    ["last error", "f.error", j.last_error ? masked(j.last_error) : t("none")],
   ];
   // Every other field the server sends, as it sends it (nulls left out).
   const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body"]);
@@ -415,7 +421,7 @@ async function jobPage(mine, id) {
     const shown = typeof v === "object" ? JSON.stringify(v, (_, x) => (x === null ? undefined : x)) : String(v);
     fields.push([k, null, /_ms$/.test(k) && typeof v === "number" && v > 1e12 ? whenRel(v) : shown]);
   }
-  const history = (j.history || []).map((h) => el("tr", {}, el("td", { class: "num" }, num(h.attempt)), el("td", {}, when(h.at_ms)), el("td", { class: "wrap" }, h.error || "")));
+  const history = (j.history || []).map((h) => el("tr", {}, el("td", { class: "num" }, num(h.attempt)), el("td", {}, when(h.at_ms)), el("td", { class: "wrap" }, masked(h.error))));
   const actions = [];
   if (!config.read_only) {
     if (j.state === "dead") {
@@ -509,12 +515,12 @@ async function webhooksPage(mine) {
   if (!w) return show(mine, el("h2", {}, t("webhooks.title")), notAvailable(t("webhooks.absent")));
   const rows = (w.webhooks || []).map((h) => el("tr", { "data-topic": h.topic },
     el("td", {}, link("#/topic/" + enc(h.topic), h.topic)),
-    el("td", { "data-col": "url" }, h.url || ""),
+    el("td", { "data-col": "url" }, masked(h.url)),
     el("td", { class: "num", "data-col": "concurrency" }, num(h.concurrency)),
     el("td", { class: "num" }, dur(h.timeout_ms)),
     el("td", { "data-col": "last_status" }, has(h.last_status) ? String(h.last_status) : t("dash")),
     el("td", {}, has(h.last_at_ms) ? whenRel(h.last_at_ms) : t("never")),
-    el("td", { class: "wrap" }, h.last_error || ""),
+    el("td", { class: "wrap" }, masked(h.last_error)),
     el("td", { class: "num", "data-col": "delivered" }, num(h.delivered_last_hour)),
     el("td", { class: "num", "data-col": "failures" }, num(h.failures_last_hour)),
     el("td", { class: "num" }, num(h.instances))));
