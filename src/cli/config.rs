@@ -424,6 +424,8 @@ retry = ["2m", "10m"]
         let t = load(Some(&path), &no_flags()).unwrap();
         assert_eq!(t.default_retry.max_attempts, Some(5));
         assert_eq!(t.default_retry.intervals.len(), 3);
+        assert_eq!(t.keep_finished.unwrap().as_secs(), 86400);
+        assert_eq!(t.topic_keep_finished["order-timeout"].as_secs(), 7 * 86400);
         let hook = t
             .webhooks
             .iter()

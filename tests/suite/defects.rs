@@ -357,8 +357,9 @@ async fn an_empty_lease_token_settles_nothing() {
     }
     // The raw script refuses an empty token too.
     let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
-    cmd.arg("waiting").arg("lease").arg("");
-    let reply: (i64, i64, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    // (No finished jobs' records kept: window 0, no topic windows.)
+    cmd.arg(0).arg(0).arg("waiting").arg("lease").arg("");
+    let reply: (i64, i64, String, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
     assert_eq!(j.state, JobState::Reserved);

@@ -104,6 +104,14 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     let (_, topics) = get(&s.base, "/v1/topics").await;
     assert_eq!(topics["topics"]["close"]["finished"], 1, "{topics}");
 
+    // The OpenAPI document names the state and the field.
+    let doc: Value = serde_json::from_str(delayq::http::v1::openapi::json()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    assert!(schemas["Job"]["properties"]["finished_at_ms"].is_object());
+    assert!(schemas["TopicCounts"]["properties"]["finished"].is_object());
+    let states = schemas["JobState"]["enum"].as_array().unwrap();
+    assert!(states.contains(&Value::from("finished")), "{states:?}");
+
     // The CLI shows it too.
     let (ok, out, err) = delayq_cli(&s.base, &["get", "order-1001"]).await;
     assert!(ok, "{err}");
@@ -511,4 +519,48 @@ async fn a_kept_record_costs_a_bounded_number_of_bytes() {
     // Measured: 344 (Redis 7.0, ids of 14 bytes): the hash (listpack),
     // its key and expiry, and the index entry.
     assert!(per_record < 500.0, "{per_record} bytes per record");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_window_or_none_later_still_trims_what_an_earlier_one_kept() {
+    let redis = RedisServer::start();
+    let before = Queue::connect(Config {
+        topic_keep_finished: [("gone".to_string(), Duration::from_millis(300))].into(),
+        ..keeping(&redis, Duration::from_secs(3600))
+    })
+    .unwrap();
+    push_ready(&before, "old", "t").await;
+    push_ready(&before, "x", "gone").await;
+    for d in pop_n(&before, "t", 1)
+        .await
+        .into_iter()
+        .chain(pop_n(&before, "gone", 1).await)
+    {
+        before.finish(&d.id, &d.token).await.unwrap();
+    }
+    before.close().await;
+    // Restarted with a window of 500 ms for t and none for gone.
+    let after = Queue::connect(Config {
+        topic_keep_finished: [("t".to_string(), Duration::from_millis(500))].into(),
+        ..config(&redis)
+    })
+    .unwrap();
+    // t's record (its TTL an hour) goes with the new window...
+    eventually(
+        Duration::from_secs(30),
+        "t's old record trimmed",
+        || async {
+            (after.get("old").await.unwrap().is_none() && finished_count(&after, "t").await == 0)
+                .then_some(())
+        },
+    )
+    .await;
+    // ...and gone's index entry goes once its record expired, though this
+    // process keeps nothing there.
+    eventually(Duration::from_secs(30), "gone's entry dropped", || async {
+        (finished_count(&after, "gone").await == 0).then_some(())
+    })
+    .await;
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*finished*"]).await;
+    assert!(keys.is_empty(), "{keys:?}");
 }
