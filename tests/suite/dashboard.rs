@@ -1036,6 +1036,7 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     for (s, ms) in shown.iter().zip(&next) {
         assert!(s.starts_with(&shanghai(*ms)), "{s:?}");
     }
+    b.shot("dashboard-recurring.png").await;
     if rec.get("paused").is_some() {
         // Run now pushes a job; pause holds the schedule.
         b.click("#recurring tr[data-name=daily-report] button[data-act=run]")
@@ -1054,7 +1055,6 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
         )
         .await;
     }
-    b.shot("dashboard-recurring.png").await;
 
     // Webhooks and instances, as the API gives them (or not available).
     for (view, list, key) in [

@@ -495,7 +495,7 @@ async function recurringPage(mine) {
       el("td", {}, s.name),
       el("td", {}, link("#/topic/" + enc(s.topic), s.topic)),
       el("td", {}, el("code", {}, s.cron), " ", s.timezone || ""),
-      el("td", { "data-col": "state" }, ops && s.paused ? [el("span", { class: "paused" }, t("paused")), has(s.paused_at_ms) ? " " + t("since", when(s.paused_at_ms)) : null] : t("running")),
+      el("td", { "data-col": "state" }, ops && s.paused ? [el("span", { class: "paused" }, t("paused")), has(s.paused_at_ms) ? el("div", { class: "muted" }, t("since", when(s.paused_at_ms))) : null] : t("running")),
       el("td", { "data-col": "last_tick" }, s.last_tick_ms ? whenRel(s.last_tick_ms) : t("never")),
       el("td", { "data-col": "next_runs" }, nextRuns.length ? el("ul", { class: "plain" }, nextRuns.map((ms) => el("li", {}, whenRel(ms))))
         : ops && s.paused ? t("dash") : t("recurring.no.more")),
