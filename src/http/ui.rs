@@ -1,7 +1,8 @@
-//! The dashboard at `/ui/`: a page, a script and a style sheet compiled
-//! into the binary (no Node build step), served with a Content-Security-
-//! Policy that allows no inline script, and the login that turns the
-//! server's bearer token into a cookie for the page.
+//! The dashboard at `/ui/`: a page, its scripts (the views, the strings of
+//! each language, the SVG charts) and a style sheet compiled into the
+//! binary (no Node build step), served with a Content-Security-Policy that
+//! allows no inline script or style, and the login that turns the server's
+//! bearer token into a cookie for the page.
 //!
 //! The cookie is HttpOnly and SameSite=Strict and holds a session, not the
 //! token: a random id and an expiry, signed with an HMAC keyed by the
@@ -29,7 +30,12 @@ use super::auth::constant_time_eq;
 use super::AppState;
 
 const INDEX: &str = include_str!("ui/index.html");
-const SCRIPT: &str = include_str!("ui/app.js");
+/// The scripts, each served at `/ui/<name>` with the same policy.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("/ui/app.js", include_str!("ui/app.js")),
+    ("/ui/i18n.js", include_str!("ui/i18n.js")),
+    ("/ui/chart.js", include_str!("ui/chart.js")),
+];
 const STYLE: &str = include_str!("ui/app.css");
 
 /// The header the dashboard's requests carry.
@@ -72,16 +78,19 @@ pub fn routes(mode: UiMode) -> Router<AppState> {
     if mode == UiMode::Off {
         return Router::new();
     }
-    Router::new()
+    let mut router = Router::new();
+    for &(path, text) in SCRIPTS {
+        router = router.route(
+            path,
+            get(move || async move { asset("text/javascript; charset=utf-8", text) }),
+        );
+    }
+    router
         // Relative, so that it works under a proxy's path prefix.
         .route("/ui", get(|| async { Redirect::permanent("ui/") }))
         .route(
             "/ui/",
             get(|| async { asset("text/html; charset=utf-8", INDEX) }),
-        )
-        .route(
-            "/ui/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
         )
         .route(
             "/ui/app.css",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use delayq::http::ui::UiMode;
 use delayq::http::ServerConfig;
-use delayq::{JobState, NewJob, RetryPolicy};
+use delayq::{JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
@@ -25,9 +25,31 @@ struct Browser {
     _profile: tempfile::TempDir,
 }
 
+/// How the browser is set up: its window's width, its language and its
+/// time zone (the `TZ` chromedriver and so the browser run with).
+struct Setup {
+    width: u32,
+    lang: &'static str,
+    tz: &'static str,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            width: 1280,
+            lang: "en-US",
+            tz: "Asia/Shanghai",
+        }
+    }
+}
+
 impl Browser {
     /// None when there is no browser here (allowed outside CI only).
     async fn start() -> Option<Browser> {
+        Browser::start_with(Setup::default()).await
+    }
+
+    async fn start_with(setup: Setup) -> Option<Browser> {
         let found = ["/usr/bin/chromedriver", "/usr/bin/chromium"]
             .iter()
             .all(|p| std::path::Path::new(p).exists());
@@ -49,6 +71,7 @@ impl Browser {
         use std::os::unix::process::CommandExt;
         let driver = Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={port}"))
+            .env("TZ", setup.tz)
             // A group of its own, so that drop can stop it and its browser.
             .process_group(0)
             .stdout(Stdio::null())
@@ -69,10 +92,19 @@ impl Browser {
                 "binary": "/usr/bin/chromium",
                 "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                          "--disable-quic", "--no-first-run", "--disable-background-networking",
-                         "--disable-component-update", "--disable-sync", "--window-size=1280,900",
-                         format!("--user-data-dir={}", profile.path().display())]
+                         "--disable-component-update", "--disable-sync",
+                         format!("--window-size={},900", setup.width), format!("--lang={}", setup.lang),
+                         format!("--user-data-dir={}", profile.path().display())],
+                "prefs": {"intl.accept_languages": setup.lang}
             }
         }}});
+        let mut caps = caps;
+        if setup.width < 500 {
+            // Below the smallest window the browser makes: the page is
+            // laid out at that width, as on a phone.
+            caps["capabilities"]["alwaysMatch"]["goog:chromeOptions"]["mobileEmulation"] =
+                json!({"deviceMetrics": {"width": setup.width, "height": 900, "pixelRatio": 1.0}});
+        }
         let mut b = Browser {
             driver,
             base,
@@ -210,6 +242,73 @@ impl Browser {
             assert!(Instant::now() < deadline, "no dialog to accept: {v}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Opens a view (`hash` after `#/`) and waits until it has been drawn
+    /// (`page` is what the page says it shows).
+    async fn view(&self, base: &str, hash: &str, page: &str) {
+        let url = format!("{base}/ui/#/{hash}");
+        let same = self
+            .run(&format!("return location.href === {url:?};"))
+            .await;
+        self.run(
+            "const m = document.getElementById('main'); if (m) m.removeAttribute('data-page');",
+        )
+        .await;
+        let drawn = format!("main[data-page={page}]");
+        if same == json!(true) {
+            // The same address again: no navigation, so draw it anew.
+            self.run("route();").await;
+            self.find(&drawn).await;
+        } else {
+            self.open_until(&url, &drawn).await;
+        }
+    }
+
+    /// The page's text holds no stray "null", "undefined" or the like.
+    async fn no_stray_words(&self, view: &str) {
+        let text = self.text("body").await;
+        for w in ["null", "undefined", "NaN", "[object", "Invalid Date"] {
+            assert!(!text.contains(w), "#/{view} shows {w:?}: {text}");
+        }
+    }
+
+    /// The texts of the elements matching `css`, in page order.
+    async fn texts(&self, css: &str) -> Vec<String> {
+        let v = self
+            .run(&format!(
+                "return Array.from(document.querySelectorAll({css:?})).map((e) => e.textContent);"
+            ))
+            .await;
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// The values of an attribute of the elements matching `css`.
+    async fn attrs(&self, css: &str, attr: &str) -> Vec<String> {
+        let v = self
+            .run(&format!(
+                "return Array.from(document.querySelectorAll({css:?})).map((e) => e.getAttribute({attr:?}));"
+            ))
+            .await;
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// A screenshot of the view shown, into docs/ only when asked
+    /// (DELAYQ_SCREENSHOTS=docs): a test run changes no tracked file.
+    async fn shot(&self, name: &str) {
+        let shots = tempfile::tempdir().unwrap();
+        let path = if std::env::var("DELAYQ_SCREENSHOTS").as_deref() == Ok("docs") {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("docs")
+                .join(name)
+        } else {
+            shots.path().join(name)
+        };
+        self.screenshot(&path).await;
+        assert!(
+            std::fs::metadata(&path).unwrap().len() > 0,
+            "an empty screenshot"
+        );
     }
 
     async fn screenshot(&self, path: &std::path::Path) {
@@ -368,19 +467,6 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         }
     }
     b.find("#upcoming").await;
-    // README's picture is regenerated only when asked
-    // (DELAYQ_SCREENSHOTS=docs): a test run changes no tracked file.
-    let shots = tempfile::tempdir().unwrap();
-    let shot = if std::env::var("DELAYQ_SCREENSHOTS").as_deref() == Ok("docs") {
-        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dashboard.png"))
-    } else {
-        shots.path().join("dashboard.png")
-    };
-    b.screenshot(&shot).await;
-    assert!(
-        std::fs::metadata(&shot).unwrap().len() > 0,
-        "an empty screenshot"
-    );
 
     // A body with markup is shown as text, and runs nothing.
     b.type_in("#find-id", "markup").await;
@@ -388,15 +474,53 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
     b.wait_text("#job-id", "markup").await;
     assert_eq!(b.text("#body").await, nasty);
     assert_eq!(
-        b.run("return document.querySelectorAll('script').length")
+        b.run("return Array.from(document.querySelectorAll('script')).map((s) => s.getAttribute('src')).join(' ')")
             .await,
-        json!(1)
+        json!("i18n.js chart.js app.js"),
+        "the page's own scripts only"
     );
     assert_eq!(
         b.run("return document.getElementById('bold')").await,
         Value::Null
     );
     assert_ne!(b.run("return document.title").await, json!("pwned"));
+
+    // The topic page sets and removes a rate limit, pauses and resumes.
+    b.view(&s.base, "topic/orders", "topic").await;
+    assert_eq!(b.text("#topic dd[data-field=rate]").await, "none");
+    b.type_in("#rate-per-second", "7.5").await;
+    b.type_in("#rate-burst", "3").await;
+    b.click("#rate-save").await;
+    eventually(Duration::from_secs(30), "the rate limit set", || async {
+        let r = q.rates().await.unwrap();
+        r.get("orders")
+            .filter(|l| l.per_second == 7.5 && l.burst == 3)
+            .map(|_| ())
+    })
+    .await;
+    b.wait_text("#topic dd[data-field=rate]", "7.5/s, burst 3")
+        .await;
+    b.click("#rate-remove").await;
+    eventually(
+        Duration::from_secs(30),
+        "the rate limit removed",
+        || async { (!q.rates().await.unwrap().contains_key("orders")).then_some(()) },
+    )
+    .await;
+    b.wait_text("#topic dd[data-field=rate]", "none").await;
+    b.click("#toggle-pause").await;
+    eventually(Duration::from_secs(30), "orders paused", || async {
+        q.topics().await.unwrap().topics["orders"]
+            .paused
+            .then_some(())
+    })
+    .await;
+    b.wait_text("#toggle-pause", "Resume").await;
+    b.click("#toggle-pause").await;
+    eventually(Duration::from_secs(30), "orders resumed", || async {
+        (!q.topics().await.unwrap().topics["orders"].paused).then_some(())
+    })
+    .await;
 
     // A job found by id is deleted.
     b.go(&format!("{}/ui/#/job/order-1", s.base)).await;
@@ -419,16 +543,13 @@ async fn the_dashboard_shows_the_queue_and_acts_on_it_in_a_real_browser() {
         b.text("#job dd[data-field=attempts]").await,
         api["attempts"].to_string()
     );
+    // In the browser's zone, with the zone shown, and how far off.
     let due_ms = api["due_at_ms"].as_i64().unwrap();
-    let due = b
-        .run(&format!(
-            "const d = new Date({due_ms}); return d.toLocaleString(undefined, {{ hour12: false }}) + '.' + String(d.getMilliseconds()).padStart(3, '0');"
-        ))
-        .await;
     let shown_due = b.text("#job dd[data-field=due]").await;
     assert!(
-        shown_due.starts_with(due.as_str().unwrap()) && shown_due.contains("(in "),
-        "{shown_due:?} is not {due}"
+        shown_due.starts_with(&shanghai(due_ms)) && shown_due.contains("(in "),
+        "{shown_due:?} is not {}",
+        shanghai(due_ms)
     );
     assert_eq!(b.text("#job dd[data-field='last error']").await, "none");
     assert_eq!(b.text("#job dd[data-field='lease until']").await, "none");
@@ -560,16 +681,613 @@ async fn a_refresh_costs_redis_what_the_page_shows_and_every_topic_with_delayed_
         "one refresh ran {calls} Redis commands ({usec} µs)"
     );
     // "late" has a delayed job: its next due is not "none".
-    let next = b.text("#topics tr[data-topic=late] td:nth-child(6)").await;
+    let next = b
+        .text("#topics tr[data-topic=late] td[data-col=next_due]")
+        .await;
     assert_ne!(next, "none", "a topic with a delayed job shows none");
     assert!(next.starts_with("after "), "{next:?}");
     // The first topic's next due is the first job's.
-    let first = b.text("#topics tr[data-topic=t00] td:nth-child(6)").await;
+    let first = b
+        .text("#topics tr[data-topic=t00] td[data-col=next_due]")
+        .await;
     assert!(
-        first.contains("(in 60 min)") || first.contains("(in 1 h)"),
+        first.contains("(in 60 min)") || first.contains("(in 59 min)"),
         "{first:?}"
     );
     drop(b);
     s.stop().await;
     q.close().await;
+}
+
+/// A time as the dashboard shows it in a browser whose zone is
+/// Asia/Shanghai: ISO date, milliseconds, the zone's offset.
+fn shanghai(ms: i64) -> String {
+    let t = chrono::DateTime::from_timestamp_millis(ms).unwrap() + chrono::Duration::hours(8);
+    format!("{} UTC+8", t.format("%Y-%m-%d %H:%M:%S%.3f"))
+}
+
+/// The API's status and reply for `GET path`.
+async fn api(base: &str, path: &str) -> (u16, Value) {
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A queue with a bit of everything: delayed, ready, reserved and dead
+/// jobs, a rate limit, a recurring schedule; and a server for it (a webhook
+/// topic configured).
+async fn sample(redis: &RedisServer, server: ServerConfig) -> (Queue, TestServer) {
+    let q = Queue::connect(delayq::Config {
+        keep_finished: Some(Duration::from_secs(3600)),
+        ..config(redis)
+    })
+    .unwrap();
+    // A finished job whose record is kept.
+    q.push(&job("done-1", "orders", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&["orders".to_string()], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.finish(&d.id, &d.token).await.unwrap();
+    for i in 1..=3 {
+        q.push(&NewJob {
+            body: format!("order {i}"),
+            ..job(&format!("order-{i}"), "orders", 3_600_000 * i, 60_000)
+        })
+        .await
+        .unwrap();
+    }
+    q.push(&job("mail-1", "mail", 0, 600_000)).await.unwrap();
+    let _held = q
+        .pop(&["mail".to_string()], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.push(&NewJob {
+        retry: Some(RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(1),
+        }),
+        ..job("sms-9", "sms", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = q
+        .pop(&["sms".to_string()], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.nack(&d.id, &d.token, None, "provider said 503")
+        .await
+        .unwrap();
+    let s = TestServer::start(
+        q.clone(),
+        ServerConfig {
+            webhooks: [("hooks".to_owned(), "127.0.0.1:9".to_owned())].into(),
+            ..server
+        },
+    )
+    .await;
+    let http = reqwest::Client::new();
+    for (path, body) in [
+        ("/v1/topics/mail/rate", json!({"per_second": 5})),
+        (
+            "/v1/recurring/daily-report",
+            json!({"topic": "reports", "cron": "0 0 9 * * *", "timezone": "Asia/Shanghai", "body": "report"}),
+        ),
+    ] {
+        let r = http
+            .put(format!("{}{path}", s.base))
+            .bearer_auth("s3cret")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{path}: {}", r.status());
+    }
+    (q, s)
+}
+
+/// The views of a server with no auth, with the element each is drawn by.
+const VIEWS: &[(&str, &str)] = &[
+    ("", "overview"),
+    ("topic/orders", "topic"),
+    ("topic/mail/reserved", "topic"),
+    ("topic/orders/finished", "topic"),
+    ("job/sms-9", "job"),
+    ("job/order-1", "job"),
+    ("job/done-1", "job"),
+    ("schedule", "schedule"),
+    ("recurring", "recurring"),
+    ("webhooks", "webhooks"),
+    ("instances", "instances"),
+    ("dead/sms", "dead"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_text() {
+    let redis = RedisServer::start();
+    let (q, s) = sample(&redis, ServerConfig::default()).await;
+    let Some(b) = Browser::start().await else {
+        s.stop().await;
+        return;
+    };
+    let base = s.base.clone();
+
+    // Overview: counts, rate limits, backlog ages, throughput, upcoming.
+    b.view(&base, "", "overview").await;
+    let (_, topics) = api(&base, "/v1/topics").await;
+    for (topic, c) in topics["topics"].as_object().unwrap() {
+        for state in ["delayed", "ready", "reserved", "finished", "dead"] {
+            if c.get(state).is_none() {
+                continue;
+            }
+            let shown = b
+                .text(&format!(
+                    "#topics tr[data-topic={topic}] td[data-count={state}]"
+                ))
+                .await;
+            assert_eq!(shown, c[state].to_string(), "{topic} {state}");
+        }
+    }
+    assert_eq!(
+        b.text("#topics tr[data-topic=mail] td[data-col=rate]")
+            .await,
+        "5/s, burst 5"
+    );
+    if topics["topics"]["mail"].get("oldest_ready_ms").is_some() {
+        b.find("#topics tr[data-topic=mail] td[data-col=oldest_ready]")
+            .await;
+        for (topic, c) in topics["topics"].as_object().unwrap() {
+            let want = match c["held"].as_str() {
+                Some("paused") => "paused",
+                Some("rate") => "rate limit",
+                Some(other) => other,
+                None => "–",
+            };
+            let shown = b
+                .text(&format!("#topics tr[data-topic={topic}] td[data-col=held]"))
+                .await;
+            assert_eq!(shown, want, "{topic} held");
+        }
+    } else {
+        b.wait_text(".not-available", "Backlog age").await;
+    }
+    let (status, _) = api(&base, "/v1/stats/throughput?resolution=minute").await;
+    if status == 404 {
+        assert!(b
+            .texts(".not-available")
+            .await
+            .iter()
+            .any(|t| t.starts_with("Throughput")));
+    } else {
+        // Each instance adds its counts once a second: the chart's totals
+        // are the API's once both have read the same flushed counts.
+        eventually(Duration::from_secs(60), "the chart's totals", || async {
+            let (_, tp) = api(&base, "/v1/stats/throughput?resolution=minute").await;
+            let mut want = Vec::new();
+            for (kind, points) in tp["series"].as_object().unwrap() {
+                let sum: u64 = points
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .sum();
+                want.push((kind.clone(), sum.to_string()));
+            }
+            let mut shown = Vec::new();
+            for (kind, _) in &want {
+                let css = format!("#throughput .key[data-series={kind}] .total");
+                shown.push((kind.clone(), b.texts(&css).await.concat()));
+            }
+            if shown == want {
+                return Some(());
+            }
+            println!("chart {shown:?}, API {want:?}");
+            b.view(&base, "", "overview").await;
+            None
+        })
+        .await;
+        // Something was counted: the sample pushed and finished jobs.
+        assert_ne!(
+            b.text("#throughput .key[data-series=pushed] .total").await,
+            "0"
+        );
+    }
+    let (_, upcoming) = api(&base, "/v1/schedule?limit=10").await;
+    assert_eq!(
+        b.texts("#upcoming tr td:nth-child(4)").await,
+        upcoming["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(b.text("#refresh-note").await, "Refreshes every 5 seconds.");
+    assert_eq!(b.text("#zone").await, "Times in Asia/Shanghai (UTC+8).");
+    b.shot("dashboard.png").await;
+
+    // A topic's jobs in each state, as the API lists them.
+    for (topic, state) in [
+        ("orders", "delayed"),
+        ("mail", "reserved"),
+        ("orders", "finished"),
+    ] {
+        b.view(&base, &format!("topic/{topic}/{state}"), "topic")
+            .await;
+        let (status, page) = api(
+            &base,
+            &format!("/v1/topics/{topic}/jobs?state={state}&limit=50"),
+        )
+        .await;
+        if status == 200 {
+            let ids: Vec<String> = page["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["id"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(b.attrs("#jobs tr[data-id]", "data-id").await, ids);
+            if state == "finished" {
+                assert_eq!(ids, ["done-1"]);
+            }
+        } else {
+            assert_eq!(state, "finished", "{status} {page}");
+            let lines = b.texts(".not-available").await;
+            assert!(
+                lines.iter().any(|l| l.starts_with("Finished jobs")),
+                "{lines:?}"
+            );
+        }
+        b.no_stray_words(&format!("topic/{topic}/{state}")).await;
+    }
+    b.view(&base, "topic/mail/reserved", "topic").await;
+    assert_eq!(b.text("#topic dd[data-field=rate]").await, "5/s, burst 5");
+    let lease = q
+        .get("mail-1")
+        .await
+        .unwrap()
+        .unwrap()
+        .lease_until_ms
+        .unwrap();
+    assert!(b
+        .text("#jobs tr[data-id=mail-1] td:nth-child(4)")
+        .await
+        .starts_with(&shanghai(lease)));
+    b.view(&base, "topic/orders", "topic").await;
+    b.shot("dashboard-topic.png").await;
+
+    // The job page: every field, its failed attempts, times in the zone.
+    b.view(&base, "job/sms-9", "job").await;
+    let (_, j) = api(&base, "/v1/jobs/sms-9").await;
+    assert_eq!(b.text("#job dd[data-field=state]").await, "dead");
+    assert_eq!(
+        b.text("#job dd[data-field=attempts]").await,
+        j["attempts"].to_string()
+    );
+    assert_eq!(
+        b.text("#job dd[data-field='last error']").await,
+        "provider said 503"
+    );
+    assert!(b
+        .text("#job dd[data-field='dead since']")
+        .await
+        .starts_with(&shanghai(j["dead_at_ms"].as_i64().unwrap())));
+    assert!(b
+        .text("#job dd[data-field=due]")
+        .await
+        .starts_with(&shanghai(j["due_at_ms"].as_i64().unwrap())));
+    assert_eq!(
+        b.text("#job dd[data-field=retry]").await,
+        "no waits; attempts: at most 1"
+    );
+    let history = b.texts("#history tr td:nth-child(3)").await;
+    assert_eq!(history, vec!["provider said 503".to_owned()]);
+    assert_eq!(
+        b.text("#refresh-note").await,
+        "",
+        "the job page does not refresh"
+    );
+    assert!(!b.text("body").await.contains("Refreshes every"));
+    b.view(&base, "job/order-1", "job").await;
+    assert_eq!(b.text("#body").await, "order 1");
+    b.shot("dashboard-job.png").await;
+    // A finished job's kept record: when, by which attempt.
+    b.view(&base, "job/done-1", "job").await;
+    let (_, j) = api(&base, "/v1/jobs/done-1").await;
+    assert_eq!(b.text("#job dd[data-field=state]").await, "finished");
+    assert!(b
+        .text("#job dd[data-field=finished]")
+        .await
+        .starts_with(&shanghai(j["finished_at_ms"].as_i64().unwrap())));
+    assert_eq!(
+        b.text("#job dd[data-field=attempts]").await,
+        j["attempts"].to_string()
+    );
+    assert!(
+        b.try_find("#run-now").await.is_none(),
+        "a finished job does not run again"
+    );
+
+    // What falls due next, every topic.
+    b.view(&base, "schedule", "schedule").await;
+    let (_, up) = api(&base, "/v1/schedule?limit=50").await;
+    let ids: Vec<String> = up["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(b.attrs("#schedule tr[data-id]", "data-id").await, ids);
+
+    // Recurring schedules with their next runs.
+    b.view(&base, "recurring", "recurring").await;
+    let (_, rec) = api(&base, "/v1/recurring/daily-report").await;
+    let next: Vec<i64> = match rec.get("next_runs_ms") {
+        Some(v) => serde_json::from_value(v.clone()).unwrap(),
+        None => vec![rec["next_fire_ms"].as_i64().unwrap()],
+    };
+    let shown = b
+        .texts("#recurring tr[data-name=daily-report] td[data-col=next_runs] li")
+        .await;
+    assert_eq!(shown.len(), next.len());
+    for (s, ms) in shown.iter().zip(&next) {
+        assert!(s.starts_with(&shanghai(*ms)), "{s:?}");
+    }
+    b.shot("dashboard-recurring.png").await;
+    if rec.get("paused").is_some() {
+        // Run now pushes a job; pause holds the schedule.
+        b.click("#recurring tr[data-name=daily-report] button[data-act=run]")
+            .await;
+        b.wait_text("#flash", "Pushed job").await;
+        b.click("#recurring tr[data-name=daily-report] button[data-act=pause]")
+            .await;
+        eventually(Duration::from_secs(30), "the schedule paused", || async {
+            let (_, r) = api(&base, "/v1/recurring/daily-report").await;
+            (r["paused"] == json!(true)).then_some(())
+        })
+        .await;
+        b.wait_text(
+            "#recurring tr[data-name=daily-report] td[data-col=state]",
+            "paused",
+        )
+        .await;
+    }
+
+    // Webhooks and instances, as the API gives them (or not available).
+    for (view, list, key) in [
+        ("webhooks", "webhooks", "topic"),
+        ("instances", "instances", "id"),
+    ] {
+        b.view(&base, view, view).await;
+        let (status, v) = api(&base, &format!("/v1/{view}")).await;
+        if status == 404 {
+            b.find(".not-available").await;
+        } else {
+            let want: Vec<String> = v[list]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x[key].as_str().unwrap().to_owned())
+                .collect();
+            let attr = if key == "id" { "data-id" } else { "data-topic" };
+            assert_eq!(b.attrs(&format!("#{view} tr[{attr}]"), attr).await, want);
+        }
+    }
+
+    // Dead letters.
+    b.view(&base, "dead/sms", "dead").await;
+    b.wait_text("#dead tr[data-id=sms-9]", "provider said 503")
+        .await;
+
+    // No view shows a stray null or undefined.
+    for (hash, page) in VIEWS {
+        b.view(&base, hash, page).await;
+        b.no_stray_words(hash).await;
+    }
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_speaks_the_browsers_language_and_its_switch_is_remembered() {
+    let redis = RedisServer::start();
+    let (q, s) = sample(&redis, ServerConfig::default()).await;
+    let Some(b) = Browser::start_with(Setup {
+        lang: "zh-CN",
+        ..Setup::default()
+    })
+    .await
+    else {
+        s.stop().await;
+        return;
+    };
+    let base = s.base.clone();
+    // One table per language, the same strings in each.
+    b.view(&base, "", "overview").await;
+    assert_eq!(
+        b.run("return JSON.stringify(Object.keys(STRINGS.en)) === JSON.stringify(Object.keys(STRINGS.zh));")
+            .await,
+        json!(true)
+    );
+    // The browser's language picks Chinese.
+    assert_eq!(b.text("#nav a[href='#/']").await, "概览");
+    assert_eq!(b.text("#main h2").await, "主题");
+    assert_eq!(b.text("#refresh-note").await, "每 5 秒自动刷新。");
+    b.shot("dashboard-zh.png").await;
+    for (hash, page) in VIEWS {
+        b.view(&base, hash, page).await;
+        b.no_stray_words(hash).await;
+    }
+    b.view(&base, "job/sms-9", "job").await;
+    assert_eq!(b.text("#job dd[data-field=state]").await, "死信");
+    // The switch changes it, and a reload keeps the choice.
+    b.click("#lang").await;
+    b.wait_text("#job dd[data-field=state]", "dead").await;
+    assert_eq!(b.text("#nav a[href='#/']").await, "Overview");
+    b.go("about:blank").await;
+    b.view(&base, "", "overview").await;
+    assert_eq!(b.text("#nav a[href='#/']").await, "Overview");
+    assert_eq!(b.text("#main h2").await, "Topics");
+    b.click("#lang").await;
+    b.wait_text("#nav a[href='#/']", "概览").await;
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_is_usable_in_a_420_px_wide_window() {
+    let redis = RedisServer::start();
+    let (q, s) = sample(&redis, ServerConfig::default()).await;
+    let Some(b) = Browser::start_with(Setup {
+        width: 420,
+        ..Setup::default()
+    })
+    .await
+    else {
+        s.stop().await;
+        return;
+    };
+    let base = s.base.clone();
+    b.view(&base, "", "overview").await;
+    let width = b.run("return window.innerWidth;").await.as_u64().unwrap();
+    assert!(width <= 420, "the window is {width} px wide");
+    // No view is wider than the window: wide tables scroll on their own.
+    for (hash, page) in VIEWS {
+        b.view(&base, hash, page).await;
+        let (page_w, view_w) = (
+            b.run("return document.documentElement.scrollWidth;").await,
+            b.run("return document.documentElement.clientWidth;").await,
+        );
+        assert!(
+            page_w.as_u64().unwrap() <= view_w.as_u64().unwrap(),
+            "#/{hash} is {page_w} px wide in a {view_w} px window"
+        );
+    }
+    // And its actions are within reach.
+    b.view(&base, "topic/orders", "topic").await;
+    b.click("#toggle-pause").await;
+    eventually(Duration::from_secs(30), "orders paused", || async {
+        q.topics().await.unwrap().topics["orders"]
+            .paused
+            .then_some(())
+    })
+    .await;
+    b.view(&base, "", "overview").await;
+    b.shot("dashboard-narrow.png").await;
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_dashboard_shows_every_view_and_no_action() {
+    let redis = RedisServer::start();
+    let (q, s) = sample(
+        &redis,
+        ServerConfig {
+            ui: UiMode::ReadOnly,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let Some(b) = Browser::start().await else {
+        s.stop().await;
+        return;
+    };
+    let base = s.base.clone();
+    for (hash, page) in VIEWS {
+        b.view(&base, hash, page).await;
+        // View controls (the chart's resolution) only.
+        let actions = b
+            .run("return document.querySelectorAll('main button:not([data-view]), main input, main form, main select').length;")
+            .await;
+        assert_eq!(actions, json!(0), "#/{hash} offers an action");
+        b.no_stray_words(hash).await;
+    }
+    assert_eq!(b.text("#mode").await, "read-only");
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_and_webhooks_views_show_what_the_running_delayqs_report() {
+    let redis = RedisServer::start();
+    // A webhook whose receiver is not there: its deliveries fail. The
+    // query string's value is a secret the page must not show.
+    let d = DelayqProcess::start(
+        &redis,
+        &["--webhook", "hooks=http://127.0.0.1:9/in?key=hush-hush"],
+    );
+    let q = queue(&redis);
+    q.push(&job("hook-1", "hooks", 0, 60_000)).await.unwrap();
+    let Some(b) = Browser::start().await else {
+        drop(d);
+        return;
+    };
+    let base = d.base.clone();
+    let (status, _) = api(&base, "/v1/instances").await;
+    if status == 404 {
+        for view in ["instances", "webhooks"] {
+            b.view(&base, view, view).await;
+            b.find(".not-available").await;
+        }
+    } else {
+        let (_, v) = eventually(Duration::from_secs(30), "an instance", || async {
+            let r = api(&base, "/v1/instances").await;
+            (!r.1["instances"].as_array().unwrap().is_empty()).then_some(r)
+        })
+        .await;
+        b.view(&base, "instances", "instances").await;
+        let me = &v["instances"][0];
+        let id = me["id"].as_str().unwrap();
+        let row = format!("#instances tr[data-id='{id}']");
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=host]")).await,
+            me["host"].as_str().unwrap()
+        );
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=version]")).await,
+            me["version"].as_str().unwrap()
+        );
+        assert_eq!(
+            b.text(&format!("{row} td[data-col=listen]")).await,
+            me["listen"].as_str().unwrap()
+        );
+        b.no_stray_words("instances").await;
+        b.shot("dashboard-instances.png").await;
+
+        // The failed delivery shows, and the secret does not.
+        let (_, w) = eventually(Duration::from_secs(60), "a failed delivery", || async {
+            let r = api(&base, "/v1/webhooks").await;
+            let n = r.1["webhooks"][0]["failures_last_hour"]
+                .as_u64()
+                .unwrap_or(0);
+            (n > 0).then_some(r)
+        })
+        .await;
+        b.view(&base, "webhooks", "webhooks").await;
+        let hook = &w["webhooks"][0];
+        assert_eq!(
+            b.text("#webhooks tr[data-topic=hooks] td[data-col=url]")
+                .await,
+            hook["url"].as_str().unwrap()
+        );
+        let failures = b
+            .text("#webhooks tr[data-topic=hooks] td[data-col=failures]")
+            .await;
+        assert!(failures.parse::<u64>().unwrap() >= 1, "{failures}");
+        let text = b.text("body").await;
+        assert!(!text.contains("hush-hush"), "the secret is shown: {text}");
+        b.no_stray_words("webhooks").await;
+        b.shot("dashboard-webhooks.png").await;
+    }
+    drop(b);
+    q.close().await;
+    d.terminate();
 }
