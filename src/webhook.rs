@@ -326,8 +326,11 @@ async fn deliver(
         ),
         Err(e) => {
             // The causes too: "invalid peer certificate: UnknownIssuer" is
-            // what tells a user to set SSL_CERT_FILE.
-            let mut why = format!("connection error: {e}");
+            // what tells a user to set SSL_CERT_FILE. The URL as shown, not
+            // reqwest's: the error is kept with the job and in the webhook
+            // status, and the URL's query may hold a secret.
+            let e = e.without_url();
+            let mut why = format!("connection error: {}: {e}", hook.shown_url());
             let mut cause = std::error::Error::source(&e);
             while let Some(c) = cause {
                 why = format!("{why}: {c}");

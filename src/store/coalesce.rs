@@ -51,6 +51,14 @@ pub(crate) trait Coalesced: Batch {
     fn unclaimed(_ctx: &Self::Ctx, _out: Self::Out) {}
     /// The error of a call whose caller stopped waiting before it was sent.
     fn late(ctx: &Self::Ctx) -> Error;
+    /// When the caller of `item` stops waiting, if before the deadline it
+    /// was submitted with (a pop waits longer than its caller, for a late
+    /// reply whose jobs it gives back): the lane holds later calls back
+    /// behind a batch at most that long, and does not send an item whose
+    /// caller has gone.
+    fn caller_gone_at(_item: &Self::Item) -> Option<Instant> {
+        None
+    }
     /// Sends one batch (all of partition `part`) that changes nothing after
     /// `deadline` (its members' earliest): the batch's error, or each
     /// item's result in order.
@@ -205,13 +213,15 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, ctx: B::Ctx, part: usize
             return;
         };
         let now = Instant::now();
-        let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|w| w.deadline > now);
+        let waits =
+            |w: &Waiting<B>| B::caller_gone_at(&w.item).map_or(w.deadline, |t| t.min(w.deadline));
+        let (live, late): (Vec<_>, Vec<_>) = batch.into_iter().partition(|w| waits(w) > now);
         for w in late {
             let _ = w.reply.send(Err(B::late(&ctx)));
         }
         let (Some(deadline), Some(patience)) = (
             live.iter().map(|w| w.deadline).min(),
-            live.iter().map(|w| w.deadline).max(),
+            live.iter().map(waits).max(),
         ) else {
             continue;
         };

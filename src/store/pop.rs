@@ -144,6 +144,12 @@ impl Coalesced for Pops {
         store.timed_out("pop")
     }
 
+    /// The pop's caller waits until `until`; the batch's deadline is later,
+    /// for a late reply whose jobs are then given back.
+    fn caller_gone_at(item: &PopRequest) -> Option<Instant> {
+        Some(item.until)
+    }
+
     fn joins(first: &PopRequest, other: &PopRequest) -> bool {
         first.topics == other.topics && first.max_bytes == other.max_bytes
     }

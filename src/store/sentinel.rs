@@ -85,17 +85,20 @@ impl Store {
         }
         let client = super::client(&s.master_url(&host, port), &self.tls)?;
         let conn = Self::manager(&client, self.timeout)?;
+        // The acknowledged writes' connection is replaced first: no call
+        // made on the new link can find the old one (a dead master's, whose
+        // manager keeps reconnecting while calls on it wait).
+        if self.replica_acks > 0 {
+            let acks = Self::manager(&client, self.timeout)?;
+            *self.ack_conn.write().unwrap() = Some(super::conn::Conn::Single(acks));
+            self.acks.reset();
+        }
         {
             let mut link = self.link.write().unwrap();
             link.client = client;
             link.conn = super::conn::Conn::Single(conn);
             link.master = Some((host.clone(), port));
             std::mem::take(&mut link.gone).cancel();
-        }
-        if self.replica_acks > 0 {
-            let conn = Self::manager(&self.client(), self.timeout)?;
-            *self.ack_conn.write().unwrap() = Some(super::conn::Conn::Single(conn));
-            self.acks.reset();
         }
         self.relinked.notify_waiters();
         match current {

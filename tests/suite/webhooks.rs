@@ -616,3 +616,37 @@ async fn the_webhooks_view_shows_each_topics_masked_url_last_delivery_and_the_ho
     q.close().await;
     drop(other);
 }
+
+/// A receiver that cannot be reached: the error kept with the job, shown in
+/// the webhook status and logged names the URL with its password and query
+/// values masked, as everywhere else (reqwest's own message carries the
+/// whole URL, query secret included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_error_keeps_the_webhook_urls_secrets_out_of_the_job_the_status_and_the_log() {
+    let redis = RedisServer::start();
+    // Nothing listens on port 9 (discard) here: the connection is refused.
+    let hook = "gone=http://bot:hunter2@127.0.0.1:9/in?key=hush-hush";
+    let (delayq, logs) = DelayqProcess::spawn_logged(&["--redis", &redis.url(), "--webhook", hook]);
+    let q = queue(&redis);
+    q.push(&job("g-1", "gone", 0, 30_000)).await.unwrap();
+    let line = log_line(&logs, "job failed; retrying later", Duration::from_secs(20));
+    let error = eventually(Duration::from_secs(20), "the job's last error", || async {
+        q.get("g-1").await.unwrap()?.last_error
+    })
+    .await;
+    let status = eventually(Duration::from_secs(20), "the webhook status", || async {
+        let w = webhooks_view(&delayq.base).await;
+        w.first()
+            .and_then(|w| w["last_error"].as_str().map(str::to_owned))
+    })
+    .await;
+    for shown in [&line, &error, &status] {
+        assert!(
+            !shown.contains("hush-hush") && !shown.contains("hunter2"),
+            "a secret shown: {shown}"
+        );
+        assert!(shown.contains("127.0.0.1:9/in?key=***"), "{shown}");
+    }
+    q.close().await;
+    delayq.terminate();
+}
