@@ -492,6 +492,22 @@ async fn cluster_outage(acks: &str) -> (Figures, usize, Vec<String>) {
     ];
     let delayqs = [DelayqProcess::spawn(&args), DelayqProcess::spawn(&args)];
     let bases: Vec<String> = delayqs.iter().map(|d| d.base.clone()).collect();
+    // Every replica in sync as delayq sees it (a busy machine starts them
+    // slowly): pushes with replica acks go to healthy shards only.
+    for base in &bases {
+        eventually(Duration::from_secs(60), "every shard healthy", || async {
+            let v: Value = http()
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (v["degraded"] != true && !v.to_string().contains("\"down\"")).then_some(())
+        })
+        .await;
+    }
     let ledger = Arc::new(Ledger::default());
     let stop = Arc::new(AtomicBool::new(false));
     let pushing = Instant::now();

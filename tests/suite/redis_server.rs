@@ -213,6 +213,17 @@ impl RedisServer {
         c.query_async(&mut self.conn().await).await.unwrap()
     }
 
+    /// Keys holding data (DBSIZE less what a running delayq keeps for its
+    /// own running: the dispatcher lease, instance heartbeats): what a
+    /// refused request must leave as it was.
+    pub async fn data_keys(&self) -> i64 {
+        const COUNT: &str = "local n = 0 \
+            for _, k in ipairs(redis.call('KEYS', '*')) do \
+              if not (string.find(k, ':dispatcher$') or string.find(k, ':instance')) then n = n + 1 end \
+            end return n";
+        self.cmd(&["EVAL", COUNT, "0"]).await
+    }
+
     /// One numeric field of `INFO section`.
     pub fn info(&self, section: &str, field: &str) -> f64 {
         let mut c = self.client().get_connection().unwrap();
