@@ -239,14 +239,21 @@ impl Metrics {
             d.ready += c.ready;
             d.reserved += c.reserved;
             d.dead += c.dead;
+            d.finished += c.finished;
         }
         for (topic, c) in depths {
+            // Finished records exist only with --keep-finished: their series
+            // only where some are kept.
+            let finished = (c.finished > 0).then_some((JobState::Finished, c.finished));
             for (st, n) in [
                 (JobState::Delayed, c.delayed),
                 (JobState::Ready, c.ready),
                 (JobState::Reserved, c.reserved),
                 (JobState::Dead, c.dead),
-            ] {
+            ]
+            .into_iter()
+            .chain(finished)
+            {
                 let l = jobs.labels(&[topic.clone(), st.as_str().to_owned()], None);
                 let _ = writeln!(out, "delayq_jobs{l} {n}");
             }

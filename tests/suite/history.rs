@@ -90,6 +90,16 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     let (status, v) = get(&s.base, "/v1/jobs/order-1001").await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["state"], "finished");
+    let metrics = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("delayq_jobs{topic=\"close\",state=\"finished\"} 1\n"),
+        "/metrics counts the kept record"
+    );
     assert_eq!(v["topic"], "close");
     assert_eq!(v["attempts"], 2, "the attempt that finished it");
     assert_eq!(v["last_error"], "gateway timeout");
