@@ -6,26 +6,13 @@ use crate::common::*;
 use delayq::{JobState, RetryPolicy};
 use serde_json::Value;
 
-async fn delayq(base: &str, args: &[&str]) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
-    cmd.args(args).args(["--server", base]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_subcommands_manage_jobs_and_dead_letters() {
     let redis = RedisServer::start();
     let s = TestServer::start(queue(&redis), Default::default()).await;
     let b = s.base.as_str();
 
-    let (ok, out, err) = delayq(
+    let (ok, out, err) = delayq_cli(
         b,
         &[
             "push", "--topic", "remind", "--id", "m1", "--body", "renew", "--delay", "15d",
@@ -40,14 +27,14 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
     assert_eq!(job.retry, RetryPolicy::parse("1m,5m", None).unwrap());
     assert!(job.due_ms >= redis.time_ms().await + 15 * 86_400_000 - 60_000);
 
-    let (ok, out, _) = delayq(b, &["get", "m1"]).await;
+    let (ok, out, _) = delayq_cli(b, &["get", "m1"]).await;
     assert!(ok);
     assert!(
         out.contains("state: delayed") && out.contains("body: renew"),
         "{out}"
     );
 
-    let (ok, out, _) = delayq(b, &["stats"]).await;
+    let (ok, out, _) = delayq_cli(b, &["stats"]).await;
     assert!(ok);
     assert!(
         out.lines()
@@ -78,29 +65,29 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
         .nack("d1", &d.token, None, "endpoint down")
         .await
         .unwrap();
-    let (ok, out, _) = delayq(b, &["dead", "list", "hook"]).await;
+    let (ok, out, _) = delayq_cli(b, &["dead", "list", "hook"]).await;
     assert!(ok);
     assert!(out.contains("d1") && out.contains("endpoint down"), "{out}");
-    let (ok, out, _) = delayq(b, &["dead", "requeue", "hook"]).await;
+    let (ok, out, _) = delayq_cli(b, &["dead", "requeue", "hook"]).await;
     assert!(ok);
     assert!(out.contains("requeued 1"), "{out}");
-    let (ok, out, _) = delayq(b, &["dead", "purge", "hook", "--json"]).await;
+    let (ok, out, _) = delayq_cli(b, &["dead", "purge", "hook", "--json"]).await;
     assert!(ok);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["purged"], 0);
 
-    let (ok, _, _) = delayq(b, &["delete", "m1"]).await;
+    let (ok, _, _) = delayq_cli(b, &["delete", "m1"]).await;
     assert!(ok);
     // Errors are clear and the exit status says so.
-    let (ok, _, err) = delayq(b, &["get", "m1"]).await;
+    let (ok, _, err) = delayq_cli(b, &["get", "m1"]).await;
     assert!(!ok);
     assert!(
         err.contains("404") && err.contains("no job with id"),
         "{err}"
     );
-    let (ok, _, err) = delayq(b, &["push", "--topic", "t", "--delay", "5y"]).await;
+    let (ok, _, err) = delayq_cli(b, &["push", "--topic", "t", "--delay", "5y"]).await;
     assert!(!ok);
     assert!(err.contains("unknown unit"), "{err}");
-    let (ok, _, err) = delayq("http://127.0.0.1:1", &["stats"]).await;
+    let (ok, _, err) = delayq_cli("http://127.0.0.1:1", &["stats"]).await;
     assert!(!ok);
     assert!(err.contains("cannot reach delayq"), "{err}");
     s.stop().await;
@@ -121,23 +108,23 @@ async fn a_consumer_from_the_command_line_pops_settles_lists_and_pauses() {
         (s.queue.topics().await.unwrap().topics["cli"].ready == 3).then_some(())
     })
     .await;
-    let (ok, out, err) = delayq(b, &["list", "cli", "--state", "ready"]).await;
+    let (ok, out, err) = delayq_cli(b, &["list", "cli", "--state", "ready"]).await;
     assert!(ok, "{err}");
     assert!(
         out.contains("c0") && out.contains("c2") && out.contains("ready"),
         "{out}"
     );
 
-    let (ok, out, err) = delayq(b, &["pop", "cli", "--json"]).await;
+    let (ok, out, err) = delayq_cli(b, &["pop", "cli", "--json"]).await;
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let (id, token) = (
         v["jobs"][0]["id"].as_str().unwrap().to_owned(),
         v["jobs"][0]["token"].as_str().unwrap().to_owned(),
     );
-    let (ok, out, err) = delayq(b, &["touch", &id, "--lease", &token, "--ttr", "2m"]).await;
+    let (ok, out, err) = delayq_cli(b, &["touch", &id, "--lease", &token, "--ttr", "2m"]).await;
     assert!(ok && out.contains("leased until"), "{out} {err}");
-    let (ok, out, _) = delayq(
+    let (ok, out, _) = delayq_cli(
         b,
         &[
             "nack", &id, "--lease", &token, "--error", "flaky", "--delay", "1h",
@@ -145,25 +132,25 @@ async fn a_consumer_from_the_command_line_pops_settles_lists_and_pauses() {
     )
     .await;
     assert!(ok && out.contains("delayed"), "{out}");
-    let (ok, _, err) = delayq(b, &["finish", &id, "--lease", &token]).await;
+    let (ok, _, err) = delayq_cli(b, &["finish", &id, "--lease", &token]).await;
     assert!(
         !ok && err.contains("409"),
         "a stale token is refused: {err}"
     );
-    let (ok, out, _) = delayq(b, &["reschedule", &id, "--delay", "2h"]).await;
+    let (ok, out, _) = delayq_cli(b, &["reschedule", &id, "--delay", "2h"]).await;
     assert!(ok && out.contains("due at"), "{out}");
-    let (ok, out, _) = delayq(b, &["list", "cli", "--state", "delayed"]).await;
+    let (ok, out, _) = delayq_cli(b, &["list", "cli", "--state", "delayed"]).await;
     assert!(ok && out.contains(&id), "{out}");
-    let (ok, out, _) = delayq(b, &["list", "cli", "--state", "dead"]).await;
+    let (ok, out, _) = delayq_cli(b, &["list", "cli", "--state", "dead"]).await;
     assert!(ok && out.trim() == "none", "{out}");
 
-    let (ok, out, _) = delayq(b, &["pause", "cli"]).await;
+    let (ok, out, _) = delayq_cli(b, &["pause", "cli"]).await;
     assert!(ok && out.contains("paused"), "{out}");
-    let (ok, out, _) = delayq(b, &["pop", "cli"]).await;
+    let (ok, out, _) = delayq_cli(b, &["pop", "cli"]).await;
     assert!(ok && out.contains("none ready"), "paused: {out}");
-    let (ok, _, _) = delayq(b, &["resume", "cli"]).await;
+    let (ok, _, _) = delayq_cli(b, &["resume", "cli"]).await;
     assert!(ok);
-    let (ok, out, _) = delayq(b, &["pop", "cli", "--count", "5", "--json"]).await;
+    let (ok, out, _) = delayq_cli(b, &["pop", "cli", "--count", "5", "--json"]).await;
     assert!(ok);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
@@ -520,15 +507,15 @@ async fn ids_with_url_characters_reach_their_jobs_from_the_command_line() {
         s.queue.push(&job(id, "odd", 60_000, 1000)).await.unwrap();
     }
     for id in ids {
-        let (ok, out, err) = delayq(b, &["get", id, "--json"]).await;
+        let (ok, out, err) = delayq_cli(b, &["get", id, "--json"]).await;
         assert!(ok, "get {id:?}: {err}");
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["id"], id);
-        let (ok, _, err) = delayq(b, &["delete", id]).await;
+        let (ok, _, err) = delayq_cli(b, &["delete", id]).await;
         assert!(ok, "delete {id:?}: {err}");
         assert!(s.queue.get(id).await.unwrap().is_none(), "{id:?} left");
     }
-    let (ok, _, err) = delayq(b, &["push", "--topic", "odd", "--id", ".."]).await;
+    let (ok, _, err) = delayq_cli(b, &["push", "--topic", "odd", "--id", ".."]).await;
     assert!(!ok && err.contains("path segment"), "{err}");
     s.stop().await;
 }
@@ -595,7 +582,7 @@ async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
             &["--retry", "no unit"][..],
         ),
     ] {
-        let (ok, _, err) = delayq(b, args).await;
+        let (ok, _, err) = delayq_cli(b, args).await;
         assert!(!ok, "{args:?} was accepted");
         for w in words {
             assert!(err.contains(w), "{args:?}: {err}");
@@ -603,7 +590,7 @@ async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
     }
     let n = redis.cmd::<Vec<String>>(&["KEYS", "{dq}:j:*"]).await;
     assert!(n.is_empty(), "nothing pushed: {n:?}");
-    let (ok, out, err) = delayq(
+    let (ok, out, err) = delayq_cli(
         b,
         &[
             "push",
@@ -617,7 +604,7 @@ async fn the_cli_refuses_due_times_and_durations_whose_unit_it_would_guess() {
     .await;
     assert!(ok, "{err}");
     assert!(out.contains("1806224400000"), "{out}");
-    let (ok, _, err) = delayq(b, &["push", "--topic", "u", "--delay", "1500ms"]).await;
+    let (ok, _, err) = delayq_cli(b, &["push", "--topic", "u", "--delay", "1500ms"]).await;
     assert!(ok, "{err}");
     s.stop().await;
 }
@@ -661,7 +648,7 @@ async fn a_closed_stdout_ends_the_cli_quietly_and_gives_back_a_popped_job() {
     let j = s.queue.get("p1").await.unwrap().unwrap();
     assert_eq!((j.state, j.attempts), (JobState::Ready, 0), "{j:?}");
     // And `| head -2` of a pop keeps what settles the job: id and token.
-    let (ok, out, err) = delayq(b, &["pop", "pipe"]).await;
+    let (ok, out, err) = delayq_cli(b, &["pop", "pipe"]).await;
     assert!(ok, "{err}");
     let first_two: Vec<&str> = out.lines().take(2).collect();
     assert!(
@@ -679,7 +666,7 @@ async fn delayq_work_refuses_a_command_it_cannot_start_and_never_counts_it_as_an
     s.queue.push(&job("n1", "nocmd", 0, 60_000)).await.unwrap();
     // At start: refused before any job is taken.
     for cmd in ["/no/such/cmd", "no-such-command-delayq-test"] {
-        let (ok, _, err) = delayq(b, &["work", "nocmd", "--", cmd]).await;
+        let (ok, _, err) = delayq_cli(b, &["work", "nocmd", "--", cmd]).await;
         assert!(!ok && err.contains("cannot run"), "{cmd}: {err}");
     }
     let j = s.queue.get("n1").await.unwrap().unwrap();
@@ -783,11 +770,11 @@ async fn cli_mistakes_get_messages_that_name_the_fix() {
     let b = s.base.as_str();
     // HOST:PORT is taken as http://HOST:PORT.
     let bare = b.trim_start_matches("http://");
-    let (ok, _, err) = delayq(bare, &["stats", "--token", "t0ken"]).await;
+    let (ok, _, err) = delayq_cli(bare, &["stats", "--token", "t0ken"]).await;
     assert!(ok, "{err}");
     // A wrong or missing token names the flag and the variable.
     for args in [&["stats", "--token", "wrong"][..], &["stats"][..]] {
-        let (ok, _, err) = delayq(b, args).await;
+        let (ok, _, err) = delayq_cli(b, args).await;
         assert!(!ok);
         assert!(
             err.contains("401") && err.contains("--token") && err.contains("DELAYQ_CLIENT_TOKEN"),
@@ -795,17 +782,17 @@ async fn cli_mistakes_get_messages_that_name_the_fix() {
         );
     }
     // `dead TOPIC` points at `dead list TOPIC`.
-    let (ok, _, err) = delayq(b, &["dead", "app-jobs", "--token", "t0ken"]).await;
+    let (ok, _, err) = delayq_cli(b, &["dead", "app-jobs", "--token", "t0ken"]).await;
     assert!(!ok && err.contains("delayq dead list app-jobs"), "{err}");
     // Pausing a topic the server has never held a job of says so.
     s.queue
         .push(&job("o1", "orders", 60_000, 60_000))
         .await
         .unwrap();
-    let (ok, out, err) = delayq(b, &["pause", "orderz", "--token", "t0ken"]).await;
+    let (ok, out, err) = delayq_cli(b, &["pause", "orderz", "--token", "t0ken"]).await;
     assert!(ok && out.contains("orderz: paused"), "{out}{err}");
     assert!(err.contains("no job of topic \"orderz\""), "{err}");
-    let (ok, _, err) = delayq(b, &["pause", "orders", "--token", "t0ken"]).await;
+    let (ok, _, err) = delayq_cli(b, &["pause", "orders", "--token", "t0ken"]).await;
     assert!(ok && err.is_empty(), "{err}");
     s.stop().await;
 }
@@ -833,7 +820,7 @@ rate = { per_second = 5, burst = 5 }
     )
     .unwrap();
     let p = DelayqProcess::start(&redis, &["--config", config.to_str().unwrap()]);
-    let (ok, _, err) = delayq(&p.base, &["pause", "stopped"]).await;
+    let (ok, _, err) = delayq_cli(&p.base, &["pause", "stopped"]).await;
     assert!(ok, "{err}");
     let get = || async {
         reqwest::get(format!("{}/v1/topics", p.base))
@@ -864,7 +851,7 @@ rate = { per_second = 5, burst = 5 }
         assert!(!text.contains(secret), "{secret} shown: {text}");
     }
 
-    let (ok, out, err) = delayq(&p.base, &["stats"]).await;
+    let (ok, out, err) = delayq_cli(&p.base, &["stats"]).await;
     assert!(ok, "{err}");
     let row = |t: &str| {
         out.lines()

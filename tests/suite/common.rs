@@ -260,3 +260,25 @@ pub fn job(id: &str, topic: &str, delay_ms: u64, ttr_ms: u64) -> delayq::NewJob 
         ..Default::default()
     }
 }
+
+/// GET base+path: the status and the JSON reply (null if none).
+pub async fn get_json(base: &str, path: &str) -> (u16, serde_json::Value) {
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Runs `delayq ARGS --server BASE`: whether it succeeded, its stdout and
+/// its stderr.
+pub async fn delayq_cli(base: &str, args: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args).args(["--server", base]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

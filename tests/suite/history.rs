@@ -37,13 +37,6 @@ async fn push_ready(q: &Queue, id: &str, topic: &str) {
     q.push(&job(id, topic, 0, 60_000)).await.unwrap();
 }
 
-/// GET base+path: status and JSON.
-async fn get(base: &str, path: &str) -> (u16, Value) {
-    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 async fn finished_count(q: &Queue, topic: &str) -> u64 {
     q.topics()
         .await
@@ -51,19 +44,6 @@ async fn finished_count(q: &Queue, topic: &str) -> u64 {
         .topics
         .get(topic)
         .map_or(0, |c| c.finished)
-}
-
-async fn delayq_cli(base: &str, args: &[&str]) -> (bool, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
-    cmd.args(args).args(["--server", base]);
-    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +67,7 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     q.finish(&second.id, &second.token).await.unwrap();
     let after = redis.time_ms().await;
 
-    let (status, v) = get(&s.base, "/v1/jobs/order-1001").await;
+    let (status, v) = get_json(&s.base, "/v1/jobs/order-1001").await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["state"], "finished");
     let metrics = reqwest::get(format!("{}/metrics", s.base))
@@ -111,7 +91,7 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
         "{before} <= {at} <= {after}"
     );
     assert_eq!(finished_count(&q, "close").await, 1);
-    let (_, topics) = get(&s.base, "/v1/topics").await;
+    let (_, topics) = get_json(&s.base, "/v1/topics").await;
     assert_eq!(topics["topics"]["close"]["finished"], 1, "{topics}");
 
     // The OpenAPI document names the state and the field.
@@ -167,7 +147,7 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
         .await
         .unwrap();
     assert_eq!(r.status(), 204);
-    assert_eq!(get(&s.base, "/v1/jobs/order-1001").await.0, 404);
+    assert_eq!(get_json(&s.base, "/v1/jobs/order-1001").await.0, 404);
     assert_eq!(finished_count(&q, "close").await, 0);
     s.stop().await;
 }
@@ -200,7 +180,7 @@ async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_writte
         before, after,
         "a finish wrote more than a removal: {writes:?}"
     );
-    assert_eq!(get(&s.base, "/v1/jobs/a").await.0, 404);
+    assert_eq!(get_json(&s.base, "/v1/jobs/a").await.0, 404);
     let keys: Vec<String> = redis.cmd(&["KEYS", "*"]).await;
     assert!(
         keys.iter()
@@ -227,7 +207,7 @@ async fn a_record_expires_with_its_window_and_leaves_the_counts() {
         "the record carries its window: {ttl}"
     );
     eventually(Duration::from_secs(20), "the record expired", || async {
-        (get(&s.base, "/v1/jobs/short").await.0 == 404).then_some(())
+        (get_json(&s.base, "/v1/jobs/short").await.0 == 404).then_some(())
     })
     .await;
     // Nothing finishes any more: the trim loop (every second here) takes
@@ -303,7 +283,7 @@ async fn finished_jobs_are_listed_newest_first_a_page_at_a_time() {
         if let Some(c) = &cursor {
             path.push_str(&format!("&cursor={c}"));
         }
-        let (status, page) = get(&s.base, &path).await;
+        let (status, page) = get_json(&s.base, &path).await;
         assert_eq!(status, 200, "{page}");
         assert_eq!(page["state"], "finished");
         for j in page["jobs"].as_array().unwrap() {

@@ -7,7 +7,7 @@ use delayq::http::ServerConfig;
 use delayq::{Config, Queue, RateLimit, Resolution, RetryPolicy};
 use serde_json::Value;
 
-use crate::common::{config, eventually, job, queue, topics, RedisServer, TestServer};
+use crate::common::{config, eventually, get_json, job, queue, topics, RedisServer, TestServer};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -26,12 +26,6 @@ async fn pop(q: &Queue, topic: &str) -> delayq::Delivery {
             .unwrap()
     })
     .await
-}
-
-async fn get(base: &str, path: &str) -> (u16, Value) {
-    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
 }
 
 #[tokio::test]
@@ -66,7 +60,7 @@ async fn two_instances_both_count_into_throughput_per_kind() {
     }
 
     let s = TestServer::start(a.clone(), ServerConfig::default()).await;
-    let (status, v) = get(&s.base, "/v1/stats/throughput?topic=tp").await;
+    let (status, v) = get_json(&s.base, "/v1/stats/throughput?topic=tp").await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["resolution_s"], 60);
     let pushed = v["series"]["pushed"].as_array().unwrap();
@@ -75,7 +69,7 @@ async fn two_instances_both_count_into_throughput_per_kind() {
     assert_eq!(total, 2);
     let span = v["to_ms"].as_i64().unwrap() - v["from_ms"].as_i64().unwrap();
     assert_eq!(span, 3_600_000);
-    let (_, v) = get(&s.base, "/v1/stats/throughput?resolution=second").await;
+    let (_, v) = get_json(&s.base, "/v1/stats/throughput?resolution=second").await;
     assert_eq!(v["resolution_s"], 1);
     for k in ["pushed", "delivered", "finished", "failed", "dead"] {
         assert_eq!(v["series"][k].as_array().unwrap().len(), 300, "{k}");
@@ -140,7 +134,7 @@ async fn backlog_ages_appear_and_held_says_paused_or_rate() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let s = TestServer::start(q.clone(), ServerConfig::default()).await;
-    let (status, v) = get(&s.base, "/v1/topics").await;
+    let (status, v) = get_json(&s.base, "/v1/topics").await;
     assert_eq!(status, 200, "{v}");
     let t = &v["topics"];
     assert_eq!(t["held-p"]["held"], "paused", "{v}");
@@ -181,7 +175,7 @@ async fn overdue_delayed_jobs_show_how_long_they_are_overdue() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let s = TestServer::start(q.clone(), ServerConfig::default()).await;
-    let (_, v) = get(&s.base, "/v1/topics").await;
+    let (_, v) = get_json(&s.base, "/v1/topics").await;
     let age = v["topics"]["late"]["oldest_overdue_ms"].as_u64();
     assert!(age.is_some_and(|a| a >= 250), "{v}");
     assert_eq!(v["topics"]["late"]["oldest_ready_ms"], Value::Null);
@@ -216,7 +210,7 @@ async fn lateness_percentiles_come_from_every_instance_s_buckets() {
     a.flush_stats().await;
     b.flush_stats().await;
     let s = TestServer::start(a.clone(), ServerConfig::default()).await;
-    let (_, v) = get(&s.base, "/v1/topics").await;
+    let (_, v) = get_json(&s.base, "/v1/topics").await;
     let l = &v["topics"]["lt"]["lateness_ms"];
     assert_eq!(l["samples"], 100, "{v}");
     assert_eq!(
@@ -230,7 +224,7 @@ async fn lateness_percentiles_come_from_every_instance_s_buckets() {
     // A real hand-over counts too, by topic.
     a.push(&job("now", "lt2", 0, 60_000)).await.unwrap();
     eventually(LIMIT, "the hand-over's lateness in Redis", || async {
-        let (_, v) = get(&s.base, "/v1/topics").await;
+        let (_, v) = get_json(&s.base, "/v1/topics").await;
         (v["topics"]["lt2"]["lateness_ms"]["samples"] == 1 && v["lateness_ms"]["samples"] == 101)
             .then_some(())
     })
@@ -244,18 +238,18 @@ async fn lateness_percentiles_come_from_every_instance_s_buckets() {
 async fn bad_throughput_queries_are_refused_naming_the_problem() {
     let redis = RedisServer::start();
     let s = TestServer::start(queue(&redis), ServerConfig::default()).await;
-    let (status, v) = get(&s.base, "/v1/stats/throughput?resolution=hour").await;
+    let (status, v) = get_json(&s.base, "/v1/stats/throughput?resolution=hour").await;
     assert_eq!(status, 400, "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(msg.contains("resolution") && msg.contains("hour"), "{msg}");
     let long = "t".repeat(1000);
-    let (status, v) = get(&s.base, &format!("/v1/stats/throughput?topic={long}")).await;
+    let (status, v) = get_json(&s.base, &format!("/v1/stats/throughput?topic={long}")).await;
     assert_eq!(status, 400, "{v}");
     assert!(
         v["error"]["message"].as_str().unwrap().contains("topic"),
         "{v}"
     );
-    let (status, v) = get(&s.base, "/v1/stats/throughput?window=1").await;
+    let (status, v) = get_json(&s.base, "/v1/stats/throughput?window=1").await;
     assert_eq!(status, 400, "{v}");
     assert!(
         v["error"]["message"].as_str().unwrap().contains("window"),
