@@ -156,10 +156,16 @@ pub(crate) async fn consume(
         };
         match result {
             Ok(finished) => ledger.settled(&d.id, &d.token, before, finished),
-            // A timeout may still have been applied: record it as given
+            // A refusal changed nothing.
+            Err(
+                delayq::Error::StaleLease(_)
+                | delayq::Error::NotFound(_)
+                | delayq::Error::Invalid(_),
+            ) => {}
+            // A call without an answer (a timeout, a connection killed
+            // under it) may still have been applied: record it as given
             // back (the lease check then allows an early re-delivery).
-            Err(delayq::Error::Timeout { .. }) => ledger.settled(&d.id, &d.token, before, false),
-            Err(_) => {}
+            Err(_) => ledger.settled(&d.id, &d.token, before, false),
         }
     }
 }
@@ -331,9 +337,12 @@ async fn scenario(faults: &[Fault]) -> Figures {
                 delayqs.push(DelayqProcess::start(&redis, &args));
             }
             Fault::KillRedisAlways | Fault::KillRedisEverysec => {
-                crash_at = Some(Instant::now());
+                let killed = Instant::now();
                 redis.kill();
                 tokio::time::sleep(Duration::from_millis(1500)).await;
+                // An acknowledgement that reaches the producer before the
+                // restart was written before the kill, whenever it arrives.
+                crash_at = Some((killed, Instant::now()));
                 redis.restart();
             }
             Fault::ClientKill => {
@@ -394,7 +403,7 @@ pub(crate) async fn judge(
     stop: &AtomicBool,
     consumers: Vec<tokio::task::JoinHandle<()>>,
     everysec: bool,
-    crash_at: Option<Instant>,
+    crash_at: Option<(Instant, Instant)>,
 ) -> Figures {
     // Wait until nothing is left in flight: no job delayed, leased (both
     // in the schedule) or ready. Whatever the ledger still misses then is
@@ -459,9 +468,13 @@ pub(crate) async fn judge(
         f.jobs += 1;
         let what = behaviour(number(id));
         if r.deliveries.is_empty() {
+            // Written at most a second (and a little) before the kill, and
+            // acknowledged before the restart (a reply can still be on its
+            // way when Redis dies).
             let in_crash_window = everysec
-                && crash_at.is_some_and(|c| {
-                    acked_at <= c && c.duration_since(acked_at) <= Duration::from_millis(1500)
+                && crash_at.is_some_and(|(killed, restarted)| {
+                    acked_at <= restarted
+                        && killed.saturating_duration_since(acked_at) <= Duration::from_millis(1500)
                 });
             if in_crash_window {
                 f.lost_allowed += 1;
