@@ -26,6 +26,52 @@ impl Queue {
         }
     }
 
+    /// Finishes many delivered jobs at once, each under its own lease
+    /// token: what a consumer that popped a batch sends when the batch is
+    /// done. One round trip (a script call per partition); each job has its
+    /// own result, as [`finish`](Self::finish) would give it: a stale token
+    /// or a malformed id fails that job only.
+    #[tracing::instrument(skip_all, fields(jobs = leases.len()))]
+    pub async fn finish_many(&self, leases: &[(&str, &str)]) -> Result<Vec<Result<()>>> {
+        let checked: Vec<Result<(), String>> = leases
+            .iter()
+            .map(|(id, token)| {
+                self.limits().check_id(id)?;
+                self.limits().check_token(token)
+            })
+            .collect();
+        let valid: Vec<(&str, &str)> = leases
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(l, _)| *l)
+            .collect();
+        let mut done = if valid.is_empty() {
+            Vec::new()
+        } else {
+            self.store().finish_many(&valid).await?
+        }
+        .into_iter();
+        Ok(leases
+            .iter()
+            .zip(checked)
+            .map(|((id, _), c)| {
+                c.map_err(Error::Invalid)?;
+                let removed = done.next().unwrap_or_else(|| {
+                    Err(Error::protocol("remove", "fewer replies than jobs".into()))
+                })?;
+                match removed.status {
+                    Status::Done => {
+                        self.inner.h.metrics.finished.inc([&removed.topic], 1);
+                        Ok(())
+                    }
+                    Status::Stale => Err(Error::StaleLease((*id).to_owned())),
+                    _ => Err(Error::NotFound((*id).to_owned())),
+                }
+            })
+            .collect())
+    }
+
     /// Gives a leased job back: ready again at once, the attempt not
     /// counted. A stale token changes nothing.
     pub async fn release(&self, id: &str, token: &str) -> Result<()> {

@@ -25,7 +25,7 @@ pub use jobs::{
     Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
-pub use pop::{Delivery, PopSpec, Popped};
+pub use pop::{Delivery, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use topics::{

@@ -42,3 +42,39 @@ pub struct Delivery {
     pub popped_at_ms: i64,
     pub lease_until_ms: i64,
 }
+
+/// `POST /v1/finish`: finish the jobs of a pop at once, each under its own
+/// lease token.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct FinishSpec {
+    #[schema(min_items = 1, max_items = 1000)]
+    pub jobs: Vec<LeaseSpec>,
+}
+
+/// A job and the lease token its pop gave.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseSpec {
+    pub id: String,
+    pub token: String,
+}
+
+/// One result per job, in the order sent.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct FinishReply {
+    pub finished: usize,
+    pub failed: usize,
+    pub results: Vec<FinishResult>,
+}
+
+/// One job's finish: the status a finish of it alone would have had (204
+/// finished, 404 not_found, 409 stale_lease, 400 invalid), and the error.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct FinishResult {
+    pub index: usize,
+    pub id: String,
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<super::ErrorBody>,
+}

@@ -592,3 +592,47 @@ async fn a_busy_slot_moved_and_a_master_added_under_load_lose_nothing() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_finish_over_twelve_partitions_settles_each_job() {
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let q = Queue::connect(cluster_config(&cluster, 12)).unwrap();
+    q.check_connection().await.unwrap();
+    let jobs: Vec<NewJob> = (0..60)
+        .map(|i| job(&format!("bf-{i}"), "bf", 0, 60_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let topics = ["bf".to_string()];
+    let mut got = Vec::new();
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while got.len() < 60 && std::time::Instant::now() < until {
+        got.extend(
+            q.pop_many(&topics, 60, Duration::from_secs(1))
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(got.len(), 60, "popped within a minute");
+    // Every lease but the last, which is sent with another job's token.
+    let mut leases: Vec<(&str, &str)> = got
+        .iter()
+        .map(|d| (d.id.as_str(), d.token.as_str()))
+        .collect();
+    leases[59].1 = got[0].token.as_str();
+    let results = q.finish_many(&leases).await.unwrap();
+    assert_eq!(results.len(), 60);
+    assert!(results[..59].iter().all(|r| r.is_ok()), "{results:?}");
+    assert!(
+        matches!(results[59], Err(delayq::Error::StaleLease(_))),
+        "{:?}",
+        results[59]
+    );
+    for d in &got[..59] {
+        assert!(q.get(&d.id).await.unwrap().is_none(), "{} finished", d.id);
+    }
+    let left = q.get(&got[59].id).await.unwrap().unwrap();
+    assert_eq!(left.state, delayq::JobState::Reserved);
+    q.close().await;
+}

@@ -792,3 +792,114 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
     check("/v1/jobs", "post", status, &v);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_finish_settles_each_job_on_its_own() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let api = Api::new(&s);
+    let jobs: Vec<Value> = (0..4)
+        .map(|i| json!({"id": format!("f{i}"), "topic": "fin"}))
+        .collect();
+    let (st, _) = api
+        .call("post", "/v1/jobs/batch", Some(json!({ "jobs": jobs })))
+        .await;
+    assert_eq!(st, 200);
+    let (st, popped) = api
+        .call(
+            "post",
+            "/v1/pop",
+            Some(json!({"topics": ["fin"], "max": 4, "wait_ms": 5000})),
+        )
+        .await;
+    assert_eq!(st, 200);
+    let mut got: Vec<(String, String)> = popped["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().unwrap().into(),
+                j["token"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // A long-poll returns once one is ready: take the rest too.
+    while got.len() < 4 {
+        let (_, more) = api
+            .call(
+                "post",
+                "/v1/pop",
+                Some(json!({"topics": ["fin"], "max": 4, "wait_ms": 5000})),
+            )
+            .await;
+        for j in more["jobs"].as_array().unwrap() {
+            got.push((
+                j["id"].as_str().unwrap().into(),
+                j["token"].as_str().unwrap().into(),
+            ));
+        }
+    }
+    got.sort();
+    // Three good leases, one token of another job, an unknown id and an id
+    // over the limit: each has its own outcome.
+    let body = json!({"jobs": [
+        {"id": got[0].0, "token": got[0].1},
+        {"id": got[1].0, "token": got[1].1},
+        {"id": got[2].0, "token": got[3].1},
+        {"id": "nobody", "token": got[3].1},
+        {"id": "x".repeat(300), "token": got[3].1},
+        {"id": got[3].0, "token": got[3].1},
+    ]});
+    let (st, v) = api.call("post", "/v1/finish", Some(body)).await;
+    assert_eq!(st, 200, "{v}");
+    let statuses: Vec<u64> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses, [204, 204, 409, 404, 422, 204], "{v}");
+    assert_eq!(
+        (v["finished"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(v["results"][2]["error"]["code"], "stale_lease");
+    assert_eq!(v["results"][3]["error"]["code"], "not_found");
+    assert_eq!(v["results"][4]["error"]["code"], "invalid");
+    // The finished ones are gone; the one sent with a stale token is
+    // still leased to its consumer, untouched.
+    for (id, _) in [&got[0], &got[1], &got[3]] {
+        let (st, _) = api.call("get", &format!("/v1/jobs/{id}"), None).await;
+        assert_eq!(st, 404, "{id} was finished");
+    }
+    let (_, kept) = api
+        .call("get", &format!("/v1/jobs/{}", got[2].0), None)
+        .await;
+    assert_eq!(kept["state"], "reserved", "{kept}");
+    // Nothing to finish, too many, or a field misspelt: refused whole.
+    let (st, v) = api
+        .call("post", "/v1/finish", Some(json!({"jobs": []})))
+        .await;
+    assert_eq!((st, code(&v)), (422, "invalid"), "{v}");
+    let over: Vec<Value> = (0..1001)
+        .map(|i| json!({"id": format!("o{i}"), "token": "t"}))
+        .collect();
+    let (st, v) = api
+        .call("post", "/v1/finish", Some(json!({ "jobs": over })))
+        .await;
+    assert_eq!((st, code(&v)), (422, "invalid"), "{v}");
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/finish",
+            Some(json!({"jobs": [{"id": "a", "tokn": "t"}]})),
+        )
+        .await;
+    assert_eq!((st, code(&v)), (400, "bad_request"), "{v}");
+    let (_, still) = api
+        .call("get", &format!("/v1/jobs/{}", got[2].0), None)
+        .await;
+    assert_eq!(still["state"], "reserved");
+    s.stop().await;
+}

@@ -97,6 +97,7 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/jobs/{id}/release", || post(lease::release)),
     write("post", "/v1/jobs/{id}/touch", || post(lease::touch)),
     write("post", "/v1/pop", || post(pop::pop)),
+    write("post", "/v1/finish", || post(pop::finish)),
     route("get", "/v1/topics", || get(topics::topics)),
     route("get", "/v1/topics/{topic}/dead", || get(topics::dead_list)),
     write("post", "/v1/topics/{topic}/dead/requeue", || {

@@ -27,7 +27,7 @@ use super::{instances, jobs, lease, ops, pop, schedules, topics};
     paths(
         jobs::push_one, jobs::push_batch, jobs::get_job, jobs::delete_job, jobs::reschedule,
         lease::finish, lease::release, lease::nack, lease::touch,
-        pop::pop,
+        pop::pop, pop::finish,
         topics::topics, topics::dead_list, topics::dead_requeue, topics::dead_purge,
         topics::jobs, topics::pause, topics::resume, topics::schedule,
         schedules::rate_get, schedules::rate_put, schedules::rate_delete,

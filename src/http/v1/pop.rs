@@ -1,16 +1,18 @@
-//! `/v1/pop`: lease up to `max` ready jobs, long-polling up to `wait_ms`.
+//! `/v1/pop`: lease up to `max` ready jobs, long-polling up to `wait_ms`;
+//! `/v1/finish`: finish what a pop gave, all in one request.
 
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::Json;
 
 use super::{parse, ApiError, ApiResult};
 use crate::http::AppState;
 use crate::job::Delivery;
-use crate::wire::{self, PopSpec, Popped};
+use crate::wire::{self, FinishReply, FinishResult, FinishSpec, PopSpec, Popped};
 
 /// Lease ready jobs, waiting up to wait_ms for one
 #[utoipa::path(post, path = "/v1/pop", operation_id = "pop", request_body = PopSpec,
@@ -29,6 +31,61 @@ pub(super) async fn pop(
     let jobs = state.queue.pop_many(&spec.topics, spec.max, wait).await?;
     Ok(Json(Popped {
         jobs: jobs.into_iter().map(Into::into).collect(),
+    }))
+}
+
+/// Finish many leased jobs in one request
+///
+/// Each job is finished on its own, under its own token, with its own
+/// result: a stale token or an unknown id fails that job only. One round
+/// trip to Redis per partition, however many jobs.
+#[utoipa::path(post, path = "/v1/finish", operation_id = "finishJobs", request_body = FinishSpec,
+    responses((status = 200, description = "One result per job, in order", body = FinishReply)))]
+pub(super) async fn finish(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<FinishReply>> {
+    let spec: FinishSpec = parse(&state, body)?;
+    if spec.jobs.is_empty() {
+        return Err(ApiError::invalid("jobs: give at least one job to finish"));
+    }
+    state
+        .queue
+        .limits()
+        .check_batch(spec.jobs.len())
+        .map_err(ApiError::invalid)?;
+    let leases: Vec<(&str, &str)> = spec
+        .jobs
+        .iter()
+        .map(|j| (j.id.as_str(), j.token.as_str()))
+        .collect();
+    let done = state.queue.finish_many(&leases).await?;
+    let results: Vec<FinishResult> = spec
+        .jobs
+        .iter()
+        .zip(done)
+        .enumerate()
+        .map(|(index, (job, r))| {
+            let (status, error) = match r {
+                Ok(()) => (StatusCode::NO_CONTENT, None),
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    (e.status, Some(e.body()))
+                }
+            };
+            FinishResult {
+                index,
+                id: job.id.clone(),
+                status: status.as_u16(),
+                error,
+            }
+        })
+        .collect();
+    let finished = results.iter().filter(|r| r.error.is_none()).count();
+    Ok(Json(FinishReply {
+        finished,
+        failed: results.len() - finished,
+        results,
     }))
 }
 
