@@ -80,3 +80,57 @@ async fn handlers_run_bounded_ok_finishes_and_err_retries() {
     assert!(q.get("c0").await.unwrap().is_none());
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_fills_its_free_slots_with_one_pop() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let n: u64 = 40;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| NewJob {
+            id: format!("s{i}"),
+            topic: "slots".into(),
+            ..NewJob::default()
+        })
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    eventually(Duration::from_secs(30), "all ready", || async {
+        let o = q.topics().await.unwrap();
+        (o.topics.get("slots").copied().unwrap_or_default().ready == n).then_some(())
+    })
+    .await;
+    let handled = Arc::new(AtomicUsize::new(0));
+    let shutdown = Shutdown::new();
+    let consumer = Consumer::new(q.clone(), &["slots"]).concurrency(n as usize);
+    let task = tokio::spawn({
+        let handled = handled.clone();
+        consumer.run(
+            move |_job| {
+                let handled = handled.clone();
+                async move {
+                    handled.fetch_add(1, Ordering::SeqCst);
+                    Ok::<(), String>(())
+                }
+            },
+            shutdown.clone(),
+        )
+    });
+    eventually(Duration::from_secs(30), "all finished", || async {
+        let o = q.topics().await.unwrap();
+        let c = o.topics.get("slots").copied().unwrap_or_default();
+        (c.ready + c.reserved == 0).then_some(())
+    })
+    .await;
+    shutdown.trigger();
+    task.await.unwrap();
+    assert_eq!(handled.load(Ordering::SeqCst), n as usize);
+    // Redis keeps one entry per pop that took jobs: the 40 ready jobs
+    // went out in one pop (a few at most), not one pop each.
+    let pops: usize = redis.cmd(&["LLEN", "{dq}:pops"]).await;
+    assert!(
+        pops <= 4,
+        "{pops} pops for {n} ready jobs and {n} free slots"
+    );
+}
