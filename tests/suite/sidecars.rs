@@ -274,9 +274,12 @@ async fn a_job_made_ready_wakes_one_waiter_across_instances_not_one_per_instance
     ids.dedup();
     assert_eq!(ids.len(), n, "each job once");
     // Per job: the look that takes it, and its consumer's next look before
-    // it waits again. One look per instance per job would be 4.
+    // it waits again: 2. One look per instance per job would be 4. A busy
+    // machine adds stray looks (a waiter woken for a job another consumer
+    // took first: 52 for 20 jobs beside two CPU hogs and builds), so the
+    // bound is 3, still well apart from 4.
     assert!(
-        looks <= (n as u64) * 5 / 2,
+        looks <= (n as u64) * 3,
         "{looks} looks for {n} jobs: a ready job woke waiters in every instance"
     );
     for q in &instances {
