@@ -265,7 +265,9 @@ end
 -- replaces (mode 'replace') or keeps (mode 'keep') the job with that id:
 -- the work of push.lua, per job, and of tick.lua. Returns status, due_ms
 -- (for a kept job, its own), and whether the job went into the schedule.
-local function upsert(id, topic, body, ttr, due, retry, max, mode)
+-- `extra` (a table or nil) is what the job asks beyond the basics (push.lua's
+-- extra argument): each feature reads its own field of it.
+local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local job = job_key(id)
   local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
   local status = DONE
