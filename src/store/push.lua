@@ -64,6 +64,7 @@ for j = 1, n do
   reply[#reply + 1] = due
   reply[#reply + 1] = 0
   if put then scheduled[id] = #reply end
+  if put then emit(EV_PUSHED, id, ARGV[a + 2], 0, due) end
 end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.
