@@ -166,6 +166,9 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         }
         None => File::default(),
     };
+    if let Some(n) = parsed.events_kept {
+        delayq::queue::check_events_kept(n).map_err(anyhow::Error::msg)?;
+    }
     let mut t = Topics {
         default_retry: parsed
             .defaults
@@ -465,5 +468,6 @@ retry = ["2m", "10m"]
         );
         assert_eq!(r.missed, delayq::Missed::Fire);
         assert_eq!(r.retry.as_ref().unwrap().max_attempts, Some(3));
+        assert_eq!((t.events, t.events_kept), (Some(true), Some(100_000)));
     }
 }
