@@ -469,3 +469,60 @@ async fn delayq_events_prints_one_line_per_event() {
     assert!(!ok && err.contains("not an event id"), "{err}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn serve_with_events_streams_them_and_refuses_an_events_kept_out_of_range() {
+    let redis = RedisServer::start();
+    let delayq = crate::common::DelayqProcess::start(&redis, &["--events", "--events-kept", "500"]);
+    let mut sse = Sse::open(&delayq.base, "?after=0", None).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/jobs", delayq.base))
+        .body(r#"{"id": "h1", "topic": "web", "body": "x", "delay_ms": 60000}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let got = sse.until("h1", "pushed").await;
+    assert_eq!(names(&got), ["pushed h1"]);
+    drop(sse);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--redis", &redis.url(), "--events-kept", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("events_kept 0 is out of range"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_redis_cluster_each_jobs_life_is_in_order() {
+    let cluster =
+        crate::redis_cluster::TestCluster::start_with(3, 0, &crate::redis_cluster::node_config());
+    let q = Queue::connect(Config {
+        events: true,
+        ..crate::cluster::cluster_config(&cluster, 6)
+    })
+    .unwrap();
+    let ids: Vec<String> = (0..12).map(|i| format!("c{i}")).collect();
+    for id in &ids {
+        q.push(&job(id, "t", 0, 30_000)).await.unwrap();
+    }
+    for _ in &ids {
+        let d = pop_one(&q, "t").await;
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    let read = q.events_after("0", &[], 1000).await.unwrap();
+    assert!(read.gaps.is_empty());
+    assert_eq!(read.position.split(',').count(), 6);
+    let events: Vec<Event> = read.events.into_iter().map(|(_, e)| e).collect();
+    for id in &ids {
+        assert_eq!(
+            kinds_of(&events, id),
+            ["pushed", "fired", "delivered", "finished"],
+            "{id}"
+        );
+    }
+}
