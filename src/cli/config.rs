@@ -7,6 +7,9 @@
 //! max_attempts = 5
 //! keep_finished = "1d"            # finished jobs' records (state finished)
 //!
+//! events = true                   # the event stream (/v1/events); off by default
+//! events_kept = 100000            # events kept per partition (about)
+//!
 //! [topics.order-timeout]          # consumed by delayq: POST to the app
 //! webhook = "http://127.0.0.1:8080/hooks/order-timeout"
 //! timeout = "10s"                 # per request (default 10s)
@@ -47,6 +50,9 @@ use serde::Deserialize;
 #[derive(Deserialize, Default, Debug)]
 #[serde(deny_unknown_fields)]
 struct File {
+    /// The event stream (top level: before any [table]).
+    events: Option<bool>,
+    events_kept: Option<u64>,
     #[serde(default)]
     defaults: Defaults,
     #[serde(default)]
@@ -146,6 +152,9 @@ pub struct Topics {
     /// `keep_finished` of `[defaults]` (the flag wins) and per topic.
     pub keep_finished: Option<std::time::Duration>,
     pub topic_keep_finished: HashMap<String, std::time::Duration>,
+    /// `events` and `events_kept` of the file (the flags win).
+    pub events: Option<bool>,
+    pub events_kept: Option<u64>,
 }
 
 pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
@@ -157,6 +166,9 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         }
         None => File::default(),
     };
+    if let Some(n) = parsed.events_kept {
+        delayq::queue::check_events_kept(n).map_err(anyhow::Error::msg)?;
+    }
     let mut t = Topics {
         default_retry: parsed
             .defaults
@@ -165,6 +177,8 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
             .context("[defaults]")?
             .unwrap_or_default(),
         keep_finished: keep_finished(&parsed.defaults.keep_finished).context("[defaults]")?,
+        events: parsed.events,
+        events_kept: parsed.events_kept,
         ..Topics::default()
     };
     for (name, spec) in &parsed.recurring {
@@ -454,5 +468,6 @@ retry = ["2m", "10m"]
         );
         assert_eq!(r.missed, delayq::Missed::Fire);
         assert_eq!(r.retry.as_ref().unwrap().max_attempts, Some(3));
+        assert_eq!((t.events, t.events_kept), (Some(true), Some(100_000)));
     }
 }

@@ -230,6 +230,27 @@ pub struct ServeArgs {
     /// job is gone at once.
     #[arg(long, env = "DELAYQ_KEEP_FINISHED", value_name = "DURATION", value_parser = keep_finished, allow_hyphen_values = true)]
     keep_finished: Option<Duration>,
+
+    /// Write the event stream (GET /v1/events, `delayq events`): pushed,
+    /// fired, delivered, finished, failed, retried, dead. Off by default
+    /// (the config file's `events = true` turns it on too).
+    #[arg(long, env = "DELAYQ_EVENTS")]
+    events: bool,
+
+    /// About how many events each partition's stream keeps (the newest);
+    /// a reader may resume within them. Default 100000 (config file:
+    /// events_kept).
+    #[arg(long, env = "DELAYQ_EVENTS_KEPT", value_name = "N", value_parser = events_kept)]
+    events_kept: Option<u64>,
+}
+
+/// How many events a partition keeps: 1 to the library's maximum.
+fn events_kept(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number"))?;
+    delayq::queue::check_events_kept(n)?;
+    Ok(n)
 }
 
 /// How long finished jobs' records are kept: 1ms to a year.
@@ -402,6 +423,11 @@ async fn serve(
         dead_max_age: args.dead_max_age,
         keep_finished: args.keep_finished.or(topics.keep_finished),
         topic_keep_finished: topics.topic_keep_finished,
+        events: args.events || topics.events.unwrap_or(false),
+        events_kept: args
+            .events_kept
+            .or(topics.events_kept)
+            .unwrap_or(delayq::queue::DEFAULT_EVENTS_KEPT),
         shutdown: shutdown.clone(),
         ..Config::default()
     })

@@ -320,5 +320,6 @@ fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {
         intervals_ms: policy.intervals_ms(),
         max_attempts: policy.max_attempts.unwrap_or(0),
         keep: true,
+        extra: Default::default(),
     }
 }

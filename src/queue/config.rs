@@ -60,6 +60,13 @@ pub struct Config {
     pub keep_finished: Option<Duration>,
     /// ...and per topic (wins over `keep_finished`).
     pub topic_keep_finished: HashMap<String, Duration>,
+    /// Write the event stream (pushed, fired, delivered, finished, failed,
+    /// retried, dead), one Redis Stream per partition. Off by default: off,
+    /// the scripts write nothing more.
+    pub events: bool,
+    /// About how many events each partition's stream keeps (the newest);
+    /// 1 to [`MAX_EVENTS_KEPT`](super::MAX_EVENTS_KEPT).
+    pub events_kept: u64,
     /// Stops the queue's background work and answers its waiting pops when
     /// triggered (as [`Queue::close`](super::Queue::close) does): the
     /// caller's own shutdown.
@@ -85,6 +92,8 @@ impl Default for Config {
             dead_max_age: Duration::from_secs(7 * 86400),
             keep_finished: None,
             topic_keep_finished: HashMap::new(),
+            events: false,
+            events_kept: crate::store::events::DEFAULT_EVENTS_KEPT,
             shutdown: Shutdown::new(),
         }
     }

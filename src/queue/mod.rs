@@ -13,6 +13,7 @@
 
 mod admin;
 mod config;
+mod events;
 mod instances;
 mod pop;
 mod push;
@@ -34,7 +35,11 @@ use crate::store::layout::validate_prefix;
 use crate::store::nack::Retention;
 use crate::store::Store;
 
+pub use crate::store::events::{
+    check_kept as check_events_kept, DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT,
+};
 pub use config::Config;
+pub use events::{EventRead, EVENTS_OFF};
 pub use stats::Resolution;
 
 /// A handle to one delay queue in Redis. Cheap to clone; all clones share
@@ -82,6 +87,7 @@ impl Queue {
             crate::job::check_keep_finished(*keep)
                 .map_err(|e| Error::Invalid(format!("topic {topic:?}: {e}")))?;
         }
+        crate::store::events::check_kept(config.events_kept).map_err(Error::Invalid)?;
         let metrics = Arc::new(Metrics::default());
         let store = Arc::new(Store::new(&config, metrics.clone())?);
         let parts = store.parts().len();

@@ -72,6 +72,7 @@ impl Queue {
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
             keep: job.if_exists == IfExists::Keep,
+            extra: Default::default(),
         }
     }
 

@@ -79,6 +79,7 @@ impl Queue {
                 intervals_ms: policy.intervals_ms(),
                 max_attempts: policy.max_attempts.unwrap_or(0),
                 keep: true,
+                extra: Default::default(),
             })
             .await?;
         if p.outcome != crate::PushOutcome::Kept {

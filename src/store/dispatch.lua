@@ -79,12 +79,14 @@ for k, id in ipairs(ids) do
         redis.call('ZREM', SCHEDULE, id)
       end
       make_ready(id, topic, DELAYED, score)
+      emit(EV_FIRED, id, topic, nil, score)
       became = READY
     elseif state == RESERVED then
       moved = moved + 1
       -- fail_attempt takes it out of the schedule.
       became = fail_attempt(id, topic, math.ceil(now / 1000),
         'lease expired (ttr ' .. f[3] .. ' ms)', nil, dead_max, dead_age)
+      emit_failed(id, topic, became)
     else
       -- No job behind the entry: nothing to hand over.
       unschedule(id)

@@ -57,7 +57,8 @@ impl Call {
     /// The FCALL, with the deadline in Redis time (microseconds).
     fn cmd(&self, store: &Store, deadline_us: i64) -> Cmd {
         let keys = &store.parts()[self.part];
-        let mut cmd = library::fcall(self.script, keys, store.cluster.is_some(), deadline_us);
+        let guard = store.cluster.is_some();
+        let mut cmd = library::fcall_with(self.script, keys, guard, deadline_us, store.events);
         for arg in self.args.args_iter() {
             if let redis::Arg::Simple(a) = arg {
                 cmd.arg(a);

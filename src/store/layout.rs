@@ -60,6 +60,9 @@
 //! |                          |        | minute m (expires after the hour)             |
 //! | `{p}:dispatcher`         | string | id of the instance that dispatches the        |
 //! |                          |        | partition now (a lease with a TTL)            |
+//! | `{p}:events`             | stream | the event stream (only with events on): one   |
+//! |                          |        | entry per transition, fields in [`event`],    |
+//! |                          |        | capped near `events_kept` (XADD MAXLEN ~)     |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -91,6 +94,7 @@ pub mod kind {
     pub const WEBHOOK: &str = "webhook:";
     pub const WEBHOOK_COUNTS: &str = "webhook_n:";
     pub const DISPATCHER: &str = "dispatcher";
+    pub const EVENTS: &str = "events";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -131,6 +135,29 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+}
+
+/// The event stream's entries (`{p}:events`): every entry has all six
+/// fields in this order ("" where none applies), so Redis stores their
+/// names once per stream node, not per entry. An entry's time (Redis time,
+/// ms) is its stream id's.
+pub mod event {
+    pub const KIND: &str = "k";
+    pub const ID: &str = "i";
+    pub const TOPIC: &str = "q";
+    pub const ATTEMPT: &str = "a";
+    /// Due time, Unix ms, where one applies ("" otherwise).
+    pub const DUE: &str = "d";
+    /// The failed attempt's error ("" otherwise).
+    pub const ERROR: &str = "e";
+    /// The kinds (an entry's `k`).
+    pub const PUSHED: &str = "pushed";
+    pub const FIRED: &str = "fired";
+    pub const DELIVERED: &str = "delivered";
+    pub const FINISHED: &str = "finished";
+    pub const FAILED: &str = "failed";
+    pub const RETRIED: &str = "retried";
+    pub const DEAD: &str = "dead";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -212,6 +239,20 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("EVENTS_KEY", kind::EVENTS),
+    ("EV_KIND", event::KIND),
+    ("EV_ID", event::ID),
+    ("EV_TOPIC", event::TOPIC),
+    ("EV_ATTEMPT", event::ATTEMPT),
+    ("EV_DUE", event::DUE),
+    ("EV_ERROR", event::ERROR),
+    ("EV_PUSHED", event::PUSHED),
+    ("EV_FIRED", event::FIRED),
+    ("EV_DELIVERED", event::DELIVERED),
+    ("EV_FINISHED", event::FINISHED),
+    ("EV_FAILED", event::FAILED),
+    ("EV_RETRIED", event::RETRIED),
+    ("EV_DEAD", event::DEAD),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -381,6 +422,10 @@ impl Keys {
     }
     pub fn dispatcher(&self) -> String {
         format!("{}{}", self.base, kind::DISPATCHER)
+    }
+    /// This partition's event stream.
+    pub fn events(&self) -> String {
+        format!("{}{}", self.base, kind::EVENTS)
     }
     pub fn wake_channel(&self) -> String {
         format!("{}{}", self.base, kind::WAKE_CHANNEL)

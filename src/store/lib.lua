@@ -265,7 +265,9 @@ end
 -- replaces (mode 'replace') or keeps (mode 'keep') the job with that id:
 -- the work of push.lua, per job, and of tick.lua. Returns status, due_ms
 -- (for a kept job, its own), and whether the job went into the schedule.
-local function upsert(id, topic, body, ttr, due, retry, max, mode)
+-- `extra` (a table or nil) is what the job asks beyond the basics (push.lua's
+-- extra argument): each feature reads its own field of it.
+local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local job = job_key(id)
   local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
   local status = DONE
@@ -405,5 +407,36 @@ local function keep_record(id, topic, now_ms, keep_ms)
   redis.call('PEXPIRE', job, keep_ms)
   if redis.call('ZADD', finished_key(topic), MAX_TIME_MS - now_ms, id) == 1 then
     count(FINISHED, topic, 1)
+  end
+end
+
+-- Events (the event stream; off unless configured). EVENTS is how many
+-- entries a partition's stream {p}:events keeps, about (0: off): every
+-- call gets it from the wrapper in library.rs, so with events off no call
+-- reads or writes anything more. Each event is one XADD, O(1) (MAXLEN ~
+-- trims whole stream nodes, amortised O(1)). An `attempt` left out is read
+-- from the job: one HGET, only with events on. Every entry has all fields,
+-- in one order ("" where none applies): Redis then stores their names once
+-- per stream node. The entry's id (Redis time) is the event's time.
+local EVENTS = 0
+local function emit(kind, id, topic, attempt, due, err)
+  if EVENTS == 0 then return end
+  attempt = attempt or tonumber(redis.call('HGET', job_key(id), ATTEMPTS)) or 0
+  redis.call('XADD', P .. EVENTS_KEY, 'MAXLEN', '~', EVENTS, '*', EV_KIND, kind,
+    EV_ID, id, EV_TOPIC, topic, EV_ATTEMPT, attempt, EV_DUE, due or '', EV_ERROR, err or '')
+end
+
+-- After fail_attempt put `id` in `state`: failed (with its error), then
+-- retried (with when it is due again) or dead. Two XADDs, one HMGET.
+local function emit_failed(id, topic, state)
+  if EVENTS == 0 then return end
+  local f = redis.call('HMGET', job_key(id), ATTEMPTS, ERR)
+  local attempt = tonumber(f[1]) or 0
+  emit(EV_FAILED, id, topic, attempt, nil, f[2])
+  if state == DEAD then
+    emit(EV_DEAD, id, topic, attempt)
+  else
+    local due = state == DELAYED and redis.call('ZSCORE', SCHEDULE, id)
+    emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
   end
 end

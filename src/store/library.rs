@@ -44,6 +44,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::rate::SCRIPT,
     &super::unpop::SCRIPT,
     &super::lease::SCRIPT,
+    &super::events::SCRIPT,
 ];
 
 struct Library {
@@ -68,8 +69,9 @@ fn library() -> &'static Library {
             let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
             // Every call's ARGV[2] is its deadline: past it, the script
             // refuses before its first write. It is taken out of ARGV so
-            // each script sees its own arguments from ARGV[2] on. The
-            // count changes a call gathered are written when it returns.
+            // each script sees its own arguments from ARGV[2] on; so is
+            // ARGV[3], the events setting (EVENTS in lib.lua). The count
+            // changes a call gathered are written when it returns.
             source.push_str(&format!(
                 "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n\
                  redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
@@ -77,6 +79,7 @@ fn library() -> &'static Library {
                  P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
                  local late = past_deadline(table.remove(ARGV, 2))\n\
                  if late then return late end\n\
+                 EVENTS = tonumber(table.remove(ARGV, 2))\n\
                  local reply = dq_{name}(KEYS, ARGV)\n\
                  flush_counts()\n\
                  return reply\nend }}\n",
@@ -92,8 +95,14 @@ fn library() -> &'static Library {
 /// schedule) and first arguments (the key prefix and the deadline, Redis
 /// time in microseconds, 0 for none) in place; the caller adds the rest.
 /// With `guard`, the partition's never-written `moving` key is declared as
-/// a second key (see [`Keys::moving`]).
+/// a second key (see [`Keys::moving`]). Events off; see [`fcall_with`].
 pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64) -> Cmd {
+    fcall_with(script, keys, guard, deadline_us, 0)
+}
+
+/// [`fcall`], with `events`: how many events each partition's stream
+/// keeps (0: events off, the scripts write none).
+pub fn fcall_with(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, events: u64) -> Cmd {
     let mut cmd = redis::cmd("FCALL");
     cmd.arg(format!("dq_{}_{}", script.name, library().version));
     if guard {
@@ -101,7 +110,7 @@ pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64) -> Cmd
     } else {
         cmd.arg(1).arg(keys.schedule());
     }
-    cmd.arg(keys.base()).arg(deadline_us);
+    cmd.arg(keys.base()).arg(deadline_us).arg(events);
     cmd
 }
 

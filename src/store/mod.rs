@@ -45,6 +45,7 @@ pub mod settings;
 pub(crate) mod stats;
 
 pub mod dispatch;
+pub mod events;
 pub mod history;
 pub(crate) mod lease;
 pub mod list;
@@ -183,6 +184,8 @@ pub(crate) struct Store {
     removes: coalesce::Coalescer<remove::Removes>,
     /// How long finished jobs' records are kept (none by default).
     pub(crate) keep: remove::Keep,
+    /// Events each partition's stream keeps (0: events off).
+    pub(crate) events: u64,
     /// Pops of a queue of one partition, batched the same way.
     pops: coalesce::Coalescer<pop::Pops>,
     /// Pops whose replies were lost, their jobs to give back.
@@ -284,6 +287,7 @@ impl Store {
                 default: config.keep_finished,
                 topics: config.topic_keep_finished.clone(),
             },
+            events: if config.events { config.events_kept } else { 0 },
             pops: coalesce::Coalescer::new(1),
             lost: Default::default(),
             prefix: prefix.to_owned(),

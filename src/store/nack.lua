@@ -29,6 +29,7 @@ local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
 local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
   override, tonumber(ARGV[2]), tonumber(ARGV[3]))
+emit_failed(id, f[2], state)
 if state == READY then notify_ready(f[2], 1) end
 if state == DELAYED then wake_if_head(id, due) end
 return { DONE, state, due, f[2] }

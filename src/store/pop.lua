@@ -85,6 +85,7 @@ for i = 6, #ARGV do
         ATTEMPTS, attempts)
       lease(id, lease_until)
       move_count(topic, READY, RESERVED)
+      emit(EV_DELIVERED, id, topic, attempts, f[5])
       jobs[#jobs + 1] = id
       jobs[#jobs + 1] = topic
       jobs[#jobs + 1] = f[3]

@@ -2,13 +2,16 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2..] one or more jobs, 9 arguments each, in order:
+-- ARGV[2..] one or more jobs, 10 arguments each, in order:
 --          id, topic, body, ttr ms,
 --          delay ms from now (Redis TIME), used when the next is -1,
 --          absolute due time (Unix ms) or -1,
 --          retry intervals in ms, comma-separated ("" = none),
 --          max attempts (0 = no limit beyond the intervals),
---          "replace" or "keep": what to do when the id exists
+--          "replace" or "keep": what to do when the id exists,
+--          extra: a JSON object of what the job asks beyond these (tags,
+--          dedup, priority, trace context), "" for none: a plain job
+--          costs no decoding
 --
 -- Touches: job hashes, trigger keys, schedule, count hash; an existing
 -- job's ready list or dead set. Publishes: wake (when one of the jobs is the
@@ -30,28 +33,38 @@
 -- before Redis time (a past absolute time means now). Many jobs per call is
 -- how delayq pays Redis's cost of a call once for all the pushes that
 -- arrive together.
-local n = (#ARGV - 1) / 9
+local PUSH_ARGS = 10
+local n = (#ARGV - 1) / PUSH_ARGS
 if n < 1 or n ~= math.floor(n) then
-  return invalid('push takes 9 arguments per job, got ' .. (#ARGV - 1))
+  return invalid('push takes ' .. PUSH_ARGS .. ' arguments per job, got ' .. (#ARGV - 1))
 end
-local dues = {}
+local dues, extras = {}, {}
 for j = 1, n do
-  local a = 1 + (j - 1) * 9
+  local a = 1 + (j - 1) * PUSH_ARGS
   local due, bad = due_time(ARGV[a + 5], ARGV[a + 6])
   if not due then return invalid('job ' .. j .. ': ' .. bad) end
   dues[j] = due
+  local extra = ARGV[a + 10]
+  if extra ~= '' then
+    local ok, x = pcall(cjson.decode, extra)
+    if not ok or type(x) ~= 'table' then
+      return invalid('job ' .. j .. ': extra is not a JSON object')
+    end
+    extras[j] = x
+  end
 end
 local reply = { DONE }
 local scheduled = {}
 for j = 1, n do
-  local a = 1 + (j - 1) * 9
+  local a = 1 + (j - 1) * PUSH_ARGS
   local id = ARGV[a + 1]
   local status, due, put = upsert(id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], dues[j],
-    ARGV[a + 7], ARGV[a + 8], ARGV[a + 9])
+    ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], extras[j])
   reply[#reply + 1] = status
   reply[#reply + 1] = due
   reply[#reply + 1] = 0
   if put then scheduled[id] = #reply end
+  if put then emit(EV_PUSHED, id, ARGV[a + 2], 0, due) end
 end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.

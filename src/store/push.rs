@@ -32,6 +32,26 @@ pub(crate) struct Push {
     /// 0: no limit beyond the intervals.
     pub max_attempts: u32,
     pub keep: bool,
+    /// What the job asks beyond the above.
+    pub extra: Extra,
+}
+
+/// What a job asks beyond the basics (tags, dedup, priority, trace
+/// context), sent to push.lua as one JSON object: one argument whatever
+/// the features, and "" for a job that asks none of them, which the script
+/// then never decodes. Each feature adds its own field, skipped when unset.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Extra {}
+
+impl Extra {
+    /// The script's argument: "" when nothing is set.
+    fn arg(&self) -> String {
+        if *self == Extra::default() {
+            String::new()
+        } else {
+            serde_json::to_string(self).expect("plain data serializes")
+        }
+    }
 }
 
 /// What a push did.
@@ -91,7 +111,8 @@ impl PerJob for Pushes {
             .arg(p.due_at_ms.map_or(-1, |t| t.max(0)))
             .arg(&p.intervals_ms)
             .arg(p.max_attempts)
-            .arg(if p.keep { "keep" } else { "replace" });
+            .arg(if p.keep { "keep" } else { "replace" })
+            .arg(p.extra.arg());
     }
 
     fn decode(f: &mut Fields) -> Result<Pushed> {

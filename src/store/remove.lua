@@ -68,6 +68,7 @@ for j = 1, n do
     if mode ~= 'any' then keep = keeps[topic] or default_keep end
     local due
     if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
+    if mode ~= 'any' then emit(EV_FINISHED, id, topic) end
     detach(id, state, topic)
     if keep > 0 then
       now_ms = now_ms or math.floor(now_us() / 1000)

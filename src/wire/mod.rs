@@ -8,6 +8,7 @@
 //! Times are Unix milliseconds of the Redis clock.
 
 pub mod due;
+pub mod events;
 pub mod jobs;
 pub mod ops;
 pub mod pop;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
+pub use events::{Event, EventGap, EventsQuery};
 pub use jobs::{
     Attempt, BatchReply, BatchResult, BatchSpec, IfExistsSpec, Interval, Job, JobSpec, NackSpec,
     Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec,

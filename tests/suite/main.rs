@@ -9,6 +9,7 @@
 //! - [`recurring`]: recurring schedules and rate limits across instances.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
+//! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
@@ -53,6 +54,7 @@ mod dashboard;
 mod defects;
 mod delivery;
 mod docs;
+mod events;
 mod failover;
 mod fault_suite;
 mod faults;

@@ -108,6 +108,38 @@ impl Client {
     }
 }
 
+impl Client {
+    /// Opens a long GET (the event stream): its reply, read as it comes;
+    /// a non-2xx reply becomes an error with the server's message.
+    pub(super) async fn open(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<reqwest::Response> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.get(&url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach delayq at {} (is it running? --server)",
+                self.base
+            )
+        })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let text = resp.text().await.unwrap_or_default();
+        let error: Option<delayq::wire::ErrorReply> = serde_json::from_str(&text).ok();
+        bail!("{status}: {}", error.map_or(text, |e| e.error.message));
+    }
+}
+
 use serde::Deserialize as _;
 
 /// What a path segment keeps unescaped: RFC 3986's unreserved characters.

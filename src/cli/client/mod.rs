@@ -7,6 +7,7 @@
 //! touch), [`topics`] (stats, dead letters, pause, resume), [`schedules`]
 //! (recurring schedules, rate limits); [`http`] sends, [`out`] prints.
 
+mod events;
 mod http;
 mod jobs;
 mod lease;
@@ -86,6 +87,8 @@ pub enum ClientCommand {
     Recurring(schedules::Recurring),
     /// A topic's rate limit.
     Rate(schedules::Rate),
+    /// Follow the event stream (the server needs --events) until Ctrl-C.
+    Events(events::Events),
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +121,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Resume(c) => c.run().await,
         ClientCommand::Recurring(c) => c.run().await,
         ClientCommand::Rate(c) => c.run().await,
+        ClientCommand::Events(c) => c.run().await,
         ClientCommand::Work(w) => {
             if w.client.json {
                 bail!("work prints no replies: --json does not apply to it");

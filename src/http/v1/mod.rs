@@ -21,6 +21,7 @@
 //! check the OpenAPI document ([`openapi`], derived from the handlers and
 //! the wire types) against it.
 
+pub mod events;
 pub mod instances;
 pub mod jobs;
 pub mod lease;
@@ -135,6 +136,7 @@ pub const ROUTES: &[Route] = &[
     }),
     route("get", "/v1/instances", || get(instances::list)),
     route("get", "/v1/webhooks", || get(instances::webhooks)),
+    route("get", "/v1/events", || get(events::events)),
     route("get", "/v1/openapi.json", || get(ops::openapi)),
     route("get", "/healthz", || get(ops::healthz)),
     route("get", "/readyz", || get(ops::readyz)),

@@ -14,7 +14,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::stats;
+use super::{events, stats};
 use super::{instances, jobs, lease, ops, pop, schedules, topics};
 
 #[derive(OpenApi)]
@@ -36,8 +36,9 @@ use super::{instances, jobs, lease, ops, pop, schedules, topics};
         instances::list, instances::webhooks,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,
+        events::events,
     ),
-    components(schemas(crate::wire::ErrorReply)),
+    components(schemas(crate::wire::ErrorReply, crate::wire::EventGap)),
     modifiers(&Shared),
     security(("bearer" = []))
 )]
