@@ -60,6 +60,10 @@
 //! |                          |        | minute m (expires after the hour)             |
 //! | `{p}:dispatcher`         | string | id of the instance that dispatches the        |
 //! |                          |        | partition now (a lease with a TTL)            |
+//! | `{p}:dedup:<key>`        | string | "<n> <id>": the job a dedup key names; n is   |
+//! |                          |        | its due time (throttle), the series' first    |
+//! |                          |        | push (debounce) or 0 (simple); PX the window  |
+//! |                          |        | (simple: none, deleted when the job ends)     |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -91,6 +95,7 @@ pub mod kind {
     pub const WEBHOOK: &str = "webhook:";
     pub const WEBHOOK_COUNTS: &str = "webhook_n:";
     pub const DISPATCHER: &str = "dispatcher";
+    pub const DEDUP: &str = "dedup:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -131,6 +136,8 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// A simple-dedup job's key: its end deletes the key's record.
+    pub const DEDUP: &str = "u";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -212,6 +219,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("DEDUP_KEY", kind::DEDUP),
+    ("DEDUP", field::DEDUP),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

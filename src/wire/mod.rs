@@ -20,9 +20,9 @@ use utoipa::ToSchema;
 
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use jobs::{
-    Attempt, BatchReply, BatchResult, BatchSpec, IfExistsSpec, Interval, Job, JobSpec, NackSpec,
-    Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec,
-    Touched,
+    Attempt, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DedupSpec, IfExistsSpec, Interval,
+    Job, JobSpec, NackSpec, Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec,
+    TokenSpec, TouchSpec, Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{Delivery, PopSpec, Popped};

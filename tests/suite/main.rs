@@ -9,6 +9,7 @@
 //! - [`recurring`]: recurring schedules and rate limits across instances.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
+//! - [`dedup`]: deduplication windows (simple, throttle, debounce).
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
@@ -50,6 +51,7 @@ mod cluster;
 mod compat_contract;
 mod consumer;
 mod dashboard;
+mod dedup;
 mod defects;
 mod delivery;
 mod docs;
