@@ -79,7 +79,8 @@ pub use consumer::Consumer;
 pub use dispatch::DispatchPath;
 pub use error::{Error, Result};
 pub use job::{
-    Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob, PushOutcome, Pushed,
+    Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob,
+    PushOutcome, Pushed,
 };
 pub use queue::{Config, Queue, Resolution};
 pub use recurring::{Missed, Recurring, RecurringState};

@@ -112,6 +112,9 @@ impl Limits {
         if let Some(p) = &job.retry {
             p.check()?;
         }
+        if let Some(d) = &job.dedup {
+            check_dedup(d)?;
+        }
         Ok(())
     }
 
@@ -235,6 +238,51 @@ pub fn check_keep_finished(keep: Duration) -> Result<(), String> {
 
 /// Tick ids are the recurring schedules' own: a user job with one would be
 /// taken for the tick (or dropped as one).
+/// The longest dedup key, in bytes.
+pub const MAX_DEDUP_KEY_BYTES: usize = 256;
+/// The longest dedup window or debounce max_wait: 30 days.
+pub const MAX_DEDUP_WINDOW: Duration = Duration::from_secs(30 * 86_400);
+
+/// Checks a push's dedup settings; each message names the field.
+fn check_dedup(d: &super::Dedup) -> Result<(), String> {
+    use super::DedupMode;
+    if d.key.is_empty() || d.key.len() > MAX_DEDUP_KEY_BYTES {
+        return Err(format!(
+            "dedup.key is {} bytes; it must be 1 to {MAX_DEDUP_KEY_BYTES}",
+            d.key.len()
+        ));
+    }
+    if let Some(c) = d.key.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "dedup.key contains {c:?}; control characters are not allowed"
+        ));
+    }
+    let mode = d.mode.as_str();
+    for (name, v) in [("window_ms", d.window), ("max_wait_ms", d.max_wait)] {
+        if let Some(v) = v {
+            if v.is_zero() || v > MAX_DEDUP_WINDOW {
+                return Err(format!(
+                    "dedup.{name} {} is out of range: 1 to {} (30 days)",
+                    v.as_millis(),
+                    MAX_DEDUP_WINDOW.as_millis()
+                ));
+            }
+        }
+    }
+    match d.mode {
+        DedupMode::Simple if d.window.is_some() => Err(
+            "dedup.window_ms is not taken by mode simple (it lasts until the job ends); use throttle for a window".into(),
+        ),
+        DedupMode::Throttle | DedupMode::Debounce if d.window.is_none() => {
+            Err(format!("dedup.window_ms is required with mode {mode}"))
+        }
+        DedupMode::Simple | DedupMode::Throttle if d.max_wait.is_some() => Err(format!(
+            "dedup.max_wait_ms is taken only with mode debounce, not {mode}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn check_not_a_tick(id: &str) -> Result<(), String> {
     let reserved = crate::recurring::TICK_ID_PREFIX;
     if id.starts_with(reserved) {

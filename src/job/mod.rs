@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use crate::retry::RetryPolicy;
 
-pub use limits::{check_due_at, check_keep_finished, Limits, MAX_DUE_AT_MS, MAX_KEEP_FINISHED};
+pub use limits::{
+    check_due_at, check_keep_finished, Limits, MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW,
+    MAX_DUE_AT_MS, MAX_KEEP_FINISHED,
+};
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
 pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
@@ -40,6 +43,9 @@ pub struct NewJob {
     pub retry: Option<RetryPolicy>,
     /// What to do when a job with this id exists.
     pub if_exists: IfExists,
+    /// Deduplication by key (simple, throttle or debounce); with it, `id`
+    /// may be left empty for delayq to choose one in the key's partition.
+    pub dedup: Option<Dedup>,
 }
 
 impl Default for NewJob {
@@ -53,6 +59,7 @@ impl Default for NewJob {
             ttr: DEFAULT_TTR,
             retry: None,
             if_exists: IfExists::Replace,
+            dedup: None,
         }
     }
 }
@@ -65,6 +72,46 @@ pub enum IfExists {
     Replace,
     /// ...changes nothing and reports [`PushOutcome::Kept`].
     Keep,
+}
+
+/// Deduplication of pushes by a key of the producer's choosing, beyond
+/// [`IfExists`] on an id. Limits: `key` 1 to [`MAX_DEDUP_KEY_BYTES`]
+/// bytes; `window` and `max_wait` 1 ms to [`MAX_DEDUP_WINDOW`]; `window`
+/// only and always with throttle and debounce; `max_wait` only with
+/// debounce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dedup {
+    pub key: String,
+    pub mode: DedupMode,
+    /// Throttle: how long the first push wins. Debounce: how long after
+    /// each push a further push still joins the series.
+    pub window: Option<Duration>,
+    /// Debounce: the job is never due later than this after the series'
+    /// first push (Redis time).
+    pub max_wait: Option<Duration>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DedupMode {
+    /// While the key's job is not finished (delayed, ready, reserved or
+    /// waiting for a retry), pushes with the key change nothing. Ends when
+    /// it finishes, is deleted or dies.
+    Simple,
+    /// The first push wins for `window` from that push.
+    Throttle,
+    /// A push within `window` of the last one replaces the pending job (body
+    /// and all) and moves its due time, up to `max_wait`.
+    Debounce,
+}
+
+impl DedupMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DedupMode::Simple => "simple",
+            DedupMode::Throttle => "throttle",
+            DedupMode::Debounce => "debounce",
+        }
+    }
 }
 
 /// Where a job is in its life.
@@ -193,8 +240,11 @@ pub struct Delivery {
 }
 
 /// The result of a push.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pushed {
+    /// The job the push created or changed; for a deduplicated push, the
+    /// job that was already there.
+    pub id: String,
     /// Unix time (ms, Redis clock) at which the job falls due (for a kept
     /// job: its existing due time).
     pub due_ms: i64,
@@ -208,6 +258,12 @@ pub enum PushOutcome {
     Replaced,
     /// The id existed and [`IfExists::Keep`] left it as it was.
     Kept,
+    /// A job with the dedup key was there (simple, throttle): nothing
+    /// changed; `id` names that job.
+    Deduplicated,
+    /// Debounce: the pending job with the key (`id`) took this push's body
+    /// and fields and its new due time.
+    Debounced,
 }
 
 /// Where a nacked job went.

@@ -72,13 +72,42 @@ impl Queue {
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
             keep: job.if_exists == IfExists::Keep,
-            extra: Default::default(),
+            extra: crate::store::push::Extra {
+                dedup: job.dedup.as_ref().map(Into::into),
+            },
         }
+    }
+
+    /// A dedup push's job, placed so its key's record is in the job's
+    /// partition (one script call holds both: atomic): with no id, a UUID
+    /// that lands in the key's partition; with an id on a partitioned
+    /// queue, refused unless the id is in the key's partition. Any other
+    /// push is taken as it is.
+    fn placed<'a>(&self, job: &'a NewJob) -> Result<std::borrow::Cow<'a, NewJob>, String> {
+        let Some(d) = &job.dedup else {
+            return Ok(std::borrow::Cow::Borrowed(job));
+        };
+        let store = self.store();
+        let home = store.part_of(&d.key);
+        if !job.id.is_empty() {
+            if store.part_of(&job.id) != home {
+                return Err(format!(
+                    "id {:?} and dedup.key {:?} fall in different partitions of this queue,                      and the key's record must live with its job: leave id out (delayq picks                      one in the key's partition) or give id and key the same hash tag,                      e.g. id \"{{member:77}}:r1\" with key \"{{member:77}}\"",
+                    job.id, d.key
+                ));
+            }
+            return Ok(std::borrow::Cow::Borrowed(job));
+        }
+        // A uniform hash: on average one try per partition.
+        let id = std::iter::repeat_with(|| uuid::Uuid::new_v4().to_string())
+            .find(|id| store.part_of(id) == home)
+            .expect("an endless supply of ids");
+        Ok(std::borrow::Cow::Owned(NewJob { id, ..job.clone() }))
     }
 
     /// Books a push's outcome.
     fn pushed(&self, job: &NewJob, p: crate::store::push::Pushed) -> Pushed {
-        if p.outcome != PushOutcome::Kept {
+        if !matches!(p.outcome, PushOutcome::Kept | PushOutcome::Deduplicated) {
             self.inner.h.metrics.pushed.inc([&job.topic], 1);
         }
         if p.new_head {
@@ -87,15 +116,18 @@ impl Queue {
             self.inner.h.wake.one(self.store().part_of(&job.id));
         }
         Pushed {
+            id: p.job_id.unwrap_or_else(|| job.id.clone()),
             due_ms: p.due_ms,
             outcome: p.outcome,
         }
     }
 
     /// Pushes a job; an existing job with the same id is replaced (or kept,
-    /// with [`IfExists::Keep`]).
+    /// with [`IfExists::Keep`]). With [`NewJob::dedup`], the key decides
+    /// first (see [`crate::Dedup`]), and an empty id lets delayq pick one.
     #[tracing::instrument(skip_all, fields(id = %job.id, topic = %job.topic))]
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
+        let job = &*self.placed(job).map_err(Error::Invalid)?;
         self.limits().check_job(job).map_err(Error::Invalid)?;
         self.check_policy().await?;
         let reply = self.store().push(self.to_push(job)).await?;
@@ -110,13 +142,22 @@ impl Queue {
     /// their own [`Error::Invalid`] and are not sent.
     #[tracing::instrument(skip_all, fields(jobs = jobs.len()))]
     pub async fn push_many(&self, jobs: &[NewJob]) -> Result<Vec<Result<Pushed>>> {
-        let checked: Vec<Result<(), String>> =
-            jobs.iter().map(|j| self.limits().check_job(j)).collect();
-        let valid: Vec<&NewJob> = jobs
+        let placed: Vec<Result<std::borrow::Cow<NewJob>, String>> =
+            jobs.iter().map(|j| self.placed(j)).collect();
+        let checked: Vec<Result<(), String>> = placed
+            .iter()
+            .map(|j| match j {
+                Ok(j) => self.limits().check_job(j),
+                Err(e) => Err(e.clone()),
+            })
+            .collect();
+        let valid: Vec<&NewJob> = placed
             .iter()
             .zip(&checked)
-            .filter(|(_, c)| c.is_ok())
-            .map(|(j, _)| j)
+            .filter_map(|(j, c)| match (j, c) {
+                (Ok(j), Ok(())) => Some(&**j),
+                _ => None,
+            })
             .collect();
         let replies = if valid.is_empty() {
             Vec::new()

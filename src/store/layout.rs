@@ -63,6 +63,10 @@
 //! | `{p}:events`             | stream | the event stream (only with events on): one   |
 //! |                          |        | entry per transition, fields in [`event`],    |
 //! |                          |        | capped near `events_kept` (XADD MAXLEN ~)     |
+//! | `{p}:dedup:<key>`        | string | "<n> <id>": the job a dedup key names; n is   |
+//! |                          |        | its due time (throttle), the series' first    |
+//! |                          |        | push (debounce) or 0 (simple); PX the window  |
+//! |                          |        | (simple: none, deleted when the job ends)     |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -95,6 +99,7 @@ pub mod kind {
     pub const WEBHOOK_COUNTS: &str = "webhook_n:";
     pub const DISPATCHER: &str = "dispatcher";
     pub const EVENTS: &str = "events";
+    pub const DEDUP: &str = "dedup:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -135,6 +140,8 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// A simple-dedup job's key: its end deletes the key's record.
+    pub const DEDUP: &str = "u";
 }
 
 /// The event stream's entries (`{p}:events`): every entry has all six
@@ -253,6 +260,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_FAILED", event::FAILED),
     ("EV_RETRIED", event::RETRIED),
     ("EV_DEAD", event::DEAD),
+    ("DEDUP_KEY", kind::DEDUP),
+    ("DEDUP", field::DEDUP),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -198,7 +198,7 @@ end
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
   local job = job_key(id)
-  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST)
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -219,6 +219,10 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   unlease(id)
 
   if max > 0 and attempts >= max then
+    -- dedup: death ends a simple dedup (GET + DEL only for such jobs).
+    if f[5] and redis.call('GET', P .. DEDUP_KEY .. f[5]) == '0 ' .. id then
+      redis.call('DEL', P .. DEDUP_KEY .. f[5])
+    end
     redis.call('HSET', job, STATE, DEAD, DEAD_AT, now_ms)
     redis.call('ZADD', dead_key(topic), now_ms, id)
     move_count(topic, RESERVED, DEAD)
@@ -439,4 +443,87 @@ local function emit_failed(id, topic, state)
     local due = state == DELAYED and redis.call('ZSCORE', SCHEDULE, id)
     emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
   end
+end
+
+-- Dedup (issue 26): a push whose extra carries dedup = { key, mode,
+-- window_ms, max_wait_ms } (checked by push.lua). The key's record
+-- DEDUP_KEY .. key is the string "<n> <id>": the job the key names, and n:
+--   simple   0; no TTL; deleted when the job finishes, is deleted or dies
+--            (dedup_release), and taken as stale if that job is gone,
+--            finished or dead all the same;
+--   throttle the winner's due time; PX window_ms from the winning push;
+--   debounce the series' first push (ms, Redis time); PX window_ms,
+--            renewed by every push of the series (the window slides).
+-- A simple job carries the key in its hash (DEDUP) for its end to find.
+local function dedup_record(key) return P .. DEDUP_KEY .. key end
+
+-- The job `id` if dedup still counts it (not gone, finished or dead):
+-- state, due time, attempts. One HMGET (and a ZSCORE while delayed).
+local function dedup_live(id)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, DUE, ATTEMPTS)
+  if not f[2] or f[1] == FINISHED or f[1] == DEAD then return nil end
+  return state_of(f[1]), tonumber(f[3] or redis.call('ZSCORE', SCHEDULE, id)),
+    tonumber(f[4]) or 0
+end
+
+-- upsert's work for a push with a dedup key. Returns status (upsert's, or
+-- DEDUPLICATED, DEBOUNCED), due_ms, whether a job went into the schedule,
+-- and the id of the job the push created or met. Commands: a GET, then at
+-- most one dedup_live, one upsert, one SET (and one HSET for simple): O(1)
+-- beyond what upsert costs.
+local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
+  local d = extra.dedup
+  local rkey = dedup_record(d.key)
+  local rec = redis.call('GET', rkey)
+  local n, old
+  if rec then
+    local sp = string.find(rec, ' ', 1, true)
+    if sp then n, old = tonumber(string.sub(rec, 1, sp - 1)), string.sub(rec, sp + 1) end
+  end
+  if d.mode == 'throttle' then
+    if old then return DEDUPLICATED, n or 0, false, old end
+    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+    if status ~= KEPT then
+      redis.call('SET', rkey, string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
+    end
+    return status, at, put, id
+  end
+  if d.mode == 'simple' then
+    if old then
+      local state, at = dedup_live(old)
+      if state then return DEDUPLICATED, at or 0, false, old end
+    end
+    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+    if status ~= KEPT then
+      redis.call('SET', rkey, '0 ' .. id)
+      redis.call('HSET', job_key(id), DEDUP, d.key)
+    end
+    return status, at, put, id
+  end
+  -- debounce: only a job still waiting for its first delivery is moved; one
+  -- that fell due or was handed out has fired, and the push starts a series.
+  local now = math.ceil(now_us() / 1000)
+  if old and n then
+    local state, _, attempts = dedup_live(old)
+    if state == DELAYED and attempts == 0 then
+      if d.max_wait_ms then due = math.max(math.min(due, n + d.max_wait_ms), now) end
+      local _, at, put = upsert(old, topic, body, ttr, due, retry, max, 'replace', extra)
+      redis.call('SET', rkey, string.format('%.0f', n) .. ' ' .. old, 'PX', d.window_ms)
+      return DEBOUNCED, at, put, old
+    end
+  end
+  if d.max_wait_ms then due = math.min(due, now + d.max_wait_ms) end
+  local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+  if status ~= KEPT then
+    redis.call('SET', rkey, string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
+  end
+  return status, at, put, id
+end
+
+-- A simple-dedup job `id` (its DEDUP field: `key`, nil for any other job)
+-- ended: its record goes if it still names it. Nothing for other jobs.
+local function dedup_release(id, key)
+  if not key then return end
+  local rkey = dedup_record(key)
+  if redis.call('GET', rkey) == '0 ' .. id then redis.call('DEL', rkey) end
 end

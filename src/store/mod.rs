@@ -68,7 +68,7 @@ pub mod unpop;
 
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
-    pub use super::layout::{slot, Keys};
+    pub use super::layout::{partition_of, slot, Keys};
     pub use super::library::fcall;
     pub use super::{push, remove, Status};
 }
@@ -102,15 +102,21 @@ pub enum Status {
     Kept = 3,
     /// Push replaced an existing job.
     Replaced = 4,
+    /// Push with a dedup key found the key's job: nothing changed.
+    Deduplicated = 5,
+    /// Push with a debounce key replaced the key's pending job.
+    Debounced = 6,
 }
 
 impl Status {
-    const ALL: [Status; 5] = [
+    const ALL: [Status; 7] = [
         Status::Done,
         Status::Missing,
         Status::Stale,
         Status::Kept,
         Status::Replaced,
+        Status::Deduplicated,
+        Status::Debounced,
     ];
 
     fn lua_name(self) -> &'static str {
@@ -120,6 +126,8 @@ impl Status {
             Status::Stale => "STALE",
             Status::Kept => "KEPT",
             Status::Replaced => "REPLACED",
+            Status::Deduplicated => "DEDUPLICATED",
+            Status::Debounced => "DEBOUNCED",
         }
     }
 

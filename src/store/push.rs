@@ -41,7 +41,33 @@ pub(crate) struct Push {
 /// the features, and "" for a job that asks none of them, which the script
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Extra {}
+pub(crate) struct Extra {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DedupArg>,
+}
+
+/// A push's dedup settings as push.lua reads them (`extra.dedup`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct DedupArg {
+    pub key: String,
+    pub mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
+}
+
+impl From<&crate::job::Dedup> for DedupArg {
+    fn from(d: &crate::job::Dedup) -> Self {
+        let ms = |d: std::time::Duration| d.as_millis().min(u64::MAX as u128) as u64;
+        DedupArg {
+            key: d.key.clone(),
+            mode: d.mode.as_str(),
+            window_ms: d.window.map(ms),
+            max_wait_ms: d.max_wait.map(ms),
+        }
+    }
+}
 
 impl Extra {
     /// The script's argument: "" when nothing is set.
@@ -62,6 +88,8 @@ pub(crate) struct Pushed {
     pub due_ms: i64,
     /// It is now the earliest job in the schedule: sweeps must re-arm.
     pub new_head: bool,
+    /// Deduplicated or debounced: the key's job (otherwise the push's id).
+    pub job_id: Option<String>,
 }
 
 /// One job's outcome, `status` read already: due time, new head.
@@ -75,12 +103,21 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
         Status::Done => PushOutcome::Created,
         Status::Replaced => PushOutcome::Replaced,
         Status::Kept => PushOutcome::Kept,
+        Status::Deduplicated => PushOutcome::Deduplicated,
+        Status::Debounced => PushOutcome::Debounced,
         s => return Err(Error::protocol("push", format!("status {s:?}"))),
+    };
+    let due_ms = f.int()?;
+    let new_head = f.int()? == 1;
+    let job_id = match outcome {
+        PushOutcome::Deduplicated | PushOutcome::Debounced => Some(f.string()?),
+        _ => None,
     };
     Ok(Pushed {
         outcome,
-        due_ms: f.int()?,
-        new_head: f.int()? == 1,
+        due_ms,
+        new_head,
+        job_id,
     })
 }
 
@@ -95,7 +132,12 @@ impl Batch for Pushes {
     const MAX_BYTES: usize = 1 << 20;
 
     fn bytes(p: &Push) -> usize {
-        p.id.len() + p.topic.len() + p.body.len() + p.intervals_ms.len() + 48
+        p.id.len()
+            + p.topic.len()
+            + p.body.len()
+            + p.intervals_ms.len()
+            + p.extra.dedup.as_ref().map_or(0, |d| d.key.len() + 64)
+            + 48
     }
 }
 
@@ -161,12 +203,14 @@ mod tests {
                 Pushed {
                     outcome: PushOutcome::Created,
                     due_ms: 7,
-                    new_head: false
+                    new_head: false,
+                    job_id: None
                 },
                 Pushed {
                     outcome: PushOutcome::Kept,
                     due_ms: 5,
-                    new_head: true
+                    new_head: true,
+                    job_id: None
                 }
             ]
         );
@@ -176,12 +220,22 @@ mod tests {
             Pushed {
                 outcome: PushOutcome::Created,
                 due_ms: 1_700_000_000_000,
-                new_head: true
+                new_head: true,
+                job_id: None
             }
         );
         assert_eq!(d(&["4", "5", "0"]).unwrap().outcome, PushOutcome::Replaced);
         assert_eq!(d(&["3", "5", "0"]).unwrap().outcome, PushOutcome::Kept);
         assert!(d(&["2", "5", "0"]).is_err());
+        let dedup = d(&["5", "5", "0", "first"]).unwrap();
+        assert_eq!(
+            (dedup.outcome, dedup.job_id.as_deref()),
+            (PushOutcome::Deduplicated, Some("first"))
+        );
+        assert_eq!(
+            d(&["6", "5", "1", "first"]).unwrap().outcome,
+            PushOutcome::Debounced
+        );
         assert!(d(&["0", "5"]).is_err());
     }
 }

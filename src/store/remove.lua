@@ -14,7 +14,8 @@
 --
 -- Touches: job hashes, and whichever of trigger key, schedule, ready list,
 -- dead set or finished index holds each; count hash. Publishes: nothing.
--- Helpers: detach, state_of, invalid, keep_record, trim_finished.
+-- Helpers: detach, state_of, invalid, keep_record, trim_finished,
+-- dedup_release (a GET and a DEL only for a job pushed with simple dedup).
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
@@ -50,7 +51,7 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
+  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP)
   local record = f[1] == FINISHED
   if not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
@@ -80,6 +81,7 @@ for j = 1, n do
     else
       redis.call('DEL', job)
     end
+    dedup_release(id, f[4]) -- dedup: a simple dedup ends with its job
     reply[#reply + 1] = DONE
     reply[#reply + 1] = topic
     reply[#reply + 1] = state

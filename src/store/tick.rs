@@ -120,6 +120,7 @@ impl PerJob for Tick {
                 },
                 due_ms,
                 new_head,
+                job_id: None,
             })),
             (s, false) => return Err(Error::protocol("tick", format!("status {s:?}"))),
         })
@@ -202,7 +203,8 @@ mod tests {
             Ticked::Done(Some(Pushed {
                 outcome: PushOutcome::Created,
                 due_ms: 1_700_000_000_000,
-                new_head: true
+                new_head: true,
+                job_id: None
             }))
         );
         assert_eq!(
@@ -210,7 +212,8 @@ mod tests {
             Ticked::Done(Some(Pushed {
                 outcome: PushOutcome::Kept,
                 due_ms: 5,
-                new_head: false
+                new_head: false,
+                job_id: None
             }))
         );
         assert!(Tick::decode(&mut f).is_err(), "nothing left");

@@ -36,6 +36,42 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
     #[schema(default = "replace")]
     pub if_exists: IfExistsSpec,
+    /// Deduplication by key, decided before `if_exists`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DedupSpec>,
+}
+
+/// A push's deduplication key and mode. `simple`: while the key's job is
+/// not finished (delayed, ready, reserved, waiting to retry), pushes with
+/// the key are `deduplicated`; it ends when the job finishes, is deleted or
+/// dies. `throttle`: the first push wins for `window_ms`; later pushes
+/// within it are `deduplicated`. `debounce`: a push within `window_ms` of
+/// the last one replaces the key's pending job (body and all) and moves its
+/// due time (`debounced`), never beyond `max_wait_ms` after the series'
+/// first push; once the job fell due or was handed out, a push starts a
+/// new job. Without `id`, delayq picks one in the key's partition.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DedupSpec {
+    #[schema(min_length = 1, max_length = 256)]
+    pub key: String,
+    pub mode: DedupModeSpec,
+    /// Required with throttle and debounce; not taken by simple.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2_592_000_000u64)]
+    pub window_ms: Option<u64>,
+    /// Debounce only: the latest the job may be due, after the first push.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2_592_000_000u64)]
+    pub max_wait_ms: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DedupModeSpec {
+    Simple,
+    Throttle,
+    Debounce,
 }
 
 /// What a push does to an existing job with the same id.
@@ -108,6 +144,10 @@ fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Strin
 pub enum Outcome {
     Created,
     Replaced,
+    /// The dedup key's job was there; nothing changed; `id` is that job.
+    Deduplicated,
+    /// The debounce key's pending job (`id`) took this push.
+    Debounced,
 }
 
 impl Outcome {
@@ -115,11 +155,13 @@ impl Outcome {
         match self {
             Outcome::Created => "created",
             Outcome::Replaced => "replaced",
+            Outcome::Deduplicated => "deduplicated",
+            Outcome::Debounced => "debounced",
         }
     }
 }
 
-/// A pushed job: 201 created, 200 replaced.
+/// A pushed job: 201 created; 200 replaced, deduplicated or debounced.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 pub struct Pushed {
     pub id: String,

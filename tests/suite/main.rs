@@ -10,6 +10,7 @@
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
+//! - [`dedup`]: deduplication windows (simple, throttle, debounce).
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
@@ -51,6 +52,7 @@ mod cluster;
 mod compat_contract;
 mod consumer;
 mod dashboard;
+mod dedup;
 mod defects;
 mod delivery;
 mod docs;

@@ -5,7 +5,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use delayq::wire::{
-    DueAt, IfExistsSpec, Job, JobSpec, JobsPage, NoContent, Pushed, RescheduleSpec, Rescheduled,
+    DedupModeSpec, DedupSpec, DueAt, IfExistsSpec, Job, JobSpec, JobsPage, NoContent, Pushed,
+    RescheduleSpec, Rescheduled,
 };
 use reqwest::Method;
 
@@ -45,6 +46,20 @@ pub struct Push {
     /// Leave an existing job with this id alone.
     #[arg(long)]
     keep: bool,
+    /// Deduplicate by this key (see --dedup-mode).
+    #[arg(long)]
+    dedup_key: Option<String>,
+    /// simple (until the job ends), throttle (first push in the window
+    /// wins) or debounce (each push in the window replaces the job and
+    /// moves it).
+    #[arg(long, requires = "dedup_key", default_value = "simple", value_parser = ["simple", "throttle", "debounce"])]
+    dedup_mode: String,
+    /// The dedup window (throttle, debounce), with a unit: 30s, 5m.
+    #[arg(long, requires = "dedup_key", value_parser = duration_with_unit)]
+    dedup_window: Option<Duration>,
+    /// Debounce: the latest the job may be due after the first push.
+    #[arg(long, requires = "dedup_key", value_parser = duration_with_unit)]
+    dedup_max_wait: Option<Duration>,
 }
 
 impl Push {
@@ -63,6 +78,16 @@ impl Push {
             } else {
                 IfExistsSpec::Replace
             },
+            dedup: self.dedup_key.map(|key| DedupSpec {
+                key,
+                mode: match self.dedup_mode.as_str() {
+                    "throttle" => DedupModeSpec::Throttle,
+                    "debounce" => DedupModeSpec::Debounce,
+                    _ => DedupModeSpec::Simple,
+                },
+                window_ms: self.dedup_window.map(ms),
+                max_wait_ms: self.dedup_max_wait.map(ms),
+            }),
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))

@@ -13,11 +13,11 @@ use axum::Json;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::job::{IfExists, NewJob, PushOutcome, Pushed as StorePushed};
+use crate::job::{Dedup, DedupMode, IfExists, NewJob, PushOutcome, Pushed as StorePushed};
 use crate::retry::RetryPolicy;
 use crate::wire::{
-    self, BatchReply, BatchResult, BatchSpec, DueAt, ErrorReply, IfExistsSpec, Interval, JobSpec,
-    Outcome, Pushed, RescheduleSpec, Rescheduled, RetrySpec,
+    self, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DueAt, ErrorReply, IfExistsSpec,
+    Interval, JobSpec, Outcome, Pushed, RescheduleSpec, Rescheduled, RetrySpec,
 };
 
 /// A due time as Unix ms, checked against the documented limits.
@@ -50,11 +50,23 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
     if spec.delay_ms.is_some() && spec.due_at.is_some() {
         return Err(ApiError::invalid("give delay_ms or due_at, not both"));
     }
+    let dedup = spec.dedup.as_ref().map(|d| Dedup {
+        key: d.key.clone(),
+        mode: match d.mode {
+            DedupModeSpec::Simple => DedupMode::Simple,
+            DedupModeSpec::Throttle => DedupMode::Throttle,
+            DedupModeSpec::Debounce => DedupMode::Debounce,
+        },
+        window: d.window_ms.map(Duration::from_millis),
+        max_wait: d.max_wait_ms.map(Duration::from_millis),
+    });
     Ok(NewJob {
-        id: spec
-            .id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        // With dedup and no id, the queue picks one in the key's partition.
+        id: match (&spec.id, &dedup) {
+            (Some(id), _) => id.clone(),
+            (None, Some(_)) => String::new(),
+            (None, None) => uuid::Uuid::new_v4().to_string(),
+        },
         topic: spec.topic.clone(),
         body: spec.body.clone(),
         delay: Duration::from_millis(spec.delay_ms.unwrap_or(0)),
@@ -67,15 +79,21 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
             IfExistsSpec::Replace => IfExists::Replace,
             IfExistsSpec::Keep => IfExists::Keep,
         },
+        dedup,
     })
 }
 
 /// A push's result as the API reports it: 201 created, 200 replaced, 409
-/// when the id exists and `if_exists` is keep.
+/// when the id exists and `if_exists` is keep. Deduplicated and debounced
+/// are 200 with the key's job id: what a dedup push asks for happened, and
+/// the caller learns which job stands for it (a 409 names the caller's own
+/// id, which a dedup push need not have).
 fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> {
     let (status, outcome) = match pushed.outcome {
         PushOutcome::Created => (StatusCode::CREATED, Outcome::Created),
         PushOutcome::Replaced => (StatusCode::OK, Outcome::Replaced),
+        PushOutcome::Deduplicated => (StatusCode::OK, Outcome::Deduplicated),
+        PushOutcome::Debounced => (StatusCode::OK, Outcome::Debounced),
         PushOutcome::Kept => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -90,7 +108,7 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
     Ok((
         status,
         Pushed {
-            id: job.id.clone(),
+            id: pushed.id,
             due_at_ms: pushed.due_ms,
             outcome,
         },
@@ -101,7 +119,7 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
 #[utoipa::path(post, path = "/v1/jobs", operation_id = "pushJob", request_body = JobSpec,
     responses(
         (status = 201, description = "Created", body = Pushed),
-        (status = 200, description = "Replaced an existing job with the same id", body = Pushed),
+        (status = 200, description = "Replaced an existing job with the same id, or deduplicated or debounced by the dedup key (id: the key's job)", body = Pushed),
         (status = 409, description = "The id exists and if_exists is keep (exists)", body = ErrorReply),
     ))]
 pub(super) async fn push_one(
