@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use crate::retry::RetryPolicy;
 
-pub use limits::{check_due_at, check_keep_finished, Limits, MAX_DUE_AT_MS, MAX_KEEP_FINISHED};
+pub use limits::{
+    check_due_at, check_keep_finished, check_priority, Limits, MAX_DUE_AT_MS, MAX_KEEP_FINISHED,
+    MAX_PRIORITY,
+};
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
 pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
@@ -40,6 +43,9 @@ pub struct NewJob {
     pub retry: Option<RetryPolicy>,
     /// What to do when a job with this id exists.
     pub if_exists: IfExists,
+    /// Among a topic's ready jobs, a smaller number is handed out first:
+    /// 0 (the default), then 1, ... [`MAX_PRIORITY`]; FIFO within each.
+    pub priority: u8,
 }
 
 impl Default for NewJob {
@@ -53,6 +59,7 @@ impl Default for NewJob {
             ttr: DEFAULT_TTR,
             retry: None,
             if_exists: IfExists::Replace,
+            priority: 0,
         }
     }
 }
@@ -169,6 +176,8 @@ pub struct Job {
     /// The last 20 failed attempts, oldest first (a finished job's record
     /// keeps none: see `last_error`).
     pub history: Vec<FailedAttempt>,
+    /// Its priority among ready jobs (0: the default).
+    pub priority: u8,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.

@@ -72,7 +72,10 @@ impl Queue {
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
             keep: job.if_exists == IfExists::Keep,
-            extra: Default::default(),
+            extra: crate::store::push::Extra {
+                priority: (job.priority > 0).then_some(job.priority),
+                ..Default::default()
+            },
         }
     }
 

@@ -41,7 +41,11 @@ pub(crate) struct Push {
 /// the features, and "" for a job that asks none of them, which the script
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Extra {}
+pub(crate) struct Extra {
+    /// Priorities: 1 to MAX_PRIORITY; unset for 0, the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+}
 
 impl Extra {
     /// The script's argument: "" when nothing is set.

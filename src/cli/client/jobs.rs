@@ -45,6 +45,10 @@ pub struct Push {
     /// Leave an existing job with this id alone.
     #[arg(long)]
     keep: bool,
+    /// Priority among the topic's ready jobs: 0 (the default) is handed
+    /// out first, then 1, ... 9.
+    #[arg(long)]
+    priority: Option<i64>,
 }
 
 impl Push {
@@ -63,6 +67,7 @@ impl Push {
             } else {
                 IfExistsSpec::Replace
             },
+            priority: self.priority,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))
@@ -94,6 +99,7 @@ impl Get {
                 ("due_at_ms", time(Some(j.due_at_ms))),
                 ("ttr_ms", Some(j.ttr_ms.to_string())),
                 ("attempts", Some(j.attempts.to_string())),
+                ("priority", j.priority.map(|p| p.to_string())),
                 ("lease_until_ms", time(j.lease_until_ms)),
                 ("dead_at_ms", time(j.dead_at_ms)),
                 ("finished_at_ms", time(j.finished_at_ms)),

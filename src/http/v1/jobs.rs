@@ -67,6 +67,12 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
             IfExistsSpec::Replace => IfExists::Replace,
             IfExistsSpec::Keep => IfExists::Keep,
         },
+        priority: spec
+            .priority
+            .map(crate::job::check_priority)
+            .transpose()
+            .map_err(ApiError::invalid)?
+            .unwrap_or(0),
     })
 }
 
@@ -276,6 +282,7 @@ impl From<crate::job::Job> for wire::Job {
             id: j.id,
             topic: j.topic,
             body: j.body,
+            priority: (j.priority > 0).then_some(j.priority),
         }
     }
 }
