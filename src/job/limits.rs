@@ -9,6 +9,23 @@ use super::NewJob;
 /// 9999-12-31T23:59:59.999Z. The scripts enforce it too.
 pub const MAX_DUE_AT_MS: i64 = 253_402_300_799_999;
 
+/// The largest priority a job may have: 0 (the default) is handed out
+/// first, then 1, 2, ... up to this. Each level is a ready list of its own,
+/// so the range stays small.
+pub const MAX_PRIORITY: u8 = 9;
+
+/// Checks a priority as sent (any integer) and gives it as stored.
+pub fn check_priority(priority: i64) -> Result<u8, String> {
+    u8::try_from(priority)
+        .ok()
+        .filter(|&p| p <= MAX_PRIORITY)
+        .ok_or_else(|| {
+            format!(
+                "priority {priority} is out of range: 0 (the default, handed out first) to {MAX_PRIORITY} (last)"
+            )
+        })
+}
+
 /// Explicit bounds on what a producer may send. Every one is checked before
 /// anything is written.
 #[derive(Clone, Debug)]
@@ -109,6 +126,7 @@ impl Limits {
             check_due_at(at)?;
         }
         self.check_ttr(job.ttr)?;
+        check_priority(job.priority.into())?;
         if let Some(p) = &job.retry {
             p.check()?;
         }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use crate::retry::RetryPolicy;
 
 pub use limits::{
-    check_due_at, check_keep_finished, Limits, MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW,
-    MAX_DUE_AT_MS, MAX_KEEP_FINISHED,
+    check_due_at, check_keep_finished, check_priority, Limits, MAX_DEDUP_KEY_BYTES,
+    MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY,
 };
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
@@ -46,6 +46,9 @@ pub struct NewJob {
     /// Deduplication by key (simple, throttle or debounce); with it, `id`
     /// may be left empty for delayq to choose one in the key's partition.
     pub dedup: Option<Dedup>,
+    /// Among a topic's ready jobs, a smaller number is handed out first:
+    /// 0 (the default), then 1, ... [`MAX_PRIORITY`]; FIFO within each.
+    pub priority: u8,
 }
 
 impl Default for NewJob {
@@ -60,6 +63,7 @@ impl Default for NewJob {
             retry: None,
             if_exists: IfExists::Replace,
             dedup: None,
+            priority: 0,
         }
     }
 }
@@ -216,6 +220,8 @@ pub struct Job {
     /// The last 20 failed attempts, oldest first (a finished job's record
     /// keeps none: see `last_error`).
     pub history: Vec<FailedAttempt>,
+    /// Its priority among ready jobs (0: the default).
+    pub priority: u8,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.

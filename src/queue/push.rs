@@ -74,6 +74,8 @@ impl Queue {
             keep: job.if_exists == IfExists::Keep,
             extra: crate::store::push::Extra {
                 dedup: job.dedup.as_ref().map(Into::into),
+                priority: (job.priority > 0).then_some(job.priority),
+                ..Default::default()
             },
         }
     }

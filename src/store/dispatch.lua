@@ -65,7 +65,7 @@ for k, id in ipairs(ids) do
   local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
     local topic = f[2]
     local state = topic and state_of(f[1])
     local became
@@ -78,7 +78,7 @@ for k, id in ipairs(ids) do
         -- key left to delete.
         redis.call('ZREM', SCHEDULE, id)
       end
-      make_ready(id, topic, DELAYED, score)
+      make_ready(id, topic, DELAYED, score, level_of(f[4]))
       emit(EV_FIRED, id, topic, nil, score)
       became = READY
     elseif state == RESERVED then

@@ -17,6 +17,11 @@
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
+//! |                          |        | (priority 0, the default)                     |
+//! | `{p}:readyp:<n>:<topic>` | list   | the same for priority n (1 to 9): the number  |
+//! |                          |        | before the topic, so no topic names another's |
+//! | `{p}:levels:<topic>`     | zset   | priority n -> n of each readyp list that may  |
+//! |                          |        | hold jobs (absent while none does)            |
 //! | `{p}:dead:<topic>`       | zset   | dead job ids -> time of death (ms)            |
 //! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
@@ -74,6 +79,10 @@ pub mod kind {
     pub const TRIGGER: &str = "t:";
     pub const SCHEDULE: &str = "schedule";
     pub const READY: &str = "ready:";
+    /// Ready lists of priorities 1 to 9 (`readyp:<n>:<topic>`).
+    pub const READY_LEVEL: &str = "readyp:";
+    /// A topic's index of non-empty priority levels.
+    pub const LEVELS: &str = "levels:";
     pub const DEAD: &str = "dead:";
     pub const COUNT: &str = "count";
     pub const READY_CHANNEL: &str = "ready";
@@ -140,6 +149,8 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// Priority (1 to 9); absent means 0, the default.
+    pub const PRIORITY: &str = "pr";
     /// A simple-dedup job's key: its end deletes the key's record.
     pub const DEDUP: &str = "u";
 }
@@ -246,6 +257,9 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("READY_LEVEL_KEY", kind::READY_LEVEL),
+    ("LEVELS_KEY", kind::LEVELS),
+    ("PRIORITY", field::PRIORITY),
     ("EVENTS_KEY", kind::EVENTS),
     ("EV_KIND", event::KIND),
     ("EV_ID", event::ID),
@@ -276,6 +290,10 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_DUE_AT_MS
     ));
     out.push_str(&format!("local POPS_KEPT = {POPS_KEPT}\n"));
+    out.push_str(&format!(
+        "local MAX_PRIORITY = {}\n",
+        crate::job::MAX_PRIORITY
+    ));
     out
 }
 
@@ -389,6 +407,17 @@ impl Keys {
     }
     pub fn ready_list(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::READY)
+    }
+    /// The ready list of `topic`'s priority `level` (0: the default list).
+    pub fn ready_level(&self, topic: &str, level: u8) -> String {
+        if level == 0 {
+            return self.ready_list(topic);
+        }
+        format!("{}{}{level}:{topic}", self.base, kind::READY_LEVEL)
+    }
+    /// `topic`'s index of priority levels with ready jobs.
+    pub fn levels(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::LEVELS)
     }
     pub fn rate(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::RATE)

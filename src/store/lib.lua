@@ -40,6 +40,78 @@ local function trigger_key(id) return P .. TRIGGER_KEY .. id end
 local function ready_key(topic) return P .. READY_KEY .. topic end
 local function dead_key(topic) return P .. DEAD_KEY .. topic end
 
+-- Priorities (H-prio). Level 0, the default, is the ready list above, as
+-- before priorities; level n (1..MAX_PRIORITY) has a list of its own,
+-- READY_LEVEL_KEY .. n .. ':' .. topic (the number first: no topic can
+-- name another's list). LEVELS_KEY .. topic indexes the levels 1.. whose
+-- list may hold jobs (member and score n): every non-empty list is in it,
+-- and a level leaves it when its list is seen empty. Pops take level 0
+-- first, then 1, 2, ...; FIFO within each. Every use of a ready list goes
+-- through these helpers; a caller that has the job's PRIORITY field at hand
+-- passes it (level_of), else (nil) it is read (one HGET).
+local function level_of(stored) return tonumber(stored) or 0 end
+local function level_key(topic, level)
+  if level == 0 then return ready_key(topic) end
+  return P .. READY_LEVEL_KEY .. level .. ':' .. topic
+end
+local function levels_key(topic) return P .. LEVELS_KEY .. topic end
+local function known_level(id, level)
+  return level or level_of(redis.call('HGET', job_key(id), PRIORITY))
+end
+
+-- Puts `id` at the back of its level's list, or at the front (`front`: it
+-- was first in line). One LPUSH/RPUSH; a level's first job also one ZADD.
+local function ready_push(id, topic, level, front)
+  local n = redis.call(front and 'RPUSH' or 'LPUSH', level_key(topic, level), id)
+  if level ~= 0 and n == 1 then redis.call('ZADD', levels_key(topic), level, level) end
+end
+
+-- Takes `id` out of its level's list: LREM (O(list)), and for a level
+-- other than 0 an LLEN, and a ZREM if it is empty now.
+local function ready_remove(id, topic, level)
+  local key = level_key(topic, level)
+  redis.call('LREM', key, 1, id)
+  if level ~= 0 and redis.call('LLEN', key) == 0 then
+    redis.call('ZREM', levels_key(topic), level)
+  end
+end
+
+-- The next id of `topic` to hand out, or nil when none is ready. `at`
+-- ({ level = 0 } at the start of a pop) remembers the level reached. Cost:
+-- one RPOP per id; once the default list is empty, per level looked at one
+-- ZRANGE (O(log levels)), one RPOP and, for a level found empty, one ZREM:
+-- bounded by MAX_PRIORITY, never by the backlog.
+local function ready_take(topic, at)
+  while at.level do
+    local id = redis.call('RPOP', level_key(topic, at.level))
+    if id then return id end
+    if at.level ~= 0 then redis.call('ZREM', levels_key(topic), at.level) end
+    at.level = tonumber(redis.call('ZRANGE', levels_key(topic), 0, 0)[1])
+  end
+  return nil
+end
+
+-- After a pop's last ready_take of `topic`: a level other than 0 that it
+-- emptied leaves the index now, not at the next pop (one LLEN).
+local function ready_taken(topic, at)
+  if at.level and at.level ~= 0 and redis.call('LLEN', level_key(topic, at.level)) == 0 then
+    redis.call('ZREM', levels_key(topic), at.level)
+  end
+end
+
+-- How many of `topic`'s jobs are ready, counted until `cap` is reached: the
+-- default list's LLEN; only if that is short of `cap`, one ZRANGE of the
+-- levels (at most MAX_PRIORITY) and an LLEN per level.
+local function ready_waiting(topic, cap)
+  local n = redis.call('LLEN', ready_key(topic))
+  if n >= cap then return n end
+  for _, level in ipairs(redis.call('ZRANGE', levels_key(topic), 0, -1)) do
+    n = n + redis.call('LLEN', level_key(topic, tonumber(level)))
+    if n >= cap then break end
+  end
+  return n
+end
+
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
 
@@ -138,22 +210,24 @@ local function unlease(id)
   redis.call('ZREM', SCHEDULE, id)
 end
 
--- A job that is out of the schedule joins the back of its ready list;
--- `due` (if given) records when it fell due.
-local function make_ready(id, topic, from, due)
+-- A job that is out of the schedule joins the back of its ready list (of
+-- its priority `level`: nil reads it); `due` (if given) records when it
+-- fell due.
+local function make_ready(id, topic, from, due, level)
   if due then
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '', DUE, due)
   else
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   end
-  redis.call('LPUSH', ready_key(topic), id)
+  ready_push(id, topic, known_level(id, level), false)
   move_count(topic, from, READY)
 end
 
--- Takes a job out of whatever structure its state keeps it in.
-local function detach(id, state, topic)
+-- Takes a job out of whatever structure its state keeps it in (`level`:
+-- its priority, if at hand).
+local function detach(id, state, topic, level)
   if state == READY then
-    redis.call('LREM', ready_key(topic), 1, id)
+    ready_remove(id, topic, known_level(id, level))
   elseif state == DEAD then
     redis.call('ZREM', dead_key(topic), id)
   elseif state == RESERVED then
@@ -198,7 +272,7 @@ end
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
   local job = job_key(id)
-  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP)
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -237,7 +311,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   -- whatever a stored job holds.
   wait = math.min(wait, MAX_TIME_MS - now_ms)
   if wait <= 0 then
-    make_ready(id, topic, RESERVED)
+    make_ready(id, topic, RESERVED, nil, level_of(f[6]))
     return READY, now_ms
   end
   local due = now_ms + wait
@@ -273,7 +347,7 @@ end
 -- extra argument): each feature reads its own field of it.
 local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local job = job_key(id)
-  local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
+  local old = redis.call('HMGET', job, STATE, TOPIC, DUE, PRIORITY)
   local status = DONE
   if old[2] then
     -- A finished job's kept record is no job: a push creates a new one.
@@ -282,13 +356,17 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
       return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
     end
     if not record then status = REPLACED end
-    detach(id, state_of(old[1]), old[2])
+    detach(id, state_of(old[1]), old[2], level_of(old[4]))
     redis.call('DEL', job)
   end
   -- One HSET whatever the fields: a policy's fields only when it has them.
   local fields = { TOPIC, topic, BODY, body, TTR, ttr }
   if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
   if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
+  -- Priorities: stored only when not the default (push.lua checked it).
+  if extra and extra.priority and extra.priority ~= 0 then
+    fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
+  end
   redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)
@@ -337,13 +415,13 @@ local function rate_use(bucket, used, now_ms)
 end
 
 -- Gives back a reservation that never reached its consumer: the job goes
--- to the head of its ready list (it was first in line), the attempt
--- uncounted, and waiting consumers are woken.
-local function unreserve(id, topic)
+-- to the head of its ready list (of its priority `level`, nil reads it: it
+-- was first in line), the attempt uncounted, and waiting consumers are woken.
+local function unreserve(id, topic, level)
   unlease(id)
   redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
-  redis.call('RPUSH', ready_key(topic), id)
+  ready_push(id, topic, known_level(id, level), true)
   move_count(topic, RESERVED, READY)
   notify_ready(topic, 1)
 end

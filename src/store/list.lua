@@ -17,14 +17,17 @@
 -- ARGV[4]  where the cursor's job was (index from the push end)
 -- ARGV[5]  cursor's job id ("": from the front)
 -- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
+-- ARGV[8]  the priority level to list (0: the default list)
 --
 -- Touches: reads the schedule, a dead set or a finished index and job
--- hashes, or the ready list. Publishes: nothing. Helpers: job_key, dead_key, ready_key.
+-- hashes, or a ready list and the topic's levels index. Publishes: nothing.
+-- Helpers: job_key, dead_key, level_key, levels_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
 -- entry looked at), last score looked at, last id looked at, then id,
 -- score ... }; for ready-list: { DONE, index of the last id (from the push end),
--- then ids, next to be handed out first }.
+-- the next level with jobs after this one (-1: none), then ids, next to be
+-- handed out first }. Levels are listed in the order pops take them.
 --
 -- Guarantees: costs Redis time in proportion to what it looks at (at most
 -- ARGV[8] entries, or the page and 2 * ARGV[7] list entries), never to the
@@ -37,7 +40,11 @@
 -- again at the front; only if it was deleted, or more than ARGV[7] jobs
 -- came or went before it, are jobs listed again.
 if ARGV[2] == 'ready-list' then
-  local list = ready_key(ARGV[3])
+  local level = tonumber(ARGV[8]) or 0
+  local list = level_key(ARGV[3], level)
+  -- One ZRANGEBYSCORE of at most one entry, O(log levels).
+  local after_level = redis.call('ZRANGEBYSCORE', levels_key(ARGV[3]), '(' .. level, '+inf',
+    'LIMIT', 0, 1)[1]
   local at, after = tonumber(ARGV[4]), ARGV[5]
   local limit, near = tonumber(ARGV[6]), tonumber(ARGV[7])
   -- The highest index still to list: the front unless the cursor's job is
@@ -56,7 +63,7 @@ if ARGV[2] == 'ready-list' then
     if best then top = best - 1 end
   end
   local from = math.max(0, top - limit + 1)
-  local reply = { DONE, from }
+  local reply = { DONE, from, tonumber(after_level) or -1 }
   if top >= 0 then
     local ids = redis.call('LRANGE', list, from, top)
     for i = #ids, 1, -1 do reply[#reply + 1] = ids[i] end

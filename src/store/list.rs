@@ -18,8 +18,9 @@ pub const SCRIPT: Script = Script {
 pub const SCAN_CAP: usize = 2000;
 
 /// Where a page starts: after this (score, id), or, in ready lists, after
-/// job `id` of partition `part`, last seen `index` entries from the end
-/// pushes add to (pops, at the other end, do not move it).
+/// job `id` of partition `part`'s list of priority `level`, last seen
+/// `index` entries from the end pushes add to (pops, at the other end, do
+/// not move it).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cursor {
     After {
@@ -28,6 +29,7 @@ pub enum Cursor {
     },
     At {
         part: usize,
+        level: u8,
         index: usize,
         id: String,
     },
@@ -43,7 +45,19 @@ impl Cursor {
     pub fn encode(&self) -> String {
         let text = match self {
             Cursor::After { score, id } => format!("s\n{score}\n{id}"),
-            Cursor::At { part, index, id } => format!("r\n{part}\n{index}\n{id}"),
+            // Priority 0 keeps the form cursors had before priorities.
+            Cursor::At {
+                part,
+                level: 0,
+                index,
+                id,
+            } => format!("r\n{part}\n{index}\n{id}"),
+            Cursor::At {
+                part,
+                level,
+                index,
+                id,
+            } => format!("p\n{part}\n{level}\n{index}\n{id}"),
         };
         hex::encode(text)
     }
@@ -65,6 +79,7 @@ impl Cursor {
         let fields = match kind {
             "s" => 2,
             "r" => 3,
+            "p" => 4,
             _ => return Err(bad("unknown kind")),
         };
         let mut parts = rest.splitn(fields, '\n');
@@ -77,10 +92,19 @@ impl Cursor {
                 let score = number(parts.next(), MAX_SCORE as u64, "score")? as i64;
                 Ok(Cursor::After { score, id })
             }
-            "r" => {
+            "r" | "p" => {
                 let part = number(parts.next(), u16::MAX as u64, "partition")? as usize;
+                let level = match kind {
+                    "p" => number(parts.next(), crate::job::MAX_PRIORITY.into(), "priority")? as u8,
+                    _ => 0,
+                };
                 let index = number(parts.next(), MAX_INDEX as u64, "index")? as usize;
-                Ok(Cursor::At { part, index, id })
+                Ok(Cursor::At {
+                    part,
+                    level,
+                    index,
+                    id,
+                })
             }
             _ => unreachable!("kinds are checked above"),
         }
@@ -225,14 +249,19 @@ impl Store {
         at: Option<&Cursor>,
         limit: usize,
     ) -> Result<Page> {
-        let (mut part, mut after) = match at {
-            Some(Cursor::At { part, index, id }) => (*part, Some((*index, id.clone()))),
+        let (mut part, mut level, mut after) = match at {
+            Some(Cursor::At {
+                part,
+                level,
+                index,
+                id,
+            }) => (*part, *level, Some((*index, id.clone()))),
             Some(Cursor::After { .. }) => {
                 return Err(Error::Invalid(
                     "that cursor does not belong to ready lists".into(),
                 ))
             }
-            None => (0, None),
+            None => (0, 0, None),
         };
         if part >= self.parts().len() {
             return Err(Error::Invalid(format!(
@@ -247,29 +276,39 @@ impl Store {
             let (index, id) = after.take().unwrap_or((0, String::new()));
             let mut cmd = self.script(&SCRIPT, part);
             // Costs the page and a look around the cursor's job of at most
-            // 2 * SCAN_CAP entries.
+            // 2 * SCAN_CAP entries, and one look at the priority levels.
             cmd.arg("ready-list")
                 .arg(topic)
                 .arg(index)
                 .arg(&id)
                 .arg(want)
-                .arg(SCAN_CAP);
+                .arg(SCAN_CAP)
+                .arg(level);
             let (status, mut f) = self.send(cmd).await?;
             if status != Status::Done {
                 return Err(Error::protocol("list ready", format!("status {status:?}")));
             }
             let from = f.int()?.max(0) as usize;
+            let next_level = f.int()?;
             let mut got = Vec::with_capacity(f.left());
             while f.left() > 0 {
                 got.push(f.string()?);
             }
             if got.len() < want {
-                // This partition is done.
-                part += 1;
+                // This level is done: the next one with jobs, or the next
+                // partition.
+                match u8::try_from(next_level) {
+                    Ok(l) if l > level && l <= crate::job::MAX_PRIORITY => level = l,
+                    _ => {
+                        part += 1;
+                        level = 0;
+                    }
+                }
                 next = None;
             } else {
                 next = got.last().map(|id| Cursor::At {
                     part,
+                    level,
                     index: from,
                     id: id.clone(),
                 });
@@ -294,8 +333,15 @@ mod tests {
             },
             Cursor::At {
                 part: 3,
+                level: 0,
                 index: 40,
                 id: "x\ny".into(),
+            },
+            Cursor::At {
+                part: 1,
+                level: 9,
+                index: 0,
+                id: "p:1".into(),
             },
         ] {
             assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
@@ -318,6 +364,9 @@ mod tests {
             "r\n-1\n0\nid",
             "r\n0\n18446744073709551615\nid",
             "q\n0\n0",
+            "p\n0\n10\n0\nid",
+            "p\n0\n\n0\nid",
+            "p\n0\n1\n0",
         ] {
             assert!(Cursor::decode(&hex::encode(forged)).is_err(), "{forged:?}");
         }

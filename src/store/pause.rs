@@ -14,12 +14,15 @@ impl Store {
             let mut pipe = redis::pipe();
             pipe.cmd(op).arg(part.paused()).arg(topic).ignore();
             if !paused {
-                pipe.cmd("LLEN").arg(part.ready_list(topic));
+                // Ready jobs of every priority: the partition's count.
+                pipe.cmd("HGET")
+                    .arg(part.counts())
+                    .arg(format!("{}:{topic}", layout::state::READY));
             }
-            let r: Vec<i64> = self
+            let r: Vec<Option<i64>> = self
                 .call("pause", pipe.query_async(&mut self.conn()))
                 .await?;
-            if let Some(&ready) = r.first() {
+            if let Some(&Some(ready)) = r.first() {
                 if ready > 0 {
                     let mut publish = redis::cmd("PUBLISH");
                     publish

@@ -13,10 +13,20 @@
 --          limit (if the topic has one, it gives nothing: see ungranted)
 -- ARGV[6..] topics, tried in the order given
 --
--- Touches: the topics' ready lists and rate limits, the paused set, job
--- hashes, schedule (lease ends), count hash, the latest pops list (one
--- entry, trimmed to POPS_KEPT). Publishes: nothing.
--- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
+-- Touches: the topics' ready lists (every priority level) and their levels
+-- index, rate limits, the paused set, job hashes, schedule (lease ends),
+-- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
+-- Publishes: nothing.
+-- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use,
+-- ready_take, ready_taken, ready_waiting.
+--
+-- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
+-- job taken RPOP, HMGET, HSET, ZADD; one RPOP that finds the default list
+-- empty. Priorities: once the default list (priority 0) is empty, one
+-- ZRANGE of the topic's levels per level looked at, and one ZREM and one
+-- more RPOP per level found empty, and one LLEN after taking from a level
+-- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
+-- priorities; one that empties the default list runs one ZRANGE more.
 --
 -- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
 --           topic, body, token, due_ms, attempts, lease_until_ms }; held:
@@ -25,7 +35,9 @@
 --           ungranted: 1 if a topic given as "-" has a limit.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
--- it is never handed to two consumers at once. The lease's end goes into
+-- it is never handed to two consumers at once. Within a topic, jobs of
+-- priority 0 go first, then 1, 2, ...; first in, first out within each
+-- (topics are still tried in the order given). The lease's end goes into
 -- the schedule (no trigger key: the sweep is the clock), so a consumer that
 -- dies without finishing counts as a failed attempt after ttr, not before.
 -- Every delivery carries a new token (the caller's random nonce and the
@@ -51,7 +63,7 @@ local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
   local topic = ARGV[i]
-  local list = ready_key(topic)
+  local at = { level = 0 }
   local bucket, allowed, limited
   if ARGV[5] == '' then
     bucket = rate_bucket(topic, now_ms)
@@ -72,7 +84,7 @@ for i = 6, #ARGV do
   if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
-    local id = redis.call('RPOP', list)
+    local id = ready_take(topic, at)
     if not id then break end
     local job = job_key(id)
     local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
@@ -98,6 +110,7 @@ for i = 6, #ARGV do
       bytes = bytes + #f[3]
     end
   end
+  ready_taken(topic, at)
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.
@@ -105,7 +118,7 @@ for i = 6, #ARGV do
     -- A granted allowance's caller knows when the next token is due.
     local wait = rate_use(bucket, took, now_ms)
     if got < want and took == allowed and (wait > 0 or not bucket) then
-      local waiting = math.min(redis.call('LLEN', list), want - got)
+      local waiting = math.min(ready_waiting(topic, want - got), want - got)
       if waiting > 0 then
         held = held + waiting
         if wait > 0 and (retry == 0 or wait < retry) then retry = wait end

@@ -14,7 +14,7 @@
 --          costs no decoding
 --
 -- Touches: job hashes, trigger keys, schedule, count hash; an existing
--- job's ready list or dead set. Publishes: wake (when one of the jobs is the
+-- job's ready list (of its priority, and the topic's levels) or dead set. Publishes: wake (when one of the jobs is the
 -- new earliest).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push.
 --
@@ -57,6 +57,12 @@ for j = 1, n do
     local ok, x = pcall(cjson.decode, extra)
     if not ok or type(x) ~= 'table' then
       return invalid('job ' .. j .. ': extra is not a JSON object')
+    end
+    -- Priorities: a whole number 0..MAX_PRIORITY (the caller checked it;
+    -- this keeps a stored job's level sane whoever calls).
+    local pr = x.priority
+    if pr ~= nil and (type(pr) ~= 'number' or pr ~= math.floor(pr) or pr < 0 or pr > MAX_PRIORITY) then
+      return invalid('job ' .. j .. ': priority must be a whole number from 0 to ' .. MAX_PRIORITY)
     end
     extras[j] = x
     local d = x.dedup

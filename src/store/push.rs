@@ -42,6 +42,9 @@ pub(crate) struct Push {
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Extra {
+    /// Priorities: 1 to MAX_PRIORITY; unset for 0, the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupArg>,
 }

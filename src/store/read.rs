@@ -116,6 +116,7 @@ fn decode_job(
         last_error: f.remove(field::ERROR),
         history,
         state,
+        priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
     }))
 }
 

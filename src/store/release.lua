@@ -19,7 +19,7 @@
 -- waiting consumers are woken.
 local id = ARGV[2]
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, PRIORITY)
 if f[1] ~= RESERVED or f[3] ~= ARGV[3] then return { STALE } end
-unreserve(id, f[2])
+unreserve(id, f[2], level_of(f[4]))
 return { DONE }

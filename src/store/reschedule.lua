@@ -20,12 +20,12 @@
 -- so do attempts, except that a dead job starts its schedule afresh.
 local id = ARGV[2]
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC)
+local f = redis.call('HMGET', job, STATE, TOPIC, PRIORITY)
 -- A finished job's kept record is no job: push its id again instead.
 if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
-detach(id, state_of(f[1]), f[2])
+detach(id, state_of(f[1]), f[2], level_of(f[3]))
 if f[1] == DEAD then
   redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
 end

@@ -167,7 +167,10 @@ impl Store {
     }
 
     /// Fills in each topic's backlog ages and what holds it. Per partition
-    /// two pipelined round trips: LINDEX of each ready list's next job (and
+    /// two pipelined round trips (three when a topic has jobs of a priority
+    /// other than the default: the LINDEX of each of its levels, at most
+    /// MAX_PRIORITY): LINDEX of each ready list's next job and a ZRANGE of
+    /// the topic's priority levels (and
     /// the token bucket of each rate-limited topic with ready jobs, in its
     /// home partition), and at most [`OVERDUE_LOOK`] due schedule entries;
     /// then one HGET/HMGET per job found. Cost: O(topics + OVERDUE_LOOK)
@@ -200,6 +203,7 @@ impl Store {
                 let mut pipe = redis::pipe();
                 for t in ready {
                     pipe.cmd("LINDEX").arg(part.ready_list(t)).arg(-1);
+                    pipe.cmd("ZRANGE").arg(part.levels(t)).arg(0).arg(-1);
                 }
                 for t in &rated {
                     pipe.cmd("HMGET")
@@ -223,13 +227,34 @@ impl Store {
                 let due: Vec<(String, f64)> =
                     value("backlog", replies.pop().unwrap_or(redis::Value::Nil))?;
                 let mut replies = replies.into_iter();
-                let heads: Vec<(String, String)> = ready
-                    .iter()
-                    .zip(replies.by_ref())
-                    .filter_map(|(t, v)| {
-                        Some((t.clone(), value::<Option<String>>("backlog", v).ok()??))
-                    })
-                    .collect();
+                let mut heads: Vec<(String, String)> = Vec::new();
+                // Priorities: the next job of each other level is a head too
+                // (the oldest ready job may wait in any level).
+                let mut levels: Vec<(String, u8)> = Vec::new();
+                for t in ready {
+                    let head = replies.next().unwrap_or(redis::Value::Nil);
+                    if let Ok(Some(id)) = value::<Option<String>>("backlog", head) {
+                        heads.push((t.clone(), id));
+                    }
+                    let found = replies.next().unwrap_or(redis::Value::Nil);
+                    for l in value::<Vec<u8>>("backlog", found).unwrap_or_default() {
+                        levels.push((t.clone(), l));
+                    }
+                }
+                if !levels.is_empty() {
+                    let mut pipe = redis::pipe();
+                    for (t, l) in &levels {
+                        pipe.cmd("LINDEX").arg(part.ready_level(t, *l)).arg(-1);
+                    }
+                    let found: Vec<Option<String>> = self
+                        .call("backlog", pipe.query_async(&mut self.conn()))
+                        .await?;
+                    for ((t, _), id) in levels.into_iter().zip(found) {
+                        if let Some(id) = id {
+                            heads.push((t, id));
+                        }
+                    }
+                }
                 let mut out_of_tokens = Vec::new();
                 for (t, v) in rated.iter().zip(replies) {
                     let b: Vec<Option<f64>> = value("backlog", v)?;

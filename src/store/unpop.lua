@@ -32,9 +32,9 @@ for _, entry in ipairs(redis.call('LRANGE', P .. POPS_KEY, 0, -1)) do
       if first then
         first = false
       else
-        local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN)
+        local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN, PRIORITY)
         if f[1] == RESERVED and f[3] and string.sub(f[3], 1, #prefix) == prefix then
-          unreserve(id, f[2])
+          unreserve(id, f[2], level_of(f[4]))
           given = given + 1
         end
       end

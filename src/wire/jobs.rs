@@ -36,6 +36,15 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
     #[schema(default = "replace")]
     pub if_exists: IfExistsSpec,
+    /// Among the topic's ready jobs, a smaller number is handed out first:
+    /// 0 (the default), then 1 ... 9; first in, first out within each.
+    #[serde(
+        default,
+        deserialize_with = "whole_priority",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 0, maximum = 9, default = 0)]
+    pub priority: Option<i64>,
     /// Deduplication by key, decided before `if_exists`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupSpec>,
@@ -131,6 +140,20 @@ fn body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
                 "body must be a string: to send JSON, encode it into one (\"body\": {shown})"
             )))
         }
+    }
+}
+
+/// A priority is a whole number; anything else is refused naming the field
+/// (its range is checked with the other limits).
+fn whole_priority<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) if n.as_i64().is_some() => Ok(n.as_i64()),
+        other => Err(D::Error::custom(format!(
+            "priority must be a whole number from 0 (the default) to {}, not {other}",
+            crate::job::MAX_PRIORITY
+        ))),
     }
 }
 
@@ -230,6 +253,10 @@ pub struct Job {
     pub last_error: Option<String>,
     /// The last 20 failed attempts, oldest first.
     pub history: Vec<Attempt>,
+    /// Its priority (1 to 9; absent: 0, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 9)]
+    pub priority: Option<u8>,
 }
 
 /// A retry policy as stored.

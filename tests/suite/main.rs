@@ -7,6 +7,7 @@
 //! - [`consumer`]: the `Consumer`'s concurrency, finishes and nacks.
 //! - [`batching`]: group commit, each caller still answered on its own.
 //! - [`recurring`]: recurring schedules and rate limits across instances.
+//! - [`priority`]: priorities among ready jobs, per partition on a split queue.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
@@ -65,6 +66,7 @@ mod import;
 mod instances;
 mod load;
 mod native_api;
+mod priority;
 mod recurring;
 mod retry;
 mod security;

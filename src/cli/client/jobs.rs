@@ -60,6 +60,10 @@ pub struct Push {
     /// Debounce: the latest the job may be due after the first push.
     #[arg(long, requires = "dedup_key", value_parser = duration_with_unit)]
     dedup_max_wait: Option<Duration>,
+    /// Priority among the topic's ready jobs: 0 (the default) is handed
+    /// out first, then 1, ... 9.
+    #[arg(long)]
+    priority: Option<i64>,
 }
 
 impl Push {
@@ -88,6 +92,7 @@ impl Push {
                 window_ms: self.dedup_window.map(ms),
                 max_wait_ms: self.dedup_max_wait.map(ms),
             }),
+            priority: self.priority,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))
@@ -119,6 +124,7 @@ impl Get {
                 ("due_at_ms", time(Some(j.due_at_ms))),
                 ("ttr_ms", Some(j.ttr_ms.to_string())),
                 ("attempts", Some(j.attempts.to_string())),
+                ("priority", j.priority.map(|p| p.to_string())),
                 ("lease_until_ms", time(j.lease_until_ms)),
                 ("dead_at_ms", time(j.dead_at_ms)),
                 ("finished_at_ms", time(j.finished_at_ms)),

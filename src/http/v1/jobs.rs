@@ -80,6 +80,12 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
             IfExistsSpec::Keep => IfExists::Keep,
         },
         dedup,
+        priority: spec
+            .priority
+            .map(crate::job::check_priority)
+            .transpose()
+            .map_err(ApiError::invalid)?
+            .unwrap_or(0),
     })
 }
 
@@ -294,6 +300,7 @@ impl From<crate::job::Job> for wire::Job {
             id: j.id,
             topic: j.topic,
             body: j.body,
+            priority: (j.priority > 0).then_some(j.priority),
         }
     }
 }

@@ -1,0 +1,384 @@
+//! Priorities among ready jobs: priority 0 (the default) is handed out
+//! first, then 1, 2, ... 9; first in, first out within each; pause and rate
+//! limits as before; kept by retries, requeues and releases; listed,
+//! counted and aged; refused out of range; per partition on a split queue.
+
+use std::time::Duration;
+
+use crate::common::*;
+use delayq::{Config, JobState, NewJob, Queue, RateLimit, RetryPolicy};
+use serde_json::{json, Value};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn prio(id: &str, topic: &str, priority: u8) -> NewJob {
+    NewJob {
+        priority,
+        ..job(id, topic, 0, 60_000)
+    }
+}
+
+/// Waits until `n` jobs of `topic` are ready.
+async fn ready(q: &Queue, topic: &str, n: u64) {
+    eventually(LIMIT, &format!("{n} jobs of {topic} ready"), || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get(topic)?.ready == n).then_some(())
+    })
+    .await;
+}
+
+/// Pops one job at a time until none is ready: their ids, in order.
+async fn drain(q: &Queue, topic: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let got = q.try_pop(&topics(&[topic]), 1).await.unwrap();
+        let Some(d) = got.into_iter().next() else {
+            return out;
+        };
+        q.finish(&d.id, &d.token).await.unwrap();
+        out.push(d.id);
+    }
+}
+
+/// The keys of the priority levels (lists and indexes) left in Redis.
+async fn level_keys(redis: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = redis.cmd(&["KEYS", "*readyp:*"]).await;
+    let idx: Vec<String> = redis.cmd(&["KEYS", "*levels:*"]).await;
+    keys.extend(idx);
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_jobs_go_out_by_priority_and_first_in_first_out_within_each() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // Pushed mixed: ids sort in push order, so jobs that fall due in the
+    // same millisecond become ready in push order too.
+    let pushed = [
+        ("a00", 5),
+        ("a01", 0),
+        ("a02", 9),
+        ("a03", 1),
+        ("a04", 5),
+        ("a05", 0),
+        ("a06", 1),
+        ("a07", 9),
+        ("a08", 5),
+        ("a09", 0),
+    ];
+    for (id, p) in pushed {
+        q.push(&prio(id, "mixed", p)).await.unwrap();
+    }
+    ready(&q, "mixed", 10).await;
+    assert_eq!(q.get("a00").await.unwrap().unwrap().priority, 5);
+    assert_eq!(q.get("a01").await.unwrap().unwrap().priority, 0);
+
+    // One batch pop crosses from priority 0 into 1.
+    let batch = q.try_pop(&topics(&["mixed"]), 4).await.unwrap();
+    let ids: Vec<&str> = batch.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["a01", "a05", "a09", "a03"]);
+    for d in &batch {
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    assert_eq!(
+        drain(&q, "mixed").await,
+        ["a06", "a00", "a04", "a08", "a02", "a07"]
+    );
+    // Nothing is left behind: no level lists, no index of levels.
+    assert_eq!(level_keys(&redis).await, Vec::<String>::new());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_rate_limits_hold_with_priorities() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.pause("held").await.unwrap();
+    for (id, p) in [("h1", 3), ("h2", 0), ("h3", 3), ("h4", 7)] {
+        q.push(&prio(id, "held", p)).await.unwrap();
+    }
+    ready(&q, "held", 4).await;
+    assert!(q.try_pop(&topics(&["held"]), 10).await.unwrap().is_empty());
+
+    // One token now, the next in 100 s: one job, the first by priority.
+    q.set_rate(
+        "held",
+        RateLimit {
+            per_second: 0.01,
+            burst: 1,
+        },
+    )
+    .await
+    .unwrap();
+    q.resume("held").await.unwrap();
+    let got = q.try_pop(&topics(&["held"]), 10).await.unwrap();
+    let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["h2"]);
+    assert!(q.try_pop(&topics(&["held"]), 10).await.unwrap().is_empty());
+    let o = q.topics().await.unwrap();
+    assert_eq!(o.topics["held"].ready, 3);
+
+    // Lifted, the rest go by priority.
+    q.clear_rate("held").await.unwrap();
+    assert_eq!(drain(&q, "held").await, ["h1", "h3", "h4"]);
+    q.close().await;
+}
+
+/// A plain job and a priority-1 job of `retry`, pushed; then waits until
+/// `want` jobs are ready.
+async fn others(q: &Queue, n: u32, want: u64) {
+    q.push(&prio(&format!("plain{n}"), "retry", 0))
+        .await
+        .unwrap();
+    q.push(&prio(&format!("one{n}"), "retry", 1)).await.unwrap();
+    ready(q, "retry", want).await;
+}
+
+/// Pops three of `retry`, finishes the first two: their ids, and the third.
+async fn take_three(q: &Queue) -> (Vec<String>, delayq::Delivery) {
+    let d = q.try_pop(&topics(&["retry"]), 3).await.unwrap();
+    let ids: Vec<String> = d.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    for d in &d[..2] {
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    (ids, d[2].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_releases_and_requeues_keep_a_jobs_priority() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let once_then_dead = Some(RetryPolicy {
+        intervals: vec![Duration::from_millis(50)],
+        max_attempts: Some(3),
+    });
+    q.push(&NewJob {
+        retry: once_then_dead,
+        ..prio("r", "retry", 2)
+    })
+    .await
+    .unwrap();
+    ready(&q, "retry", 1).await;
+
+    // Each way back to ready, with a plain and a priority-1 job ready
+    // beside it: the plain one goes first, then 1, then the job (2).
+    // A nack with no wait: ready again at once.
+    let d = q.try_pop(&topics(&["retry"]), 1).await.unwrap().remove(0);
+    others(&q, 1, 2).await;
+    q.nack(&d.id, &d.token, Some(Duration::ZERO), "boom")
+        .await
+        .unwrap();
+    ready(&q, "retry", 3).await;
+    let (ids, d) = take_three(&q).await;
+    assert_eq!(ids, ["plain1", "one1", "r"]);
+
+    // A release: back at the front of its level.
+    q.release(&d.id, &d.token).await.unwrap();
+    others(&q, 2, 3).await;
+    let (ids, d) = take_three(&q).await;
+    assert_eq!(ids, ["plain2", "one2", "r"]);
+
+    // A nack whose retry waits 50 ms: delayed, then ready at its level.
+    q.nack(&d.id, &d.token, None, "boom again").await.unwrap();
+    others(&q, 3, 3).await;
+    let (ids, d) = take_three(&q).await;
+    assert_eq!(ids, ["plain3", "one3", "r"]);
+    assert_eq!(d.attempts, 3);
+
+    // The third failure kills it; requeued, it keeps its priority.
+    let n = q.nack(&d.id, &d.token, None, "dead").await.unwrap();
+    assert_eq!(n.state, JobState::Dead);
+    others(&q, 4, 2).await;
+    assert_eq!(q.requeue_dead("retry", &[]).await.unwrap(), 1);
+    let (ids, d) = take_three(&q).await;
+    assert_eq!(ids, ["plain4", "one4", "r"]);
+    assert_eq!(q.get("r").await.unwrap().unwrap().priority, 2);
+    q.finish(&d.id, &d.token).await.unwrap();
+    assert_eq!(level_keys(&redis).await, Vec::<String>::new());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_or_deleted_ready_job_leaves_its_level() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    for (id, p) in [("x", 6), ("y", 6), ("z", 4)] {
+        q.push(&prio(id, "moves", p)).await.unwrap();
+    }
+    ready(&q, "moves", 3).await;
+    // x moves to the default level, z is deleted: y is alone in level 6,
+    // and level 4 is gone from the index.
+    q.push(&prio("x", "moves", 0)).await.unwrap();
+    q.delete("z").await.unwrap();
+    ready(&q, "moves", 2).await;
+    let idx: Vec<String> = redis.cmd(&["ZRANGE", "{dq}:levels:moves", "0", "-1"]).await;
+    assert_eq!(idx, ["6"]);
+    assert_eq!(q.get("x").await.unwrap().unwrap().priority, 0);
+    assert_eq!(drain(&q, "moves").await, ["x", "y"]);
+    assert_eq!(level_keys(&redis).await, Vec::<String>::new());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_counts_and_the_oldest_ready_age_include_prioritised_jobs() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // Only prioritised jobs ready: the default list is empty.
+    for (id, p) in [("l1", 3), ("l2", 1), ("l3", 3), ("l4", 9), ("l5", 1)] {
+        q.push(&prio(id, "listed", p)).await.unwrap();
+    }
+    ready(&q, "listed", 5).await;
+    q.push(&prio("l0", "listed", 0)).await.unwrap();
+    ready(&q, "listed", 6).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Pages of two, in the order pops will take them.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let (page, next) = q
+            .list_jobs("listed", JobState::Ready, cursor.as_deref(), 2)
+            .await
+            .unwrap();
+        seen.extend(page.iter().map(|j| (j.id.clone(), j.priority)));
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let want = [
+        ("l0", 0),
+        ("l2", 1),
+        ("l5", 1),
+        ("l1", 3),
+        ("l3", 3),
+        ("l4", 9),
+    ];
+    let want: Vec<(String, u8)> = want.iter().map(|(i, p)| (i.to_string(), *p)).collect();
+    assert_eq!(seen, want);
+
+    // Over HTTP: the job and the listing show the priority (none when 0),
+    // the topic counts them all and ages the oldest, which is prioritised.
+    let s = TestServer::start(q.clone(), Default::default()).await;
+    let (status, v) = get_json(&s.base, "/v1/jobs/l4").await;
+    assert_eq!((status, &v["priority"]), (200, &json!(9)), "{v}");
+    let (_, v) = get_json(&s.base, "/v1/jobs/l0").await;
+    assert_eq!(v.get("priority"), None, "{v}");
+    let (status, v) = get_json(&s.base, "/v1/topics").await;
+    assert_eq!(status, 200, "{v}");
+    let t = &v["topics"]["listed"];
+    assert_eq!(t["ready"], 6, "{v}");
+    let age = t["oldest_ready_ms"].as_u64();
+    assert!(age.is_some_and(|a| a >= 250), "{v}");
+    // The oldest waits in level 3 (l1), older than l0's age.
+    let (_, v) = get_json(&s.base, "/v1/jobs/l1").await;
+    let l1_due = v["due_at_ms"].as_i64().unwrap();
+    let (_, v) = get_json(&s.base, "/v1/jobs/l0").await;
+    let l0_due = v["due_at_ms"].as_i64().unwrap();
+    assert!(l1_due < l0_due);
+    assert!(age.unwrap() as i64 >= l0_due - l1_due + 250, "{t}");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_out_of_range_is_refused_naming_it_and_writes_nothing() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let e = q.push(&prio("lib", "bad", 10)).await.unwrap_err();
+    assert!(e.to_string().contains("priority 10 is out of range"), "{e}");
+    let s = TestServer::start(q.clone(), Default::default()).await;
+    // Out of range: 422 (a limit broken); not a whole number: 400.
+    for (bad, want) in [
+        (json!(10), 422),
+        (json!(-1), 422),
+        (json!(256), 422),
+        (json!(1.5), 400),
+        (json!("high"), 400),
+    ] {
+        let body = json!({"id": "b", "topic": "bad", "priority": bad});
+        let r = reqwest::Client::new()
+            .post(format!("{}/v1/jobs", s.base))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(status, want, "{bad}: {v}");
+        assert!(v.to_string().contains("priority"), "{bad}: {v}");
+    }
+    // In a batch, the bad job alone is refused.
+    let v = post(
+        &s.base,
+        "/v1/jobs/batch",
+        &json!({"jobs": [
+            {"id": "ok", "topic": "bad", "priority": 9},
+            {"id": "b", "topic": "bad", "priority": 12},
+        ]})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(v["accepted"], 1, "{v}");
+    assert_eq!(v["results"][1]["status"], 422, "{v}");
+    assert!(v["results"][1].to_string().contains("priority"), "{v}");
+    assert!(q.get("b").await.unwrap().is_none());
+    assert!(q.get("lib").await.unwrap().is_none());
+    assert_eq!(q.get("ok").await.unwrap().unwrap().priority, 9);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_split_queue_each_partition_hands_out_by_priority() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let n = 48;
+    for i in 0..n {
+        q.push(&prio(&format!("s{i:03}"), "split", (i % 4 * 3) as u8))
+            .await
+            .unwrap();
+    }
+    ready(&q, "split", n as u64).await;
+    let priority_of = |id: &str| id[1..].parse::<usize>().unwrap() % 4 * 3;
+    // Batch pops of five: every partition's jobs come out lowest number
+    // first, in push order within a number.
+    let mut per_part: Vec<Vec<String>> = vec![Vec::new(); 4];
+    let mut total = 0;
+    loop {
+        let got = q.try_pop(&topics(&["split"]), 5).await.unwrap();
+        if got.is_empty() {
+            break;
+        }
+        for d in got {
+            per_part[delayq::testing::partition_of(&d.id, 4)].push(d.id.clone());
+            q.finish(&d.id, &d.token).await.unwrap();
+            total += 1;
+        }
+    }
+    assert_eq!(total, n);
+    for ids in &per_part {
+        let mut sorted = ids.clone();
+        sorted.sort_by_key(|id| (priority_of(id), id.clone()));
+        assert_eq!(ids, &sorted);
+    }
+    // Listed over the partitions the same way, each job once.
+    for i in 0..8 {
+        q.push(&prio(&format!("t{i}"), "split", (i % 2 * 5) as u8))
+            .await
+            .unwrap();
+    }
+    ready(&q, "split", 8).await;
+    let (page, next) = q
+        .list_jobs("split", JobState::Ready, None, 100)
+        .await
+        .unwrap();
+    assert!(next.is_none());
+    assert_eq!(page.len(), 8);
+    q.close().await;
+}
