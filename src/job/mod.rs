@@ -40,6 +40,10 @@ pub struct NewJob {
     pub retry: Option<RetryPolicy>,
     /// What to do when a job with this id exists.
     pub if_exists: IfExists,
+    /// W3C trace context of the push (see [`crate::trace`]), kept with the
+    /// job and handed on; `tracestate` only with a `traceparent`.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 impl Default for NewJob {
@@ -53,6 +57,8 @@ impl Default for NewJob {
             ttr: DEFAULT_TTR,
             retry: None,
             if_exists: IfExists::Replace,
+            traceparent: None,
+            tracestate: None,
         }
     }
 }
@@ -169,6 +175,10 @@ pub struct Job {
     /// The last 20 failed attempts, oldest first (a finished job's record
     /// keeps none: see `last_error`).
     pub history: Vec<FailedAttempt>,
+    /// The push's W3C trace context, as stored (a finished job's record
+    /// keeps none).
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.
@@ -190,6 +200,9 @@ pub struct Delivery {
     /// End of the lease (Unix ms, Redis clock): finish, nack or touch
     /// before then.
     pub lease_until_ms: i64,
+    /// The push's W3C trace context, as stored.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// The result of a push.

@@ -131,6 +131,10 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// The push's W3C `traceparent`; only on traced jobs.
+    pub const TRACEPARENT: &str = "tp";
+    /// The push's W3C `tracestate`; only when it came with one.
+    pub const TRACESTATE: &str = "ts";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -212,6 +216,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("TRACEPARENT", field::TRACEPARENT),
+    ("TRACESTATE", field::TRACESTATE),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

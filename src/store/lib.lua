@@ -285,6 +285,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local fields = { TOPIC, topic, BODY, body, TTR, ttr }
   if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
   if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
+  -- Trace context: two fields, only on a traced job.
+  if extra and extra.traceparent then
+    fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
+    if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
+  end
   redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)

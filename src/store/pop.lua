@@ -19,7 +19,8 @@
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use.
 --
 -- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
---           topic, body, token, due_ms, attempts, lease_until_ms }; held:
+--           topic, body, token, due_ms, attempts, lease_until_ms,
+--           traceparent, tracestate ("" when none) }; held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
 --           ungranted: 1 if a topic given as "-" has a limit.
@@ -75,7 +76,7 @@ for i = 6, #ARGV do
     local id = redis.call('RPOP', list)
     if not id then break end
     local job = job_key(id)
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == READY and f[2] == topic then
       local token = nonce .. '.' .. got
@@ -92,6 +93,8 @@ for i = 6, #ARGV do
       jobs[#jobs + 1] = f[5]
       jobs[#jobs + 1] = attempts
       jobs[#jobs + 1] = lease_until
+      jobs[#jobs + 1] = f[7] or ''
+      jobs[#jobs + 1] = f[8] or ''
       got = got + 1
       took = took + 1
       bytes = bytes + #f[3]
@@ -118,7 +121,7 @@ end
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
   local ids = { nonce }
-  for i = 1, #jobs, 7 do ids[#ids + 1] = jobs[i] end
+  for i = 1, #jobs, 9 do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)

@@ -41,7 +41,13 @@ pub(crate) struct Push {
 /// the features, and "" for a job that asks none of them, which the script
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Extra {}
+pub(crate) struct Extra {
+    /// Trace context: W3C traceparent and tracestate, kept as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
+}
 
 impl Extra {
     /// The script's argument: "" when nothing is set.

@@ -41,4 +41,11 @@ pub struct Delivery {
     pub due_at_ms: i64,
     pub popped_at_ms: i64,
     pub lease_until_ms: i64,
+    /// W3C trace context of the job's push (only for a job pushed with
+    /// one): the push's own, or, when delayq exports its spans (OTLP),
+    /// delayq's hand-over span's (same trace id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }

@@ -45,6 +45,14 @@ pub struct Push {
     /// Leave an existing job with this id alone.
     #[arg(long)]
     keep: bool,
+    /// W3C trace context to keep with the job (default: $TRACEPARENT, so
+    /// a `delayq push` inside a traced `delayq work` command carries on
+    /// its trace).
+    #[arg(long, env = "TRACEPARENT")]
+    traceparent: Option<String>,
+    /// W3C tracestate, with --traceparent.
+    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    tracestate: Option<String>,
 }
 
 impl Push {
@@ -63,6 +71,8 @@ impl Push {
             } else {
                 IfExistsSpec::Replace
             },
+            traceparent: self.traceparent,
+            tracestate: self.tracestate,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -46,11 +46,38 @@ pub(super) fn retry_policy(spec: &RetrySpec) -> ApiResult<RetryPolicy> {
     Ok(p)
 }
 
-fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
+/// A request's trace context headers (see [`crate::trace::from_headers`]).
+type HeaderTrace = Option<(String, Option<String>)>;
+
+/// A job's trace context: its own fields (checked: 400 naming the field),
+/// else the request's headers (already checked; invalid ones were
+/// ignored, as W3C asks).
+fn job_trace(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<(Option<String>, Option<String>)> {
+    match (&spec.traceparent, &spec.tracestate) {
+        (None, None) => Ok(header
+            .clone()
+            .map_or((None, None), |(tp, ts)| (Some(tp), ts))),
+        (None, Some(_)) => Err(ApiError::invalid(
+            "tracestate needs a traceparent in the same job",
+        )),
+        (Some(tp), ts) => {
+            let tp = crate::trace::check_traceparent(tp).map_err(ApiError::invalid)?;
+            if let Some(ts) = ts {
+                crate::trace::check_tracestate(ts).map_err(ApiError::invalid)?;
+            }
+            Ok((Some(tp), ts.clone()))
+        }
+    }
+}
+
+fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
     if spec.delay_ms.is_some() && spec.due_at.is_some() {
         return Err(ApiError::invalid("give delay_ms or due_at, not both"));
     }
+    let (traceparent, tracestate) = job_trace(spec, header)?;
     Ok(NewJob {
+        traceparent,
+        tracestate,
         id: spec
             .id
             .clone()
@@ -106,10 +133,11 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
     ))]
 pub(super) async fn push_one(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let spec: JobSpec = parse(&state, body)?;
-    let job = new_job(&spec)?;
+    let job = new_job(&spec, &crate::trace::from_headers(&headers))?;
     let done = state.queue.push(&job).await?;
     let (status, view) = pushed(&job, done)?;
     Ok((status, Json(view)).into_response())
@@ -123,9 +151,11 @@ pub(super) async fn push_one(
     responses((status = 200, description = "One result per job, in order", body = BatchReply)))]
 pub(super) async fn push_batch(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<BatchReply>> {
     let batch: BatchSpec = parse(&state, body)?;
+    let header = crate::trace::from_headers(&headers);
     state
         .queue
         .limits()
@@ -143,7 +173,7 @@ pub(super) async fn push_batch(
                         format!("invalid job: {e}"),
                     )
                 })
-                .and_then(|spec| new_job(&spec))
+                .and_then(|spec| new_job(&spec, &header))
         })
         .collect();
     let jobs: Vec<NewJob> = specs
@@ -264,6 +294,8 @@ impl From<crate::job::Job> for wire::Job {
             dead_at_ms: j.dead_at_ms,
             finished_at_ms: j.finished_at_ms,
             last_error: j.last_error,
+            traceparent: j.traceparent,
+            tracestate: j.tracestate,
             history: j
                 .history
                 .into_iter()
