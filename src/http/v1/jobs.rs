@@ -46,6 +46,18 @@ pub(super) fn retry_policy(spec: &RetrySpec) -> ApiResult<RetryPolicy> {
     Ok(p)
 }
 
+/// W3C trace context headers of a push (for the OpenAPI document).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+struct TraceHeaders {
+    /// W3C traceparent, kept with the job(s) and handed on; an invalid one
+    /// is ignored (W3C). A job's own `traceparent` field overrides it.
+    traceparent: Option<String>,
+    /// W3C tracestate (at most 512 bytes), with `traceparent`.
+    tracestate: Option<String>,
+}
+
 /// A request's trace context headers (see [`crate::trace::from_headers`]).
 type HeaderTrace = Option<(String, Option<String>)>;
 
@@ -126,6 +138,7 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
 
 /// Push a job
 #[utoipa::path(post, path = "/v1/jobs", operation_id = "pushJob", request_body = JobSpec,
+    params(TraceHeaders),
     responses(
         (status = 201, description = "Created", body = Pushed),
         (status = 200, description = "Replaced an existing job with the same id", body = Pushed),
@@ -148,6 +161,7 @@ pub(super) async fn push_one(
 /// Valid jobs are pushed (each atomic on its own); invalid ones are
 /// reported at their index. None is half-written.
 #[utoipa::path(post, path = "/v1/jobs/batch", operation_id = "pushJobs", request_body = BatchSpec,
+    params(TraceHeaders),
     responses((status = 200, description = "One result per job, in order", body = BatchReply)))]
 pub(super) async fn push_batch(
     State(state): State<AppState>,
