@@ -49,6 +49,8 @@
 //! - [`shutdown`]: the one signal that stops everything gracefully.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
+//! - [`trace`]: W3C trace context kept with jobs and handed on; optional
+//!   OTLP export of delayq's spans.
 
 #![forbid(unsafe_code)]
 
@@ -67,6 +69,7 @@ pub mod retry;
 pub mod shutdown;
 pub mod stats;
 pub(crate) mod store;
+pub mod trace;
 pub mod waiters;
 pub mod webhook;
 pub mod wire;

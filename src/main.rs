@@ -16,7 +16,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -61,30 +63,47 @@ async fn run(cli: Cli) -> Result<()> {
         &cli.command,
         Command::Serve(args) if matches!(args.log_format, cli::serve::LogFormat::Json)
     );
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("DELAYQ_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("info"))
-                // The cluster client logs each reconnect attempt (hundreds
-                // a second while a master is down); delayq logs what it
-                // means for jobs instead.
-                .add_directive(
-                    "redis::cluster_handling=error"
-                        .parse()
-                        .expect("a valid directive"),
-                ),
-        )
+    // Spans of traced jobs go to an OTLP collector when asked: a layer of
+    // their own, whatever DELAYQ_LOG lets into the log.
+    let otlp = match &cli.command {
+        Command::Serve(args) => args
+            .otlp_endpoint
+            .as_deref()
+            .map(delayq::trace::otlp::start)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--otlp-endpoint: {e}"))?,
+        _ => None,
+    };
+    let filter = EnvFilter::try_from_env("DELAYQ_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        // The cluster client logs each reconnect attempt (hundreds
+        // a second while a master is down); delayq logs what it
+        // means for jobs instead.
+        .add_directive(
+            "redis::cluster_handling=error"
+                .parse()
+                .expect("a valid directive"),
+        );
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(|| LogOut)
         // Its own report of a failed write is an eprintln!, which panics on
         // the same closed stderr.
         .log_internal_errors(false)
         // Colours only for a person at a terminal, never into log files.
         .with_ansi(std::io::stderr().is_terminal());
-    if json_logs {
-        logs.json().init();
+    let logs = if json_logs {
+        logs.json().boxed()
     } else {
-        logs.init();
-    }
+        logs.boxed()
+    };
+    tracing_subscriber::registry()
+        .with(logs.with_filter(filter))
+        .with(otlp.map(|l| {
+            l.with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                m.target() == delayq::trace::otlp::TARGET
+            }))
+        }))
+        .init();
     match cli.command {
         Command::Serve(args) => cli::serve::run(*args).await,
         Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,

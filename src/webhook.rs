@@ -15,7 +15,9 @@
 //! `X-Delayq-Id`, `X-Delayq-Topic`, `X-Delayq-Attempt`, and, when the topic
 //! has a secret, `X-Delayq-Timestamp` (Unix seconds) and
 //! `X-Delayq-Signature: sha256=<hex>`, the HMAC-SHA256 with the secret as
-//! key over `"<timestamp>.<request body>"`. A receiver recomputes it, compares
+//! key over `"<timestamp>.<request body>"`. A job pushed with W3C trace
+//! context carries it in `traceparent` and `tracestate` (see
+//! [`crate::trace`]). A receiver recomputes it, compares
 //! in constant time, and rejects old timestamps to stop replays.
 //!
 //! ## Status
@@ -30,6 +32,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use tracing::Instrument;
 
 use crate::consumer::Consumer;
 use crate::job::Delivery;
@@ -290,6 +293,15 @@ async fn deliver(
         .header("x-delayq-id", &job.id)
         .header("x-delayq-topic", &job.topic)
         .header("x-delayq-attempt", job.attempts.to_string());
+    // A traced job's request carries its context (W3C headers); the
+    // request is a span of that trace.
+    let (traceparent, span) = crate::trace::hand_over(&job, crate::trace::HopKind::Webhook);
+    if let Some(tp) = traceparent {
+        req = req.header("traceparent", tp);
+        if let Some(ts) = &job.tracestate {
+            req = req.header("tracestate", ts);
+        }
+    }
     if let Some(secret) = &hook.secret {
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -300,7 +312,7 @@ async fn deliver(
             .header("x-delayq-signature", sign(&secret.0, ts, &body));
     }
     let started = Instant::now();
-    let result = req.body(body).send().await;
+    let result = req.body(body).send().instrument(span.clone()).await;
     let m = queue.metrics();
     m.webhook_duration
         .observe([&job.topic], started.elapsed().as_secs_f64());
@@ -349,7 +361,7 @@ async fn deliver(
     };
     let status = status.unwrap_or_else(|| outcome.to_owned());
     note(seen, at_ms, status, verdict.clone().err());
-    tracing::debug!(id = %job.id, outcome, "webhook delivery");
+    tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");
     verdict
 }
 

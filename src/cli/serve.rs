@@ -211,6 +211,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
 
+    /// Export delayq's spans of traced jobs (push, pop, webhook) to an
+    /// OpenTelemetry collector: OTLP over HTTP/JSON, POST URL/v1/traces
+    /// (e.g. http://127.0.0.1:4318). Off when not set.
+    #[arg(long, env = "DELAYQ_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// Dead letters kept per topic (the oldest beyond are dropped).
     #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = 10_000)]
     dead_max: usize,

@@ -1,6 +1,7 @@
 //! `delayq work TOPIC -- CMD ARGS...`: a consumer with no code to write.
 //! Each job runs CMD once: the body on its stdin, the job's id, topic and
-//! attempt in `DELAYQ_JOB_ID`, `DELAYQ_JOB_TOPIC`, `DELAYQ_JOB_ATTEMPT`.
+//! attempt in `DELAYQ_JOB_ID`, `DELAYQ_JOB_TOPIC`, `DELAYQ_JOB_ATTEMPT`,
+//! and a traced job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
 //! Exit status 0 finishes the job; anything else nacks it with the last
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next.
@@ -282,6 +283,17 @@ async fn run_command(command: &[String], job: &Delivery) -> std::result::Result<
                 Ok(())
             });
         }
+    }
+    // A traced job's context, for the command to carry on its trace; none
+    // inherited from `work`'s own environment.
+    for (name, value) in [
+        ("TRACEPARENT", &job.traceparent),
+        ("TRACESTATE", &job.tracestate),
+    ] {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
     }
     let mut child = cmd
         .args(&command[1..])

@@ -128,6 +128,7 @@ fn required_id(req: &Request) -> Result<String, Refused> {
 
 async fn push(
     State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Refused> {
     let req = parse(&state, body)?;
@@ -151,6 +152,16 @@ async fn push(
         delay: Duration::from_secs(delay as u64),
         ttr: Duration::from_secs(ttr as u64),
         ..NewJob::default()
+    };
+    // Trace context from the headers only (the original's body has no
+    // field for it); invalid headers are ignored.
+    let job = match crate::trace::from_headers(&headers) {
+        Some((traceparent, tracestate)) => NewJob {
+            traceparent: Some(traceparent),
+            tracestate,
+            ..job
+        },
+        None => job,
     };
     state.queue.push(&job).await.map_err(failed("push"))?;
     ok::<()>(PUSHED, None)

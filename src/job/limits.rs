@@ -133,6 +133,7 @@ impl Limits {
         if let Some(d) = &job.dedup {
             check_dedup(d)?;
         }
+        check_trace(job)?;
         Ok(())
     }
 
@@ -331,6 +332,25 @@ fn check_not_dot_segment(id: &str) -> Result<(), String> {
             "job id {id:?} is a path segment of its own, which URLs drop: \
              \".\" and \"..\" are not allowed as ids"
         ));
+    }
+    Ok(())
+}
+
+/// A job's trace context: a W3C `traceparent` in the form delayq stores
+/// (version 00), a bounded `tracestate`, and no `tracestate` alone.
+fn check_trace(job: &NewJob) -> Result<(), String> {
+    if let Some(tp) = &job.traceparent {
+        if crate::trace::check_traceparent(tp)? != *tp {
+            return Err(format!(
+                "traceparent {tp:?}: delayq keeps version 00 (00-<trace id>-<parent id>-<flags>)"
+            ));
+        }
+    }
+    if let Some(ts) = &job.tracestate {
+        if job.traceparent.is_none() {
+            return Err("tracestate needs a traceparent".into());
+        }
+        crate::trace::check_tracestate(ts)?;
     }
     Ok(())
 }

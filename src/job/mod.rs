@@ -49,6 +49,10 @@ pub struct NewJob {
     /// Among a topic's ready jobs, a smaller number is handed out first:
     /// 0 (the default), then 1, ... [`MAX_PRIORITY`]; FIFO within each.
     pub priority: u8,
+    /// W3C trace context of the push (see [`crate::trace`]), kept with the
+    /// job and handed on; `tracestate` only with a `traceparent`.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 impl Default for NewJob {
@@ -64,6 +68,8 @@ impl Default for NewJob {
             if_exists: IfExists::Replace,
             dedup: None,
             priority: 0,
+            traceparent: None,
+            tracestate: None,
         }
     }
 }
@@ -222,6 +228,10 @@ pub struct Job {
     pub history: Vec<FailedAttempt>,
     /// Its priority among ready jobs (0: the default).
     pub priority: u8,
+    /// The push's W3C trace context, as stored (a finished job's record
+    /// keeps none).
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.
@@ -243,6 +253,9 @@ pub struct Delivery {
     /// End of the lease (Unix ms, Redis clock): finish, nack or touch
     /// before then.
     pub lease_until_ms: i64,
+    /// The push's W3C trace context, as stored.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
 }
 
 /// The result of a push.

@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, Instrument};
 
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{IfExists, NewJob, PushOutcome, Pushed};
 use crate::store::push::Push;
 use crate::store::{read, Memory};
+use crate::trace::{Hop, HopKind};
 
 /// How long a reading of Redis's `maxmemory-policy` is trusted.
 const POLICY_RECHECK: Duration = Duration::from_secs(1);
@@ -73,6 +74,8 @@ impl Queue {
             max_attempts: policy.max_attempts.unwrap_or(0),
             keep: job.if_exists == IfExists::Keep,
             extra: crate::store::push::Extra {
+                traceparent: job.traceparent.clone(),
+                tracestate: job.tracestate.clone(),
                 dedup: job.dedup.as_ref().map(Into::into),
                 priority: (job.priority > 0).then_some(job.priority),
                 ..Default::default()
@@ -131,11 +134,17 @@ impl Queue {
     pub async fn push(&self, job: &NewJob) -> Result<Pushed> {
         let job = &*self.placed(job).map_err(Error::Invalid)?;
         self.limits().check_job(job).map_err(Error::Invalid)?;
-        self.check_policy().await?;
-        let reply = self.store().push(self.to_push(job)).await?;
-        let pushed = self.pushed(job, reply);
-        debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
-        Ok(pushed)
+        // A traced job's push is a span of its trace (trace_id in the logs).
+        let span = push_span(job);
+        async {
+            self.check_policy().await?;
+            let reply = self.store().push(self.to_push(job)).await?;
+            let pushed = self.pushed(job, reply);
+            debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
+            Ok(pushed)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Pushes many jobs in one round trip (one script call per partition,
@@ -166,6 +175,8 @@ impl Queue {
         } else {
             self.check_policy().await?;
             let pushes: Vec<Push> = valid.iter().map(|j| self.to_push(j)).collect();
+            // Each traced job's push span lasts as long as the batch's.
+            let _spans: Vec<tracing::Span> = valid.iter().map(|j| push_span(j)).collect();
             self.store().push_many(&pushes).await?
         };
         let mut replies = valid
@@ -182,6 +193,14 @@ impl Queue {
             })
             .collect())
     }
+}
+
+/// The push's span for a traced job (none for a plain one).
+fn push_span(job: &NewJob) -> tracing::Span {
+    Hop::child_of(job.traceparent.as_deref(), job.tracestate.as_deref())
+        .map_or_else(tracing::Span::none, |h| {
+            h.span(HopKind::Push, &job.id, &job.topic)
+        })
 }
 
 fn millis(d: Duration) -> u64 {

@@ -149,6 +149,10 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// The push's W3C `traceparent`; only on traced jobs.
+    pub const TRACEPARENT: &str = "tp";
+    /// The push's W3C `tracestate`; only when it came with one.
+    pub const TRACESTATE: &str = "ts";
     /// Priority (1 to 9); absent means 0, the default.
     pub const PRIORITY: &str = "pr";
     /// A simple-dedup job's key: its end deletes the key's record.
@@ -257,6 +261,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("TRACEPARENT", field::TRACEPARENT),
+    ("TRACESTATE", field::TRACESTATE),
     ("READY_LEVEL_KEY", kind::READY_LEVEL),
     ("LEVELS_KEY", kind::LEVELS),
     ("PRIORITY", field::PRIORITY),

@@ -367,6 +367,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   if extra and extra.priority and extra.priority ~= 0 then
     fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
   end
+  -- Trace context: two fields, only on a traced job.
+  if extra and extra.traceparent then
+    fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
+    if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
+  end
   redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)

@@ -29,7 +29,8 @@
 -- priorities; one that empties the default list runs one ZRANGE more.
 --
 -- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
---           topic, body, token, due_ms, attempts, lease_until_ms }; held:
+--           topic, body, token, due_ms, attempts, lease_until_ms,
+--           traceparent, tracestate ("" when none) }; held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
 --           ungranted: 1 if a topic given as "-" has a limit.
@@ -87,7 +88,7 @@ for i = 6, #ARGV do
     local id = ready_take(topic, at)
     if not id then break end
     local job = job_key(id)
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == READY and f[2] == topic then
       local token = nonce .. '.' .. got
@@ -105,6 +106,8 @@ for i = 6, #ARGV do
       jobs[#jobs + 1] = f[5]
       jobs[#jobs + 1] = attempts
       jobs[#jobs + 1] = lease_until
+      jobs[#jobs + 1] = f[7] or ''
+      jobs[#jobs + 1] = f[8] or ''
       got = got + 1
       took = took + 1
       bytes = bytes + #f[3]
@@ -132,7 +135,7 @@ end
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
   local ids = { nonce }
-  for i = 1, #jobs, 7 do ids[#ids + 1] = jobs[i] end
+  for i = 1, #jobs, 9 do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)

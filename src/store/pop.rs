@@ -73,7 +73,7 @@ struct Popped {
     deliveries: Vec<Delivery>,
 }
 
-/// The reply: Redis time (us), what was held back, then seven values per
+/// The reply: Redis time (us), what was held back, then nine values per
 /// job.
 fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
@@ -85,13 +85,13 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
         retry_ms: f.int()?.max(0) as u64,
         ungranted: f.int()? == 1,
     };
-    if f.left() % 7 != 0 {
+    if f.left() % 9 != 0 {
         return Err(Error::protocol(
             "pop",
             format!("{} values after the time", f.left()),
         ));
     }
-    let mut deliveries = Vec::with_capacity(f.left() / 7);
+    let mut deliveries = Vec::with_capacity(f.left() / 9);
     while f.left() > 0 {
         deliveries.push(Delivery {
             id: f.string()?,
@@ -102,6 +102,8 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
             popped_at_us,
             attempts: f.int()? as u32,
             lease_until_ms: f.int()?,
+            traceparent: Some(f.string()?).filter(|s| !s.is_empty()),
+            tracestate: Some(f.string()?).filter(|s| !s.is_empty()),
         });
     }
     Ok(Popped {
@@ -440,8 +442,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let p = d(&[
-            "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "b", "t",
-            "", "8", "995", "2", "61001",
+            "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "tp", "",
+            "b", "t", "", "8", "995", "2", "61001", "", "",
         ])
         .unwrap();
         let (now, held, got) = (p.now_us, p.held, p.deliveries);
@@ -467,6 +469,12 @@ mod tests {
             (got[1].attempts, got[1].lease_until_ms, got[1].due_ms),
             (2, 61_001, 995)
         );
+        // Trace context only where the job has it.
+        assert_eq!(
+            (got[0].traceparent.as_deref(), got[0].tracestate.as_deref()),
+            (Some("tp"), None)
+        );
+        assert_eq!(got[1].traceparent, None);
         assert!(d(&["0", "1", "0", "0", "1"]).unwrap().held.ungranted);
         assert!(d(&["0", "1", "0", "0", "0"]).unwrap().deliveries.is_empty());
         assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());

@@ -42,6 +42,11 @@ pub(crate) struct Push {
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Extra {
+    /// Trace context: W3C traceparent and tracestate, kept as given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// Priorities: 1 to MAX_PRIORITY; unset for 0, the default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<u8>,

@@ -114,6 +114,8 @@ fn decode_job(
         dead_at_ms: int(f.get(field::DEAD_AT)),
         finished_at_ms: int(f.get(field::FINISHED_AT)),
         last_error: f.remove(field::ERROR),
+        traceparent: f.remove(field::TRACEPARENT),
+        tracestate: f.remove(field::TRACESTATE),
         history,
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),

@@ -36,6 +36,19 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
     #[schema(default = "replace")]
     pub if_exists: IfExistsSpec,
+    /// W3C trace context, kept with the job and handed on; overrides the
+    /// request's `traceparent` header. Invalid: 400.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 55,
+        max_length = 55,
+        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    )]
+    pub traceparent: Option<String>,
+    /// W3C tracestate (needs `traceparent`), at most 512 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 512)]
+    pub tracestate: Option<String>,
     /// Among the topic's ready jobs, a smaller number is handed out first:
     /// 0 (the default), then 1 ... 9; first in, first out within each.
     #[serde(
@@ -253,6 +266,12 @@ pub struct Job {
     pub last_error: Option<String>,
     /// The last 20 failed attempts, oldest first.
     pub history: Vec<Attempt>,
+    /// W3C trace context of the push, as stored (only for a job pushed
+    /// with one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// Its priority (1 to 9; absent: 0, the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 9)]

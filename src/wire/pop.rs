@@ -41,6 +41,13 @@ pub struct Delivery {
     pub due_at_ms: i64,
     pub popped_at_ms: i64,
     pub lease_until_ms: i64,
+    /// W3C trace context of the job's push (only for a job pushed with
+    /// one): the push's own, or, when delayq exports its spans (OTLP),
+    /// delayq's hand-over span's (same trace id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// `POST /v1/finish`: finish the jobs of a pop at once, each under its own

@@ -19,6 +19,7 @@
 //! - [`bad_input`]: generated bad requests, refused and changing nothing.
 //! - [`security`]: bearer tokens, Redis passwords and ACL users.
 //! - [`webhooks`]: delivery by POST, and its metrics.
+//! - [`trace`]: W3C trace context kept and handed on; OTLP export.
 //! - [`dashboard`]: `/ui/` driven in a headless browser.
 //!
 //! The command line and the docs:
@@ -76,6 +77,7 @@ mod sidecars;
 mod stats;
 mod steering;
 mod tls;
+mod trace;
 mod webhooks;
 
 /// reqwest's https (rustls without a provider of its own) needs the

@@ -64,6 +64,14 @@ pub struct Push {
     /// out first, then 1, ... 9.
     #[arg(long)]
     priority: Option<i64>,
+    /// W3C trace context to keep with the job (default: $TRACEPARENT, so
+    /// a `delayq push` inside a traced `delayq work` command carries on
+    /// its trace).
+    #[arg(long, env = "TRACEPARENT")]
+    traceparent: Option<String>,
+    /// W3C tracestate, with --traceparent.
+    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    tracestate: Option<String>,
 }
 
 impl Push {
@@ -93,6 +101,8 @@ impl Push {
                 max_wait_ms: self.dedup_max_wait.map(ms),
             }),
             priority: self.priority,
+            traceparent: self.traceparent,
+            tracestate: self.tracestate,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))

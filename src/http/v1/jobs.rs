@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -46,7 +46,43 @@ pub(super) fn retry_policy(spec: &RetrySpec) -> ApiResult<RetryPolicy> {
     Ok(p)
 }
 
-fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
+/// W3C trace context headers of a push (for the OpenAPI document).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+struct TraceHeaders {
+    /// W3C traceparent, kept with the job(s) and handed on; an invalid one
+    /// is ignored (W3C). A job's own `traceparent` field overrides it.
+    traceparent: Option<String>,
+    /// W3C tracestate (at most 512 bytes), with `traceparent`.
+    tracestate: Option<String>,
+}
+
+/// A request's trace context headers (see [`crate::trace::from_headers`]).
+type HeaderTrace = Option<(String, Option<String>)>;
+
+/// A job's trace context: its own fields (checked: 400 naming the field),
+/// else the request's headers (already checked; invalid ones were
+/// ignored, as W3C asks).
+fn job_trace(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<(Option<String>, Option<String>)> {
+    match (&spec.traceparent, &spec.tracestate) {
+        (None, None) => Ok(header
+            .clone()
+            .map_or((None, None), |(tp, ts)| (Some(tp), ts))),
+        (None, Some(_)) => Err(ApiError::invalid(
+            "tracestate needs a traceparent in the same job",
+        )),
+        (Some(tp), ts) => {
+            let tp = crate::trace::check_traceparent(tp).map_err(ApiError::invalid)?;
+            if let Some(ts) = ts {
+                crate::trace::check_tracestate(ts).map_err(ApiError::invalid)?;
+            }
+            Ok((Some(tp), ts.clone()))
+        }
+    }
+}
+
+fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
     if spec.delay_ms.is_some() && spec.due_at.is_some() {
         return Err(ApiError::invalid("give delay_ms or due_at, not both"));
     }
@@ -60,7 +96,10 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
         window: d.window_ms.map(Duration::from_millis),
         max_wait: d.max_wait_ms.map(Duration::from_millis),
     });
+    let (traceparent, tracestate) = job_trace(spec, header)?;
     Ok(NewJob {
+        traceparent,
+        tracestate,
         // With dedup and no id, the queue picks one in the key's partition.
         id: match (&spec.id, &dedup) {
             (Some(id), _) => id.clone(),
@@ -123,6 +162,7 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
 
 /// Push a job
 #[utoipa::path(post, path = "/v1/jobs", operation_id = "pushJob", request_body = JobSpec,
+    params(TraceHeaders),
     responses(
         (status = 201, description = "Created", body = Pushed),
         (status = 200, description = "Replaced an existing job with the same id, or deduplicated or debounced by the dedup key (id: the key's job)", body = Pushed),
@@ -130,10 +170,11 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
     ))]
 pub(super) async fn push_one(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let spec: JobSpec = parse(&state, body)?;
-    let job = new_job(&spec)?;
+    let job = new_job(&spec, &crate::trace::from_headers(&headers))?;
     let done = state.queue.push(&job).await?;
     let (status, view) = pushed(&job, done)?;
     Ok((status, Json(view)).into_response())
@@ -144,12 +185,15 @@ pub(super) async fn push_one(
 /// Valid jobs are pushed (each atomic on its own); invalid ones are
 /// reported at their index. None is half-written.
 #[utoipa::path(post, path = "/v1/jobs/batch", operation_id = "pushJobs", request_body = BatchSpec,
+    params(TraceHeaders),
     responses((status = 200, description = "One result per job, in order", body = BatchReply)))]
 pub(super) async fn push_batch(
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<BatchReply>> {
     let batch: BatchSpec = parse(&state, body)?;
+    let header = crate::trace::from_headers(&headers);
     state
         .queue
         .limits()
@@ -167,7 +211,7 @@ pub(super) async fn push_batch(
                         format!("invalid job: {e}"),
                     )
                 })
-                .and_then(|spec| new_job(&spec))
+                .and_then(|spec| new_job(&spec, &header))
         })
         .collect();
     let jobs: Vec<NewJob> = specs
@@ -288,6 +332,8 @@ impl From<crate::job::Job> for wire::Job {
             dead_at_ms: j.dead_at_ms,
             finished_at_ms: j.finished_at_ms,
             last_error: j.last_error,
+            traceparent: j.traceparent,
+            tracestate: j.tracestate,
             history: j
                 .history
                 .into_iter()

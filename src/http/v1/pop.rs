@@ -12,6 +12,7 @@ use axum::Json;
 use super::{parse, ApiError, ApiResult};
 use crate::http::AppState;
 use crate::job::Delivery;
+use crate::trace::HopKind;
 use crate::wire::{self, FinishReply, FinishResult, FinishSpec, PopSpec, Popped};
 
 /// Lease ready jobs, waiting up to wait_ms for one
@@ -30,7 +31,17 @@ pub(super) async fn pop(
         .map_err(ApiError::invalid)?;
     let jobs = state.queue.pop_many(&spec.topics, spec.max, wait).await?;
     Ok(Json(Popped {
-        jobs: jobs.into_iter().map(Into::into).collect(),
+        jobs: jobs
+            .into_iter()
+            .map(|d| {
+                // A traced job's hand-over is a span of its trace.
+                let (traceparent, _span) = crate::trace::hand_over(&d, HopKind::Pop);
+                wire::Delivery {
+                    traceparent,
+                    ..d.into()
+                }
+            })
+            .collect(),
     }))
 }
 
@@ -100,6 +111,8 @@ impl From<Delivery> for wire::Delivery {
             token: d.token,
             attempts: d.attempts,
             due_at_ms: d.due_ms,
+            traceparent: d.traceparent,
+            tracestate: d.tracestate,
         }
     }
 }
