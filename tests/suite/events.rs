@@ -526,3 +526,40 @@ async fn over_a_redis_cluster_each_jobs_life_is_in_order() {
         );
     }
 }
+
+/// The memory cost README states: XLEN and MEMORY USAGE of the stream after
+/// 10,000 events (`-- --nocapture` prints it).
+#[tokio::test]
+async fn ten_thousand_kept_events_take_under_a_hundred_bytes_each() {
+    let redis = RedisServer::start();
+    let q = events_queue(&redis);
+    for chunk in (0..10_000).collect::<Vec<_>>().chunks(500) {
+        let jobs: Vec<delayq::NewJob> = chunk
+            .iter()
+            .map(|i| job(&format!("order-{i:06}"), "orders", 3_600_000, 30_000))
+            .collect();
+        for r in q.push_many(&jobs).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let mut c = redis.conn().await;
+    let len: u64 = redis::cmd("XLEN")
+        .arg("{dq}:events")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let bytes: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("{dq}:events")
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    println!(
+        "{len} events kept: {bytes} bytes, {} bytes each",
+        bytes / len
+    );
+    assert_eq!(len, 10_000);
+    assert!(bytes / len < 100, "{} bytes per event", bytes / len);
+}
