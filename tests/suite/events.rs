@@ -312,8 +312,14 @@ async fn sse_delivers_the_events_and_a_reconnect_gets_exactly_the_missed_ones() 
         names(&sse.until("marker", "pushed").await),
         ["finished s1", "pushed marker"]
     );
-    drop(sse);
-    server.stop().await;
+    // A server stopping ends its streams: its graceful stop waits on none.
+    tokio::time::timeout(Duration::from_secs(20), server.stop())
+        .await
+        .expect("the server stops with a stream open");
+    let end = async { while let Ok(Some(_)) = sse.resp.chunk().await {} };
+    tokio::time::timeout(Duration::from_secs(20), end)
+        .await
+        .expect("the stream ends");
 }
 
 #[tokio::test]
