@@ -125,6 +125,12 @@ impl Queue {
         Ok(out)
     }
 
+    /// Fires when the queue closes (or its caller's shutdown fires): event
+    /// streams end then, so a server's graceful stop does not wait on them.
+    pub(crate) fn closed(&self) -> crate::shutdown::Shutdown {
+        self.inner.h.stop.clone()
+    }
+
     /// Whether this queue writes the event stream.
     pub fn events_on(&self) -> bool {
         self.store().events_on()

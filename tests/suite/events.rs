@@ -312,8 +312,14 @@ async fn sse_delivers_the_events_and_a_reconnect_gets_exactly_the_missed_ones() 
         names(&sse.until("marker", "pushed").await),
         ["finished s1", "pushed marker"]
     );
-    drop(sse);
-    server.stop().await;
+    // A server stopping ends its streams: its graceful stop waits on none.
+    tokio::time::timeout(Duration::from_secs(20), server.stop())
+        .await
+        .expect("the server stops with a stream open");
+    let end = async { while let Ok(Some(_)) = sse.resp.chunk().await {} };
+    tokio::time::timeout(Duration::from_secs(20), end)
+        .await
+        .expect("the stream ends");
 }
 
 #[tokio::test]
@@ -525,4 +531,41 @@ async fn over_a_redis_cluster_each_jobs_life_is_in_order() {
             "{id}"
         );
     }
+}
+
+/// The memory cost README states: XLEN and MEMORY USAGE of the stream after
+/// 10,000 events (`-- --nocapture` prints it).
+#[tokio::test]
+async fn ten_thousand_kept_events_take_under_a_hundred_bytes_each() {
+    let redis = RedisServer::start();
+    let q = events_queue(&redis);
+    for chunk in (0..10_000).collect::<Vec<_>>().chunks(500) {
+        let jobs: Vec<delayq::NewJob> = chunk
+            .iter()
+            .map(|i| job(&format!("order-{i:06}"), "orders", 3_600_000, 30_000))
+            .collect();
+        for r in q.push_many(&jobs).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let mut c = redis.conn().await;
+    let len: u64 = redis::cmd("XLEN")
+        .arg("{dq}:events")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let bytes: u64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("{dq}:events")
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    println!(
+        "{len} events kept: {bytes} bytes, {} bytes each",
+        bytes / len
+    );
+    assert_eq!(len, 10_000);
+    assert!(bytes / len < 100, "{} bytes per event", bytes / len);
 }

@@ -171,7 +171,7 @@ pub(super) async fn events(
             Error::Invalid(m) => bad(m),
             e => e.into(),
         })?;
-    let stop = queue.config().shutdown.clone();
+    let stop = queue.closed();
     let mut tail = Tail {
         queue,
         topics,
