@@ -532,3 +532,53 @@ async fn on_four_partitions_each_key_keeps_its_record_with_its_job() {
         (PushOutcome::Deduplicated, "{m77}:r1")
     );
 }
+
+#[test]
+fn the_openapi_document_describes_dedup_and_its_outcomes() {
+    let doc: Value = serde_json::from_str(delayq::http::v1::openapi::json()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["JobSpec"]["properties"]["dedup"].is_object(),
+        "{}",
+        schemas["JobSpec"]
+    );
+    let spec = &schemas["DedupSpec"];
+    for field in ["key", "mode", "window_ms", "max_wait_ms"] {
+        assert!(spec["properties"][field].is_object(), "{field}: {spec}");
+    }
+    assert_eq!(spec["properties"]["key"]["maxLength"], 256, "{spec}");
+    let modes = schemas["DedupModeSpec"].to_string();
+    let outcomes = schemas["Outcome"].to_string();
+    for m in ["simple", "throttle", "debounce"] {
+        assert!(modes.contains(m), "{modes}");
+    }
+    for o in ["deduplicated", "debounced"] {
+        assert!(outcomes.contains(o), "{outcomes}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pushes_with_a_dedup_key_and_prints_the_outcome() {
+    let redis = RedisServer::start();
+    let s = server(&redis, 1).await;
+    let args = [
+        "push",
+        "--topic",
+        "t",
+        "--delay",
+        "1h",
+        "--dedup-key",
+        "k",
+        "--dedup-mode",
+        "throttle",
+        "--dedup-window",
+        "10m",
+    ];
+    let (ok, first, err) = delayq_cli(&s.base, &args).await;
+    assert!(ok && first.starts_with("created "), "{first} {err}");
+    let (ok, second, err) = delayq_cli(&s.base, &args).await;
+    assert!(ok && second.starts_with("deduplicated "), "{second} {err}");
+    let id = |out: &str| out.split_whitespace().nth(1).unwrap().to_owned();
+    assert_eq!(id(&first), id(&second));
+    s.stop().await;
+}
