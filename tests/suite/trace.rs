@@ -532,7 +532,11 @@ async fn otlp_export_sends_push_pop_and_webhook_spans_in_the_jobs_trace_under_it
 async fn a_collector_that_never_answers_holds_up_no_push_or_delivery() {
     let redis = RedisServer::start();
     let collector = Receiver::start(true).await;
-    let delayq = DelayqProcess::start(&redis, &["--otlp-endpoint", &collector.base]);
+    // The endpoint from the config file's key this time.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("delayq.toml");
+    std::fs::write(&conf, format!("otlp_endpoint = {:?}\n", collector.base)).unwrap();
+    let delayq = DelayqProcess::start(&redis, &["--config", conf.to_str().unwrap()]);
     let n = 200;
     let jobs: Vec<Value> = (0..n)
         .map(|i| json!({"id": format!("j{i}"), "topic": "t", "traceparent": TP}))
@@ -551,6 +555,17 @@ async fn a_collector_that_never_answers_holds_up_no_push_or_delivery() {
         async move { tried.then_some(()) }
     })
     .await;
+    // Spans beyond the buffer would be dropped and counted here.
+    let metrics = reqwest::get(format!("{}/metrics", delayq.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("\ndelayq_otlp_spans_dropped_total "),
+        "{metrics}"
+    );
     // Still serving while the export hangs.
     let (status, _) = post_with(
         &delayq.base,
