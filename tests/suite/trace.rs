@@ -166,6 +166,26 @@ async fn a_trace_header_is_kept_with_the_job_and_handed_on_by_pops_and_job_reads
         .unwrap();
     let d = s.queue.pop(&topics(&["u"]), LIMIT).await.unwrap().unwrap();
     assert_eq!((d.traceparent.as_deref(), d.tracestate), (Some(TP), None));
+    // The OpenAPI document names the headers and the fields.
+    let (_, doc) = get_json(&s.base, "/v1/openapi.json").await;
+    for path in ["/v1/jobs", "/v1/jobs/batch"] {
+        let params = doc["paths"][path]["post"]["parameters"].as_array().unwrap();
+        for name in ["traceparent", "tracestate"] {
+            assert!(
+                params
+                    .iter()
+                    .any(|p| p["name"] == name && p["in"] == "header"),
+                "{path}: {params:?}"
+            );
+        }
+    }
+    for schema in ["JobSpec", "Job", "Delivery"] {
+        let props = &doc["components"]["schemas"][schema]["properties"];
+        assert!(
+            props.get("traceparent").is_some() && props.get("tracestate").is_some(),
+            "{schema}"
+        );
+    }
     s.stop().await;
 }
 
