@@ -615,3 +615,51 @@ async fn a_bad_otlp_endpoint_is_refused_at_start_naming_the_flag() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--otlp-endpoint"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_push_sends_a_traceparent_and_delayq_get_shows_it() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = &s.base;
+    let (ok, _, err) = delayq_cli(
+        b,
+        &[
+            "push",
+            "--topic",
+            "t",
+            "--id",
+            "c1",
+            "--delay",
+            "1h",
+            "--traceparent",
+            TP,
+            "--tracestate",
+            TS,
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = delayq_cli(b, &["get", "c1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("traceparent: {TP}")) && out.contains(&format!("tracestate: {TS}")),
+        "{out}"
+    );
+    // Refused, naming the field; nothing written.
+    let (ok, _, err) = delayq_cli(
+        b,
+        &[
+            "push",
+            "--topic",
+            "t",
+            "--id",
+            "c2",
+            "--traceparent",
+            "00-nope",
+        ],
+    )
+    .await;
+    assert!(!ok && err.contains("traceparent"), "{err}");
+    assert!(s.queue.get("c2").await.unwrap().is_none());
+    s.stop().await;
+}
