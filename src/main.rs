@@ -67,7 +67,7 @@ async fn run(cli: Cli) -> Result<()> {
     // their own, whatever DELAYQ_LOG lets into the log.
     let otlp = match &cli.command {
         Command::Serve(args) => args
-            .otlp_endpoint
+            .otlp_endpoint()?
             .as_deref()
             .map(delayq::trace::otlp::start)
             .transpose()

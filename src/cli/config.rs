@@ -2,6 +2,8 @@
 //! win over the file.
 //!
 //! ```toml
+//! otlp_endpoint = "http://127.0.0.1:4318"   # export traced jobs' spans
+//!
 //! [defaults]                      # jobs pushed without a policy
 //! retry = ["2m", "10m", "1h"]
 //! max_attempts = 5
@@ -53,6 +55,8 @@ struct File {
     /// The event stream (top level: before any [table]).
     events: Option<bool>,
     events_kept: Option<u64>,
+    /// OTLP export of traced jobs' spans (`--otlp-endpoint` wins).
+    otlp_endpoint: Option<String>,
     #[serde(default)]
     defaults: Defaults,
     #[serde(default)]
@@ -157,15 +161,24 @@ pub struct Topics {
     pub events_kept: Option<u64>,
 }
 
-pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
-    let parsed: File = match file {
+/// The file's `otlp_endpoint` (read before logging starts).
+pub fn otlp_endpoint(file: Option<&Path>) -> Result<Option<String>> {
+    Ok(parse(file)?.otlp_endpoint)
+}
+
+fn parse(file: Option<&Path>) -> Result<File> {
+    Ok(match file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read config file {}", path.display()))?;
             toml::from_str(&text).with_context(|| format!("config file {}", path.display()))?
         }
         None => File::default(),
-    };
+    })
+}
+
+pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
+    let parsed = parse(file)?;
     if let Some(n) = parsed.events_kept {
         delayq::queue::check_events_kept(n).map_err(anyhow::Error::msg)?;
     }
@@ -469,5 +482,9 @@ retry = ["2m", "10m"]
         assert_eq!(r.missed, delayq::Missed::Fire);
         assert_eq!(r.retry.as_ref().unwrap().max_attempts, Some(3));
         assert_eq!((t.events, t.events_kept), (Some(true), Some(100_000)));
+        assert_eq!(
+            otlp_endpoint(Some(&path)).unwrap().as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
     }
 }

@@ -214,8 +214,9 @@ pub struct ServeArgs {
     /// Export delayq's spans of traced jobs (push, pop, webhook) to an
     /// OpenTelemetry collector: OTLP over HTTP/JSON, POST URL/v1/traces
     /// (e.g. http://127.0.0.1:4318). Off when not set.
+    /// (The config file's `otlp_endpoint` too; this wins.)
     #[arg(long, env = "DELAYQ_OTLP_ENDPOINT", value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
+    otlp_endpoint: Option<String>,
 
     /// Dead letters kept per topic (the oldest beyond are dropped).
     #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = 10_000)]
@@ -257,6 +258,16 @@ fn events_kept(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("{s:?} is not a whole number"))?;
     delayq::queue::check_events_kept(n)?;
     Ok(n)
+}
+
+impl ServeArgs {
+    /// Where to export spans: the flag, else the config file's key.
+    pub fn otlp_endpoint(&self) -> Result<Option<String>> {
+        match &self.otlp_endpoint {
+            Some(url) => Ok(Some(url.clone())),
+            None => config::otlp_endpoint(self.config.as_deref()),
+        }
+    }
 }
 
 /// How long finished jobs' records are kept: 1ms to a year.

@@ -212,6 +212,14 @@ impl Metrics {
             "# HELP delayq_build_info The running build: its version as `delayq --version` prints it.\n# TYPE delayq_build_info gauge\ndelayq_build_info{{version=\"{}\"}} 1",
             crate::VERSION
         );
+        // Only with OTLP export on (--otlp-endpoint).
+        if crate::trace::exporting() {
+            let _ = writeln!(
+                out,
+                "# HELP delayq_otlp_spans_dropped_total Spans not exported: the export buffer was full (the collector slow or down).\n# TYPE delayq_otlp_spans_dropped_total counter\ndelayq_otlp_spans_dropped_total {}",
+                crate::trace::otlp::dropped()
+            );
+        }
 
         let jobs = Meta::new(
             &self.topics,

@@ -13,6 +13,9 @@
 --          dedup, priority, trace context), "" for none: a plain job
 --          costs no decoding
 --
+-- Cost per job: O(1) commands, plus O(log N) in the schedule; a traced
+-- job's trace context (extra.traceparent, extra.tracestate) is two more
+-- fields in the job's one HSET, an untraced job's none.
 -- Touches: job hashes, trigger keys, schedule, count hash; an existing
 -- job's ready list (of its priority, and the topic's levels) or dead set. Publishes: wake (when one of the jobs is the
 -- new earliest).

@@ -166,6 +166,26 @@ async fn a_trace_header_is_kept_with_the_job_and_handed_on_by_pops_and_job_reads
         .unwrap();
     let d = s.queue.pop(&topics(&["u"]), LIMIT).await.unwrap().unwrap();
     assert_eq!((d.traceparent.as_deref(), d.tracestate), (Some(TP), None));
+    // The OpenAPI document names the headers and the fields.
+    let (_, doc) = get_json(&s.base, "/v1/openapi.json").await;
+    for path in ["/v1/jobs", "/v1/jobs/batch"] {
+        let params = doc["paths"][path]["post"]["parameters"].as_array().unwrap();
+        for name in ["traceparent", "tracestate"] {
+            assert!(
+                params
+                    .iter()
+                    .any(|p| p["name"] == name && p["in"] == "header"),
+                "{path}: {params:?}"
+            );
+        }
+    }
+    for schema in ["JobSpec", "Job", "Delivery"] {
+        let props = &doc["components"]["schemas"][schema]["properties"];
+        assert!(
+            props.get("traceparent").is_some() && props.get("tracestate").is_some(),
+            "{schema}"
+        );
+    }
     s.stop().await;
 }
 
@@ -532,7 +552,11 @@ async fn otlp_export_sends_push_pop_and_webhook_spans_in_the_jobs_trace_under_it
 async fn a_collector_that_never_answers_holds_up_no_push_or_delivery() {
     let redis = RedisServer::start();
     let collector = Receiver::start(true).await;
-    let delayq = DelayqProcess::start(&redis, &["--otlp-endpoint", &collector.base]);
+    // The endpoint from the config file's key this time.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("delayq.toml");
+    std::fs::write(&conf, format!("otlp_endpoint = {:?}\n", collector.base)).unwrap();
+    let delayq = DelayqProcess::start(&redis, &["--config", conf.to_str().unwrap()]);
     let n = 200;
     let jobs: Vec<Value> = (0..n)
         .map(|i| json!({"id": format!("j{i}"), "topic": "t", "traceparent": TP}))
@@ -551,6 +575,17 @@ async fn a_collector_that_never_answers_holds_up_no_push_or_delivery() {
         async move { tried.then_some(()) }
     })
     .await;
+    // Spans beyond the buffer would be dropped and counted here.
+    let metrics = reqwest::get(format!("{}/metrics", delayq.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("\ndelayq_otlp_spans_dropped_total "),
+        "{metrics}"
+    );
     // Still serving while the export hangs.
     let (status, _) = post_with(
         &delayq.base,
@@ -579,4 +614,52 @@ async fn a_bad_otlp_endpoint_is_refused_at_start_naming_the_flag() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--otlp-endpoint"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_push_sends_a_traceparent_and_delayq_get_shows_it() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = &s.base;
+    let (ok, _, err) = delayq_cli(
+        b,
+        &[
+            "push",
+            "--topic",
+            "t",
+            "--id",
+            "c1",
+            "--delay",
+            "1h",
+            "--traceparent",
+            TP,
+            "--tracestate",
+            TS,
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (ok, out, err) = delayq_cli(b, &["get", "c1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("traceparent: {TP}")) && out.contains(&format!("tracestate: {TS}")),
+        "{out}"
+    );
+    // Refused, naming the field; nothing written.
+    let (ok, _, err) = delayq_cli(
+        b,
+        &[
+            "push",
+            "--topic",
+            "t",
+            "--id",
+            "c2",
+            "--traceparent",
+            "00-nope",
+        ],
+    )
+    .await;
+    assert!(!ok && err.contains("traceparent"), "{err}");
+    assert!(s.queue.get("c2").await.unwrap().is_none());
+    s.stop().await;
 }

@@ -139,6 +139,8 @@ impl Get {
                 ("dead_at_ms", time(j.dead_at_ms)),
                 ("finished_at_ms", time(j.finished_at_ms)),
                 ("last_error", j.last_error.clone()),
+                ("traceparent", j.traceparent.clone()),
+                ("tracestate", j.tracestate.clone()),
                 ("body", Some(j.body.clone())),
             ];
             for (key, shown) in fields {
