@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use crate::retry::RetryPolicy;
 
-pub use limits::{check_due_at, check_keep_finished, Limits, MAX_DUE_AT_MS, MAX_KEEP_FINISHED};
+pub use limits::{
+    check_due_at, check_keep_finished, check_tag, check_tags, Limits, MAX_DUE_AT_MS,
+    MAX_KEEP_FINISHED, MAX_TAGS, MAX_TAG_BYTES,
+};
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
 pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
@@ -40,6 +43,9 @@ pub struct NewJob {
     pub retry: Option<RetryPolicy>,
     /// What to do when a job with this id exists.
     pub if_exists: IfExists,
+    /// Tags (at most [`MAX_TAGS`], each 1 to [`MAX_TAG_BYTES`] bytes): the
+    /// job is listed, cancelled and rescheduled with the tag's other jobs.
+    pub tags: Vec<String>,
 }
 
 impl Default for NewJob {
@@ -53,6 +59,7 @@ impl Default for NewJob {
             ttr: DEFAULT_TTR,
             retry: None,
             if_exists: IfExists::Replace,
+            tags: Vec::new(),
         }
     }
 }
@@ -169,6 +176,8 @@ pub struct Job {
     /// The last 20 failed attempts, oldest first (a finished job's record
     /// keeps none: see `last_error`).
     pub history: Vec<FailedAttempt>,
+    /// Its tags (none on a finished job's record).
+    pub tags: Vec<String>,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.

@@ -20,6 +20,7 @@ mod read;
 mod recurring;
 mod settle;
 mod stats;
+mod tags;
 
 use std::sync::{Arc, Mutex};
 
@@ -36,6 +37,7 @@ use crate::store::Store;
 
 pub use config::Config;
 pub use stats::Resolution;
+pub use tags::{TagChange, TagMove, MAX_TAG_PAGE, TAG_PAGE};
 
 /// A handle to one delay queue in Redis. Cheap to clone; all clones share
 /// one multiplexed connection, the waiting consumers and the dispatcher,

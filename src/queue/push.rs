@@ -57,6 +57,7 @@ impl Queue {
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
+    #[allow(clippy::needless_update)] // other features add their own Extra fields
     fn to_push(&self, job: &NewJob) -> Push {
         let policy = job
             .retry
@@ -72,7 +73,10 @@ impl Queue {
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
             keep: job.if_exists == IfExists::Keep,
-            extra: Default::default(),
+            extra: crate::store::push::Extra {
+                tags: distinct(&job.tags),
+                ..Default::default()
+            },
         }
     }
 
@@ -139,6 +143,17 @@ impl Queue {
             })
             .collect())
     }
+}
+
+/// Tags without repeats, in the order first given.
+fn distinct(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    }
+    out
 }
 
 fn millis(d: Duration) -> u64 {

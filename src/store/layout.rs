@@ -60,6 +60,9 @@
 //! |                          |        | minute m (expires after the hour)             |
 //! | `{p}:dispatcher`         | string | id of the instance that dispatches the        |
 //! |                          |        | partition now (a lease with a TTL)            |
+//! | `{p}:tag:<tag>`          | zset   | ids of the partition's jobs with the tag -> 0 |
+//! |                          |        | (paged by id, ZRANGEBYLEX); entry goes with   |
+//! |                          |        | the job                                       |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -91,6 +94,7 @@ pub mod kind {
     pub const WEBHOOK: &str = "webhook:";
     pub const WEBHOOK_COUNTS: &str = "webhook_n:";
     pub const DISPATCHER: &str = "dispatcher";
+    pub const TAG: &str = "tag:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -131,6 +135,9 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// The job's tags, one per line (a tag holds no control character);
+    /// absent without tags.
+    pub const TAGS: &str = "g";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -212,6 +219,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("FINISHED_AT", field::FINISHED_AT),
     ("FINISHED", state::FINISHED),
     ("DISPATCHER_KEY", kind::DISPATCHER),
+    ("TAG_KEY", kind::TAG),
+    ("TAGS", field::TAGS),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -44,6 +44,9 @@ pub(crate) const ALL: &[&Script] = &[
     &super::rate::SCRIPT,
     &super::unpop::SCRIPT,
     &super::lease::SCRIPT,
+    &super::tag_list::SCRIPT,
+    &super::tag_cancel::SCRIPT,
+    &super::tag_reschedule::SCRIPT,
 ];
 
 struct Library {

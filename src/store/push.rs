@@ -41,7 +41,11 @@ pub(crate) struct Push {
 /// the features, and "" for a job that asks none of them, which the script
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Extra {}
+pub(crate) struct Extra {
+    /// Tags, distinct, in the order first given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
 
 impl Extra {
     /// The script's argument: "" when nothing is set.

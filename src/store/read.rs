@@ -115,6 +115,10 @@ fn decode_job(
         finished_at_ms: int(f.get(field::FINISHED_AT)),
         last_error: f.remove(field::ERROR),
         history,
+        tags: f
+            .remove(field::TAGS)
+            .map(|t| t.lines().map(str::to_owned).collect())
+            .unwrap_or_default(),
         state,
     }))
 }

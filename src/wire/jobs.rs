@@ -36,6 +36,16 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
     #[schema(default = "replace")]
     pub if_exists: IfExistsSpec,
+    /// Tags (at most 8, each 1 to 128 bytes, no control characters; a
+    /// repeat counts once): list, cancel or reschedule the tag's jobs
+    /// together under `/v1/tags/{tag}`.
+    #[serde(
+        default,
+        deserialize_with = "tag_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schema(max_items = 8)]
+    pub tags: Vec<String>,
 }
 
 /// What a push does to an existing job with the same id.
@@ -96,6 +106,13 @@ fn body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error>
             )))
         }
     }
+}
+
+/// Tags are a list of strings; anything else is refused naming the field.
+fn tag_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    use serde::de::Error as _;
+    Vec::<String>::deserialize(d)
+        .map_err(|e| D::Error::custom(format!("tags must be a list of strings ({e})")))
 }
 
 fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -188,6 +205,9 @@ pub struct Job {
     pub last_error: Option<String>,
     /// The last 20 failed attempts, oldest first.
     pub history: Vec<Attempt>,
+    /// Its tags (none on a finished job's record).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// A retry policy as stored.

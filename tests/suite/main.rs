@@ -69,6 +69,7 @@ mod serve_cli;
 mod sidecars;
 mod stats;
 mod steering;
+mod tags;
 mod tls;
 mod webhooks;
 

@@ -45,6 +45,9 @@ pub struct Push {
     /// Leave an existing job with this id alone.
     #[arg(long)]
     keep: bool,
+    /// A tag (repeat for more, at most 8).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
 }
 
 impl Push {
@@ -63,6 +66,7 @@ impl Push {
             } else {
                 IfExistsSpec::Replace
             },
+            tags: self.tags,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))

@@ -67,6 +67,7 @@ fn new_job(spec: &JobSpec) -> ApiResult<NewJob> {
             IfExistsSpec::Replace => IfExists::Replace,
             IfExistsSpec::Keep => IfExists::Keep,
         },
+        tags: spec.tags.clone(),
     })
 }
 
@@ -276,6 +277,7 @@ impl From<crate::job::Job> for wire::Job {
             id: j.id,
             topic: j.topic,
             body: j.body,
+            tags: j.tags,
         }
     }
 }

@@ -15,7 +15,7 @@ use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::stats;
-use super::{instances, jobs, lease, ops, pop, schedules, topics};
+use super::{instances, jobs, lease, ops, pop, schedules, tags, topics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -36,6 +36,7 @@ use super::{instances, jobs, lease, ops, pop, schedules, topics};
         instances::list, instances::webhooks,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,
+        tags::jobs, tags::cancel, tags::reschedule,
     ),
     components(schemas(crate::wire::ErrorReply)),
     modifiers(&Shared),
