@@ -85,7 +85,7 @@ pub use job::{
     Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob,
     PushOutcome, Pushed,
 };
-pub use queue::{Config, Queue, Resolution};
+pub use queue::{Config, Queue, Resolution, TagChange, TagMove};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;

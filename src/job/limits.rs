@@ -5,6 +5,46 @@ use std::time::Duration;
 
 use super::NewJob;
 
+/// Most tags one job may carry.
+pub const MAX_TAGS: usize = 8;
+/// Longest tag, bytes.
+pub const MAX_TAG_BYTES: usize = 128;
+
+/// Checks one tag: 1 to [`MAX_TAG_BYTES`] bytes, no control characters
+/// (tags are stored one per line), not blank.
+pub fn check_tag(tag: &str) -> Result<(), String> {
+    if tag.trim().is_empty() {
+        return Err("tags: a tag is empty or blank".into());
+    }
+    if tag.len() > MAX_TAG_BYTES {
+        return Err(format!(
+            "tags: a tag is {} bytes; the limit is {MAX_TAG_BYTES}",
+            tag.len()
+        ));
+    }
+    if let Some(c) = tag.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "tags: tag {tag:?} contains {c:?}; control characters are not allowed"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a job's tags: at most [`MAX_TAGS`] different ones (a tag given
+/// twice counts once), each as [`check_tag`] wants.
+pub fn check_tags(tags: &[String]) -> Result<(), String> {
+    for t in tags {
+        check_tag(t)?;
+    }
+    let distinct = tags.iter().collect::<std::collections::BTreeSet<_>>().len();
+    if distinct > MAX_TAGS {
+        return Err(format!(
+            "tags: {distinct} tags; the limit is {MAX_TAGS} per job"
+        ));
+    }
+    Ok(())
+}
+
 /// The latest absolute time a job may be due (or a lease end), Unix ms:
 /// 9999-12-31T23:59:59.999Z. The scripts enforce it too.
 pub const MAX_DUE_AT_MS: i64 = 253_402_300_799_999;
@@ -134,6 +174,7 @@ impl Limits {
             check_dedup(d)?;
         }
         check_trace(job)?;
+        check_tags(&job.tags)?;
         Ok(())
     }
 

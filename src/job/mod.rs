@@ -18,8 +18,9 @@ use std::time::Duration;
 use crate::retry::RetryPolicy;
 
 pub use limits::{
-    check_due_at, check_keep_finished, check_priority, Limits, MAX_DEDUP_KEY_BYTES,
-    MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY,
+    check_due_at, check_keep_finished, check_priority, check_tag, check_tags, Limits,
+    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY, MAX_TAGS,
+    MAX_TAG_BYTES,
 };
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
@@ -53,6 +54,9 @@ pub struct NewJob {
     /// job and handed on; `tracestate` only with a `traceparent`.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// Tags (at most [`MAX_TAGS`], each 1 to [`MAX_TAG_BYTES`] bytes): the
+    /// job is listed, cancelled and rescheduled with the tag's other jobs.
+    pub tags: Vec<String>,
 }
 
 impl Default for NewJob {
@@ -70,6 +74,7 @@ impl Default for NewJob {
             priority: 0,
             traceparent: None,
             tracestate: None,
+            tags: Vec::new(),
         }
     }
 }
@@ -232,6 +237,8 @@ pub struct Job {
     /// keeps none).
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// Its tags (none on a finished job's record).
+    pub tags: Vec<String>,
 }
 
 /// A job handed to a consumer, with the lease that goes with it.

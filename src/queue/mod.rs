@@ -21,6 +21,7 @@ mod read;
 mod recurring;
 mod settle;
 mod stats;
+mod tags;
 
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +42,7 @@ pub use crate::store::events::{
 pub use config::Config;
 pub use events::{EventRead, EVENTS_OFF};
 pub use stats::Resolution;
+pub use tags::{TagChange, TagMove, MAX_TAG_PAGE, TAG_PAGE};
 
 /// A handle to one delay queue in Redis. Cheap to clone; all clones share
 /// one multiplexed connection, the waiting consumers and the dispatcher,

@@ -58,6 +58,7 @@ impl Queue {
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
+    #[allow(clippy::needless_update)] // other features add their own Extra fields
     fn to_push(&self, job: &NewJob) -> Push {
         let policy = job
             .retry
@@ -78,6 +79,7 @@ impl Queue {
                 tracestate: job.tracestate.clone(),
                 dedup: job.dedup.as_ref().map(Into::into),
                 priority: (job.priority > 0).then_some(job.priority),
+                tags: distinct(&job.tags),
                 ..Default::default()
             },
         }
@@ -201,6 +203,17 @@ fn push_span(job: &NewJob) -> tracing::Span {
         .map_or_else(tracing::Span::none, |h| {
             h.span(HopKind::Push, &job.id, &job.topic)
         })
+}
+
+/// Tags without repeats, in the order first given.
+fn distinct(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(tags.len());
+    for t in tags {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    }
+    out
 }
 
 fn millis(d: Duration) -> u64 {

@@ -72,6 +72,9 @@
 //! |                          |        | its due time (throttle), the series' first    |
 //! |                          |        | push (debounce) or 0 (simple); PX the window  |
 //! |                          |        | (simple: none, deleted when the job ends)     |
+//! | `{p}:tag:<tag>`          | zset   | ids of the partition's jobs with the tag -> 0 |
+//! |                          |        | (paged by id, ZRANGEBYLEX); entry goes with   |
+//! |                          |        | the job                                       |
 
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
@@ -109,6 +112,7 @@ pub mod kind {
     pub const DISPATCHER: &str = "dispatcher";
     pub const EVENTS: &str = "events";
     pub const DEDUP: &str = "dedup:";
+    pub const TAG: &str = "tag:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -149,6 +153,9 @@ pub mod field {
     pub const DEAD_AT: &str = "x";
     /// When a finished job's kept record was written, Unix ms.
     pub const FINISHED_AT: &str = "f";
+    /// The job's tags, one per line (a tag holds no control character);
+    /// absent without tags.
+    pub const TAGS: &str = "g";
     /// The push's W3C `traceparent`; only on traced jobs.
     pub const TRACEPARENT: &str = "tp";
     /// The push's W3C `tracestate`; only when it came with one.
@@ -282,6 +289,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_DEAD", event::DEAD),
     ("DEDUP_KEY", kind::DEDUP),
     ("DEDUP", field::DEDUP),
+    ("TAG_KEY", kind::TAG),
+    ("TAGS", field::TAGS),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -246,6 +246,23 @@ local function notify_ready(topic, n)
   redis.call('PUBLISH', P .. READY_CHANNEL, n .. ' ' .. topic)
 end
 
+-- Tags (issue 26): a job's tags are one hash field, TAGS, one tag per line
+-- (a tag holds no control character), and an entry in one index per tag
+-- and partition, TAG_KEY .. tag: a zset id -> 0, paged by id (ZRANGEBYLEX),
+-- so a page resumes after the last id whatever changed before it. Every
+-- place that deletes or replaces a job's hash drops its entries (untag),
+-- so an index holds only live jobs (and pages drop any stale entry they
+-- meet). A job without tags has no field: untag of nil costs nothing.
+local function tag_key(tag) return P .. TAG_KEY .. tag end
+
+-- Drops `id` from the indexes of `stored` (its TAGS field, or nil).
+local function untag(id, stored)
+  if not stored then return end
+  for tag in string.gmatch(stored, '[^\n]+') do
+    redis.call('ZREM', tag_key(tag), id)
+  end
+end
+
 -- Dead-letter retention: drop the oldest dead jobs of a topic beyond
 -- max_count, and those dead for longer than max_age ms (at most 100 a call,
 -- so a script's run time stays bounded; later calls finish the trim).
@@ -259,6 +276,7 @@ local function trim_dead(topic, now_ms, max_count, max_age)
   end
   for _, id in ipairs(drop) do
     redis.call('ZREM', key, id)
+    untag(id, redis.call('HGET', job_key(id), TAGS) or nil) -- tags
     redis.call('DEL', job_key(id))
     count(DEAD, topic, -1)
   end
@@ -347,7 +365,7 @@ end
 -- extra argument): each feature reads its own field of it.
 local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local job = job_key(id)
-  local old = redis.call('HMGET', job, STATE, TOPIC, DUE, PRIORITY)
+  local old = redis.call('HMGET', job, STATE, TOPIC, DUE, PRIORITY, TAGS)
   local status = DONE
   if old[2] then
     -- A finished job's kept record is no job: a push creates a new one.
@@ -357,6 +375,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     end
     if not record then status = REPLACED end
     detach(id, state_of(old[1]), old[2], level_of(old[4]))
+    untag(id, old[5]) -- tags
     redis.call('DEL', job)
   end
   -- One HSET whatever the fields: a policy's fields only when it has them.
@@ -372,6 +391,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
     if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
   end
+  -- tags: checked by the caller (at most 8, no control characters).
+  if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
+    for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
+    fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
+  end
   redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)
@@ -381,9 +405,10 @@ end
 -- Removes `id` if it is still delayed (never handed over). 1 if removed.
 local function drop_if_delayed(id)
   if id == '' then return 0 end
-  local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS)
   if not f[2] or f[1] then return 0 end
   detach(id, DELAYED, f[2])
+  untag(id, f[3]) -- tags
   redis.call('DEL', job_key(id))
   return 1
 end
@@ -609,4 +634,52 @@ local function dedup_release(id, key)
   if not key then return end
   local rkey = dedup_record(key)
   if redis.call('GET', rkey) == '0 ' .. id then redis.call('DEL', rkey) end
+end
+
+-- Makes job `id` (in `state`, of `topic`; not a finished record) delayed
+-- until `due`, from any state: out of wherever it is (a lease it had is
+-- void), into the schedule with its trigger key, counted. Topic, ttr, retry
+-- policy, tags and attempts stay, except that a dead job starts its
+-- schedule afresh. The caller wakes the sweeps if it is the new head. The
+-- work of reschedule.lua and tag_reschedule.lua.
+local function delay_job(id, state, topic, due, level)
+  local job = job_key(id)
+  detach(id, state, topic, level)
+  if state == DEAD then
+    redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
+  end
+  redis.call('HDEL', job, STATE, TOKEN, DUE)
+  schedule(id, due)
+  move_count(topic, nil, DELAYED)
+end
+
+-- Tags: a page of the index of `tag` after id `after` ('' from the start),
+-- at most `limit` ids in byte order, and each one's STATE, TOPIC, TAGS.
+-- Entries whose job is gone or no longer carries the tag are dropped here
+-- (none should be: see untag) and not returned. Costs O(log N + limit).
+-- Returns the live entries { id, state, topic } and the last id looked at
+-- ('' when the index ends within this page).
+local function tag_page(tag, after, limit)
+  local key = tag_key(tag)
+  local from = '-'
+  if after ~= '' then from = '(' .. after end
+  local ids = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', 0, limit)
+  local live = {}
+  for _, id in ipairs(ids) do
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS)
+    local has = false
+    if f[2] and f[3] then
+      for t in string.gmatch(f[3], '[^\n]+') do
+        if t == tag then has = true break end
+      end
+    end
+    if has and f[1] ~= FINISHED then
+      live[#live + 1] = { id = id, state = state_of(f[1]), topic = f[2], tags = f[3] }
+    else
+      redis.call('ZREM', key, id)
+    end
+  end
+  local last = ''
+  if #ids == limit then last = ids[#ids] end
+  return live, last
 end

@@ -45,6 +45,9 @@ pub(crate) const ALL: &[&Script] = &[
     &super::unpop::SCRIPT,
     &super::lease::SCRIPT,
     &super::events::SCRIPT,
+    &super::tag_list::SCRIPT,
+    &super::tag_cancel::SCRIPT,
+    &super::tag_reschedule::SCRIPT,
 ];
 
 struct Library {

@@ -6,7 +6,7 @@
 -- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
 --
 -- Touches: the topic's dead set, job hashes, count hash. Publishes: nothing.
--- Helpers: count.
+-- Helpers: count, untag.
 --
 -- Returns { DONE, number of jobs deleted }.
 --
@@ -17,6 +17,7 @@ local dead = dead_key(topic)
 local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', dead, id)
+  untag(id, redis.call('HGET', job_key(id), TAGS) or nil) -- tags
   redis.call('DEL', job_key(id))
 end
 if #ids > 0 then count(DEAD, topic, -#ids) end

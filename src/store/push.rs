@@ -42,6 +42,9 @@ pub(crate) struct Push {
 /// then never decodes. Each feature adds its own field, skipped when unset.
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Extra {
+    /// Tags, distinct, in the order first given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     /// Trace context: W3C traceparent and tracestate, kept as given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,

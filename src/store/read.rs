@@ -117,6 +117,10 @@ fn decode_job(
         traceparent: f.remove(field::TRACEPARENT),
         tracestate: f.remove(field::TRACESTATE),
         history,
+        tags: f
+            .remove(field::TAGS)
+            .map(|t| t.lines().map(str::to_owned).collect())
+            .unwrap_or_default(),
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
     }))

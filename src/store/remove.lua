@@ -51,7 +51,7 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, PRIORITY)
+  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, PRIORITY, TAGS)
   local record = f[1] == FINISHED
   if not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
@@ -71,6 +71,7 @@ for j = 1, n do
     if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
     if mode ~= 'any' then emit(EV_FINISHED, id, topic) end
     detach(id, state, topic, level_of(f[5]))
+    untag(id, f[6]) -- tags: a kept record carries none
     if keep > 0 then
       now_ms = now_ms or math.floor(now_us() / 1000)
       if due then redis.call('HSET', job, DUE, due) end

@@ -9,7 +9,7 @@
 --
 -- Touches: job hash, trigger key, schedule, and the ready list or dead set
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
--- Helpers: due_time, invalid, detach, schedule, move_count, wake_if_head.
+-- Helpers: due_time, invalid, delay_job, wake_if_head.
 --
 -- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
 -- finished job's record).
@@ -25,12 +25,6 @@ local f = redis.call('HMGET', job, STATE, TOPIC, PRIORITY)
 if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
-detach(id, state_of(f[1]), f[2], level_of(f[3]))
-if f[1] == DEAD then
-  redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
-end
 if ARGV[5] == '1' then redis.call('HSET', job, BODY, ARGV[6]) end
-redis.call('HDEL', job, STATE, TOKEN, DUE)
-schedule(id, due)
-move_count(f[2], nil, DELAYED)
+delay_job(id, state_of(f[1]), f[2], due, level_of(f[3]))
 return { DONE, due, wake_if_head(id, due) }

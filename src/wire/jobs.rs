@@ -36,6 +36,16 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
     #[schema(default = "replace")]
     pub if_exists: IfExistsSpec,
+    /// Tags (at most 8, each 1 to 128 bytes, no control characters; a
+    /// repeat counts once): list, cancel or reschedule the tag's jobs
+    /// together under `/v1/tags/{tag}`.
+    #[serde(
+        default,
+        deserialize_with = "tag_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schema(max_items = 8)]
+    pub tags: Vec<String>,
     /// W3C trace context, kept with the job and handed on; overrides the
     /// request's `traceparent` header. Invalid: 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -170,6 +180,13 @@ fn whole_priority<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>,
     }
 }
 
+/// Tags are a list of strings; anything else is refused naming the field.
+fn tag_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    use serde::de::Error as _;
+    Vec::<String>::deserialize(d)
+        .map_err(|e| D::Error::custom(format!("tags must be a list of strings ({e})")))
+}
+
 fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     body_text(d).map(Some)
 }
@@ -276,6 +293,9 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 9)]
     pub priority: Option<u8>,
+    /// Its tags (none on a finished job's record).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// A retry policy as stored.

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod pop;
 pub mod schedules;
 pub mod stats;
+pub mod tags;
 pub mod topics;
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,7 @@ pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{Delivery, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
+pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,
     Topics, Upcoming, UpcomingQuery,

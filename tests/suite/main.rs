@@ -76,6 +76,7 @@ mod serve_cli;
 mod sidecars;
 mod stats;
 mod steering;
+mod tags;
 mod tls;
 mod trace;
 mod webhooks;

@@ -72,6 +72,9 @@ pub struct Push {
     /// W3C tracestate, with --traceparent.
     #[arg(long, env = "TRACESTATE", requires = "traceparent")]
     tracestate: Option<String>,
+    /// A tag (repeat for more, at most 8).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
 }
 
 impl Push {
@@ -103,6 +106,7 @@ impl Push {
             priority: self.priority,
             traceparent: self.traceparent,
             tracestate: self.tracestate,
+            tags: self.tags,
         };
         let reply = c
             .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))

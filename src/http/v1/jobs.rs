@@ -125,6 +125,7 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
             .transpose()
             .map_err(ApiError::invalid)?
             .unwrap_or(0),
+        tags: spec.tags.clone(),
     })
 }
 
@@ -347,6 +348,7 @@ impl From<crate::job::Job> for wire::Job {
             topic: j.topic,
             body: j.body,
             priority: (j.priority > 0).then_some(j.priority),
+            tags: j.tags,
         }
     }
 }

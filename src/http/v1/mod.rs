@@ -30,6 +30,7 @@ pub mod ops;
 pub mod pop;
 pub mod schedules;
 pub mod stats;
+pub mod tags;
 pub mod topics;
 
 use axum::body::Bytes;
@@ -134,6 +135,11 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/recurring/{name}/resume", || {
         post(schedules::resume)
     }),
+    route("get", "/v1/tags/{tag}/jobs", || get(tags::jobs)),
+    write("post", "/v1/tags/{tag}/cancel", || post(tags::cancel)),
+    write("post", "/v1/tags/{tag}/reschedule", || {
+        post(tags::reschedule)
+    }),
     route("get", "/v1/instances", || get(instances::list)),
     route("get", "/v1/webhooks", || get(instances::webhooks)),
     route("get", "/v1/events", || get(events::events)),
@@ -158,6 +164,14 @@ struct JobId {
 struct TopicName {
     #[param(max_length = 128)]
     topic: String,
+}
+
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct TagName {
+    #[param(max_length = 128)]
+    tag: String,
 }
 
 #[derive(utoipa::IntoParams)]

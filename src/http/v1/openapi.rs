@@ -15,7 +15,7 @@ use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::{events, stats};
-use super::{instances, jobs, lease, ops, pop, schedules, topics};
+use super::{instances, jobs, lease, ops, pop, schedules, tags, topics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -37,6 +37,7 @@ use super::{instances, jobs, lease, ops, pop, schedules, topics};
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,
         events::events,
+        tags::jobs, tags::cancel, tags::reschedule,
     ),
     components(schemas(crate::wire::ErrorReply, crate::wire::EventGap)),
     modifiers(&Shared),

@@ -1,0 +1,43 @@
+-- tag_cancel.lua: delete a page of a tag's jobs in one partition, those not
+-- handed out.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  tag
+-- ARGV[3]  cursor: the last id of the previous page ("" from the start)
+-- ARGV[4]  most entries to look at (1..1000)
+--
+-- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
+-- ready lists and dead sets, the other indexes of their tags; count hash.
+-- Publishes: nothing. Helpers: tag_page, detach, untag.
+--
+-- Returns { DONE, last id looked at ("" when the index ends in this page),
+-- how many jobs were deleted, then id, state of each job left alone }.
+--
+-- Cost: one ZRANGEBYLEX and one HMGET per entry; per deleted job a DEL,
+-- its structure's removal (ZREM + DEL of the trigger for a delayed job,
+-- LREM for a ready one: O(length of its ready list), ZREM for a dead one)
+-- and one ZREM per tag it has (at most 8). Bounded by the page.
+--
+-- Guarantees: delayed, ready and dead jobs go, as DELETE /v1/jobs/{id}
+-- removes them (no record kept); reserved jobs (handed out) are left as
+-- they are and reported: their consumer finishes or fails them. The page
+-- is one atomic step.
+local limit = tonumber(ARGV[4])
+if not limit or limit < 1 or limit > 1000 then return invalid('limit must be 1 to 1000') end
+local live, last = tag_page(ARGV[2], ARGV[3], limit)
+local changed, skipped = 0, {}
+for _, j in ipairs(live) do
+  if j.state == RESERVED then
+    skipped[#skipped + 1] = j.id
+    skipped[#skipped + 1] = j.state
+  else
+    detach(j.id, j.state, j.topic)
+    untag(j.id, j.tags)
+    redis.call('DEL', job_key(j.id))
+    changed = changed + 1
+  end
+end
+local reply = { DONE, last, changed }
+for _, v in ipairs(skipped) do reply[#reply + 1] = v end
+return reply

@@ -1,0 +1,73 @@
+-- tag_reschedule.lua: move a page of a tag's jobs in one partition to a new
+-- due time, those not handed out.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  tag
+-- ARGV[3]  cursor: the last id of the previous page ("" from the start)
+-- ARGV[4]  most entries to look at (1..1000)
+-- ARGV[5]  shift ms (may be negative), used when ARGV[6] is -1: each job's
+--          new due time is its own plus the shift
+-- ARGV[6]  absolute due time, Unix ms, or -1
+--
+-- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
+-- ready lists; count hash. Publishes: wake (when one of the jobs is the new
+-- earliest). Helpers: tag_page, due_time, invalid, delay_job.
+--
+-- Returns { DONE, last id looked at ("" when the index ends in this page),
+-- how many jobs were moved, new_head (1: one of them is now the earliest),
+-- then id, state of each job left alone }.
+-- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
+--
+-- Cost: one ZRANGEBYLEX, one HMGET and one ZSCORE or HGET per entry; per
+-- moved job what reschedule.lua does (delay_job: ZREM/ZADD on the schedule,
+-- SET of the trigger, HDEL; LREM for a ready job: O(length of its ready
+-- list)); one ZRANGE for the head. Bounded by the page.
+--
+-- Guarantees: delayed and ready jobs become delayed until the new time,
+-- keeping every invariant reschedule.lua keeps (the same delay_job); never
+-- before Redis time (a time in the past means now). Reserved jobs (handed
+-- out) and dead ones are left as they are and reported. The page is one
+-- atomic step: all its moves, or, for a time out of range, none.
+local limit = tonumber(ARGV[4])
+if not limit or limit < 1 or limit > 1000 then return invalid('limit must be 1 to 1000') end
+local shift, at = tonumber(ARGV[5]), tonumber(ARGV[6])
+local live, last = tag_page(ARGV[2], ARGV[3], limit)
+local moves, skipped = {}, {}
+for _, j in ipairs(live) do
+  if j.state == DELAYED or j.state == READY then
+    local due, bad
+    if at >= 0 then
+      due, bad = due_time(0, at)
+    else
+      local old
+      if j.state == DELAYED then
+        old = tonumber(redis.call('ZSCORE', SCHEDULE, j.id))
+      else
+        old = tonumber(redis.call('HGET', job_key(j.id), DUE))
+      end
+      -- due_time takes a time in the past as now.
+      due, bad = due_time(0, math.max(0, (old or 0) + shift))
+    end
+    if not due then return invalid('job ' .. j.id .. ': ' .. bad) end
+    moves[#moves + 1] = { j = j, due = due }
+  else
+    skipped[#skipped + 1] = j.id
+    skipped[#skipped + 1] = j.state
+  end
+end
+local moved = {}
+for _, m in ipairs(moves) do
+  delay_job(m.j.id, m.j.state, m.j.topic, m.due)
+  moved[m.j.id] = true
+end
+-- One look at the head for the page, as push.lua does.
+local new_head = 0
+local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+if head[1] and moved[head[1]] then
+  redis.call('PUBLISH', P .. WAKE_CHANNEL, head[2])
+  new_head = 1
+end
+local reply = { DONE, last, #moves, new_head }
+for _, v in ipairs(skipped) do reply[#reply + 1] = v end
+return reply

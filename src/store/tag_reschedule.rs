@@ -1,0 +1,74 @@
+//! Move a page of a tag's jobs in one partition to a new due time. The
+//! script is `tag_reschedule.lua`.
+
+use super::reply::Fields;
+use super::tag_list::{last, skipped, TagPage};
+use super::{Script, Status, Store};
+use crate::error::Result;
+
+pub const SCRIPT: Script = Script {
+    name: "tag_reschedule",
+    source: include_str!("tag_reschedule.lua"),
+    when_full: false,
+    acked: true,
+};
+
+/// Where a tag's jobs go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagMove {
+    /// Each job's own due time plus this many ms (may be negative).
+    Shift(i64),
+    /// This time (Unix ms).
+    At(i64),
+}
+
+fn decode((_, mut f): (Status, Fields)) -> Result<TagPage> {
+    let last = last(&mut f)?;
+    let changed = f.int()?.max(0) as u64;
+    let new_head = f.int()? == 1;
+    Ok(TagPage {
+        last,
+        changed,
+        new_head,
+        skipped: skipped(&mut f)?,
+        ..TagPage::default()
+    })
+}
+
+impl Store {
+    /// Moves the delayed and ready jobs among up to `limit` entries of
+    /// `tag`'s index in partition `part`, after id `after`.
+    pub(crate) async fn tag_reschedule(
+        &self,
+        part: usize,
+        tag: &str,
+        after: &str,
+        limit: usize,
+        to: TagMove,
+    ) -> Result<TagPage> {
+        let (shift, at) = match to {
+            TagMove::Shift(ms) => (ms, -1),
+            TagMove::At(ms) => (0, ms.max(0)),
+        };
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(tag).arg(after).arg(limit).arg(shift).arg(at);
+        decode(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_moves_head_and_skipped_jobs() {
+        let d = |r: &[&str]| decode(Fields::parse("tag_reschedule", sample(r)).unwrap()).unwrap();
+        let p = d(&["0", "k", "2", "1", "x", "dead", "y", "reserved"]);
+        assert_eq!(
+            (p.last.as_deref(), p.changed, p.new_head),
+            (Some("k"), 2, true)
+        );
+        assert_eq!(p.skipped.len(), 2);
+    }
+}

@@ -1,0 +1,99 @@
+//! `/v1/tags/{tag}`: a tag's jobs listed, cancelled or rescheduled a page at
+//! a time.
+
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::{DueAt, Job};
+use crate::job::JobState;
+
+/// `GET /v1/tags/{tag}/jobs?cursor=&limit=`.
+#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TagJobsQuery {
+    /// The `cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Most index entries looked at.
+    #[serde(default = "page")]
+    #[param(minimum = 1, maximum = 1000, default = 500)]
+    pub limit: usize,
+}
+
+fn page() -> usize {
+    crate::queue::TAG_PAGE
+}
+
+/// A page of a tag's jobs, by partition then id.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct TagJobs {
+    pub tag: String,
+    pub jobs: Vec<Job>,
+    /// Where the next page starts; null on the last page.
+    pub cursor: Option<String>,
+}
+
+/// `POST /v1/tags/{tag}/cancel` (an empty body: the first page of 500).
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TagCancelSpec {
+    /// Most jobs looked at (default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+    /// The `cursor` of the previous reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// `POST /v1/tags/{tag}/reschedule`: `shift_ms` or `due_at`, one of them.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TagRescheduleSpec {
+    /// Each job's own due time plus this (negative: earlier, never before
+    /// now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift_ms: Option<i64>,
+    /// One due time for all of them (a time past means now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<DueAt>,
+    /// Most jobs looked at (default 500).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+    /// The `cursor` of the previous reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// What a cancel or reschedule by tag did on one page.
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct TagChanged {
+    /// Jobs cancelled or moved.
+    pub changed: u64,
+    /// Jobs left alone: reserved (handed out), or dead for a reschedule.
+    pub skipped: Vec<TagSkipped>,
+    /// Where the next page starts; null when the tag's jobs are done.
+    pub cursor: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct TagSkipped {
+    pub id: String,
+    pub state: JobState,
+}
+
+impl From<crate::queue::TagChange> for TagChanged {
+    fn from(c: crate::queue::TagChange) -> Self {
+        TagChanged {
+            changed: c.changed,
+            skipped: c
+                .skipped
+                .into_iter()
+                .map(|(id, state)| TagSkipped { id, state })
+                .collect(),
+            cursor: c.cursor,
+        }
+    }
+}

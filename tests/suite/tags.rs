@@ -1,0 +1,396 @@
+//! Tags: jobs carry tags, and a tag's jobs are listed, cancelled and
+//! rescheduled a page at a time (a cursor resumes, over every partition);
+//! jobs handed out are reported, not changed; a job that ends leaves its
+//! tags' indexes; bad tags are refused with nothing written.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::common::*;
+use delayq::http::ServerConfig;
+use delayq::{Config, JobState, NewJob, Queue, TagMove};
+use serde_json::{json, Value};
+
+fn tagged(id: &str, delay_ms: u64, tags: &[&str]) -> NewJob {
+    NewJob {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..job(id, "remind", delay_ms, 60_000)
+    }
+}
+
+/// Members of a tag's index in the (one) partition of a plain queue.
+async fn index(redis: &RedisServer, tag: &str) -> Vec<String> {
+    let mut c = redis.conn().await;
+    redis::cmd("ZRANGE")
+        .arg(format!("{{dq}}:tag:{tag}"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+/// Every page of a tag's listing: the ids in order, and the page count.
+async fn list_all(q: &Queue, tag: &str, limit: usize) -> (Vec<String>, usize) {
+    let (mut ids, mut cursor, mut pages) = (Vec::new(), None::<String>, 0);
+    loop {
+        let (jobs, next) = q.tag_jobs(tag, cursor.as_deref(), limit).await.unwrap();
+        pages += 1;
+        assert!(jobs.len() <= limit, "a page holds at most its limit");
+        ids.extend(jobs.into_iter().map(|j| {
+            assert!(j.tags.iter().any(|t| t == tag), "{} lacks {tag}", j.id);
+            j.id
+        }));
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return (ids, pages),
+        }
+    }
+}
+
+async fn send(method: reqwest::Method, base: &str, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .request(method, format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn tagged_jobs_are_listed_in_pages_and_leave_the_index_when_they_end() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    for i in 0..7 {
+        // A repeated tag counts once.
+        q.push(&tagged(&format!("r{i}"), 0, &["member:77", "all", "all"]))
+            .await
+            .unwrap();
+    }
+    q.push(&tagged("other", 0, &["member:78"])).await.unwrap();
+    let j = q.get("r0").await.unwrap().unwrap();
+    assert_eq!(j.tags, ["member:77", "all"]);
+
+    let (ids, pages) = list_all(&q, "member:77", 3).await;
+    assert_eq!(ids, (0..7).map(|i| format!("r{i}")).collect::<Vec<_>>());
+    assert!(pages >= 3, "7 jobs, 3 a page: {pages} pages");
+
+    // Finished, deleted, replaced with other tags, dead and purged: each
+    // leaves every index of its tags.
+    let d = q
+        .pop(&topics(&["remind"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.finish(&d.id, &d.token).await.unwrap();
+    q.delete("r1").await.unwrap();
+    q.push(&tagged("r2", 0, &["member:99"])).await.unwrap();
+    let gone = [d.id.as_str(), "r1", "r2"];
+    let left: Vec<String> = index(&redis, "member:77").await;
+    assert_eq!(left.len(), 4, "{left:?}");
+    for id in gone {
+        assert!(
+            !left.iter().any(|l| l == id),
+            "{id} still indexed: {left:?}"
+        );
+        assert!(!index(&redis, "all").await.iter().any(|l| l == id));
+    }
+    assert_eq!(index(&redis, "member:99").await, ["r2"]);
+    // An untagged push over a tagged id drops it from the index too.
+    q.push(&job("r3", "remind", 0, 60_000)).await.unwrap();
+    assert!(!index(&redis, "member:77").await.contains(&"r3".to_owned()));
+    assert!(q.get("r3").await.unwrap().unwrap().tags.is_empty());
+}
+
+#[tokio::test]
+async fn cancel_and_reschedule_leave_reserved_jobs_alone_and_report_them() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let b = &s.base;
+    let push = |id: &str, delay: u64| json!({"id": id, "topic": "remind", "delay_ms": delay, "tags": ["member:77"]});
+    let (st, _) = send(reqwest::Method::POST, b, "/v1/jobs", push("held", 0)).await;
+    assert_eq!(st, 201);
+    let d = q
+        .pop(&topics(&["remind"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.id, "held");
+    for id in ["a", "b"] {
+        send(reqwest::Method::POST, b, "/v1/jobs", push(id, 60_000)).await;
+    }
+    let before = q.get("a").await.unwrap().unwrap().due_ms;
+
+    let (st, moved) = send(
+        reqwest::Method::POST,
+        b,
+        "/v1/tags/member:77/reschedule",
+        json!({"shift_ms": 3_600_000}),
+    )
+    .await;
+    assert_eq!(st, 200, "{moved}");
+    assert_eq!(moved["changed"], 2);
+    assert_eq!(
+        moved["skipped"],
+        json!([{"id": "held", "state": "reserved"}])
+    );
+    assert_eq!(moved["cursor"], Value::Null);
+    assert_eq!(
+        q.get("a").await.unwrap().unwrap().due_ms,
+        before + 3_600_000
+    );
+    let held = q.get("held").await.unwrap().unwrap();
+    assert_eq!(
+        held.state,
+        JobState::Reserved,
+        "a reserved job is not moved"
+    );
+
+    let (st, page) = get_json(b, "/v1/tags/member:77/jobs?limit=2").await;
+    assert_eq!(st, 200);
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(page["jobs"][0]["tags"], json!(["member:77"]));
+    let cursor = page["cursor"].as_str().unwrap().to_owned();
+    let (_, rest) = get_json(
+        b,
+        &format!("/v1/tags/member:77/jobs?limit=2&cursor={cursor}"),
+    )
+    .await;
+    assert_eq!(rest["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["cursor"], Value::Null);
+
+    let (st, cancelled) = send(
+        reqwest::Method::POST,
+        b,
+        "/v1/tags/member:77/cancel",
+        json!({}),
+    )
+    .await;
+    assert_eq!(st, 200, "{cancelled}");
+    assert_eq!(cancelled["changed"], 2);
+    assert_eq!(
+        cancelled["skipped"],
+        json!([{"id": "held", "state": "reserved"}])
+    );
+    assert!(q.get("a").await.unwrap().is_none() && q.get("b").await.unwrap().is_none());
+    assert!(q.get("held").await.unwrap().is_some());
+    assert_eq!(
+        q.topics().await.unwrap().topics["remind"].delayed,
+        0,
+        "counts follow"
+    );
+    q.finish(&d.id, &d.token).await.unwrap();
+    assert!(index(&redis, "member:77").await.is_empty());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_reschedule_by_tag_never_makes_a_job_early() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&tagged("x", 3_600_000, &["t"])).await.unwrap();
+    q.push(&tagged("y", 60_000, &["t"])).await.unwrap();
+    let now = redis.time_ms().await;
+    let c = q
+        .reschedule_tag("t", TagMove::Shift(-86_400_000), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(c.changed, 2);
+    for id in ["x", "y"] {
+        let due = q.get(id).await.unwrap().unwrap().due_ms;
+        assert!(due >= now, "{id} due {due}, before now {now}");
+    }
+    // Both fell due now: they fire.
+    for _ in 0..2 {
+        let d = q
+            .pop(&topics(&["remind"]), Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(d.is_some(), "a job moved to now fires");
+    }
+    q.push(&tagged("z", 60_000, &["t"])).await.unwrap();
+    let now = redis.time_ms().await;
+    q.reschedule_tag("t", TagMove::At(1_000), None, 10)
+        .await
+        .unwrap();
+    let due = q.get("z").await.unwrap().unwrap().due_ms;
+    assert!(
+        due >= now,
+        "a due time in the past means now: {due} < {now}"
+    );
+    let far = q
+        .reschedule_tag("t", TagMove::At(delayq::job::MAX_DUE_AT_MS + 1), None, 10)
+        .await;
+    assert!(matches!(far, Err(delayq::Error::Invalid(_))), "{far:?}");
+}
+
+#[tokio::test]
+async fn bad_tags_are_refused_naming_tags_and_nothing_is_written() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let nine: Vec<String> = (0..9).map(|i| format!("t{i}")).collect();
+    let long = "x".repeat(129);
+    let bad = [
+        json!(nine),
+        json!([""]),
+        json!([long]),
+        json!(["a\nb"]),
+        json!("solo"),
+    ];
+    for tags in &bad {
+        let spec = json!({"id": "j", "topic": "remind", "tags": tags});
+        let (st, reply) = send(reqwest::Method::POST, &s.base, "/v1/jobs", spec.clone()).await;
+        assert!(st == 422 || st == 400, "{tags}: {st} {reply}");
+        let msg = reply["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("tags"), "{tags}: {msg}");
+        let (st, reply) = send(
+            reqwest::Method::POST,
+            &s.base,
+            "/v1/jobs/batch",
+            json!({"jobs": [spec]}),
+        )
+        .await;
+        assert_eq!((st, reply["rejected"].clone()), (200, json!(1)), "{reply}");
+    }
+    // Eight distinct tags, one repeated: accepted.
+    let mut eight: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+    eight.push("t0".into());
+    let err = q
+        .push(&NewJob {
+            tags: nine,
+            ..tagged("j", 0, &[])
+        })
+        .await;
+    assert!(matches!(err, Err(delayq::Error::Invalid(ref m)) if m.contains("tags")));
+    let mut c = redis.conn().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("{dq}:*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(
+        keys.iter()
+            .all(|k| !k.contains(":j:") && !k.contains(":tag:")),
+        "nothing written: {keys:?}"
+    );
+    q.push(&NewJob {
+        tags: eight,
+        ..tagged("j", 0, &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(q.get("j").await.unwrap().unwrap().tags.len(), 8);
+    // A bad tag or cursor in a tag call is refused too.
+    let (st, _) = get_json(&s.base, "/v1/tags/a%0Ab/jobs").await;
+    assert!(st == 422 || st == 400);
+    let (st, _) = get_json(&s.base, "/v1/tags/t0/jobs?cursor=9:x").await;
+    assert!(st == 422 || st == 400);
+    let (st, _) = get_json(&s.base, "/v1/tags/t0/jobs?limit=1001").await;
+    assert!(st == 422 || st == 400);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_tagged_jobs_are_processed_in_pages_over_partitions() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let n = 2500;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| tagged(&format!("m{i:04}"), 3_600_000, &["member:77"]))
+        .collect();
+    for chunk in jobs.chunks(1000) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let (ids, pages) = list_all(&q, "member:77", 1000).await;
+    let set: BTreeSet<_> = ids.iter().cloned().collect();
+    assert_eq!((ids.len(), set.len()), (n, n), "each job listed once");
+    assert!(pages >= 3, "{pages} pages of 1000");
+
+    // Reschedule page by page with the cursor, every job once.
+    let before = q.get("m0001").await.unwrap().unwrap().due_ms;
+    let (mut moved, mut cursor, mut calls) = (0, None::<String>, 0);
+    loop {
+        let c = q
+            .reschedule_tag("member:77", TagMove::Shift(60_000), cursor.as_deref(), 700)
+            .await
+            .unwrap();
+        calls += 1;
+        moved += c.changed;
+        match c.cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(moved, n as u64);
+    assert!(calls >= 4, "{calls} calls of 700");
+    assert_eq!(
+        q.get("m0001").await.unwrap().unwrap().due_ms,
+        before + 60_000
+    );
+
+    let all = q.cancel_tag_all("member:77").await.unwrap();
+    assert_eq!(
+        (all.changed, all.skipped.len(), all.cursor),
+        (n as u64, 0, None)
+    );
+    let (ids, _) = list_all(&q, "member:77", 1000).await;
+    assert!(ids.is_empty());
+    let counts = q.topics().await.unwrap();
+    assert!(counts.topics.get("remind").is_none_or(|c| c.is_empty()));
+}
+
+/// Memory one tag entry costs: 10k jobs with one tag against 10k without,
+/// used_memory delta (printed; the README quotes it).
+#[tokio::test]
+async fn a_tag_entry_costs_little_memory() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let used = |redis: &RedisServer| {
+        let mut c = redis.client().get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse::<i64>()
+            .unwrap()
+    };
+    let n = 10_000;
+    let push = |prefix: &str, tags: &[&str]| -> Vec<NewJob> {
+        (0..n)
+            .map(|i| NewJob {
+                body: String::new(),
+                ..tagged(&format!("{prefix}{i:05}"), 3_600_000, tags)
+            })
+            .collect()
+    };
+    let base = used(&redis);
+    for chunk in push("plain", &[]).chunks(1000) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let plain = used(&redis) - base;
+    let base = used(&redis);
+    for chunk in push("tagged", &["member:77"]).chunks(1000) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let tagged_cost = used(&redis) - base;
+    let per_tag = (tagged_cost - plain) as f64 / n as f64;
+    println!(
+        "10k jobs: {plain} bytes plain, {tagged_cost} bytes with one tag: {per_tag:.0} bytes per tag entry"
+    );
+    assert!(per_tag < 200.0, "{per_tag} bytes per tag entry");
+}
