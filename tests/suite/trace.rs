@@ -232,7 +232,6 @@ async fn an_invalid_trace_header_is_ignored_and_an_invalid_trace_field_is_refuse
 
     // Fields the client wrote: refused (422 invalid, as every field that
     // breaks a rule) naming the field, nothing written.
-    let before = redis.data_keys().await;
     for (body, named) in [
         (
             json!({"id": "f", "topic": "t", "traceparent": "00-xyz"}),
@@ -265,11 +264,11 @@ async fn an_invalid_trace_header_is_ignored_and_an_invalid_trace_field_is_refuse
         .as_str()
         .unwrap()
         .contains("traceparent"));
-    assert_eq!(
-        redis.data_keys().await,
-        before,
-        "a refused push writes nothing"
-    );
+    // No hash, no trigger key, no schedule entry: nothing of the job.
+    let left: Vec<String> = redis.cmd(&["KEYS", "*:[jt]:f"]).await;
+    assert!(left.is_empty(), "{left:?}");
+    let scheduled: Option<f64> = redis.cmd(&["ZSCORE", "{dq}:schedule", "f"]).await;
+    assert_eq!(scheduled, None);
     assert_eq!(get_json(&s.base, "/v1/jobs/f").await.0, 404);
     s.stop().await;
 }
@@ -662,4 +661,23 @@ async fn delayq_push_sends_a_traceparent_and_delayq_get_shows_it() {
     assert!(!ok && err.contains("traceparent"), "{err}");
     assert!(s.queue.get("c2").await.unwrap().is_none());
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_delayq_sends_its_last_spans_before_it_exits() {
+    let redis = RedisServer::start();
+    let collector = Receiver::start(false).await;
+    let delayq = DelayqProcess::start(&redis, &["--otlp-endpoint", &collector.base]);
+    let (status, _) = post_with(
+        &delayq.base,
+        "/v1/jobs",
+        &[("traceparent", TP)],
+        json!({"id": "last", "topic": "t"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    // Stopped at once, before the exporter's batch would have gone.
+    delayq.terminate();
+    let spans = collector.spans();
+    assert_eq!(span(&spans, "delayq push")["traceId"], TRACE, "{spans:?}");
 }
