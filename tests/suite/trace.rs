@@ -681,3 +681,37 @@ async fn a_stopping_delayq_sends_its_last_spans_before_it_exits() {
     let spans = collector.spans();
     assert_eq!(span(&spans, "delayq push")["traceId"], TRACE, "{spans:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_context_is_kept_and_handed_on_over_a_redis_cluster() {
+    let cluster =
+        crate::redis_cluster::TestCluster::start_with(3, 0, &crate::redis_cluster::node_config());
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    let mut jobs: Vec<NewJob> = (0..12)
+        .map(|i| NewJob {
+            traceparent: Some(format!("00-{TRACE}-{:016x}-01", i + 1)),
+            tracestate: Some(format!("k={i}")),
+            ..job(&format!("c{i}"), "spread", 0, 30_000)
+        })
+        .collect();
+    jobs.push(job("plain", "spread", 0, 30_000));
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < jobs.len() {
+        got.extend(q.pop_many(&topics(&["spread"]), 20, LIMIT).await.unwrap());
+    }
+    for d in got {
+        let sent = jobs.iter().find(|j| j.id == d.id).unwrap();
+        assert_eq!(
+            (&d.traceparent, &d.tracestate),
+            (&sent.traceparent, &sent.tracestate),
+            "{}",
+            d.id
+        );
+        let read = q.get(&d.id).await.unwrap().unwrap();
+        assert_eq!(read.traceparent, sent.traceparent);
+    }
+}
