@@ -105,7 +105,13 @@ async fn run(cli: Cli) -> Result<()> {
         }))
         .init();
     match cli.command {
-        Command::Serve(args) => cli::serve::run(*args).await,
+        Command::Serve(args) => {
+            let served = cli::serve::run(*args).await;
+            // The last spans of a stopping delayq still reach the collector
+            // (if it answers soon).
+            delayq::trace::otlp::flush(std::time::Duration::from_secs(3)).await;
+            served
+        }
         Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,
         Command::Client(command) => cli::client::run(*command).await,
     }

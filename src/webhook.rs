@@ -15,10 +15,10 @@
 //! `X-Delayq-Id`, `X-Delayq-Topic`, `X-Delayq-Attempt`, and, when the topic
 //! has a secret, `X-Delayq-Timestamp` (Unix seconds) and
 //! `X-Delayq-Signature: sha256=<hex>`, the HMAC-SHA256 with the secret as
-//! key over `"<timestamp>.<request body>"`. A job pushed with W3C trace
-//! context carries it in `traceparent` and `tracestate` (see
-//! [`crate::trace`]). A receiver recomputes it, compares
-//! in constant time, and rejects old timestamps to stop replays.
+//! key over `"<timestamp>.<request body>"`. A receiver recomputes it, compares
+//! in constant time, and rejects old timestamps to stop replays. A job
+//! pushed with W3C trace context carries it in `traceparent` and
+//! `tracestate` (see [`crate::trace`]).
 //!
 //! ## Status
 //!

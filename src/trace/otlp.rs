@@ -97,7 +97,29 @@ fn now_ns() -> u128 {
 /// The layer: records the hops' spans, hands each to the exporter when it
 /// closes. Install it with a filter on [`TARGET`] (see [`start`]).
 pub struct OtlpLayer {
-    tx: mpsc::Sender<Finished>,
+    tx: mpsc::Sender<Msg>,
+}
+
+/// What the exporter is handed: a span, or a request to send what it has.
+enum Msg {
+    Span(Finished),
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The exporter's queue, for [`flush`].
+static EXPORTER: std::sync::OnceLock<mpsc::Sender<Msg>> = std::sync::OnceLock::new();
+
+/// Sends the spans waiting for export now, and waits for that (at most
+/// `limit`): for a delayq that is stopping.
+pub async fn flush(limit: Duration) {
+    let Some(tx) = EXPORTER.get() else { return };
+    let (done, sent) = tokio::sync::oneshot::channel();
+    let _ = tokio::time::timeout(limit, async {
+        if tx.send(Msg::Flush(done)).await.is_ok() {
+            let _ = sent.await;
+        }
+    })
+    .await;
 }
 
 impl<S> Layer<S> for OtlpLayer
@@ -138,7 +160,7 @@ where
             end_ns: now_ns(),
         };
         // Never waits: a full buffer (a slow or absent collector) drops.
-        if self.tx.try_send(done).is_err() {
+        if self.tx.try_send(Msg::Span(done)).is_err() {
             DROPPED.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -167,20 +189,50 @@ pub fn start(endpoint: &str) -> Result<OtlpLayer, String> {
         .map_err(|e| format!("OTLP client: {e}"))?;
     let (tx, rx) = mpsc::channel(BUFFER);
     tokio::spawn(export(rx, client, url));
+    let _ = EXPORTER.set(tx.clone());
     super::set_exporting();
     Ok(OtlpLayer { tx })
 }
 
-async fn export(mut rx: mpsc::Receiver<Finished>, client: reqwest::Client, url: String) {
+async fn export(mut rx: mpsc::Receiver<Msg>, client: reqwest::Client, url: String) {
     let mut reported = 0;
+    let mut flushed = Vec::new();
     while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
+        let mut batch = Vec::new();
+        // While a flush is asked for, batches go without waiting for more.
+        let mut gather = flushed.is_empty();
+        match first {
+            Msg::Span(s) => batch.push(s),
+            Msg::Flush(done) => {
+                flushed.push(done);
+                gather = false;
+            }
+        }
         let until = tokio::time::Instant::now() + GATHER;
         while batch.len() < BATCH {
-            match tokio::time::timeout_at(until, rx.recv()).await {
-                Ok(Some(s)) => batch.push(s),
-                _ => break,
+            // Gathering waits; a flush takes only what is there already.
+            let next = if gather {
+                tokio::time::timeout_at(until, rx.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            } else {
+                rx.try_recv().ok()
+            };
+            match next {
+                Some(Msg::Span(s)) => batch.push(s),
+                Some(Msg::Flush(done)) => {
+                    flushed.push(done);
+                    gather = false;
+                }
+                None => break,
             }
+        }
+        if batch.is_empty() {
+            flushed.drain(..).for_each(|d| {
+                let _ = d.send(());
+            });
+            continue;
         }
         let n = batch.len();
         let sent = client
@@ -199,6 +251,12 @@ async fn export(mut rx: mpsc::Receiver<Finished>, client: reqwest::Client, url: 
             Err(e) => {
                 tracing::warn!(error = %e.without_url(), spans = n, "OTLP export failed; spans dropped")
             }
+        }
+        // A flush is done once what was waiting has gone.
+        if rx.is_empty() {
+            flushed.drain(..).for_each(|d| {
+                let _ = d.send(());
+            });
         }
         let lost = dropped();
         if lost > reported {

@@ -232,7 +232,6 @@ async fn an_invalid_trace_header_is_ignored_and_an_invalid_trace_field_is_refuse
 
     // Fields the client wrote: refused (422 invalid, as every field that
     // breaks a rule) naming the field, nothing written.
-    let before = redis.data_keys().await;
     for (body, named) in [
         (
             json!({"id": "f", "topic": "t", "traceparent": "00-xyz"}),
@@ -265,11 +264,11 @@ async fn an_invalid_trace_header_is_ignored_and_an_invalid_trace_field_is_refuse
         .as_str()
         .unwrap()
         .contains("traceparent"));
-    assert_eq!(
-        redis.data_keys().await,
-        before,
-        "a refused push writes nothing"
-    );
+    // No hash, no trigger key, no schedule entry: nothing of the job.
+    let left: Vec<String> = redis.cmd(&["KEYS", "*:[jt]:f"]).await;
+    assert!(left.is_empty(), "{left:?}");
+    let scheduled: Option<f64> = redis.cmd(&["ZSCORE", "{dq}:schedule", "f"]).await;
+    assert_eq!(scheduled, None);
     assert_eq!(get_json(&s.base, "/v1/jobs/f").await.0, 404);
     s.stop().await;
 }
@@ -662,4 +661,57 @@ async fn delayq_push_sends_a_traceparent_and_delayq_get_shows_it() {
     assert!(!ok && err.contains("traceparent"), "{err}");
     assert!(s.queue.get("c2").await.unwrap().is_none());
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_delayq_sends_its_last_spans_before_it_exits() {
+    let redis = RedisServer::start();
+    let collector = Receiver::start(false).await;
+    let delayq = DelayqProcess::start(&redis, &["--otlp-endpoint", &collector.base]);
+    let (status, _) = post_with(
+        &delayq.base,
+        "/v1/jobs",
+        &[("traceparent", TP)],
+        json!({"id": "last", "topic": "t"}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    // Stopped at once, before the exporter's batch would have gone.
+    delayq.terminate();
+    let spans = collector.spans();
+    assert_eq!(span(&spans, "delayq push")["traceId"], TRACE, "{spans:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_context_is_kept_and_handed_on_over_a_redis_cluster() {
+    let cluster =
+        crate::redis_cluster::TestCluster::start_with(3, 0, &crate::redis_cluster::node_config());
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    let mut jobs: Vec<NewJob> = (0..12)
+        .map(|i| NewJob {
+            traceparent: Some(format!("00-{TRACE}-{:016x}-01", i + 1)),
+            tracestate: Some(format!("k={i}")),
+            ..job(&format!("c{i}"), "spread", 0, 30_000)
+        })
+        .collect();
+    jobs.push(job("plain", "spread", 0, 30_000));
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < jobs.len() {
+        got.extend(q.pop_many(&topics(&["spread"]), 20, LIMIT).await.unwrap());
+    }
+    for d in got {
+        let sent = jobs.iter().find(|j| j.id == d.id).unwrap();
+        assert_eq!(
+            (&d.traceparent, &d.tracestate),
+            (&sent.traceparent, &sent.tracestate),
+            "{}",
+            d.id
+        );
+        let read = q.get(&d.id).await.unwrap().unwrap();
+        assert_eq!(read.traceparent, sent.traceparent);
+    }
 }
