@@ -19,8 +19,8 @@ use crate::retry::RetryPolicy;
 
 pub use limits::{
     check_due_at, check_keep_finished, check_priority, check_tag, check_tags, Limits,
-    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY, MAX_TAGS,
-    MAX_TAG_BYTES,
+    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY,
+    MAX_TAGS, MAX_TAG_BYTES,
 };
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.

@@ -1,6 +1,6 @@
 //! Sending a request to the server and reading its reply.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -70,45 +70,23 @@ impl Client {
         path: &str,
         body: Option<Value>,
     ) -> Result<Value> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method, &url);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        let mut req = self.request(method, path);
         if let Some(b) = body {
             req = req.body(b.to_string());
         }
-        let resp = req.send().await.with_context(|| {
-            format!(
-                "cannot reach delayq at {} (is it running? --server)",
-                self.base
-            )
-        })?;
+        let resp = self.reach(req).await?;
         let status = resp.status();
         let text = resp.text().await?;
-        let value: Value = if text.is_empty() {
-            json!({})
-        } else {
-            serde_json::from_str(&text).with_context(|| format!("not JSON from {url}: {text}"))?
-        };
         if !status.is_success() {
-            let error = delayq::wire::ErrorReply::deserialize(&value).ok();
-            let msg = error.as_ref().map_or(text.as_str(), |e| &e.error.message);
-            if status == reqwest::StatusCode::UNAUTHORIZED {
-                let given = if self.token.is_some() {
-                    "the token given is not the server's"
-                } else {
-                    "no token was given"
-                };
-                bail!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
-            }
-            bail!("{status}: {msg}");
+            return Err(self.refusal(status, &text));
         }
-        Ok(value)
+        if text.is_empty() {
+            return Ok(json!({}));
+        }
+        serde_json::from_str(&text)
+            .with_context(|| format!("not JSON from {}{path}: {text}", self.base))
     }
-}
 
-impl Client {
     /// Opens a long GET (the event stream): its reply, read as it comes;
     /// a non-2xx reply becomes an error with the server's message.
     pub(super) async fn open(
@@ -116,31 +94,54 @@ impl Client {
         path: &str,
         last_event_id: Option<&str>,
     ) -> Result<reqwest::Response> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.get(&url);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        let mut req = self.request(Method::GET, path);
         if let Some(id) = last_event_id {
             req = req.header("Last-Event-ID", id);
         }
-        let resp = req.send().await.with_context(|| {
-            format!(
-                "cannot reach delayq at {} (is it running? --server)",
-                self.base
-            )
-        })?;
+        let resp = self.reach(req).await?;
         let status = resp.status();
         if status.is_success() {
             return Ok(resp);
         }
         let text = resp.text().await.unwrap_or_default();
-        let error: Option<delayq::wire::ErrorReply> = serde_json::from_str(&text).ok();
-        bail!("{status}: {}", error.map_or(text, |e| e.error.message));
+        Err(self.refusal(status, &text))
+    }
+
+    /// A request to `path`, with the token if one was given.
+    fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    /// Sends `req`; not reaching the server says where it was looked for.
+    async fn reach(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        req.send().await.with_context(|| {
+            format!(
+                "cannot reach delayq at {} (is it running? --server)",
+                self.base
+            )
+        })
+    }
+
+    /// A non-2xx reply as an error: the server's message (its body when
+    /// that is not an error reply), with a hint when the token is wrong.
+    fn refusal(&self, status: reqwest::StatusCode, text: &str) -> anyhow::Error {
+        let error: Option<delayq::wire::ErrorReply> = serde_json::from_str(text).ok();
+        let msg = error.as_ref().map_or(text, |e| e.error.message.as_str());
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            let given = if self.token.is_some() {
+                "the token given is not the server's"
+            } else {
+                "no token was given"
+            };
+            return anyhow::anyhow!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
+        }
+        anyhow::anyhow!("{status}: {msg}")
     }
 }
-
-use serde::Deserialize as _;
 
 /// What a path segment keeps unescaped: RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
