@@ -429,3 +429,64 @@ async fn resuming_a_topic_wakes_pops_waiting_on_another_instance_for_its_priorit
     other.close().await;
     q.close().await;
 }
+
+/// Redis commands (INFO commandstats, FCALL and the reading itself left
+/// out) that `n` pops of one job each from `topic` run, with nothing else
+/// running against Redis.
+async fn commands_per_pop(redis: &RedisServer, topic: &str, n: usize) -> f64 {
+    use delayq::testing::{fcall, pop, Keys};
+    let _: String = redis.cmd(&["CONFIG", "RESETSTAT"]).await;
+    let mut conn = redis.conn().await;
+    for i in 0..n {
+        let mut cmd = fcall(&pop::SCRIPT, &Keys::new("dq"), false, 0);
+        cmd.arg(1)
+            .arg(1 << 20)
+            .arg(format!("n{i}"))
+            .arg("")
+            .arg(topic);
+        let _: redis::Value = cmd.query_async(&mut conn).await.unwrap();
+    }
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    let calls: u64 = info
+        .lines()
+        .filter(|l| !l.starts_with("cmdstat_fcall:") && !l.starts_with("cmdstat_config"))
+        .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(":calls="))
+        .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+        .sum();
+    calls as f64 / n as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prioritised_pop_runs_three_redis_commands_more_than_a_plain_one() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let n = 500;
+    let jobs = |topic: &str, p: u8| -> Vec<NewJob> {
+        (0..n)
+            .map(|i| prio(&format!("{topic}{i}"), topic, p))
+            .collect()
+    };
+    for r in q.push_many(&jobs("plain", 0)).await.unwrap() {
+        r.unwrap();
+    }
+    for r in q.push_many(&jobs("prio", 4)).await.unwrap() {
+        r.unwrap();
+    }
+    ready(&q, "plain", n as u64).await;
+    ready(&q, "prio", n as u64).await;
+    // Nothing else runs against Redis while the pops are counted.
+    q.close().await;
+    let plain = commands_per_pop(&redis, "plain", n).await;
+    let prioritised = commands_per_pop(&redis, "prio", n).await;
+    println!("redis commands per one-job pop: plain {plain:.2}, priority 4 {prioritised:.2}");
+    // A plain pop: TIME, HMGET (rate), SISMEMBER (paused), RPOP, HMGET,
+    // HSET, ZADD (lease), LPUSH and LTRIM (latest pops), HINCRBY twice
+    // (counts): as before priorities. A prioritised one: the RPOP that finds
+    // the default list empty, a ZRANGE of the levels, an LLEN after.
+    // (A connection's own setup commands round away.)
+    assert_eq!(
+        (prioritised.round() - plain.round()) as i64,
+        3,
+        "{plain} {prioritised}"
+    );
+}
