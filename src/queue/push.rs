@@ -74,7 +74,6 @@ impl Queue {
             keep: job.if_exists == IfExists::Keep,
             extra: crate::store::push::Extra {
                 priority: (job.priority > 0).then_some(job.priority),
-                ..Default::default()
             },
         }
     }
