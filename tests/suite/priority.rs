@@ -341,17 +341,34 @@ async fn on_a_split_queue_each_partition_hands_out_by_priority() {
         ..config(&redis)
     })
     .unwrap();
+    each_partition_by_priority(&q, 4).await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_cluster_each_partition_hands_out_by_priority() {
+    let cluster = crate::redis_cluster::TestCluster::start(3);
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    each_partition_by_priority(&q, 6).await;
+    q.close().await;
+}
+
+/// Mixed priorities pushed over `parts` partitions: batch pops take each
+/// partition's jobs smallest number first, in push order within a number,
+/// and a listing shows each once.
+async fn each_partition_by_priority(q: &Queue, parts: usize) {
     let n = 48;
     for i in 0..n {
         q.push(&prio(&format!("s{i:03}"), "split", (i % 4 * 3) as u8))
             .await
             .unwrap();
     }
-    ready(&q, "split", n as u64).await;
+    ready(q, "split", n as u64).await;
     let priority_of = |id: &str| id[1..].parse::<usize>().unwrap() % 4 * 3;
     // Batch pops of five: every partition's jobs come out lowest number
     // first, in push order within a number.
-    let mut per_part: Vec<Vec<String>> = vec![Vec::new(); 4];
+    let mut per_part: Vec<Vec<String>> = vec![Vec::new(); parts];
     let mut total = 0;
     loop {
         let got = q.try_pop(&topics(&["split"]), 5).await.unwrap();
@@ -359,7 +376,7 @@ async fn on_a_split_queue_each_partition_hands_out_by_priority() {
             break;
         }
         for d in got {
-            per_part[delayq::testing::partition_of(&d.id, 4)].push(d.id.clone());
+            per_part[delayq::testing::partition_of(&d.id, parts)].push(d.id.clone());
             q.finish(&d.id, &d.token).await.unwrap();
             total += 1;
         }
@@ -376,14 +393,30 @@ async fn on_a_split_queue_each_partition_hands_out_by_priority() {
             .await
             .unwrap();
     }
-    ready(&q, "split", 8).await;
-    let (page, next) = q
-        .list_jobs("split", JobState::Ready, None, 100)
-        .await
-        .unwrap();
-    assert!(next.is_none());
-    assert_eq!(page.len(), 8);
-    q.close().await;
+    ready(q, "split", 8).await;
+    let mut listed: Vec<Vec<(u8, String)>> = vec![Vec::new(); parts];
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let (page, next) = q
+            .list_jobs("split", JobState::Ready, cursor.as_deref(), 3)
+            .await
+            .unwrap();
+        for j in page {
+            assert!(seen.insert(j.id.clone()), "{} listed twice", j.id);
+            listed[delayq::testing::partition_of(&j.id, parts)].push((j.priority, j.id));
+        }
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 8);
+    for jobs in &listed {
+        let mut sorted = jobs.clone();
+        sorted.sort();
+        assert_eq!(jobs, &sorted);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
