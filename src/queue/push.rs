@@ -58,7 +58,6 @@ impl Queue {
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
-    #[allow(clippy::needless_update)] // other features add their own Extra fields
     fn to_push(&self, job: &NewJob) -> Push {
         let policy = job
             .retry
@@ -80,7 +79,6 @@ impl Queue {
                 dedup: job.dedup.as_ref().map(Into::into),
                 priority: (job.priority > 0).then_some(job.priority),
                 tags: distinct(&job.tags),
-                ..Default::default()
             },
         }
     }

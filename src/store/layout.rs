@@ -569,6 +569,21 @@ mod tests {
     }
 
     #[test]
+    fn no_topic_names_another_topics_ready_list_of_any_priority() {
+        let k = Keys::new("dq");
+        let topics = ["a", "a:1", "1:a", "p:1:a", "readyp:1:a", "levels:a", ":"];
+        let mut seen = std::collections::HashSet::new();
+        for t in topics {
+            for level in 0..=crate::job::MAX_PRIORITY {
+                assert!(seen.insert(k.ready_level(t, level)), "{t} {level}");
+            }
+            assert!(seen.insert(k.levels(t)), "{t}");
+        }
+        assert_eq!(k.ready_level("a", 0), k.ready_list("a"));
+        assert_eq!(k.ready_level("a", 3), "{dq}:readyp:3:a");
+    }
+
+    #[test]
     fn slots_match_redis() {
         // Values from CLUSTER KEYSLOT on Redis 7.
         assert_eq!(slot(b"foo"), 12182);

@@ -73,7 +73,7 @@ pub mod unpop;
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
     pub use super::library::fcall;
-    pub use super::{push, remove, Status};
+    pub use super::{pop, push, remove, Status};
 }
 
 use std::sync::Arc;
