@@ -394,3 +394,51 @@ async fn a_tag_entry_costs_little_memory() {
     );
     assert!(per_tag < 200.0, "{per_tag} bytes per tag entry");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pushes_tags_and_works_through_every_page_of_a_tag() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let (ok, _, err) = delayq_cli(
+        &s.base,
+        &[
+            "push", "--topic", "remind", "--id", "p0", "--delay", "1h", "--tag", "m:7",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    for i in 1..5 {
+        q.push(&tagged(&format!("p{i}"), 3_600_000, &["m:7"]))
+            .await
+            .unwrap();
+    }
+    let (ok, out, err) = delayq_cli(&s.base, &["tags", "list", "m:7", "--limit", "2"]).await;
+    assert!(ok, "{err}");
+    assert!((0..5).all(|i| out.contains(&format!("p{i}"))), "{out}");
+    let before = q.get("p3").await.unwrap().unwrap().due_ms;
+    let (ok, out, err) = delayq_cli(
+        &s.base,
+        &[
+            "tags",
+            "reschedule",
+            "m:7",
+            "--shift",
+            "-30m",
+            "--limit",
+            "2",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("changed: 5"), "{out}");
+    assert_eq!(
+        q.get("p3").await.unwrap().unwrap().due_ms,
+        before - 1_800_000
+    );
+    let (ok, out, err) = delayq_cli(&s.base, &["tags", "cancel", "m:7", "--limit", "2"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("changed: 5"), "{out}");
+    assert!(q.get("p0").await.unwrap().is_none());
+    s.stop().await;
+}

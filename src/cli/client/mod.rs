@@ -12,6 +12,7 @@ mod jobs;
 mod lease;
 mod out;
 mod schedules;
+mod tags;
 mod topics;
 
 use anyhow::{bail, Result};
@@ -86,6 +87,8 @@ pub enum ClientCommand {
     Recurring(schedules::Recurring),
     /// A topic's rate limit.
     Rate(schedules::Rate),
+    /// List, cancel or reschedule a tag's jobs, every page.
+    Tags(tags::Tags),
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +121,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Resume(c) => c.run().await,
         ClientCommand::Recurring(c) => c.run().await,
         ClientCommand::Rate(c) => c.run().await,
+        ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Work(w) => {
             if w.client.json {
                 bail!("work prints no replies: --json does not apply to it");
