@@ -442,3 +442,42 @@ async fn the_cli_pushes_tags_and_works_through_every_page_of_a_tag() {
     assert!(q.get("p0").await.unwrap().is_none());
     s.stop().await;
 }
+
+#[tokio::test]
+async fn dead_jobs_trimmed_or_purged_leave_the_index() {
+    let redis = RedisServer::start();
+    let mut c = config(&redis);
+    c.topic_retry.insert(
+        "remind".into(),
+        delayq::RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(1),
+        },
+    );
+    c.dead_max_per_topic = 2;
+    let q = Queue::connect(c).unwrap();
+    for i in 0..4 {
+        q.push(&tagged(&format!("d{i}"), 0, &["gone"]))
+            .await
+            .unwrap();
+    }
+    for _ in 0..4 {
+        let d = q
+            .pop(&topics(&["remind"]), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        q.nack(&d.id, &d.token, None, "no").await.unwrap();
+    }
+    // Two dead jobs beyond the cap were trimmed: their entries went too.
+    assert_eq!(index(&redis, "gone").await.len(), 2);
+    // A reschedule by tag leaves dead jobs alone and says so.
+    let c = q
+        .reschedule_tag("gone", TagMove::Shift(0), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(c.changed, 0);
+    assert!(c.skipped.iter().all(|(_, s)| *s == JobState::Dead) && c.skipped.len() == 2);
+    assert_eq!(q.purge_dead("remind").await.unwrap(), 2);
+    assert!(index(&redis, "gone").await.is_empty());
+}
