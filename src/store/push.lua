@@ -14,7 +14,8 @@
 --          costs no decoding
 --
 -- Touches: job hashes, trigger keys, schedule, count hash; an existing
--- job's ready list or dead set. Publishes: wake (when one of the jobs is the
+-- job's ready list or dead set; the indexes of the jobs' tags, old and new
+-- (one ZADD per tag; none for a job without tags). Publishes: wake (when one of the jobs is the
 -- new earliest).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count).
 --

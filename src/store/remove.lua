@@ -13,7 +13,8 @@
 --          lease token (with "lease"; "" otherwise)
 --
 -- Touches: job hashes, and whichever of trigger key, schedule, ready list,
--- dead set or finished index holds each; count hash. Publishes: nothing.
+-- dead set or finished index holds each; its tags' indexes; count hash.
+-- Publishes: nothing.
 -- Helpers: detach, state_of, invalid, keep_record, trim_finished.
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:

@@ -481,3 +481,29 @@ async fn dead_jobs_trimmed_or_purged_leave_the_index() {
     assert_eq!(q.purge_dead("remind").await.unwrap(), 2);
     assert!(index(&redis, "gone").await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_cluster_a_tag_is_listed_moved_and_cancelled_across_partitions() {
+    let cluster = crate::redis_cluster::TestCluster::start(3);
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    let jobs: Vec<NewJob> = (0..60)
+        .map(|i| tagged(&format!("c{i}"), 3_600_000, &["member:77"]))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let (ids, pages) = list_all(&q, "member:77", 7).await;
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 60);
+    assert_eq!(ids.len(), 60, "each job once");
+    assert!(pages >= 9, "{pages}");
+    let before = q.get("c5").await.unwrap().unwrap().due_ms;
+    let moved = q
+        .reschedule_tag_all("member:77", TagMove::Shift(1000))
+        .await
+        .unwrap();
+    assert_eq!(moved.changed, 60);
+    assert_eq!(q.get("c5").await.unwrap().unwrap().due_ms, before + 1000);
+    assert_eq!(q.cancel_tag_all("member:77").await.unwrap().changed, 60);
+    assert!(list_all(&q, "member:77", 100).await.0.is_empty());
+}
