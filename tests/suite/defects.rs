@@ -181,7 +181,8 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
         .arg(-1)
         .arg("")
         .arg(0)
-        .arg("replace");
+        .arg("replace")
+        .arg("");
     cmd.arg("raw")
         .arg("far")
         .arg("")
@@ -190,7 +191,8 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
         .arg(far)
         .arg("")
         .arg(0)
-        .arg("replace");
+        .arg("replace")
+        .arg("");
     let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
     let e = r.unwrap_err();
     assert_eq!(e.code(), Some("DQINVALID"), "{e}");
