@@ -5,7 +5,8 @@
 -- ARGV[2]  topic
 -- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
 --
--- Touches: the topic's dead set, job hashes, count hash. Publishes: nothing.
+-- Touches: the topic's dead set, job hashes, their tags' indexes (one HGET
+-- per job for its tags), count hash. Publishes: nothing.
 -- Helpers: count, untag.
 --
 -- Returns { DONE, number of jobs deleted }.

@@ -17,7 +17,9 @@
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
 -- Touches: job hashes, trigger keys, schedule, count hash; an existing
--- job's ready list (of its priority, and the topic's levels) or dead set. Publishes: wake (when one of the jobs is the
+-- job's ready list (of its priority, and the topic's levels) or dead set;
+-- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
+-- job without tags). Publishes: wake (when one of the jobs is the
 -- new earliest).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push.
 --

@@ -13,8 +13,9 @@
 --          lease token (with "lease"; "" otherwise)
 --
 -- Touches: job hashes, and whichever of trigger key, schedule, ready list,
--- dead set or finished index holds each; count hash. Publishes: nothing.
--- Helpers: detach, state_of, invalid, keep_record, trim_finished,
+-- dead set or finished index holds each; its tags' indexes; count hash.
+-- Publishes: nothing.
+-- Helpers: detach, state_of, invalid, keep_record, trim_finished, untag,
 -- dedup_release (a GET and a DEL only for a job pushed with simple dedup).
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:

@@ -692,6 +692,31 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
             "/v1/jobs/b/reschedule".into(),
             Some(json!({"delay_ms": 7_200_000})),
         ),
+        // Tags: a tagged job, listed, moved and cancelled by its tag.
+        (
+            "post",
+            "/v1/jobs",
+            "/v1/jobs".into(),
+            Some(json!({"id":"g","topic":"t","delay_ms":3_600_000,"tags":["m:7"]})),
+        ),
+        (
+            "get",
+            "/v1/tags/{tag}/jobs",
+            "/v1/tags/m:7/jobs?limit=1".into(),
+            None,
+        ),
+        (
+            "post",
+            "/v1/tags/{tag}/reschedule",
+            "/v1/tags/m:7/reschedule".into(),
+            Some(json!({"shift_ms": 1000})),
+        ),
+        (
+            "post",
+            "/v1/tags/{tag}/cancel",
+            "/v1/tags/m:7/cancel".into(),
+            None,
+        ),
         (
             "post",
             "/v1/topics/{topic}/pause",

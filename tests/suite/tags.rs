@@ -349,21 +349,26 @@ async fn thousands_of_tagged_jobs_are_processed_in_pages_over_partitions() {
     assert!(counts.topics.get("remind").is_none_or(|c| c.is_empty()));
 }
 
-/// Memory one tag entry costs: 10k jobs with one tag against 10k without,
-/// used_memory delta (printed; the README quotes it).
+/// Memory one tag entry costs, 10k jobs with one tag: the index's MEMORY
+/// USAGE (all of it, SAMPLES 0) per job, plus what the field adds to a job's
+/// hash; and Redis CPU per push (FCALL usec in INFO commandstats) against
+/// 10k jobs without tags. Printed (the README quotes them).
 #[tokio::test]
 async fn a_tag_entry_costs_little_memory() {
     let redis = RedisServer::start();
     let q = queue(&redis);
-    let used = |redis: &RedisServer| {
+    let mut c = redis.conn().await;
+    let fcall_usec = |redis: &RedisServer| {
         let mut c = redis.client().get_connection().unwrap();
-        let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
+        // cmdstat_fcall:calls=..,usec=..,...
         info.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .unwrap()
-            .trim()
-            .parse::<i64>()
-            .unwrap()
+            .find_map(|l| l.strip_prefix("cmdstat_fcall:"))
+            .and_then(|l| l.split(',').find_map(|kv| kv.strip_prefix("usec=")))
+            .map_or(0, |v| v.parse::<i64>().unwrap())
     };
     let n = 10_000;
     let push = |prefix: &str, tags: &[&str]| -> Vec<NewJob> {
@@ -374,23 +379,152 @@ async fn a_tag_entry_costs_little_memory() {
             })
             .collect()
     };
-    let base = used(&redis);
-    for chunk in push("plain", &[]).chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
+    let mut cpu = Vec::new();
+    for (prefix, tags) in [("plain", &[][..]), ("tagged", &["member:77"][..])] {
+        let before = fcall_usec(&redis);
+        for chunk in push(prefix, tags).chunks(1000) {
+            for r in q.push_many(chunk).await.unwrap() {
+                r.unwrap();
+            }
         }
+        cpu.push((fcall_usec(&redis) - before) as f64 / n as f64);
     }
-    let plain = used(&redis) - base;
-    let base = used(&redis);
-    for chunk in push("tagged", &["member:77"]).chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
-    }
-    let tagged_cost = used(&redis) - base;
-    let per_tag = (tagged_cost - plain) as f64 / n as f64;
+    let usage = |key: &str| {
+        let mut cmd = redis::cmd("MEMORY");
+        cmd.arg("USAGE").arg(key.to_owned()).arg("SAMPLES").arg(0);
+        cmd
+    };
+    let index: i64 = usage("{dq}:tag:member:77")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let with: i64 = usage("{dq}:j:tagged00001")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let without: i64 = usage("{dq}:j:plain00001")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let per_tag = index as f64 / n as f64 + (with - without) as f64;
     println!(
-        "10k jobs: {plain} bytes plain, {tagged_cost} bytes with one tag: {per_tag:.0} bytes per tag entry"
+        "10k jobs with one tag: index {index} bytes, a job's hash {without} -> {with} bytes: \
+         {per_tag:.0} bytes per tag entry; push script CPU {:.1} us per plain job, {:.1} us \
+         per tagged job",
+        cpu[0], cpu[1]
     );
     assert!(per_tag < 200.0, "{per_tag} bytes per tag entry");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_pushes_tags_and_works_through_every_page_of_a_tag() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let (ok, _, err) = delayq_cli(
+        &s.base,
+        &[
+            "push", "--topic", "remind", "--id", "p0", "--delay", "1h", "--tag", "m:7",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    for i in 1..5 {
+        q.push(&tagged(&format!("p{i}"), 3_600_000, &["m:7"]))
+            .await
+            .unwrap();
+    }
+    let (ok, out, err) = delayq_cli(&s.base, &["tags", "list", "m:7", "--limit", "2"]).await;
+    assert!(ok, "{err}");
+    assert!((0..5).all(|i| out.contains(&format!("p{i}"))), "{out}");
+    let before = q.get("p3").await.unwrap().unwrap().due_ms;
+    let (ok, out, err) = delayq_cli(
+        &s.base,
+        &[
+            "tags",
+            "reschedule",
+            "m:7",
+            "--shift",
+            "-30m",
+            "--limit",
+            "2",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("changed: 5"), "{out}");
+    assert_eq!(
+        q.get("p3").await.unwrap().unwrap().due_ms,
+        before - 1_800_000
+    );
+    let (ok, out, err) = delayq_cli(&s.base, &["tags", "cancel", "m:7", "--limit", "2"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("changed: 5"), "{out}");
+    assert!(q.get("p0").await.unwrap().is_none());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn dead_jobs_trimmed_or_purged_leave_the_index() {
+    let redis = RedisServer::start();
+    let mut c = config(&redis);
+    c.topic_retry.insert(
+        "remind".into(),
+        delayq::RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(1),
+        },
+    );
+    c.dead_max_per_topic = 2;
+    let q = Queue::connect(c).unwrap();
+    for i in 0..4 {
+        q.push(&tagged(&format!("d{i}"), 0, &["gone"]))
+            .await
+            .unwrap();
+    }
+    for _ in 0..4 {
+        let d = q
+            .pop(&topics(&["remind"]), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        q.nack(&d.id, &d.token, None, "no").await.unwrap();
+    }
+    // Two dead jobs beyond the cap were trimmed: their entries went too.
+    assert_eq!(index(&redis, "gone").await.len(), 2);
+    // A reschedule by tag leaves dead jobs alone and says so.
+    let c = q
+        .reschedule_tag("gone", TagMove::Shift(0), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(c.changed, 0);
+    assert!(c.skipped.iter().all(|(_, s)| *s == JobState::Dead) && c.skipped.len() == 2);
+    assert_eq!(q.purge_dead("remind").await.unwrap(), 2);
+    assert!(index(&redis, "gone").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_cluster_a_tag_is_listed_moved_and_cancelled_across_partitions() {
+    let cluster = crate::redis_cluster::TestCluster::start(3);
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    q.check_connection().await.unwrap();
+    let jobs: Vec<NewJob> = (0..60)
+        .map(|i| tagged(&format!("c{i}"), 3_600_000, &["member:77"]))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let (ids, pages) = list_all(&q, "member:77", 7).await;
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 60);
+    assert_eq!(ids.len(), 60, "each job once");
+    assert!(pages >= 9, "{pages}");
+    let before = q.get("c5").await.unwrap().unwrap().due_ms;
+    let moved = q
+        .reschedule_tag_all("member:77", TagMove::Shift(1000))
+        .await
+        .unwrap();
+    assert_eq!(moved.changed, 60);
+    assert_eq!(q.get("c5").await.unwrap().unwrap().due_ms, before + 1000);
+    assert_eq!(q.cancel_tag_all("member:77").await.unwrap().changed, 60);
+    assert!(list_all(&q, "member:77", 100).await.0.is_empty());
 }

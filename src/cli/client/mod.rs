@@ -13,6 +13,7 @@ mod jobs;
 mod lease;
 mod out;
 mod schedules;
+mod tags;
 mod topics;
 
 use anyhow::{bail, Result};
@@ -89,6 +90,8 @@ pub enum ClientCommand {
     Rate(schedules::Rate),
     /// Follow the event stream (the server needs --events) until Ctrl-C.
     Events(events::Events),
+    /// List, cancel or reschedule a tag's jobs, every page.
+    Tags(tags::Tags),
 }
 
 #[derive(Args, Debug)]
@@ -122,6 +125,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Recurring(c) => c.run().await,
         ClientCommand::Rate(c) => c.run().await,
         ClientCommand::Events(c) => c.run().await,
+        ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Work(w) => {
             if w.client.json {
                 bail!("work prints no replies: --json does not apply to it");
