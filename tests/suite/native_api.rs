@@ -56,8 +56,11 @@ fn code(v: &Value) -> &str {
 }
 
 async fn server(redis: &RedisServer) -> TestServer {
+    // Long enough for a busy machine's Redis (a 500 ms bound timed out a
+    // heartbeat beside other tests' clusters), short enough that the 503
+    // of a dead Redis comes quickly.
     let q = delayq::Queue::connect(delayq::Config {
-        redis_timeout: Duration::from_millis(500),
+        redis_timeout: Duration::from_secs(2),
         ..config(redis)
     })
     .unwrap();
