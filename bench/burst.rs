@@ -14,7 +14,7 @@
 //! (b) and (c) run the `delayq` binary beside this one (`cargo build
 //! --release --example bench --bin delayq`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,7 +25,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use delayq::{Consumer, Delivery, NewJob, Queue, Shutdown};
 use serde_json::{json, Value};
 
-use crate::common::{add_bulk, bullmq, cpu, id, new_job, percentile, push, queue, HOUR};
+use crate::common::{
+    add_bulk, bullmq, cpu, id, new_job, percentile, push, queue, redis_sync, HOUR,
+};
+use crate::sidecars::{commandstats, parse_commandstats};
 use crate::Redis;
 
 const TOPIC: &str = "t";
@@ -47,6 +50,9 @@ struct Run {
     early: usize,
     lost: usize,
     twice: usize,
+    /// Redis commands per job from the due instant on (scripts' included),
+    /// the kinds that reach 0.05 a job.
+    commands: String,
 }
 
 impl Run {
@@ -98,6 +104,7 @@ impl Seen {
             early: late.iter().filter(|&&l| l < 0.0).count(),
             lost: n - m.len(),
             twice: m.values().map(|v| v.1 as usize - 1).sum(),
+            commands: String::new(),
         }
     }
 }
@@ -105,7 +112,8 @@ impl Seen {
 /// How long ahead the burst falls due: time to push it, and a second of
 /// every consumer waiting (the idle rate's window).
 fn lead_ms(n: usize) -> i64 {
-    2000 + (n as i64) / 10
+    // BullMQ adds ~5k/s with AOF always here.
+    2000 + (n as i64) / 4
 }
 
 /// Loads `pending` jobs a day away, then pushes the burst due at one
@@ -142,7 +150,23 @@ async fn idle_then_start(redis: &Redis, due: i64) -> (f64, f64) {
     sleep_until_ms(due as f64 - 5.0).await;
     let c1 = cpu(redis);
     let idle = (c1 - c0) / t0.elapsed().as_secs_f64();
+    // Commands counted from here (CPU readings are not reset).
+    redis_sync(redis, &["CONFIG", "RESETSTAT"]);
     (idle, c1)
+}
+
+/// Commands per job by kind, the kinds that reach 0.05 a job.
+fn per_job(stats: BTreeMap<String, f64>, n: usize) -> String {
+    let mut v: Vec<(String, f64)> = stats
+        .into_iter()
+        .map(|(c, k)| (c, k / n as f64))
+        .filter(|(_, k)| *k >= 0.05)
+        .collect();
+    v.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
+    v.iter()
+        .map(|(c, k)| format!("{c} {k:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Waits until `done()` holds (polled every `every`); returns the seconds
@@ -181,10 +205,14 @@ async fn library(pending: usize, n: usize) -> Run {
     })
     .await;
     let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
     shutdown.trigger();
     let _ = consumer.await;
     q.close().await;
-    seen.run("library, Consumer, concurrency 64".into(), n, secs, used)
+    Run {
+        commands,
+        ..seen.run("library, Consumer, concurrency 64".into(), n, secs, used)
+    }
 }
 
 /// A `delayq serve` process, killed on drop.
@@ -337,16 +365,20 @@ async fn sidecar(pending: usize, n: usize) -> Run {
     })
     .await;
     let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
     for c in clients {
         c.abort();
     }
     drop(server);
-    seen.run(
-        format!("HTTP sidecar, {CLIENTS} clients: /v1/pop max {POP_MAX} + one /v1/finish"),
-        n,
-        secs,
-        used,
-    )
+    Run {
+        commands,
+        ..seen.run(
+            format!("HTTP sidecar, {CLIENTS} clients: /v1/pop max {POP_MAX} + one /v1/finish"),
+            n,
+            secs,
+            used,
+        )
+    }
 }
 
 /// A receiver that answers 200 at once and notes each delivery; returns its
@@ -419,14 +451,18 @@ async fn webhook(pending: usize, n: usize, concurrency: usize) -> Run {
     }
     let secs = (now_ms() - due as f64) / 1000.0;
     let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
     drop(server);
     receiving.abort();
-    seen.run(
-        format!("webhook, concurrency {concurrency}, receiver answers 200 at once"),
-        n,
-        secs,
-        used,
-    )
+    Run {
+        commands,
+        ..seen.run(
+            format!("webhook, concurrency {concurrency}, receiver answers 200 at once"),
+            n,
+            secs,
+            used,
+        )
+    }
 }
 
 /// (d) BullMQ: a Worker at concurrency 64 completing each.
@@ -448,6 +484,10 @@ fn bullmq_run(pending: usize, n: usize) -> Run {
         early: c("early"),
         lost: c("lost"),
         twice: c("twice"),
+        commands: per_job(
+            parse_commandstats(r["commandstats"].as_str().unwrap_or("")),
+            n,
+        ),
     }
 }
 
@@ -474,15 +514,15 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
         let lib_rate = runs[0].rate(n);
         println!();
         println!("{p} other jobs pending a day away:");
-        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library |");
-        println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|");
+        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library | Redis commands per job |");
+        println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|");
         for r in runs.iter().chain(bull.iter()) {
             let ratio = |a: f64, b: Option<f64>| {
                 b.filter(|b| *b > 0.0 && !r.way.starts_with("BullMQ"))
                     .map_or("-".to_owned(), |b| format!("{:.2}x", a / b))
             };
             println!(
-                "| {} | {:.2} | {:.0} | {:.1} | {:.0} / {:.0} | {} | {} / {} | {} | {} | {} |",
+                "| {} | {:.2} | {:.0} | {:.1} | {:.0} / {:.0} | {} | {} / {} | {} | {} | {} | {} |",
                 r.way,
                 r.drain_s,
                 r.rate(n),
@@ -499,6 +539,7 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
                 } else {
                     "-".into()
                 },
+                r.commands,
             );
         }
     }

@@ -205,15 +205,18 @@ const scenarios = {
     await sleep(due - 5 - Date.now());
     const c1 = await redisCpu(queue);
     const idle = (c1 - c0) / ((Date.now() - t0) / 1000);
+    await admin.call('CONFIG', 'RESETSTAT');
     while (done < o.jobs && Date.now() - due < 120_000) await sleep(1);
     const drain = (lastDone - due) / 1000;
     const cpu = (await redisCpu(queue)) - c1 - idle * drain;
+    const commandstats = await admin.info('commandstats');
     await sleep(200);
     await worker.close();
     const first = [...late.values()].map((l) => l[0]).sort((a, b) => a - b);
     const pct = (p) => first[Math.min(first.length - 1, Math.floor(first.length * p))];
     return {
       drain_s: drain,
+      commandstats,
       cpu_us_per_job: (cpu * 1e6) / o.jobs,
       p50: pct(0.5), p99: pct(0.99),
       lost: o.jobs - late.size,
