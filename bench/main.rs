@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //!                                        [--settle-rewrites]
 //! ```
@@ -18,6 +18,9 @@
 //! `--settle-rewrites` makes delayq's lateness runs wait, after loading the
 //! pending jobs, until Redis has finished the AOF rewrites the load set off:
 //! lateness without Redis's rewrite fork and child in the window.
+//! `--only burst`: N jobs due at one instant, drained by the library, an HTTP
+//! sidecar (pop 100, one batch finish), a webhook (concurrency 64 and 8) and
+//! BullMQ, side by side ([`burst`]; `burst-delayq` without BullMQ).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
@@ -25,6 +28,7 @@
 //! line, [`table`] prints the main table, [`common`] holds what they share.
 
 mod adds;
+mod burst;
 mod cluster;
 mod common;
 mod http_push;
@@ -83,6 +87,21 @@ async fn main() {
     }
     if let Some(with_bullmq) = o.sidecars {
         sidecars::run(o.sidecar_flow, o.repeats, with_bullmq).await;
+    }
+    if let Some(with_bullmq) = o.burst {
+        let pending = if o.pending_given {
+            o.pending.clone()
+        } else {
+            vec![0]
+        };
+        let node = Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if with_bullmq && !node {
+            println!("burst: no Node here, so no BullMQ beside");
+        }
+        burst::run(o.burst_jobs, &pending, with_bullmq && node).await;
     }
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
         lateness.write_samples(&path);

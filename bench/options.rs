@@ -1,15 +1,19 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
   --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
                      refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
                      or sidecars (K = 1, 4, 16, 64 instances on one Redis, BullMQ beside; --only sidecars-delayq: no Node)
+                     or burst (20,000 jobs due at one instant, drained by the library, an HTTP sidecar, a webhook
+                     and BullMQ (when Node is there); --only burst-delayq: no BullMQ; needs the delayq binary:
+                     cargo build --release --example bench --bin delayq)
   --repeats N        runs of every scenario (medians are shown); default 3
-  --pending N,...    jobs waiting an hour away during the lateness runs
+  --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
+                     default 0 there)
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
   DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
 
@@ -52,6 +56,11 @@ pub(crate) struct Options {
     /// Run the sidecars scenario (Some: with BullMQ beside or not).
     pub(crate) sidecars: Option<bool>,
     pub(crate) sidecar_flow: crate::sidecars::Flow,
+    /// Run the burst scenario (Some: with BullMQ beside or not).
+    pub(crate) burst: Option<bool>,
+    pub(crate) burst_jobs: usize,
+    /// `--pending` was given (the burst then loads those; 0 otherwise).
+    pub(crate) pending_given: bool,
     /// Let AOF rewrites finish before delayq's lateness windows.
     pub(crate) settle_rewrites: bool,
     pub(crate) repeats: usize,
@@ -70,6 +79,9 @@ pub(crate) fn options() -> Options {
             jobs: 20_000,
             secs: 10,
         },
+        burst: None,
+        burst_jobs: 20_000,
+        pending_given: false,
         settle_rewrites: false,
         repeats: 3,
         pending: vec![0, 100_000, 1_000_000],
@@ -108,6 +120,7 @@ pub(crate) fn options() -> Options {
                     jobs: if smoke { 500 } else { 5000 },
                     secs: if smoke { 1 } else { 5 },
                 };
+                o.burst_jobs = if smoke { 200 } else { 5000 };
                 o.label = if smoke {
                     "smoke (tiny counts: checks the harness, not the speed)"
                 } else {
@@ -128,8 +141,16 @@ pub(crate) fn options() -> Options {
                         o.sidecars = Some(false);
                         (vec![], false, false)
                     }
+                    Some("burst") => {
+                        o.burst = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("burst-delayq") => {
+                        o.burst = Some(false);
+                        (vec![], false, false)
+                    }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq, not {other:?}"
+                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq, not {other:?}"
                 ),
                 }
             }
@@ -141,6 +162,7 @@ pub(crate) fn options() -> Options {
                     .expect("--repeats N")
             }
             "--pending" => {
+                o.pending_given = true;
                 o.pending = args
                     .next()
                     .expect("--pending N[,N...]")

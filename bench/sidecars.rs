@@ -53,7 +53,7 @@ fn no_persistence() -> Redis {
 }
 
 /// `INFO commandstats`: calls per command.
-fn commandstats(redis: &Redis) -> BTreeMap<String, f64> {
+pub(crate) fn commandstats(redis: &Redis) -> BTreeMap<String, f64> {
     let mut c = redis.client().get_connection().unwrap();
     let text: String = redis::cmd("INFO")
         .arg("commandstats")
@@ -62,7 +62,7 @@ fn commandstats(redis: &Redis) -> BTreeMap<String, f64> {
     parse_commandstats(&text)
 }
 
-fn parse_commandstats(text: &str) -> BTreeMap<String, f64> {
+pub(crate) fn parse_commandstats(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;

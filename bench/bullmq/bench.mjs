@@ -175,6 +175,56 @@ const scenarios = {
     };
   },
 
+  // A burst due at one instant (bench/burst.rs): `pending` jobs a day
+  // away, then `jobs` added in batches all due `lead_ms` ahead; a Worker
+  // completes each. Redis CPU from the instant to the last completion,
+  // the idle rate (the Worker waiting before it) subtracted.
+  async burst(queue) {
+    await addBulk(queue, 'far', o.pending, 86_400_000, o.batch);
+    const late = new Map();
+    let done = 0;
+    let lastDone = 0;
+    const worker = new Worker(queue.name, async (job) => {
+      const l = Date.now() - (job.timestamp + job.opts.delay);
+      const seen = late.get(job.id);
+      if (seen) seen.push(l); else late.set(job.id, [l]);
+    }, { connection, concurrency: o.concurrency });
+    worker.on('completed', () => { done++; lastDone = Date.now(); });
+    await worker.waitUntilReady();
+    const due = Date.now() + o.lead_ms;
+    for (let start = 0; start < o.jobs; start += o.batch) {
+      const jobs = [];
+      for (let i = start; i < Math.min(o.jobs, start + o.batch); i++) {
+        jobs.push({ name: 'job', data: BODY, opts: { ...opts, delay: Math.max(0, due - Date.now()), jobId: id('burst', i) } });
+      }
+      await queue.addBulk(jobs);
+    }
+    if (due - Date.now() < 300) throw new Error('the burst took too long to add');
+    const c0 = await redisCpu(queue);
+    const t0 = Date.now();
+    await sleep(due - 5 - Date.now());
+    const c1 = await redisCpu(queue);
+    const idle = (c1 - c0) / ((Date.now() - t0) / 1000);
+    await admin.call('CONFIG', 'RESETSTAT');
+    while (done < o.jobs && Date.now() - due < 120_000) await sleep(1);
+    const drain = (lastDone - due) / 1000;
+    const cpu = (await redisCpu(queue)) - c1 - idle * drain;
+    const commandstats = await admin.info('commandstats');
+    await sleep(200);
+    await worker.close();
+    const first = [...late.values()].map((l) => l[0]).sort((a, b) => a - b);
+    const pct = (p) => first[Math.min(first.length - 1, Math.floor(first.length * p))];
+    return {
+      drain_s: drain,
+      commandstats,
+      cpu_us_per_job: (cpu * 1e6) / o.jobs,
+      p50: pct(0.5), p99: pct(0.99),
+      lost: o.jobs - late.size,
+      early: first.filter((l) => l < 0).length,
+      twice: [...late.values()].reduce((n, l) => n + l.length - 1, 0),
+    };
+  },
+
   // add -> fire -> process -> complete at full speed.
   async e2e(queue) {
     const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });

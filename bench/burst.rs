@@ -1,0 +1,546 @@
+//! A burst: N jobs due at one instant (a flash sale's orders timing out
+//! together), pushed in batches a few seconds ahead, drained four ways, each
+//! on a fresh redis-server (`redis-conf/redis.conf`, as the main table):
+//! (a) the library's `Consumer`, concurrency 64, a handler that returns at
+//! once; (b) a `delayq serve` sidecar, 8 clients each popping up to 100
+//! (`/v1/pop`) and finishing them in one `/v1/finish`; (c) a `delayq serve`
+//! webhook at concurrency 64 and 8, to a receiver here that answers 200 at
+//! once; (d) BullMQ, a `Worker` at concurrency 64 completing each.
+//!
+//! Per way: time from the due instant until the last job is finished, the
+//! drain rate, Redis CPU for the burst per job (the idle rate measured while
+//! every consumer waits before the instant is subtracted), lateness of each
+//! job's first delivery (hand-over minus due time), early, lost, twice.
+//! (b) and (c) run the `delayq` binary beside this one (`cargo build
+//! --release --example bench --bin delayq`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use delayq::{Consumer, Delivery, NewJob, Queue, Shutdown};
+use serde_json::{json, Value};
+
+use crate::common::{
+    add_bulk, bullmq, cpu, id, new_job, percentile, push, queue, redis_sync, HOUR,
+};
+use crate::sidecars::{commandstats, parse_commandstats};
+use crate::Redis;
+
+const TOPIC: &str = "t";
+/// Jobs per push batch.
+const BATCH: usize = 1000;
+/// The sidecar's clients and what each pops at once.
+const CLIENTS: usize = 8;
+const POP_MAX: usize = 100;
+/// Every way's drain must end within this after the due instant.
+const DRAIN_BOUND: Duration = Duration::from_secs(120);
+
+/// One way's figures.
+struct Run {
+    way: String,
+    drain_s: f64,
+    cpu_us_per_job: f64,
+    p50: f64,
+    p99: f64,
+    early: usize,
+    lost: usize,
+    twice: usize,
+    /// Redis commands per job from the due instant on (scripts' included),
+    /// the kinds that reach 0.05 a job.
+    commands: String,
+}
+
+impl Run {
+    fn rate(&self, n: usize) -> f64 {
+        n as f64 / self.drain_s
+    }
+}
+
+fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// Sleeps until Unix time `at_ms` (this host's clock, which Redis's is too).
+async fn sleep_until_ms(at_ms: f64) {
+    let left = at_ms - now_ms();
+    if left > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(left / 1000.0)).await;
+    }
+}
+
+/// First-delivery lateness per job, and how many deliveries each had.
+#[derive(Default)]
+struct Seen(Mutex<HashMap<String, (f64, u32)>>);
+
+impl Seen {
+    fn note(&self, id: &str, late_ms: f64) {
+        let mut m = self.0.lock().unwrap();
+        m.entry(id.to_owned()).or_insert((late_ms, 0)).1 += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    fn run(&self, way: String, n: usize, drain_s: f64, cpu_s: f64) -> Run {
+        let m = self.0.lock().unwrap();
+        let mut late: Vec<f64> = m.values().map(|v| v.0).collect();
+        late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        Run {
+            way,
+            drain_s,
+            cpu_us_per_job: cpu_s * 1e6 / n as f64,
+            p50: percentile(&late, 0.5),
+            p99: percentile(&late, 0.99),
+            early: late.iter().filter(|&&l| l < 0.0).count(),
+            lost: n - m.len(),
+            twice: m.values().map(|v| v.1 as usize - 1).sum(),
+            commands: String::new(),
+        }
+    }
+}
+
+/// How long ahead the burst falls due: time to push it, and a second of
+/// every consumer waiting (the idle rate's window).
+fn lead_ms(n: usize) -> i64 {
+    // BullMQ adds ~5k/s with AOF always here.
+    2000 + (n as i64) / 4
+}
+
+/// Loads `pending` jobs a day away, then pushes the burst due at one
+/// instant; returns that instant (Unix ms).
+async fn load(q: &Queue, pending: usize, n: usize) -> i64 {
+    add_bulk(q, "far", pending, 24 * HOUR, BATCH).await;
+    // This host's clock is Redis's (loopback).
+    let due = now_ms() as i64 + lead_ms(n);
+    for from in (0..n).step_by(BATCH) {
+        let jobs: Vec<NewJob> = (from..(from + BATCH).min(n))
+            .map(|i| NewJob {
+                due_at_ms: Some(due),
+                ..new_job(id("burst", i), TOPIC, Duration::ZERO)
+            })
+            .collect();
+        for (r, job) in q.push_many(&jobs).await.unwrap().into_iter().zip(&jobs) {
+            if r.is_err() {
+                push(q, job).await;
+            }
+        }
+    }
+    let left = due as f64 - now_ms();
+    assert!(
+        left > 300.0,
+        "the burst took too long to push ({left:.0} ms left before it fell due)"
+    );
+    due
+}
+
+/// Reads Redis CPU around the due instant: the idle rate from now (every
+/// consumer waiting) until just before it, then the reading at it.
+async fn idle_then_start(redis: &Redis, due: i64) -> (f64, f64) {
+    let (c0, t0) = (cpu(redis), Instant::now());
+    sleep_until_ms(due as f64 - 5.0).await;
+    let c1 = cpu(redis);
+    let idle = (c1 - c0) / t0.elapsed().as_secs_f64();
+    // Commands counted from here (CPU readings are not reset).
+    redis_sync(redis, &["CONFIG", "RESETSTAT"]);
+    (idle, c1)
+}
+
+/// Commands per job by kind, the kinds that reach 0.05 a job.
+fn per_job(stats: BTreeMap<String, f64>, n: usize) -> String {
+    let mut v: Vec<(String, f64)> = stats
+        .into_iter()
+        .map(|(c, k)| (c, k / n as f64))
+        .filter(|(_, k)| *k >= 0.05)
+        .collect();
+    v.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap());
+    v.iter()
+        .map(|(c, k)| format!("{c} {k:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Waits until `done()` holds (polled every `every`); returns the seconds
+/// from the due instant.
+async fn drained(due: i64, every: Duration, done: impl Fn() -> bool) -> f64 {
+    while !done() {
+        assert!(
+            now_ms() - (due as f64) < DRAIN_BOUND.as_secs_f64() * 1000.0,
+            "the burst did not drain within {DRAIN_BOUND:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+    (now_ms() - due as f64) / 1000.0
+}
+
+/// (a) the library: a `Consumer` at concurrency 64 in this process.
+async fn library(pending: usize, n: usize) -> Run {
+    let redis = Redis::start_tcp(&[]);
+    let q = queue(&redis);
+    let seen = Arc::new(Seen::default());
+    let shutdown = Shutdown::new();
+    let s = seen.clone();
+    let consumer = tokio::spawn(Consumer::new(q.clone(), &[TOPIC]).concurrency(64).run(
+        move |d: Delivery| {
+            s.note(&d.id, (d.popped_at_us - d.due_ms * 1000) as f64 / 1000.0);
+            async { Ok::<(), String>(()) }
+        },
+        shutdown.clone(),
+    ));
+    let due = load(&q, pending, n).await;
+    let (idle, c1) = idle_then_start(&redis, due).await;
+    // The queue's own count of finishes (no Redis call).
+    let metrics = q.metrics();
+    let secs = drained(due, Duration::from_millis(1), || {
+        metrics.finished.get([TOPIC]) >= n as u64
+    })
+    .await;
+    let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
+    shutdown.trigger();
+    let _ = consumer.await;
+    q.close().await;
+    Run {
+        commands,
+        ..seen.run("library, Consumer, concurrency 64".into(), n, secs, used)
+    }
+}
+
+/// A `delayq serve` process, killed on drop.
+struct Serve {
+    base: String,
+    child: Child,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `delayq` binary beside this benchmark's (target/PROFILE/delayq).
+fn delayq_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|examples| examples.parent())
+        .map(|profile| profile.join("delayq"))
+        .unwrap();
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with the benchmark (cargo build --release --example bench --bin delayq)",
+        bin.display()
+    );
+    bin
+}
+
+/// `delayq serve` on `redis` with `extra` flags; returns once it dispatches
+/// (so the pushing queue started after it leaves dispatching to it).
+async fn serve(redis: &Redis, extra: &[&str], http: &reqwest::Client) -> Serve {
+    let mut child = Command::new(delayq_binary())
+        .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
+        .args(extra)
+        .env("DELAYQ_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("delayq listening on ")
+        .unwrap_or_else(|| panic!("delayq serve said {line:?}"))
+        .to_owned();
+    let s = Serve {
+        base: format!("http://{addr}"),
+        child,
+    };
+    let start = Instant::now();
+    loop {
+        let r: Value = http
+            .get(format!("{}/v1/instances", s.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let dispatching = r["instances"].as_array().is_some_and(|v| {
+            v.iter()
+                .any(|i| i["dispatching"].as_array().is_some_and(|d| !d.is_empty()))
+        });
+        if dispatching {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "delayq serve not up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn http_client() -> reqwest::Client {
+    delayq::https::client_builder().build().unwrap()
+}
+
+/// (b) a sidecar: 8 clients, each popping up to 100 and finishing them in
+/// one request.
+async fn sidecar(pending: usize, n: usize) -> Run {
+    let redis = Redis::start_tcp(&[]);
+    let http = http_client();
+    let server = serve(&redis, &[], &http).await;
+    let q = queue(&redis);
+    let seen = Arc::new(Seen::default());
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let (http, base, seen, finished) = (
+            http.clone(),
+            server.base.clone(),
+            seen.clone(),
+            finished.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            loop {
+                let r = http
+                    .post(format!("{base}/v1/pop"))
+                    .json(&json!({"topics": [TOPIC], "max": POP_MAX, "wait_ms": 1000}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200, "/v1/pop");
+                let popped: Value = r.json().await.unwrap();
+                let jobs = popped["jobs"].as_array().unwrap();
+                if jobs.is_empty() {
+                    continue;
+                }
+                let mut leases = Vec::with_capacity(jobs.len());
+                for j in jobs {
+                    let late =
+                        j["popped_at_ms"].as_f64().unwrap() - j["due_at_ms"].as_f64().unwrap();
+                    seen.note(j["id"].as_str().unwrap(), late);
+                    leases.push(json!({"id": j["id"], "token": j["token"]}));
+                }
+                let r = http
+                    .post(format!("{base}/v1/finish"))
+                    .json(&json!({ "jobs": leases }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200, "/v1/finish");
+                let reply: Value = r.json().await.unwrap();
+                let results = reply["results"].as_array().unwrap();
+                assert_eq!(
+                    results.len(),
+                    leases.len(),
+                    "/v1/finish: one result per job"
+                );
+                for item in results {
+                    assert_eq!(item["status"], 204, "/v1/finish item: {item}");
+                }
+                finished.fetch_add(results.len(), Ordering::Relaxed);
+            }
+        }));
+    }
+    let due = load(&q, pending, n).await;
+    // Only the sidecar touches Redis from here.
+    q.close().await;
+    let (idle, c1) = idle_then_start(&redis, due).await;
+    let secs = drained(due, Duration::from_millis(1), || {
+        finished.load(Ordering::Relaxed) >= n
+    })
+    .await;
+    let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
+    for c in clients {
+        c.abort();
+    }
+    drop(server);
+    Run {
+        commands,
+        ..seen.run(
+            format!("HTTP sidecar, {CLIENTS} clients: /v1/pop max {POP_MAX} + one /v1/finish"),
+            n,
+            secs,
+            used,
+        )
+    }
+}
+
+/// A receiver that answers 200 at once and notes each delivery; returns its
+/// URL.
+async fn receiver(seen: Arc<Seen>) -> (String, tokio::task::JoinHandle<()>) {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |body: axum::Json<Value>| {
+            let seen = seen.clone();
+            async move {
+                let late = now_ms() - body["due_at_ms"].as_f64().unwrap();
+                seen.note(body["id"].as_str().unwrap(), late);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (url, task)
+}
+
+/// `delayq_jobs_finished_total` of the topic, from a server's /metrics.
+async fn finished_total(http: &reqwest::Client, base: &str) -> f64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = format!("delayq_jobs_finished_total{{topic=\"{TOPIC}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// (c) a webhook at `concurrency`, to a receiver in this process.
+async fn webhook(pending: usize, n: usize, concurrency: usize) -> Run {
+    let redis = Redis::start_tcp(&[]);
+    let http = http_client();
+    let seen = Arc::new(Seen::default());
+    let (url, receiving) = receiver(seen.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("topics.toml");
+    std::fs::write(
+        &config,
+        format!("[topics.{TOPIC}]\nwebhook = \"{url}\"\nconcurrency = {concurrency}\n"),
+    )
+    .unwrap();
+    let server = serve(&redis, &["--config", config.to_str().unwrap()], &http).await;
+    let q = queue(&redis);
+    let due = load(&q, pending, n).await;
+    q.close().await;
+    let (idle, c1) = idle_then_start(&redis, due).await;
+    // Every job received, then finished: /metrics is read only for the
+    // tail (it reads queue depths from Redis).
+    drained(due, Duration::from_millis(1), || seen.len() >= n).await;
+    while finished_total(&http, &server.base).await < n as f64 {
+        assert!(
+            now_ms() - (due as f64) < DRAIN_BOUND.as_secs_f64() * 1000.0,
+            "the webhook's finishes did not come"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let secs = (now_ms() - due as f64) / 1000.0;
+    let used = cpu(&redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(&redis), n);
+    drop(server);
+    receiving.abort();
+    Run {
+        commands,
+        ..seen.run(
+            format!("webhook, concurrency {concurrency}, receiver answers 200 at once"),
+            n,
+            secs,
+            used,
+        )
+    }
+}
+
+/// (d) BullMQ: a Worker at concurrency 64 completing each.
+fn bullmq_run(pending: usize, n: usize) -> Run {
+    let redis = Redis::start_tcp(&[]);
+    let r = bullmq(
+        "burst",
+        &redis,
+        json!({"pending": pending, "jobs": n, "lead_ms": lead_ms(n), "concurrency": 64, "batch": BATCH}),
+    );
+    let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let c = |k: &str| r[k].as_u64().unwrap_or(0) as usize;
+    Run {
+        way: "BullMQ, Worker, concurrency 64".into(),
+        drain_s: f("drain_s"),
+        cpu_us_per_job: f("cpu_us_per_job"),
+        p50: f("p50"),
+        p99: f("p99"),
+        early: c("early"),
+        lost: c("lost"),
+        twice: c("twice"),
+        commands: per_job(
+            parse_commandstats(r["commandstats"].as_str().unwrap_or("")),
+            n,
+        ),
+    }
+}
+
+pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
+    println!();
+    println!(
+        "burst: {n} jobs pushed in batches of {BATCH}, all due at one instant {:.1} s ahead, drained one way per run, each on a fresh redis-server (redis-conf/redis.conf: AOF, appendfsync always; the same for BullMQ); Redis CPU from the due instant to the last finish, idle subtracted; lateness of each job's first delivery (hand-over minus due)",
+        lead_ms(n) as f64 / 1000.0
+    );
+    for &p in pending {
+        let mut runs = Vec::new();
+        eprintln!("burst: library, {p} pending");
+        runs.push(library(p, n).await);
+        eprintln!("burst: sidecar, {p} pending");
+        runs.push(sidecar(p, n).await);
+        for c in [64, 8] {
+            eprintln!("burst: webhook at {c}, {p} pending");
+            runs.push(webhook(p, n, c).await);
+        }
+        let bull = with_bullmq.then(|| {
+            eprintln!("burst: BullMQ, {p} pending");
+            bullmq_run(p, n)
+        });
+        let lib_rate = runs[0].rate(n);
+        println!();
+        println!("{p} other jobs pending a day away:");
+        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library | Redis commands per job |");
+        println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|");
+        for r in runs.iter().chain(bull.iter()) {
+            let ratio = |a: f64, b: Option<f64>| {
+                b.filter(|b| *b > 0.0 && !r.way.starts_with("BullMQ"))
+                    .map_or("-".to_owned(), |b| format!("{:.2}x", a / b))
+            };
+            println!(
+                "| {} | {:.2} | {:.0} | {:.1} | {:.0} / {:.0} | {} | {} / {} | {} | {} | {} | {} |",
+                r.way,
+                r.drain_s,
+                r.rate(n),
+                r.cpu_us_per_job,
+                r.p50,
+                r.p99,
+                r.early,
+                r.lost,
+                r.twice,
+                ratio(r.rate(n), bull.as_ref().map(|b| b.rate(n))),
+                ratio(r.cpu_us_per_job, bull.as_ref().map(|b| b.cpu_us_per_job)),
+                if r.way.starts_with("webhook") {
+                    format!("{:.2}x", r.rate(n) / lib_rate)
+                } else {
+                    "-".into()
+                },
+                r.commands,
+            );
+        }
+    }
+}
