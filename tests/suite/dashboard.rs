@@ -160,13 +160,20 @@ impl Browser {
         v[ELEMENT].as_str().map(str::to_owned)
     }
 
+    /// The element's text. An element replaced by a re-render between
+    /// finding and reading ("stale element reference") is found again: its
+    /// text is not "".
     async fn text(&self, css: &str) -> String {
-        let id = self.find(css).await;
-        self.call("GET", &format!("/element/{id}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let id = self.find(css).await;
+            let v = self.call("GET", &format!("/element/{id}/text"), None).await;
+            if let Some(text) = v.as_str() {
+                return text.to_owned();
+            }
+            assert!(Instant::now() < deadline, "no text from {css}: {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Waits until the element's text contains `needle` (pages render
@@ -207,19 +214,32 @@ impl Browser {
     }
 
     async fn click(&self, css: &str) {
-        let id = self.find(css).await;
-        self.call("POST", &format!("/element/{id}/click"), Some(json!({})))
-            .await;
+        self.act(css, "click", json!({})).await;
     }
 
     async fn type_in(&self, css: &str, text: &str) {
-        let id = self.find(css).await;
-        self.call(
-            "POST",
-            &format!("/element/{id}/value"),
-            Some(json!({ "text": text })),
-        )
-        .await;
+        self.act(css, "value", json!({ "text": text })).await;
+    }
+
+    /// Clicks or types into the element matching `css`. Views re-render
+    /// (after an action, and every few seconds): an element found just
+    /// before is then gone, and the driver answers "stale element
+    /// reference" without acting. Found again and retried, as a user
+    /// would click the new button.
+    async fn act(&self, css: &str, what: &str, body: Value) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let id = self.find(css).await;
+            let v = self
+                .call("POST", &format!("/element/{id}/{what}"), Some(body.clone()))
+                .await;
+            let Some(error) = v.get("error").and_then(Value::as_str) else {
+                return;
+            };
+            assert!(Instant::now() < deadline, "{what} on {css} failed: {v}");
+            println!("{what} on {css} retried: {error}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn run(&self, script: &str) -> Value {

@@ -160,6 +160,12 @@ async fn failed_deliveries_follow_the_schedule_then_succeed_signed_or_die() {
     let m = q.metrics();
     assert_eq!(m.webhook_deliveries.get(["orders", "success"]), 1);
     assert_eq!(m.webhook_deliveries.get(["orders", "http_error"]), 2);
+    // The dead count follows the fail call's reply, which the webhook task
+    // may not have read yet when the job already reads as dead in Redis.
+    eventually(Duration::from_secs(5), "the dead count", || async {
+        (m.dead.get(["broken"]) == 1).then_some(())
+    })
+    .await;
     assert_eq!(m.dead.get(["broken"]), 1);
     shutdown.trigger();
     q.close().await;
