@@ -65,7 +65,12 @@ for k, id in ipairs(ids) do
   local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
+    local f
+    if uses(USES_PRIORITY) then
+      f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
+    else
+      f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
+    end
     local topic = f[2]
     local state = topic and state_of(f[1])
     local became
@@ -79,7 +84,7 @@ for k, id in ipairs(ids) do
         redis.call('ZREM', SCHEDULE, id)
       end
       make_ready(id, topic, DELAYED, score, level_of(f[4]))
-      emit(EV_FIRED, id, topic, nil, score)
+      if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
       became = READY
     elseif state == RESERVED then
       moved = moved + 1

@@ -58,13 +58,14 @@ impl Call {
     fn cmd(&self, store: &Store, deadline_us: i64) -> Cmd {
         let keys = &store.parts()[self.part];
         let guard = store.cluster.is_some();
-        let mut cmd = library::fcall_with(self.script, keys, guard, deadline_us, store.events);
-        for arg in self.args.args_iter() {
-            if let redis::Arg::Simple(a) = arg {
-                cmd.arg(a);
-            }
-        }
-        cmd
+        library::fcall_with(
+            self.script,
+            keys,
+            guard,
+            &self.args,
+            deadline_us,
+            store.events,
+        )
     }
 }
 

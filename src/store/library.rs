@@ -70,19 +70,21 @@ fn library() -> &'static Library {
         let mut source = format!("#!lua name=delayq_{version}\n{prelude}{LIB}\n");
         for s in ALL {
             let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
-            // Every call's ARGV[2] is its deadline: past it, the script
-            // refuses before its first write. It is taken out of ARGV so
-            // each script sees its own arguments from ARGV[2] on; so is
-            // ARGV[3], the events setting (EVENTS in lib.lua). The count
+            // Every call's last two arguments are its deadline (past it,
+            // the script refuses before its first write) and the events
+            // setting (EVENTS in lib.lua). They are taken off the end of
+            // ARGV, which costs the same whatever the call's size (taken
+            // from the front, every argument after them would move), so
+            // each script sees its own arguments from ARGV[2] on. The count
             // changes a call gathered are written when it returns.
             source.push_str(&format!(
                 "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n\
                  redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
                  callback = function(KEYS, ARGV)\n\
-                 P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
-                 local late = past_deadline(table.remove(ARGV, 2))\n\
+                 P, SCHEDULE, NOW, COUNTS, USES = ARGV[1], KEYS[1], nil, {{}}, nil\n\
+                 EVENTS = tonumber(table.remove(ARGV))\n\
+                 local late = past_deadline(table.remove(ARGV))\n\
                  if late then return late end\n\
-                 EVENTS = tonumber(table.remove(ARGV, 2))\n\
                  local reply = dq_{name}(KEYS, ARGV)\n\
                  flush_counts()\n\
                  return reply\nend }}\n",
@@ -94,18 +96,26 @@ fn library() -> &'static Library {
     })
 }
 
-/// The FCALL of `script` on one partition, with its first key (the
-/// schedule) and first arguments (the key prefix and the deadline, Redis
-/// time in microseconds, 0 for none) in place; the caller adds the rest.
-/// With `guard`, the partition's never-written `moving` key is declared as
-/// a second key (see [`Keys::moving`]). Events off; see [`fcall_with`].
-pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64) -> Cmd {
-    fcall_with(script, keys, guard, deadline_us, 0)
+/// The FCALL of `script` on one partition: its first key (the schedule),
+/// the key prefix, the script's own arguments `args`, then the deadline
+/// (Redis time in microseconds, 0 for none). With `guard`, the partition's
+/// never-written `moving` key is declared as a second key (see
+/// [`Keys::moving`]). Events off; see [`fcall_with`].
+pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
+    fcall_with(script, keys, guard, args, deadline_us, 0)
 }
 
 /// [`fcall`], with `events`: how many events each partition's stream
-/// keeps (0: events off, the scripts write none).
-pub fn fcall_with(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, events: u64) -> Cmd {
+/// keeps (0: events off, the scripts write none). The deadline and events
+/// come last: the library's wrapper takes them off the end of ARGV.
+pub fn fcall_with(
+    script: &Script,
+    keys: &Keys,
+    guard: bool,
+    args: &Cmd,
+    deadline_us: i64,
+    events: u64,
+) -> Cmd {
     let mut cmd = redis::cmd("FCALL");
     cmd.arg(format!("dq_{}_{}", script.name, library().version));
     if guard {
@@ -113,7 +123,13 @@ pub fn fcall_with(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, e
     } else {
         cmd.arg(1).arg(keys.schedule());
     }
-    cmd.arg(keys.base()).arg(deadline_us).arg(events);
+    cmd.arg(keys.base());
+    for arg in args.args_iter() {
+        if let redis::Arg::Simple(a) = arg {
+            cmd.arg(a);
+        }
+    }
+    cmd.arg(deadline_us).arg(events);
     cmd
 }
 

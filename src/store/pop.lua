@@ -62,6 +62,8 @@ local jobs = {}
 local got, held, retry, ungranted = 0, 0, 0, 0
 local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
+-- Trace context is read only where the partition has had a traced job.
+local traced = uses(USES_TRACE)
 for i = 6, #ARGV do
   local topic = ARGV[i]
   local at = { level = 0 }
@@ -88,7 +90,12 @@ for i = 6, #ARGV do
     local id = ready_take(topic, at)
     if not id then break end
     local job = job_key(id)
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
+    local f
+    if traced then
+      f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
+    else
+      f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
+    end
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == READY and f[2] == topic then
       local token = nonce .. '.' .. got
@@ -98,7 +105,7 @@ for i = 6, #ARGV do
         ATTEMPTS, attempts)
       lease(id, lease_until)
       move_count(topic, READY, RESERVED)
-      emit(EV_DELIVERED, id, topic, attempts, f[5])
+      if EVENTS > 0 then emit(EV_DELIVERED, id, topic, attempts, f[5]) end
       jobs[#jobs + 1] = id
       jobs[#jobs + 1] = topic
       jobs[#jobs + 1] = f[3]

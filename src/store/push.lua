@@ -101,7 +101,7 @@ for j = 1, n do
   local slot = #reply
   if status == DEDUPLICATED or status == DEBOUNCED then reply[#reply + 1] = jid end
   if put then scheduled[jid or id] = slot end
-  if put then emit(EV_PUSHED, jid or id, ARGV[a + 2], 0, due) end
+  if put and EVENTS > 0 then emit(EV_PUSHED, jid or id, ARGV[a + 2], 0, due) end
 end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.

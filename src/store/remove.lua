@@ -45,6 +45,9 @@ if n < 1 or n ~= math.floor(n) then
   return invalid('remove takes 3 arguments per job, got ' .. (#ARGV - first + 1))
 end
 local reply = { DONE }
+-- A job's tags and simple-dedup key are read only where the partition has
+-- had either (see uses in lib.lua).
+local ends = uses(USES_TAGS) or uses(USES_DEDUP)
 -- Topics that kept records in this call -> { window, finishes }.
 local kept = {}
 local now_ms
@@ -52,7 +55,12 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, PRIORITY, TAGS)
+  local f
+  if ends then
+    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS)
+  else
+    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
+  end
   local record = f[1] == FINISHED
   if not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
@@ -70,9 +78,9 @@ for j = 1, n do
     if mode ~= 'any' then keep = keeps[topic] or default_keep end
     local due
     if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
-    if mode ~= 'any' then emit(EV_FINISHED, id, topic) end
-    detach(id, state, topic, level_of(f[5]))
-    untag(id, f[6]) -- tags: a kept record carries none
+    if mode ~= 'any' and EVENTS > 0 then emit(EV_FINISHED, id, topic) end
+    detach(id, state, topic) -- reads the priority only for a ready job
+    untag(id, f[5]) -- tags: a kept record carries none
     if keep > 0 then
       now_ms = now_ms or math.floor(now_us() / 1000)
       if due then redis.call('HSET', job, DUE, due) end

@@ -79,7 +79,7 @@ for j = 1, n do
       redis.call('HSET', rk, RECUR_PENDING, id)
       local status, due_ms, put = upsert(id, ARGV[a + 6], ARGV[a + 7],
         ARGV[a + 8], dues[j], ARGV[a + 9], ARGV[a + 10], 'keep')
-      if put then emit(EV_PUSHED, id, ARGV[a + 6], 0, due_ms) end
+      if put and EVENTS > 0 then emit(EV_PUSHED, id, ARGV[a + 6], 0, due_ms) end
       reply = { status, 1, due_ms, put and wake_if_head(id, due_ms) or 0 }
     else
       reply = { DONE, 0, 0, 0 }

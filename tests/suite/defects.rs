@@ -172,8 +172,8 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
     // The script checks too, before its first write.
     let before: i64 = redis.data_keys().await;
     // A call of many jobs checks every due time before it writes any.
-    let mut cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0);
-    cmd.arg("fine")
+    let mut args = redis::Cmd::new();
+    args.arg("fine")
         .arg("far")
         .arg("")
         .arg(1000)
@@ -183,7 +183,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
         .arg(0)
         .arg("replace")
         .arg("");
-    cmd.arg("raw")
+    args.arg("raw")
         .arg("far")
         .arg("")
         .arg(1000)
@@ -193,6 +193,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
         .arg(0)
         .arg("replace")
         .arg("");
+    let cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0, &args);
     let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
     let e = r.unwrap_err();
     assert_eq!(e.code(), Some("DQINVALID"), "{e}");
@@ -358,9 +359,10 @@ async fn an_empty_lease_token_settles_nothing() {
         assert!(matches!(e, Error::Invalid(_)), "{e}");
     }
     // The raw script refuses an empty token too.
-    let mut cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0);
     // (No finished jobs' records kept: window 0, no topic windows.)
-    cmd.arg(0).arg(0).arg("waiting").arg("lease").arg("");
+    let mut args = redis::Cmd::new();
+    args.arg(0).arg(0).arg("waiting").arg("lease").arg("");
+    let cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
     let reply: (i64, i64, String, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();
@@ -897,10 +899,10 @@ async fn the_first_script_call_carries_a_deadline() {
     .unwrap();
     q.push(&job("first", "t", 60_000, 30_000)).await.unwrap();
     let line = monitor.next_with("\"FCALL\"");
-    // "FCALL" "dq_push_<v>" "1" "{dq}:schedule" "{dq}:" "<deadline>" ...
+    // "FCALL" "dq_push_<v>" "1" "{dq}:schedule" "{dq}:" ... "<deadline>" "<events>"
     let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
     assert!(args[1].starts_with("dq_push_"), "{line}");
-    let deadline: i64 = args[5].parse().unwrap();
+    let deadline: i64 = args[args.len() - 2].parse().unwrap();
     assert!(
         deadline > 0,
         "the first call went without a deadline: {line}"
@@ -1033,8 +1035,9 @@ async fn a_far_away_redis_still_gives_the_clock_its_readings() {
         problems.push(format!("{times} TIME calls between 5 pushes"));
     }
     for line in seen.iter().filter(|l| l.contains("\"dq_push_")) {
+        // The deadline is the last argument but one (the events setting).
         let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
-        if args[5].parse::<i64>().unwrap() <= 0 {
+        if args[args.len() - 2].parse::<i64>().unwrap() <= 0 {
             problems.push(format!("a push went without a deadline: {line}"));
         }
     }
