@@ -57,6 +57,8 @@ else
 end
 
 local moved = 0
+-- Priorities are read only where the partition has had one (uses).
+local prio = uses(USES_PRIORITY)
 local ready = {}
 local topics = {}
 local per = {}
@@ -66,7 +68,7 @@ for k, id in ipairs(ids) do
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
     local f
-    if uses(USES_PRIORITY) then
+    if prio then
       f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
     else
       f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
@@ -83,7 +85,7 @@ for k, id in ipairs(ids) do
         -- key left to delete.
         redis.call('ZREM', SCHEDULE, id)
       end
-      make_ready(id, topic, DELAYED, score, level_of(f[4]))
+      make_ready(id, topic, DELAYED, score, prio and level_of(f[4]) or 0)
       if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
       became = READY
     elseif state == RESERVED then

@@ -56,8 +56,10 @@ local function uses(feature)
   return USES[feature]
 end
 
--- Called by every push before it writes a job: an empty partition without
--- a record of its features gets one (one HSET, once).
+-- Called by the scripts that create jobs (push.lua, tick.lua) before they
+-- do, once a call: an empty partition without a record of its features
+-- gets one (one HSET, once). Not per job in upsert: a Lua call per job
+-- shows in a push's cost.
 local function start_tracking()
   uses(USES_TRACKED)
   if USES.empty then
@@ -111,8 +113,12 @@ end
 -- Puts `id` at the back of its level's list, or at the front (`front`: it
 -- was first in line). One LPUSH/RPUSH; a level's first job also one ZADD.
 local function ready_push(id, topic, level, front)
-  local n = redis.call(front and 'RPUSH' or 'LPUSH', level_key(topic, level), id)
-  if level ~= 0 and n == 1 then redis.call('ZADD', levels_key(topic), level, level) end
+  local cmd = front and 'RPUSH' or 'LPUSH'
+  -- Level 0 (every job of a queue without priorities) the short way.
+  if level == 0 then return redis.call(cmd, ready_key(topic), id) end
+  if redis.call(cmd, level_key(topic, level), id) == 1 then
+    redis.call('ZADD', levels_key(topic), level, level)
+  end
 end
 
 -- Takes `id` out of its level's list: LREM (O(list)), and for a level
@@ -270,7 +276,8 @@ local function make_ready(id, topic, from, due, level)
   else
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   end
-  ready_push(id, topic, known_level(id, level), false)
+  if level ~= 0 then level = known_level(id, level) end
+  ready_push(id, topic, level, false)
   move_count(topic, from, READY)
 end
 
@@ -436,29 +443,33 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     if uses(USES_TAGS) then untag(id, redis.call('HGET', job, TAGS)) end
     redis.call('DEL', job)
   end
-  start_tracking()
   -- One HSET whatever the fields: a policy's fields only when it has them.
-  local fields = { TOPIC, topic, BODY, body, TTR, ttr }
-  if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
-  if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
-  -- Priorities: stored only when not the default (push.lua checked it).
-  if extra and extra.priority and extra.priority ~= 0 then
-    fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
-    now_uses(USES_PRIORITY)
+  if retry == '' and max == '0' and not extra then
+    -- A plain job, most of them: no table of fields to build and unpack.
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
+  else
+    local fields = { TOPIC, topic, BODY, body, TTR, ttr }
+    if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
+    if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
+    -- Priorities: stored only when not the default (push.lua checked it).
+    if extra and extra.priority and extra.priority ~= 0 then
+      fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
+      now_uses(USES_PRIORITY)
+    end
+    -- Trace context: two fields, only on a traced job.
+    if extra and extra.traceparent then
+      fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
+      if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
+      now_uses(USES_TRACE)
+    end
+    -- tags: checked by the caller (at most 8, no control characters).
+    if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
+      for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
+      fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
+      now_uses(USES_TAGS)
+    end
+    redis.call('HSET', job, unpack(fields))
   end
-  -- Trace context: two fields, only on a traced job.
-  if extra and extra.traceparent then
-    fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
-    if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
-    now_uses(USES_TRACE)
-  end
-  -- tags: checked by the caller (at most 8, no control characters).
-  if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
-    for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
-    fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
-    now_uses(USES_TAGS)
-  end
-  redis.call('HSET', job, unpack(fields))
   schedule(id, due)
   count(DELAYED, topic, 1)
   return status, due, true

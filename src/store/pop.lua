@@ -28,9 +28,11 @@
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
 -- priorities; one that empties the default list runs one ZRANGE more.
 --
--- Returns { DONE, now_us, held, retry_ms, ungranted, then per job: id,
---           topic, body, token, due_ms, attempts, lease_until_ms,
---           traceparent, tracestate ("" when none) }; held:
+-- Returns { DONE, now_us, held, retry_ms, ungranted, per, then per job:
+--           id, topic, body, token, due_ms, attempts, lease_until_ms, and
+--           with per 9 traceparent, tracestate ("" when none) }: per is 7
+--           in a partition that never had a traced job (each value of a
+--           reply costs Redis its encoding), else 9; held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
 --           ungranted: 1 if a topic given as "-" has a limit.
@@ -58,14 +60,19 @@ local max_bytes = tonumber(ARGV[3])
 local nonce = ARGV[4]
 local bytes = 0
 
-local jobs = {}
+-- The reply, built in place: its header's counts are set at the end.
+local HEADER = 6
+local jobs = { DONE, now, 0, 0, 0, 0 }
 local got, held, retry, ungranted = 0, 0, 0, 0
 local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
--- Trace context is read only where the partition has had a traced job.
-local traced = uses(USES_TRACE)
+-- Trace context is read, and levels other than the default looked at,
+-- only where the partition has had a traced or a prioritised job.
+local traced, prio = uses(USES_TRACE), uses(USES_PRIORITY)
+local per = traced and 9 or 7
 for i = 6, #ARGV do
   local topic = ARGV[i]
+  local list = ready_key(topic)
   local at = { level = 0 }
   local bucket, allowed, limited
   if ARGV[5] == '' then
@@ -87,7 +94,8 @@ for i = 6, #ARGV do
   if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
-    local id = ready_take(topic, at)
+    local id
+    if prio then id = ready_take(topic, at) else id = redis.call('RPOP', list) end
     if not id then break end
     local job = job_key(id)
     local f
@@ -113,14 +121,16 @@ for i = 6, #ARGV do
       jobs[#jobs + 1] = f[5]
       jobs[#jobs + 1] = attempts
       jobs[#jobs + 1] = lease_until
-      jobs[#jobs + 1] = f[7] or ''
-      jobs[#jobs + 1] = f[8] or ''
+      if traced then
+        jobs[#jobs + 1] = f[7] or ''
+        jobs[#jobs + 1] = f[8] or ''
+      end
       got = got + 1
       took = took + 1
       bytes = bytes + #f[3]
     end
   end
-  ready_taken(topic, at)
+  if prio then ready_taken(topic, at) end
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.
@@ -142,11 +152,10 @@ end
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
   local ids = { nonce }
-  for i = 1, #jobs, 9 do ids[#ids + 1] = jobs[i] end
+  for i = HEADER + 1, #jobs, per do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
 end
-local reply = { DONE, now, held, retry, ungranted }
-for _, v in ipairs(jobs) do reply[#reply + 1] = v end
-return reply
+jobs[3], jobs[4], jobs[5], jobs[6] = held, retry, ungranted, per
+return jobs

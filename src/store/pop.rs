@@ -73,8 +73,8 @@ struct Popped {
     deliveries: Vec<Delivery>,
 }
 
-/// The reply: Redis time (us), what was held back, then nine values per
-/// job.
+/// The reply: Redis time (us), what was held back, the number of values
+/// per job (7, or 9 with the trace context), then the jobs.
 fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
@@ -85,13 +85,15 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
         retry_ms: f.int()?.max(0) as u64,
         ungranted: f.int()? == 1,
     };
-    if f.left() % 9 != 0 {
+    let per = f.int()?;
+    if !(per == 7 || per == 9) || f.left() % per as usize != 0 {
         return Err(Error::protocol(
             "pop",
-            format!("{} values after the time", f.left()),
+            format!("{} values after the time, {per} per job", f.left()),
         ));
     }
-    let mut deliveries = Vec::with_capacity(f.left() / 9);
+    let traced = per == 9;
+    let mut deliveries = Vec::with_capacity(f.left() / per as usize);
     while f.left() > 0 {
         deliveries.push(Delivery {
             id: f.string()?,
@@ -102,8 +104,16 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
             popped_at_us,
             attempts: f.int()? as u32,
             lease_until_ms: f.int()?,
-            traceparent: Some(f.string()?).filter(|s| !s.is_empty()),
-            tracestate: Some(f.string()?).filter(|s| !s.is_empty()),
+            traceparent: if traced {
+                Some(f.string()?).filter(|s| !s.is_empty())
+            } else {
+                None
+            },
+            tracestate: if traced {
+                Some(f.string()?).filter(|s| !s.is_empty())
+            } else {
+                None
+            },
         });
     }
     Ok(Popped {
@@ -442,8 +452,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let p = d(&[
-            "0", "1000500", "3", "200", "0", "a", "t", "body", "7", "990", "1", "61001", "tp", "",
-            "b", "t", "", "8", "995", "2", "61001", "", "",
+            "0", "1000500", "3", "200", "0", "9", "a", "t", "body", "7", "990", "1", "61001", "tp",
+            "", "b", "t", "", "8", "995", "2", "61001", "", "",
         ])
         .unwrap();
         let (now, held, got) = (p.now_us, p.held, p.deliveries);
@@ -475,9 +485,21 @@ mod tests {
             (Some("tp"), None)
         );
         assert_eq!(got[1].traceparent, None);
-        assert!(d(&["0", "1", "0", "0", "1"]).unwrap().held.ungranted);
-        assert!(d(&["0", "1", "0", "0", "0"]).unwrap().deliveries.is_empty());
-        assert!(d(&["0", "1", "0", "0", "0", "a", "t"]).is_err());
+        // Seven values per job where no job was ever traced.
+        let plain = d(&[
+            "0", "1", "0", "0", "0", "7", "a", "t", "b", "7", "990", "1", "61001",
+        ])
+        .unwrap();
+        assert_eq!(plain.deliveries.len(), 1);
+        assert_eq!(plain.deliveries[0].lease_until_ms, 61_001);
+        assert_eq!(plain.deliveries[0].traceparent, None);
+        assert!(d(&["0", "1", "0", "0", "1", "7"]).unwrap().held.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0", "9"])
+            .unwrap()
+            .deliveries
+            .is_empty());
+        assert!(d(&["0", "1", "0", "0", "0", "9", "a", "t"]).is_err());
+        assert!(d(&["0", "1", "0", "0", "0", "8"]).is_err());
         assert!(d(&["0", "1"]).is_err());
     }
 }

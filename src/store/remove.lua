@@ -80,7 +80,7 @@ for j = 1, n do
     if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
     if mode ~= 'any' and EVENTS > 0 then emit(EV_FINISHED, id, topic) end
     detach(id, state, topic) -- reads the priority only for a ready job
-    untag(id, f[5]) -- tags: a kept record carries none
+    if ends then untag(id, f[5]) end -- tags: a kept record carries none
     if keep > 0 then
       now_ms = now_ms or math.floor(now_us() / 1000)
       if due then redis.call('HSET', job, DUE, due) end
@@ -91,7 +91,7 @@ for j = 1, n do
     else
       redis.call('DEL', job)
     end
-    dedup_release(id, f[4]) -- dedup: a simple dedup ends with its job
+    if ends then dedup_release(id, f[4]) end -- a simple dedup ends with its job
     reply[#reply + 1] = DONE
     reply[#reply + 1] = topic
     reply[#reply + 1] = state
