@@ -57,8 +57,6 @@ else
 end
 
 local moved = 0
--- Priorities are read only where the partition has had one (uses).
-local prio = uses(USES_PRIORITY)
 local ready = {}
 local topics = {}
 local per = {}
@@ -67,12 +65,7 @@ for k, id in ipairs(ids) do
   local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f
-    if prio then
-      f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
-    else
-      f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR)
-    end
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
     local topic = f[2]
     local state = topic and state_of(f[1])
     local became
@@ -85,7 +78,7 @@ for k, id in ipairs(ids) do
         -- key left to delete.
         redis.call('ZREM', SCHEDULE, id)
       end
-      make_ready(id, topic, DELAYED, score, prio and level_of(f[4]) or 0)
+      make_ready(id, topic, DELAYED, score, level_of(f[4]))
       if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
       became = READY
     elseif state == RESERVED then

@@ -113,26 +113,6 @@ pub mod kind {
     pub const EVENTS: &str = "events";
     pub const DEDUP: &str = "dedup:";
     pub const TAG: &str = "tag:";
-    /// Which of a job's optional fields the partition has ever held (see
-    /// [`feature`]).
-    pub const FEATURES: &str = "features";
-}
-
-/// The fields of `{p}:features`: each is set by the first push in the
-/// partition that uses the feature, in the push's own script, and never
-/// cleared. A script reads a job's field for a feature only where the
-/// partition has had it, so a queue that never used one asks each job's
-/// hash for nothing more than before (an absent field of a small hash
-/// costs a scan of the whole hash, on every read).
-pub mod feature {
-    /// Present once the partition keeps this record: set by the first push
-    /// into an empty partition. Without it (a partition written before
-    /// delayq kept one) every feature counts as in use.
-    pub const TRACKED: &str = "tracked";
-    pub const PRIORITY: &str = "priority";
-    pub const TAGS: &str = "tags";
-    pub const DEDUP: &str = "dedup";
-    pub const TRACE: &str = "trace";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -311,12 +291,6 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("DEDUP", field::DEDUP),
     ("TAG_KEY", kind::TAG),
     ("TAGS", field::TAGS),
-    ("FEATURES_KEY", kind::FEATURES),
-    ("USES_TRACKED", feature::TRACKED),
-    ("USES_PRIORITY", feature::PRIORITY),
-    ("USES_TAGS", feature::TAGS),
-    ("USES_DEDUP", feature::DEDUP),
-    ("USES_TRACE", feature::TRACE),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -30,54 +30,6 @@
 -- Set at the start of every call (Redis runs one call at a time).
 local P, SCHEDULE
 
--- Features in use (layout.rs, mod feature): which optional job fields
--- (priority, tags, dedup, trace) the partition has ever held. Read at a
--- call's first question (one HMGET of {p}:features), then kept for the
--- call (the wrapper clears USES). A script reads a job's field for a
--- feature only where it is in use: a queue that never used one asks each
--- job's hash for what it did before the features existed.
--- A partition whose hash lacks TRACKED was written by a delayq that did
--- not keep it: its jobs may hold any field, so every feature counts as in
--- use, until a call finds the partition empty ({p}:count is absent when no
--- job, kept record included, is left) and the first push starts the
--- record (start_tracking).
-local USES
-local function uses(feature)
-  if not USES then
-    local f = redis.call('HMGET', P .. FEATURES_KEY, USES_TRACKED, USES_PRIORITY, USES_TAGS, USES_DEDUP, USES_TRACE)
-    if f[1] then
-      USES = { [USES_PRIORITY] = f[2], [USES_TAGS] = f[3], [USES_DEDUP] = f[4], [USES_TRACE] = f[5] }
-    elseif redis.call('EXISTS', P .. COUNT_KEY) == 0 then
-      USES = { empty = true }
-    else
-      USES = { [USES_PRIORITY] = '1', [USES_TAGS] = '1', [USES_DEDUP] = '1', [USES_TRACE] = '1' }
-    end
-  end
-  return USES[feature]
-end
-
--- Called by the scripts that create jobs (push.lua, tick.lua) before they
--- do, once a call: an empty partition without a record of its features
--- gets one (one HSET, once). Not per job in upsert: a Lua call per job
--- shows in a push's cost.
-local function start_tracking()
-  uses(USES_TRACKED)
-  if USES.empty then
-    redis.call('HSET', P .. FEATURES_KEY, USES_TRACKED, 1)
-    USES.empty = nil
-  end
-end
-
--- A push stores a job's field for `feature`: the partition uses it from
--- now on, in the same script as the field (one HSET, the first time only;
--- after start_tracking).
-local function now_uses(feature)
-  if not uses(feature) then
-    redis.call('HSET', P .. FEATURES_KEY, feature, 1)
-    USES[feature] = '1'
-  end
-end
-
 -- Job hash fields (TOPIC, BODY, ...) come from the prelude. STATE is
 -- absent while delayed (most jobs, so it costs nothing); ATTEMPTS absent
 -- means 0; DUE is absent while delayed, when the schedule's score is the
@@ -105,9 +57,7 @@ local function level_key(topic, level)
 end
 local function levels_key(topic) return P .. LEVELS_KEY .. topic end
 local function known_level(id, level)
-  if level then return level end
-  if not uses(USES_PRIORITY) then return 0 end
-  return level_of(redis.call('HGET', job_key(id), PRIORITY))
+  return level or level_of(redis.call('HGET', job_key(id), PRIORITY))
 end
 
 -- Puts `id` at the back of its level's list, or at the front (`front`: it
@@ -137,8 +87,6 @@ end
 -- ZRANGE (O(log levels)), one RPOP and, for a level found empty, one ZREM:
 -- bounded by MAX_PRIORITY, never by the backlog.
 local function ready_take(topic, at)
-  -- No priority ever: the default list is all there is.
-  if not uses(USES_PRIORITY) then return redis.call('RPOP', ready_key(topic)) end
   while at.level do
     local id = redis.call('RPOP', level_key(topic, at.level))
     if id then return id end
@@ -161,7 +109,7 @@ end
 -- levels (at most MAX_PRIORITY) and an LLEN per level.
 local function ready_waiting(topic, cap)
   local n = redis.call('LLEN', ready_key(topic))
-  if n >= cap or not uses(USES_PRIORITY) then return n end
+  if n >= cap then return n end
   for _, level in ipairs(redis.call('ZRANGE', levels_key(topic), 0, -1)) do
     n = n + redis.call('LLEN', level_key(topic, tonumber(level)))
     if n >= cap then break end
@@ -348,12 +296,7 @@ end
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
   local job = job_key(id)
-  local f
-  if uses(USES_DEDUP) or uses(USES_PRIORITY) then
-    f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY)
-  else
-    f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST)
-  end
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -440,7 +383,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     end
     if not record then status = REPLACED end
     detach(id, state_of(old[1]), old[2])
-    if uses(USES_TAGS) then untag(id, redis.call('HGET', job, TAGS)) end
+    untag(id, redis.call('HGET', job, TAGS))
     redis.call('DEL', job)
   end
   -- One HSET whatever the fields: a policy's fields only when it has them.
@@ -454,19 +397,16 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     -- Priorities: stored only when not the default (push.lua checked it).
     if extra and extra.priority and extra.priority ~= 0 then
       fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
-      now_uses(USES_PRIORITY)
     end
     -- Trace context: two fields, only on a traced job.
     if extra and extra.traceparent then
       fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
       if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
-      now_uses(USES_TRACE)
     end
     -- tags: checked by the caller (at most 8, no control characters).
     if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
       for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
       fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
-      now_uses(USES_TAGS)
     end
     redis.call('HSET', job, unpack(fields))
   end
@@ -680,7 +620,6 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
     if status ~= KEPT then
       redis.call('SET', rkey, '0 ' .. id)
       redis.call('HSET', job_key(id), DEDUP, d.key)
-      now_uses(USES_DEDUP)
     end
     return status, at, put, id
   end

@@ -81,7 +81,7 @@ fn library() -> &'static Library {
                 "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n\
                  redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
                  callback = function(KEYS, ARGV)\n\
-                 P, SCHEDULE, NOW, COUNTS, USES = ARGV[1], KEYS[1], nil, {{}}, nil\n\
+                 P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
                  EVENTS = tonumber(table.remove(ARGV))\n\
                  local late = past_deadline(table.remove(ARGV))\n\
                  if late then return late end\n\

@@ -28,11 +28,11 @@
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
 -- priorities; one that empties the default list runs one ZRANGE more.
 --
--- Returns { DONE, now_us, held, retry_ms, ungranted, per, then per job:
---           id, topic, body, token, due_ms, attempts, lease_until_ms, and
---           with per 9 traceparent, tracestate ("" when none) }: per is 7
---           in a partition that never had a traced job (each value of a
---           reply costs Redis its encoding), else 9; held:
+-- Returns { DONE, now_us, held, retry_ms, ungranted, n, then per job (n):
+--           id, topic, body, token, due_ms, attempts, lease_until_ms, then
+--           per job with trace context: its place k (1..n), traceparent,
+--           tracestate ("" when none) }: a plain job's reply carries no
+--           empty trace values (each value costs Redis its encoding); held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
 --           ungranted: 1 if a topic given as "-" has a limit.
@@ -62,17 +62,15 @@ local bytes = 0
 
 -- The reply, built in place: its header's counts are set at the end.
 local HEADER = 6
+local PER_JOB = 7
 local jobs = { DONE, now, 0, 0, 0, 0 }
+-- Trace context of the jobs that have one: k, traceparent, tracestate.
+local traces = {}
 local got, held, retry, ungranted = 0, 0, 0, 0
 local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
--- Trace context is read, and levels other than the default looked at,
--- only where the partition has had a traced or a prioritised job.
-local traced, prio = uses(USES_TRACE), uses(USES_PRIORITY)
-local per = traced and 9 or 7
 for i = 6, #ARGV do
   local topic = ARGV[i]
-  local list = ready_key(topic)
   local at = { level = 0 }
   local bucket, allowed, limited
   if ARGV[5] == '' then
@@ -94,16 +92,10 @@ for i = 6, #ARGV do
   if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
-    local id
-    if prio then id = ready_take(topic, at) else id = redis.call('RPOP', list) end
+    local id = ready_take(topic, at)
     if not id then break end
     local job = job_key(id)
-    local f
-    if traced then
-      f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
-    else
-      f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS)
-    end
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
     -- An entry whose job is no longer ready here is stale: skip it.
     if f[1] == READY and f[2] == topic then
       local token = nonce .. '.' .. got
@@ -121,16 +113,17 @@ for i = 6, #ARGV do
       jobs[#jobs + 1] = f[5]
       jobs[#jobs + 1] = attempts
       jobs[#jobs + 1] = lease_until
-      if traced then
-        jobs[#jobs + 1] = f[7] or ''
-        jobs[#jobs + 1] = f[8] or ''
-      end
       got = got + 1
+      if f[7] then
+        traces[#traces + 1] = got
+        traces[#traces + 1] = f[7]
+        traces[#traces + 1] = f[8] or ''
+      end
       took = took + 1
       bytes = bytes + #f[3]
     end
   end
-  if prio then ready_taken(topic, at) end
+  ready_taken(topic, at)
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.
@@ -152,10 +145,11 @@ end
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
   local ids = { nonce }
-  for i = HEADER + 1, #jobs, per do ids[#ids + 1] = jobs[i] end
+  for i = HEADER + 1, #jobs, PER_JOB do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
 end
-jobs[3], jobs[4], jobs[5], jobs[6] = held, retry, ungranted, per
+jobs[3], jobs[4], jobs[5], jobs[6] = held, retry, ungranted, got
+for _, v in ipairs(traces) do jobs[#jobs + 1] = v end
 return jobs

@@ -73,8 +73,9 @@ struct Popped {
     deliveries: Vec<Delivery>,
 }
 
-/// The reply: Redis time (us), what was held back, the number of values
-/// per job (7, or 9 with the trace context), then the jobs.
+/// The reply: Redis time (us), what was held back, the number of jobs n,
+/// seven values per job, then three per job with trace context (its place
+/// 1..n, traceparent, tracestate).
 fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
@@ -85,16 +86,14 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
         retry_ms: f.int()?.max(0) as u64,
         ungranted: f.int()? == 1,
     };
-    let per = f.int()?;
-    if !(per == 7 || per == 9) || f.left() % per as usize != 0 {
-        return Err(Error::protocol(
-            "pop",
-            format!("{} values after the time, {per} per job", f.left()),
-        ));
+    let n = f.int()?.max(0) as usize;
+    let bad =
+        |left: usize| Error::protocol("pop", format!("{left} values after the time for {n} jobs"));
+    if f.left() < n * 7 || !(f.left() - n * 7).is_multiple_of(3) {
+        return Err(bad(f.left()));
     }
-    let traced = per == 9;
-    let mut deliveries = Vec::with_capacity(f.left() / per as usize);
-    while f.left() > 0 {
+    let mut deliveries = Vec::with_capacity(n);
+    for _ in 0..n {
         deliveries.push(Delivery {
             id: f.string()?,
             topic: f.string()?,
@@ -104,17 +103,18 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
             popped_at_us,
             attempts: f.int()? as u32,
             lease_until_ms: f.int()?,
-            traceparent: if traced {
-                Some(f.string()?).filter(|s| !s.is_empty())
-            } else {
-                None
-            },
-            tracestate: if traced {
-                Some(f.string()?).filter(|s| !s.is_empty())
-            } else {
-                None
-            },
+            traceparent: None,
+            tracestate: None,
         });
+    }
+    while f.left() > 0 {
+        let k = f.int()?;
+        let d = usize::try_from(k - 1)
+            .ok()
+            .and_then(|i| deliveries.get_mut(i))
+            .ok_or_else(|| bad(f.left()))?;
+        d.traceparent = Some(f.string()?).filter(|s| !s.is_empty());
+        d.tracestate = Some(f.string()?).filter(|s| !s.is_empty());
     }
     Ok(Popped {
         now_us: popped_at_us,
@@ -452,8 +452,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let p = d(&[
-            "0", "1000500", "3", "200", "0", "9", "a", "t", "body", "7", "990", "1", "61001", "tp",
-            "", "b", "t", "", "8", "995", "2", "61001", "", "",
+            "0", "1000500", "3", "200", "0", "2", "a", "t", "body", "7", "990", "1", "61001", "b",
+            "t", "", "8", "995", "2", "61001", "1", "tp", "",
         ])
         .unwrap();
         let (now, held, got) = (p.now_us, p.held, p.deliveries);
@@ -485,21 +485,27 @@ mod tests {
             (Some("tp"), None)
         );
         assert_eq!(got[1].traceparent, None);
-        // Seven values per job where no job was ever traced.
+        // A reply without trace context: seven values per job, nothing after.
         let plain = d(&[
-            "0", "1", "0", "0", "0", "7", "a", "t", "b", "7", "990", "1", "61001",
+            "0", "1", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
         ])
         .unwrap();
         assert_eq!(plain.deliveries.len(), 1);
         assert_eq!(plain.deliveries[0].lease_until_ms, 61_001);
         assert_eq!(plain.deliveries[0].traceparent, None);
-        assert!(d(&["0", "1", "0", "0", "1", "7"]).unwrap().held.ungranted);
-        assert!(d(&["0", "1", "0", "0", "0", "9"])
+        assert!(d(&["0", "1", "0", "0", "1", "0"]).unwrap().held.ungranted);
+        assert!(d(&["0", "1", "0", "0", "0", "0"])
             .unwrap()
             .deliveries
             .is_empty());
-        assert!(d(&["0", "1", "0", "0", "0", "9", "a", "t"]).is_err());
-        assert!(d(&["0", "1", "0", "0", "0", "8"]).is_err());
+        assert!(d(&["0", "1", "0", "0", "0", "1", "a", "t"]).is_err());
+        // A trace entry for a job the reply does not have.
+        let seven = [
+            "0", "1", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
+        ];
+        assert!(d(&[&seven[..], &["2", "tp", ""]].concat()).is_err());
+        assert!(d(&[&seven[..], &["0", "tp", ""]].concat()).is_err());
+        assert!(d(&[&seven[..], &["1", "tp"]].concat()).is_err());
         assert!(d(&["0", "1"]).is_err());
     }
 }

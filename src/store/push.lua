@@ -21,8 +21,7 @@
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
 -- job without tags). Publishes: wake (when one of the jobs is the
 -- new earliest).
--- Helpers: due_time, invalid, start_tracking, upsert (detach, schedule,
--- count), dedup_push.
+-- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push.
 --
 -- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
@@ -82,7 +81,6 @@ for j = 1, n do
     end
   end
 end
-start_tracking()
 local reply = { DONE }
 local scheduled = {}
 for j = 1, n do

@@ -45,9 +45,6 @@ if n < 1 or n ~= math.floor(n) then
   return invalid('remove takes 3 arguments per job, got ' .. (#ARGV - first + 1))
 end
 local reply = { DONE }
--- A job's tags and simple-dedup key are read only where the partition has
--- had either (see uses in lib.lua).
-local ends = uses(USES_TAGS) or uses(USES_DEDUP)
 -- Topics that kept records in this call -> { window, finishes }.
 local kept = {}
 local now_ms
@@ -55,12 +52,7 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f
-  if ends then
-    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS)
-  else
-    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN)
-  end
+  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS)
   local record = f[1] == FINISHED
   if not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
@@ -80,7 +72,7 @@ for j = 1, n do
     if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
     if mode ~= 'any' and EVENTS > 0 then emit(EV_FINISHED, id, topic) end
     detach(id, state, topic) -- reads the priority only for a ready job
-    if ends then untag(id, f[5]) end -- tags: a kept record carries none
+    if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
     if keep > 0 then
       now_ms = now_ms or math.floor(now_us() / 1000)
       if due then redis.call('HSET', job, DUE, due) end
@@ -91,7 +83,7 @@ for j = 1, n do
     else
       redis.call('DEL', job)
     end
-    if ends then dedup_release(id, f[4]) end -- a simple dedup ends with its job
+    if f[4] then dedup_release(id, f[4]) end -- a simple dedup ends with its job
     reply[#reply + 1] = DONE
     reply[#reply + 1] = topic
     reply[#reply + 1] = state

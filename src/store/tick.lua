@@ -18,8 +18,7 @@
 -- index {p}:recur_due (name -> its last tick: when it falls due, the next
 -- tick is pushed); with a push, what push.lua touches. Publishes: as
 -- push.lua.
--- Helpers: due_time, invalid, start_tracking, upsert, wake_if_head,
--- drop_if_delayed.
+-- Helpers: due_time, invalid, upsert, wake_if_head, drop_if_delayed.
 --
 -- Returns { DONE, then per tick: status, pushed, due_ms, new_head }:
 -- status STALE (the schedule was changed or deleted: nothing done; a
@@ -78,7 +77,6 @@ for j = 1, n do
     if mode == 'push' or (mode == 'fire' and pending == '') then
       local id = ARGV[a + 5]
       redis.call('HSET', rk, RECUR_PENDING, id)
-      start_tracking()
       local status, due_ms, put = upsert(id, ARGV[a + 6], ARGV[a + 7],
         ARGV[a + 8], dues[j], ARGV[a + 9], ARGV[a + 10], 'keep')
       if put and EVENTS > 0 then emit(EV_PUSHED, id, ARGV[a + 6], 0, due_ms) end

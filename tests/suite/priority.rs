@@ -525,16 +525,8 @@ async fn a_prioritised_pop_runs_three_redis_commands_more_than_a_plain_one() {
     );
 }
 
-/// What a plain queue's partition records of the optional features: only
-/// that it keeps the record, until a push uses one.
-async fn features(redis: &RedisServer) -> Vec<String> {
-    let mut f: Vec<String> = redis.cmd(&["HKEYS", "{dq}:features"]).await;
-    f.sort();
-    f
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_queue_reads_no_priority_until_a_push_uses_one() {
+async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     let n = 200;
@@ -544,44 +536,10 @@ async fn a_plain_queue_reads_no_priority_until_a_push_uses_one() {
     for r in q.push_many(&jobs).await.unwrap() {
         r.unwrap();
     }
-    assert_eq!(features(&redis).await, ["tracked"]);
     ready(&q, "t", n as u64).await;
-    // A pop in a queue that never had a priority: the 11 commands of a pop
-    // before priorities existed (see below), and the record read once.
     q.close().await;
+    // The 11 commands listed below: no look at the priority levels while
+    // the default list has jobs.
     let plain = commands_per_pop(&redis, "t", n).await;
-    assert_eq!(plain.round() as i64, 12, "{plain}");
-    let q = queue(&redis);
-    q.push(&prio("p2", "t", 4)).await.unwrap();
-    assert_eq!(features(&redis).await, ["priority", "tracked"]);
-    ready(&q, "t", 1).await;
-    assert_eq!(drain(&q, "t").await, ["p2"]);
-    q.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_written_before_the_features_record_still_go_out_by_priority() {
-    let redis = RedisServer::start();
-    let q = queue(&redis);
-    // Ready jobs at two levels and a delayed one with a priority, then the
-    // record removed: the partition now looks as a delayq that kept none
-    // left it, with prioritised jobs in it.
-    q.push(&prio("r3", "t", 3)).await.unwrap();
-    q.push(&prio("r0", "t", 0)).await.unwrap();
-    ready(&q, "t", 2).await;
-    q.push(&NewJob {
-        priority: 5,
-        ..job("d5", "t", 1_500, 60_000)
-    })
-    .await
-    .unwrap();
-    let _: i64 = redis.cmd(&["DEL", "{dq}:features"]).await;
-    // The delayed one falls due and lands at its level; every job is found.
-    ready(&q, "t", 3).await;
-    assert_eq!(drain(&q, "t").await, ["r0", "r3", "d5"]);
-    assert_eq!(level_keys(&redis).await, Vec::<String>::new());
-    // Empty now: the next push starts the record afresh.
-    q.push(&job("p", "t", 0, 60_000)).await.unwrap();
-    assert_eq!(features(&redis).await, ["tracked"]);
-    q.close().await;
+    assert_eq!(plain.round() as i64, 11, "{plain}");
 }
