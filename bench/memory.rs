@@ -42,21 +42,27 @@ struct Measured {
     breakdown: Option<Breakdown>,
 }
 
-/// delayq's bytes per job by structure.
+/// delayq's bytes per job by structure. Redis's two counters overlap:
+/// MEMORY USAGE of a key counts its name, value object (16 B), value and
+/// keyspace entry (24 B); MEMORY STATS's keyspace table counts each key's
+/// entry and value object and the bucket array. Each byte is put in one
+/// column here.
 struct Breakdown {
-    /// MEMORY USAGE of one job hash, less its keyspace entry: name, object,
-    /// fields.
+    /// One job hash's name and value (MEMORY USAGE less entry and object).
     hash: f64,
-    /// MEMORY USAGE of one trigger key, less its keyspace entry and, when
-    /// its value is a shared integer, that object: its name.
+    /// One trigger key's name (its value is Redis's shared integer 1, so
+    /// its object is not its own).
     trigger: f64,
     /// MEMORY USAGE of the schedule (every entry) per job.
     schedule: f64,
-    /// MEMORY STATS overhead.hashtable.main per job: two entries (hash,
-    /// trigger) and their share of the bucket array.
+    /// Keyspace table per job: two entries, the hash's object, buckets.
     keyspace: f64,
-    /// MEMORY STATS overhead.hashtable.expires per job: the trigger's TTL.
+    /// Expiry table per job: the trigger's TTL entry and buckets.
     expires: f64,
+    /// used_memory freed per job by deleting every trigger key, and then
+    /// the schedule: what the design's two per-job records cost.
+    freed_triggers: f64,
+    freed_schedule: f64,
 }
 
 async fn measure(system: System, n: usize, body_len: usize, breakdown: bool) -> Measured {
@@ -81,35 +87,7 @@ async fn measure(system: System, n: usize, body_len: usize, breakdown: bool) -> 
                 .cmd(&["OBJECT", "ENCODING", &format!("{{dq}}:j:{one}")])
                 .await;
             let breakdown = if breakdown {
-                let usage = |key: String| {
-                    let redis = &redis;
-                    async move {
-                        let v: i64 = redis.cmd(&["MEMORY", "USAGE", &key, "SAMPLES", "0"]).await;
-                        v as f64
-                    }
-                };
-                // A keyspace entry (dictEntry) is 24 B: MEMORY USAGE counts
-                // it with the key, MEMORY STATS with the table.
-                let entry = 24.0;
-                let schedule = usage("{dq}:schedule".into()).await;
-                // MEMORY USAGE counts a value object of 16 B even when it
-                // is one of Redis's shared integers (refcount INT_MAX),
-                // which the trigger's "1" is: no bytes of its own.
-                let trigger = format!("{{dq}}:t:{one}");
-                let refcount: i64 = redis.cmd(&["OBJECT", "REFCOUNT", &trigger]).await;
-                let shared = if refcount == i32::MAX as i64 {
-                    16.0
-                } else {
-                    0.0
-                };
-                Some(Breakdown {
-                    hash: usage(format!("{{dq}}:j:{one}")).await - entry,
-                    trigger: usage(trigger).await - entry - shared,
-                    // The warm-up's 100 jobs are in the schedule too.
-                    schedule: schedule / (n + 100) as f64,
-                    keyspace: (tables_after.0 - tables.0) / n as f64,
-                    expires: (tables_after.1 - tables.1) / n as f64,
-                })
+                Some(breakdown_of(&redis, n, &one, tables, tables_after).await)
             } else {
                 None
             };
@@ -135,6 +113,67 @@ fn bullmq_memory(redis: &Redis, n: usize, body: &str, plain: bool) -> Measured {
         encoding: r["encoding"].as_str().unwrap_or("?").to_owned(),
         breakdown: None,
     }
+}
+
+async fn breakdown_of(
+    redis: &Redis,
+    n: usize,
+    one: &str,
+    tables: (f64, f64),
+    tables_after: (f64, f64),
+) -> Breakdown {
+    let usage = |key: String| async move {
+        let v: i64 = redis.cmd(&["MEMORY", "USAGE", &key, "SAMPLES", "0"]).await;
+        v as f64
+    };
+    const ENTRY: f64 = 24.0;
+    const OBJECT: f64 = 16.0;
+    let trigger = format!("{{dq}}:t:{one}");
+    // OBJECT REFCOUNT of a shared integer is INT_MAX.
+    let refcount: i64 = redis.cmd(&["OBJECT", "REFCOUNT", &trigger]).await;
+    let shared = refcount == i32::MAX as i64;
+    let own_object = if shared { 0.0 } else { OBJECT };
+    let schedule = usage("{dq}:schedule".into()).await;
+    // The columns use Redis's sizes; jemalloc has no 24-byte class, so each
+    // table entry takes 32 B: the rest column is mostly those 8 B each.
+    let mut b = Breakdown {
+        hash: usage(format!("{{dq}}:j:{one}")).await - ENTRY - OBJECT,
+        trigger: usage(trigger).await - ENTRY - OBJECT,
+        // The warm-up's 100 jobs are in the schedule too.
+        schedule: schedule / (n + 100) as f64,
+        // MEMORY STATS counts an object for the trigger even when shared.
+        keyspace: (tables_after.0 - tables.0) / n as f64 - (OBJECT - own_object),
+        expires: (tables_after.1 - tables.1) / n as f64,
+        freed_triggers: 0.0,
+        freed_schedule: 0.0,
+    };
+    // Delete every trigger key (the measured jobs' and the warm-up's), wait
+    // for Redis's cron to shrink the emptied expiry table (bounded), then
+    // the schedule.
+    const DEL: &str = "for i = ARGV[2], ARGV[3] - 1 do \
+        local k = string.format('{dq}:t:%8s-0000-0000-0000-%012d', ARGV[1], i):gsub(' ', '0') \
+        redis.call('DEL', k) end";
+    let m0 = redis.info("memory", "used_memory");
+    for (tag, count) in [("mem", n), ("warm", 100)] {
+        for from in (0..count).step_by(10_000) {
+            let to = (from + 10_000).min(count);
+            let _: () = redis
+                .cmd(&["EVAL", DEL, "0", tag, &from.to_string(), &to.to_string()])
+                .await;
+        }
+    }
+    let left: i64 = redis.cmd(&["EXISTS", &format!("{{dq}}:t:{one}")]).await;
+    assert_eq!(left, 0, "the trigger keys were deleted");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while hashtables(redis).1 > 4096.0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let m1 = redis.info("memory", "used_memory");
+    let _: i64 = redis.cmd(&["DEL", "{dq}:schedule"]).await;
+    let m2 = redis.info("memory", "used_memory");
+    b.freed_triggers = (m0 - m1) / (n + 100) as f64;
+    b.freed_schedule = (m1 - m2) / (n + 100) as f64;
+    b
 }
 
 /// MEMORY STATS's db.0 overhead.hashtable.main and .expires (0 with no
@@ -198,15 +237,23 @@ pub(crate) async fn sizes(n: usize, with_bullmq: bool) {
         );
     }
     println!();
-    println!("delayq's bytes per job by structure (job hash and trigger key: MEMORY USAGE of one, less its 24 B keyspace entry (and the trigger's shared value object); schedule: MEMORY USAGE SAMPLES 0 / jobs; keyspace and expiry tables: MEMORY STATS deltas / jobs; rest: the used_memory figure less these)");
-    println!("| body bytes | per job | job hash | trigger key | schedule entry | keyspace table (2 entries + buckets) | expiry table (trigger TTL) | rest |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("delayq's bytes per job by structure: job hash (its name and value) and trigger key (its name; its value is a shared integer) from MEMORY USAGE of one, less what the tables count; schedule: MEMORY USAGE SAMPLES 0 / jobs; keyspace (two entries, the hash's object, buckets) and expiry tables: MEMORY STATS deltas / jobs; rest: the used_memory figure less these. Then used_memory freed per job by deleting every trigger key, and then the schedule");
+    println!("| body bytes | per job | job hash | trigger key | schedule entry | keyspace table | expiry table | rest | freed: trigger keys | freed: schedule |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (size, d, _, _) in &rows {
         if let Some(k) = &d.breakdown {
             let rest = d.per_job - k.hash - k.trigger - k.schedule - k.keyspace - k.expires;
             println!(
-                "| {size} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
-                d.per_job, k.hash, k.trigger, k.schedule, k.keyspace, k.expires, rest
+                "| {size} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                d.per_job,
+                k.hash,
+                k.trigger,
+                k.schedule,
+                k.keyspace,
+                k.expires,
+                rest,
+                k.freed_triggers,
+                k.freed_schedule
             );
         }
     }
