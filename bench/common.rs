@@ -23,10 +23,14 @@ pub(crate) fn id(tag: &str, i: usize) -> String {
 }
 
 pub(crate) fn new_job(id: String, topic: &str, delay: Duration) -> NewJob {
+    new_job_with(id, topic, delay, "b".repeat(64))
+}
+
+pub(crate) fn new_job_with(id: String, topic: &str, delay: Duration, body: String) -> NewJob {
     NewJob {
         id,
         topic: topic.into(),
-        body: "b".repeat(64),
+        body,
         delay,
         ttr: Duration::from_secs(60),
         ..NewJob::default()
@@ -62,10 +66,36 @@ pub(crate) async fn add_bulk(
     delay: Duration,
     batch: usize,
 ) -> Duration {
+    add_bulk_body(q, tag, n, delay, batch, &"b".repeat(64)).await
+}
+
+/// A JSON object of exactly `n` bytes, `{"order":12345678,"pad":"xx..."}`:
+/// a body both systems keep as the same bytes (delayq as given, BullMQ as
+/// the JSON.stringify of the parsed object).
+pub(crate) fn json_body(n: usize) -> String {
+    let empty = r#"{"order":12345678,"pad":""}"#;
+    assert!(n >= empty.len(), "a JSON body of {n} bytes is too small");
+    let body = format!(
+        r#"{{"order":12345678,"pad":"{}"}}"#,
+        "x".repeat(n - empty.len())
+    );
+    assert_eq!(body.len(), n);
+    body
+}
+
+/// [`add_bulk`] with the given body.
+pub(crate) async fn add_bulk_body(
+    q: &Queue,
+    tag: &str,
+    n: usize,
+    delay: Duration,
+    batch: usize,
+    body: &str,
+) -> Duration {
     let start = Instant::now();
     for from in (0..n).step_by(batch) {
         let jobs: Vec<NewJob> = (from..(from + batch).min(n))
-            .map(|i| new_job(id(tag, i), "t", delay))
+            .map(|i| new_job_with(id(tag, i), "t", delay, body.to_owned()))
             .collect();
         match q.push_many(&jobs).await {
             Ok(results) => {

@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //!                                        [--settle-rewrites]
 //! ```
@@ -21,6 +21,10 @@
 //! `--only burst`: N jobs due at one instant, drained by the library, an HTTP
 //! sidecar (pop 100, one batch finish), a webhook (concurrency 64 and 8) and
 //! BullMQ, side by side ([`burst`]; `burst-delayq` without BullMQ).
+//! `--only memory`: memory per pending job at body sizes from 28 to 1000
+//! bytes, the same serialized bytes on both sides, and delayq's bytes by
+//! structure ([`memory`]; `memory-delayq` without BullMQ; also after the
+//! main table in a run of both systems or of delayq).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
@@ -79,6 +83,13 @@ async fn main() {
         lateness.print(s);
     }
     lateness.print_stalls();
+    if let Some(with_bullmq) = o.memory {
+        let with_bullmq = with_bullmq && node_here();
+        if o.memory == Some(true) && !with_bullmq {
+            println!("memory: no Node here, so no BullMQ beside");
+        }
+        memory::sizes(s.memory_size_jobs, with_bullmq).await;
+    }
     if o.cluster {
         cluster::run(s, o.repeats).await;
     }
@@ -94,10 +105,7 @@ async fn main() {
         } else {
             vec![0]
         };
-        let node = Command::new("node")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
+        let node = node_here();
         if with_bullmq && !node {
             println!("burst: no Node here, so no BullMQ beside");
         }
@@ -106,6 +114,13 @@ async fn main() {
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
         lateness.write_samples(&path);
     }
+}
+
+fn node_here() -> bool {
+    Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// The run's heading: its size, and the versions and cores it ran on.
@@ -131,7 +146,7 @@ fn print_conditions(o: &options::Options) {
         o.label, o.repeats
     );
     println!(
-        "conditions: redis-server {redis_version} on loopback TCP with redis-conf/redis.conf (AOF, appendfsync always), a fresh server per run; {} cores shared by Redis, the system under test and the load; 36-char ids, 64-byte bodies; node {}",
+        "conditions: redis-server {redis_version} on loopback TCP with redis-conf/redis.conf (AOF, appendfsync always), a fresh server per run; {} cores shared by Redis, the system under test and the load; 36-char ids, 64-byte bodies (the memory row: a 64-byte JSON object, the same bytes on both sides); node {}",
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         node.as_deref().unwrap_or("absent"),
     );

@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -11,6 +11,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or burst (20,000 jobs due at one instant, drained by the library, an HTTP sidecar, a webhook
                      and BullMQ (when Node is there); --only burst-delayq: no BullMQ; needs the delayq binary:
                      cargo build --release --example bench --bin delayq)
+                     or memory (memory per pending job at body sizes 28 to 1000 B, like for like, BullMQ beside,
+                     and delayq's bytes by structure; --only memory-delayq: no Node; also at the end of a run
+                     of both systems or of delayq)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there)
@@ -41,6 +44,8 @@ pub(crate) struct Sizes {
     pub(crate) due_jobs: usize,
     pub(crate) due_spread_ms: u64,
     pub(crate) memory_jobs: usize,
+    /// Jobs per body size in the memory-by-size scenario.
+    pub(crate) memory_size_jobs: usize,
     /// Delayed jobs under the dashboard refresh (`--only refresh`).
     pub(crate) refresh_jobs: usize,
     pub(crate) cpu_jobs: usize,
@@ -59,6 +64,8 @@ pub(crate) struct Options {
     /// Run the burst scenario (Some: with BullMQ beside or not).
     pub(crate) burst: Option<bool>,
     pub(crate) burst_jobs: usize,
+    /// Run memory by body size (Some: with BullMQ beside or not).
+    pub(crate) memory: Option<bool>,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
     /// Let AOF rewrites finish before delayq's lateness windows.
@@ -81,6 +88,7 @@ pub(crate) fn options() -> Options {
         },
         burst: None,
         burst_jobs: 20_000,
+        memory: Some(true),
         pending_given: false,
         settle_rewrites: false,
         repeats: 3,
@@ -92,6 +100,7 @@ pub(crate) fn options() -> Options {
             due_jobs: 5000,
             due_spread_ms: 10_000,
             memory_jobs: 1_000_000,
+            memory_size_jobs: 200_000,
             refresh_jobs: 1_000_000,
             cpu_jobs: 20_000,
             e2e_jobs: 50_000,
@@ -112,6 +121,7 @@ pub(crate) fn options() -> Options {
                     due_jobs: if smoke { 200 } else { 1000 },
                     due_spread_ms: if smoke { 1000 } else { 3000 },
                     memory_jobs: if smoke { 5000 } else { 50_000 },
+                    memory_size_jobs: if smoke { 2000 } else { 20_000 },
                     refresh_jobs: if smoke { 5000 } else { 100_000 },
                     cpu_jobs: if smoke { 1000 } else { 5000 },
                     e2e_jobs: if smoke { 2000 } else { 10_000 },
@@ -128,11 +138,18 @@ pub(crate) fn options() -> Options {
                 };
             }
             "--only" => {
-                (o.systems, o.cluster, o.refresh) = match args.next().as_deref() {
+                let only = args.next();
+                o.memory = match only.as_deref() {
+                    Some("delayq" | "memory-delayq") => Some(false),
+                    Some("memory") => Some(true),
+                    _ => None,
+                };
+                (o.systems, o.cluster, o.refresh) = match only.as_deref() {
                     Some("delayq") => (vec![System::Delayq], true, false),
                     Some("bullmq") => (vec![System::Bullmq], false, false),
                     Some("cluster") => (vec![], true, false),
                     Some("refresh") => (vec![], false, true),
+                    Some("memory" | "memory-delayq") => (vec![], false, false),
                     Some("sidecars") => {
                         o.sidecars = Some(true);
                         (vec![], false, false)
@@ -150,7 +167,7 @@ pub(crate) fn options() -> Options {
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq, not {other:?}"
+                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq, not {other:?}"
                 ),
                 }
             }
