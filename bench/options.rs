@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|http-lateness]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -11,6 +11,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or burst (20,000 jobs due at one instant, drained by the library, an HTTP sidecar, a webhook
                      and BullMQ (when Node is there); --only burst-delayq: no BullMQ; needs the delayq binary:
                      cargo build --release --example bench --bin delayq)
+                     or http-lateness (3,000 jobs paced over 5 s, each due 1 s after its push, 32 long-polling
+                     HTTP consumers, compatible and /v1 APIs, AOF always and no persistence; then one traced run
+                     each (MONITOR, SLOWLOG) for where the time goes; needs the delayq binary too)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there)
@@ -59,6 +62,9 @@ pub(crate) struct Options {
     /// Run the burst scenario (Some: with BullMQ beside or not).
     pub(crate) burst: Option<bool>,
     pub(crate) burst_jobs: usize,
+    /// Run the HTTP lateness scenario.
+    pub(crate) http_lateness: bool,
+    pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
     /// Let AOF rewrites finish before delayq's lateness windows.
@@ -81,6 +87,11 @@ pub(crate) fn options() -> Options {
         },
         burst: None,
         burst_jobs: 20_000,
+        http_lateness: false,
+        http_flow: crate::http_lateness::Flow {
+            jobs: 3000,
+            spread_ms: 5000,
+        },
         pending_given: false,
         settle_rewrites: false,
         repeats: 3,
@@ -121,6 +132,10 @@ pub(crate) fn options() -> Options {
                     secs: if smoke { 1 } else { 5 },
                 };
                 o.burst_jobs = if smoke { 200 } else { 5000 };
+                o.http_flow = crate::http_lateness::Flow {
+                    jobs: if smoke { 100 } else { 1000 },
+                    spread_ms: if smoke { 500 } else { 2000 },
+                };
                 o.label = if smoke {
                     "smoke (tiny counts: checks the harness, not the speed)"
                 } else {
@@ -149,8 +164,12 @@ pub(crate) fn options() -> Options {
                         o.burst = Some(false);
                         (vec![], false, false)
                     }
+                    Some("http-lateness") => {
+                        o.http_lateness = true;
+                        (vec![], false, false)
+                    }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq, not {other:?}"
+                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|http-lateness, not {other:?}"
                 ),
                 }
             }
