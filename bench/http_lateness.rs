@@ -556,30 +556,6 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// What one fdatasync of a small append costs here, ms (sorted): Redis
-/// with `appendfsync always` does one per event-loop turn that wrote,
-/// before it sends that turn's replies. Measured in a temp dir, where the
-/// benchmark's redis-servers keep their AOF.
-fn fsync_probe() -> Vec<f64> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(dir.path().join("probe.aof"))
-        .unwrap();
-    let mut v = Vec::new();
-    for _ in 0..300 {
-        let t = Instant::now();
-        f.write_all(&[b'x'; 200]).unwrap();
-        f.sync_data().unwrap();
-        v.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v
-}
-
 pub(crate) async fn run(flow: Flow, repeats: usize) {
     let combos: Vec<(Persist, Api)> = [Persist::AofAlways, Persist::None]
         .into_iter()
@@ -668,14 +644,6 @@ pub(crate) async fn run(flow: Flow, repeats: usize) {
             b.total.len(),
         );
     }
-    let fsync = fsync_probe();
-    println!();
-    println!(
-        "one 200-byte append + fdatasync in a temp dir here (what each Redis event-loop turn with writes waits for under appendfsync always), ms: p50 {:.2}, p90 {:.2}, p99 {:.2}",
-        p(&fsync, 0.5),
-        p(&fsync, 0.9),
-        p(&fsync, 0.99)
-    );
     println!();
     println!("Redis run time of each call in the traced runs (SLOWLOG, us: calls, p50 / p99; fsync not included):");
     println!("| API | persistence | calls |");
