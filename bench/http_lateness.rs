@@ -21,7 +21,9 @@
 //! script, its fsync, the HTTP reply). MONITOR stamps each call as Redis
 //! starts it; the SLOWLOG gives each script's run time; fsync is what AOF
 //! always adds over no persistence. The traced runs' own lateness is shown
-//! apart (MONITOR costs Redis a little per command).
+//! apart (MONITOR costs Redis a little per command). Last, how late tokio's
+//! timer (the sweep's) and a thread's sleep wake for a deadline 1-2 ms
+//! ahead, on this machine now.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -556,6 +558,35 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// How late a wake-up comes for a deadline 1-2 ms ahead, ms (sorted):
+/// tokio's `sleep_until` (what the sweep sleeps with) and a thread's
+/// `sleep`, 300 each, the deadlines spread over the millisecond.
+async fn timer_lateness() -> (Vec<f64>, Vec<f64>) {
+    let target = |i: u64| Duration::from_micros(1000 + (i * 37) % 1000);
+    let mut tokio_late = Vec::new();
+    for i in 0..300 {
+        let at = tokio::time::Instant::now() + target(i);
+        tokio::time::sleep_until(at).await;
+        tokio_late.push(at.elapsed().as_secs_f64() * 1000.0);
+    }
+    let thread_late = tokio::task::spawn_blocking(move || {
+        let mut v = Vec::new();
+        for i in 0..300 {
+            let at = Instant::now() + target(i);
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            v.push(at.elapsed().as_secs_f64() * 1000.0);
+        }
+        v
+    })
+    .await
+    .unwrap();
+    let sorted = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v
+    };
+    (sorted(tokio_late), sorted(thread_late))
+}
+
 pub(crate) async fn run(flow: Flow, repeats: usize) {
     let combos: Vec<(Persist, Api)> = [Persist::AofAlways, Persist::None]
         .into_iter()
@@ -644,6 +675,19 @@ pub(crate) async fn run(flow: Flow, repeats: usize) {
             b.total.len(),
         );
     }
+    let (tokio_late, thread_late) = timer_lateness().await;
+    println!();
+    println!(
+        "a timer's own lateness here (a deadline 1-2 ms ahead, 300 each), ms p10 / p50 / p90 / p99: tokio sleep_until (the sweep's) {:.2} / {:.2} / {:.2} / {:.2}; std::thread::sleep {:.2} / {:.2} / {:.2} / {:.2}",
+        p(&tokio_late, 0.1),
+        p(&tokio_late, 0.5),
+        p(&tokio_late, 0.9),
+        p(&tokio_late, 0.99),
+        p(&thread_late, 0.1),
+        p(&thread_late, 0.5),
+        p(&thread_late, 0.9),
+        p(&thread_late, 0.99),
+    );
     println!();
     println!("Redis run time of each call in the traced runs (SLOWLOG, us: calls, p50 / p99; fsync not included):");
     println!("| API | persistence | calls |");
