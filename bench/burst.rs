@@ -216,8 +216,8 @@ async fn library(pending: usize, n: usize) -> Run {
 }
 
 /// A `delayq serve` process, killed on drop.
-struct Serve {
-    base: String,
+pub(crate) struct Serve {
+    pub(crate) base: String,
     child: Child,
 }
 
@@ -246,7 +246,7 @@ fn delayq_binary() -> PathBuf {
 
 /// `delayq serve` on `redis` with `extra` flags; returns once it dispatches
 /// (so the pushing queue started after it leaves dispatching to it).
-async fn serve(redis: &Redis, extra: &[&str], http: &reqwest::Client) -> Serve {
+pub(crate) async fn serve(redis: &Redis, extra: &[&str], http: &reqwest::Client) -> Serve {
     let mut child = Command::new(delayq_binary())
         .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
         .args(extra)
@@ -293,7 +293,7 @@ async fn serve(redis: &Redis, extra: &[&str], http: &reqwest::Client) -> Serve {
     }
 }
 
-fn http_client() -> reqwest::Client {
+pub(crate) fn http_client() -> reqwest::Client {
     delayq::https::client_builder().build().unwrap()
 }
 

@@ -2,7 +2,7 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|http-lateness]
 //!                                        [--repeats N] [--pending 0,100000,1000000]
 //!                                        [--settle-rewrites]
 //! ```
@@ -18,6 +18,9 @@
 //! `--settle-rewrites` makes delayq's lateness runs wait, after loading the
 //! pending jobs, until Redis has finished the AOF rewrites the load set off:
 //! lateness without Redis's rewrite fork and child in the window.
+//! `--only http-lateness`: lateness over HTTP through the compatible and
+//! the native API, with AOF always and without persistence, and where a
+//! job's time goes from its due instant to the consumer ([`http_lateness`]).
 //! `--only burst`: N jobs due at one instant, drained by the library, an HTTP
 //! sidecar (pop 100, one batch finish), a webhook (concurrency 64 and 8) and
 //! BullMQ, side by side ([`burst`]; `burst-delayq` without BullMQ).
@@ -27,7 +30,7 @@
 //! main table in a run of both systems or of delayq).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
-//! [`lifecycle`], [`lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
+//! [`lifecycle`], [`lateness`], [`http_lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
 //! refresh's Redis cost, only with `--only refresh`); [`options`] reads the command
 //! line, [`table`] prints the main table, [`common`] holds what they share.
 
@@ -35,6 +38,7 @@ mod adds;
 mod burst;
 mod cluster;
 mod common;
+mod http_lateness;
 mod http_push;
 mod lateness;
 mod lifecycle;
@@ -110,6 +114,9 @@ async fn main() {
             println!("burst: no Node here, so no BullMQ beside");
         }
         burst::run(o.burst_jobs, &pending, with_bullmq && node).await;
+    }
+    if o.http_lateness {
+        http_lateness::run(o.http_flow, o.repeats).await;
     }
     if let Ok(path) = std::env::var("DELAYQ_BENCH_SAMPLES") {
         lateness.write_samples(&path);

@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|http-lateness]
                                        [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -14,6 +14,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or memory (memory per pending job at body sizes 28 to 1000 B, like for like, BullMQ beside,
                      and delayq's bytes by structure; --only memory-delayq: no Node; also at the end of a run
                      of both systems or of delayq)
+                     or http-lateness (3,000 jobs paced over 5 s, each due 1 s after its push, 32 long-polling
+                     HTTP consumers, compatible and /v1 APIs, AOF always and no persistence; then one traced run
+                     each (MONITOR, SLOWLOG) for where the time goes; needs the delayq binary too)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there)
@@ -66,6 +69,9 @@ pub(crate) struct Options {
     pub(crate) burst_jobs: usize,
     /// Run memory by body size (Some: with BullMQ beside or not).
     pub(crate) memory: Option<bool>,
+    /// Run the HTTP lateness scenario.
+    pub(crate) http_lateness: bool,
+    pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
     /// Let AOF rewrites finish before delayq's lateness windows.
@@ -89,6 +95,11 @@ pub(crate) fn options() -> Options {
         burst: None,
         burst_jobs: 20_000,
         memory: Some(true),
+        http_lateness: false,
+        http_flow: crate::http_lateness::Flow {
+            jobs: 3000,
+            spread_ms: 5000,
+        },
         pending_given: false,
         settle_rewrites: false,
         repeats: 3,
@@ -131,6 +142,10 @@ pub(crate) fn options() -> Options {
                     secs: if smoke { 1 } else { 5 },
                 };
                 o.burst_jobs = if smoke { 200 } else { 5000 };
+                o.http_flow = crate::http_lateness::Flow {
+                    jobs: if smoke { 100 } else { 1000 },
+                    spread_ms: if smoke { 500 } else { 2000 },
+                };
                 o.label = if smoke {
                     "smoke (tiny counts: checks the harness, not the speed)"
                 } else {
@@ -166,8 +181,12 @@ pub(crate) fn options() -> Options {
                         o.burst = Some(false);
                         (vec![], false, false)
                     }
+                    Some("http-lateness") => {
+                        o.http_lateness = true;
+                        (vec![], false, false)
+                    }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq, not {other:?}"
+                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|http-lateness, not {other:?}"
                 ),
                 }
             }
