@@ -3,6 +3,8 @@
 //! [`crate::redis_server`].
 
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use delayq::http::{AppState, ServerConfig};
@@ -281,4 +283,161 @@ pub async fn delayq_cli(base: &str, args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A TCP proxy in front of a redis-server's socket that can swallow
+/// Redis's replies, or the calls sent to it, and then cut every connection:
+/// a master that ran a call and died before its reply got out (with the
+/// call's write on the replica that takes over: here the same server,
+/// reached again through the proxy), or a connection that died before the
+/// call got to Redis. Stops with everything it started when dropped.
+pub struct CutProxy {
+    port: u16,
+    swallow: Arc<AtomicBool>,
+    drop_calls: Arc<AtomicBool>,
+    dropped: Arc<AtomicUsize>,
+    cut: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CutProxy {
+    pub async fn start(redis: &RedisServer) -> CutProxy {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let swallow = Arc::new(AtomicBool::new(false));
+        let drop_calls = Arc::new(AtomicBool::new(false));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let socket = redis.socket();
+        let (shared, dropping, counted, cuts) = (
+            swallow.clone(),
+            drop_calls.clone(),
+            dropped.clone(),
+            cut.clone(),
+        );
+        let task = tokio::spawn(async move {
+            // Dropping the set (the task aborted) ends every connection.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::UnixStream::connect(&socket).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_redis, mut to_redis) = upstream.into_split();
+                let mut cut = cuts.subscribe();
+                let (swallow, dropping, counted) =
+                    (shared.clone(), dropping.clone(), counted.clone());
+                conns.spawn(async move {
+                    let (mut up, mut down) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+                    // Both directions end (and both sockets close) at a cut.
+                    loop {
+                        tokio::select! {
+                            _ = cut.changed() => return,
+                            n = from_client.read(&mut up) => match n {
+                                Ok(n @ 1..) if dropping.load(Ordering::Relaxed) => {
+                                    counted.fetch_add(n, Ordering::Relaxed);
+                                }
+                                Ok(n @ 1..) => if to_redis.write_all(&up[..n]).await.is_err() { return },
+                                _ => return,
+                            },
+                            n = from_redis.read(&mut down) => match n {
+                                Ok(1..) if swallow.load(Ordering::Relaxed) => {}
+                                Ok(n @ 1..) => if to_client.write_all(&down[..n]).await.is_err() { return },
+                                _ => return,
+                            },
+                        }
+                    }
+                });
+            }
+        });
+        CutProxy {
+            port,
+            swallow,
+            drop_calls,
+            dropped,
+            cut,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn swallow_replies(&self, on: bool) {
+        self.swallow.store(on, Ordering::Relaxed);
+    }
+
+    /// Calls sent from now on never reach Redis (until the cut).
+    pub fn drop_calls(&self, on: bool) {
+        self.drop_calls.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes of calls dropped so far.
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Closes every connection made so far; new ones pass calls and
+    /// replies again.
+    pub fn cut(&self) {
+        self.swallow_replies(false);
+        self.drop_calls(false);
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The script calls Redis ran since `slowlog` was armed (see
+/// [`arm_slowlog`]) whose function is `name` (e.g. "dq_remove").
+pub async fn script_calls(redis: &RedisServer, name: &str) -> usize {
+    let mut c = redis.conn().await;
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let prefix = format!("{name}_");
+    log.iter()
+        .filter(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return false;
+            };
+            let Some(redis::Value::Array(args)) = fields.get(3) else {
+                return false;
+            };
+            let arg = |i: usize| match args.get(i) {
+                Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
+                _ => String::new(),
+            };
+            arg(0) == "fcall" && arg(1).starts_with(&prefix)
+        })
+        .count()
+}
+
+/// Makes Redis log every call from now on (SLOWLOG at 0 us, room for
+/// `calls`), so [`script_calls`] can count them.
+pub async fn arm_slowlog(redis: &RedisServer, calls: usize) {
+    let mut c = redis.conn().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-max-len")
+        .arg(calls)
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SLOWLOG")
+        .arg("RESET")
+        .query_async(&mut c)
+        .await
+        .unwrap();
 }
