@@ -9,12 +9,14 @@ starts, and libraries of different builds live side by side. So:
     timeout 4 OLD/target/release/delayq serve --redis redis://127.0.0.1:7070/ --listen 127.0.0.1:0
     timeout 4 NEW/target/release/delayq serve --redis redis://127.0.0.1:7070/ --listen 127.0.0.1:0
     redis-cli -p 7070 function list | grep -A1 library_name
-    python3 bench/script_time.py 7070 400 before=876fe1f19553:lead after=7b194915631d
+    python3 bench/script_time.py 7070 300 before=876fe1f19553:lead after=215a1cf8bd62
 
-Every round flushes the data, then for each build in turn (the order
-alternates between rounds): 400 plain jobs (36-char ids, 64-byte bodies)
-pushed in calls of 50, dispatched (the sweep), popped 50 a call and
-finished with their lease tokens 50 a call. A phase's time is
+(876fe1f19553 is 5956616's library, 215a1cf8bd62 that of 8e7d195.) Every
+round flushes the data, then for each build in turn (the order alternates
+between rounds): JOBS plain jobs (default 400; 36-char ids, 64-byte
+bodies) pushed BATCH a call (default 50), dispatched (the sweep), popped
+BATCH a call and finished with their lease tokens BATCH a call. The
+environment sets JOBS and BATCH. A phase's time is
 `cmdstat_fcall`'s usec over it (the scripts' own run time, commands inside
 included; no network, no fsync), per job. The figure per build is the
 minimum over the rounds (the least disturbed by anything else on the
@@ -22,7 +24,8 @@ machine), and ratios are to the first build named.
 
 Call conventions (the part after the colon):
   lead   the deadline right after the key prefix, 9 push values per job,
-         7 values per popped job (builds before 898bbeb)
+         7 values per popped job (builds before the event stream, such as
+         5956616)
   trail9 deadline and events setting last, 10 push values per job, 9 values
          per popped job (898bbeb)
   trail  as trail9, but a pop reply has its job count after the header,
