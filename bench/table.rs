@@ -1,5 +1,6 @@
 //! The main table: one row per measure, delayq against BullMQ, medians over
-//! the repeats.
+//! the repeats with their range (min-max), and the ratio of each repeat's
+//! pair.
 
 use std::collections::BTreeMap;
 
@@ -36,21 +37,41 @@ pub(crate) fn print(t: &Table) {
     println!("|---|---:|---:|---:|");
     for row in ROWS {
         let row = row.to_string();
-        let d = t.get(&(row.clone(), "delayq")).cloned().map(median);
-        let b = t.get(&(row.clone(), "bullmq")).cloned().map(median);
-        let fmt = |v: Option<f64>| {
-            v.map_or("-".to_owned(), |v| {
-                if v >= 100.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.1}")
-                }
-            })
+        let d = t.get(&(row.clone(), "delayq"));
+        let b = t.get(&(row.clone(), "bullmq"));
+        // The ratio of each repeat's pair (the systems run one after the
+        // other within a repeat), then their median and range.
+        let ratios: Option<Vec<f64>> = match (d, b) {
+            (Some(d), Some(b)) if d.len() == b.len() && b.iter().all(|&b| b > 0.0) => {
+                Some(d.iter().zip(b).map(|(d, b)| d / b).collect())
+            }
+            _ => None,
         };
-        let ratio = match (d, b) {
-            (Some(d), Some(b)) if b > 0.0 => format!("{:.2}x", d / b),
-            _ => "-".into(),
-        };
-        println!("| {row} | {} | {} | {ratio} |", fmt(d), fmt(b));
+        let ratio = ratios.map_or("-".into(), |r| spread(&r, |v| format!("{v:.2}"), "x"));
+        println!(
+            "| {row} | {} | {} | {ratio} |",
+            d.map_or("-".into(), |v| spread(v, number, "")),
+            b.map_or("-".into(), |v| spread(v, number, "")),
+        );
     }
+}
+
+fn number(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The median of the repeats and, with more than one, their range:
+/// "median (min-max)".
+fn spread(v: &[f64], fmt: impl Fn(f64) -> String, unit: &str) -> String {
+    let m = median(v.to_vec());
+    if v.len() < 2 {
+        return format!("{}{unit}", fmt(m));
+    }
+    let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    format!("{}{unit} ({}-{})", fmt(m), fmt(lo), fmt(hi))
 }
