@@ -512,17 +512,24 @@ async fn cluster_scenario(faults: &[Fault]) -> crate::fault_suite::Figures {
                     &id,
                 ]);
                 let rid = node_id(&replica);
+                // Every node knows the replica, and every node, the new
+                // ones included, says the cluster is up: a new master
+                // answers CLUSTERDOWN for its first seconds (Redis waits
+                // before it takes writes), and a rebalance that migrates
+                // keys to it then fails.
                 eventually(
-                    Duration::from_secs(20),
-                    "every node knows the new replica",
+                    Duration::from_secs(30),
+                    "every node knows the new replica and says the cluster is ok",
                     || async {
                         (cluster
                             .nodes
                             .iter()
-                            .chain([&master])
+                            .chain([&master, &replica])
                             .filter(|n| n.pid() != 0)
                             .all(|n| {
                                 text(n, &["CLUSTER", "NODES"]).is_some_and(|t| t.contains(&rid))
+                                    && text(n, &["CLUSTER", "INFO"])
+                                        .is_some_and(|t| t.contains("cluster_state:ok"))
                             }))
                         .then_some(())
                     },
