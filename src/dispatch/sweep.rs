@@ -4,10 +4,11 @@
 //! lost across disconnects and restarts (see docs/DESIGN.md). So the sweep
 //! is the clock: after each dispatch call it knows the earliest due time
 //! left in the schedule (from the same script, in Redis time) and sleeps
-//! exactly until then. A push that becomes the new earliest job wakes it
-//! (directly in this process, through the `{p}:wake` channel in others),
-//! and so does a subscriber reconnect, after which events may have been
-//! missed.
+//! until then, counted from the call's send, the last stretch on a thread
+//! (tokio's timer is a millisecond coarse). A push that becomes the new
+//! earliest job wakes it (directly in this process, through the `{p}:wake`
+//! channel in others), and so does a subscriber reconnect, after which
+//! events may have been missed.
 //!
 //! Only the instance holding the partition's dispatcher lease sweeps it
 //! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
