@@ -4,10 +4,11 @@
 //! lost across disconnects and restarts (see docs/DESIGN.md). So the sweep
 //! is the clock: after each dispatch call it knows the earliest due time
 //! left in the schedule (from the same script, in Redis time) and sleeps
-//! exactly until then. A push that becomes the new earliest job wakes it
-//! (directly in this process, through the `{p}:wake` channel in others),
-//! and so does a subscriber reconnect, after which events may have been
-//! missed.
+//! until then, counted from the call's send, the last stretch on a thread
+//! (tokio's timer is a millisecond coarse). A push that becomes the new
+//! earliest job wakes it (directly in this process, through the `{p}:wake`
+//! channel in others), and so does a subscriber reconnect, after which
+//! events may have been missed.
 //!
 //! Only the instance holding the partition's dispatcher lease sweeps it
 //! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
@@ -25,6 +26,12 @@ use super::{Backoff, DispatchPath, Handles};
 /// wake-up lost while the subscriber was down.
 const MAX_IDLE: Duration = Duration::from_secs(1);
 
+/// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
+/// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
+/// sleeps on tokio until this much before its wake-up, then the rest on a
+/// blocking thread.
+const FINE_STRETCH: Duration = Duration::from_millis(2);
+
 pub(crate) async fn run(h: Handles, part: usize) {
     // A tick missed while every instance was down may have to be dropped
     // (see crate::recurring) before a sweep fires it.
@@ -35,6 +42,10 @@ pub(crate) async fn run(h: Handles, part: usize) {
     }
     let mut backoff = Backoff::default();
     let mut failing = false;
+    // The due time last aimed at from a call's send: if it is still the
+    // earliest after the next call, that look was early, and the wait for it
+    // counts from the reply instead (one early look per due time at most).
+    let mut aimed_from_send: Option<i64> = None;
     loop {
         if !h.leases.holds(part) {
             // Standing by: the lease keeper wakes this when it takes the
@@ -46,6 +57,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
             }
             continue;
         }
+        let sent = Instant::now();
         let until = match h.dispatch(part, &[], DispatchPath::Sweep).await {
             Ok(out) => {
                 if failing {
@@ -57,11 +69,20 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     // More is due than one call may move: go on at once.
                     continue;
                 }
-                let received = Instant::now();
+                // Redis read now_us between `sent` and now. Counted from
+                // the reply, the wait errs late by the reply's trip (with
+                // AOF always, an fsync); from the send, early by the call's
+                // trip, which only costs an empty look. dispatch.lua never
+                // moves a job before its due time either way.
+                let from = if out.next_due_ms.is_some() && out.next_due_ms == aimed_from_send {
+                    Instant::now()
+                } else {
+                    aimed_from_send = out.next_due_ms;
+                    sent
+                };
                 let wait = match out.next_due_ms {
                     // The job is due at due_ms.000 Redis time; the script saw
-                    // now_us. Sleeping the difference from when the reply
-                    // arrived can only err late, never early.
+                    // now_us.
                     Some(due_ms) => Duration::from_micros(
                         due_ms
                             .saturating_mul(1000)
@@ -70,7 +91,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     ),
                     None => MAX_IDLE,
                 };
-                received + wait.min(MAX_IDLE)
+                from + wait.min(MAX_IDLE)
             }
             Err(e) => {
                 if !failing {
@@ -81,10 +102,22 @@ pub(crate) async fn run(h: Handles, part: usize) {
             }
         };
         tokio::select! {
-            _ = tokio::time::sleep_until(until) => {}
+            _ = sleep_until_fine(until) => {}
             _ = h.wake.of(part).notified() => {}
             _ = h.stop.wait() => return,
         }
+    }
+}
+
+/// Sleeps until `until`, never earlier, ~0.1 ms late rather than tokio's
+/// ~1 ms. Dropped early, the thread sleeps out its last stretch unseen.
+async fn sleep_until_fine(until: Instant) {
+    if let Some(coarse) = until.checked_sub(FINE_STRETCH) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let rest = until.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
     }
 }
 
