@@ -47,7 +47,22 @@ impl Queue {
                 Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM") => {
                     return Ok(())
                 }
-                Err(e) if e.is_unavailable() => return Err(e),
+                Err(e) if e.is_unavailable() => {
+                    // The read goes to every master, and one that does not
+                    // answer (hung, or lost before the client knows its
+                    // replica) says nothing of the others: the last
+                    // reading stands for another second, and the push
+                    // goes on to its own partition, whose node answers for
+                    // itself. With no reading yet, the error stands.
+                    let mut last = self.inner.policy.lock().unwrap();
+                    match last.as_mut() {
+                        Some((at, p)) => {
+                            *at = Instant::now();
+                            p.clone()
+                        }
+                        None => return Err(e),
+                    }
+                }
                 Err(_) => return Ok(()),
             },
         };

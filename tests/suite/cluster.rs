@@ -643,3 +643,75 @@ async fn a_batch_finish_over_twelve_partitions_settles_each_job() {
     assert_eq!(left.state, delayq::JobState::Reserved);
     q.close().await;
 }
+
+/// Sends SIGCONT to a stopped redis-server when dropped, also when the
+/// test fails.
+struct Stopped(u32);
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "SIGSTOP {pid}");
+        Stopped(pid)
+    }
+}
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
+
+/// A master that does not answer (stopped: a machine hung, or a master
+/// lost before the client learns of its replica) says nothing about the
+/// eviction policy that pushes check: pushes to the other masters'
+/// partitions go on. The policy read goes to every master, and one that
+/// timed out used to refuse every push, to every partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_that_does_not_answer_holds_up_no_push_to_the_other_masters() {
+    // The live masters serve their slots while one is out (no replica
+    // here to take over).
+    let mut config = node_config().to_vec();
+    config.extend(["--cluster-require-full-coverage", "no"]);
+    let cluster = TestCluster::start_with(3, 0, &config);
+    let partitions = 12;
+    let q = Queue::connect(cluster_config(&cluster, partitions)).unwrap();
+    q.check_connection().await.unwrap();
+    // A first push reads the policy from every master.
+    q.push(&job("first", "t", 3_600_000, 60_000)).await.unwrap();
+    let victim = cluster.masters()[0];
+    let keys = delayq::testing::Keys::partitions("dq", partitions);
+    let on_victim = |id: &str| {
+        let part = delayq::testing::partition_of(id, partitions);
+        owner_of(
+            &cluster,
+            delayq::testing::slot(keys[part].schedule().as_bytes()),
+        ) == victim
+    };
+    let ids: Vec<String> = (0..60)
+        .map(|i| format!("after-{i}"))
+        .filter(|id| !on_victim(id))
+        .take(12)
+        .collect();
+    assert_eq!(ids.len(), 12);
+    let _stopped = Stopped::new(cluster.nodes[victim].pid());
+    // The reading the first push made is over a second old, so a push
+    // reads the policy again (the reading's age is the condition here).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let mut refused = Vec::new();
+    for id in &ids {
+        if let Err(e) = q.push(&job(id, "t", 3_600_000, 60_000)).await {
+            refused.push(format!("{id}: {e}"));
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "pushes to live masters refused: {refused:?}"
+    );
+    drop(_stopped);
+    q.close().await;
+}
