@@ -31,9 +31,9 @@ use crate::common::{
 use crate::sidecars::{commandstats, parse_commandstats};
 use crate::Redis;
 
-const TOPIC: &str = "t";
+pub(crate) const TOPIC: &str = "t";
 /// Jobs per push batch.
-const BATCH: usize = 1000;
+pub(crate) const BATCH: usize = 1000;
 /// The sidecar's clients and what each pops at once.
 const CLIENTS: usize = 8;
 const POP_MAX: usize = 100;
@@ -41,22 +41,22 @@ const POP_MAX: usize = 100;
 const DRAIN_BOUND: Duration = Duration::from_secs(120);
 
 /// One way's figures.
-struct Run {
-    way: String,
-    drain_s: f64,
-    cpu_us_per_job: f64,
-    p50: f64,
-    p99: f64,
-    early: usize,
-    lost: usize,
-    twice: usize,
+pub(crate) struct Run {
+    pub(crate) way: String,
+    pub(crate) drain_s: f64,
+    pub(crate) cpu_us_per_job: f64,
+    pub(crate) p50: f64,
+    pub(crate) p99: f64,
+    pub(crate) early: usize,
+    pub(crate) lost: usize,
+    pub(crate) twice: usize,
     /// Redis commands per job from the due instant on (scripts' included),
     /// the kinds that reach 0.05 a job.
-    commands: String,
+    pub(crate) commands: String,
 }
 
 impl Run {
-    fn rate(&self, n: usize) -> f64 {
+    pub(crate) fn rate(&self, n: usize) -> f64 {
         n as f64 / self.drain_s
     }
 }
@@ -111,7 +111,7 @@ impl Seen {
 
 /// How long ahead the burst falls due: time to push it, and a second of
 /// every consumer waiting (the idle rate's window).
-fn lead_ms(n: usize) -> i64 {
+pub(crate) fn lead_ms(n: usize) -> i64 {
     // BullMQ adds ~5k/s with AOF always here.
     2000 + (n as i64) / 4
 }
@@ -186,6 +186,14 @@ async fn drained(due: i64, every: Duration, done: impl Fn() -> bool) -> f64 {
 async fn library(pending: usize, n: usize) -> Run {
     let redis = Redis::start_tcp(&[]);
     let q = queue(&redis);
+    let run = library_on(&redis, &q, pending, n).await;
+    q.close().await;
+    run
+}
+
+/// The library's way on a queue already there (the scale section loads its
+/// pending set first); Redis's command stats are left as at the last finish.
+pub(crate) async fn library_on(redis: &Redis, q: &Queue, pending: usize, n: usize) -> Run {
     let seen = Arc::new(Seen::default());
     let shutdown = Shutdown::new();
     let s = seen.clone();
@@ -196,19 +204,20 @@ async fn library(pending: usize, n: usize) -> Run {
         },
         shutdown.clone(),
     ));
-    let due = load(&q, pending, n).await;
-    let (idle, c1) = idle_then_start(&redis, due).await;
-    // The queue's own count of finishes (no Redis call).
+    let due = load(q, pending, n).await;
+    let (idle, c1) = idle_then_start(redis, due).await;
+    // The queue's own count of finishes (no Redis call); counted from here,
+    // as the queue may have finished jobs before.
     let metrics = q.metrics();
+    let before = metrics.finished.get([TOPIC]);
     let secs = drained(due, Duration::from_millis(1), || {
-        metrics.finished.get([TOPIC]) >= n as u64
+        metrics.finished.get([TOPIC]) >= before + n as u64
     })
     .await;
-    let used = cpu(&redis) - c1 - idle * secs;
-    let commands = per_job(commandstats(&redis), n);
+    let used = cpu(redis) - c1 - idle * secs;
+    let commands = per_job(commandstats(redis), n);
     shutdown.trigger();
     let _ = consumer.await;
-    q.close().await;
     Run {
         commands,
         ..seen.run("library, Consumer, concurrency 64".into(), n, secs, used)
@@ -473,6 +482,11 @@ fn bullmq_run(pending: usize, n: usize) -> Run {
         &redis,
         json!({"pending": pending, "jobs": n, "lead_ms": lead_ms(n), "concurrency": 64, "batch": BATCH}),
     );
+    bullmq_figures(&r, n)
+}
+
+/// BullMQ's burst figures from its scenario's JSON.
+pub(crate) fn bullmq_figures(r: &Value, n: usize) -> Run {
     let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
     let c = |k: &str| r[k].as_u64().unwrap_or(0) as usize;
     Run {

@@ -131,7 +131,7 @@ impl Lateness {
 
 /// Lateness samples (ms) of `jobs` jobs due evenly over `spread` while
 /// `pending` others wait an hour away; 16 consumers.
-async fn delayq_lateness(
+pub(crate) async fn delayq_lateness(
     redis: &Redis,
     pending: usize,
     jobs: usize,

@@ -2,8 +2,8 @@
 //! configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|http-lateness]
-//!                                        [--repeats N] [--pending 0,100000,1000000]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
+//!                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N]
 //!                                        [--settle-rewrites]
 //! ```
 //!
@@ -28,6 +28,10 @@
 //! bytes, the same serialized bytes on both sides, and delayq's bytes by
 //! structure ([`memory`]; `memory-delayq` without BullMQ; also after the
 //! main table in a run of both systems or of delayq).
+//! `--only scale`: 10k, 100k and 1M pending (add rate, bytes per job, idle
+//! Redis CPU), then at 1M a burst of 100,000 and jobs due one by one, BullMQ
+//! beside ([`scale`]; `scale-delayq` without BullMQ; `--pending` sets the
+//! sizes, `--scale-burst` the burst).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`http_lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
@@ -45,6 +49,7 @@ mod lifecycle;
 mod memory;
 mod options;
 mod refresh;
+mod scale;
 mod sidecars;
 mod table;
 
@@ -114,6 +119,17 @@ async fn main() {
             println!("burst: no Node here, so no BullMQ beside");
         }
         burst::run(o.burst_jobs, &pending, with_bullmq && node).await;
+    }
+    if let Some(with_bullmq) = o.scale {
+        let mut sizes = o.scale_sizes;
+        if o.pending_given {
+            sizes.sizes = o.pending.clone();
+        }
+        let node = node_here();
+        if with_bullmq && !node {
+            println!("scale: no Node here, so no BullMQ beside");
+        }
+        scale::run(&sizes, with_bullmq && node).await;
     }
     if o.http_lateness {
         http_lateness::run(o.http_flow, o.repeats).await;

@@ -1,8 +1,8 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|http-lateness]
-                                       [--repeats N] [--pending 0,100000,1000000] [--settle-rewrites]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
+                                       [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
   --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
@@ -14,12 +14,16 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or memory (memory per pending job at body sizes 28 to 1000 B, like for like, BullMQ beside,
                      and delayq's bytes by structure; --only memory-delayq: no Node; also at the end of a run
                      of both systems or of delayq)
+                     or scale (10k, 100k and 1M pending: add rate, bytes per job, idle Redis CPU; then at 1M a burst
+                     of 100,000 due at one instant, Consumer and BullMQ Worker at 64, and 300 jobs due one by one;
+                     --pending sets the sizes, --scale-burst N the burst; --only scale-delayq: no BullMQ)
                      or http-lateness (3,000 jobs paced over 5 s, each due 1 s after its push, 32 long-polling
                      HTTP consumers, compatible and /v1 APIs, AOF always and no persistence; then one traced run
                      each (MONITOR, SLOWLOG) for where the time goes; needs the delayq binary too)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
-                     default 0 there)
+                     default 0 there; with --only scale, the sizes the set grows to)
+  --scale-burst N    the scale section's burst (default 100,000; --quick 10,000, --smoke 500)
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
   DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
 
@@ -67,6 +71,9 @@ pub(crate) struct Options {
     /// Run the burst scenario (Some: with BullMQ beside or not).
     pub(crate) burst: Option<bool>,
     pub(crate) burst_jobs: usize,
+    /// Run the scale section (Some: with BullMQ beside or not).
+    pub(crate) scale: Option<bool>,
+    pub(crate) scale_sizes: crate::scale::Scale,
     /// Run memory by body size (Some: with BullMQ beside or not).
     pub(crate) memory: Option<bool>,
     /// Run the HTTP lateness scenario.
@@ -95,6 +102,8 @@ pub(crate) fn options() -> Options {
         burst: None,
         burst_jobs: 20_000,
         memory: Some(true),
+        scale: None,
+        scale_sizes: crate::scale::sizes("full"),
         http_lateness: false,
         http_flow: crate::http_lateness::Flow {
             jobs: 3000,
@@ -142,6 +151,7 @@ pub(crate) fn options() -> Options {
                     secs: if smoke { 1 } else { 5 },
                 };
                 o.burst_jobs = if smoke { 200 } else { 5000 };
+                o.scale_sizes = crate::scale::sizes(if smoke { "smoke" } else { "quick" });
                 o.http_flow = crate::http_lateness::Flow {
                     jobs: if smoke { 100 } else { 1000 },
                     spread_ms: if smoke { 500 } else { 2000 },
@@ -181,16 +191,30 @@ pub(crate) fn options() -> Options {
                         o.burst = Some(false);
                         (vec![], false, false)
                     }
+                    Some("scale") => {
+                        o.scale = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("scale-delayq") => {
+                        o.scale = Some(false);
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|http-lateness, not {other:?}"
+                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness, not {other:?}"
                 ),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,
+            "--scale-burst" => {
+                o.scale_sizes.burst = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--scale-burst N")
+            }
             "--repeats" => {
                 o.repeats = args
                     .next()

@@ -246,6 +246,39 @@ const scenarios = {
     };
   },
 
+  // The scale section (bench/scale.rs): the pending set grown stage by
+  // stage on one Redis, a day away; per stage the add rate, bytes per job
+  // and idle Redis CPU with a Worker waiting; then, at the largest size, the
+  // burst and lateness scenarios above on the same queue.
+  async scale(queue) {
+    const stages = [];
+    let have = 0;
+    for (const size of o.sizes) {
+      const n = size - have;
+      const before = await redisInfo(queue, 'memory', 'used_memory');
+      const t = performance.now();
+      await addBulk(queue, `far${stages.length}`, n, 86_400_000, o.batch);
+      const secs = (performance.now() - t) / 1000;
+      const after = await redisInfo(queue, 'memory', 'used_memory');
+      const worker = new Worker(queue.name, async () => {}, { connection, concurrency: 64 });
+      await worker.waitUntilReady();
+      await sleep(500);
+      const c0 = await redisCpu(queue);
+      const t0 = performance.now();
+      await sleep(o.idle_ms);
+      const idle = (await redisCpu(queue) - c0) / ((performance.now() - t0) / 1000);
+      await worker.close();
+      stages.push({ pending: size, add_per_s: n / secs, bytes_per_job: (after - before) / n, idle_cpu_pct: idle * 100 });
+      have = size;
+    }
+    // The burst and lateness scenarios read `o`: nothing more to preload.
+    Object.assign(o, { pending: 0, jobs: o.burst, lead_ms: o.burst_lead_ms, concurrency: 64 });
+    const burst = await scenarios.burst(queue);
+    Object.assign(o, { jobs: o.late_jobs, spread_ms: o.late_spread_ms, lead_ms: 2000, concurrency: 16 });
+    const { lateness_ms } = await scenarios.lateness(queue);
+    return { stages, burst, lateness_ms };
+  },
+
   // add -> fire -> process -> complete at full speed.
   async e2e(queue) {
     const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });
