@@ -16,7 +16,7 @@ use delayq::{Consumer, Delivery, Shutdown};
 use serde_json::json;
 
 use crate::burst::{bullmq_figures, lead_ms, library_on, Run, BATCH, TOPIC};
-use crate::common::{add_bulk, bullmq, cpu, percentile, queue, HOUR};
+use crate::common::{add_bulk_body, bullmq, cpu, json_body, percentile, queue, HOUR};
 use crate::lateness::delayq_lateness;
 use crate::Redis;
 
@@ -92,7 +92,8 @@ async fn delayq_side(s: &Scale) -> Side {
         eprintln!("scale: delayq, loading to {size} pending");
         let n = size - have;
         let before = redis.info("memory", "used_memory");
-        let took = add_bulk(&q, &format!("far{k}"), n, 24 * HOUR, BATCH).await;
+        // The same 64 serialized bytes as BullMQ stores (see memory.rs).
+        let took = add_bulk_body(&q, &format!("far{k}"), n, 24 * HOUR, BATCH, &json_body(64)).await;
         let after = redis.info("memory", "used_memory");
         // A Consumer at 64 waiting on the pending jobs' topic.
         let shutdown = Shutdown::new();
@@ -144,7 +145,7 @@ fn bullmq_side(s: &Scale) -> Side {
     let r = bullmq(
         "scale",
         &redis,
-        json!({"sizes": s.sizes, "batch": BATCH, "idle_ms": s.idle_ms, "burst": s.burst,
+        json!({"sizes": s.sizes, "batch": BATCH, "body": json_body(64), "idle_ms": s.idle_ms, "burst": s.burst,
                "burst_lead_ms": 2 * lead_ms(s.burst), "late_jobs": s.late_jobs,
                "late_spread_ms": s.late_spread_ms}),
     );

@@ -251,13 +251,16 @@ const scenarios = {
   // and idle Redis CPU with a Worker waiting; then, at the largest size, the
   // burst and lateness scenarios above on the same queue.
   async scale(queue) {
+    // Like for like with delayq's body: the same JSON text (see memory).
+    const data = JSON.parse(o.body);
+    if (JSON.stringify(data) !== o.body) throw new Error('the body does not round-trip through JSON');
     const stages = [];
     let have = 0;
     for (const size of o.sizes) {
       const n = size - have;
       const before = await redisInfo(queue, 'memory', 'used_memory');
       const t = performance.now();
-      await addBulk(queue, `far${stages.length}`, n, 86_400_000, o.batch);
+      await addBulk(queue, `far${stages.length}`, n, 86_400_000, o.batch, data);
       const secs = (performance.now() - t) / 1000;
       const after = await redisInfo(queue, 'memory', 'used_memory');
       const worker = new Worker(queue.name, async () => {}, { connection, concurrency: 64 });
