@@ -70,9 +70,12 @@ mod redis_cluster;
 
 #[tokio::main]
 async fn main() {
-    let o = options::options();
-    let s = &o.sizes;
+    let mut o = options::options();
     print_conditions(&o);
+    if o.systems.contains(&System::Apalis) && !common::apalis_ready() {
+        o.systems.retain(|&s| s != System::Apalis);
+    }
+    let s = &o.sizes;
     let mut t = table::Table::new();
     let mut lateness = lateness::Lateness::default();
     for rep in 0..o.repeats {
@@ -89,6 +92,9 @@ async fn main() {
     }
     if !o.systems.is_empty() {
         table::print(&t);
+        for line in lifecycle::APALIS_NOTES.lock().unwrap().iter() {
+            println!("{line}");
+        }
         lateness.print(s);
     }
     lateness.print_stalls();
@@ -173,4 +179,10 @@ fn print_conditions(o: &options::Options) {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         node.as_deref().unwrap_or("absent"),
     );
+    if o.systems.contains(&System::Apalis) {
+        println!(
+            "apalis: 1.0.0 with apalis-redis 1.0.0 (bench/apalis/Cargo.lock), its RedisStorage with the default Config, a worker of concurrency 64 polling every {} ms when idle; schedules are whole seconds (run_after)",
+            lifecycle::APALIS_POLL_MS
+        );
+    }
 }
