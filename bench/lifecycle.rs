@@ -29,7 +29,12 @@ pub(crate) async fn run(system: System, s: &Sizes, t: &mut Table) {
                 &redis,
                 json!({"n": s.cpu_jobs, "poll_ms": APALIS_POLL_MS}),
             );
-            note_lateness("lifecycle, CPU run", s.cpu_jobs, &r["lateness"]);
+            let idle = r["idle_cpu_pct"].as_f64().unwrap_or(f64::NAN);
+            note_lateness(
+                &format!("lifecycle, CPU run (Redis idle with the worker polling: {idle:.1}% CPU)"),
+                s.cpu_jobs,
+                &r["lateness"],
+            );
             r["cpu_us_per_job"].as_f64().unwrap()
         }
     };
@@ -104,14 +109,20 @@ pub(crate) static APALIS_NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn note_lateness(run: &str, n: usize, l: &serde_json::Value) {
     let f = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    let early = match l["early"].as_u64().unwrap_or(0) {
+        0 => format!("none of {n} started before its due instant"),
+        e => format!(
+            "{e} of {n} started before their due instant (at most {:.0} ms early)",
+            f("most_early_ms")
+        ),
+    };
     APALIS_NOTES.lock().unwrap().push(format!(
-        "apalis, {run}: {} of {n} started before their due instant (at most {:.0} ms early); lateness p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms{}",
-        l["early"].as_u64().unwrap_or(0),
-        f("most_early_ms"),
+        "apalis, {run}: {early}; lateness p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms{}",
         f("p50_ms"),
         f("p99_ms"),
         f("max_ms"),
-        l.get("lost").map_or(String::new(), |x| format!(", {x} never started")),
+        l.get("lost")
+            .map_or(String::new(), |x| format!(", {x} never started")),
     ));
 }
 
