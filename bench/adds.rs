@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{add_bulk, add_single, bullmq, cpu, queue, HOUR};
+use crate::common::{add_bulk, add_single, apalis, bullmq, cpu, queue, HOUR};
 use crate::options::{Sizes, System};
 use crate::table::{record, Table};
 use crate::Redis;
@@ -32,12 +32,24 @@ pub(crate) async fn run(system: System, s: &Sizes, t: &mut Table) {
                 .unwrap();
             (v, (cpu(&redis) - c0) * 1e6 / s.adds as f64)
         }
+        System::Apalis => {
+            // The 64-byte JSON body; CPU over the measured adds only.
+            let r = apalis("add_single", &redis, json!({"n": s.adds, "inflight": 64}));
+            (
+                r["jobs_per_s"].as_f64().unwrap(),
+                r["cpu_us_per_job"].as_f64().unwrap(),
+            )
+        }
     };
     record(t, row, system, v);
     record(t, "Redis CPU per single add (us)", system, us);
     // Stop this run's server before the next starts: an idle redis-server
     // with a million keys still expires and syncs.
     drop(redis);
+    if system == System::Apalis {
+        // Not measured for apalis: the single add is its row.
+        return;
+    }
 
     let row = "add, batches of 100 (jobs/s)";
     let redis = Redis::start_tcp(&[]);
@@ -53,6 +65,7 @@ pub(crate) async fn run(system: System, s: &Sizes, t: &mut Table) {
             ["jobs_per_s"]
             .as_f64()
             .unwrap(),
+        System::Apalis => unreachable!(),
     };
     record(t, row, system, v);
 }

@@ -174,15 +174,7 @@ pub(crate) fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
         );
     }
     let mut o = options;
-    // redis://127.0.0.1:PORT/
-    let port: u16 = redis
-        .url()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a TCP server");
-    o["port"] = json!(port);
+    o["port"] = json!(port(redis));
     let out = Command::new("node")
         .arg(dir.join("bench.mjs"))
         .arg(scenario)
@@ -194,6 +186,61 @@ pub(crate) fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().unwrap_or(""))
         .unwrap_or_else(|_| panic!("BullMQ said {text}"))
+}
+
+/// apalis's side (`bench/apalis`, a crate of its own): built here on first
+/// use, as `npm ci` is for BullMQ. False, with the reason printed, when it
+/// does not build.
+pub(crate) fn apalis_ready() -> bool {
+    let manifest = Path::new(BENCH_DIR).join("apalis/Cargo.toml");
+    eprintln!(
+        "building bench/apalis (cargo build --release; the first time takes a minute or two)"
+    );
+    let ok = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        // Its own target dir, whatever CARGO_TARGET_DIR says: the binary is
+        // looked for there.
+        .arg("--target-dir")
+        .arg(Path::new(BENCH_DIR).join("apalis/target"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("apalis: bench/apalis did not build, so no apalis beside");
+    }
+    ok
+}
+
+/// Runs one apalis scenario and returns its JSON result; `body` is the
+/// 64-byte JSON body unless given.
+pub(crate) fn apalis(scenario: &str, redis: &Redis, options: Value) -> Value {
+    let bin = Path::new(BENCH_DIR).join("apalis/target/release/delayq-bench-apalis");
+    let mut o = options;
+    o["port"] = json!(port(redis));
+    if o.get("body").is_none() {
+        o["body"] = json!(json_body(64));
+    }
+    let out = Command::new(bin)
+        .arg(scenario)
+        .arg(o.to_string())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("bench/apalis's binary");
+    assert!(out.status.success(), "apalis scenario {scenario} failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or(""))
+        .unwrap_or_else(|_| panic!("apalis said {text}"))
+}
+
+fn port(redis: &Redis) -> u16 {
+    // redis://127.0.0.1:PORT/
+    redis
+        .url()
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a TCP server")
 }
 
 /// A command on its own connection, reply ignored.

@@ -27,6 +27,10 @@ pub(crate) struct Lateness {
 impl Lateness {
     /// One run of `system` for each number of pending jobs.
     pub(crate) async fn run(&mut self, o: &Options, system: System) {
+        if system == System::Apalis {
+            // apalis's timing is in the lifecycle module's due-spread run.
+            return;
+        }
         let s = &o.sizes;
         for &pending in &o.pending {
             let redis = Redis::start_tcp(&[]);
@@ -54,6 +58,7 @@ impl Lateness {
                     .iter()
                     .map(|x| x.as_f64().unwrap())
                     .collect(),
+                System::Apalis => unreachable!(),
             };
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let col = system.column();

@@ -2,13 +2,13 @@
 //! job, and the end-to-end rate.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use delayq::Queue;
 use serde_json::json;
 
-use crate::common::{add_single, bullmq, cpu, finish, pop, queue};
+use crate::common::{add_single, apalis, bullmq, cpu, finish, pop, queue};
 use crate::options::{Sizes, System};
 use crate::table::{record, Table};
 use crate::Redis;
@@ -23,6 +23,20 @@ pub(crate) async fn run(system: System, s: &Sizes, t: &mut Table) {
         System::Bullmq => bullmq("cpu", &redis, json!({"n": s.cpu_jobs}))["cpu_us_per_job"]
             .as_f64()
             .unwrap(),
+        System::Apalis => {
+            let r = apalis(
+                "lifecycle",
+                &redis,
+                json!({"n": s.cpu_jobs, "poll_ms": APALIS_POLL_MS}),
+            );
+            let idle = r["idle_cpu_pct"].as_f64().unwrap_or(f64::NAN);
+            note_lateness(
+                &format!("lifecycle, CPU run (Redis idle with the worker polling: {idle:.1}% CPU)"),
+                s.cpu_jobs,
+                &r["lateness"],
+            );
+            r["cpu_us_per_job"].as_f64().unwrap()
+        }
     };
     record(t, row, system, v);
     // Where that CPU goes: script calls, and the commands Redis ran
@@ -53,8 +67,63 @@ pub(crate) async fn run(system: System, s: &Sizes, t: &mut Table) {
             ["jobs_per_s"]
             .as_f64()
             .unwrap(),
+        System::Apalis => {
+            let r = apalis(
+                "lifecycle",
+                &redis,
+                json!({"n": s.e2e_jobs, "poll_ms": APALIS_POLL_MS}),
+            );
+            note_lateness("lifecycle, end-to-end run", s.e2e_jobs, &r["lateness"]);
+            r["jobs_per_s"].as_f64().unwrap()
+        }
     };
     record(t, row, system, v);
+    drop(redis);
+
+    if system == System::Apalis {
+        // Jobs due one by one over a few seconds, each at a millisecond
+        // instant: where apalis's whole-second schedule shows.
+        let redis = Redis::start_tcp(&[]);
+        let r = apalis(
+            "due_spread",
+            &redis,
+            json!({"n": s.due_jobs, "lead_ms": 1000, "spread_ms": s.due_spread_ms, "poll_ms": APALIS_POLL_MS}),
+        );
+        note_lateness(
+            &format!(
+                "{} jobs due one by one over {} ms",
+                s.due_jobs, s.due_spread_ms
+            ),
+            s.due_jobs,
+            &r,
+        );
+    }
+}
+
+/// apalis's worker polls Redis this often when it finds nothing (apalis
+/// sets no default: a backend is wrapped with `poll_with_interval`).
+pub(crate) const APALIS_POLL_MS: u64 = 100;
+
+/// apalis's early starts and lateness, printed after the main table.
+pub(crate) static APALIS_NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn note_lateness(run: &str, n: usize, l: &serde_json::Value) {
+    let f = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    let early = match l["early"].as_u64().unwrap_or(0) {
+        0 => format!("none of {n} started before its due instant"),
+        e => format!(
+            "{e} of {n} started before their due instant (at most {:.0} ms early)",
+            f("most_early_ms")
+        ),
+    };
+    APALIS_NOTES.lock().unwrap().push(format!(
+        "apalis, {run}: {early}; lateness p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms{}",
+        f("p50_ms"),
+        f("p99_ms"),
+        f("max_ms"),
+        l.get("lost")
+            .map_or(String::new(), |x| format!(", {x} never started")),
+    ));
 }
 
 /// Script calls (FCALL, EVALSHA, EVAL) and other data commands Redis ran

@@ -1,8 +1,8 @@
-//! delayq's benchmark, side by side with BullMQ on the same redis-server
-//! configuration, in the same run.
+//! delayq's benchmark, side by side with BullMQ and apalis on the same
+//! redis-server configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
 //!                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N]
 //!                                        [--settle-rewrites]
 //! ```
@@ -15,6 +15,12 @@
 //! load generator, a separate C process, and is skipped without it. With
 //! delayq, the run ends with the same queue on a standalone Redis and on a
 //! three-master Redis Cluster (`--only cluster`: that alone).
+//! apalis (the Rust job queue, on its Redis storage) runs from
+//! `bench/apalis/`, a crate of its own built with cargo on first use and
+//! skipped if it does not build; it has the main table's single add,
+//! memory and lifecycle rows (and its start times against due), in the full
+//! and `--quick` runs and with `--only apalis` (delayq beside), not in
+//! `--smoke`.
 //! `--settle-rewrites` makes delayq's lateness runs wait, after loading the
 //! pending jobs, until Redis has finished the AOF rewrites the load set off:
 //! lateness without Redis's rewrite fork and child in the window.
@@ -70,9 +76,12 @@ mod redis_cluster;
 
 #[tokio::main]
 async fn main() {
-    let o = options::options();
-    let s = &o.sizes;
+    let mut o = options::options();
+    if o.systems.contains(&System::Apalis) && !common::apalis_ready() {
+        o.systems.retain(|&s| s != System::Apalis);
+    }
     print_conditions(&o);
+    let s = &o.sizes;
     let mut t = table::Table::new();
     let mut lateness = lateness::Lateness::default();
     for rep in 0..o.repeats {
@@ -89,6 +98,14 @@ async fn main() {
     }
     if !o.systems.is_empty() {
         table::print(&t);
+        let notes = lifecycle::APALIS_NOTES.lock().unwrap();
+        if !notes.is_empty() {
+            println!();
+            println!("apalis's handler start against each job's due instant (both read from the system clock in the apalis process; one line per run, in repeat order):");
+        }
+        for line in notes.iter() {
+            println!("{line}");
+        }
         lateness.print(s);
     }
     lateness.print_stalls();
@@ -173,4 +190,10 @@ fn print_conditions(o: &options::Options) {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         node.as_deref().unwrap_or("absent"),
     );
+    if o.systems.contains(&System::Apalis) {
+        println!(
+            "apalis: 1.0.0 with apalis-redis 1.0.0 (bench/apalis/Cargo.lock), its RedisStorage with the default Config, a worker of concurrency 64 polling every {} ms when idle; schedules are whole seconds (run_after)",
+            lifecycle::APALIS_POLL_MS
+        );
+    }
 }

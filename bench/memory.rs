@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
-use crate::common::{add_bulk_body, bullmq, json_body, queue, HOUR};
+use crate::common::{add_bulk_body, apalis, bullmq, json_body, queue, HOUR};
 use crate::options::{Sizes, System};
 use crate::table::{record, Table};
 use crate::Redis;
@@ -98,6 +98,15 @@ async fn measure(system: System, n: usize, body_len: usize, breakdown: bool) -> 
             }
         }
         System::Bullmq => bullmq_memory(&redis, n, &body, false),
+        // The same bytes: apalis's JSON codec writes the parsed body back
+        // as given (checked there).
+        System::Apalis => Measured {
+            per_job: apalis("memory", &redis, json!({"n": n, "body": body}))["bytes_per_job"]
+                .as_f64()
+                .unwrap(),
+            encoding: String::new(),
+            breakdown: None,
+        },
     }
 }
 

@@ -1,11 +1,13 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
-  --only SYSTEM      delayq (no Node needed), bullmq, cluster (standalone against a 3-master cluster),
+  --only SYSTEM      delayq (no Node needed), bullmq, apalis (delayq and apalis on its Redis storage, the main
+                     table's rows; bench/apalis is built with cargo on first use; the full and --quick runs
+                     include it, --smoke does not), cluster (standalone against a 3-master cluster),
                      refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
                      or sidecars (K = 1, 4, 16, 64 instances on one Redis, BullMQ beside; --only sidecars-delayq: no Node)
                      or burst (20,000 jobs due at one instant, drained by the library, an HTTP sidecar, a webhook
@@ -31,6 +33,7 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
 pub(crate) enum System {
     Delayq,
     Bullmq,
+    Apalis,
 }
 
 impl System {
@@ -39,6 +42,7 @@ impl System {
         match self {
             System::Delayq => "delayq",
             System::Bullmq => "bullmq",
+            System::Apalis => "apalis",
         }
     }
 }
@@ -91,7 +95,7 @@ pub(crate) struct Options {
 
 pub(crate) fn options() -> Options {
     let mut o = Options {
-        systems: vec![System::Delayq, System::Bullmq],
+        systems: vec![System::Delayq, System::Bullmq, System::Apalis],
         cluster: true,
         refresh: false,
         sidecars: None,
@@ -127,12 +131,14 @@ pub(crate) fn options() -> Options {
         },
         label: "full",
     };
+    let (mut smoke_run, mut only_given) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" | "--smoke" => {
                 let smoke = a == "--smoke";
                 o.repeats = 1;
+                smoke_run |= smoke;
                 o.pending = if smoke { vec![1000] } else { vec![0, 20_000] };
                 o.sizes = Sizes {
                     adds: if smoke { 2000 } else { 10_000 },
@@ -163,6 +169,7 @@ pub(crate) fn options() -> Options {
                 };
             }
             "--only" => {
+                only_given = true;
                 let only = args.next();
                 o.memory = match only.as_deref() {
                     Some("delayq" | "memory-delayq") => Some(false),
@@ -172,6 +179,8 @@ pub(crate) fn options() -> Options {
                 (o.systems, o.cluster, o.refresh) = match only.as_deref() {
                     Some("delayq") => (vec![System::Delayq], true, false),
                     Some("bullmq") => (vec![System::Bullmq], false, false),
+                    // apalis with delayq beside, for same-run ratios.
+                    Some("apalis") => (vec![System::Delayq, System::Apalis], false, false),
                     Some("cluster") => (vec![], true, false),
                     Some("refresh") => (vec![], false, true),
                     Some("memory" | "memory-delayq") => (vec![], false, false),
@@ -204,7 +213,7 @@ pub(crate) fn options() -> Options {
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness, not {other:?}"
                 ),
                 }
             }
@@ -236,6 +245,11 @@ pub(crate) fn options() -> Options {
             }
             other => panic!("unknown argument {other:?}\n{USAGE}"),
         }
+    }
+    if smoke_run && !only_given {
+        // The smoke run checks the harness within seconds: building apalis
+        // would take minutes (`--smoke --only apalis` still runs it).
+        o.systems.retain(|&s| s != System::Apalis);
     }
     o
 }

@@ -1,4 +1,5 @@
-//! The main table: one row per measure, delayq against BullMQ, medians over
+//! The main table: one row per measure, delayq against BullMQ (and apalis,
+//! in a run that has it), medians over
 //! the repeats with their range (min-max), and the ratio of each repeat's
 //! pair.
 
@@ -32,27 +33,46 @@ pub(crate) fn record(t: &mut Table, row: &str, system: System, value: f64) {
 }
 
 pub(crate) fn print(t: &Table) {
+    // apalis's columns only in a run that has it.
+    let with_apalis = t.keys().any(|(_, c)| *c == "apalis");
     println!();
-    println!("| scenario | delayq | BullMQ | delayq/BullMQ |");
-    println!("|---|---:|---:|---:|");
+    if with_apalis {
+        println!("| scenario | delayq | BullMQ | apalis | delayq/BullMQ | delayq/apalis |");
+        println!("|---|---:|---:|---:|---:|---:|");
+    } else {
+        println!("| scenario | delayq | BullMQ | delayq/BullMQ |");
+        println!("|---|---:|---:|---:|");
+    }
     for row in ROWS {
         let row = row.to_string();
         let d = t.get(&(row.clone(), "delayq"));
         let b = t.get(&(row.clone(), "bullmq"));
-        // The ratio of each repeat's pair (the systems run one after the
-        // other within a repeat), then their median and range.
-        let ratios: Option<Vec<f64>> = match (d, b) {
-            (Some(d), Some(b)) if d.len() == b.len() && b.iter().all(|&b| b > 0.0) => {
-                Some(d.iter().zip(b).map(|(d, b)| d / b).collect())
-            }
-            _ => None,
-        };
-        let ratio = ratios.map_or("-".into(), |r| spread(&r, |v| format!("{v:.2}"), "x"));
-        println!(
-            "| {row} | {} | {} | {ratio} |",
-            d.map_or("-".into(), |v| spread(v, number, "")),
-            b.map_or("-".into(), |v| spread(v, number, "")),
-        );
+        let a = t.get(&(row.clone(), "apalis"));
+        let cell = |v: Option<&Vec<f64>>| v.map_or("-".into(), |v| spread(v, number, ""));
+        if with_apalis {
+            println!(
+                "| {row} | {} | {} | {} | {} | {} |",
+                cell(d),
+                cell(b),
+                cell(a),
+                ratio(d, b),
+                ratio(d, a),
+            );
+        } else {
+            println!("| {row} | {} | {} | {} |", cell(d), cell(b), ratio(d, b));
+        }
+    }
+}
+
+/// The ratio of each repeat's pair (the systems run one after the other
+/// within a repeat), then their median and range.
+fn ratio(d: Option<&Vec<f64>>, other: Option<&Vec<f64>>) -> String {
+    match (d, other) {
+        (Some(d), Some(o)) if d.len() == o.len() && o.iter().all(|&o| o > 0.0) => {
+            let r: Vec<f64> = d.iter().zip(o).map(|(d, o)| d / o).collect();
+            spread(&r, |v| format!("{v:.2}"), "x")
+        }
+        _ => "-".into(),
     }
 }
 
