@@ -2,6 +2,7 @@
 //! concurrency. `Ok` finishes the job; `Err` nacks it with the error's text,
 //! and the job's retry policy decides when (or whether) it comes back.
 
+use std::collections::VecDeque;
 use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
@@ -186,9 +187,10 @@ impl Consumer {
         let (finishes, to_finish) = mpsc::unbounded_channel();
         let finisher = tokio::spawn(finish_batches(self.queue.clone(), to_finish));
         let (popped_tx, popped_rx) = mpsc::unbounded_channel();
+        let ahead = Ahead::default();
         let starter = tokio::spawn(start_handlers(
             (self.queue.clone(), self.backoff.clone()),
-            (popped_rx, waiting.clone()),
+            (popped_rx, waiting.clone(), ahead.clone()),
             slots.clone(),
             finishes,
             shutdown.clone(),
@@ -203,11 +205,20 @@ impl Consumer {
             },
         ));
         let mut failing = Backoff::starting_at(Duration::from_millis(50));
-        let room = self.concurrency;
         loop {
+            let leasing_ahead = ahead.on();
+            // Not ahead: pop only when no job waits and a slot is free, for
+            // the free slots, as without prefetch.
+            let room = if leasing_ahead { self.concurrency } else { 0 };
             tokio::select! {
                 r = waiting_now.wait_for(|w| *w <= room) => { let _ = r; }
                 _ = shutdown.wait() => break,
+            }
+            if !leasing_ahead {
+                tokio::select! {
+                    s = slots.acquire() => drop(s),
+                    _ = shutdown.wait() => break,
+                }
             }
             let first = tokio::select! {
                 p = held.clone().acquire_owned() => p.expect("the semaphore is never closed"),
@@ -215,8 +226,15 @@ impl Consumer {
             };
             // Handled together, given back one after another: one pop.
             tokio::task::yield_now().await;
+            let most = if leasing_ahead {
+                self.queue.limits().max_pop_jobs
+            } else {
+                slots
+                    .available_permits()
+                    .clamp(1, self.queue.limits().max_pop_jobs)
+            };
             let mut permits = vec![first];
-            while permits.len() < self.queue.limits().max_pop_jobs {
+            while permits.len() < most {
                 match held.clone().try_acquire_owned() {
                     Ok(h) => permits.push(h),
                     Err(_) => break,
@@ -244,8 +262,14 @@ impl Consumer {
             waiting.send_modify(|w| *w += jobs.len());
             for (job, held) in jobs.into_iter().zip(permits) {
                 let lease_ends = lease_ends(&job);
+                let give_back_at = give_back_at(lease_ends);
                 // The starter ends only after this loop.
-                let _ = popped_tx.send((job, lease_ends, held));
+                let _ = popped_tx.send(Waiting {
+                    job,
+                    lease_ends,
+                    give_back_at,
+                    held,
+                });
             }
         }
         // The starter gives back what waits, then every handler ends, then
@@ -257,17 +281,58 @@ impl Consumer {
     }
 }
 
-/// A popped job waiting for a slot: the job, when its lease ends (this
-/// host's clock), its place among the leased.
-type Waiting = (Delivery, Instant, OwnedSemaphorePermit);
+/// A popped job waiting for a slot.
+struct Waiting {
+    job: Delivery,
+    /// When its lease ends, on this host's clock.
+    lease_ends: Instant,
+    /// When it is given back if it has not had a slot by then.
+    give_back_at: Instant,
+    /// Its place among the leased.
+    held: OwnedSemaphorePermit,
+}
+
+/// A job that waits for a slot past this share of its lease is given back
+/// before its lease ends: at half the lease, and at most a second before
+/// its end. Were its lease to run out while it waits, its attempt would be
+/// counted without a delivery, and a job could die undelivered.
+fn give_back_at(lease_ends: Instant) -> Instant {
+    let left = lease_ends.saturating_duration_since(Instant::now());
+    lease_ends - (left / 2).min(Duration::from_secs(1))
+}
+
+/// How long leasing ahead stays off once a job had to be given back: its
+/// lease (ttr) is short beside the wait for a slot.
+const AHEAD_PAUSE: Duration = Duration::from_secs(60);
+
+/// Whether the consumer leases ahead of free slots now (shared by the pop
+/// loop and the starter; a std mutex: held for a read or a write, never
+/// across an await).
+#[derive(Clone, Default)]
+struct Ahead(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl Ahead {
+    fn on(&self) -> bool {
+        let off_until = *self.0.lock().expect("never poisoned");
+        off_until.is_none_or(|t| Instant::now() >= t)
+    }
+
+    fn pause(&self) {
+        *self.0.lock().expect("never poisoned") = Some(Instant::now() + AHEAD_PAUSE);
+    }
+}
 
 /// Hands popped jobs to handlers (`spawn`), in order, as slots come free.
-/// After shutdown (or when a job's lease has run out while it waited) the
-/// job is given back instead: ready again at once, its attempt uncounted (a
-/// stale lease changes nothing; one given back is not handled here).
+/// A job still waiting at its give-back instant, or at shutdown, is given
+/// back instead: ready again at once, its attempt uncounted. The first
+/// give-back for lack of a slot pauses leasing ahead (see [`AHEAD_PAUSE`]).
 async fn start_handlers(
     (queue, backoff): (Queue, Option<RetryPolicy>),
-    (mut popped, waiting): (mpsc::UnboundedReceiver<Waiting>, watch::Sender<usize>),
+    (mut popped, waiting, ahead): (
+        mpsc::UnboundedReceiver<Waiting>,
+        watch::Sender<usize>,
+        Ahead,
+    ),
     slots: Arc<Semaphore>,
     finishes: mpsc::UnboundedSender<Finish>,
     shutdown: Shutdown,
@@ -280,29 +345,62 @@ async fn start_handlers(
         mpsc::UnboundedSender<Finish>,
     ),
 ) {
-    while let Some((job, lease_ends, held)) = popped.recv().await {
-        let slot = tokio::select! {
+    let mut queued: VecDeque<Waiting> = VecDeque::new();
+    let mut open = true;
+    let give_back = |w: Waiting| {
+        let queue = queue.clone();
+        waiting.send_modify(|n| *n = n.saturating_sub(1));
+        async move {
+            if let Err(e) = queue.release(&w.job.id, &w.job.token).await {
+                debug!(id = %w.job.id, error = %e, "job not given back; its lease brings it back");
+            }
+            drop(w.held);
+        }
+    };
+    loop {
+        // Leases end at different times (a job's ttr is its own): the
+        // soonest give-back among the waiting, a scan of at most a few
+        // rounds of slots.
+        let soonest = queued.iter().map(|w| w.give_back_at).min();
+        tokio::select! {
             biased;
-            _ = shutdown.wait() => None,
-            p = slots.clone().acquire_owned() => Some(p.expect("the semaphore is never closed")),
-        };
-        waiting.send_modify(|w| *w = w.saturating_sub(1));
-        match slot {
-            Some(slot) if lease_ends > Instant::now() => spawn(
-                job,
-                lease_ends,
-                (slot, held),
-                &queue,
-                &backoff,
-                finishes.clone(),
-            ),
-            _ => {
-                if let Err(e) = queue.release(&job.id, &job.token).await {
-                    debug!(id = %job.id, error = %e, "job not given back; its lease brings it back");
+            _ = shutdown.wait() => break,
+            next = popped.recv(), if open => match next {
+                Some(w) => queued.push_back(w),
+                None => open = false,
+            },
+            _ = tokio::time::sleep_until(soonest.unwrap_or_else(Instant::now)), if soonest.is_some() => {
+                let now = Instant::now();
+                let (due, keep): (VecDeque<Waiting>, VecDeque<Waiting>) =
+                    queued.drain(..).partition(|w| w.give_back_at <= now);
+                queued = keep;
+                warn!(
+                    jobs = due.len(),
+                    "jobs waited for a slot past half their lease: given back, and no jobs leased ahead for {AHEAD_PAUSE:?}"
+                );
+                ahead.pause();
+                for w in due {
+                    give_back(w).await;
                 }
-                drop(held);
+            }
+            slot = slots.clone().acquire_owned(), if !queued.is_empty() => {
+                let slot = slot.expect("the semaphore is never closed");
+                let w = queued.pop_front().expect("not empty");
+                if w.lease_ends > Instant::now() {
+                    waiting.send_modify(|n| *n = n.saturating_sub(1));
+                    spawn(w.job, w.lease_ends, (slot, w.held), &queue, &backoff, finishes.clone());
+                } else {
+                    give_back(w).await;
+                }
             }
         }
+    }
+    // Shutdown: what waits, and what the last pop still brings, goes back.
+    for w in queued {
+        give_back(w).await;
+    }
+    while let Some(w) = popped.recv().await {
+        give_back(w).await;
     }
 }
 

@@ -933,3 +933,53 @@ async fn at_shutdown_jobs_waiting_for_a_slot_are_given_back_and_those_in_flight_
     }
     q.close().await;
 }
+
+/// Jobs whose lease (ttr) is short beside a slow receiver: leased ahead,
+/// they would wait for a slot past their lease, and each such attempt would
+/// be counted without a delivery (a job could die undelivered). They are
+/// given back before their lease ends, leasing ahead pauses, and every job
+/// is delivered once, on its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_leases_are_given_back_before_they_run_out_waiting_for_a_slot() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let n = 8;
+    // Two slots, each answer after 600 ms: leased ahead, the fifth and
+    // sixth jobs would wait about 1.2 s for a slot, past their 1 s lease.
+    let (url, hits) = holding_receiver(Hold::For(Duration::from_millis(600))).await;
+    let ids = push_ready(&q, "short", n, 1_000).await;
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 2,
+        ..Webhook::new("short", &url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    eventually(Duration::from_secs(60), "every job finished", || async {
+        for id in &ids {
+            if q.get(id).await.unwrap().is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    shutdown.trigger();
+    task.await.unwrap();
+    let mut seen: Vec<(String, String)> = hits
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| (header(h, "x-delayq-id"), header(h, "x-delayq-attempt")))
+        .collect();
+    seen.sort();
+    let expected: Vec<(String, String)> = {
+        let mut v: Vec<_> = ids.iter().map(|id| (id.clone(), "1".to_owned())).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        seen, expected,
+        "each job delivered once, on its first attempt"
+    );
+    q.close().await;
+}
