@@ -177,7 +177,10 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .expect("an HTTP client with a timeout");
     let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
         .concurrency(hook.concurrency)
-        .backoff(Webhook::default_retry());
+        .backoff(Webhook::default_retry())
+        // The next jobs are leased while requests are out: a pop does not
+        // wait for answers to free slots (deliver() minds the lease left).
+        .prefetch();
     let hook = Arc::new(hook);
     let seen = Seen::default();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -270,9 +273,10 @@ async fn deliver(
     seen: &Seen,
 ) -> Result<(), String> {
     // The lease must outlast the request, or the job would be delivered
-    // again while this delivery is still waiting for an answer.
+    // again while this delivery is still waiting for an answer. Counted
+    // from now, not from the pop: the job may have waited for its slot.
     let margin = hook.timeout + Duration::from_secs(1);
-    let lease_left = job.lease_until_ms - job.popped_at_us / 1000;
+    let lease_left = job.lease_until_ms - queue.redis_clock_ms();
     if lease_left < margin.as_millis() as i64 {
         queue
             .touch(&job.id, &job.token, Some(margin))
@@ -352,13 +356,10 @@ async fn deliver(
         }
     };
     m.webhook_deliveries.inc([&job.topic, outcome], 1);
-    let at_ms = match queue.redis_now_ms().await {
-        Ok(ms) => ms,
-        Err(_) => SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64,
-    };
+    // Redis time as this process knows it from its replies: a round trip
+    // per delivery for a status note was one more step each delivery
+    // waited for before its slot was free.
+    let at_ms = queue.redis_clock_ms();
     let status = status.unwrap_or_else(|| outcome.to_owned());
     note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");

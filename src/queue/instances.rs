@@ -16,6 +16,13 @@ impl Queue {
         Ok(self.store().redis_time_us().await? / 1000)
     }
 
+    /// Redis time (ms) as this process estimates it from the replies it
+    /// has had, without a round trip (never ahead of Redis, behind it by about
+    /// a reply's latency; this host's clock before the first reply).
+    pub(crate) fn redis_clock_ms(&self) -> i64 {
+        self.store().redis_now_ms()
+    }
+
     /// Writes `instance`'s heartbeat (its `last_seen_ms` set to now), to
     /// expire after `ttl` unless written again.
     pub async fn heartbeat(&self, instance: &mut Instance, ttl: Duration) -> Result<()> {
