@@ -122,25 +122,9 @@ impl Consumer {
                     Err(_) => break,
                 }
             }
-            let popped = tokio::select! {
-                r = self.queue.pop_many(&self.topics, permits.len(), self.poll_wait) => r,
-                _ = shutdown.wait() => break,
+            let Some(jobs) = self.pop(permits.len(), &mut failing, &shutdown).await else {
+                break;
             };
-            let jobs = match popped {
-                Ok(jobs) => jobs,
-                Err(e) => {
-                    warn!(error = %e, "consumer cannot pop; retrying");
-                    drop(permits);
-                    tokio::select! {
-                        _ = tokio::time::sleep(failing.wait()) => {}
-                        _ = shutdown.wait() => break,
-                    }
-                    continue;
-                }
-            };
-            if !jobs.is_empty() {
-                failing.reset();
-            }
             for (job, permit) in jobs.into_iter().zip(permits) {
                 let lease_ends = lease_ends(&job);
                 spawn_handler(
@@ -156,6 +140,35 @@ impl Consumer {
         let _ = slots.acquire_many(self.concurrency as u32).await;
         drop(finishes);
         let _ = finisher.await;
+    }
+
+    /// One pop of up to `n` jobs. A failed pop is told, and gives no jobs
+    /// after the backoff's next wait; `None` when shutdown comes first.
+    async fn pop(
+        &self,
+        n: usize,
+        failing: &mut Backoff,
+        shutdown: &Shutdown,
+    ) -> Option<Vec<Delivery>> {
+        let popped = tokio::select! {
+            r = self.queue.pop_many(&self.topics, n, self.poll_wait) => r,
+            _ = shutdown.wait() => return None,
+        };
+        match popped {
+            Ok(jobs) => {
+                if !jobs.is_empty() {
+                    failing.reset();
+                }
+                Some(jobs)
+            }
+            Err(e) => {
+                warn!(error = %e, "consumer cannot pop; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(failing.wait()) => Some(Vec::new()),
+                    _ = shutdown.wait() => None,
+                }
+            }
+        }
     }
 
     /// [`run`](Self::run) with jobs leased ahead (see
@@ -240,25 +253,9 @@ impl Consumer {
                     Err(_) => break,
                 }
             }
-            let popped = tokio::select! {
-                r = self.queue.pop_many(&self.topics, permits.len(), self.poll_wait) => r,
-                _ = shutdown.wait() => break,
+            let Some(jobs) = self.pop(permits.len(), &mut failing, &shutdown).await else {
+                break;
             };
-            let jobs = match popped {
-                Ok(jobs) => jobs,
-                Err(e) => {
-                    warn!(error = %e, "consumer cannot pop; retrying");
-                    drop(permits);
-                    tokio::select! {
-                        _ = tokio::time::sleep(failing.wait()) => {}
-                        _ = shutdown.wait() => break,
-                    }
-                    continue;
-                }
-            };
-            if !jobs.is_empty() {
-                failing.reset();
-            }
             waiting.send_modify(|w| *w += jobs.len());
             for (job, held) in jobs.into_iter().zip(permits) {
                 let lease_ends = lease_ends(&job);
