@@ -39,7 +39,7 @@ local limit = tonumber(ARGV[2])
 local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- The sweep reads the due entries with their scores; ids from expired
--- events are looked up one by one.
+-- events are looked up together.
 local waiting = {}
 local m = tonumber(ARGV[5])
 for i = 6, 5 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
@@ -48,6 +48,13 @@ local ids, scores = {}, {}
 local sweeping = #ARGV < first_id
 if not sweeping then
   for i = first_id, #ARGV do ids[#ids + 1] = ARGV[i] end
+  -- One ZMSCORE per 500 ids, not a ZSCORE each: after a burst the sweep
+  -- has moved most of them already, and a command per id was most of
+  -- what their late events cost. (A missing entry reads as false.)
+  for from = 1, #ids, 500 do
+    local got = redis.call('ZMSCORE', SCHEDULE, unpack(ids, from, math.min(from + 499, #ids)))
+    for j = 1, #got do scores[from + j - 1] = got[j] end
+  end
 else
   local due = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, limit)
   for i = 1, #due, 2 do
@@ -62,7 +69,7 @@ local topics = {}
 local per = {}
 for k, id in ipairs(ids) do
   if moved >= limit then break end
-  local score = scores[k] or redis.call('ZSCORE', SCHEDULE, id)
+  local score = scores[k]
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
     local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
