@@ -177,10 +177,7 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .expect("an HTTP client with a timeout");
     let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
         .concurrency(hook.concurrency)
-        .backoff(Webhook::default_retry())
-        // The next jobs are leased while requests are out: a pop does not
-        // wait for answers to free slots (deliver() minds the lease left).
-        .prefetch();
+        .backoff(Webhook::default_retry());
     let hook = Arc::new(hook);
     let seen = Seen::default();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -274,7 +271,7 @@ async fn deliver(
 ) -> Result<(), String> {
     // The lease must outlast the request, or the job would be delivered
     // again while this delivery is still waiting for an answer. Counted
-    // from now, not from the pop: the job may have waited for its slot.
+    // from now on Redis's clock as this process knows it.
     let margin = hook.timeout + Duration::from_secs(1);
     let lease_left = job.lease_until_ms - queue.redis_clock_ms();
     if lease_left < margin.as_millis() as i64 {

@@ -441,3 +441,81 @@ pub async fn arm_slowlog(redis: &RedisServer, calls: usize) {
         .await
         .unwrap();
 }
+
+/// A TCP proxy in front of a redis-server's socket that holds every reply
+/// for `delay` (settable) before passing it on, in order: a far-away Redis.
+/// Stops with everything it started when dropped.
+pub struct SlowProxy {
+    pub port: u16,
+    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SlowProxy {
+    pub async fn start(redis: &RedisServer, delay: Duration) -> SlowProxy {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let delay_ms = std::sync::Arc::new(AtomicU64::new(delay.as_millis() as u64));
+        let socket = redis.socket();
+        let shared = delay_ms.clone();
+        let task = tokio::spawn(async move {
+            // Dropping the set (the task aborted) ends every connection.
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::UnixStream::connect(&socket).await else {
+                    continue;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_redis, mut to_redis) = upstream.into_split();
+                conns.spawn(async move {
+                    let _ = tokio::io::copy(&mut from_client, &mut to_redis).await;
+                });
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let delay = shared.clone();
+                conns.spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = from_redis.read(&mut buf).await {
+                        let due = tokio::time::Instant::now()
+                            + Duration::from_millis(delay.load(Ordering::Relaxed));
+                        if tx.send((due, buf[..n].to_vec())).is_err() {
+                            break;
+                        }
+                    }
+                });
+                conns.spawn(async move {
+                    while let Some((due, bytes)) = rx.recv().await {
+                        tokio::time::sleep_until(due).await;
+                        if to_client.write_all(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        SlowProxy {
+            port,
+            delay_ms,
+            task,
+        }
+    }
+
+    /// Its address, as a Redis URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(
+            delay.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+impl Drop for SlowProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -47,6 +47,7 @@ mod common;
 mod redis_cluster;
 mod redis_server;
 
+mod adversary_webhook;
 mod bad_input;
 mod batching;
 mod cli_client;
