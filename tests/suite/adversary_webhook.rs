@@ -155,8 +155,8 @@ async fn shutdown_while_a_pop_is_at_redis_gives_its_jobs_back() {
 }
 
 /// A receiver that never answers, one slot, a timeout (2 s) longer than
-/// the jobs' ttr (1.5 s): jobs leased ahead wait for the slot past half
-/// their lease again and again. Each attempt counted is an attempt
+/// the jobs' ttr (1.5 s): each request outlives its job's lease unless
+/// the lease is extended first. Each attempt counted is an attempt
 /// delivered (the attempts each job is sent with go 1, 2, 3, ...).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_receiver_at_concurrency_1_counts_no_attempt_without_a_delivery() {
