@@ -136,6 +136,14 @@ pub fn master_and_replica() -> (RedisServer, RedisServer) {
         let info: String = redis::cmd("INFO").arg("replication").query(&mut c).unwrap();
         info.contains("master_link_status:up")
     });
+    // And the master hears the replica's acknowledgements: a link that is
+    // up can still leave a first WAIT unanswered for a while on a busy
+    // machine, and an acknowledged write then fails as degraded.
+    wait_until(Duration::from_secs(30), "the replica's acks", || {
+        let mut c = master.client().get_connection().unwrap();
+        let acked: i64 = redis::cmd("WAIT").arg(1).arg(1000).query(&mut c).unwrap();
+        acked >= 1
+    });
     (master, replica)
 }
 
