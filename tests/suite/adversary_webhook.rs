@@ -105,11 +105,7 @@ async fn shutdown_while_a_pop_is_at_redis_gives_its_jobs_back() {
     let redis = RedisServer::start();
     let direct = queue(&redis);
     let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
-    let q = Queue::connect(delayq::Config {
-        redis: delayq::Redis::Url(proxy.url()),
-        ..delayq::Config::default()
-    })
-    .unwrap();
+    let q = queue_at(proxy.url());
     let gate = Arc::new(tokio::sync::Semaphore::new(100));
     let (url, seen) = gated_receiver(gate).await;
     // A first job delivered: the webhook is up, and waits for more.
@@ -197,11 +193,7 @@ async fn through_slow_replies() -> Vec<(String, String)> {
     let redis = RedisServer::start();
     let direct = queue(&redis);
     let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
-    let q = Queue::connect(delayq::Config {
-        redis: delayq::Redis::Url(proxy.url()),
-        ..delayq::Config::default()
-    })
-    .unwrap();
+    let q = queue_at(proxy.url());
     let (url, seen) = slow_receiver(Some(Duration::from_millis(300))).await;
     let ids = ["slow-a", "slow-b", "slow-c"];
     push_ready(&direct, "slow", &ids, 1_200).await;

@@ -23,6 +23,15 @@ pub fn queue(redis: &RedisServer) -> Queue {
     Queue::connect(config(redis)).unwrap()
 }
 
+/// A queue that reaches its Redis at `url` (a proxy in front of it).
+pub fn queue_at(url: String) -> Queue {
+    Queue::connect(Config {
+        redis: delayq::Redis::Url(url),
+        ..Config::default()
+    })
+    .unwrap()
+}
+
 /// A delayq HTTP server running inside the test process.
 pub struct TestServer {
     pub base: String,

@@ -160,11 +160,7 @@ async fn ready_burst(q: &delayq::Queue, topic: &str, prefix: &str, n: u64, ttr_m
 async fn finishes_cut_off_on_their_way_are_sent_again_and_nothing_runs_twice() {
     let redis = RedisServer::start();
     let proxy = CutProxy::start(&redis).await;
-    let q = delayq::Queue::connect(delayq::Config {
-        redis: delayq::Redis::Url(proxy.url()),
-        ..config(&redis)
-    })
-    .unwrap();
+    let q = queue_at(proxy.url());
     let n = 200;
     ready_burst(&q, "cut", "k", n, 600_000).await;
     let proxy = Arc::new(proxy);

@@ -275,11 +275,7 @@ async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
 async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
     let redis = RedisServer::start();
     let proxy = CutProxy::start(&redis).await;
-    let q = delayq::Queue::connect(Config {
-        redis: delayq::Redis::Url(proxy.url()),
-        ..config(&redis)
-    })
-    .unwrap();
+    let q = queue_at(proxy.url());
     q.push(&job("lost1", "lost", 0, 600_000)).await.unwrap();
     eventually(Duration::from_secs(30), "the job ready", || async {
         let j = q.get("lost1").await.unwrap()?;

@@ -773,11 +773,7 @@ async fn a_slow_receiver_and_cuts_to_redis_lose_nothing_and_deliver_nothing_twic
     let redis = RedisServer::start();
     let direct = queue(&redis);
     let proxy = CutProxy::start(&redis).await;
-    let q = Queue::connect(delayq::Config {
-        redis: delayq::Redis::Url(proxy.url()),
-        ..delayq::Config::default()
-    })
-    .unwrap();
+    let q = queue_at(proxy.url());
     let n = 200;
     // Slow: each answer after a few ms, so deliveries are in flight when
     // the connection is cut.
