@@ -23,10 +23,17 @@ impl Queue {
         self.limits().check_topics(topics).map_err(Error::Invalid)?;
         // The same guard as a long-poll's: a reply read after its lease
         // ended is not handed over, and jobs of a dropped call go back.
-        let (got, _) = self
-            .pop_guarded(topics, max, self.store().timeout())
-            .await?;
-        Ok(got)
+        loop {
+            let (got, held) = self
+                .pop_guarded(topics, max, self.store().timeout())
+                .await?;
+            // Stale entries the call stopped skipping: look again (each
+            // look consumes a bounded number of them, so this ends).
+            if got.is_empty() && held.again {
+                continue;
+            }
+            return Ok(got);
+        }
     }
 
     fn count_popped(&self, topics: &[String], got: &[Delivery], held: Held) {
@@ -101,7 +108,16 @@ impl Queue {
                 }
                 Err(e) => return Err(e),
             };
-            if !got.is_empty() || stop.is_triggered() || Instant::now() >= deadline {
+            if !got.is_empty() || stop.is_triggered() {
+                return Ok(got);
+            }
+            // Ready jobs may wait behind stale entries the call stopped
+            // skipping: look again now (each look consumes up to a bound of
+            // them, so this ends), also for a pop that does not wait.
+            if held.again {
+                continue;
+            }
+            if Instant::now() >= deadline {
                 return Ok(got);
             }
             // Wake-ups arrive through the subscriber; while it is down, look

@@ -55,7 +55,7 @@ impl Queue {
             .map_err(Error::Invalid)?;
         let s = self.store();
         let page = match state {
-            JobState::Ready => s.list_ready(topic, cursor.as_ref(), limit).await?,
+            JobState::Ready => return self.list_ready(topic, cursor, limit).await,
             JobState::Dead => {
                 s.list_sorted(Sorted::Dead { topic }, cursor.as_ref(), limit)
                     .await?
@@ -77,6 +77,43 @@ impl Queue {
             }
         };
         self.page_of(page).await
+    }
+
+    /// A page of `topic`'s ready jobs. A ready list keeps the entries of
+    /// jobs that left ready by a delete or a reschedule until a pop skips
+    /// them: those are not listed, and the page reads on past them, up to
+    /// STALE_LOOK_MAX entries more than it lists (then it ends short, with
+    /// a cursor).
+    async fn list_ready(
+        &self,
+        topic: &str,
+        mut cursor: Option<crate::store::list::Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<Job>, Option<String>)> {
+        const STALE_LOOK_MAX: usize = 2000;
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut listed = std::collections::HashSet::new();
+        let mut looked = 0;
+        loop {
+            let page = self
+                .store()
+                .list_ready(topic, cursor.as_ref(), limit - jobs.len())
+                .await?;
+            looked += page.ids.len();
+            cursor = page.next;
+            let ids: Vec<String> = page.ids.into_iter().map(|(id, _)| id).collect();
+            for j in self.store().get_many(&ids).await? {
+                if j.state == crate::JobState::Ready
+                    && j.topic == topic
+                    && listed.insert(j.id.clone())
+                {
+                    jobs.push(j);
+                }
+            }
+            if jobs.len() >= limit || cursor.is_none() || looked >= limit + STALE_LOOK_MAX {
+                return Ok((jobs, cursor.map(|c| c.encode())));
+            }
+        }
     }
 
     /// What falls due next, every topic: delayed jobs by due time, a page

@@ -68,9 +68,10 @@
 //! | `{p}:events`             | stream | the event stream (only with events on): one   |
 //! |                          |        | entry per transition, fields in [`event`],    |
 //! |                          |        | capped near `events_kept` (XADD MAXLEN ~)     |
-//! | `{p}:dedup:<key>`        | string | "<n> <id>": the job a dedup key names; n is   |
-//! |                          |        | its due time (throttle), the series' first    |
-//! |                          |        | push (debounce) or 0 (simple); PX the window  |
+//! | `{p}:dedup:<key>`        | string | "t<n> <id>", "d<n> <id>" or "0 <id>": the job |
+//! |                          |        | a dedup key names; n is its due time          |
+//! |                          |        | (throttle), the series' first push (debounce) |
+//! |                          |        | or 0 (simple); PX the window                  |
 //! |                          |        | (simple: none, deleted when the job ends)     |
 //! | `{p}:tag:<tag>`          | zset   | ids of the partition's jobs with the tag -> 0 |
 //! |                          |        | (paged by id, ZRANGEBYLEX); entry goes with   |
@@ -187,6 +188,16 @@ pub mod event {
     pub const FAILED: &str = "failed";
     pub const RETRIED: &str = "retried";
     pub const DEAD: &str = "dead";
+    /// Deleted for good: DELETE, a tag cancel, a dead-letter purge or
+    /// dead-letter retention.
+    pub const DELETED: &str = "deleted";
+    /// Moved to a new due time (reschedule, tag reschedule): `d` is it.
+    pub const RESCHEDULED: &str = "rescheduled";
+    /// A dead job back to ready, attempts from 0.
+    pub const REQUEUED: &str = "requeued";
+    /// A reservation that never reached its consumer given back to ready,
+    /// the attempt uncounted (`a` is the count after).
+    pub const RELEASED: &str = "released";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -287,6 +298,10 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_FAILED", event::FAILED),
     ("EV_RETRIED", event::RETRIED),
     ("EV_DEAD", event::DEAD),
+    ("EV_DELETED", event::DELETED),
+    ("EV_RESCHEDULED", event::RESCHEDULED),
+    ("EV_REQUEUED", event::REQUEUED),
+    ("EV_RELEASED", event::RELEASED),
     ("DEDUP_KEY", kind::DEDUP),
     ("DEDUP", field::DEDUP),
     ("TAG_KEY", kind::TAG),

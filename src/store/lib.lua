@@ -71,21 +71,22 @@ local function ready_push(id, topic, level, front)
   end
 end
 
--- Takes `id` out of its level's list: LREM (O(list)), and for a level
--- other than 0 an LLEN, and a ZREM if it is empty now.
-local function ready_remove(id, topic, level)
-  local key = level_key(topic, level)
-  redis.call('LREM', key, 1, id)
-  if level ~= 0 and redis.call('LLEN', key) == 0 then
-    redis.call('ZREM', levels_key(topic), level)
-  end
-end
+-- A ready job that leaves ready any other way than by a pop (deleted,
+-- rescheduled, cancelled, replaced) keeps its entry in the list: taking it
+-- out would be an LREM, O(length of the list), and a cancel of a thousand
+-- jobs behind a long backlog would hold Redis for seconds. The entry is
+-- stale from then on; the pop that reaches it skips it (ready_take checks
+-- the job, see there), so the cost is one RPOP and one HMGET, paid once, by
+-- a pop. A job that comes back to ready before its stale entry is reached
+-- may be handed out from the earlier place in line: never early, never
+-- twice (the hand-over changes its state), only sooner than its new place.
 
--- The next id of `topic` to hand out, or nil when none is ready. `at`
+-- The next entry of `topic`'s ready lists, or nil when none is left. `at`
 -- ({ level = 0 } at the start of a pop) remembers the level reached. Cost:
--- one RPOP per id; once the default list is empty, per level looked at one
--- ZRANGE (O(log levels)), one RPOP and, for a level found empty, one ZREM:
--- bounded by MAX_PRIORITY, never by the backlog.
+-- one RPOP per entry; once the default list is empty, per level looked at
+-- one ZRANGE (O(log levels)), one RPOP and, for a level found empty, one
+-- ZREM: bounded by MAX_PRIORITY, never by the backlog. An entry may be
+-- stale (see above): the caller checks it with ready_entry_live.
 local function ready_take(topic, at)
   while at.level do
     local id = redis.call('RPOP', level_key(topic, at.level))
@@ -96,25 +97,24 @@ local function ready_take(topic, at)
   return nil
 end
 
+-- Whether an entry taken from `topic`'s list of level `at.level` names a job
+-- that is ready there now: `state`, `job_topic` and `priority` are the
+-- job's STATE, TOPIC and PRIORITY fields (nil for a job that is gone).
+local function ready_entry_live(at, state, job_topic, topic, priority)
+  return state == READY and job_topic == topic and level_of(priority) == at.level
+end
+
+-- The most stale entries one pop skips before it stops (and tells its
+-- caller to look again at once): after a cancel of many ready jobs at the
+-- front of a list, no single call holds Redis for long.
+local STALE_SKIP_MAX = 1000
+
 -- After a pop's last ready_take of `topic`: a level other than 0 that it
 -- emptied leaves the index now, not at the next pop (one LLEN).
 local function ready_taken(topic, at)
   if at.level and at.level ~= 0 and redis.call('LLEN', level_key(topic, at.level)) == 0 then
     redis.call('ZREM', levels_key(topic), at.level)
   end
-end
-
--- How many of `topic`'s jobs are ready, counted until `cap` is reached: the
--- default list's LLEN; only if that is short of `cap`, one ZRANGE of the
--- levels (at most MAX_PRIORITY) and an LLEN per level.
-local function ready_waiting(topic, cap)
-  local n = redis.call('LLEN', ready_key(topic))
-  if n >= cap then return n end
-  for _, level in ipairs(redis.call('ZRANGE', levels_key(topic), 0, -1)) do
-    n = n + redis.call('LLEN', level_key(topic, tonumber(level)))
-    if n >= cap then break end
-  end
-  return n
 end
 
 -- A job's state as stored: absent means delayed.
@@ -187,9 +187,49 @@ local function flush_counts()
   end
 end
 
+-- How many of `topic`'s jobs are ready in this partition, exactly: the
+-- count hash with this call's changes not yet written. One HGET.
+local function ready_count(topic)
+  local field = READY .. ':' .. topic
+  return (tonumber(redis.call('HGET', P .. COUNT_KEY, field)) or 0) + (COUNTS[field] or 0)
+end
+
 local function move_count(topic, from, to)
   if from then count(from, topic, -1) end
   if to then count(to, topic, 1) end
+end
+
+-- Events (the event stream; off unless configured). EVENTS is how many
+-- entries a partition's stream {p}:events keeps, about (0: off): every
+-- call gets it from the wrapper in library.rs, so with events off no call
+-- reads or writes anything more. Each event is one XADD, O(1) (MAXLEN ~
+-- trims whole stream nodes, amortised O(1)). An `attempt` left out is read
+-- from the job: one HGET, only with events on. Every entry has all fields,
+-- in one order ("" where none applies): Redis then stores their names once
+-- per stream node. The entry's id (Redis time) is the event's time. The
+-- scripts that emit once per job test EVENTS > 0 before calling: a Lua
+-- call costs even when it returns at once.
+local EVENTS = 0
+local function emit(kind, id, topic, attempt, due, err)
+  if EVENTS == 0 then return end
+  attempt = attempt or tonumber(redis.call('HGET', job_key(id), ATTEMPTS)) or 0
+  redis.call('XADD', P .. EVENTS_KEY, 'MAXLEN', '~', EVENTS, '*', EV_KIND, kind,
+    EV_ID, id, EV_TOPIC, topic, EV_ATTEMPT, attempt, EV_DUE, due or '', EV_ERROR, err or '')
+end
+
+-- After fail_attempt put `id` in `state`: failed (with its error), then
+-- retried (with when it is due again) or dead. Two XADDs, one HMGET.
+local function emit_failed(id, topic, state)
+  if EVENTS == 0 then return end
+  local f = redis.call('HMGET', job_key(id), ATTEMPTS, ERR)
+  local attempt = tonumber(f[1]) or 0
+  emit(EV_FAILED, id, topic, attempt, nil, f[2])
+  if state == DEAD then
+    emit(EV_DEAD, id, topic, attempt)
+  else
+    local due = state == DELAYED and redis.call('ZSCORE', SCHEDULE, id)
+    emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
+  end
 end
 
 -- A delayed job goes into the schedule and gets a trigger key: the sweep
@@ -229,11 +269,10 @@ local function make_ready(id, topic, from, due, level)
   move_count(topic, from, READY)
 end
 
--- Takes a job out of whatever structure its state keeps it in (`level`:
--- its priority, if at hand).
-local function detach(id, state, topic, level)
+-- Takes a job out of whatever structure its state keeps it in.
+local function detach(id, state, topic)
   if state == READY then
-    ready_remove(id, topic, known_level(id, level))
+    -- The list's entry stays, stale (see ready_take).
   elseif state == DEAD then
     redis.call('ZREM', dead_key(topic), id)
   elseif state == RESERVED then
@@ -269,6 +308,31 @@ local function untag(id, stored)
   end
 end
 
+-- A dedup key's record (see Dedup below).
+local function dedup_record(key) return P .. DEDUP_KEY .. key end
+
+-- A simple-dedup job `id` (its DEDUP field: `key`, nil for any other job)
+-- ended: its record goes if it still names it. Nothing for other jobs.
+local function dedup_release(id, key)
+  if not key then return end
+  local rkey = dedup_record(key)
+  if redis.call('GET', rkey) == '0 ' .. id then redis.call('DEL', rkey) end
+end
+
+-- Deletes job `id` (in `state`, of `topic`; `tags` and `dedup` its TAGS
+-- and DEDUP fields) for good, keeping no record: out of the structure its
+-- state keeps it in, its tags' indexes and its simple dedup record, then
+-- the hash; the event "deleted". The one way a job is deleted: DELETE, a
+-- tag cancel, a dead-letter purge and dead-letter retention.
+local function delete_job(id, state, topic, tags, dedup)
+  -- A finished job's kept record going is no change of a job.
+  if EVENTS > 0 and state ~= FINISHED then emit(EV_DELETED, id, topic) end
+  detach(id, state, topic)
+  untag(id, tags)
+  dedup_release(id, dedup)
+  redis.call('DEL', job_key(id))
+end
+
 -- Dead-letter retention: drop the oldest dead jobs of a topic beyond
 -- max_count, and those dead for longer than max_age ms (at most 100 a call,
 -- so a script's run time stays bounded; later calls finish the trim).
@@ -281,10 +345,8 @@ local function trim_dead(topic, now_ms, max_count, max_age)
     for _, id in ipairs(oldest) do drop[#drop + 1] = id end
   end
   for _, id in ipairs(drop) do
-    redis.call('ZREM', key, id)
-    untag(id, redis.call('HGET', job_key(id), TAGS) or nil) -- tags
-    redis.call('DEL', job_key(id))
-    count(DEAD, topic, -1)
+    local f = redis.call('HMGET', job_key(id), TAGS, DEDUP)
+    delete_job(id, DEAD, topic, f[1], f[2])
   end
 end
 
@@ -318,9 +380,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
 
   if max > 0 and attempts >= max then
     -- dedup: death ends a simple dedup (GET + DEL only for such jobs).
-    if f[5] and redis.call('GET', P .. DEDUP_KEY .. f[5]) == '0 ' .. id then
-      redis.call('DEL', P .. DEDUP_KEY .. f[5])
-    end
+    dedup_release(id, f[5])
     redis.call('HSET', job, STATE, DEAD, DEAD_AT, now_ms)
     redis.call('ZADD', dead_key(topic), now_ms, id)
     move_count(topic, RESERVED, DEAD)
@@ -463,10 +523,11 @@ end
 local function unreserve(id, topic, level)
   unlease(id)
   redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
-  redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
+  local attempts = redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
   ready_push(id, topic, known_level(id, level), true)
   move_count(topic, RESERVED, READY)
   notify_ready(topic, 1)
+  if EVENTS > 0 then emit(EV_RELEASED, id, topic, attempts) end
 end
 
 -- Finished jobs' kept records (keep_finished). A topic's index
@@ -535,50 +596,31 @@ local function keep_record(id, topic, now_ms, keep_ms)
   end
 end
 
--- Events (the event stream; off unless configured). EVENTS is how many
--- entries a partition's stream {p}:events keeps, about (0: off): every
--- call gets it from the wrapper in library.rs, so with events off no call
--- reads or writes anything more. Each event is one XADD, O(1) (MAXLEN ~
--- trims whole stream nodes, amortised O(1)). An `attempt` left out is read
--- from the job: one HGET, only with events on. Every entry has all fields,
--- in one order ("" where none applies): Redis then stores their names once
--- per stream node. The entry's id (Redis time) is the event's time. The
--- scripts that emit once per job test EVENTS > 0 before calling: a Lua
--- call costs even when it returns at once.
-local EVENTS = 0
-local function emit(kind, id, topic, attempt, due, err)
-  if EVENTS == 0 then return end
-  attempt = attempt or tonumber(redis.call('HGET', job_key(id), ATTEMPTS)) or 0
-  redis.call('XADD', P .. EVENTS_KEY, 'MAXLEN', '~', EVENTS, '*', EV_KIND, kind,
-    EV_ID, id, EV_TOPIC, topic, EV_ATTEMPT, attempt, EV_DUE, due or '', EV_ERROR, err or '')
-end
-
--- After fail_attempt put `id` in `state`: failed (with its error), then
--- retried (with when it is due again) or dead. Two XADDs, one HMGET.
-local function emit_failed(id, topic, state)
-  if EVENTS == 0 then return end
-  local f = redis.call('HMGET', job_key(id), ATTEMPTS, ERR)
-  local attempt = tonumber(f[1]) or 0
-  emit(EV_FAILED, id, topic, attempt, nil, f[2])
-  if state == DEAD then
-    emit(EV_DEAD, id, topic, attempt)
-  else
-    local due = state == DELAYED and redis.call('ZSCORE', SCHEDULE, id)
-    emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
-  end
-end
-
 -- Dedup (issue 26): a push whose extra carries dedup = { key, mode,
 -- window_ms, max_wait_ms } (checked by push.lua). The key's record
--- DEDUP_KEY .. key is the string "<n> <id>": the job the key names, and n:
+-- DEDUP_KEY .. key is the string "<mode><n> <id>": the job the key names,
+-- the mode's letter (none for simple, t, d) and n:
 --   simple   0; no TTL; deleted when the job finishes, is deleted or dies
 --            (dedup_release), and taken as stale if that job is gone,
 --            finished or dead all the same;
 --   throttle the winner's due time; PX window_ms from the winning push;
 --   debounce the series' first push (ms, Redis time); PX window_ms,
 --            renewed by every push of the series (the window slides).
--- A simple job carries the key in its hash (DEDUP) for its end to find.
-local function dedup_record(key) return P .. DEDUP_KEY .. key end
+-- A simple job carries the key in its hash (DEDUP) for its end to find
+-- (dedup_record and dedup_release are above, with delete_job).
+-- A record's mode ('s', 't' or 'd'), number and job id, or nil. Throttle
+-- and debounce records start with their mode's letter; a simple one is
+-- "0 <id>" (as older delayq wrote every mode: there a number other than 0
+-- is taken to be of the mode `mode` of the push that reads it).
+local function dedup_parse(rec, mode)
+  if not rec then return nil end
+  local m, n, id = string.match(rec, '^([td]?)(%d+) (.*)$')
+  if not n then return nil end
+  if m == '' then
+    if n == '0' then m = 's' else m = string.sub(mode, 1, 1) end
+  end
+  return m, tonumber(n), id
+end
 
 -- The job `id` if dedup still counts it (not gone, finished or dead):
 -- state, due time, attempts. One HMGET (and a ZSCORE while delayed).
@@ -597,17 +639,19 @@ end
 local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
   local d = extra.dedup
   local rkey = dedup_record(d.key)
-  local rec = redis.call('GET', rkey)
-  local n, old
-  if rec then
-    local sp = string.find(rec, ' ', 1, true)
-    if sp then n, old = tonumber(string.sub(rec, 1, sp - 1)), string.sub(rec, sp + 1) end
-  end
+  local m, n, old = dedup_parse(redis.call('GET', rkey), d.mode)
+  -- A record another mode wrote counts only while its job lives, and
+  -- speaks only of that job: its number means something else.
+  local foreign = old and m ~= string.sub(d.mode, 1, 1)
   if d.mode == 'throttle' then
-    if old then return DEDUPLICATED, n or 0, false, old end
+    if old and not foreign then return DEDUPLICATED, n, false, old end
+    if foreign then
+      local state, at = dedup_live(old)
+      if state then return DEDUPLICATED, at or 0, false, old end
+    end
     local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     if status ~= KEPT then
-      redis.call('SET', rkey, string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
+      redis.call('SET', rkey, 't' .. string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
     end
     return status, at, put, id
   end
@@ -625,30 +669,26 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
   end
   -- debounce: only a job still waiting for its first delivery is moved; one
   -- that fell due or was handed out has fired, and the push starts a series.
+  -- A job another mode's record names is moved the same way, its series
+  -- starting now (its record's number is no series' start).
   local now = math.ceil(now_us() / 1000)
-  if old and n then
+  if old then
     local state, _, attempts = dedup_live(old)
     if state == DELAYED and attempts == 0 then
-      if d.max_wait_ms then due = math.max(math.min(due, n + d.max_wait_ms), now) end
+      local start = n
+      if foreign then start = now end
+      if d.max_wait_ms then due = math.max(math.min(due, start + d.max_wait_ms), now) end
       local _, at, put = upsert(old, topic, body, ttr, due, retry, max, 'replace', extra)
-      redis.call('SET', rkey, string.format('%.0f', n) .. ' ' .. old, 'PX', d.window_ms)
+      redis.call('SET', rkey, 'd' .. string.format('%.0f', start) .. ' ' .. old, 'PX', d.window_ms)
       return DEBOUNCED, at, put, old
     end
   end
   if d.max_wait_ms then due = math.min(due, now + d.max_wait_ms) end
   local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   if status ~= KEPT then
-    redis.call('SET', rkey, string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
+    redis.call('SET', rkey, 'd' .. string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
   end
   return status, at, put, id
-end
-
--- A simple-dedup job `id` (its DEDUP field: `key`, nil for any other job)
--- ended: its record goes if it still names it. Nothing for other jobs.
-local function dedup_release(id, key)
-  if not key then return end
-  local rkey = dedup_record(key)
-  if redis.call('GET', rkey) == '0 ' .. id then redis.call('DEL', rkey) end
 end
 
 -- Makes job `id` (in `state`, of `topic`; not a finished record) delayed
@@ -657,22 +697,24 @@ end
 -- policy, tags and attempts stay, except that a dead job starts its
 -- schedule afresh. The caller wakes the sweeps if it is the new head. The
 -- work of reschedule.lua and tag_reschedule.lua.
-local function delay_job(id, state, topic, due, level)
+local function delay_job(id, state, topic, due)
   local job = job_key(id)
-  detach(id, state, topic, level)
+  detach(id, state, topic)
   if state == DEAD then
     redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
   end
   redis.call('HDEL', job, STATE, TOKEN, DUE)
   schedule(id, due)
   move_count(topic, nil, DELAYED)
+  if EVENTS > 0 then emit(EV_RESCHEDULED, id, topic, nil, due) end
 end
 
 -- Tags: a page of the index of `tag` after id `after` ('' from the start),
--- at most `limit` ids in byte order, and each one's STATE, TOPIC, TAGS.
+-- at most `limit` ids in byte order, and each one's STATE, TOPIC, TAGS,
+-- DEDUP.
 -- Entries whose job is gone or no longer carries the tag are dropped here
 -- (none should be: see untag) and not returned. Costs O(log N + limit).
--- Returns the live entries { id, state, topic } and the last id looked at
+-- Returns the live entries { id, state, topic, tags, dedup } and the last id looked at
 -- ('' when the index ends within this page).
 local function tag_page(tag, after, limit)
   local key = tag_key(tag)
@@ -681,7 +723,7 @@ local function tag_page(tag, after, limit)
   local ids = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', 0, limit)
   local live = {}
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS)
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP)
     local has = false
     if f[2] and f[3] then
       for t in string.gmatch(f[3], '[^\n]+') do
@@ -689,7 +731,7 @@ local function tag_page(tag, after, limit)
       end
     end
     if has and f[1] ~= FINISHED then
-      live[#live + 1] = { id = id, state = state_of(f[1]), topic = f[2], tags = f[3] }
+      live[#live + 1] = { id = id, state = state_of(f[1]), topic = f[2], tags = f[3], dedup = f[4] }
     else
       redis.call('ZREM', key, id)
     end

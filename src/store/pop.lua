@@ -18,24 +18,27 @@
 -- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
 -- Publishes: nothing.
 -- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use,
--- ready_take, ready_taken, ready_waiting.
+-- ready_take, ready_entry_live, ready_taken, ready_count.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
 -- job taken RPOP, HMGET, HSET, ZADD; one RPOP that finds the default list
--- empty. Priorities: once the default list (priority 0) is empty, one
+-- empty; per stale entry (a job deleted, rescheduled or cancelled while
+-- ready) RPOP and HMGET, at most STALE_SKIP_MAX per call. Priorities: once the default list (priority 0) is empty, one
 -- ZRANGE of the topic's levels per level looked at, and one ZREM and one
 -- more RPOP per level found empty, and one LLEN after taking from a level
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
 -- priorities; one that empties the default list runs one ZRANGE more.
 --
--- Returns { DONE, now_us, held, retry_ms, ungranted, n, then per job (n):
+-- Returns { DONE, now_us, held, retry_ms, ungranted, again, n, then per job (n):
 --           id, topic, body, token, due_ms, attempts, lease_until_ms, then
 --           per job with trace context: its place k (1..n), traceparent,
 --           tracestate ("" when none) }: a plain job's reply carries no
 --           empty trace values (each value costs Redis its encoding); held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
---           ungranted: 1 if a topic given as "-" has a limit.
+--           ungranted: 1 if a topic given as "-" has a limit; again: 1 if
+--           the call stopped at STALE_SKIP_MAX stale entries, so ready
+--           jobs may wait behind more: the caller looks again at once.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. Within a topic, jobs of
@@ -61,12 +64,13 @@ local nonce = ARGV[4]
 local bytes = 0
 
 -- The reply, built in place: its header's counts are set at the end.
-local HEADER = 6
+local HEADER = 7
 local PER_JOB = 7
-local jobs = { DONE, now, 0, 0, 0, 0 }
+local jobs = { DONE, now, 0, 0, 0, 0, 0 }
 -- Trace context of the jobs that have one: k, traceparent, tracestate.
 local traces = {}
 local got, held, retry, ungranted = 0, 0, 0, 0
+local stale = 0
 local given = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
@@ -95,9 +99,13 @@ for i = 6, #ARGV do
     local id = ready_take(topic, at)
     if not id then break end
     local job = job_key(id)
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT, TRACESTATE)
-    -- An entry whose job is no longer ready here is stale: skip it.
-    if f[1] == READY and f[2] == topic then
+    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT,
+      TRACESTATE, PRIORITY)
+    if not ready_entry_live(at, f[1], f[2], topic, f[9]) then
+      -- Stale (see ready_take): skipped, a bounded number per call.
+      stale = stale + 1
+      if stale >= STALE_SKIP_MAX then break end
+    else
       local token = nonce .. '.' .. got
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1
@@ -131,14 +139,14 @@ for i = 6, #ARGV do
     -- A granted allowance's caller knows when the next token is due.
     local wait = rate_use(bucket, took, now_ms)
     if got < want and took == allowed and (wait > 0 or not bucket) then
-      local waiting = math.min(ready_waiting(topic, want - got), want - got)
+      local waiting = math.min(ready_count(topic), want - got)
       if waiting > 0 then
         held = held + waiting
         if wait > 0 and (retry == 0 or wait < retry) then retry = wait end
       end
     end
   end
-  if got >= want or bytes >= max_bytes then break end
+  if got >= want or bytes >= max_bytes or stale >= STALE_SKIP_MAX then break end
 end
 -- Remembered among the latest pops, so that if this reply is lost (the
 -- connection breaks, a failover comes first) the caller can give the jobs
@@ -150,6 +158,8 @@ if got > 0 then
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
 end
-jobs[3], jobs[4], jobs[5], jobs[6] = held, retry, ungranted, got
+local again = 0
+if stale >= STALE_SKIP_MAX then again = 1 end
+jobs[3], jobs[4], jobs[5], jobs[6], jobs[7] = held, retry, ungranted, again, got
 for _, v in ipairs(traces) do jobs[#jobs + 1] = v end
 return jobs

@@ -52,12 +52,17 @@ pub(crate) struct Held {
     /// A topic had a limit the caller took no tokens for (partitioned
     /// queues): nothing of it was handed out.
     pub ungranted: bool,
+    /// The call stopped after skipping its most stale ready-list entries
+    /// (jobs deleted, rescheduled or cancelled while ready): ready jobs may
+    /// wait behind more of them, so the caller looks again at once.
+    pub again: bool,
 }
 
 impl Held {
     fn add(&mut self, other: Held) {
         self.jobs += other.jobs;
         self.ungranted |= other.ungranted;
+        self.again |= other.again;
         if other.retry_ms > 0 && (self.retry_ms == 0 || other.retry_ms < self.retry_ms) {
             self.retry_ms = other.retry_ms;
         }
@@ -85,6 +90,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
         jobs: f.int()?.max(0) as u64,
         retry_ms: f.int()?.max(0) as u64,
         ungranted: f.int()? == 1,
+        again: f.int()? == 1,
     };
     let n = f.int()?.max(0) as usize;
     let bad =
@@ -234,6 +240,7 @@ impl Coalesced for Pops {
                         0
                     },
                     ungranted: false,
+                    again: held.again && out[i].0.is_empty(),
                 };
             }
             open.retain(|&i| out[i].0.is_empty());
@@ -452,8 +459,8 @@ mod tests {
     fn decodes_deliveries() {
         let d = |r: &[&str]| decode(Fields::parse("pop", sample(r)).unwrap());
         let p = d(&[
-            "0", "1000500", "3", "200", "0", "2", "a", "t", "body", "7", "990", "1", "61001", "b",
-            "t", "", "8", "995", "2", "61001", "1", "tp", "",
+            "0", "1000500", "3", "200", "0", "0", "2", "a", "t", "body", "7", "990", "1", "61001",
+            "b", "t", "", "8", "995", "2", "61001", "1", "tp", "",
         ])
         .unwrap();
         let (now, held, got) = (p.now_us, p.held, p.deliveries);
@@ -463,7 +470,8 @@ mod tests {
             Held {
                 jobs: 3,
                 retry_ms: 200,
-                ungranted: false
+                ungranted: false,
+                again: false,
             }
         );
         assert_eq!(got.len(), 2);
@@ -487,21 +495,27 @@ mod tests {
         assert_eq!(got[1].traceparent, None);
         // A reply without trace context: seven values per job, nothing after.
         let plain = d(&[
-            "0", "1", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
+            "0", "1", "0", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
         ])
         .unwrap();
         assert_eq!(plain.deliveries.len(), 1);
         assert_eq!(plain.deliveries[0].lease_until_ms, 61_001);
         assert_eq!(plain.deliveries[0].traceparent, None);
-        assert!(d(&["0", "1", "0", "0", "1", "0"]).unwrap().held.ungranted);
-        assert!(d(&["0", "1", "0", "0", "0", "0"])
+        assert!(
+            d(&["0", "1", "0", "0", "1", "0", "0"])
+                .unwrap()
+                .held
+                .ungranted
+        );
+        assert!(d(&["0", "1", "0", "0", "0", "1", "0"]).unwrap().held.again);
+        assert!(d(&["0", "1", "0", "0", "0", "0", "0"])
             .unwrap()
             .deliveries
             .is_empty());
-        assert!(d(&["0", "1", "0", "0", "0", "1", "a", "t"]).is_err());
+        assert!(d(&["0", "1", "0", "0", "0", "0", "1", "a", "t"]).is_err());
         // A trace entry for a job the reply does not have.
         let seven = [
-            "0", "1", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
+            "0", "1", "0", "0", "0", "0", "1", "a", "t", "b", "7", "990", "1", "61001",
         ];
         assert!(d(&[&seven[..], &["2", "tp", ""]].concat()).is_err());
         assert!(d(&[&seven[..], &["0", "tp", ""]].concat()).is_err());

@@ -5,9 +5,9 @@
 -- ARGV[2]  topic
 -- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
 --
--- Touches: the topic's dead set, job hashes, their tags' indexes (one HGET
--- per job for its tags), count hash. Publishes: nothing.
--- Helpers: count, untag.
+-- Touches: the topic's dead set, job hashes, their tags' indexes (one HMGET
+-- per job for its tags and dedup key), count hash. Publishes: nothing.
+-- Events: deleted, per job. Helpers: delete_job.
 --
 -- Returns { DONE, number of jobs deleted }.
 --
@@ -17,9 +17,7 @@ local topic = ARGV[2]
 local dead = dead_key(topic)
 local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 for _, id in ipairs(ids) do
-  redis.call('ZREM', dead, id)
-  untag(id, redis.call('HGET', job_key(id), TAGS) or nil) -- tags
-  redis.call('DEL', job_key(id))
+  local f = redis.call('HMGET', job_key(id), TAGS, DEDUP)
+  delete_job(id, DEAD, topic, f[1], f[2])
 end
-if #ids > 0 then count(DEAD, topic, -#ids) end
 return { DONE, #ids }

@@ -8,7 +8,8 @@
 -- ARGV[3]  lease token of the reservation to undo
 --
 -- Touches: job hash, schedule (the lease end), the topic's ready list,
--- count hash. Publishes: ready.
+-- count hash. Publishes: ready. Events:
+-- released, per job.
 -- Helpers: unreserve.
 --
 -- Returns { status }: DONE (released) or STALE (finished, replaced or

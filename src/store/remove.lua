@@ -14,9 +14,10 @@
 --
 -- Touches: job hashes, and whichever of trigger key, schedule, ready list,
 -- dead set or finished index holds each; its tags' indexes; count hash.
--- Publishes: nothing.
--- Helpers: detach, state_of, invalid, keep_record, trim_finished, untag,
--- dedup_release (a GET and a DEL only for a job pushed with simple dedup).
+-- Publishes: nothing. Events: finished, or deleted ("any").
+-- Helpers: detach, delete_job, state_of, invalid, keep_record,
+-- trim_finished, untag, dedup_release (a GET and a DEL only for a job
+-- pushed with simple dedup).
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
@@ -66,24 +67,27 @@ for j = 1, n do
     reply[#reply + 1] = state_of(f[1])
   else
     local topic, state = f[2], state_of(f[1])
-    local keep = 0
-    if mode ~= 'any' then keep = keeps[topic] or default_keep end
-    local due
-    if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
-    if mode ~= 'any' and EVENTS > 0 then emit(EV_FINISHED, id, topic) end
-    detach(id, state, topic) -- reads the priority only for a ready job
-    if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
-    if keep > 0 then
-      now_ms = now_ms or math.floor(now_us() / 1000)
-      if due then redis.call('HSET', job, DUE, due) end
-      keep_record(id, topic, now_ms, keep)
-      local t = kept[topic] or { keep = keep, finishes = 0 }
-      t.finishes = t.finishes + 1
-      kept[topic] = t
+    if mode == 'any' then
+      delete_job(id, state, topic, f[5], f[4])
     else
-      redis.call('DEL', job)
+      local keep = keeps[topic] or default_keep
+      local due
+      if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
+      if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
+      detach(id, state, topic)
+      if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
+      if keep > 0 then
+        now_ms = now_ms or math.floor(now_us() / 1000)
+        if due then redis.call('HSET', job, DUE, due) end
+        keep_record(id, topic, now_ms, keep)
+        local t = kept[topic] or { keep = keep, finishes = 0 }
+        t.finishes = t.finishes + 1
+        kept[topic] = t
+      else
+        redis.call('DEL', job)
+      end
+      dedup_release(id, f[4]) -- a simple dedup ends with its job
     end
-    if f[4] then dedup_release(id, f[4]) end -- a simple dedup ends with its job
     reply[#reply + 1] = DONE
     reply[#reply + 1] = topic
     reply[#reply + 1] = state

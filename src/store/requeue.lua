@@ -7,8 +7,8 @@
 -- ARGV[4..] ids to requeue (optional; none = the oldest dead jobs)
 --
 -- Touches: the topic's dead set and ready list, job hashes, count hash.
--- Publishes: ready.
--- Helpers: make_ready, notify_ready.
+-- Publishes: ready. Events: requeued, per job.
+-- Helpers: make_ready, notify_ready, emit.
 --
 -- Returns { DONE, number of jobs requeued }.
 --
@@ -30,6 +30,7 @@ for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
     redis.call('HDEL', job_key(id), ATTEMPTS, DEAD_AT)
     make_ready(id, topic, DEAD, now)
+    if EVENTS > 0 then emit(EV_REQUEUED, id, topic, 0, now) end
     n = n + 1
   end
 end

@@ -9,6 +9,7 @@
 --
 -- Touches: job hash, trigger key, schedule, and the ready list or dead set
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
+-- Events: rescheduled.
 -- Helpers: due_time, invalid, delay_job, wake_if_head.
 --
 -- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
@@ -20,11 +21,11 @@
 -- so do attempts, except that a dead job starts its schedule afresh.
 local id = ARGV[2]
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC, PRIORITY)
+local f = redis.call('HMGET', job, STATE, TOPIC)
 -- A finished job's kept record is no job: push its id again instead.
 if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
 if ARGV[5] == '1' then redis.call('HSET', job, BODY, ARGV[6]) end
-delay_job(id, state_of(f[1]), f[2], due, level_of(f[3]))
+delay_job(id, state_of(f[1]), f[2], due)
 return { DONE, due, wake_if_head(id, due) }

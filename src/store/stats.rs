@@ -270,8 +270,15 @@ impl Store {
                     }
                 }
                 let mut pipe = redis::pipe();
+                // A head may be a stale entry (a job deleted or moved while
+                // ready, skipped by the next pop): only a job ready in that
+                // topic gives an age.
                 for (_, id) in &heads {
-                    pipe.cmd("HGET").arg(part.job(id)).arg(field::DUE);
+                    pipe.cmd("HMGET")
+                        .arg(part.job(id))
+                        .arg(field::DUE)
+                        .arg(field::STATE)
+                        .arg(field::TOPIC);
                 }
                 for (id, _) in &due {
                     pipe.cmd("HMGET")
@@ -286,8 +293,13 @@ impl Store {
                         .await?;
                     let mut replies = replies.into_iter();
                     for ((t, _), v) in heads.iter().zip(replies.by_ref()) {
-                        if let Some(d) = value::<Option<i64>>("backlog", v)? {
-                            ages.push((t.clone(), Some(d), None));
+                        let f: Vec<Option<String>> = value("backlog", v)?;
+                        if let [Some(d), Some(state), Some(topic)] = &f[..] {
+                            if state == super::layout::state::READY && topic == t {
+                                if let Ok(d) = d.parse::<i64>() {
+                                    ages.push((t.clone(), Some(d), None));
+                                }
+                            }
                         }
                     }
                     for ((_, score), v) in due.iter().zip(replies) {

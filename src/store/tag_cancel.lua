@@ -9,15 +9,18 @@
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists and dead sets, the other indexes of their tags; count hash.
--- Publishes: nothing. Helpers: tag_page, detach, untag.
+-- Publishes: nothing. Events: deleted, per job. Helpers: tag_page,
+-- delete_job.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- how many jobs were deleted, then id, state of each job left alone }.
 --
 -- Cost: one ZRANGEBYLEX and one HMGET per entry; per deleted job a DEL,
 -- its structure's removal (ZREM + DEL of the trigger for a delayed job,
--- LREM for a ready one: O(length of its ready list), ZREM for a dead one)
--- and one ZREM per tag it has (at most 8). Bounded by the page.
+-- nothing for a ready one: its list entry is skipped by the pop that
+-- reaches it; ZREM for a dead one), one ZREM per tag it has (at most 8),
+-- and a GET and DEL for a job with a simple dedup key. Bounded by the page,
+-- never by the backlog.
 --
 -- Guarantees: delayed, ready and dead jobs go, as DELETE /v1/jobs/{id}
 -- removes them (no record kept); reserved jobs (handed out) are left as
@@ -32,9 +35,7 @@ for _, j in ipairs(live) do
     skipped[#skipped + 1] = j.id
     skipped[#skipped + 1] = j.state
   else
-    detach(j.id, j.state, j.topic)
-    untag(j.id, j.tags)
-    redis.call('DEL', job_key(j.id))
+    delete_job(j.id, j.state, j.topic, j.tags, j.dedup)
     changed = changed + 1
   end
 end

@@ -12,7 +12,8 @@
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists; count hash. Publishes: wake (when one of the jobs is the new
--- earliest). Helpers: tag_page, due_time, invalid, delay_job.
+-- earliest). Events: rescheduled, per job moved. Helpers: tag_page,
+-- due_time, invalid, delay_job.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- how many jobs were moved, new_head (1: one of them is now the earliest),
@@ -21,8 +22,9 @@
 --
 -- Cost: one ZRANGEBYLEX, one HMGET and one ZSCORE or HGET per entry; per
 -- moved job what reschedule.lua does (delay_job: ZREM/ZADD on the schedule,
--- SET of the trigger, HDEL; LREM for a ready job: O(length of its ready
--- list)); one ZRANGE for the head. Bounded by the page.
+-- SET of the trigger, HDEL; a ready job's list entry stays, skipped by the
+-- pop that reaches it); one ZRANGE for the head. Bounded by the page,
+-- never by the backlog.
 --
 -- Guarantees: delayed and ready jobs become delayed until the new time,
 -- keeping every invariant reschedule.lua keeps (the same delay_job); never

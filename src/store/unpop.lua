@@ -8,7 +8,8 @@
 -- ARGV[2..] nonces of the lost pops
 --
 -- Touches: the latest pops list (read), job hashes, schedule (lease ends),
--- the topics' ready lists, count hash. Publishes: ready.
+-- the topics' ready lists, count hash. Publishes: ready. Events:
+-- released, per job.
 -- Helpers: unreserve.
 --
 -- Returns { DONE, jobs given back }.

@@ -24,7 +24,10 @@ pub struct EventsQuery {
 pub struct Event {
     /// pushed, fired (due: moved to ready), delivered, finished, failed (an
     /// attempt: nack or lease ran out), retried (after failed: due again),
-    /// dead (after failed: no attempts left).
+    /// dead (after failed: no attempts left), deleted (DELETE, tag cancel,
+    /// dead-letter purge or retention), rescheduled (a new due time),
+    /// requeued (dead back to ready), released (a reservation that never
+    /// reached its consumer, back to ready uncounted).
     pub event: String,
     /// The job's id.
     pub id: String,
@@ -35,7 +38,8 @@ pub struct Event {
     /// When it happened, Unix ms (Redis clock).
     pub at_ms: i64,
     /// pushed, fired, delivered: the job's due time; retried: when the
-    /// next attempt is due. Unix ms.
+    /// next attempt is due; rescheduled: the new due time; requeued: when
+    /// it became ready. Unix ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_ms: Option<i64>,
     /// failed: the attempt's error.

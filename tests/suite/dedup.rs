@@ -582,3 +582,137 @@ async fn the_cli_pushes_with_a_dedup_key_and_prints_the_outcome() {
     assert_eq!(id(&first), id(&second));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_changes_mode_never_makes_its_job_early_nor_reports_a_wrong_due_time() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let now = redis.time_ms().await;
+    // Simple, then debounce: the simple job is moved to the debounce
+    // push's own due time (30 s), its series starting now, not in 1970.
+    let s1 = q
+        .push(&dedup_job(
+            "s1",
+            "a",
+            "order:42",
+            DedupMode::Simple,
+            None,
+            None,
+            3_600_000,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(s1.outcome, PushOutcome::Created);
+    let d = q
+        .push(&dedup_job(
+            "",
+            "b",
+            "order:42",
+            DedupMode::Debounce,
+            Some(60_000),
+            Some(300_000),
+            30_000,
+        ))
+        .await
+        .unwrap();
+    assert_eq!((d.outcome, d.id.as_str()), (PushOutcome::Debounced, "s1"));
+    assert!(
+        d.due_ms >= now + 30_000,
+        "debounced to {} ms from now, asked 30000",
+        d.due_ms - now
+    );
+    let j = q.get("s1").await.unwrap().unwrap();
+    assert_eq!((j.state, j.due_ms), (delayq::JobState::Delayed, d.due_ms));
+
+    // Throttle after debounce: deduplicated, answering the job's own due
+    // time (not the series' start).
+    let t = q
+        .push(&dedup_job(
+            "",
+            "c",
+            "order:42",
+            DedupMode::Throttle,
+            Some(60_000),
+            None,
+            5_000,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        (t.outcome, t.id.as_str(), t.due_ms),
+        (PushOutcome::Deduplicated, "s1", d.due_ms)
+    );
+
+    // Throttle first, then debounce: the throttled job moves to the
+    // debounce push's due time, its series starting now.
+    let now = redis.time_ms().await;
+    let w = q
+        .push(&dedup_job(
+            "w1",
+            "x",
+            "pay:7",
+            DedupMode::Throttle,
+            Some(60_000),
+            None,
+            3_600_000,
+        ))
+        .await
+        .unwrap();
+    let d = q
+        .push(&dedup_job(
+            "",
+            "y",
+            "pay:7",
+            DedupMode::Debounce,
+            Some(60_000),
+            Some(300_000),
+            20_000,
+        ))
+        .await
+        .unwrap();
+    assert_eq!((d.outcome, d.id.as_str()), (PushOutcome::Debounced, "w1"));
+    assert!(d.due_ms >= now + 20_000 && d.due_ms < w.due_ms, "{d:?}");
+    // Simple after throttle: deduplicated while the job lives, with its due.
+    let s = q
+        .push(&dedup_job(
+            "",
+            "z",
+            "pay:7",
+            DedupMode::Simple,
+            None,
+            None,
+            0,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.outcome, s.id.as_str(), s.due_ms),
+        (PushOutcome::Deduplicated, "w1", d.due_ms)
+    );
+    // Nothing fires early: both jobs are still delayed.
+    for id in ["s1", "w1"] {
+        let j = q.get(id).await.unwrap().unwrap();
+        assert_eq!(j.state, delayq::JobState::Delayed, "{id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_cancel_ends_a_simple_dedup_like_a_delete() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let tagged = |id: &str| NewJob {
+        tags: vec!["promo".into()],
+        ..dedup_job(id, "a", "order:9", DedupMode::Simple, None, None, 3_600_000)
+    };
+    q.push(&tagged("c1")).await.unwrap();
+    assert_eq!(q.cancel_tag_all("promo").await.unwrap().changed, 1);
+    assert_eq!(dedup_records(&redis).await, Vec::<String>::new());
+    // The key is free, also once a plain job reuses the id: the next push
+    // with the key creates its own job.
+    q.push(&job("c1", "t", 3_600_000, 60_000)).await.unwrap();
+    let other = q.push(&tagged("c2")).await.unwrap();
+    assert_eq!(
+        (other.outcome, other.id.as_str()),
+        (PushOutcome::Created, "c2")
+    );
+}

@@ -9,6 +9,7 @@
 //! - [`recurring`]: recurring schedules and rate limits across instances.
 //! - [`priority`]: priorities among ready jobs, per partition on a split queue.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
+//! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
 //! - [`dedup`]: deduplication windows (simple, throttle, debounce).
@@ -69,6 +70,7 @@ mod instances;
 mod load;
 mod native_api;
 mod priority;
+mod ready_lists;
 mod recurring;
 mod retry;
 mod security;
