@@ -661,3 +661,48 @@ fn webhook_settings_that_could_not_work_are_refused_at_start() {
         "{e}"
     );
 }
+
+/// Odd replies: informational (1xx) answers before a 200 finish the job
+/// (the 200 is the reply); a 1xx with no final reply, or a 101 nobody asked
+/// for, is a failed attempt, counted once, never a delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informational_replies_finish_nothing_on_their_own() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let shutdown = Shutdown::new();
+    let silent = |bytes: &'static [u8]| Body {
+        bytes: Some(bytes),
+        piece: 64,
+        pause: Duration::ZERO,
+        cap: 0,
+        close: false,
+    };
+    let cases = [
+        (
+            "early",
+            "HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n\
+             HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+        ),
+        ("processing", "HTTP/1.1 102 Processing\r\n\r\n"),
+        ("switching", "HTTP/1.1 101 Switching Protocols\r\n\r\n"),
+    ];
+    for (topic, head) in cases {
+        let (url, _) = raw_receiver(head, silent(b"")).await;
+        let hook = Webhook {
+            timeout: Duration::from_secs(2),
+            ..Webhook::new(topic, &url)
+        };
+        tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+        push_once(&q, &format!("{topic}-1"), topic).await;
+    }
+    assert!(
+        first_attempt(&q, "early-1").await.is_none(),
+        "the 200 finished it"
+    );
+    for id in ["processing-1", "switching-1"] {
+        let job = first_attempt(&q, id).await.expect("a failed attempt");
+        assert_eq!(job.attempts, 1, "{id}: {:?}", job.last_error);
+    }
+    shutdown.trigger();
+    q.close().await;
+}
