@@ -28,6 +28,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {text:?}: too long"))
 }
 
+/// A duration as people write it: its largest unit that divides it
+/// exactly (`8d`, `90s`, `1500ms`).
+pub fn show_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, per) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms > 0 && ms.is_multiple_of(per) {
+            return format!("{}{unit}", ms / per);
+        }
+    }
+    format!("{ms}ms")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +59,12 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration("5y").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn shown_in_the_largest_exact_unit() {
+        for text in ["8d", "90s", "1500ms", "2h", "0ms", "604799s"] {
+            assert_eq!(show_duration(parse_duration(text).unwrap()), text);
+        }
     }
 }

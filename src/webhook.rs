@@ -1,7 +1,8 @@
 //! Webhooks: delayq consumes a topic itself and POSTs each due job to a URL.
 //!
-//! 2xx finishes the job. Anything else (another status, a timeout, a
-//! connection error) is a failed attempt, nacked with what happened, so the
+//! 2xx to the POST finishes the job. Anything else (another status, a
+//! redirect, which is never followed, a timeout, a connection error) is a
+//! failed attempt, nacked with what happened, so the
 //! topic's retry schedule decides when to try again and when the job is
 //! dead. Each webhook topic runs its own [`Consumer`] with its own
 //! concurrency limit: a slow or dead endpoint fills only its own slots and
@@ -35,7 +36,8 @@ use sha2::Sha256;
 use tracing::Instrument;
 
 use crate::consumer::Consumer;
-use crate::job::Delivery;
+use crate::duration::show_duration;
+use crate::job::{Delivery, Limits};
 use crate::queue::Queue;
 use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
@@ -63,9 +65,24 @@ pub struct Webhook {
     pub secret: Option<Secret>,
 }
 
+/// Most bytes of a failed reply's body read, for its error: a receiver's
+/// body can be endless. Above what [`ERROR_BODY_CHARS`] characters take in
+/// UTF-8.
+pub const ERROR_BODY_BYTES: usize = 2048;
+
+/// Characters of a failed reply's body kept in its error.
+pub const ERROR_BODY_CHARS: usize = 200;
+
 impl Webhook {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
     pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    /// The longest timeout under `limits`: a delivery's lease must outlast
+    /// its request by a second, and no lease is longer than the longest
+    /// ttr.
+    pub fn max_timeout(limits: &Limits) -> Duration {
+        limits.max_ttr.saturating_sub(Duration::from_secs(1))
+    }
 
     pub fn new(topic: &str, url: &str) -> Webhook {
         Webhook {
@@ -89,16 +106,7 @@ impl Webhook {
     /// Where it goes, fit to show: host and port, without credentials,
     /// path or query (which may hold a token).
     pub fn shown_host(&self) -> String {
-        reqwest::Url::parse(&self.url)
-            .ok()
-            .and_then(|u| {
-                let host = u.host_str()?.to_owned();
-                Some(match u.port() {
-                    Some(p) => format!("{host}:{p}"),
-                    None => host,
-                })
-            })
-            .unwrap_or_default()
+        host_of(&self.url)
     }
 
     /// The URL fit to show: a password in it and the values of its query
@@ -127,8 +135,9 @@ impl Webhook {
         }
     }
 
-    /// Checks the URL and bounds; names the problem.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks the URL and bounds (the timeout's under `limits`); names the
+    /// problem.
+    pub fn check(&self, limits: &Limits) -> Result<(), String> {
         let url = reqwest::Url::parse(&self.url)
             .map_err(|e| format!("webhook URL {:?} of topic {:?}: {e}", self.url, self.topic))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -140,8 +149,34 @@ impl Webhook {
                 self.topic
             ));
         }
+        let max = Self::max_timeout(limits);
+        if self.timeout > max {
+            return Err(format!(
+                "webhook of topic {:?}: timeout {} is too long: at most {} (the longest \
+                 lease, ttr {}, less a second: a delivery's lease must outlast its request)",
+                self.topic,
+                show_duration(self.timeout),
+                show_duration(max),
+                show_duration(limits.max_ttr),
+            ));
+        }
         Ok(())
     }
+}
+
+/// A URL's host and port, without credentials, path or query; empty if it
+/// is no URL.
+pub fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_owned();
+            Some(match u.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            })
+        })
+        .unwrap_or_default()
 }
 
 /// The signature header value for `body` sent at `timestamp`.
@@ -171,8 +206,12 @@ pub fn verify(secret: &str, timestamp: u64, body: &[u8], signature: &str) -> boo
 
 /// Delivers `hook.topic`'s jobs until `shutdown`.
 pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
+    // A redirect is not followed: only a 2xx to the POST itself finishes a
+    // job (a 302 followed by a GET without body answered 200 by whatever
+    // is there is no delivery).
     let client = crate::https::client_builder()
         .timeout(hook.timeout)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("an HTTP client with a timeout");
     let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
@@ -323,15 +362,28 @@ async fn deliver(
             status = Some(resp.status().as_u16().to_string());
             ("success", Ok(()))
         }
-        Ok(resp) => {
-            status = Some(resp.status().as_u16().to_string());
-            let status = resp.status();
-            let text = resp.text().await.unwrap_or_default();
-            let snippet: String = text.chars().take(200).collect();
+        Ok(resp) if resp.status().is_redirection() => {
+            let code = resp.status().as_u16();
+            status = Some(code.to_string());
+            let to = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned())
+                .unwrap_or_default();
+            let to: String = to.chars().take(ERROR_BODY_CHARS).collect();
             (
                 "http_error",
-                Err(format!("HTTP {}: {snippet}", status.as_u16())),
+                Err(format!(
+                    "HTTP {code}: redirect to {to:?} not followed (only a 2xx to the POST \
+                     finishes a job)"
+                )),
             )
+        }
+        Ok(resp) => {
+            let code = resp.status().as_u16();
+            status = Some(code.to_string());
+            let body = error_body(resp, started + hook.timeout).await;
+            ("http_error", Err(format!("HTTP {code}: {body}")))
         }
         Err(e) if e.is_timeout() => (
             "timeout",
@@ -361,6 +413,40 @@ async fn deliver(
     note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");
     verdict
+}
+
+/// The start of a failed reply's body, for its error: at most
+/// [`ERROR_BODY_BYTES`] are read, none after `deadline` (the delivery's
+/// timeout), and the connection is dropped with the rest unread.
+async fn error_body(mut resp: reqwest::Response, deadline: Instant) -> String {
+    let mut got = Vec::new();
+    let mut unread = None;
+    while got.len() < ERROR_BODY_BYTES {
+        let next = tokio::time::timeout_at(deadline.into(), resp.chunk()).await;
+        match next {
+            Ok(Ok(Some(chunk))) => {
+                got.extend_from_slice(&chunk[..chunk.len().min(ERROR_BODY_BYTES - got.len())])
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) if !e.is_timeout() => {
+                unread = Some(format!("the body cut off: {}", e.without_url()));
+                break;
+            }
+            Ok(Err(_)) | Err(_) => {
+                unread = Some("the rest of the body timed out".to_owned());
+                break;
+            }
+        }
+    }
+    drop(resp);
+    let text: String = String::from_utf8_lossy(&got)
+        .chars()
+        .take(ERROR_BODY_CHARS)
+        .collect();
+    match unread {
+        Some(why) => format!("{text} ({why})"),
+        None => text,
+    }
 }
 
 #[cfg(test)]
@@ -398,7 +484,8 @@ mod tests {
             ..Webhook::new("t", "http://127.0.0.1:1/x")
         };
         assert!(!format!("{hook:?}").contains("hunter2"));
-        assert!(hook.check().is_ok());
-        assert!(Webhook::new("t", "ftp://x").check().is_err());
+        let limits = Limits::default();
+        assert!(hook.check(&limits).is_ok());
+        assert!(Webhook::new("t", "ftp://x").check(&limits).is_err());
     }
 }

@@ -182,6 +182,7 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
     if let Some(n) = parsed.events_kept {
         delayq::queue::check_events_kept(n).map_err(anyhow::Error::msg)?;
     }
+    let limits = delayq::Limits::default();
     let mut t = Topics {
         default_retry: parsed
             .defaults
@@ -255,15 +256,31 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         if let Some(c) = spec.concurrency {
             hook.concurrency = c;
         }
-        hook.secret =
-            match (&spec.secret, &spec.secret_env) {
-                (Some(_), Some(_)) => bail!("{}: give secret or secret_env, not both", ctx()),
-                (Some(s), None) => Some(Secret(s.clone())),
-                (None, Some(var)) => Some(Secret(std::env::var(var).with_context(|| {
-                    format!("{}: environment variable {var} is not set", ctx())
-                })?)),
-                (None, None) => None,
-            };
+        hook.secret = match (&spec.secret, &spec.secret_env) {
+            (Some(_), Some(_)) => bail!("{}: give secret or secret_env, not both", ctx()),
+            (Some(s), None) if s.is_empty() => bail!(
+                "{}: secret is empty: an empty key signs nothing a receiver can trust; \
+                     give a key, or leave secret out",
+                ctx()
+            ),
+            (Some(s), None) => Some(Secret(s.clone())),
+            (None, Some(var)) => {
+                let key = std::env::var(var)
+                    .with_context(|| format!("{}: environment variable {var} is not set", ctx()))?;
+                if key.is_empty() {
+                    bail!(
+                        "{}: environment variable {var} (secret_env) is empty: an empty \
+                             key signs nothing a receiver can trust",
+                        ctx()
+                    );
+                }
+                Some(Secret(key))
+            }
+            (None, None) => None,
+        };
+        hook.check(&limits)
+            .map_err(anyhow::Error::msg)
+            .with_context(ctx)?;
         t.webhooks.push(hook);
     }
 
@@ -289,14 +306,19 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         t.webhooks.push(Webhook::new(topic, url.trim()));
     }
     if let Some(secret) = flags.webhook_secret {
+        if secret.is_empty() {
+            bail!(
+                "--webhook-secret (DELAYQ_WEBHOOK_SECRET) is empty: an empty key signs nothing \
+                 a receiver can trust; give a key, or unset it"
+            );
+        }
         for h in &mut t.webhooks {
             h.secret.get_or_insert_with(|| Secret(secret.to_owned()));
         }
     }
-    let limits = delayq::Limits::default();
     for h in &t.webhooks {
         limits.check_topic(&h.topic).map_err(anyhow::Error::msg)?;
-        h.check().map_err(anyhow::Error::msg)?;
+        h.check(&limits).map_err(anyhow::Error::msg)?;
         // Redelivering a failing request at once, for ever, hammers the
         // receiver: a webhook topic nobody gave a policy backs off.
         if !t.topic_retry.contains_key(&h.topic) && t.default_retry == RetryPolicy::default() {
@@ -391,6 +413,49 @@ retry = ["2m", "10m"]
         std::fs::write(&path, "[topics.x]\ntimeout = \"1s\"\n").unwrap();
         let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
         assert!(e.contains("need a webhook"), "{e}");
+    }
+
+    /// A webhook setting that could not work is refused, named with its
+    /// value and limit: a timeout its lease cannot outlast (every delivery
+    /// failed before a request was sent), an empty secret.
+    #[test]
+    fn webhook_settings_that_could_not_work_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("delayq.toml");
+        let hook = "[topics.h]\nwebhook = \"http://127.0.0.1:9/x\"\n";
+        // SAFETY: no other test reads this variable.
+        unsafe { std::env::set_var("DELAYQ_UNIT_EMPTY_HOOK_SECRET", "") };
+        for (extra, says) in [
+            (
+                "timeout = \"8d\"",
+                "timeout 8d is too long: at most 604799s",
+            ),
+            ("timeout = \"7d\"", "timeout 7d is too long"),
+            ("secret = \"\"", "[topics.h]: secret is empty"),
+            (
+                "secret_env = \"DELAYQ_UNIT_EMPTY_HOOK_SECRET\"",
+                "DELAYQ_UNIT_EMPTY_HOOK_SECRET (secret_env) is empty",
+            ),
+            (
+                "secret_env = \"DELAYQ_UNIT_UNSET_HOOK_SECRET\"",
+                "DELAYQ_UNIT_UNSET_HOOK_SECRET is not set",
+            ),
+        ] {
+            std::fs::write(&path, format!("{hook}{extra}\n")).unwrap();
+            let e = format!("{:#}", load(Some(&path), &no_flags()).unwrap_err());
+            assert!(e.contains(says), "{extra}: {e}");
+        }
+        std::fs::write(&path, format!("{hook}timeout = \"604799s\"\n")).unwrap();
+        assert!(load(Some(&path), &no_flags()).is_ok());
+        let flags = Flags {
+            webhook_secret: Some(""),
+            ..no_flags()
+        };
+        let e = format!("{:#}", load(Some(&path), &flags).unwrap_err());
+        assert!(
+            e.contains("--webhook-secret (DELAYQ_WEBHOOK_SECRET) is empty"),
+            "{e}"
+        );
     }
 
     #[test]

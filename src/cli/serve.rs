@@ -494,6 +494,9 @@ async fn serve(
         .into_iter()
         .map(|hook| {
             tracing::info!(topic = %hook.topic, url = %hook.url, retry = ?queue.retry_policy_for(&hook.topic), "delivering topic by webhook");
+            if hook.secret.is_none() {
+                tracing::warn!(topic = %hook.topic, "webhook topic with no secret: its requests are not signed, so its receiver cannot tell delayq's requests from anyone's; set secret or secret_env in the config file, or --webhook-secret (DELAYQ_WEBHOOK_SECRET)");
+            }
             tokio::spawn(webhook::run(queue.clone(), hook, shutdown.clone()))
         })
         .collect();

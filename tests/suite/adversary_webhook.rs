@@ -1,5 +1,7 @@
 //! A webhook's consumer tried as an adversary would: a hanging receiver, a
-//! shutdown while a pop is at Redis, replies from Redis that come late.
+//! shutdown while a pop is at Redis, replies from Redis that come late,
+//! redirects, error bodies huge, cut off or trickled, instances that ask
+//! each other which topics are webhooks', settings that could not work.
 //! Each test states a promise and tries to break it.
 
 use std::sync::{Arc, Mutex};
@@ -247,4 +249,460 @@ async fn slow_replies_from_redis_deliver_every_job_and_count_no_attempt_without_
     ids.sort();
     ids.dedup();
     assert_eq!(ids, ["slow-a", "slow-b", "slow-c"], "{seen:?}");
+}
+
+/// Pushes `id` due now to `topic`, retried after an hour: a failed attempt
+/// leaves it delayed, with its error.
+async fn push_once(q: &Queue, id: &str, topic: &str) {
+    q.push(&delayq::NewJob {
+        retry: Some(delayq::RetryPolicy::parse("1h", None).unwrap()),
+        ..job(id, topic, 0, 30_000)
+    })
+    .await
+    .unwrap();
+}
+
+/// Waits until `id`'s first attempt is settled: None when it was finished,
+/// else the job (delayed after a failed attempt).
+async fn first_attempt(q: &Queue, id: &str) -> Option<delayq::Job> {
+    eventually(
+        Duration::from_secs(60),
+        "the first attempt settled",
+        || async {
+            match q.get(id).await.unwrap() {
+                None => Some(None),
+                Some(j) if j.state == JobState::Delayed && j.attempts > 0 => Some(Some(j)),
+                Some(_) => None,
+            }
+        },
+    )
+    .await
+}
+
+/// A receiver that answers every POST to `/hook` with `status` and
+/// `Location: /hook/`, and 200 to anything sent there (GET or POST);
+/// returns its URL and the count of requests that reached `/hook/`.
+async fn redirecting_receiver(status: u16) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    let followed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = followed.clone();
+    let app = Router::new()
+        .route(
+            "/hook",
+            routing::post(move || async move {
+                (
+                    StatusCode::from_u16(status).unwrap(),
+                    [("location", "/hook/")],
+                    "moved",
+                )
+            }),
+        )
+        .route(
+            "/hook/",
+            routing::any(move || {
+                count.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::OK }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, followed)
+}
+
+/// Only a 2xx to the POST finishes a job: a redirect (any 3xx) is not
+/// followed, whether the client would follow it with a GET without body
+/// (302, 303) or with the POST again (307, 308). The attempt fails with an
+/// error naming the status and the Location, and nothing reaches the
+/// Location.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_a_failed_attempt_and_is_not_followed() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let shutdown = Shutdown::new();
+    let mut receivers = Vec::new();
+    for status in [301, 302, 303, 307, 308] {
+        let topic = format!("redirect-{status}");
+        let (url, followed) = redirecting_receiver(status).await;
+        tokio::spawn(webhook::run(
+            q.clone(),
+            Webhook::new(&topic, &url),
+            shutdown.clone(),
+        ));
+        push_once(&q, &format!("r-{status}"), &topic).await;
+        receivers.push((status, followed));
+    }
+    for (status, followed) in receivers {
+        let job = first_attempt(&q, &format!("r-{status}"))
+            .await
+            .unwrap_or_else(|| panic!("a {status} finished the job"));
+        let error = job.last_error.unwrap();
+        assert!(
+            error.starts_with(&format!("HTTP {status}")) && error.contains("/hook/"),
+            "{error}"
+        );
+        assert_eq!(job.attempts, 1);
+        assert_eq!(followed.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+    shutdown.trigger();
+    q.close().await;
+}
+
+/// How a raw receiver writes its body after the head.
+struct Body {
+    /// The bytes to write; None: 'x's without end (up to `cap`).
+    bytes: Option<&'static [u8]>,
+    /// Bytes a write, and the pause after each.
+    piece: usize,
+    pause: Duration,
+    cap: usize,
+    /// Close the connection once the bytes are written (else hold it open,
+    /// silent, until the client goes).
+    close: bool,
+}
+
+/// A receiver on a raw socket: to every request it answers `head` and then
+/// writes its body as `body` says. Returns its URL and the body bytes it
+/// wrote to the first request before it was done or the client went.
+async fn raw_receiver(head: &'static str, body: Body) -> (String, Arc<Mutex<Option<usize>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let written: Arc<Mutex<Option<usize>>> = Default::default();
+    let first = written.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let first = first.clone();
+            tokio::spawn(async move {
+                // The request: headers and its short JSON body.
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if conn.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b'x'; body.piece];
+                let mut sent = 0;
+                let gone = loop {
+                    let piece = match body.bytes {
+                        Some(b) if sent >= b.len() => break false,
+                        Some(b) => &b[sent..(sent + body.piece).min(b.len())],
+                        None if sent >= body.cap => break false,
+                        None => &chunk[..],
+                    };
+                    if conn.write_all(piece).await.is_err() {
+                        break true;
+                    }
+                    sent += piece.len();
+                    if !body.pause.is_zero() {
+                        tokio::time::sleep(body.pause).await;
+                    }
+                };
+                if !gone && !body.close {
+                    // Silent, the connection open, until the client goes.
+                    let _ = conn.read(&mut buf).await;
+                }
+                first.lock().unwrap().get_or_insert(sent);
+            });
+        }
+    });
+    (url, written)
+}
+
+/// A receiver's error reply with a huge body (Content-Length 4 GiB, 'x's as
+/// fast as the socket takes them): delayq reads a few KB of it, drops the
+/// connection and fails the attempt at once with a short error. Reading
+/// the whole body took its memory from 17 to 276 MB for one delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_body_is_read_a_few_kb_and_the_connection_dropped() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // At most 256 MiB are written; then the receiver holds on, silent.
+    let (url, written) = raw_receiver(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4294967296\r\n\r\n",
+        Body {
+            bytes: None,
+            piece: 64 * 1024,
+            pause: Duration::ZERO,
+            cap: 256 << 20,
+            close: false,
+        },
+    )
+    .await;
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        timeout: Duration::from_secs(120),
+        ..Webhook::new("huge", &url)
+    };
+    tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let started = std::time::Instant::now();
+    push_once(&q, "huge-1", "huge").await;
+    let job = first_attempt(&q, "huge-1")
+        .await
+        .expect("a 500 is a failure");
+    let error = job.last_error.unwrap();
+    assert!(error.starts_with("HTTP 500: xxxx"), "{error}");
+    assert!(error.len() < 1000, "{} bytes of error", error.len());
+    // Well before the timeout: nothing waited for the rest of the body.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    // The receiver could write little more than the sockets' buffers hold
+    // before the connection was gone.
+    let sent = eventually(Duration::from_secs(30), "the receiver cut off", || async {
+        *written.lock().unwrap()
+    })
+    .await;
+    assert!(sent < 32 << 20, "the receiver wrote {sent} bytes");
+    shutdown.trigger();
+    q.close().await;
+}
+
+/// Error bodies that end early or come slowly: a body cut off by the
+/// receiver closing fails the attempt with what came; a body trickled a
+/// few bytes at a time is not waited for past the delivery's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_body_cut_off_or_trickled_fails_the_attempt_within_the_timeout() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let shutdown = Shutdown::new();
+    // Promises 1000 bytes, sends 9 and closes.
+    let (cut, _) = raw_receiver(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 1000\r\n\r\n",
+        Body {
+            bytes: Some(b"overload!"),
+            piece: 64,
+            pause: Duration::ZERO,
+            cap: 0,
+            close: true,
+        },
+    )
+    .await;
+    // One byte every 100 ms of a body of 4 GiB.
+    let (slow, _) = raw_receiver(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4294967296\r\n\r\n",
+        Body {
+            bytes: None,
+            piece: 1,
+            pause: Duration::from_millis(100),
+            cap: usize::MAX,
+            close: false,
+        },
+    )
+    .await;
+    let timeout = Duration::from_secs(3);
+    for (topic, url) in [("cut", &cut), ("trickle", &slow)] {
+        let hook = Webhook {
+            timeout,
+            ..Webhook::new(topic, url)
+        };
+        tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    }
+    let started = std::time::Instant::now();
+    push_once(&q, "cut-1", "cut").await;
+    push_once(&q, "trickle-1", "trickle").await;
+    let job = first_attempt(&q, "cut-1")
+        .await
+        .expect("a 503 is a failure");
+    let error = job.last_error.unwrap();
+    assert!(error.starts_with("HTTP 503: overload!"), "{error}");
+    let job = first_attempt(&q, "trickle-1")
+        .await
+        .expect("a 500 is a failure");
+    // The attempt ended at the timeout, with what had come by then.
+    let error = job.last_error.unwrap();
+    assert!(
+        error.starts_with("HTTP 500: xx") && error.contains("timed out"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < timeout + Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    shutdown.trigger();
+    q.close().await;
+}
+
+/// Which topics are delivered by webhook is read from Redis (the running
+/// instances' heartbeats), not from the asked instance's own flags:
+/// `/v1/topics` and `delayq stats` say the same on an instance that
+/// delivers nothing as on the one that delivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_instance_names_the_webhook_topics_of_every_other() {
+    let redis = RedisServer::start();
+    let delivering = DelayqProcess::start(
+        &redis,
+        &[
+            "--webhook",
+            "remote=http://127.0.0.1:9/in?key=k",
+            "--webhook-secret",
+            "s3cret",
+        ],
+    );
+    let other = DelayqProcess::start(&redis, &[]);
+    for base in [&delivering.base, &other.base] {
+        let what = format!("the webhook topic at {base}");
+        let by = eventually(Duration::from_secs(20), &what, || async {
+            let (_, v) = get_json(base, "/v1/topics").await;
+            v["webhooks"]["remote"].as_str().map(str::to_owned)
+        })
+        .await;
+        assert_eq!(by, "127.0.0.1:9", "at {base}");
+        let (ok, out, err) = delayq_cli(base, &["stats"]).await;
+        assert!(ok, "{err}");
+        let row = out.lines().find(|l| l.starts_with("remote")).unwrap_or("");
+        assert!(row.contains("webhook to 127.0.0.1:9"), "at {base}: {out}");
+    }
+    // Stopped cleanly, its heartbeat is gone: nobody delivers the topic.
+    delivering.terminate();
+    let (_, v) = get_json(&other.base, "/v1/topics").await;
+    assert_eq!(v["webhooks"].get("remote"), None, "{v}");
+    drop(other);
+}
+
+/// A webhook topic without any secret is delivered, and delayq warns at
+/// start: its receiver cannot tell delayq's requests from anyone's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_topic_without_a_secret_is_warned_about_at_start() {
+    let redis = RedisServer::start();
+    let (p, logs) = DelayqProcess::spawn_logged(&[
+        "--redis",
+        &redis.url(),
+        "--webhook",
+        "unsigned=http://127.0.0.1:9/in",
+    ]);
+    let line = log_line(&logs, "no secret", Duration::from_secs(20));
+    assert!(line.contains("WARN") && line.contains("unsigned"), "{line}");
+    p.terminate();
+}
+
+/// `delayq serve ARGS` (on a Redis that cannot be reached, so nothing
+/// starts whatever the check says) with `env` set: its stderr.
+fn serve_refuses(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis",
+            "redis://127.0.0.1:1/",
+        ])
+        .args(args)
+        .env_remove("DELAYQ_WEBHOOK_SECRET")
+        .envs(env.iter().copied())
+        .env("DELAYQ_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "serve {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Webhook settings that could not work are refused at start, naming the
+/// setting, its value and the limit: a timeout the lease cannot outlast
+/// (every delivery failed before a request was sent, and the jobs died),
+/// an empty secret (requests signed with an empty key).
+#[test]
+fn webhook_settings_that_could_not_work_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("[topics.hook]\nwebhook = \"http://127.0.0.1:9/in\"\n{text}\n"),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let long = file("long.toml", "timeout = \"8d\"\nsecret = \"s\"");
+    let e = serve_refuses(&["--config", &long], &[]);
+    assert!(
+        e.contains("[topics.hook]") && e.contains("timeout 8d") && e.contains("at most"),
+        "{e}"
+    );
+    let from_env = file("env.toml", "secret_env = \"HOOK_SECRET_UNDER_TEST\"");
+    let e = serve_refuses(&["--config", &from_env], &[("HOOK_SECRET_UNDER_TEST", "")]);
+    assert!(
+        e.contains("HOOK_SECRET_UNDER_TEST") && e.contains("empty"),
+        "{e}"
+    );
+    let written = file("written.toml", "secret = \"\"");
+    let e = serve_refuses(&["--config", &written], &[]);
+    assert!(
+        e.contains("[topics.hook]") && e.contains("secret is empty"),
+        "{e}"
+    );
+    let e = serve_refuses(
+        &[
+            "--webhook",
+            "hook=http://127.0.0.1:9/in",
+            "--webhook-secret",
+            "",
+        ],
+        &[],
+    );
+    assert!(e.contains("--webhook-secret") && e.contains("empty"), "{e}");
+    let e = serve_refuses(
+        &["--webhook", "hook=http://127.0.0.1:9/in"],
+        &[("DELAYQ_WEBHOOK_SECRET", "")],
+    );
+    assert!(
+        e.contains("DELAYQ_WEBHOOK_SECRET") && e.contains("empty"),
+        "{e}"
+    );
+}
+
+/// Odd replies: informational (1xx) answers before a 200 finish the job
+/// (the 200 is the reply); a 1xx with no final reply, or a 101 nobody asked
+/// for, is a failed attempt, counted once, never a delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informational_replies_finish_nothing_on_their_own() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let shutdown = Shutdown::new();
+    let silent = |bytes: &'static [u8]| Body {
+        bytes: Some(bytes),
+        piece: 64,
+        pause: Duration::ZERO,
+        cap: 0,
+        close: false,
+    };
+    let cases = [
+        (
+            "early",
+            "HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n\
+             HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+        ),
+        ("processing", "HTTP/1.1 102 Processing\r\n\r\n"),
+        ("switching", "HTTP/1.1 101 Switching Protocols\r\n\r\n"),
+    ];
+    for (topic, head) in cases {
+        let (url, _) = raw_receiver(head, silent(b"")).await;
+        let hook = Webhook {
+            timeout: Duration::from_secs(2),
+            ..Webhook::new(topic, &url)
+        };
+        tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+        push_once(&q, &format!("{topic}-1"), topic).await;
+    }
+    assert!(
+        first_attempt(&q, "early-1").await.is_none(),
+        "the 200 finished it"
+    );
+    for id in ["processing-1", "switching-1"] {
+        let job = first_attempt(&q, id).await.expect("a failed attempt");
+        assert_eq!(job.attempts, 1, "{id}: {:?}", job.last_error);
+    }
+    shutdown.trigger();
+    q.close().await;
 }

@@ -1,6 +1,8 @@
 //! `/v1/topics`: counts per topic, a topic's jobs, its dead letters (list,
 //! requeue, purge), pause and resume; `/v1/schedule`.
 
+use std::collections::BTreeMap;
+
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -18,7 +20,8 @@ use crate::wire::{
 #[utoipa::path(get, path = "/v1/topics", operation_id = "listTopics",
     responses((status = 200, description = "Counts", body = Topics)))]
 pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topics>> {
-    let (q, hooks) = (&state.queue, &state.server.webhooks);
+    let q = &state.queue;
+    let hooks = webhook_hosts(q, &state.server.webhooks).await?;
     let mut o = q.topics().await?;
     // Topics configured here are known with no jobs too.
     for t in hooks.keys().chain(q.config().topic_retry.keys()) {
@@ -33,10 +36,32 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
         next_due_ms: o.next_due_ms,
         waiting_pops: q.waiting_pops().saturating_sub(webhook_pops),
         webhook_pops,
-        webhooks: hooks.clone(),
+        webhooks: hooks,
         unavailable_partitions: o.unavailable_partitions,
         lateness_ms,
     }))
+}
+
+/// The webhook topics of every running instance (their heartbeats), by
+/// topic, each with its URL's host as the first instance by id has it:
+/// the same whichever instance is asked. This instance's own are added
+/// for the moment before its first heartbeat.
+async fn webhook_hosts(
+    q: &crate::Queue,
+    own: &BTreeMap<String, String>,
+) -> ApiResult<BTreeMap<String, String>> {
+    let mut hosts = BTreeMap::new();
+    for i in q.instances().await? {
+        for c in i.webhook_consumers {
+            hosts
+                .entry(c.topic)
+                .or_insert_with(|| crate::webhook::host_of(&c.url));
+        }
+    }
+    for (topic, host) in own {
+        hosts.entry(topic.clone()).or_insert_with(|| host.clone());
+    }
+    Ok(hosts)
 }
 
 fn query<T>(q: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
