@@ -31,6 +31,8 @@ enum Op {
     List,
     Cancel,
     Move(TagMove),
+    /// A move's check: every page it would change, nothing changed.
+    Check(TagMove),
 }
 
 impl Queue {
@@ -72,18 +74,30 @@ impl Queue {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TagChange> {
+        self.check_move(to)?;
+        // A page over several partitions is one step per partition: each
+        // is checked before any is changed, so a move that cannot be done
+        // (a due time past the latest allowed) changes nothing.
+        if self.store().parts().len() > 1 {
+            self.tag_pages(tag, cursor, limit, Op::Check(to)).await?;
+        }
+        self.tag_change(tag, cursor, limit, Op::Move(to)).await
+    }
+
+    fn check_move(&self, to: TagMove) -> Result<()> {
         match to {
-            TagMove::At(ms) => check_due_at(ms).map_err(Error::Invalid)?,
+            TagMove::At(ms) => check_due_at(ms).map_err(Error::Invalid),
             TagMove::Shift(ms) => {
-                let max = self.limits().max_delay.as_millis() as i64;
-                if ms.abs() > max {
+                let max = self.limits().max_delay.as_millis() as u64;
+                // unsigned_abs: i64::MIN has no i64 magnitude.
+                if ms.unsigned_abs() > max {
                     return Err(Error::Invalid(format!(
                         "shift_ms {ms} is beyond the limit of +-{max} ms"
                     )));
                 }
+                Ok(())
             }
         }
-        self.tag_change(tag, cursor, limit, Op::Move(to)).await
     }
 
     /// [`cancel_tag`](Self::cancel_tag) page after page until the tag's
@@ -92,10 +106,12 @@ impl Queue {
         self.tag_change_all(tag, Op::Cancel).await
     }
 
-    /// [`reschedule_tag`](Self::reschedule_tag) page after page.
+    /// [`reschedule_tag`](Self::reschedule_tag) page after page. Every
+    /// page is checked first: a move that cannot be done changes nothing.
     pub async fn reschedule_tag_all(&self, tag: &str, to: TagMove) -> Result<TagChange> {
-        let first = self.reschedule_tag(tag, to, None, TAG_PAGE).await?;
-        self.tag_change_from(tag, first, Op::Move(to)).await
+        self.check_move(to)?;
+        self.tag_change_all(tag, Op::Check(to)).await?;
+        self.tag_change_all(tag, Op::Move(to)).await
     }
 
     async fn tag_change_all(&self, tag: &str, op: Op) -> Result<TagChange> {
@@ -164,7 +180,24 @@ impl Queue {
             let page = match op {
                 Op::List => store.tag_list(part, tag, &after, left).await?,
                 Op::Cancel => store.tag_cancel(part, tag, &after, left).await?,
-                Op::Move(to) => store.tag_reschedule(part, tag, &after, left, to).await?,
+                Op::Move(to) | Op::Check(to) => {
+                    let check = matches!(op, Op::Check(_));
+                    match store
+                        .tag_reschedule(part, tag, &after, left, to, check)
+                        .await
+                    {
+                        Ok(page) => page,
+                        // Checked first, so only a job changed since can
+                        // fail here: say what was already moved.
+                        Err(Error::Invalid(e)) if pages.iter().any(|p: &TagPage| p.changed > 0) => {
+                            let moved: u64 = pages.iter().map(|p| p.changed).sum();
+                            return Err(Error::Invalid(format!(
+                                "{e} (partition {part}; {moved} jobs of the partitions before it were already moved)"
+                            )));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
             };
             if page.new_head {
                 self.inner.h.wake.one(part);

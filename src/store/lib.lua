@@ -162,7 +162,7 @@ local function due_time(delay_ms, at_ms)
   local due
   if at_ms >= 0 then due = math.max(at_ms, now) else due = now + tonumber(delay_ms) end
   if due > MAX_TIME_MS then
-    return nil, 'due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. MAX_TIME_MS .. ' ms (year 9999)'
+    return nil, 'due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. string.format('%.0f', MAX_TIME_MS) .. ' ms (year 9999-12-31)'
   end
   return due
 end

@@ -9,6 +9,8 @@
 -- ARGV[5]  shift ms (may be negative), used when ARGV[6] is -1: each job's
 --          new due time is its own plus the shift
 -- ARGV[6]  absolute due time, Unix ms, or -1
+-- ARGV[7]  "1": only check that every move is possible, change nothing
+--          (a move over several partitions checks them all first)
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists; count hash. Publishes: wake (when one of the jobs is the new
@@ -16,7 +18,7 @@
 -- due_time, invalid, delay_job.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
--- how many jobs were moved, new_head (1: one of them is now the earliest),
+-- how many jobs were moved (checked: would be), new_head (1: one of them is now the earliest),
 -- then id, state of each job left alone }.
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
 --
@@ -58,6 +60,7 @@ for _, j in ipairs(live) do
     skipped[#skipped + 1] = j.state
   end
 end
+if ARGV[7] == '1' then return { DONE, last, #moves, 0 } end
 local moved = {}
 for _, m in ipairs(moves) do
   delay_job(m.j.id, m.j.state, m.j.topic, m.due)

@@ -37,7 +37,9 @@ fn decode((_, mut f): (Status, Fields)) -> Result<TagPage> {
 
 impl Store {
     /// Moves the delayed and ready jobs among up to `limit` entries of
-    /// `tag`'s index in partition `part`, after id `after`.
+    /// `tag`'s index in partition `part`, after id `after`; with `check`,
+    /// only finds whether every move is possible (an error if not) and
+    /// changes nothing.
     pub(crate) async fn tag_reschedule(
         &self,
         part: usize,
@@ -45,13 +47,19 @@ impl Store {
         after: &str,
         limit: usize,
         to: TagMove,
+        check: bool,
     ) -> Result<TagPage> {
         let (shift, at) = match to {
             TagMove::Shift(ms) => (ms, -1),
             TagMove::At(ms) => (0, ms.max(0)),
         };
         let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(tag).arg(after).arg(limit).arg(shift).arg(at);
+        cmd.arg(tag)
+            .arg(after)
+            .arg(limit)
+            .arg(shift)
+            .arg(at)
+            .arg(if check { "1" } else { "0" });
         decode(self.send(cmd).await?)
     }
 }

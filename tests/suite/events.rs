@@ -569,3 +569,78 @@ async fn ten_thousand_kept_events_take_under_a_hundred_bytes_each() {
     assert_eq!(len, 10_000);
     assert!(bytes / len < 100, "{} bytes per event", bytes / len);
 }
+
+#[tokio::test]
+async fn every_other_change_writes_its_event_too() {
+    let redis = RedisServer::start();
+    let q = events_queue(&redis);
+    let tagged = |id: &str, tag: &str| delayq::NewJob {
+        tags: vec![tag.into()],
+        ..job(id, "misc", 3_600_000, 30_000)
+    };
+    // DELETE and a tag cancel: deleted.
+    q.push(&job("del", "misc", 3_600_000, 30_000))
+        .await
+        .unwrap();
+    assert!(q.delete("del").await.unwrap());
+    q.push(&tagged("cut", "gone")).await.unwrap();
+    assert_eq!(q.cancel_tag_all("gone").await.unwrap().changed, 1);
+    // A reschedule and a tag reschedule: rescheduled, with the new due time.
+    q.push(&job("mv", "misc", 3_600_000, 30_000)).await.unwrap();
+    let due = q
+        .reschedule("mv", Duration::from_secs(7200), None, None)
+        .await
+        .unwrap();
+    q.push(&tagged("tmv", "later")).await.unwrap();
+    q.reschedule_tag_all("later", delayq::TagMove::Shift(60_000))
+        .await
+        .unwrap();
+    // A dead job requeued, then its delivery released: requeued, released.
+    let mut j = job("rq", "work", 0, 30_000);
+    j.retry = Some(RetryPolicy::parse("", Some(1)).unwrap());
+    q.push(&j).await.unwrap();
+    let d = pop_one(&q, "work").await;
+    q.nack(&d.id, &d.token, None, "boom").await.unwrap();
+    assert_eq!(q.requeue_dead("work", &[]).await.unwrap(), 1);
+    let d = pop_one(&q, "work").await;
+    q.release(&d.id, &d.token).await.unwrap();
+    // A dead job purged: deleted.
+    let d = pop_one(&q, "work").await;
+    q.nack(&d.id, &d.token, None, "boom again").await.unwrap();
+    assert_eq!(q.purge_dead("work").await.unwrap(), 1);
+
+    let events = all_events(&q).await;
+    assert_eq!(kinds_of(&events, "del"), ["pushed", "deleted"]);
+    assert_eq!(kinds_of(&events, "cut"), ["pushed", "deleted"]);
+    assert_eq!(kinds_of(&events, "mv"), ["pushed", "rescheduled"]);
+    let moved = events
+        .iter()
+        .find(|e| e.id == "mv" && e.event == "rescheduled")
+        .unwrap();
+    assert_eq!(moved.due_ms, Some(due));
+    assert_eq!(kinds_of(&events, "tmv"), ["pushed", "rescheduled"]);
+    assert_eq!(
+        kinds_of(&events, "rq"),
+        [
+            "pushed",
+            "fired",
+            "delivered",
+            "failed",
+            "dead",
+            "requeued",
+            "delivered",
+            "released",
+            "delivered",
+            "failed",
+            "dead",
+            "deleted"
+        ]
+    );
+    let attempts: Vec<u32> = events
+        .iter()
+        .filter(|e| e.id == "rq")
+        .map(|e| e.attempt)
+        .collect();
+    // Requeued from 0; the released delivery uncounted, so the next is 1.
+    assert_eq!(attempts, [0, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1]);
+}

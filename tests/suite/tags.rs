@@ -528,3 +528,72 @@ async fn over_a_cluster_a_tag_is_listed_moved_and_cancelled_across_partitions() 
     assert_eq!(q.cancel_tag_all("member:77").await.unwrap().changed, 60);
     assert!(list_all(&q, "member:77", 100).await.0.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_that_cannot_be_done_in_one_partition_changes_no_partition() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    for i in 0..40 {
+        q.push(&tagged(&format!("r{i:02}"), 3_600_000, &["renew"]))
+            .await
+            .unwrap();
+    }
+    // One job ten days before the latest due time allowed, in the last
+    // partition, so that the partitions before it are reached first.
+    let latest = delayq::job::MAX_DUE_AT_MS;
+    let mut late = None;
+    for i in 0..200 {
+        let id = format!("late{i}");
+        q.push(&NewJob {
+            due_at_ms: Some(latest - 10 * 86_400_000),
+            ..tagged(&id, 0, &["renew"])
+        })
+        .await
+        .unwrap();
+        let keys: Vec<String> = redis.cmd(&["KEYS", &format!("*:j:{id}")]).await;
+        if keys[0].starts_with("{dq:3:") {
+            late = Some(id);
+            break;
+        }
+        assert!(q.delete(&id).await.unwrap());
+    }
+    let late = late.expect("an id in partition 3");
+    let dues = |q: Queue| async move {
+        let mut out = Vec::new();
+        for i in 0..40 {
+            out.push(q.get(&format!("r{i:02}")).await.unwrap().unwrap().due_ms);
+        }
+        out
+    };
+    let before = dues(q.clone()).await;
+
+    for all in [false, true] {
+        let shift = TagMove::Shift(40 * 86_400_000);
+        let err = if all {
+            q.reschedule_tag_all("renew", shift).await.unwrap_err()
+        } else {
+            q.reschedule_tag("renew", shift, None, 1000)
+                .await
+                .unwrap_err()
+        };
+        assert_eq!(dues(q.clone()).await, before, "nothing moved");
+        let text = err.to_string();
+        assert!(
+            text.contains(&late) && text.contains(&latest.to_string()),
+            "names the job and the latest time in ms: {text}"
+        );
+        assert!(!text.contains("e+"), "{text}");
+    }
+    // The most negative shift is beyond the limit too (its magnitude does
+    // not fit an i64).
+    let err = q
+        .reschedule_tag_all("renew", TagMove::Shift(i64::MIN))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("shift_ms"), "{err}");
+    assert_eq!(dues(q.clone()).await, before, "nothing moved");
+}
