@@ -153,7 +153,9 @@ pub struct ServeArgs {
 
     /// Retry intervals for jobs pushed without a policy, e.g. "2m,10m,1h".
     /// Without it (and without --default-max-attempts) a failed job is
-    /// delivered again at once, for ever, as ouqiang/delay-queue does.
+    /// tried for ever: again at once after its lease runs out, as
+    /// ouqiang/delay-queue does; after a nack without a delay, after 1s,
+    /// 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, then 8h each time.
     #[arg(long, env = "DELAYQ_DEFAULT_RETRY", default_value = "")]
     default_retry: String,
 
