@@ -40,9 +40,10 @@ impl Consumer {
     }
 
     /// Waits between attempts of jobs whose own policy has no intervals
-    /// (which would otherwise come back at once): the intervals of
-    /// `policy`. Whoever pushed a job, a failing handler is not retried in a
-    /// tight loop. Attempts stay bounded by the job's own policy.
+    /// (a job with only `max_attempts` would otherwise come back at once):
+    /// the intervals of `policy`. Without it, a job with no policy at all
+    /// still waits the built-in [`RetryPolicy::backoff`] (the nack's
+    /// default). Attempts stay bounded by the job's own policy.
     pub fn backoff(mut self, policy: RetryPolicy) -> Consumer {
         self.backoff = Some(policy);
         self

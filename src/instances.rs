@@ -16,8 +16,13 @@ pub const PERIOD: Duration = Duration::from_secs(2);
 pub const TTL: Duration = Duration::from_secs(3 * PERIOD.as_secs());
 
 /// A new instance of this process on `host`: id host-pid-random, started
-/// now.
-pub fn this_process(host: &str, listen: &str, webhook_consumers: Vec<WebhookConsumer>) -> Instance {
+/// now; `events`: it writes the event stream.
+pub fn this_process(
+    host: &str,
+    listen: &str,
+    webhook_consumers: Vec<WebhookConsumer>,
+    events: bool,
+) -> Instance {
     let host = host.to_owned();
     let pid = std::process::id();
     let random = &uuid::Uuid::new_v4().simple().to_string()[..8];
@@ -33,6 +38,7 @@ pub fn this_process(host: &str, listen: &str, webhook_consumers: Vec<WebhookCons
         webhook_consumers,
         dispatching: Vec::new(),
         last_seen_ms: 0,
+        events: Some(events),
     }
 }
 

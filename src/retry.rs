@@ -11,8 +11,10 @@
 //! 10m, 10m, 1h, 2h, 6h, 15h; then give up) is
 //! `RetryPolicy::parse("2m,10m,10m,1h,2h,6h,15h", None)`: 8 attempts.
 //!
-//! A job without a policy is delivered again at once after every failure,
-//! for ever: the behaviour ouqiang/delay-queue clients expect.
+//! A job without a policy is tried for ever: after a lease that runs out,
+//! again at once (the behaviour ouqiang/delay-queue clients expect); after
+//! a nack that gives no delay, after [`RetryPolicy::backoff`]'s intervals,
+//! so that a failing consumer does not hammer what it calls.
 
 use std::time::Duration;
 
@@ -64,6 +66,15 @@ impl RetryPolicy {
             return Err("max_attempts must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// The built-in backoff: 1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, 8h
+    /// (then 8h). A nack that gives no delay waits these for a job with no
+    /// policy (attempts then stay unbounded); a webhook topic without a
+    /// policy of its own has it, with 11 attempts in all (about 16 hours).
+    pub fn backoff() -> RetryPolicy {
+        RetryPolicy::parse("1s,5s,30s,2m,10m,30m,1h,2h,4h,8h", None)
+            .expect("a valid built-in policy")
     }
 
     /// The wait after failed attempt `attempt` (1-based): the attempt-th

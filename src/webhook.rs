@@ -94,13 +94,12 @@ impl Webhook {
         }
     }
 
-    /// The retry policy of a webhook topic that has none: 1s, 5s, 30s, 2m,
-    /// 10m, 30m, 1h, 2h, 4h, 8h, then dead (11 attempts over about 16
+    /// The retry policy of a webhook topic that has none: the built-in
+    /// [`RetryPolicy::backoff`], then dead (11 attempts over about 16
     /// hours). A receiver that is down is not hammered, and one that comes
     /// back within the day still gets every job.
     pub fn default_retry() -> RetryPolicy {
-        RetryPolicy::parse("1s,5s,30s,2m,10m,30m,1h,2h,4h,8h", None)
-            .expect("a valid built-in policy")
+        RetryPolicy::backoff()
     }
 
     /// Where it goes, fit to show: host and port, without credentials,

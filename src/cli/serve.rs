@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
@@ -153,7 +153,9 @@ pub struct ServeArgs {
 
     /// Retry intervals for jobs pushed without a policy, e.g. "2m,10m,1h".
     /// Without it (and without --default-max-attempts) a failed job is
-    /// delivered again at once, for ever, as ouqiang/delay-queue does.
+    /// tried for ever: again at once after its lease runs out, as
+    /// ouqiang/delay-queue does; after a nack without a delay, after 1s,
+    /// 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, then 8h each time.
     #[arg(long, env = "DELAYQ_DEFAULT_RETRY", default_value = "")]
     default_retry: String,
 
@@ -162,16 +164,22 @@ pub struct ServeArgs {
     default_max_attempts: Option<u32>,
 
     /// A topic's default policy: TOPIC=INTERVALS[;max=N], e.g.
-    /// "notify=2m,10m,10m,1h,2h,6h,15h" or "sms=30s;max=3". Repeatable.
-    #[arg(long = "topic-retry", value_name = "TOPIC=POLICY")]
+    /// "notify=2m,10m,10m,1h,2h,6h,15h" or "sms=30s;max=3". Repeatable
+    /// (the env var takes several separated by spaces).
+    #[arg(
+        long = "topic-retry",
+        env = "DELAYQ_TOPIC_RETRY",
+        value_name = "TOPIC=POLICY"
+    )]
     topic_retry: Vec<String>,
 
     /// Topic configuration file (TOML): webhooks, retry policies.
     #[arg(long, env = "DELAYQ_CONFIG")]
     config: Option<PathBuf>,
 
-    /// Deliver a topic's jobs by POST to a URL: TOPIC=URL. Repeatable.
-    #[arg(long, value_name = "TOPIC=URL")]
+    /// Deliver a topic's jobs by POST to a URL: TOPIC=URL. Repeatable
+    /// (the env var takes several separated by spaces).
+    #[arg(long, env = "DELAYQ_WEBHOOK", value_name = "TOPIC=URL")]
     webhook: Vec<String>,
 
     /// HMAC-SHA256 key for webhook signatures (topics without their own).
@@ -301,11 +309,47 @@ impl ServeArgs {
             &config::Flags {
                 default_retry: &self.default_retry,
                 default_max_attempts: self.default_max_attempts,
-                topic_retry: &self.topic_retry,
-                webhooks: &self.webhook,
+                topic_retry: &entries(&self.topic_retry, "DELAYQ_TOPIC_RETRY"),
+                webhooks: &entries(&self.webhook, "DELAYQ_WEBHOOK"),
                 webhook_secret: self.webhook_secret.as_deref(),
             },
         )
+    }
+}
+
+/// Refuses to start beside a running instance of the queue with another
+/// events setting: whichever held the dispatcher lease without the stream
+/// would leave holes in it (no `fired`, and no gap said). The setting
+/// changes by stopping every instance, then starting them with the new one.
+async fn same_events_setting(queue: &Queue, events: bool, prefix: &str) -> Result<()> {
+    let running = queue
+        .instances()
+        .await
+        .context("reading the running instances")?;
+    let Some(other) = running
+        .iter()
+        .find(|i| i.events.is_some_and(|e| e != events))
+    else {
+        return Ok(());
+    };
+    let (theirs, ours) = match events {
+        true => ("without", "with"),
+        false => ("with", "without"),
+    };
+    bail!(
+        "instance {} ({}) of queue {prefix:?} runs {theirs} --events and this one would run {ours}:          every instance of a queue writes the event stream or none does (one without it leaves holes in the others').          Start this one {theirs} --events (DELAYQ_EVENTS, or `events` in the config file),          or stop every instance and start them all with the new setting",
+        other.id,
+        other.listen,
+    )
+}
+
+/// A repeatable flag's values. Without the flag, clap takes its variable
+/// as one value: there, entries are separated by white space (neither a
+/// policy written without spaces nor a URL holds any).
+fn entries(given: &[String], var: &str) -> Vec<String> {
+    match (given, std::env::var(var)) {
+        ([one], Ok(all)) if *one == all => all.split_whitespace().map(String::from).collect(),
+        _ => given.to_vec(),
     }
 }
 
@@ -421,6 +465,7 @@ async fn serve(
         (None, false) => Redis::Cluster(redis_cluster),
         (None, true) => Redis::Url(redis_url.clone()),
     };
+    let events = args.events || topics.events.unwrap_or(false);
     let queue = Queue::connect(Config {
         redis,
         partitions,
@@ -440,7 +485,7 @@ async fn serve(
         dead_max_age: args.dead_max_age,
         keep_finished: args.keep_finished.or(topics.keep_finished),
         topic_keep_finished: topics.topic_keep_finished,
-        events: args.events || topics.events.unwrap_or(false),
+        events,
         events_kept: args
             .events_kept
             .or(topics.events_kept)
@@ -451,6 +496,7 @@ async fn serve(
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &redis_url).await?;
     redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
+    same_events_setting(&queue, events, &args.prefix).await?;
     apply_topic_state(&queue, &topics.rates, &topics.recurring).await?;
 
     let listener = TcpListener::bind(&args.listen)
@@ -483,6 +529,7 @@ async fn serve(
         &hostname(),
         &addr.to_string(),
         topics.webhooks.iter().map(|h| h.consumer()).collect(),
+        events,
     );
     let heartbeat = tokio::spawn(delayq::instances::run(
         queue.clone(),

@@ -4,7 +4,8 @@
 //! and a traced job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
 //! Exit status 0 finishes the job; anything else nacks it with the last
 //! lines of the command's stderr as the error, and the job's retry policy
-//! decides what comes next.
+//! decides what comes next (a job with none backs off: the nack gives no
+//! delay, so the server's built-in backoff applies).
 //!
 //! While a command runs, its lease is extended (touch): first a third of
 //! the ttr in, then every third of the lease each touch asks for (the ttr,

@@ -27,7 +27,7 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
             "tags: tag {tag:?} contains {c:?}; control characters are not allowed"
         ));
     }
-    Ok(())
+    check_not_dot_segment("tags: tag", tag)
 }
 
 /// Checks a job's tags: at most [`MAX_TAGS`] different ones (a tag given
@@ -157,7 +157,7 @@ impl Limits {
         // Lookups take any id, so jobs pushed before this rule stay
         // reachable; new ids follow the rule topics follow.
         check_untrimmed("job id", &job.id)?;
-        check_not_dot_segment(&job.id)?;
+        check_not_dot_segment("job id", &job.id)?;
         check_not_a_tick(&job.id)?;
         self.check_topic(&job.topic)?;
         self.check_body(&job.body)?;
@@ -366,12 +366,12 @@ fn check_untrimmed(what: &str, name: &str) -> Result<(), String> {
 
 /// `.` and `..` are path segments of their own: URLs drop them
 /// (`/v1/jobs/..` is `/v1/`, encoded or not), so no client could reach
-/// such a job.
-fn check_not_dot_segment(id: &str) -> Result<(), String> {
-    if id == "." || id == ".." {
+/// such a job (or tag). `what` names the value: "job id", "tags: tag".
+fn check_not_dot_segment(what: &str, name: &str) -> Result<(), String> {
+    if name == "." || name == ".." {
         return Err(format!(
-            "job id {id:?} is a path segment of its own, which URLs drop: \
-             \".\" and \"..\" are not allowed as ids"
+            "{what} {name:?} is a path segment of its own, which URLs drop: \
+             \".\" and \"..\" are not allowed"
         ));
     }
     Ok(())

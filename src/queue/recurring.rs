@@ -137,7 +137,7 @@ impl Queue {
                 Some(RecurringState {
                     name: s.name,
                     schedule,
-                    last_tick_ms: s.last_ms,
+                    last_tick_ms: s.fired,
                     next_fire_ms,
                     next_runs_ms,
                     paused_at_ms: s.paused_at,

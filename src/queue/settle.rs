@@ -1,6 +1,7 @@
 //! What a consumer (or an operator) does to one job: finish, release, nack,
 //! touch, delete, reschedule. Each is one fenced script call.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::Queue;
@@ -123,7 +124,11 @@ impl Queue {
     }
 
     /// Reports a failed attempt: the job goes where its retry policy says
-    /// (after `delay` instead of the schedule's interval, if given).
+    /// (after `delay` instead of the schedule's interval, if given). A job
+    /// with no policy at all waits [`RetryPolicy::backoff`]'s intervals
+    /// when no `delay` is given (`Some(Duration::ZERO)`: again at once).
+    ///
+    /// [`RetryPolicy::backoff`]: crate::RetryPolicy::backoff
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn nack(
         &self,
@@ -148,7 +153,14 @@ impl Queue {
         let error = if error.is_empty() { "nack" } else { &error };
         let f = self
             .store()
-            .nack(id, token, delay, error, self.inner.h.retention)
+            .nack(
+                id,
+                token,
+                delay,
+                error,
+                self.inner.h.retention,
+                backoff_ms(),
+            )
             .await?;
         match (f.status, f.state) {
             (Status::Done, Some(state)) => {
@@ -216,4 +228,10 @@ impl Queue {
         }
         Ok(r.due_ms)
     }
+}
+
+/// The built-in backoff as the nack script takes it.
+fn backoff_ms() -> &'static str {
+    static MS: OnceLock<String> = OnceLock::new();
+    MS.get_or_init(|| crate::RetryPolicy::backoff().intervals_ms())
 }

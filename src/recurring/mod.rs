@@ -187,8 +187,9 @@ pub fn tick_id(name: &str, tick_ms: i64) -> String {
 pub struct RecurringState {
     pub name: String,
     pub schedule: Recurring,
-    /// The last tick pushed (Unix ms); at creation, the creation time.
-    pub last_tick_ms: i64,
+    /// The last tick that fired (Unix ms): its job fell due. None until
+    /// the first has.
+    pub last_tick_ms: Option<i64>,
     /// When it fires next (Unix ms): the pushed tick if still ahead, else
     /// the rule's next tick; None while paused.
     pub next_fire_ms: Option<i64>,

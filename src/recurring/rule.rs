@@ -1,5 +1,5 @@
 //! A schedule's rule: its cron text (five or six fields, day of week read
-//! the Unix way) in its time zone, and when its ticks are, across
+//! the Unix way, or an @ shorthand such as `@daily`) in its time zone, and when its ticks are, across
 //! daylight-saving changes.
 
 use std::str::FromStr;
@@ -198,6 +198,50 @@ fn unix_days_of_week(field: &str) -> Result<String, String> {
         .join(","))
 }
 
+/// The @ shorthands, as the five fields they stand for.
+const SHORTHANDS: [(&str, &str); 7] = [
+    ("@yearly", "0 0 1 1 *"),
+    ("@annually", "0 0 1 1 *"),
+    ("@monthly", "0 0 1 * *"),
+    ("@weekly", "0 0 * * 0"),
+    ("@daily", "0 0 * * *"),
+    ("@midnight", "0 0 * * *"),
+    ("@hourly", "0 * * * *"),
+];
+
+/// The bounds of the six fields before the day of week (which
+/// [`unix_days_of_week`] reads), named as users know them.
+const RANGES: [(&str, u32, u32); 5] = [
+    ("second", 0, 59),
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+];
+
+/// Checks the numbers of one field (lists, ranges, steps) against its
+/// bounds, so the error speaks of the field as written; names (`JAN`) and
+/// the rest of the syntax are left to the cron parser.
+fn check_range(what: &str, field: &str, lo: u32, hi: u32) -> Result<(), String> {
+    for item in field.split(',') {
+        let (base, step) = match item.split_once('/') {
+            Some((base, step)) => (base, Some(step)),
+            None => (item, None),
+        };
+        if let Some(step) = step {
+            if !matches!(step.parse::<u32>(), Ok(n) if n > 0) {
+                return Err(format!("{what} step {step:?} is not a positive number"));
+            }
+        }
+        for n in base.split('-').filter_map(|v| v.parse::<u32>().ok()) {
+            if !(lo..=hi).contains(&n) {
+                return Err(format!("{what} {n} is out of range: {lo} to {hi}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 const FULL_DAYS: [&str; 7] = [
     "SUNDAY",
     "MONDAY",
@@ -211,12 +255,30 @@ const FULL_DAYS: [&str; 7] = [
 impl Recurring {
     /// Parses the rule: the cron text (five or six fields) and the zone.
     pub fn rule(&self) -> Result<Rule, String> {
-        let mut fields: Vec<&str> = self.cron.split_whitespace().collect();
+        let cron = self.cron.trim();
+        let cron = match cron.strip_prefix('@') {
+            Some(_) => SHORTHANDS
+                .iter()
+                .find(|(short, _)| short.eq_ignore_ascii_case(cron))
+                .map(|(_, fields)| *fields)
+                .ok_or_else(|| {
+                    format!(
+                        "cron {:?} is not a shorthand delayq knows: @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly",
+                        self.cron
+                    )
+                })?,
+            None => cron,
+        };
+        let mut fields: Vec<&str> = cron.split_whitespace().collect();
         if fields.len() == 5 {
             fields.insert(0, "0");
         }
         let text = match fields.len() {
             6 => {
+                for (field, (what, lo, hi)) in fields.iter().zip(RANGES) {
+                    check_range(what, field, lo, hi)
+                        .map_err(|e| format!("cron {:?}: {e}", self.cron))?;
+                }
                 let dow = unix_days_of_week(fields[5])?;
                 format!("{} {dow}", fields[..5].join(" "))
             }
@@ -289,7 +351,8 @@ mod tests {
         };
         assert!(bad("* * *", "UTC").contains("3 fields"));
         assert!(bad("0 9 * * *", "Mars/Olympus").contains("unknown"));
-        assert!(bad("0 61 * * *", "UTC").contains("not valid"));
+        assert!(bad("0 61 * * *", "UTC").contains("hour 61 is out of range"));
+        assert!(bad("0 L * * *", "UTC").contains("not valid"));
     }
 
     #[test]
@@ -449,5 +512,77 @@ mod tests {
             Some(at("2026-03-07T07:30:00Z")),
             "no 02:30 on the day clocks go forward"
         );
+    }
+
+    fn error(cron: &str) -> String {
+        match (Recurring {
+            cron: cron.into(),
+            ..Recurring::default()
+        })
+        .rule()
+        {
+            Ok(_) => panic!("{cron:?} was accepted"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn out_of_range_fields_are_named_in_the_users_terms_with_their_bounds() {
+        for (cron, said) in [
+            ("61 9 * * *", "minute 61 is out of range: 0 to 59"),
+            ("60 9 * * *", "minute 60 is out of range: 0 to 59"),
+            ("0 24 * * *", "hour 24 is out of range: 0 to 23"),
+            ("0 9 32 * *", "day of month 32 is out of range: 1 to 31"),
+            ("0 9 0 * *", "day of month 0 is out of range: 1 to 31"),
+            ("0 9 * 13 *", "month 13 is out of range: 1 to 12"),
+            ("1-70 * * * *", "minute 70 is out of range: 0 to 59"),
+            ("*/0 * * * *", "minute step \"0\" is not a positive number"),
+            ("0,5,99 9 * * *", "minute 99 is out of range: 0 to 59"),
+            ("60 0 9 * * *", "second 60 is out of range: 0 to 59"),
+            ("0 0 25 * * *", "hour 25 is out of range: 0 to 23"),
+        ] {
+            let e = error(cron);
+            assert!(e.contains(said), "{cron:?}: {e}");
+        }
+        // The bounds themselves are fine.
+        let ok = |cron: &str| {
+            Recurring {
+                cron: cron.into(),
+                ..Recurring::default()
+            }
+            .rule()
+            .map(|_| ())
+        };
+        for cron in [
+            "59 23 31 12 *",
+            "0 0 1 1 *",
+            "*/15 0-23 1-31 JAN-DEC *",
+            "59 59 23 * * *",
+        ] {
+            assert_eq!(ok(cron), Ok(()), "{cron:?}");
+        }
+    }
+
+    #[test]
+    fn at_shorthands_are_their_five_field_rules() {
+        let base = at("2026-11-25T10:30:00Z");
+        for (short, long) in [
+            ("@yearly", "0 0 1 1 *"),
+            ("@annually", "0 0 1 1 *"),
+            ("@monthly", "0 0 1 * *"),
+            ("@weekly", "0 0 * * 0"),
+            ("@daily", "0 0 * * *"),
+            ("@midnight", "0 0 * * *"),
+            ("@hourly", "0 * * * *"),
+        ] {
+            let (a, b) = (rule(short, "Asia/Shanghai"), rule(long, "Asia/Shanghai"));
+            assert_eq!(a.next_after(base), b.next_after(base), "{short}");
+            assert!(a.next_after(base).is_some());
+        }
+        assert_eq!(
+            rule("@daily", "UTC").next_after(base),
+            Some(at("2026-11-26T00:00:00Z"))
+        );
+        assert!(error("@fortnightly").contains("@daily"));
     }
 }

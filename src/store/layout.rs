@@ -212,6 +212,9 @@ pub mod recur_field {
     pub const PENDING: &str = "pending";
     /// Present while paused: when it was paused, Unix ms.
     pub const PAUSED: &str = "paused_at";
+    /// The last tick that fired (its job fell due), Unix ms; absent until
+    /// one has.
+    pub const FIRED: &str = "fired";
 }
 
 /// Fields of a topic's rate limit (`{p}:rate:<topic>`).
@@ -268,6 +271,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("RECUR_LAST", recur_field::LAST),
     ("RECUR_PENDING", recur_field::PENDING),
     ("RECUR_PAUSED", recur_field::PAUSED),
+    ("RECUR_FIRED", recur_field::FIRED),
     ("RATE_KEY", kind::RATE),
     ("PAUSED_KEY", kind::PAUSED),
     ("RATE_PER_S", rate_field::PER_S),

@@ -356,7 +356,7 @@ end
 --   next interval (or override) > 0 -> delayed until now + interval
 --   otherwise                 -> ready at once
 -- Returns state, due_ms.
-local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age)
+local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age, fallback)
   local job = job_key(id)
   local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY)
   local attempts = tonumber(f[1]) or 0
@@ -366,6 +366,13 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   end
   local max = tonumber(f[3]) or 0
   if max == 0 and #intervals > 0 then max = #intervals + 1 end
+  -- A job with no policy at all waits the fallback's intervals (a nack's
+  -- built-in backoff); its attempts stay unbounded.
+  if max == 0 and fallback then
+    for v in string.gmatch(fallback, '[^,]+') do
+      intervals[#intervals + 1] = tonumber(v)
+    end
+  end
 
   -- History: one line per failed attempt, "attempt<TAB>ms<TAB>error", last 20.
   local hist = attempts .. '\t' .. now_ms .. '\t' .. err

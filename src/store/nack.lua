@@ -8,6 +8,8 @@
 -- ARGV[6]  delay override in ms before the next attempt, or -1 for the
 --          job's retry schedule
 -- ARGV[7]  error text (one line)
+-- ARGV[8]  the waits of a job with no retry policy (ms, comma-separated:
+--          the built-in backoff), used when no override is given
 --
 -- Touches: job hash, schedule, trigger key, the topic's ready list or dead
 -- set, count hash. Publishes: ready or wake.
@@ -28,7 +30,7 @@ if f[1] ~= RESERVED or f[3] ~= ARGV[5] then return { STALE, state_of(f[1]), 0, f
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
 local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
-  override, tonumber(ARGV[2]), tonumber(ARGV[3]))
+  override, tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8])
 emit_failed(id, f[2], state)
 if state == READY then notify_ready(f[2], 1) end
 if state == DELAYED then wake_if_head(id, due) end

@@ -50,6 +50,7 @@ impl Store {
         delay: Option<Duration>,
         error: &str,
         retention: Retention,
+        fallback_ms: &str,
     ) -> Result<Failed> {
         let mut cmd = self.script(&SCRIPT, self.part_of(id));
         cmd.arg(retention.max_per_topic)
@@ -57,7 +58,8 @@ impl Store {
             .arg(id)
             .arg(token)
             .arg(delay.map_or(-1, |d| d.as_millis() as i64))
-            .arg(error);
+            .arg(error)
+            .arg(fallback_ms);
         let failed = decode(self.send(cmd).await?)?;
         if failed.status == Status::Done && failed.state.is_none() {
             return Err(Error::protocol("nack", format!("{failed:?}")));

@@ -19,6 +19,8 @@ pub(crate) struct Stored {
     pub pending: String,
     /// When it was paused (Unix ms), while it is.
     pub paused_at: Option<i64>,
+    /// The last tick that fired (Unix ms), once one has.
+    pub fired: Option<i64>,
 }
 
 impl Store {
@@ -66,6 +68,7 @@ impl Store {
                         .unwrap_or(0),
                     pending: h.remove(recur_field::PENDING).unwrap_or_default(),
                     paused_at: h.get(recur_field::PAUSED).and_then(|v| v.parse().ok()),
+                    fired: h.get(recur_field::FIRED).and_then(|v| v.parse().ok()),
                 });
             }
         }

@@ -14,9 +14,10 @@
 --          due index until it is put again; the tick is ignored),
 --          job id, topic, body, ttr ms, retry intervals, max attempts
 --
--- Touches: each schedule's hash {p}:recur:<name> and its entry in the due
--- index {p}:recur_due (name -> its last tick: when it falls due, the next
--- tick is pushed); with a push, what push.lua touches. Publishes: as
+-- Touches: each schedule's hash {p}:recur:<name> (its last tick, and the
+-- tick before it as the last that fired once its job is due) and its
+-- entry in the due index {p}:recur_due (name -> its last tick: when it
+-- falls due, the next tick is pushed); with a push, what push.lua touches. Publishes: as
 -- push.lua.
 -- Helpers: due_time, invalid, upsert, wake_if_head, drop_if_delayed.
 --
@@ -71,7 +72,12 @@ for j = 1, n do
     reply = { KEPT, 0, 0, 0 }
   else
     local pending = st[3] or ''
-    if mode == 'skip' then drop_if_delayed(pending) end
+    local dropped = mode == 'skip' and drop_if_delayed(pending) == 1
+    -- The tick before has fired if it had a job, now due, still there.
+    local last = tonumber(st[2]) or 0
+    if pending ~= '' and not dropped and last <= math.floor(now_us() / 1000) then
+      redis.call('HSET', rk, RECUR_FIRED, last)
+    end
     redis.call('HSET', rk, RECUR_LAST, tick)
     redis.call('ZADD', index, tick, name)
     if mode == 'push' or (mode == 'fire' and pending == '') then

@@ -203,18 +203,28 @@ pub fn from_headers(headers: &axum::http::HeaderMap) -> Option<(String, Option<S
     let (Some(tp), None) = (tps.next(), tps.next()) else {
         return None;
     };
-    let tp = check_traceparent(tp.to_str().ok()?.trim()).ok()?;
     let states: Option<Vec<&str>> = (headers.get_all("tracestate").iter())
         .map(|v| v.to_str().ok().map(str::trim))
         .collect();
-    let ts = states
-        .map(|s| {
-            s.into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .filter(|s| !s.is_empty() && check_tracestate(s).is_ok());
+    let ts = states.map(|s| {
+        s.into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    context(tp.to_str().ok()?, ts.as_deref())
+}
+
+/// A trace context from its two values (a request's headers, a process's
+/// `TRACEPARENT` and `TRACESTATE`): an empty or invalid traceparent means
+/// none (and no tracestate); an empty or invalid tracestate is dropped
+/// alone.
+pub fn context(traceparent: &str, tracestate: Option<&str>) -> Option<(String, Option<String>)> {
+    let tp = check_traceparent(traceparent.trim()).ok()?;
+    let ts = tracestate
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && check_tracestate(s).is_ok())
+        .map(str::to_owned);
     Some((tp, ts))
 }
 

@@ -35,6 +35,11 @@ pub struct Instance {
     /// Its last heartbeat; it is gone from the list 3 heartbeat periods
     /// after its last.
     pub last_seen_ms: i64,
+    /// It writes the event stream (`--events`). Every instance of a queue
+    /// has the same setting: one of another is refused at start. Null from
+    /// an instance too old to say.
+    #[serde(default)]
+    pub events: Option<bool>,
 }
 
 /// `GET /v1/instances`.

@@ -49,9 +49,8 @@ pub struct Schedule {
     pub ttr_ms: u64,
     pub retry: Option<Retry>,
     pub missed: Missed,
-    /// The last tick a job was pushed for (at creation or resume: that
-    /// time).
-    pub last_tick_ms: i64,
+    /// The last tick that fired (its job fell due); null until one has.
+    pub last_tick_ms: Option<i64>,
     /// Null when the rule has no further tick, or while paused.
     pub next_fire_ms: Option<i64>,
     /// The next 5 ticks from the rule, `next_fire_ms` first; empty while

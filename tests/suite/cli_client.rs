@@ -885,3 +885,49 @@ rate = { per_second = 5, burst = 5 }
     assert_eq!(gauge("delayq_waiting_pops"), Some(0), "{metrics}");
     assert!(gauge("delayq_webhook_pops") >= Some(1), "{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_backs_off_a_failing_command_when_the_job_has_no_retry_policy() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue.push(&job("s1", "sms", 0, 60_000)).await.unwrap();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let script = format!("echo run >> {}; exit 3", runs.display());
+    let mut worker = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "work", "sms", "--server", &s.base, "--", "sh", "-c", &script,
+            ])
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let count = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    // After the second failure the job waits about 5 s for its third run.
+    let j = eventually(
+        std::time::Duration::from_secs(20),
+        "s1 waits after its second failed run",
+        || async {
+            let j = s.queue.get("s1").await.unwrap().unwrap();
+            (j.state == JobState::Delayed && j.attempts == 2).then_some(j)
+        },
+    )
+    .await;
+    assert_eq!(count(), 2);
+    let failed_at = j.history.last().unwrap().at_ms;
+    assert!(j.due_ms - failed_at >= 5_000, "{:?}", j);
+    // SAFETY: a plain kill(2) on our own child.
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(worker.0.wait().unwrap().success());
+    s.stop().await;
+}

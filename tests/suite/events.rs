@@ -8,7 +8,9 @@ use delayq::http::ServerConfig;
 use delayq::wire::Event;
 use delayq::{Config, Queue, RetryPolicy};
 
-use crate::common::{config, eventually, job, queue, topics, RedisServer, TestServer};
+use crate::common::{
+    config, eventually, get_json, job, queue, topics, DelayqProcess, RedisServer, TestServer,
+};
 
 fn events_config(redis: &RedisServer) -> Config {
     Config {
@@ -643,4 +645,75 @@ async fn every_other_change_writes_its_event_too() {
         .collect();
     // Requeued from 0; the released delivery uncounted, so the next is 1.
     assert_eq!(attempts, [0, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1]);
+}
+
+/// `delayq serve` on `redis` with `extra` flags, which must refuse to
+/// start: its stderr. One still running after 60 s fails the test.
+fn refused_start(redis: &RedisServer, extra: &[&str]) -> String {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
+        .args(extra)
+        .env("DELAYQ_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let limit = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("delayq serve {extra:?} started beside an instance of another events setting");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    err
+}
+
+/// Waits until `base`'s instance list shows `n` instances.
+async fn instances_listed(base: &str, n: usize) {
+    eventually(
+        Duration::from_secs(20),
+        "the instances' heartbeats",
+        || async {
+            let (_, v) = get_json(base, "/v1/instances").await;
+            (v["instances"].as_array().map(Vec::len) == Some(n)).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_of_another_events_setting_is_refused_at_start_naming_the_flag() {
+    let redis = RedisServer::start();
+    // One with the stream: another without it would dispatch and write no
+    // `fired`, leaving holes nobody sees. Refused, naming --events.
+    let a = DelayqProcess::start(&redis, &["--events"]);
+    instances_listed(&a.base, 1).await;
+    let err = refused_start(&redis, &[]);
+    assert!(err.contains("--events"), "{err}");
+    let (_, v) = get_json(&a.base, "/v1/instances").await;
+    assert_eq!(v["instances"][0]["events"], true, "{v}");
+    // The same setting is welcome.
+    let b = DelayqProcess::start(&redis, &["--events"]);
+    instances_listed(&a.base, 2).await;
+    b.terminate();
+    a.terminate();
+
+    // The other way round, and once every instance is stopped the setting
+    // can change.
+    let c = DelayqProcess::start(&redis, &[]);
+    instances_listed(&c.base, 1).await;
+    let err = refused_start(&redis, &["--events"]);
+    assert!(err.contains("--events"), "{err}");
+    c.terminate();
+    let d = DelayqProcess::start(&redis, &["--events"]);
+    d.terminate();
 }

@@ -597,6 +597,7 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
         "host",
         "127.0.0.1:1",
         vec![delayq::webhook::Webhook::new("t", "http://u:p@h/x?k=v").consumer()],
+        false,
     );
     s.queue
         .heartbeat(&mut me, Duration::from_secs(60))

@@ -68,13 +68,13 @@ async fn each_tick_fires_once_and_never_early_across_two_instances_and_a_kill() 
     let stop = Arc::new(AtomicBool::new(false));
     let (task, seen) = consume(q.clone(), "beat", stop.clone());
 
+    let created_ms = redis.time_ms().await;
     let created = put(
         &a.base,
         "beat",
         json!({"topic": "beat", "cron": "*/2 * * * * *", "body": "tick"}),
     )
     .await;
-    let created_ms = created["last_tick_ms"].as_i64().unwrap();
     assert!(created["next_fire_ms"].as_i64().unwrap() > created_ms);
 
     // One instance is killed and restarted halfway.
@@ -153,14 +153,22 @@ async fn a_tick_missed_while_everything_was_down_fires_once_or_is_skipped() {
         "a tick pushed ahead of each",
         || async {
             let now = redis.time_ms().await;
+            // Its next tick ahead, with that tick's job pushed.
             let ahead = |name: &'static str| {
                 let q = q.clone();
                 async move {
-                    q.recurring(name)
+                    let Some(next) = q
+                        .recurring(name)
                         .await
                         .ok()
                         .flatten()
-                        .is_some_and(|s| s.last_tick_ms > now)
+                        .and_then(|s| s.next_fire_ms)
+                        .filter(|&n| n > now)
+                    else {
+                        return false;
+                    };
+                    let id = delayq::recurring::tick_id(name, next);
+                    q.get(&id).await.ok().flatten().is_some()
                 }
             };
             (ahead("fire").await && ahead("skip").await).then_some(())
@@ -758,7 +766,7 @@ async fn a_pass_longer_than_the_outage_window_drops_no_tick_as_missed() {
         async move {
             for i in 0..N {
                 let s = q.recurring(&format!("s-{i}")).await.ok().flatten()?;
-                if s.last_tick_ms <= t {
+                if s.last_tick_ms.is_none_or(|l| l <= t) {
                     return None;
                 }
             }
@@ -900,20 +908,23 @@ async fn a_paused_schedule_makes_no_ticks_and_resumes_from_now_without_a_burst()
     assert_eq!(status, 200, "{resumed}");
     assert_eq!(resumed["paused"], false);
     assert_eq!(resumed["paused_at_ms"], Value::Null);
-    let resumed_at = resumed["last_tick_ms"].as_i64().unwrap();
-    assert!(resumed_at >= paused_at + 3000, "{resumed}");
-    assert!(resumed["next_fire_ms"].as_i64().unwrap() > resumed_at);
+    // Its ticks count from the resume: the first is after the pause's
+    // three seconds.
+    let resumed_next = resumed["next_fire_ms"].as_i64().unwrap();
+    assert!(resumed_next > paused_at + 3000, "{resumed}");
+    // The last whole second at or before the resume.
+    let before_resume = resumed_next - 1000;
     assert_eq!(ms_list(&resumed["next_runs_ms"]).len(), 5);
     // Resuming a running schedule leaves its ticks alone.
     let (_, again) = post_status(&a.base, "/v1/recurring/pulse/resume").await;
-    assert!(again["last_tick_ms"].as_i64().unwrap() >= resumed_at);
+    assert!(again["next_fire_ms"].as_i64().unwrap() >= resumed_next);
     eventually(
         Duration::from_secs(15),
         "a tick after the resume",
         || async {
             let s = seen.lock().unwrap();
             s.iter()
-                .any(|(id, _)| tick_of(id) > resumed_at)
+                .any(|(id, _)| tick_of(id) > before_resume)
                 .then_some(())
         },
     )
@@ -924,7 +935,7 @@ async fn a_paused_schedule_makes_no_ticks_and_resumes_from_now_without_a_burst()
     let during: Vec<&String> = seen
         .iter()
         .map(|(id, _)| id)
-        .filter(|id| tick_of(id) > paused_at && tick_of(id) <= resumed_at)
+        .filter(|id| tick_of(id) > paused_at && tick_of(id) <= before_resume)
         .collect();
     assert!(
         during.is_empty(),
@@ -996,11 +1007,20 @@ async fn run_now_pushes_one_job_like_a_tick_and_leaves_the_schedules_ticks() {
     )
     .await;
     // Once its first tick's job is pushed (due next New Year).
+    let first = created["next_fire_ms"].as_i64().unwrap();
     let before = eventually(Duration::from_secs(15), "the first tick pushed", || async {
-        let s = get_schedule(&a.base, "yearly").await;
-        (s["last_tick_ms"] != created["last_tick_ms"]).then_some(s)
+        let pushed = q
+            .get(&delayq::recurring::tick_id("yearly", first))
+            .await
+            .unwrap()
+            .is_some();
+        match pushed {
+            true => Some(get_schedule(&a.base, "yearly").await),
+            false => None,
+        }
     })
     .await;
+    assert_eq!(before["last_tick_ms"], Value::Null, "{before}");
 
     let (status, run) = post_status(&a.base, "/v1/recurring/yearly/run").await;
     assert_eq!(status, 201, "{run}");
@@ -1058,4 +1078,40 @@ async fn run_now_pushes_one_job_like_a_tick_and_leaves_the_schedules_ticks() {
     assert_eq!(listed["schedules"].as_array().unwrap().len(), 1, "{listed}");
     drop(a);
     q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_tick_is_the_last_one_that_fired_none_before_and_the_next_apart() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = &s.base;
+    // A yearly schedule has fired nothing yet: no last tick (not its
+    // creation time), and its next tick ahead.
+    let yearly = put(b, "yearly", json!({"topic": "y", "cron": "0 0 0 1 1 *"})).await;
+    assert_eq!(yearly["last_tick_ms"], Value::Null, "{yearly}");
+    assert!(yearly["next_fire_ms"].as_i64().is_some(), "{yearly}");
+    let listed = get_schedule(b, "yearly").await;
+    assert_eq!(listed["last_tick_ms"], Value::Null, "{listed}");
+    let state = s.queue.recurring("yearly").await.unwrap().unwrap();
+    assert_eq!(state.last_tick_ms, None);
+
+    // Every second: once a tick fired, the last tick is it, and the next
+    // tick lies after it.
+    put(b, "pulse", json!({"topic": "p", "cron": "* * * * * *"})).await;
+    let v = eventually(Duration::from_secs(20), "a tick that fired", || async {
+        let v = get_schedule(b, "pulse").await;
+        v["last_tick_ms"].as_i64().is_some().then_some(v)
+    })
+    .await;
+    let (last, next) = (
+        v["last_tick_ms"].as_i64().unwrap(),
+        v["next_fire_ms"].as_i64().unwrap(),
+    );
+    assert!(last < next, "{v}");
+    assert_eq!(last % 1000, 0, "{v}");
+    // It is a tick whose job was pushed.
+    let id = delayq::recurring::tick_id("pulse", last);
+    let j = s.queue.get(&id).await.unwrap().unwrap();
+    assert_eq!(j.due_ms, last);
+    s.stop().await;
 }

@@ -337,3 +337,57 @@ async fn counts_follow_every_transition() {
     assert!(o.next_due_ms.is_some());
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nack_without_a_delay_backs_off_a_job_without_a_policy_and_keeps_an_explicit_one() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // No policy: the built-in backoff (1s, then 5s, ...), not at once.
+    q.push(&job("plain", "sms", 0, 60_000)).await.unwrap();
+    let d = pop1(&q, "sms", Duration::from_secs(5)).await.unwrap();
+    let n = q.nack(&d.id, &d.token, None, "gateway down").await.unwrap();
+    assert_eq!(n.state, JobState::Delayed, "{n:?}");
+    let first_wait = n.due_ms - d.popped_at_us / 1000;
+    assert!((1000..=3000).contains(&first_wait), "{first_wait}");
+    let d = pop1(&q, "sms", Duration::from_secs(10)).await.unwrap();
+    let n = q.nack(&d.id, &d.token, None, "still down").await.unwrap();
+    assert_eq!(n.state, JobState::Delayed);
+    let second_wait = n.due_ms - d.popped_at_us / 1000;
+    assert!((5000..=7000).contains(&second_wait), "{second_wait}");
+    // Unbounded attempts, as before: the job is not dead.
+    assert_eq!(
+        q.get("plain").await.unwrap().unwrap().retry,
+        RetryPolicy::default()
+    );
+    // A nack that gives a delay of zero still asks for at once.
+    q.push(&job("now", "sms-now", 0, 60_000)).await.unwrap();
+    let d = pop1(&q, "sms-now", Duration::from_secs(5)).await.unwrap();
+    let n = q
+        .nack(&d.id, &d.token, Some(Duration::ZERO), "again")
+        .await
+        .unwrap();
+    assert_eq!(n.state, JobState::Ready);
+
+    // An explicit policy is kept exactly: attempts bounded, at once...
+    q.push(&NewJob {
+        retry: Some(RetryPolicy::parse("", Some(3)).unwrap()),
+        ..job("bounded", "bounded", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = pop1(&q, "bounded", Duration::from_secs(5)).await.unwrap();
+    let n = q.nack(&d.id, &d.token, None, "no").await.unwrap();
+    assert_eq!(n.state, JobState::Ready);
+    // ...or its own intervals.
+    q.push(&NewJob {
+        retry: Some(RetryPolicy::parse("50ms", Some(3)).unwrap()),
+        ..job("own", "mail", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = pop1(&q, "mail", Duration::from_secs(5)).await.unwrap();
+    let n = q.nack(&d.id, &d.token, None, "busy").await.unwrap();
+    assert_eq!(n.state, JobState::Delayed);
+    assert!(n.due_ms - d.popped_at_us / 1000 <= 500, "{n:?}");
+    q.close().await;
+}

@@ -524,3 +524,71 @@ async fn a_second_serve_on_the_same_data_directory_is_refused_and_the_first_runs
     first.terminate();
     assert!(!answers(&socket));
 }
+
+#[test]
+fn every_serve_flag_has_an_environment_variable_listed_in_the_packaged_env_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    // Each flag's block: its line (indented by 6 at most) and the
+    // description under it.
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim_start();
+        if indent > 0 && indent <= 6 && t.starts_with('-') {
+            let flag = t
+                .split_whitespace()
+                .find(|w| w.starts_with("--"))
+                .unwrap()
+                .trim_end_matches(',')
+                .to_owned();
+            blocks.push((flag, String::new()));
+        } else if let Some((_, text)) = blocks.last_mut() {
+            text.push_str(line);
+        }
+    }
+    let env_file = include_str!("../../packaging/delayq.env");
+    let mut missing = Vec::new();
+    let mut unlisted = Vec::new();
+    for (flag, text) in &blocks {
+        if flag == "--help" || flag == "--version" {
+            continue;
+        }
+        let Some(at) = text.find("[env: ") else {
+            missing.push(flag.clone());
+            continue;
+        };
+        let var: String = text[at + 6..]
+            .chars()
+            .take_while(|c| *c != '=' && *c != ']')
+            .collect();
+        let listed = env_file.lines().any(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .starts_with(&format!("{var}="))
+        });
+        if !listed {
+            unlisted.push(var);
+        }
+    }
+    assert!(blocks.len() > 30, "{help}");
+    assert!(missing.is_empty(), "flags without a variable: {missing:?}");
+    assert!(
+        unlisted.is_empty(),
+        "variables not in delayq.env: {unlisted:?}"
+    );
+
+    // systemd keeps restarting a delayq that cannot reach Redis yet.
+    let unit = include_str!("../../packaging/debian/delayq.service");
+    let unit_section = unit.split("[Service]").next().unwrap();
+    assert!(
+        unit_section
+            .lines()
+            .any(|l| l.trim() == "StartLimitIntervalSec=0"),
+        "{unit_section}"
+    );
+}

@@ -597,3 +597,29 @@ async fn a_move_that_cannot_be_done_in_one_partition_changes_no_partition() {
     assert!(err.to_string().contains("shift_ms"), "{err}");
     assert_eq!(dues(q.clone()).await, before, "nothing moved");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dot_tags_are_refused_at_push_as_path_segments_urls_drop() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    for dot in [".", ".."] {
+        let err = q.push(&tagged("d", 0, &["ok", dot])).await;
+        assert!(
+            matches!(err, Err(delayq::Error::Invalid(ref m)) if m.contains("tag") && m.contains("path segment")),
+            "{dot}: {err:?}"
+        );
+        let spec = json!({"id": "d", "topic": "remind", "tags": [dot]});
+        let (st, reply) = send(reqwest::Method::POST, &s.base, "/v1/jobs", spec).await;
+        assert!(st == 422 || st == 400, "{dot}: {st} {reply}");
+        let (ok, _, err) = delayq_cli(&s.base, &["push", "--topic", "t", "--tag", dot]).await;
+        assert!(!ok && err.contains("path segment"), "{dot}: {err}");
+        // The tag commands say so too, rather than reaching another route.
+        let (ok, _, err) = delayq_cli(&s.base, &["tags", "cancel", dot]).await;
+        assert!(!ok && err.contains("path segment"), "{dot}: {err}");
+    }
+    assert!(q.get("d").await.unwrap().is_none());
+    // Dots inside a tag are fine.
+    q.push(&tagged("d", 0, &["v1.2", "..."])).await.unwrap();
+    s.stop().await;
+}

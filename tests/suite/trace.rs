@@ -715,3 +715,59 @@ async fn trace_context_is_kept_and_handed_on_over_a_redis_cluster() {
         assert_eq!(read.traceparent, sent.traceparent);
     }
 }
+
+/// `delayq push --topic t --id ID --delay 1h` against `base` with `env`
+/// set: whether it succeeded, and its stderr.
+async fn push_with_env(base: &str, id: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args([
+        "push", "--topic", "t", "--id", id, "--delay", "1h", "--server", base,
+    ])
+    .env_remove("TRACEPARENT")
+    .env_remove("TRACESTATE")
+    .envs(env.iter().copied());
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_push_ignores_an_empty_or_invalid_traceparent_from_the_environment() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let b = &s.base;
+    // Empty: ignored without a word.
+    let (ok, err) = push_with_env(b, "e1", &[("TRACEPARENT", ""), ("TRACESTATE", "")]).await;
+    assert!(ok, "{err}");
+    assert!(!err.contains("traceparent"), "{err}");
+    // Invalid: ignored with a warning, as HTTP ignores such a header.
+    let (ok, err) = push_with_env(b, "e2", &[("TRACEPARENT", "00-nope"), ("TRACESTATE", TS)]).await;
+    assert!(ok, "{err}");
+    assert!(err.contains("TRACEPARENT"), "{err}");
+    // A tracestate alone is no trace context.
+    let (ok, err) = push_with_env(b, "e3", &[("TRACESTATE", TS)]).await;
+    assert!(ok, "{err}");
+    // A valid one with an invalid tracestate: the traceparent alone.
+    let (ok, err) =
+        push_with_env(b, "e4", &[("TRACEPARENT", TP), ("TRACESTATE", "a=\u{7f}")]).await;
+    assert!(ok, "{err}");
+    for id in ["e1", "e2", "e3"] {
+        let j = s.queue.get(id).await.unwrap().unwrap();
+        assert_eq!((j.traceparent, j.tracestate), (None, None), "{id}");
+    }
+    let j = s.queue.get("e4").await.unwrap().unwrap();
+    assert_eq!((j.traceparent.as_deref(), j.tracestate), (Some(TP), None));
+    // A valid pair is kept, as before.
+    let (ok, err) = push_with_env(b, "e5", &[("TRACEPARENT", TP), ("TRACESTATE", TS)]).await;
+    assert!(ok, "{err}");
+    let j = s.queue.get("e5").await.unwrap().unwrap();
+    assert_eq!(
+        (j.traceparent.as_deref(), j.tracestate.as_deref()),
+        (Some(TP), Some(TS))
+    );
+    s.stop().await;
+}

@@ -66,20 +66,49 @@ pub struct Push {
     priority: Option<i64>,
     /// W3C trace context to keep with the job (default: $TRACEPARENT, so
     /// a `delayq push` inside a traced `delayq work` command carries on
-    /// its trace).
-    #[arg(long, env = "TRACEPARENT")]
+    /// its trace; an empty or invalid $TRACEPARENT is ignored, as an
+    /// invalid header is over HTTP).
+    #[arg(long)]
     traceparent: Option<String>,
-    /// W3C tracestate, with --traceparent.
-    #[arg(long, env = "TRACESTATE", requires = "traceparent")]
+    /// W3C tracestate, with --traceparent (default: $TRACESTATE with
+    /// $TRACEPARENT; an invalid one is ignored).
+    #[arg(long, requires = "traceparent")]
     tracestate: Option<String>,
     /// A tag (repeat for more, at most 8).
     #[arg(long = "tag")]
     tags: Vec<String>,
 }
 
+/// The trace context in the environment, taken as a request's headers
+/// are: an empty or invalid TRACEPARENT is none (an invalid one is said on
+/// stderr), an invalid TRACESTATE is dropped alone. A push is no place to
+/// fail over a caller's tracing.
+fn env_trace() -> (Option<String>, Option<String>) {
+    let Some(tp) = std::env::var_os("TRACEPARENT").filter(|v| !v.is_empty()) else {
+        return (None, None);
+    };
+    let tp = tp.to_string_lossy();
+    let ts = std::env::var("TRACESTATE").ok();
+    match delayq::trace::context(&tp, ts.as_deref()) {
+        Some((tp, ts)) => (Some(tp), ts),
+        None => {
+            let why = delayq::trace::check_traceparent(tp.trim())
+                .err()
+                .unwrap_or_default();
+            eprintln!("delayq: ignoring $TRACEPARENT: {why}");
+            (None, None)
+        }
+    }
+}
+
 impl Push {
     pub(super) async fn run(self) -> Result<()> {
         let c = Client::new(&self.client);
+        let (traceparent, tracestate) = match self.traceparent {
+            // Given as a flag: the server checks it and names what is wrong.
+            Some(tp) => (Some(tp), self.tracestate),
+            None => env_trace(),
+        };
         let spec = JobSpec {
             id: self.id,
             topic: self.topic,
@@ -104,8 +133,8 @@ impl Push {
                 max_wait_ms: self.dedup_max_wait.map(ms),
             }),
             priority: self.priority,
-            traceparent: self.traceparent,
-            tracestate: self.tracestate,
+            traceparent,
+            tracestate,
             tags: self.tags,
         };
         let reply = c

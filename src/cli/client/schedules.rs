@@ -82,12 +82,7 @@ fn schedule(s: &Schedule, o: &mut String) {
     if s.paused {
         outln!(o, "{:>10}: since {}", "paused", local_time(s.paused_at_ms));
     }
-    outln!(
-        o,
-        "{:>10}: {}",
-        "last tick",
-        local_time(Some(s.last_tick_ms))
-    );
+    outln!(o, "{:>10}: {}", "last tick", local_time(s.last_tick_ms));
     outln!(o, "{:>10}: {}", "next fire", local_time(s.next_fire_ms));
     for t in s.next_runs_ms.iter().skip(1) {
         outln!(o, "{:>10}  {}", "", local_time(Some(*t)));

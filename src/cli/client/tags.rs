@@ -24,6 +24,7 @@ pub struct Tags {
 pub enum TagsCommand {
     /// List the tag's jobs (every page).
     List {
+        #[arg(value_parser = tag_arg)]
         tag: String,
         /// Jobs per page (1 to 1000).
         #[arg(long, default_value_t = 500)]
@@ -31,12 +32,14 @@ pub enum TagsCommand {
     },
     /// Delete the tag's jobs not handed out (reserved ones are reported).
     Cancel {
+        #[arg(value_parser = tag_arg)]
         tag: String,
         #[arg(long, default_value_t = 500)]
         limit: usize,
     },
     /// Move the tag's delayed and ready jobs, never before now.
     Reschedule {
+        #[arg(value_parser = tag_arg)]
         tag: String,
         /// Shift each job's due time: 1h, 15d; "-2h" moves earlier.
         #[arg(long, allow_hyphen_values = true, value_parser = signed_duration, conflicts_with = "at", required_unless_present = "at")]
@@ -57,6 +60,13 @@ fn signed_duration(text: &str) -> Result<i64, String> {
     };
     let d: Duration = duration_with_unit(rest)?;
     Ok(sign * d.as_millis().min(i64::MAX as u128) as i64)
+}
+
+/// A tag as a push would take it: one the URL would lose (`.`, `..`)
+/// is refused here rather than reaching another route.
+fn tag_arg(tag: &str) -> Result<String, String> {
+    delayq::job::check_tag(tag)?;
+    Ok(tag.to_owned())
 }
 
 fn tag_path(tag: &str) -> String {
