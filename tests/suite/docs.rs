@@ -58,3 +58,42 @@ fn the_readmes_list_every_native_route() {
         assert!(missing.is_empty(), "{name} lacks {missing:?}");
     }
 }
+
+/// Unix ms of an RFC 3339 time the README quotes.
+fn ms(at: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .unwrap()
+        .timestamp_millis()
+}
+
+/// The renewal examples move a reminder to the same date a year on: the
+/// tag's shift (HTTP and CLI) is the length from the first reminder's due
+/// time to the date its own reschedule names, 29 February included.
+#[test]
+fn the_readmes_renewal_shift_lands_on_the_same_date_a_year_later() {
+    for name in ["README.md", "README.zh-CN.md"] {
+        let text = read(name);
+        let after = |key: &str| -> String {
+            let at = text
+                .find(key)
+                .unwrap_or_else(|| panic!("{name} lacks {key}"));
+            text[at + key.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || ":-".contains(*c))
+                .collect()
+        };
+        let shift_ms: i64 = after(r#"reschedule -d '{"shift_ms":"#).parse().unwrap();
+        let cli_days: i64 = after("delayq tags reschedule member:77 --shift ")
+            .trim_end_matches('d')
+            .parse()
+            .unwrap();
+        let first = after(r#""id":"member-77-expiry-15d","topic":"member-reminder","due_at":""#);
+        let moved = after(r#"reschedule -d '{"due_at":""#);
+        assert_eq!(
+            ms(&first) + shift_ms,
+            ms(&moved),
+            "{name}: a shift of {shift_ms} ms moves {first} elsewhere than {moved}"
+        );
+        assert_eq!(cli_days * 86_400_000, shift_ms, "{name}: the CLI's shift");
+    }
+}
