@@ -28,6 +28,36 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {text:?}: too long"))
 }
 
+/// A limit in words, in the largest unit that divides it: `7 days`,
+/// `2147483647 s`, `500 ms`.
+pub fn in_words(d: Duration) -> String {
+    let ms = d.as_millis();
+    let units = [
+        (86_400_000, "day", "days"),
+        (3_600_000, "hour", "hours"),
+        (60_000, "minute", "minutes"),
+        (1000, "s", "s"),
+    ];
+    for (unit, one, many) in units {
+        if ms >= unit && ms % unit == 0 {
+            let n = ms / unit;
+            return format!("{n} {}", if n == 1 { one } else { many });
+        }
+    }
+    format!("{ms} ms")
+}
+
+/// The error for a duration over its limit, in milliseconds as the API
+/// takes them (a sub-millisecond part is dropped), the limit also in words.
+pub fn over_limit(what: &str, d: Duration, max: Duration) -> String {
+    format!(
+        "{what} {} ms is longer than the limit: {} ({} ms)",
+        d.as_millis(),
+        in_words(max),
+        max.as_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

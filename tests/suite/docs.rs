@@ -97,3 +97,35 @@ fn the_readmes_renewal_shift_lands_on_the_same_date_a_year_later() {
         assert_eq!(cli_days * 86_400_000, shift_ms, "{name}: the CLI's shift");
     }
 }
+
+/// The limits table gives the ttr and retry limits the code has (the
+/// compatible API's ttr is its own, 1 to 86400 s).
+#[test]
+fn the_readmes_state_the_ttr_and_retry_limits_the_code_has() {
+    use delayq::duration::in_words;
+    let ttr = delayq::job::Limits::default().max_ttr;
+    let interval = delayq::retry::MAX_INTERVAL;
+    let en = read("README.md");
+    for said in [
+        format!(
+            "`ttr_ms` 1 ms to {} ({} ms)",
+            in_words(ttr),
+            ttr.as_millis()
+        ),
+        "`ttr` 1 to 86400 s".to_owned(),
+        format!(
+            "each up to {} ({} ms)",
+            in_words(interval),
+            interval.as_millis()
+        ),
+    ] {
+        assert!(en.contains(&said), "README.md does not say {said:?}");
+    }
+    let zh = read("README.zh-CN.md");
+    for ms in [ttr.as_millis(), interval.as_millis()] {
+        assert!(
+            zh.contains(&format!("（{ms} ms）")),
+            "README.zh-CN.md lacks {ms} ms"
+        );
+    }
+}
