@@ -39,7 +39,7 @@ pub fn in_words(d: Duration) -> String {
         (1000, "s", "s"),
     ];
     for (unit, one, many) in units {
-        if ms >= unit && ms % unit == 0 {
+        if ms >= unit && ms.is_multiple_of(unit) {
             let n = ms / unit;
             return format!("{n} {}", if n == 1 { one } else { many });
         }
