@@ -6,6 +6,36 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(format!("{}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
+/// A line of code without its shell or TOML comment (a `#` at the start or
+/// after white space, outside quotes): the Chinese README says its
+/// comments in Chinese.
+fn uncommented(line: &str) -> &str {
+    let mut quote = None;
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '#' && prev.is_whitespace() => return line[..i].trim_end(),
+            None => {}
+        }
+        prev = c;
+    }
+    line.trim_end()
+}
+
+/// The comments of a code block (shell and TOML).
+fn comments(block: &str) -> Vec<&str> {
+    block
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.get(uncommented(l).len()..))
+        .map(str::trim)
+        .filter(|c| c.starts_with('#'))
+        .collect()
+}
+
 /// The heading levels outside code, and the code blocks.
 fn shape(text: &str) -> (Vec<usize>, Vec<String>) {
     let (mut heads, mut blocks) = (Vec::new(), Vec::new());
@@ -39,8 +69,19 @@ fn the_chinese_readme_has_the_same_sections_and_commands() {
     let (zh_heads, zh_code) = shape(&zh);
     assert_eq!(en_heads, zh_heads, "sections differ");
     assert_eq!(en_code.len(), zh_code.len(), "code blocks differ in number");
+    // The same code; comments may be translated (shell and TOML blocks).
+    let code = |b: &str| -> Vec<String> {
+        let fence = b.lines().next().unwrap_or_default();
+        if !(fence.contains("sh") || fence.contains("toml")) {
+            return b.lines().map(str::to_owned).collect();
+        }
+        b.lines()
+            .map(|l| uncommented(l).to_owned())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
     for (i, (e, z)) in en_code.iter().zip(&zh_code).enumerate() {
-        assert_eq!(e, z, "code block {i} differs");
+        assert_eq!(code(e), code(z), "code block {i} differs");
     }
     assert!(en.contains("(README.zh-CN.md)") && zh.contains("(README.md)"));
 }
@@ -128,4 +169,20 @@ fn the_readmes_state_the_ttr_and_retry_limits_the_code_has() {
             "README.zh-CN.md lacks {ms} ms"
         );
     }
+}
+
+/// The Chinese README's switching steps speak Chinese, their comments
+/// included (the commands are the English README's).
+#[test]
+fn the_chinese_readmes_switch_steps_are_in_chinese() {
+    let zh = read("README.zh-CN.md");
+    let at = zh
+        .find("## 从 ouqiang/delay-queue 迁移")
+        .expect("the section");
+    let (_, blocks) = shape(&zh[at..]);
+    let english: Vec<&str> = comments(&blocks[0])
+        .into_iter()
+        .filter(|c| !c.chars().any(|ch| ('\u{4e00}'..='\u{9fff}').contains(&ch)))
+        .collect();
+    assert!(english.is_empty(), "comments left in English: {english:?}");
 }
