@@ -1442,6 +1442,12 @@ async fn the_dashboard_reads_right_and_fits_at_1400_px_in_both_languages() {
             b.texts("#instances td[data-col=dispatching]").await,
             [partition]
         );
+        let many = if lang == "en" {
+            "partitions 0, 2"
+        } else {
+            "分区 0, 2"
+        };
+        assert_eq!(b.run("return partitionsText([0, 2]);").await, json!(many));
         b.view(&base, "job/later-1", "job").await;
         assert_eq!(b.text("#job dd[data-field=tags]").await, no_tags);
         let fields = b.texts("#job dt").await;
