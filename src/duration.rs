@@ -63,6 +63,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn limits_in_words_use_the_largest_unit_that_divides_them() {
+        assert_eq!(in_words(Duration::from_secs(7 * 86400)), "7 days");
+        assert_eq!(in_words(Duration::from_secs(86400)), "1 day");
+        assert_eq!(in_words(Duration::from_secs(90 * 60)), "90 minutes");
+        assert_eq!(in_words(Duration::from_secs((1 << 31) - 1)), "2147483647 s");
+        assert_eq!(in_words(Duration::from_millis(1500)), "1500 ms");
+        assert_eq!(in_words(Duration::ZERO), "0 ms");
+    }
+
+    #[test]
     fn units() {
         assert_eq!(parse_duration("178"), Ok(Duration::from_secs(178)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
