@@ -45,9 +45,49 @@ pub fn show_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
+/// A limit in words, in the largest unit that divides it: `7 days`,
+/// `2147483647 s`, `500 ms`.
+pub fn in_words(d: Duration) -> String {
+    let ms = d.as_millis();
+    let units = [
+        (86_400_000, "day", "days"),
+        (3_600_000, "hour", "hours"),
+        (60_000, "minute", "minutes"),
+        (1000, "s", "s"),
+    ];
+    for (unit, one, many) in units {
+        if ms >= unit && ms.is_multiple_of(unit) {
+            let n = ms / unit;
+            return format!("{n} {}", if n == 1 { one } else { many });
+        }
+    }
+    format!("{ms} ms")
+}
+
+/// The error for a duration over its limit, in milliseconds as the API
+/// takes them (a sub-millisecond part is dropped), the limit also in words.
+pub fn over_limit(what: &str, d: Duration, max: Duration) -> String {
+    format!(
+        "{what} {} ms is longer than the limit: {} ({} ms)",
+        d.as_millis(),
+        in_words(max),
+        max.as_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_in_words_use_the_largest_unit_that_divides_them() {
+        assert_eq!(in_words(Duration::from_secs(7 * 86400)), "7 days");
+        assert_eq!(in_words(Duration::from_secs(86400)), "1 day");
+        assert_eq!(in_words(Duration::from_secs(90 * 60)), "90 minutes");
+        assert_eq!(in_words(Duration::from_secs((1 << 31) - 1)), "2147483647 s");
+        assert_eq!(in_words(Duration::from_millis(1500)), "1500 ms");
+        assert_eq!(in_words(Duration::ZERO), "0 ms");
+    }
 
     #[test]
     fn units() {

@@ -25,6 +25,9 @@ use crate::duration::parse_duration;
 /// At most this many intervals in one policy.
 pub const MAX_INTERVALS: usize = 64;
 
+/// The longest wait between attempts: a year, leap years included.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(366 * 86_400);
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Waits before attempts 2, 3, ...
@@ -59,8 +62,12 @@ impl RetryPolicy {
                 self.intervals.len()
             ));
         }
-        if let Some(d) = self.intervals.iter().find(|d| d.as_secs() > 366 * 86400) {
-            return Err(format!("retry interval {d:?} is longer than a year"));
+        if let Some(d) = self.intervals.iter().find(|d| **d > MAX_INTERVAL) {
+            return Err(crate::duration::over_limit(
+                "retry interval",
+                *d,
+                MAX_INTERVAL,
+            ));
         }
         if self.max_attempts == Some(0) {
             return Err("max_attempts must be at least 1".into());

@@ -506,6 +506,14 @@ async fn serve(
     // On stdout, for scripts and tests that start delayq on port 0.
     // A closed stdout is no reason not to serve.
     let _ = writeln!(std::io::stdout(), "delayq listening on {addr}");
+    if args.ui != http::ui::UiMode::Off {
+        // A wildcard address is no place a browser can open.
+        let mut shown = addr;
+        if shown.ip().is_unspecified() {
+            shown.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = writeln!(std::io::stdout(), "dashboard: http://{shown}/ui/");
+    }
     tracing::info!(%addr, prefix = %args.prefix, redis = %redis_checks::redact(&redis_url), "delayq serving");
     if args.auth_token.is_some() {
         tracing::info!("authentication on: every endpoint but /healthz needs the bearer token from --auth-token (DELAYQ_AUTH_TOKEN)");

@@ -68,7 +68,9 @@ pub async fn require_token(
         return next.run(req).await;
     };
     let path = req.uri().path();
-    if path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
+    // The root only redirects to the dashboard, which asks for the token.
+    let root = path == "/" && state.server.ui != super::ui::UiMode::Off;
+    if root || path == "/healthz" || path == "/ui" || path.starts_with("/ui/") {
         return next.run(req).await;
     }
     if let Some(session) = super::ui::session(req.headers(), &expected.0) {

@@ -86,7 +86,10 @@ pub fn routes(mode: UiMode) -> Router<AppState> {
         );
     }
     router
-        // Relative, so that it works under a proxy's path prefix.
+        // Relative, so that it works under a proxy's path prefix. The
+        // root leads a browser to the dashboard (temporarily: the root is
+        // no API of its own, and `--ui off` gives it back to 404).
+        .route("/", get(|| async { Redirect::temporary("ui/") }))
         .route("/ui", get(|| async { Redirect::permanent("ui/") }))
         .route(
             "/ui/",

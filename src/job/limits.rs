@@ -222,10 +222,7 @@ impl Limits {
     /// Checks a delay from now (a push's, a nack's, a reschedule's).
     pub fn check_delay(&self, what: &str, delay: Duration) -> Result<(), String> {
         if delay > self.max_delay {
-            return Err(format!(
-                "{what} {delay:?} is longer than the limit {:?}",
-                self.max_delay
-            ));
+            return Err(crate::duration::over_limit(what, delay, self.max_delay));
         }
         Ok(())
     }
@@ -241,8 +238,10 @@ impl Limits {
     pub fn check_ttr(&self, ttr: Duration) -> Result<(), String> {
         if ttr.is_zero() || ttr > self.max_ttr {
             return Err(format!(
-                "ttr {:?} is out of range: 1 ms to {:?}",
-                ttr, self.max_ttr
+                "ttr {} ms is out of range: 1 ms to {} ({} ms)",
+                ttr.as_millis(),
+                crate::duration::in_words(self.max_ttr),
+                self.max_ttr.as_millis()
             ));
         }
         Ok(())

@@ -6,6 +6,36 @@ fn read(name: &str) -> String {
     std::fs::read_to_string(format!("{}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
+/// A line of code without its shell or TOML comment (a `#` at the start or
+/// after white space, outside quotes): the Chinese README says its
+/// comments in Chinese.
+fn uncommented(line: &str) -> &str {
+    let mut quote = None;
+    let mut prev = ' ';
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '#' && prev.is_whitespace() => return line[..i].trim_end(),
+            None => {}
+        }
+        prev = c;
+    }
+    line.trim_end()
+}
+
+/// The comments of a code block (shell and TOML).
+fn comments(block: &str) -> Vec<&str> {
+    block
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.get(uncommented(l).len()..))
+        .map(str::trim)
+        .filter(|c| c.starts_with('#'))
+        .collect()
+}
+
 /// The heading levels outside code, and the code blocks.
 fn shape(text: &str) -> (Vec<usize>, Vec<String>) {
     let (mut heads, mut blocks) = (Vec::new(), Vec::new());
@@ -39,8 +69,19 @@ fn the_chinese_readme_has_the_same_sections_and_commands() {
     let (zh_heads, zh_code) = shape(&zh);
     assert_eq!(en_heads, zh_heads, "sections differ");
     assert_eq!(en_code.len(), zh_code.len(), "code blocks differ in number");
+    // The same code; comments may be translated (shell and TOML blocks).
+    let code = |b: &str| -> Vec<String> {
+        let fence = b.lines().next().unwrap_or_default();
+        if !(fence.contains("sh") || fence.contains("toml")) {
+            return b.lines().map(str::to_owned).collect();
+        }
+        b.lines()
+            .map(|l| uncommented(l).to_owned())
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
     for (i, (e, z)) in en_code.iter().zip(&zh_code).enumerate() {
-        assert_eq!(e, z, "code block {i} differs");
+        assert_eq!(code(e), code(z), "code block {i} differs");
     }
     assert!(en.contains("(README.zh-CN.md)") && zh.contains("(README.md)"));
 }
@@ -57,4 +98,91 @@ fn the_readmes_list_every_native_route() {
             .collect();
         assert!(missing.is_empty(), "{name} lacks {missing:?}");
     }
+}
+
+/// Unix ms of an RFC 3339 time the README quotes.
+fn ms(at: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .unwrap()
+        .timestamp_millis()
+}
+
+/// The renewal examples move a reminder to the same date a year on: the
+/// tag's shift (HTTP and CLI) is the length from the first reminder's due
+/// time to the date its own reschedule names, 29 February included.
+#[test]
+fn the_readmes_renewal_shift_lands_on_the_same_date_a_year_later() {
+    for name in ["README.md", "README.zh-CN.md"] {
+        let text = read(name);
+        let after = |key: &str| -> String {
+            let at = text
+                .find(key)
+                .unwrap_or_else(|| panic!("{name} lacks {key}"));
+            text[at + key.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || ":-".contains(*c))
+                .collect()
+        };
+        let shift_ms: i64 = after(r#"reschedule -d '{"shift_ms":"#).parse().unwrap();
+        let cli_days: i64 = after("delayq tags reschedule member:77 --shift ")
+            .trim_end_matches('d')
+            .parse()
+            .unwrap();
+        let first = after(r#""id":"member-77-expiry-15d","topic":"member-reminder","due_at":""#);
+        let moved = after(r#"reschedule -d '{"due_at":""#);
+        assert_eq!(
+            ms(&first) + shift_ms,
+            ms(&moved),
+            "{name}: a shift of {shift_ms} ms moves {first} elsewhere than {moved}"
+        );
+        assert_eq!(cli_days * 86_400_000, shift_ms, "{name}: the CLI's shift");
+    }
+}
+
+/// The limits table gives the ttr and retry limits the code has (the
+/// compatible API's ttr is its own, 1 to 86400 s).
+#[test]
+fn the_readmes_state_the_ttr_and_retry_limits_the_code_has() {
+    use delayq::duration::in_words;
+    let ttr = delayq::job::Limits::default().max_ttr;
+    let interval = delayq::retry::MAX_INTERVAL;
+    let en = read("README.md");
+    for said in [
+        format!(
+            "`ttr_ms` 1 ms to {} ({} ms)",
+            in_words(ttr),
+            ttr.as_millis()
+        ),
+        "`ttr` 1 to 86400 s".to_owned(),
+        format!(
+            "each up to {} ({} ms)",
+            in_words(interval),
+            interval.as_millis()
+        ),
+    ] {
+        assert!(en.contains(&said), "README.md does not say {said:?}");
+    }
+    let zh = read("README.zh-CN.md");
+    for ms in [ttr.as_millis(), interval.as_millis()] {
+        assert!(
+            zh.contains(&format!("（{ms} ms）")),
+            "README.zh-CN.md lacks {ms} ms"
+        );
+    }
+}
+
+/// The Chinese README's switching steps speak Chinese, their comments
+/// included (the commands are the English README's).
+#[test]
+fn the_chinese_readmes_switch_steps_are_in_chinese() {
+    let zh = read("README.zh-CN.md");
+    let at = zh
+        .find("## 从 ouqiang/delay-queue 迁移")
+        .expect("the section");
+    let (_, blocks) = shape(&zh[at..]);
+    let english: Vec<&str> = comments(&blocks[0])
+        .into_iter()
+        .filter(|c| !c.chars().any(|ch| ('\u{4e00}'..='\u{9fff}').contains(&ch)))
+        .collect();
+    assert!(english.is_empty(), "comments left in English: {english:?}");
 }

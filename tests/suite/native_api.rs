@@ -932,3 +932,44 @@ async fn a_batch_finish_settles_each_job_on_its_own() {
     assert_eq!(still["state"], "reserved");
     s.stop().await;
 }
+
+/// A duration out of its limit is quoted in milliseconds, as the API takes
+/// it, with the limit in words and in milliseconds: never in another unit
+/// ("0ns", "700000s").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_errors_quote_durations_in_milliseconds() {
+    let redis = RedisServer::start();
+    let s = server(&redis).await;
+    let http = reqwest::Client::new();
+    let refused = |body: Value| {
+        let (http, base) = (http.clone(), s.base.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/v1/jobs"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 422, "{body}");
+            let v: Value = r.json().await.unwrap();
+            v["error"]["message"].as_str().unwrap().to_owned()
+        }
+    };
+    assert_eq!(
+        refused(json!({"topic": "t", "ttr_ms": 0})).await,
+        "ttr 0 ms is out of range: 1 ms to 7 days (604800000 ms)"
+    );
+    assert_eq!(
+        refused(json!({"topic": "t", "ttr_ms": 700_000_000})).await,
+        "ttr 700000000 ms is out of range: 1 ms to 7 days (604800000 ms)"
+    );
+    assert_eq!(
+        refused(json!({"topic": "t", "delay_ms": 3_000_000_000_000u64})).await,
+        "delay 3000000000000 ms is longer than the limit: 2147483647 s (2147483647000 ms)"
+    );
+    assert_eq!(
+        refused(json!({"topic": "t", "retry": {"intervals": ["400d"]}})).await,
+        "retry interval 34560000000 ms is longer than the limit: 366 days (31622400000 ms)"
+    );
+    s.stop().await;
+}

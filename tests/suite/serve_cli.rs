@@ -592,3 +592,54 @@ fn every_serve_flag_has_an_environment_variable_listed_in_the_packaged_env_file(
         "{unit_section}"
     );
 }
+
+/// The start banner says where the dashboard is (a wildcard address shown
+/// as loopback, which a browser can open), and nothing with `--ui off`.
+#[test]
+fn the_banner_names_the_dashboard() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let redis = RedisServer::start();
+    let banner = |extra: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--redis", &redis.url()])
+            .args(extra)
+            .env("DELAYQ_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 256];
+        // Up to the first line's end, then stopped: the rest to EOF.
+        while !text.contains('\n') {
+            let n = out.read(&mut buf).unwrap();
+            assert!(n > 0, "no banner: {text:?}");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        // SAFETY: a plain kill(2) on our own child.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGTERM);
+        }
+        out.read_to_string(&mut text).unwrap();
+        assert!(child.wait().unwrap().success());
+        text
+    };
+    let text = banner(&["--listen", "0.0.0.0:0"]);
+    let port = text
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        text.lines().nth(1),
+        Some(format!("dashboard: http://127.0.0.1:{port}/ui/").as_str()),
+        "{text}"
+    );
+    let text = banner(&["--listen", "127.0.0.1:0", "--ui", "off"]);
+    assert_eq!(text.lines().count(), 1, "{text}");
+}

@@ -623,3 +623,73 @@ async fn dot_tags_are_refused_at_push_as_path_segments_urls_drop() {
     q.push(&tagged("d", 0, &["v1.2", "..."])).await.unwrap();
     s.stop().await;
 }
+
+/// The README's figures for what a tag costs, against a measurement:
+/// 10,000 jobs (ids of 36 bytes, as UUIDs, delayed) pushed without tags, then the
+/// same again under another topic with one tag each, a tag of its own per
+/// job (`member:<n>`, the renewal case) and then one tag they all share.
+/// The difference in `used_memory` per job is the tag's cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_costs_what_the_readme_says() {
+    const N: usize = 10_000;
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&tagged("warm-up", 3_600_000, &["warm"]))
+        .await
+        .unwrap();
+    let push = |run: char, tag: fn(usize) -> Option<String>| {
+        let q = q.clone();
+        async move {
+            let jobs: Vec<NewJob> = (0..N)
+                .map(|i| NewJob {
+                    tags: tag(i).into_iter().collect(),
+                    ..job(&format!("{run}-{i:034}"), "mem", 3_600_000, 60_000)
+                })
+                .collect();
+            for chunk in jobs.chunks(1000) {
+                for r in q.push_many(chunk).await.unwrap() {
+                    r.unwrap();
+                }
+            }
+        }
+    };
+    let mut used = vec![redis.info("memory", "used_memory")];
+    push('a', |_| None).await;
+    used.push(redis.info("memory", "used_memory"));
+    push('b', |i| Some(format!("member:{i:06}"))).await;
+    used.push(redis.info("memory", "used_memory"));
+    push('c', |_| Some("plan:gold".into())).await;
+    used.push(redis.info("memory", "used_memory"));
+    let plain = (used[1] - used[0]) / N as f64;
+    let own = (used[2] - used[1]) / N as f64 - plain;
+    let shared = (used[3] - used[2]) / N as f64 - plain;
+    println!(
+        "a job without tags: {plain:.0} B; a tag of its own per job: {own:.0} B more; \
+         one tag shared by {N} jobs: {shared:.0} B more per job"
+    );
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap()
+        .replace('\n', " ");
+    let figure = |after: &str| -> f64 {
+        let at = readme
+            .find(after)
+            .unwrap_or_else(|| panic!("README lacks {after:?}"));
+        let digits: String = readme[at + after.len()..]
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        digits.parse().unwrap()
+    };
+    for (key, got) in [
+        ("Memory: about", own),
+        ("a tag shared by many jobs about", shared),
+    ] {
+        let said = figure(key);
+        assert!(
+            (said - got).abs() <= got * 0.1,
+            "README says {said} bytes per job and tag, measured {got:.0}"
+        );
+    }
+    q.close().await;
+}

@@ -70,6 +70,8 @@ function when(ms) {
 function dur(ms) {
   if (!has(ms)) return t("dash");
   const a = Math.abs(Number(ms));
+  // Sub-millisecond bucket bounds (0.5 ms) stay apart from 1 ms.
+  if (a < 1) return t("u.ms", Math.round(a * 100) / 100);
   if (a < 1000) return t("u.ms", Math.round(a));
   if (a < 90000) return t("u.s", Math.round(a / 100) / 10);
   if (a < 5400000) return t("u.min", Math.round(a / 60000));
@@ -94,6 +96,11 @@ function rateText(r) { return r ? t("per.second", r.per_second, r.burst) : t("no
 // A percentile: a bucket's upper bound; null with samples is beyond the
 // last bound (60 s).
 function le(v, samples) { return has(v) ? t("lateness.le", dur(v)) : samples ? t("lateness.beyond", dur(60000)) : t("dash"); }
+// Which partitions an instance dispatches, in words ("partition 0").
+function partitionsText(list) {
+  const l = list || [];
+  return l.length ? t(l.length === 1 ? "partitions.one" : "partitions.many", l.join(", ")) : t("none");
+}
 function heldText(h) { return h === "paused" ? t("held.paused") : h === "rate" ? t("held.rate") : has(h) && h !== "" ? String(h) : t("dash"); }
 
 // ---- API ----
@@ -176,7 +183,7 @@ async function overview(mine) {
     const lat = c.lateness_ms || {};
     const count = (s) => el("td", { class: "num", "data-count": s }, s === "dead" && c.dead ? link("#/dead/" + enc(n), c.dead) : num(c[s]));
     const cells = [
-      el("td", {}, link("#/topic/" + enc(n), n)),
+      el("td", { class: "fit" }, link("#/topic/" + enc(n), n)),
       count("delayed"), count("ready"), count("reserved"),
       withFinished ? count("finished") : null,
       count("dead"),
@@ -186,15 +193,15 @@ async function overview(mine) {
         el("td", { class: "num", "data-col": "p50" }, le(lat.p50, lat.samples)),
         el("td", { class: "num", "data-col": "p99" }, le(lat.p99, lat.samples)),
         el("td", { class: "num", "data-col": "p999" }, le(lat.p999, lat.samples)),
-        el("td", { "data-col": "held" }, heldText(c.held)),
+        el("td", { "data-col": "held", class: "fit" }, heldText(c.held)),
       ] : null,
-      el("td", { "data-col": "next_due" }, nextDue(n, c)),
-      el("td", { "data-col": "rate" }, rateText(rate)),
+      el("td", { "data-col": "next_due", class: "fit" }, nextDue(n, c)),
+      el("td", { "data-col": "rate", class: "fit" }, rateText(rate)),
       el("td", { "data-col": "state" }, c.paused ? el("span", { class: "paused" }, t("paused")) : t("running")),
-      el("td", { "data-delivery": "" }, hook(n) ? t("delivery.webhook", hook(n)) : t("delivery.pop")),
+      el("td", { "data-delivery": "", class: "fit" }, hook(n) ? t("delivery.webhook", hook(n)) : t("delivery.pop")),
     ];
     if (!config.read_only) {
-      cells.push(el("td", {}, el("button", {
+      cells.push(el("td", { class: "actions-cell" }, el("button", {
         onclick: () => act(() => api("POST", "v1/topics/" + enc(n) + (c.paused ? "/resume" : "/pause")), t(c.paused ? "act.resumed" : "act.paused", n)),
       }, t(c.paused ? "act.resume" : "act.pause"))));
     }
@@ -400,7 +407,8 @@ async function jobPage(mine, id) {
   const body = j.body || "";
   const r = j.retry || {};
   const retry = ((r.intervals_ms || []).length ? t("retry.waits", r.intervals_ms.map(dur).join(", ")) : t("retry.no.waits")) + "; " +
-    (has(r.max_attempts) ? t("retry.max", r.max_attempts) : t("retry.unlimited"));
+    (has(r.max_attempts) ? t("retry.max", r.max_attempts)
+      : (r.intervals_ms || []).length ? t("retry.default.max", r.intervals_ms.length + 1) : t("retry.unlimited"));
   const fields = [
     ["id", "f.id", j.id],
     ["topic", "f.topic", link("#/topic/" + enc(j.topic), j.topic)],
@@ -413,9 +421,10 @@ async function jobPage(mine, id) {
     ["dead since", "f.dead", has(j.dead_at_ms) ? whenRel(j.dead_at_ms) : t("none")],
     ["finished", "f.finished", has(j.finished_at_ms) ? whenRel(j.finished_at_ms) : t("none")],
     ["last error", "f.error", j.last_error ? masked(j.last_error) : t("none")],
+    ["tags", "f.tags", (j.tags || []).join(", ") || t("none")],
   ];
   // Every other field the server sends, as it sends it (nulls left out).
-  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body"]);
+  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags"]);
   for (const [k, v] of Object.entries(j)) {
     if (known.has(k) || !has(v)) continue;
     const shown = typeof v === "object" ? JSON.stringify(v, (_, x) => (x === null ? undefined : x)) : String(v);
@@ -496,8 +505,8 @@ async function recurringPage(mine) {
       el("td", {}, link("#/topic/" + enc(s.topic), s.topic)),
       el("td", {}, el("code", {}, s.cron), " ", s.timezone || ""),
       el("td", { "data-col": "state" }, ops && s.paused ? [el("span", { class: "paused" }, t("paused")), has(s.paused_at_ms) ? el("div", { class: "muted" }, t("since", when(s.paused_at_ms))) : null] : t("running")),
-      el("td", { "data-col": "last_tick" }, s.last_tick_ms ? whenRel(s.last_tick_ms) : t("never")),
-      el("td", { "data-col": "next_runs" }, nextRuns.length ? el("ul", { class: "plain" }, nextRuns.map((ms) => el("li", {}, whenRel(ms))))
+      el("td", { "data-col": "last_tick", class: "fit" }, s.last_tick_ms ? whenRel(s.last_tick_ms) : t("never")),
+      el("td", { "data-col": "next_runs", class: "fit" }, nextRuns.length ? el("ul", { class: "plain" }, nextRuns.map((ms) => el("li", {}, whenRel(ms))))
         : ops && s.paused ? t("dash") : t("recurring.no.more")),
       el("td", { class: "clip" }, (s.body || "").slice(0, 80)),
       config.read_only ? null : el("td", { class: "actions-cell" }, actions));
@@ -519,7 +528,7 @@ async function webhooksPage(mine) {
     el("td", { class: "num", "data-col": "concurrency" }, num(h.concurrency)),
     el("td", { class: "num" }, dur(h.timeout_ms)),
     el("td", { "data-col": "last_status" }, has(h.last_status) ? String(h.last_status) : t("dash")),
-    el("td", {}, has(h.last_at_ms) ? whenRel(h.last_at_ms) : t("never")),
+    el("td", { class: "fit" }, has(h.last_at_ms) ? whenRel(h.last_at_ms) : t("never")),
     el("td", { class: "wrap" }, masked(h.last_error)),
     el("td", { class: "num", "data-col": "delivered" }, num(h.delivered_last_hour)),
     el("td", { class: "num", "data-col": "failures" }, num(h.failures_last_hour)),
@@ -540,12 +549,12 @@ async function instancesPage(mine) {
     el("td", { "data-col": "host" }, i.host || ""),
     el("td", { class: "num" }, num(i.pid)),
     el("td", { "data-col": "version" }, i.version || ""),
-    el("td", {}, whenRel(i.started_at_ms)),
+    el("td", { class: "fit" }, whenRel(i.started_at_ms)),
     el("td", { "data-col": "listen" }, i.listen || ""),
     el("td", { class: "num", "data-col": "waiting_pops" }, num(i.waiting_pops)),
-    el("td", {}, (i.webhook_consumers || []).map((c) => c.topic + " ×" + num(c.concurrency)).join(", ") || t("none")),
-    el("td", { "data-col": "dispatching" }, (i.dispatching || []).join(", ") || t("none")),
-    el("td", {}, whenRel(i.last_seen_ms))));
+    el("td", { class: "fit" }, (i.webhook_consumers || []).map((c) => c.topic + " ×" + num(c.concurrency)).join(", ") || t("none")),
+    el("td", { "data-col": "dispatching" }, partitionsText(i.dispatching)),
+    el("td", { class: "fit" }, whenRel(i.last_seen_ms))));
   show(mine,
     el("h2", {}, t("instances.title")),
     rows.length ? table("instances", [t("col.id"), t("col.host"), [t("col.pid"), "num"], t("col.version"), t("col.started"), t("col.listen"),
