@@ -239,7 +239,21 @@ pub struct Job {
     pub tracestate: Option<String>,
     /// Its tags (none on a finished job's record).
     pub tags: Vec<String>,
+    /// Listings only: the body's size in bytes when the listing left it out
+    /// (`body` is then empty): a body over [`LIST_BODY_BYTES`], or one past
+    /// [`LIST_PAGE_BODY_BYTES`] of bodies in the page. `get` reads it whole.
+    pub body_left_out: Option<u64>,
 }
+
+/// The largest body a listing carries; a larger one is left out (see
+/// [`Job::body_left_out`]).
+pub const LIST_BODY_BYTES: usize = 64 * 1024;
+
+/// The most body bytes one listing page carries, its jobs together (as a
+/// pop's reply is bounded): bodies past it are left out, so a page of
+/// large jobs costs delayq and its client a few MB, not the page times
+/// the body size.
+pub const LIST_PAGE_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// A job handed to a consumer, with the lease that goes with it.
 #[derive(Clone, Debug, PartialEq, Eq)]

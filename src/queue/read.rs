@@ -29,7 +29,7 @@ impl Queue {
                 ))
             })?;
         let ids = self.store().dead_ids(topic, offset, last).await?;
-        self.store().get_many(&ids).await
+        self.store().list_many(&ids).await
     }
 
     /// A page of `topic`'s jobs in `state`, and the cursor of the next page
@@ -102,7 +102,7 @@ impl Queue {
             looked += page.ids.len();
             cursor = page.next;
             let ids: Vec<String> = page.ids.into_iter().map(|(id, _)| id).collect();
-            for j in self.store().get_many(&ids).await? {
+            for j in self.store().list_many(&ids).await? {
                 if j.state == crate::JobState::Ready
                     && j.topic == topic
                     && listed.insert(j.id.clone())
@@ -146,7 +146,7 @@ impl Queue {
 
     async fn page_of(&self, page: crate::store::list::Page) -> Result<(Vec<Job>, Option<String>)> {
         let ids: Vec<String> = page.ids.into_iter().map(|(id, _)| id).collect();
-        let jobs = self.store().get_many(&ids).await?;
+        let jobs = self.store().list_many(&ids).await?;
         Ok((jobs, page.next.map(|c| c.encode())))
     }
 }

@@ -47,7 +47,7 @@ impl Queue {
     ) -> Result<(Vec<Job>, Option<String>)> {
         let (pages, next) = self.tag_pages(tag, cursor, limit, Op::List).await?;
         let ids: Vec<String> = pages.into_iter().flat_map(|p| p.ids).collect();
-        let jobs = self.store().get_many(&ids).await?;
+        let jobs = self.store().list_many(&ids).await?;
         // A job that lost the tag between the two reads is not listed.
         let jobs = jobs.into_iter().filter(|j| j.tags.iter().any(|t| t == tag));
         Ok((jobs.collect(), next))

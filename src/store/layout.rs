@@ -165,6 +165,29 @@ pub mod field {
     pub const PRIORITY: &str = "pr";
     /// A simple-dedup job's key: its end deletes the key's record.
     pub const DEDUP: &str = "u";
+
+    /// Every field but BODY: what a listing reads first (a body is read
+    /// only if it fits the page, see `store::read`).
+    pub const ALL_BUT_BODY: &[&str] = &[
+        TOPIC,
+        TTR,
+        DUE,
+        STATE,
+        ATTEMPTS,
+        TOKEN,
+        LEASE,
+        RETRY,
+        MAX,
+        ERROR,
+        HISTORY,
+        DEAD_AT,
+        FINISHED_AT,
+        TAGS,
+        TRACEPARENT,
+        TRACESTATE,
+        PRIORITY,
+        DEDUP,
+    ];
 }
 
 /// The event stream's entries (`{p}:events`): every entry has all six
@@ -576,6 +599,22 @@ pub fn validate_prefix(prefix: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn all_but_body_names_every_job_field_but_the_body() {
+        let src = include_str!("layout.rs");
+        let block = &src[src.find("pub mod field {").unwrap()..];
+        let block = &block[..block.find("    pub const ALL_BUT_BODY").unwrap()];
+        let mut values: Vec<&str> = block
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub const "))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        values.retain(|v| *v != field::BODY);
+        let mut listed = field::ALL_BUT_BODY.to_vec();
+        values.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(values, listed);
+    }
 
     #[test]
     fn user_ids_cannot_reach_delayq_keys() {

@@ -123,6 +123,7 @@ fn decode_job(
             .unwrap_or_default(),
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
+        body_left_out: None,
     }))
 }
 
@@ -168,6 +169,109 @@ impl Store {
             found.extend(jobs?.into_iter().map(|j| (j.id.clone(), j)));
         }
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+    }
+
+    /// Jobs for a listing page, in the order of `ids` (those with no job
+    /// left out), their bodies bounded: a body over LIST_BODY_BYTES, or one
+    /// that would take the page's bodies past LIST_PAGE_BODY_BYTES, is left
+    /// out (`body_left_out`). Two round trips per partition (at once): the
+    /// fields but the body and each body's length, then the bodies that fit.
+    pub(crate) async fn list_many(&self, ids: &[String]) -> Result<Vec<Job>> {
+        use crate::job::{LIST_BODY_BYTES, LIST_PAGE_BODY_BYTES};
+        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
+        for id in ids {
+            groups.entry(self.part_of(id)).or_default().push(id);
+        }
+        let reads = groups
+            .iter()
+            .map(|(&part, ids)| self.heads_in(&self.parts()[part], ids));
+        let mut found: HashMap<String, (Job, u64)> = HashMap::new();
+        for heads in futures::future::join_all(reads).await {
+            found.extend(heads?.into_iter().map(|(j, len)| (j.id.clone(), (j, len))));
+        }
+        let mut jobs: Vec<(Job, u64)> = ids.iter().filter_map(|id| found.remove(id)).collect();
+        // In page order, the bodies that fit.
+        let mut room = LIST_PAGE_BODY_BYTES as u64;
+        let mut wanted: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
+        for (j, len) in &mut jobs {
+            if *len == 0 {
+                continue;
+            }
+            if *len <= LIST_BODY_BYTES as u64 && *len <= room {
+                room -= *len;
+                wanted.entry(self.part_of(&j.id)).or_default().push(&j.id);
+            } else {
+                j.body_left_out = Some(*len);
+            }
+        }
+        let reads = wanted.iter().map(|(&part, ids)| async move {
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.cmd("HGET")
+                    .arg(self.parts()[part].job(id))
+                    .arg(field::BODY);
+            }
+            let bodies: Vec<Option<String>> = self
+                .call("list", pipe.query_async(&mut self.conn()))
+                .await?;
+            Ok::<_, Error>(
+                ids.iter()
+                    .map(|id| (*id).clone())
+                    .zip(bodies)
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let mut bodies: HashMap<String, String> = HashMap::new();
+        for got in futures::future::join_all(reads).await {
+            bodies.extend(got?.into_iter().filter_map(|(id, b)| Some((id, b?))));
+        }
+        Ok(jobs
+            .into_iter()
+            .map(|(mut j, _)| {
+                if let Some(b) = bodies.remove(&j.id) {
+                    j.body = b;
+                }
+                j
+            })
+            .collect())
+    }
+
+    /// A listing's first read of one partition: each job's fields but the
+    /// body, and the body's length.
+    async fn heads_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<(Job, u64)>> {
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET")
+                .arg(part.job(id))
+                .arg(field::ALL_BUT_BODY)
+                .cmd("HSTRLEN")
+                .arg(part.job(id))
+                .arg(field::BODY)
+                .cmd("ZSCORE")
+                .arg(part.schedule())
+                .arg(*id);
+        }
+        let flat: Vec<redis::Value> = self
+            .call("list", pipe.query_async(&mut self.conn()))
+            .await?;
+        let mut out = Vec::with_capacity(ids.len());
+        for (id, three) in ids.iter().zip(flat.chunks(3)) {
+            let fields: Vec<Option<String>> = redis::from_redis_value(three[0].clone())
+                .map_err(|e| Error::protocol("list", e.to_string()))?;
+            let len: u64 = redis::from_redis_value(three[1].clone())
+                .map_err(|e| Error::protocol("list", e.to_string()))?;
+            let score: Option<f64> = redis::from_redis_value(three[2].clone())
+                .map_err(|e| Error::protocol("list", e.to_string()))?;
+            let f: HashMap<String, String> = field::ALL_BUT_BODY
+                .iter()
+                .zip(fields)
+                .filter_map(|(k, v)| Some(((*k).to_owned(), v?)))
+                .collect();
+            if let Some(j) = decode_job(id, f, score)? {
+                out.push((j, len));
+            }
+        }
+        Ok(out)
     }
 
     /// Jobs of one partition in one round trip.

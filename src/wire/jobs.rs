@@ -296,6 +296,11 @@ pub struct Job {
     /// Its tags (none on a finished job's record).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// In listings only: the body's size in bytes when the listing left it
+    /// out (`body` is then ""): a body over 64 KiB, or one past 4 MiB of
+    /// bodies in the page. `GET /v1/jobs/{id}` returns it whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_left_out: Option<u64>,
 }
 
 /// A retry policy as stored.

@@ -375,3 +375,71 @@ async fn a_page_costs_redis_the_page_even_with_200k_jobs_due_at_one_time() {
     assert!(slow.is_empty(), "calls that blocked Redis: {slow:?}");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_carry_bodies_up_to_a_bound_and_say_what_they_left_out() {
+    use delayq::http::ServerConfig;
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    // Large bodies (each over a listing's 64 KiB) and mid-sized ones whose
+    // sum passes the page's 4 MiB; one small job.
+    let big = "b".repeat(900 * 1024);
+    let mid = "m".repeat(60 * 1024);
+    let with = |id: String, body: &str| delayq::NewJob {
+        body: body.to_owned(),
+        tags: vec!["bulk".into()],
+        ..job(&id, "orders", 3_600_000, 60_000)
+    };
+    for i in 0..20 {
+        q.push(&with(format!("big{i:02}"), &big)).await.unwrap();
+    }
+    for i in 0..80 {
+        q.push(&with(format!("mid{i:02}"), &mid)).await.unwrap();
+    }
+    q.push(&with("small".into(), "hello")).await.unwrap();
+
+    for path in [
+        "/v1/tags/bulk/jobs?limit=500",
+        "/v1/topics/orders/jobs?state=delayed&limit=500",
+    ] {
+        let raw = reqwest::get(format!("{}{path}", s.base))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(
+            raw.len() < 5 * 1024 * 1024,
+            "{path}: a reply of {} bytes",
+            raw.len()
+        );
+        let v: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+        let jobs = v["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 101, "{path}: every job listed");
+        let mut carried = 0;
+        for j in jobs {
+            let id = j["id"].as_str().unwrap();
+            let body = j["body"].as_str().unwrap();
+            let left_out = j.get("body_left_out").and_then(|b| b.as_u64());
+            if id.starts_with("big") {
+                assert_eq!((body, left_out), ("", Some(900 * 1024)), "{id}");
+            } else if id == "small" {
+                assert_eq!((body, left_out), ("hello", None));
+            } else if left_out.is_none() {
+                assert_eq!(body.len(), 60 * 1024, "{id}");
+                carried += 1;
+            } else {
+                assert_eq!((body, left_out), ("", Some(60 * 1024)), "{id}");
+            }
+        }
+        // 4 MiB of 60 KiB bodies: 68 of the 80 carried (less the small one's 5 bytes).
+        assert_eq!(carried, 68, "{path}");
+    }
+    // A job read alone has its whole body.
+    let (code, j) = get_json(&s.base, "/v1/jobs/big00").await;
+    assert_eq!(code, 200);
+    assert_eq!(j["body"].as_str().unwrap().len(), 900 * 1024);
+    assert!(j.get("body_left_out").is_none());
+    s.stop().await;
+}

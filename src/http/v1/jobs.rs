@@ -349,6 +349,7 @@ impl From<crate::job::Job> for wire::Job {
             body: j.body,
             priority: (j.priority > 0).then_some(j.priority),
             tags: j.tags,
+            body_left_out: j.body_left_out,
         }
     }
 }
