@@ -68,7 +68,7 @@
 //! | `{p}:events`             | stream | the event stream (only with events on): one   |
 //! |                          |        | entry per transition, fields in [`event`],    |
 //! |                          |        | capped near `events_kept` (XADD MAXLEN ~)     |
-//! | `{p}:dedup:<key>`        | string | "t<n> <id>", "d<n> <id>" or "0 <id>": the job |
+//! | `{p}:dedup:<key>`        | string | "T<n> <id>", "D<n> <id>" or "0 <id>": the job |
 //! |                          |        | a dedup key names; n is its due time          |
 //! |                          |        | (throttle), the series' first push (debounce) |
 //! |                          |        | or 0 (simple); PX the window                  |

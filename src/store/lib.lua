@@ -606,7 +606,7 @@ end
 -- Dedup (issue 26): a push whose extra carries dedup = { key, mode,
 -- window_ms, max_wait_ms } (checked by push.lua). The key's record
 -- DEDUP_KEY .. key is the string "<mode><n> <id>": the job the key names,
--- the mode's letter (none for simple, t, d) and n:
+-- the mode's letter (none for simple, T, D) and n:
 --   simple   0; no TTL; deleted when the job finishes, is deleted or dies
 --            (dedup_release), and taken as stale if that job is gone,
 --            finished or dead all the same;
@@ -615,16 +615,24 @@ end
 --            renewed by every push of the series (the window slides).
 -- A simple job carries the key in its hash (DEDUP) for its end to find
 -- (dedup_record and dedup_release are above, with delete_job).
--- A record's mode ('s', 't' or 'd'), number and job id, or nil. Throttle
--- and debounce records start with their mode's letter; a simple one is
--- "0 <id>" (as older delayq wrote every mode: there a number other than 0
--- is taken to be of the mode `mode` of the push that reads it).
+-- A record's mode ('simple', 'throttle' or 'debounce'), number and job id,
+-- or nil. Throttle and debounce records start with their mode's letter (T,
+-- D); a simple one is "0 <id>" (as older delayq wrote every mode: there a
+-- number other than 0 is taken to be of the mode `mode` of the push that
+-- reads it).
+local DEDUP_LETTER = { throttle = 'T', debounce = 'D' }
 local function dedup_parse(rec, mode)
   if not rec then return nil end
-  local m, n, id = string.match(rec, '^([td]?)(%d+) (.*)$')
+  local m, n, id = string.match(rec, '^([TD]?)(%d+) (.*)$')
   if not n then return nil end
-  if m == '' then
-    if n == '0' then m = 's' else m = string.sub(mode, 1, 1) end
+  if m == DEDUP_LETTER.throttle then
+    m = 'throttle'
+  elseif m == DEDUP_LETTER.debounce then
+    m = 'debounce'
+  elseif n == '0' then
+    m = 'simple'
+  else
+    m = mode
   end
   return m, tonumber(n), id
 end
@@ -649,7 +657,7 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
   local m, n, old = dedup_parse(redis.call('GET', rkey), d.mode)
   -- A record another mode wrote counts only while its job lives, and
   -- speaks only of that job: its number means something else.
-  local foreign = old and m ~= string.sub(d.mode, 1, 1)
+  local foreign = old and m ~= d.mode
   if d.mode == 'throttle' then
     if old and not foreign then return DEDUPLICATED, n, false, old end
     if foreign then
@@ -658,7 +666,7 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
     end
     local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     if status ~= KEPT then
-      redis.call('SET', rkey, 't' .. string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
+      redis.call('SET', rkey, DEDUP_LETTER.throttle .. string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
     end
     return status, at, put, id
   end
@@ -686,14 +694,14 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
       if foreign then start = now end
       if d.max_wait_ms then due = math.max(math.min(due, start + d.max_wait_ms), now) end
       local _, at, put = upsert(old, topic, body, ttr, due, retry, max, 'replace', extra)
-      redis.call('SET', rkey, 'd' .. string.format('%.0f', start) .. ' ' .. old, 'PX', d.window_ms)
+      redis.call('SET', rkey, DEDUP_LETTER.debounce .. string.format('%.0f', start) .. ' ' .. old, 'PX', d.window_ms)
       return DEBOUNCED, at, put, old
     end
   end
   if d.max_wait_ms then due = math.min(due, now + d.max_wait_ms) end
   local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   if status ~= KEPT then
-    redis.call('SET', rkey, 'd' .. string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
+    redis.call('SET', rkey, DEDUP_LETTER.debounce .. string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
   end
   return status, at, put, id
 end
