@@ -18,6 +18,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("pop.lua"),
     when_full: true,
     acked: true,
+    writes: true,
 };
 
 /// What one pop call may take.

@@ -16,6 +16,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("push.lua"),
     when_full: false,
     acked: true,
+    writes: true,
 };
 
 /// One push, as the script takes it.

@@ -254,6 +254,14 @@ impl From<Error> for ApiError {
             Error::Degraded { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
             }
+            Error::Unknown { .. } => {
+                tracing::warn!(error = %e, "outcome unknown");
+                ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "outcome_unknown",
+                    e.to_string(),
+                )
+            }
             Error::Timeout { .. }
             | Error::Late { .. }
             | Error::Moved { .. }
