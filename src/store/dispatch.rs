@@ -14,7 +14,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("dispatch.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 /// What one dispatch call did.

@@ -130,12 +130,12 @@ impl Store {
     fn unknown(
         &self,
         op: &'static str,
-        writes: bool,
+        late_unknown: bool,
         e: Error,
         may_have_sent: impl Fn() -> bool,
     ) -> Error {
         match e {
-            Error::Timeout { .. } | Error::Moved { .. } if writes && may_have_sent() => {
+            Error::Timeout { .. } | Error::Moved { .. } if late_unknown && may_have_sent() => {
                 Error::Unknown {
                     op,
                     after: self.timeout,
@@ -213,12 +213,12 @@ impl Store {
         let limit = call
             .within
             .unwrap_or_else(|| call.until.saturating_duration_since(Instant::now()));
-        let writes = call.script.writes;
+        let late_unknown = call.script.late_unknown;
         if wanted == 0 || degraded.is_some() {
-            return self.send_plain(op, writes, limit, &cmd).await;
+            return self.send_plain(op, late_unknown, limit, &cmd).await;
         }
         let (reply, acked) = self
-            .send_acked(op, writes, call.part, cmd, wanted, limit)
+            .send_acked(op, late_unknown, call.part, cmd, wanted, limit)
             .await?;
         if acked < wanted {
             self.health.short_of_replicas(call.part, acked);
@@ -233,7 +233,7 @@ impl Store {
     async fn send_plain(
         &self,
         op: &'static str,
-        writes: bool,
+        late_unknown: bool,
         limit: Duration,
         cmd: &Cmd,
     ) -> Result<(Status, Fields)> {
@@ -242,7 +242,7 @@ impl Store {
         let sent = self
             .call_within(op, limit, cmd.query_async(&mut conn.clone()))
             .await
-            .map_err(|e| self.unknown(op, writes, e, || conn.may_have_sent(&before)));
+            .map_err(|e| self.unknown(op, late_unknown, e, || conn.may_have_sent(&before)));
         let reply: Value = match sent {
             Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
                 self.load_functions().await?;
@@ -259,7 +259,7 @@ impl Store {
     async fn send_acked(
         &self,
         op: &'static str,
-        writes: bool,
+        late_unknown: bool,
         part: usize,
         cmd: Cmd,
         wanted: usize,
@@ -289,7 +289,9 @@ impl Store {
                         e => e,
                     })
                 })
-                .map_err(|e| self.unknown(op, writes, e, || route.conn.may_have_sent(&before)));
+                .map_err(|e| {
+                    self.unknown(op, late_unknown, e, || route.conn.may_have_sent(&before))
+                });
             let (value, acked) = match sent {
                 Ok(r) => r,
                 Err(e) => {

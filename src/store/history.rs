@@ -15,7 +15,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("history.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 fn decode((_, mut f): (Status, Fields)) -> Result<u64> {

@@ -9,7 +9,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("purge.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 /// The reply: DONE and how many jobs were deleted.

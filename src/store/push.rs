@@ -16,7 +16,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("push.lua"),
     when_full: false,
     acked: true,
-    writes: true,
+    late_unknown: true,
 };
 
 /// One push, as the script takes it.

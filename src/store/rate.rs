@@ -19,7 +19,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("rate.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 /// A topic's limit.

@@ -11,7 +11,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("touch.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 /// What a touch did.

@@ -10,7 +10,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("trim.lua"),
     when_full: true,
     acked: false,
-    writes: true,
+    late_unknown: true,
 };
 
 /// The reply: DONE and how many jobs were dropped.
