@@ -1,8 +1,11 @@
 //! The library's error type.
 //!
-//! Two kinds of failure matter to callers: the request was wrong (nothing was
-//! changed, fix the input) and Redis could not be used (nothing is known to
-//! have changed, try again). Everything else is a bug or a broken invariant.
+//! Three kinds of failure matter to callers: the request was wrong (nothing
+//! was changed, fix the input), Redis could not be used (nothing was
+//! changed, try again), and a change reached Redis but its reply did not
+//! come in time ([`Error::Unknown`]: it may or may not have been applied;
+//! read before trying again). Everything else is a bug or a broken
+//! invariant.
 
 use std::time::Duration;
 
@@ -23,8 +26,9 @@ pub enum Error {
     StaleLease(String),
 
     /// Redis did not answer `op` within the configured time (down,
-    /// restarting, paused). The call may still reach Redis, where its
-    /// deadline makes it change nothing.
+    /// restarting, paused) and nothing was changed: the call never left
+    /// this process (no connection to Redis), or it only reads. A change
+    /// that was sent and got no reply in time is [`Error::Unknown`].
     #[error(
         "redis unavailable: {op}: no answer within {after:?}{}",
         .cause.as_deref().map(|c| format!(" (last connection error: {c})")).unwrap_or_default()
@@ -35,6 +39,18 @@ pub enum Error {
         /// Why the last attempt to connect failed, when one did.
         cause: Option<String>,
     },
+
+    /// A change was sent to Redis and its reply did not come in time (a
+    /// slow script, Redis paused or overloaded, or the master replaced
+    /// mid-call): it may have been applied or not. Its deadline only stops
+    /// a script that had not started by then; one that started ran to the
+    /// end. Read the job (or the tag's listing) to find out before trying
+    /// again: a repeated relative change (a reschedule's `shift_ms`) would
+    /// apply twice.
+    #[error(
+        "outcome unknown: {op}: sent to redis, but no reply came within {after:?}; the change may or may not have been applied: read the job (or the tag's jobs) before trying again"
+    )]
+    Unknown { op: &'static str, after: Duration },
 
     /// The call reached Redis after this process had stopped waiting for it
     /// (Redis paused, stopped or overloaded), and Redis refused it: nothing
@@ -100,6 +116,7 @@ impl Error {
         matches!(
             self,
             Error::Timeout { .. }
+                | Error::Unknown { .. }
                 | Error::Late { .. }
                 | Error::Moved { .. }
                 | Error::Degraded { .. }
@@ -116,7 +133,7 @@ impl Error {
     /// of running it).
     pub(crate) fn may_have_run(&self) -> bool {
         match self {
-            Error::Timeout { .. } | Error::Moved { .. } => true,
+            Error::Timeout { .. } | Error::Unknown { .. } | Error::Moved { .. } => true,
             Error::Redis { source, .. } => source.code().is_none(),
             _ => false,
         }

@@ -53,7 +53,10 @@ fn main() -> ExitCode {
             // The cause chain on one line; no backtrace, whatever
             // RUST_BACKTRACE says: these are errors for users, not bugs.
             errln!("delayq: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<cli::client::OutcomeUnknown>() {
+                Some(_) => ExitCode::from(cli::client::OutcomeUnknown::EXIT),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

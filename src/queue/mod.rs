@@ -62,6 +62,8 @@ struct Inner {
     h: Handles,
     /// The last reading of `maxmemory-policy`, and when it was taken.
     policy: Mutex<Option<(Instant, String)>>,
+    /// A reading of the policy is being taken in the background.
+    policy_reading: std::sync::atomic::AtomicBool,
     dispatcher: Dispatcher,
     /// Adds throughput and lateness into Redis once a second; it flushes
     /// once more when the queue stops.
@@ -123,6 +125,7 @@ impl Queue {
             inner: Arc::new(Inner {
                 stats_flush: Mutex::new(Some(stats_flush)),
                 policy: Mutex::new(None),
+                policy_reading: Default::default(),
                 dispatcher: Dispatcher::start(handles.clone()),
                 h: handles,
                 config,

@@ -1,6 +1,7 @@
 //! Pushes: input checked against the limits, refused while Redis may evict
 //! jobs, the retry policy chosen, the sweep woken for a new earliest job.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -27,49 +28,71 @@ impl Queue {
         Ok(m)
     }
 
-    /// Refuses new jobs while Redis is set to evict them. Reads the policy
-    /// at most once a second; a server that does not let delayq read it
-    /// (INFO denied by an ACL) is taken at its word.
-    pub(super) async fn check_policy(&self) -> Result<()> {
-        // The common case, on every push: a fresh reading that allows it,
-        // looked at under the lock without copying it.
-        let fresh = match &*self.inner.policy.lock().unwrap() {
-            Some((at, p)) if at.elapsed() < POLICY_RECHECK => {
-                Some(read::evicting(p).then(|| p.clone()))
+    /// Refuses new jobs while Redis is set to evict them. The policy is
+    /// read at most once a second, off the caller's path: a stale reading
+    /// answers at once while a fresh one is taken in the background, so
+    /// the read never adds its wait to the push's (with Redis down, a push
+    /// fails within its own timeout). Only the first call, with no reading
+    /// yet, waits for one, within `limit`. A server that does not let
+    /// delayq read it (INFO denied by an ACL) is taken at its word.
+    pub(super) async fn check_policy(&self, limit: Duration) -> Result<()> {
+        let last = self.inner.policy.lock().unwrap().clone();
+        let policy = match last {
+            Some((at, p)) => {
+                if at.elapsed() >= POLICY_RECHECK {
+                    self.refresh_policy();
+                }
+                p
             }
-            _ => None,
-        };
-        let policy = match fresh {
-            Some(None) => return Ok(()),
-            Some(Some(p)) => p,
-            None => match self.memory().await {
-                Ok(m) => m.policy,
-                Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM") => {
-                    return Ok(())
-                }
-                Err(e) if e.is_unavailable() => {
-                    // The read goes to every master, and one that does not
-                    // answer (hung, or lost before the client knows its
-                    // replica) says nothing of the others: the last
-                    // reading stands for another second, and the push
-                    // goes on to its own partition, whose node answers for
-                    // itself. With no reading yet, the error stands.
-                    let mut last = self.inner.policy.lock().unwrap();
-                    match last.as_mut() {
-                        Some((at, p)) => {
-                            *at = Instant::now();
-                            p.clone()
-                        }
-                        None => return Err(e),
-                    }
-                }
-                Err(_) => return Ok(()),
+            None => match tokio::time::timeout(limit, self.read_policy()).await {
+                Ok(Ok(Some(p))) => p,
+                Ok(Ok(None)) => return Ok(()),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(self.store().timed_out("read maxmemory-policy")),
             },
         };
         if read::evicting(&policy) {
             return Err(Error::Evicting(policy));
         }
         Ok(())
+    }
+
+    /// Takes a fresh reading of the policy in the background, unless one
+    /// is being taken.
+    fn refresh_policy(&self) {
+        if self.inner.policy_reading.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let q = self.clone();
+        tokio::spawn(async move {
+            let _ = q.read_policy().await;
+            q.inner.policy_reading.store(false, Ordering::Release);
+        });
+    }
+
+    /// Reads the policy: None when it cannot be read and pushes go on
+    /// (INFO denied, an unexpected reply). Redis not answering keeps the
+    /// last reading for another second: the read goes to every master, and
+    /// one that does not answer (hung, or lost before the client knows its
+    /// replica) says nothing of the others, and the push goes on to its
+    /// own partition, whose node answers for itself. With no reading yet,
+    /// the error stands.
+    async fn read_policy(&self) -> Result<Option<String>> {
+        match self.memory().await {
+            Ok(m) => Ok(Some(m.policy)),
+            Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM") => Ok(None),
+            Err(e) if e.is_unavailable() => {
+                let mut last = self.inner.policy.lock().unwrap();
+                match last.as_mut() {
+                    Some((at, p)) => {
+                        *at = Instant::now();
+                        Ok(Some(p.clone()))
+                    }
+                    None => Err(e),
+                }
+            }
+            Err(_) => Ok(None),
+        }
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
@@ -152,8 +175,11 @@ impl Queue {
         // A traced job's push is a span of its trace (trace_id in the logs).
         let span = push_span(job);
         async {
-            self.check_policy().await?;
-            let reply = self.store().push(self.to_push(job)).await?;
+            // The policy check and the push share the caller's deadline.
+            let deadline = Instant::now() + self.store().timeout();
+            self.check_policy(self.store().timeout()).await?;
+            let limit = deadline.saturating_duration_since(Instant::now());
+            let reply = self.store().push(self.to_push(job), limit).await?;
             let pushed = self.pushed(job, reply);
             debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
             Ok(pushed)
@@ -188,7 +214,7 @@ impl Queue {
         let replies = if valid.is_empty() {
             Vec::new()
         } else {
-            self.check_policy().await?;
+            self.check_policy(self.store().timeout()).await?;
             let pushes: Vec<Push> = valid.iter().map(|j| self.to_push(j)).collect();
             // Each traced job's push span lasts as long as the batch's.
             let _spans: Vec<tracing::Span> = valid.iter().map(|j| push_span(j)).collect();

@@ -20,7 +20,7 @@ impl Queue {
         l.check_ttr(Duration::from_millis(schedule.ttr_ms))
             .map_err(Error::Invalid)?;
         schedule.check().map_err(Error::Invalid)?;
-        self.check_policy().await?;
+        self.check_policy(self.store().timeout()).await?;
         self.store().recur_put(name, &schedule.to_json()).await?;
         self.inner.h.recurring_changed.notify_one();
         Ok(())
@@ -61,7 +61,7 @@ impl Queue {
             return Ok(None);
         };
         let def = state.schedule;
-        self.check_policy().await?;
+        self.check_policy(self.store().timeout()).await?;
         let policy = def
             .retry
             .clone()
@@ -69,18 +69,21 @@ impl Queue {
         let id = crate::recurring::run_id(name);
         let p = self
             .store()
-            .push(Push {
-                id: id.clone(),
-                topic: def.topic.clone(),
-                body: def.body,
-                ttr_ms: def.ttr_ms,
-                delay_ms: 0,
-                due_at_ms: None,
-                intervals_ms: policy.intervals_ms(),
-                max_attempts: policy.max_attempts.unwrap_or(0),
-                keep: true,
-                extra: Default::default(),
-            })
+            .push(
+                Push {
+                    id: id.clone(),
+                    topic: def.topic.clone(),
+                    body: def.body,
+                    ttr_ms: def.ttr_ms,
+                    delay_ms: 0,
+                    due_at_ms: None,
+                    intervals_ms: policy.intervals_ms(),
+                    max_attempts: policy.max_attempts.unwrap_or(0),
+                    keep: true,
+                    extra: Default::default(),
+                },
+                self.store().timeout(),
+            )
             .await?;
         if p.outcome != crate::PushOutcome::Kept {
             self.metrics().pushed.inc([&def.topic], 1);

@@ -14,6 +14,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("dispatch.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// What one dispatch call did.

@@ -12,6 +12,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("events.lua"),
     when_full: true,
     acked: false,
+    late_unknown: false,
 };
 
 /// Events a partition's stream keeps unless told: about 60 bytes each

@@ -123,6 +123,28 @@ impl Store {
         error
     }
 
+    /// A change that got no reply in time (a timeout, or the master
+    /// replaced mid-call) after it may have been sent: its outcome is
+    /// unknown, not "nothing changed". The script's deadline only stops
+    /// one that had not started by then.
+    fn unknown(
+        &self,
+        op: &'static str,
+        late_unknown: bool,
+        e: Error,
+        may_have_sent: impl Fn() -> bool,
+    ) -> Error {
+        match e {
+            Error::Timeout { .. } | Error::Moved { .. } if late_unknown && may_have_sent() => {
+                Error::Unknown {
+                    op,
+                    after: self.timeout,
+                }
+            }
+            e => e,
+        }
+    }
+
     /// The timeout error of `op`, with the last connection error if any.
     pub fn timed_out(&self, op: &'static str) -> Error {
         self.metrics.redis_errors.inc([], 1);
@@ -191,10 +213,13 @@ impl Store {
         let limit = call
             .within
             .unwrap_or_else(|| call.until.saturating_duration_since(Instant::now()));
+        let late_unknown = call.script.late_unknown;
         if wanted == 0 || degraded.is_some() {
-            return self.send_plain(op, limit, &cmd).await;
+            return self.send_plain(op, late_unknown, limit, &cmd).await;
         }
-        let (reply, acked) = self.send_acked(op, call.part, cmd, wanted, limit).await?;
+        let (reply, acked) = self
+            .send_acked(op, late_unknown, call.part, cmd, wanted, limit)
+            .await?;
         if acked < wanted {
             self.health.short_of_replicas(call.part, acked);
             if adds_jobs && self.health.policy == health::DegradedPushes::Refuse {
@@ -208,13 +233,17 @@ impl Store {
     async fn send_plain(
         &self,
         op: &'static str,
+        late_unknown: bool,
         limit: Duration,
         cmd: &Cmd,
     ) -> Result<(Status, Fields)> {
-        let reply: Value = match self
-            .call_within(op, limit, cmd.query_async(&mut self.conn()))
+        let conn = self.conn();
+        let before = conn.waiting();
+        let sent = self
+            .call_within(op, limit, cmd.query_async(&mut conn.clone()))
             .await
-        {
+            .map_err(|e| self.unknown(op, late_unknown, e, || conn.may_have_sent(&before)));
+        let reply: Value = match sent {
             Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
                 self.load_functions().await?;
                 self.call_within(op, limit, cmd.query_async(&mut self.conn()))
@@ -230,6 +259,7 @@ impl Store {
     async fn send_acked(
         &self,
         op: &'static str,
+        late_unknown: bool,
         part: usize,
         cmd: Cmd,
         wanted: usize,
@@ -240,6 +270,7 @@ impl Store {
             wanted,
             wait_ms: self.timeout.as_millis() as u64 / 2,
         };
+        let before = route.conn.waiting();
         let mut reloaded = false;
         loop {
             let write = coalesce::AckedWrite {
@@ -257,6 +288,9 @@ impl Store {
                         Error::Redis { source, .. } => self.error(op, source),
                         e => e,
                     })
+                })
+                .map_err(|e| {
+                    self.unknown(op, late_unknown, e, || route.conn.may_have_sent(&before))
                 });
             let (value, acked) = match sent {
                 Ok(r) => r,

@@ -15,6 +15,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("history.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 fn decode((_, mut f): (Status, Fields)) -> Result<u64> {

@@ -14,6 +14,7 @@ pub const SCRIPT: Script = Script {
     // Due jobs still fall due when Redis is full.
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// What a lease call found.

@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
-use super::conn::Conn;
+use super::conn::{Conn, Manager};
 use super::sentinel::Sentinel;
 use super::{library, Store, LATE_REPLY_GRACE};
 use crate::error::{Error, Result};
@@ -143,21 +141,18 @@ pub(crate) fn url_at(template: &str, host: &str, port: u16, db: i64) -> String {
 }
 
 impl Store {
-    /// The shared connection to `client`.
-    pub(crate) fn manager(client: &redis::Client, timeout: Duration) -> Result<ConnectionManager> {
-        let config = ConnectionManagerConfig::new()
-            // Retry for ever, at most a second apart: an outage of any
-            // length ends with a working connection. Callers are not kept
-            // waiting meanwhile: every call is bounded by `timeout`.
-            .set_number_of_retries(usize::MAX)
-            .set_max_delay(Duration::from_secs(1))
+    /// The shared connection to `client`, made again for ever after it
+    /// breaks: an outage of any length ends with a working connection.
+    /// Callers are not kept waiting meanwhile: every call is bounded by
+    /// `timeout`.
+    pub(crate) fn manager(client: &redis::Client, timeout: Duration) -> Result<Manager> {
+        let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             // The connection waits longer than callers, so that a reply
             // that comes late is still read (and acted on) rather than lost
             // with a reconnect.
             .set_response_timeout(Some(timeout + LATE_REPLY_GRACE));
-        ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| Error::redis("connect", e))
+        Ok(Manager::new(client.clone(), config))
     }
 
     pub fn behind_sentinel(&self) -> bool {

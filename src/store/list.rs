@@ -12,6 +12,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("list.lua"),
     when_full: true,
     acked: false,
+    late_unknown: false,
 };
 
 /// Most entries one call looks at per partition, whatever it finds.

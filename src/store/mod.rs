@@ -157,12 +157,17 @@ impl Status {
 ///   is refused with an OOM error.
 /// - `acked`: whether its calls wait for `replica_acks` replicas (what a
 ///   client was told happened: pushes, pops, finishes, nacks, schedules).
+/// - `late_unknown`: whether a call of it that may have been sent and got
+///   no reply in time leaves its caller not knowing what changed
+///   ([`Error::Unknown`]): a change may have run. Not for reads, nor for
+///   pops, whose late jobs delayq gives back itself (a timeout, then).
 #[derive(Debug)]
 pub struct Script {
     pub name: &'static str,
     pub source: &'static str,
     pub when_full: bool,
     pub acked: bool,
+    pub late_unknown: bool,
 }
 
 /// How long a call that this process stopped waiting for may still bring

@@ -13,6 +13,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("nack.lua"),
     when_full: true,
     acked: true,
+    late_unknown: true,
 };
 
 /// Where a nacked job went (with status Done).

@@ -18,6 +18,9 @@ pub const SCRIPT: Script = Script {
     source: include_str!("pop.lua"),
     when_full: true,
     acked: true,
+    // A late pop's jobs are given back (unpop): to its caller, nothing
+    // changed.
+    late_unknown: false,
 };
 
 /// What one pop call may take.

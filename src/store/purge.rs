@@ -9,6 +9,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("purge.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// The reply: DONE and how many jobs were deleted.

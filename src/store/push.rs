@@ -16,6 +16,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("push.lua"),
     when_full: false,
     acked: true,
+    late_unknown: true,
 };
 
 /// One push, as the script takes it.
@@ -177,10 +178,14 @@ impl PerJob for Pushes {
 impl Store {
     /// One push. Pushes that arrive while another push call of the same
     /// partition is at Redis go together in the next call (group commit);
-    /// each job is still its own upsert.
-    pub(crate) async fn push(self: &Arc<Self>, p: Push) -> Result<Pushed> {
+    /// each job is still its own upsert. Waits at most `limit`.
+    pub(crate) async fn push(
+        self: &Arc<Self>,
+        p: Push,
+        limit: std::time::Duration,
+    ) -> Result<Pushed> {
         let part = self.part_of(&p.id);
-        self.pushes.submit(self, part, p, self.timeout()).await
+        self.pushes.submit(self, part, p, limit).await
     }
 
     /// Many pushes: one script call per partition (and per

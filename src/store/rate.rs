@@ -19,6 +19,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("rate.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// A topic's limit.

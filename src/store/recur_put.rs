@@ -11,6 +11,7 @@ pub const SCRIPT: Script = Script {
     // Delete must work on a full Redis.
     when_full: true,
     acked: true,
+    late_unknown: true,
 };
 
 /// The reply: DONE, or MISSING (nothing changed).

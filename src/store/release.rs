@@ -10,6 +10,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("release.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// The reply: DONE, or STALE or MISSING (nothing changed).

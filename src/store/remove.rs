@@ -19,6 +19,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("remove.lua"),
     when_full: true,
     acked: true,
+    late_unknown: true,
 };
 
 /// Which removals are allowed.

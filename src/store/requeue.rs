@@ -10,6 +10,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("requeue.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// Most dead jobs one call moves: bounds a script's run time.

@@ -12,6 +12,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("reschedule.lua"),
     when_full: false,
     acked: false,
+    late_unknown: true,
 };
 
 /// What a reschedule did.

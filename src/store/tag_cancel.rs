@@ -11,6 +11,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("tag_cancel.lua"),
     when_full: true,
     acked: true,
+    late_unknown: true,
 };
 
 fn decode((_, mut f): (Status, Fields)) -> Result<TagPage> {

@@ -10,6 +10,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("tag_list.lua"),
     when_full: true,
     acked: false,
+    late_unknown: false,
 };
 
 /// One partition's page of a tag's index.

@@ -11,6 +11,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("tag_reschedule.lua"),
     when_full: false,
     acked: true,
+    late_unknown: true,
 };
 
 /// Where a tag's jobs go.

@@ -17,6 +17,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("tick.lua"),
     when_full: false,
     acked: true,
+    late_unknown: true,
 };
 
 /// What a tick asks of `tick.lua` (see its header).

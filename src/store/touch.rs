@@ -11,6 +11,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("touch.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// What a touch did.

@@ -10,6 +10,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("trim.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// The reply: DONE and how many jobs were dropped.

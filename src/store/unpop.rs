@@ -23,6 +23,7 @@ pub const SCRIPT: Script = Script {
     source: include_str!("unpop.lua"),
     when_full: true,
     acked: false,
+    late_unknown: true,
 };
 
 /// How long a lost pop is tried: past this, its jobs' leases (ttr) have

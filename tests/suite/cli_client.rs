@@ -931,3 +931,61 @@ async fn work_backs_off_a_failing_command_when_the_job_has_no_retry_policy() {
     assert!(worker.0.wait().unwrap().success());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_unknown_outcome_is_reported_as_such_and_not_sent_again() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, std::time::Duration::ZERO).await;
+    let q = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: std::time::Duration::from_secs(1),
+        ..delayq::Config::default()
+    })
+    .unwrap();
+    let s = TestServer::start(q, Default::default()).await;
+    let direct = queue(&redis);
+    direct
+        .push(&delayq::NewJob {
+            tags: vec!["m:1".into()],
+            ..job("u", "t", 3_600_000, 60_000)
+        })
+        .await
+        .unwrap();
+    // The server's connection is up: its first call is not the slow one.
+    let (ok, _, err) = delayq_cli(&s.base, &["get", "u"]).await;
+    assert!(ok, "{err}");
+    let before = direct.get("u").await.unwrap().unwrap().due_ms;
+
+    // Redis moves the job at once; the reply comes 3 s later, past the 1 s
+    // the server waits.
+    proxy.set_delay(std::time::Duration::from_secs(3));
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "tags",
+                "reschedule",
+                "m:1",
+                "--shift",
+                "1h",
+                "--server",
+                &base,
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    proxy.set_delay(std::time::Duration::ZERO);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("may or may not have been applied") && err.contains("not sent again"),
+        "{err}"
+    );
+    // Moved once, not twice.
+    let after = direct.get("u").await.unwrap().unwrap().due_ms;
+    assert_eq!(after - before, 3_600_000);
+    direct.close().await;
+    s.stop().await;
+}

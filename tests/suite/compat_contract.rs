@@ -485,3 +485,49 @@ async fn a_pop_held_by_a_rate_limit_answers_when_the_next_token_comes() {
     s.stop().await;
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_whose_reply_comes_too_late_says_its_outcome_is_unknown() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: Duration::from_secs(1),
+        ..delayq::Config::default()
+    })
+    .unwrap();
+    let s = TestServer::start(q, ServerConfig::default()).await;
+    // One push that works: the connection is up and the policy read.
+    let v = post(
+        &s.base,
+        "/push",
+        r#"{"topic":"t","id":"a","delay":3600,"ttr":60}"#,
+    )
+    .await;
+    assert_eq!(v["code"], 0, "{v}");
+
+    // Redis takes the push at once; its reply comes 3 s later, past the
+    // 1 s delayq waits. The contract's shape (code 1, a message) stays.
+    proxy.set_delay(Duration::from_secs(3));
+    let v = post(
+        &s.base,
+        "/push",
+        r#"{"topic":"t","id":"b","delay":3600,"ttr":60}"#,
+    )
+    .await;
+    proxy.set_delay(Duration::ZERO);
+    assert_eq!(v["code"], 1, "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("push failed: outcome unknown")
+            && message.contains("may or may not have been applied"),
+        "{message}"
+    );
+    let direct = queue(&redis);
+    assert!(
+        direct.get("b").await.unwrap().is_some(),
+        "the push did apply"
+    );
+    direct.close().await;
+    s.stop().await;
+}

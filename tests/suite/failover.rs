@@ -105,9 +105,12 @@ async fn push(
                     Err(e) => e.to_string(),
                 };
                 // Redis not answering in time (a busy machine) is no
-                // refusal: that push changed nothing, and a client tries
-                // again.
-                if !refused.contains("no answer within") || tries == 10 {
+                // refusal: that push changed nothing, or (its outcome
+                // unknown) may have; pushing the same id again is safe
+                // either way, and a client does.
+                let late = refused.contains("no answer within")
+                    || refused.contains("outcome_unknown");
+                if !late || tries == 10 {
                     return (id, Err(refused));
                 }
             }

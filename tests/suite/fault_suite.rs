@@ -361,8 +361,9 @@ async fn scenario(faults: &[Fault]) -> Figures {
                 // Below what is in use: with noeviction every write is refused.
                 let _: String = redis.cmd(&["CONFIG", "SET", "maxmemory", "1"]).await;
                 // A push now is refused with a clear error and writes
-                // nothing (one that timed out, on a busy machine, changed
-                // nothing either: it is tried again).
+                // nothing (one that timed out, on a busy machine, is tried
+                // again: the same id, so a second push is safe whatever
+                // the first did).
                 let mut tries = 0;
                 let err = loop {
                     let err = q
@@ -371,7 +372,9 @@ async fn scenario(faults: &[Fault]) -> Figures {
                         .unwrap_err();
                     tries += 1;
                     match err {
-                        delayq::Error::Timeout { .. } | delayq::Error::Late { .. }
+                        delayq::Error::Timeout { .. }
+                        | delayq::Error::Unknown { .. }
+                        | delayq::Error::Late { .. }
                             if tries < 20 => {}
                         err => break err,
                     }

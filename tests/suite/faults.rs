@@ -325,3 +325,40 @@ async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
         "the lost pop's attempt was counted"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_while_redis_is_down_fails_within_its_timeout() {
+    let mut redis = RedisServer::start();
+    let q = delayq::Queue::connect(Config {
+        redis_timeout: Duration::from_secs(1),
+        ..config(&redis)
+    })
+    .unwrap();
+    // A push that works: the eviction policy has been read once.
+    q.push(&job("up", "down", 60_000, 60_000)).await.unwrap();
+    redis.kill();
+    // Each push waits at most its own second, not the policy's read too
+    // (the reading goes stale after a second, so later pushes would read
+    // it again).
+    for i in 0..4 {
+        let started = std::time::Instant::now();
+        let e = q
+            .push(&job(&format!("p{i}"), "down", 60_000, 60_000))
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        // Never sent (no connection): known to have changed nothing.
+        assert!(
+            matches!(
+                e,
+                delayq::Error::Timeout { .. } | delayq::Error::Redis { .. }
+            ),
+            "{e}"
+        );
+        assert!(
+            took < Duration::from_millis(1800),
+            "push {i} failed after {took:?}: {e}"
+        );
+    }
+    q.close().await;
+}

@@ -973,3 +973,57 @@ async fn limit_errors_quote_durations_in_milliseconds() {
     );
     s.stop().await;
 }
+
+/// A queue and server whose Redis replies come through `proxy`, waiting
+/// for each at most a second.
+async fn server_behind(proxy: &SlowProxy) -> TestServer {
+    let q = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: Duration::from_secs(1),
+        ..delayq::Config::default()
+    })
+    .unwrap();
+    TestServer::start(q, ServerConfig::default()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_reply_comes_too_late_is_504_not_a_503_that_says_nothing_changed() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let s = server_behind(&proxy).await;
+    let api = Api::new(&s);
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/jobs",
+            Some(json!({"id":"u","topic":"t","delay_ms":3_600_000,"tags":["m:1"]})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let direct = queue(&redis);
+    let before = direct.get("u").await.unwrap().unwrap().due_ms;
+
+    // Redis runs the reschedule at once; its reply takes 3 s to come back,
+    // past the 1 s delayq waits.
+    proxy.set_delay(Duration::from_secs(3));
+    let (st, v) = api
+        .call(
+            "post",
+            "/v1/tags/m:1/reschedule",
+            Some(json!({"shift_ms": 3_600_000})),
+        )
+        .await;
+    proxy.set_delay(Duration::ZERO);
+    assert_eq!((st, code(&v)), (504, "outcome_unknown"), "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("may or may not have been applied"),
+        "{message}"
+    );
+    // And it was applied: a client told "nothing changed" would shift it
+    // again.
+    let after = direct.get("u").await.unwrap().unwrap().due_ms;
+    assert_eq!(after - before, 3_600_000);
+    direct.close().await;
+    s.stop().await;
+}

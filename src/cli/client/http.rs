@@ -139,9 +139,39 @@ impl Client {
             };
             return anyhow::anyhow!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
         }
+        if error
+            .as_ref()
+            .is_some_and(|e| e.error.code == "outcome_unknown")
+        {
+            return anyhow::Error::new(OutcomeUnknown(format!("{status}: {msg}")));
+        }
         anyhow::anyhow!("{status}: {msg}")
     }
 }
+
+/// A change the server sent to Redis without getting its reply in time:
+/// it may or may not have been applied. It is not sent again (a relative
+/// change would apply twice); `delayq` exits with [`OutcomeUnknown::EXIT`].
+#[derive(Debug)]
+pub(crate) struct OutcomeUnknown(String);
+
+impl OutcomeUnknown {
+    /// The exit status that says "outcome unknown", apart from failures (1).
+    pub(crate) const EXIT: u8 = 3;
+}
+
+impl std::fmt::Display for OutcomeUnknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\nnote: outcome unknown, not sent again: look at the job (delayq get ID, \
+             delayq tags list TAG) before running the command again",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for OutcomeUnknown {}
 
 /// What a path segment keeps unescaped: RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC

@@ -21,7 +21,7 @@ use clap::{Args, Subcommand};
 use delayq::duration::parse_duration;
 use delayq::wire::{DueAt, Interval, RetrySpec};
 
-pub(crate) use http::{job_path, Client};
+pub(crate) use http::{job_path, Client, OutcomeUnknown};
 
 /// How a client command reaches the server. These belong to the client
 /// commands only: `serve` has its own flags and its own environment

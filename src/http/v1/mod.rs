@@ -10,7 +10,8 @@
 //! | 409 | stale lease token (`stale_lease`), or the id exists and `if_exists` is `keep` (`exists`) |
 //! | 413 | request body over the limit (`too_large`) |
 //! | 422 | a value breaks a documented limit (`invalid`) |
-//! | 503 | Redis unreachable or too slow (`unavailable`) |
+//! | 503 | Redis unreachable or too slow, nothing changed (`unavailable`) |
+//! | 504 | a change sent to Redis got no reply in time: it may or may not have been applied (`outcome_unknown`) |
 //!
 //! Request and reply bodies are the types of [`crate::wire`]. One module per
 //! resource: [`jobs`] (push, get, delete, reschedule), [`lease`] (finish,
@@ -253,6 +254,14 @@ impl From<Error> for ApiError {
             ),
             Error::Degraded { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
+            }
+            Error::Unknown { .. } => {
+                tracing::warn!(error = %e, "outcome unknown");
+                ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "outcome_unknown",
+                    e.to_string(),
+                )
             }
             Error::Timeout { .. }
             | Error::Late { .. }

@@ -3,7 +3,8 @@
 //!
 //! What every route shares is added here by rule rather than at each
 //! route: 401 on every route but `/healthz` (the token guards them all),
-//! 503 on every route that reads Redis, 400 and 422 on every route that
+//! 503 on every route that reads Redis, 504 on every route that changes
+//! the queue (a change whose outcome is unknown), 400 and 422 on every route that
 //! reads a path segment, a query or a body, and 413 on every one that reads
 //! a body.
 
@@ -77,13 +78,15 @@ impl Modify for Shared {
         );
         for (path, item) in doc.paths.paths.iter_mut() {
             let ops = [
-                &mut item.get,
-                &mut item.put,
-                &mut item.post,
-                &mut item.delete,
+                ("get", &mut item.get),
+                ("put", &mut item.put),
+                ("post", &mut item.post),
+                ("delete", &mut item.delete),
             ];
-            for op in ops.into_iter().flatten() {
-                shared_responses(path, op);
+            for (method, op) in ops {
+                if let Some(op) = op {
+                    shared_responses(path, method, op);
+                }
             }
         }
     }
@@ -103,7 +106,7 @@ fn error(description: &str) -> RefOr<Response> {
     )
 }
 
-fn shared_responses(path: &str, op: &mut Operation) {
+fn shared_responses(path: &str, method: &str, op: &mut Operation) {
     if path == "/healthz" {
         // Open to all: load balancers probe it without a token.
         op.security = Some(Vec::new());
@@ -126,6 +129,15 @@ fn shared_responses(path: &str, op: &mut Operation) {
     }
     if path.starts_with("/v1/") && path != "/v1/openapi.json" {
         add("503", "Redis unreachable (unavailable)");
+    }
+    let writes = super::ROUTES
+        .iter()
+        .any(|r| r.path == path && r.method == method && r.writes);
+    if writes {
+        add(
+            "504",
+            "Sent to Redis, no reply in time: the change may or may not have been applied (outcome_unknown)",
+        );
     }
     add(
         "401",
