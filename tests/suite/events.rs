@@ -717,3 +717,52 @@ async fn an_instance_of_another_events_setting_is_refused_at_start_naming_the_fl
     let d = DelayqProcess::start(&redis, &["--events"]);
     d.terminate();
 }
+
+// FAILING test of a defect: a recurring schedule deleted or paused drops
+// its next tick's delayed job (drop_if_delayed in recur_put.lua, and
+// tick.lua's "skip") with no event: the stream says the job was pushed and
+// never that it went.
+#[tokio::test]
+async fn a_recurring_schedules_dropped_tick_job_writes_deleted() {
+    let redis = RedisServer::start();
+    let q = events_queue(&redis);
+    let mut ticks = Vec::new();
+    for name in ["gone-by-delete", "gone-by-pause"] {
+        q.put_recurring(
+            name,
+            &delayq::Recurring {
+                topic: "beat".into(),
+                cron: "@yearly".into(),
+                body: "tick".into(),
+                ..delayq::Recurring::default()
+            },
+        )
+        .await
+        .unwrap();
+        let next = q
+            .recurring(name)
+            .await
+            .unwrap()
+            .unwrap()
+            .next_fire_ms
+            .unwrap();
+        let tick = delayq::recurring::tick_id(name, next);
+        // The next tick's job is pushed ahead, delayed until the tick.
+        eventually(Duration::from_secs(30), "the tick's job pushed", || async {
+            q.get(&tick).await.unwrap().map(|_| ())
+        })
+        .await;
+        ticks.push(tick);
+    }
+    assert!(q.delete_recurring("gone-by-delete").await.unwrap());
+    assert!(q.pause_recurring("gone-by-pause").await.unwrap());
+    for tick in &ticks {
+        assert!(q.get(tick).await.unwrap().is_none(), "{tick} still there");
+        let events = all_events(&q).await;
+        assert_eq!(
+            kinds_of(&events, tick),
+            ["pushed", "deleted"],
+            "{tick} left with no event"
+        );
+    }
+}

@@ -174,3 +174,66 @@ async fn a_job_that_left_ready_is_never_handed_out_by_its_old_entry() {
         assert_eq!(j.state, delayq::JobState::Delayed, "{id}");
     }
 }
+
+// FAILING test of a defect: the oldest ready age reads only the next entry
+// of each ready list; when that entry is stale (its job deleted while
+// ready), the topic shows no age although jobs are ready behind it.
+#[tokio::test]
+async fn the_oldest_ready_age_looks_past_a_stale_entry_at_the_front() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    ready_backlog(&q, "aged", "g", 3, 0).await;
+    // g0 is next in line; deleted, its entry stays at the front.
+    assert!(q.delete("g0").await.unwrap());
+    assert_eq!(ready_count(&q, "aged").await, 2);
+    let mut o = q.topics().await.unwrap();
+    q.topic_stats(&mut o, &Default::default()).await.unwrap();
+    let c = &o.topics["aged"];
+    assert!(
+        c.oldest_ready_ms.is_some(),
+        "two jobs are ready, but the topic shows no oldest ready age: {c:?}"
+    );
+}
+
+// FAILING test of a defect: a page of ready jobs that reads on past stale
+// entries bounds each read's bodies to 4 MiB, not the page's: 40 stale
+// entries at the front, then 100 jobs of 64 KiB, and a page of 100 carried
+// 6.25 MiB of bodies.
+#[tokio::test]
+async fn a_ready_page_read_past_stale_entries_still_carries_at_most_4_mib_of_bodies() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let body = "b".repeat(delayq::job::LIST_BODY_BYTES);
+    let jobs: Vec<NewJob> = (0..140)
+        .map(|i| NewJob {
+            body: body.clone(),
+            ..job(&format!("w{i:03}"), "wide", 0, 60_000)
+        })
+        .collect();
+    for chunk in jobs.chunks(20) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    until_value(140, Duration::from_secs(30), "the jobs ready", || async {
+        Some(ready_count(&q, "wide").await)
+    })
+    .await;
+    for i in 0..40 {
+        assert!(q.delete(&format!("w{i:03}")).await.unwrap());
+    }
+    let (page, _) = q
+        .list_jobs("wide", delayq::JobState::Ready, None, 100)
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 100);
+    let carried: usize = page.iter().map(|j| j.body.len()).sum();
+    assert!(
+        carried <= delayq::job::LIST_PAGE_BODY_BYTES,
+        "a page carried {carried} bytes of bodies, over {}",
+        delayq::job::LIST_PAGE_BODY_BYTES
+    );
+    // What is left out says so.
+    let left_out = page.iter().filter(|j| j.body_left_out.is_some()).count();
+    assert!(left_out >= 36, "{left_out} bodies left out");
+}
