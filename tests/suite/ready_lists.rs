@@ -237,3 +237,24 @@ async fn a_ready_page_read_past_stale_entries_still_carries_at_most_4_mib_of_bod
     let left_out = page.iter().filter(|j| j.body_left_out.is_some()).count();
     assert!(left_out >= 36, "{left_out} bodies left out");
 }
+
+/// On a partitioned queue each partition's pop stops at its bound of stale
+/// entries; the caller looks again, in every partition, until the live
+/// jobs behind them come out, each once.
+#[tokio::test]
+async fn a_partitioned_queue_finds_live_jobs_behind_more_stale_entries_than_one_call_skips() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(delayq::Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    // 6,000 tagged jobs first (about 1,500 per partition), then 8 live.
+    ready_backlog(&q, "parts", "p", 6_008, 6_000).await;
+    assert_eq!(q.cancel_tag_all("promo").await.unwrap().changed, 6_000);
+    assert_eq!(ready_count(&q, "parts").await, 8);
+    let got: BTreeSet<String> = drain(&q, "parts").await.into_iter().collect();
+    let expected: BTreeSet<String> = (6_000..6_008).map(|i| format!("p{i}")).collect();
+    assert_eq!(got, expected);
+    assert_eq!(ready_count(&q, "parts").await, 0);
+}
