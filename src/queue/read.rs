@@ -94,6 +94,8 @@ impl Queue {
         let mut jobs: Vec<Job> = Vec::new();
         let mut listed = std::collections::HashSet::new();
         let mut looked = 0;
+        // The page's bodies are bounded together, however many reads it takes.
+        let mut room = crate::job::LIST_PAGE_BODY_BYTES as u64;
         loop {
             let page = self
                 .store()
@@ -102,7 +104,7 @@ impl Queue {
             looked += page.ids.len();
             cursor = page.next;
             let ids: Vec<String> = page.ids.into_iter().map(|(id, _)| id).collect();
-            for j in self.store().list_many(&ids).await? {
+            for j in self.store().list_many_within(&ids, &mut room).await? {
                 if j.state == crate::JobState::Ready
                     && j.topic == topic
                     && listed.insert(j.id.clone())

@@ -323,7 +323,8 @@ end
 -- and DEDUP fields) for good, keeping no record: out of the structure its
 -- state keeps it in, its tags' indexes and its simple dedup record, then
 -- the hash; the event "deleted". The one way a job is deleted: DELETE, a
--- tag cancel, a dead-letter purge and dead-letter retention.
+-- tag cancel, a dead-letter purge, dead-letter retention, and a recurring
+-- schedule's pending tick dropped (drop_if_delayed).
 local function delete_job(id, state, topic, tags, dedup)
   -- A finished job's kept record going is no change of a job.
   if EVENTS > 0 and state ~= FINISHED then emit(EV_DELETED, id, topic) end
@@ -485,11 +486,9 @@ end
 -- Removes `id` if it is still delayed (never handed over). 1 if removed.
 local function drop_if_delayed(id)
   if id == '' then return 0 end
-  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP)
   if not f[2] or f[1] then return 0 end
-  detach(id, DELAYED, f[2])
-  untag(id, f[3]) -- tags
-  redis.call('DEL', job_key(id))
+  delete_job(id, DELAYED, f[2], f[3], f[4])
   return 1
 end
 

@@ -177,7 +177,19 @@ impl Store {
     /// out (`body_left_out`). Two round trips per partition (at once): the
     /// fields but the body and each body's length, then the bodies that fit.
     pub(crate) async fn list_many(&self, ids: &[String]) -> Result<Vec<Job>> {
-        use crate::job::{LIST_BODY_BYTES, LIST_PAGE_BODY_BYTES};
+        let mut room = crate::job::LIST_PAGE_BODY_BYTES as u64;
+        self.list_many_within(ids, &mut room).await
+    }
+
+    /// [`list_many`](Self::list_many) for a page read in several parts:
+    /// `room` is what is left of the page's body bytes, and shrinks by the
+    /// bodies this part carries.
+    pub(crate) async fn list_many_within(
+        &self,
+        ids: &[String],
+        room: &mut u64,
+    ) -> Result<Vec<Job>> {
+        use crate::job::LIST_BODY_BYTES;
         let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
         for id in ids {
             groups.entry(self.part_of(id)).or_default().push(id);
@@ -191,14 +203,13 @@ impl Store {
         }
         let mut jobs: Vec<(Job, u64)> = ids.iter().filter_map(|id| found.remove(id)).collect();
         // In page order, the bodies that fit.
-        let mut room = LIST_PAGE_BODY_BYTES as u64;
         let mut wanted: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
         for (j, len) in &mut jobs {
             if *len == 0 {
                 continue;
             }
-            if *len <= LIST_BODY_BYTES as u64 && *len <= room {
-                room -= *len;
+            if *len <= LIST_BODY_BYTES as u64 && *len <= *room {
+                *room -= *len;
                 wanted.entry(self.part_of(&j.id)).or_default().push(&j.id);
             } else {
                 j.body_left_out = Some(*len);

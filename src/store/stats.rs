@@ -18,6 +18,13 @@ const MINUTE_TTL_S: i64 = MINUTE_POINTS * 60 + 120;
 /// the oldest overdue delayed jobs.
 pub const OVERDUE_LOOK: usize = 100;
 
+/// How many of each ready list's next entries the backlog reads to find
+/// its head: entries of jobs deleted or moved while ready stay until a pop
+/// skips them, so the next entry may not be a ready job. A topic whose
+/// next HEAD_LOOK entries are all stale shows no oldest-ready age until a
+/// pop passes them.
+pub const HEAD_LOOK: isize = 32;
+
 fn value<T: redis::FromRedisValue>(op: &'static str, v: redis::Value) -> Result<T> {
     redis::from_redis_value(v).map_err(|e| Error::protocol(op, e.to_string()))
 }
@@ -168,12 +175,13 @@ impl Store {
 
     /// Fills in each topic's backlog ages and what holds it. Per partition
     /// two pipelined round trips (three when a topic has jobs of a priority
-    /// other than the default: the LINDEX of each of its levels, at most
-    /// MAX_PRIORITY): LINDEX of each ready list's next job and a ZRANGE of
+    /// other than the default: the next entries of each of its levels, at
+    /// most MAX_PRIORITY): the next [`HEAD_LOOK`] entries of each ready
+    /// list and a ZRANGE of
     /// the topic's priority levels (and
     /// the token bucket of each rate-limited topic with ready jobs, in its
     /// home partition), and at most [`OVERDUE_LOOK`] due schedule entries;
-    /// then one HGET/HMGET per job found. Cost: O(topics + OVERDUE_LOOK)
+    /// then one HMGET per entry looked at. Cost: O(topics * HEAD_LOOK + OVERDUE_LOOK)
     /// per partition, whatever the queue's size. A topic whose overdue
     /// jobs all lie beyond the first [`OVERDUE_LOOK`] due entries shows no
     /// overdue age (another topic's older ones fill the look).
@@ -202,7 +210,10 @@ impl Store {
                     .collect();
                 let mut pipe = redis::pipe();
                 for t in ready {
-                    pipe.cmd("LINDEX").arg(part.ready_list(t)).arg(-1);
+                    pipe.cmd("LRANGE")
+                        .arg(part.ready_list(t))
+                        .arg(-HEAD_LOOK)
+                        .arg(-1);
                     pipe.cmd("ZRANGE").arg(part.levels(t)).arg(0).arg(-1);
                 }
                 for t in &rated {
@@ -227,14 +238,17 @@ impl Store {
                 let due: Vec<(String, f64)> =
                     value("backlog", replies.pop().unwrap_or(redis::Value::Nil))?;
                 let mut replies = replies.into_iter();
-                let mut heads: Vec<(String, String)> = Vec::new();
+                // Each list's next entries, next first: its head is the
+                // first of them whose job is ready there (see below).
+                let mut heads: Vec<(String, Vec<String>)> = Vec::new();
                 // Priorities: the next job of each other level is a head too
                 // (the oldest ready job may wait in any level).
                 let mut levels: Vec<(String, u8)> = Vec::new();
                 for t in ready {
                     let head = replies.next().unwrap_or(redis::Value::Nil);
-                    if let Ok(Some(id)) = value::<Option<String>>("backlog", head) {
-                        heads.push((t.clone(), id));
+                    if let Ok(mut ids) = value::<Vec<String>>("backlog", head) {
+                        ids.reverse();
+                        heads.push((t.clone(), ids));
                     }
                     let found = replies.next().unwrap_or(redis::Value::Nil);
                     for l in value::<Vec<u8>>("backlog", found).unwrap_or_default() {
@@ -244,15 +258,17 @@ impl Store {
                 if !levels.is_empty() {
                     let mut pipe = redis::pipe();
                     for (t, l) in &levels {
-                        pipe.cmd("LINDEX").arg(part.ready_level(t, *l)).arg(-1);
+                        pipe.cmd("LRANGE")
+                            .arg(part.ready_level(t, *l))
+                            .arg(-HEAD_LOOK)
+                            .arg(-1);
                     }
-                    let found: Vec<Option<String>> = self
+                    let found: Vec<Vec<String>> = self
                         .call("backlog", pipe.query_async(&mut self.conn()))
                         .await?;
-                    for ((t, _), id) in levels.into_iter().zip(found) {
-                        if let Some(id) = id {
-                            heads.push((t, id));
-                        }
+                    for ((t, _), mut ids) in levels.into_iter().zip(found) {
+                        ids.reverse();
+                        heads.push((t, ids));
                     }
                 }
                 let mut out_of_tokens = Vec::new();
@@ -270,15 +286,17 @@ impl Store {
                     }
                 }
                 let mut pipe = redis::pipe();
-                // A head may be a stale entry (a job deleted or moved while
-                // ready, skipped by the next pop): only a job ready in that
-                // topic gives an age.
-                for (_, id) in &heads {
-                    pipe.cmd("HMGET")
-                        .arg(part.job(id))
-                        .arg(field::DUE)
-                        .arg(field::STATE)
-                        .arg(field::TOPIC);
+                // Entries may be stale (a job deleted or moved while ready,
+                // skipped by the next pop): a list's head is its first
+                // entry whose job is ready in that topic.
+                for (_, ids) in &heads {
+                    for id in ids {
+                        pipe.cmd("HMGET")
+                            .arg(part.job(id))
+                            .arg(field::DUE)
+                            .arg(field::STATE)
+                            .arg(field::TOPIC);
+                    }
                 }
                 for (id, _) in &due {
                     pipe.cmd("HMGET")
@@ -292,12 +310,19 @@ impl Store {
                         .call("backlog", pipe.query_async(&mut self.conn()))
                         .await?;
                     let mut replies = replies.into_iter();
-                    for ((t, _), v) in heads.iter().zip(replies.by_ref()) {
-                        let f: Vec<Option<String>> = value("backlog", v)?;
-                        if let [Some(d), Some(state), Some(topic)] = &f[..] {
-                            if state == super::layout::state::READY && topic == t {
-                                if let Ok(d) = d.parse::<i64>() {
-                                    ages.push((t.clone(), Some(d), None));
+                    for (t, ids) in &heads {
+                        let mut found = false;
+                        for v in replies.by_ref().take(ids.len()) {
+                            let f: Vec<Option<String>> = value("backlog", v)?;
+                            if found {
+                                continue;
+                            }
+                            if let [Some(d), Some(state), Some(topic)] = &f[..] {
+                                if state == super::layout::state::READY && topic == t {
+                                    if let Ok(d) = d.parse::<i64>() {
+                                        ages.push((t.clone(), Some(d), None));
+                                        found = true;
+                                    }
                                 }
                             }
                         }
