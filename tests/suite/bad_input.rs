@@ -1,11 +1,16 @@
 //! Bad input, generated: random bytes, invalid UTF-8, and valid requests
 //! broken one field at a time, against both APIs. Each gets a clear refusal
 //! (a 4xx, or the compatible API's code 1), never a 5xx or a panic, and
-//! Redis is left exactly as it was.
+//! Redis is left exactly as it was. And by hand: times past year 9999,
+//! names with surrounding spaces, empty lease tokens.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::common::*;
+use delayq::http::ServerConfig;
+use delayq::testing::{fcall, push, remove, Keys};
+use delayq::{Error, JobState, NewJob};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -303,4 +308,160 @@ async fn dot_and_dot_dot_ids_are_refused_by_every_push() {
     let keys: Vec<String> = redis.cmd(&["KEYS", "*:j:*"]).await;
     assert!(keys.is_empty(), "{keys:?}");
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_past_year_9999_are_refused_before_anything_is_written() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let far = 100_000_000_000_000_000; // 1e17 ms
+    let e = q
+        .push(&NewJob {
+            due_at_ms: Some(far),
+            ..job("far", "far", 0, 1000)
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Invalid(ref m) if m.contains("year 9999")),
+        "{e}"
+    );
+
+    q.push(&job("near", "far", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["far"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let e = q
+        .nack(
+            &d.id,
+            &d.token,
+            Some(Duration::from_millis(far as u64)),
+            "x",
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    let e = q
+        .reschedule("near", Duration::ZERO, Some(far), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+
+    // The script checks too, before its first write.
+    let before: i64 = redis.data_keys().await;
+    // A call of many jobs checks every due time before it writes any.
+    let mut args = redis::Cmd::new();
+    args.arg("fine")
+        .arg("far")
+        .arg("")
+        .arg(1000)
+        .arg(0)
+        .arg(-1)
+        .arg("")
+        .arg(0)
+        .arg("replace")
+        .arg("");
+    args.arg("raw")
+        .arg("far")
+        .arg("")
+        .arg(1000)
+        .arg(0)
+        .arg(far)
+        .arg("")
+        .arg(0)
+        .arg("replace")
+        .arg("");
+    let cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.code(), Some("DQINVALID"), "{e}");
+    assert!(e.to_string().contains("job 2:"), "{e}");
+    let after: i64 = redis.data_keys().await;
+    assert_eq!(before, after);
+
+    // Counts and the schedule stay readable.
+    let o = q.topics().await.unwrap();
+    assert_eq!(o.topics["far"].reserved, 1);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_surrounding_spaces_are_refused_everywhere() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    for spec in [
+        json!({"topic": " order "}),
+        json!({"topic": "order", "id": " 7"}),
+    ] {
+        let (st, v) = request_json(
+            reqwest::Method::POST,
+            format!("{}/v1/jobs", s.base),
+            Some(spec),
+        )
+        .await;
+        assert_eq!(st, 422, "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("white space"),
+            "{v}"
+        );
+    }
+    let (st, v) = request_json(
+        reqwest::Method::POST,
+        format!("{}/v1/pop", s.base),
+        Some(json!({"topics": [" order "]})),
+    )
+    .await;
+    assert_eq!(st, 422, "{v}");
+    let e = q.push(&job("x", "order ", 0, 1000)).await.unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e}");
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*"]).await;
+    assert!(keys.iter().all(|k| !k.contains(":j:")), "{keys:?}");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_lease_token_settles_nothing() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    q.push(&job("leased", "fence", 0, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["fence"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    q.push(&job("waiting", "fence", 0, 60_000)).await.unwrap();
+    for id in ["leased", "waiting"] {
+        for action in ["finish", "nack", "touch"] {
+            let (st, v) = request_json(
+                reqwest::Method::POST,
+                format!("{}/v1/jobs/{id}/{action}", s.base),
+                Some(json!({"token": ""})),
+            )
+            .await;
+            assert_eq!(st, 422, "{action} {id}: {v}");
+        }
+        let e = q.finish(id, "").await.unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+    }
+    // The raw script refuses an empty token too.
+    // (No finished jobs' records kept: window 0, no topic windows.)
+    let mut args = redis::Cmd::new();
+    args.arg(0).arg(0).arg("waiting").arg("lease").arg("");
+    let cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let reply: (i64, i64, String, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
+    let j = q.get("leased").await.unwrap().unwrap();
+    assert_eq!(j.state, JobState::Reserved);
+    assert!(q.get("waiting").await.unwrap().is_some());
+    q.finish(&d.id, &d.token).await.unwrap();
+    s.stop().await;
+    q.close().await;
 }

@@ -1,13 +1,14 @@
 //! Group commit: single pushes and finishes that arrive together go to
-//! Redis as one script call, and each caller still gets its own answer.
+//! Redis as one script call, and each caller still gets its own answer; a
+//! lane goes on after its sender died.
 
 use std::time::Duration;
 
-use delayq::{Error, IfExists, JobState, Limits, PushOutcome, Queue};
+use delayq::{Config, Error, IfExists, JobState, Limits, PushOutcome, Queue};
 use futures::future::join_all;
 use futures::FutureExt;
 
-use crate::common::{config, eventually, job, topics, RedisServer};
+use crate::common::{config, eventually, job, queue, topics, RedisServer};
 
 /// How many FCALLs Redis has run since its start.
 async fn fcalls(redis: &RedisServer) -> u64 {
@@ -246,4 +247,69 @@ async fn a_pop_dropped_while_its_batch_is_at_redis_gives_its_job_back_at_once() 
     assert_eq!(d.len(), 1);
     q.finish(&d[0].id, &d[0].token).await.unwrap();
     q.close().await;
+}
+
+/// A lane's sender that dies with its batch at Redis (here: it ran on a
+/// caller's short-lived runtime, shut down meanwhile) does not stop the
+/// later acknowledged writes of its partition: the next one starts a new
+/// sender.
+#[tokio::test(flavor = "multi_thread")]
+async fn acked_writes_go_on_after_their_lane_sender_died() {
+    let (master, _replica) = crate::sentinel::master_and_replica();
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        // No sweep: the acknowledged batch is the only write at Redis.
+        dispatch: false,
+        ..config(&master)
+    })
+    .unwrap();
+    // Functions, clock and connections, made on this runtime.
+    q.push(&job("warm", "t", 60_000, 30_000)).await.unwrap();
+
+    // Writes wait at Redis until unpaused.
+    let _: String = master.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]).await;
+    let (q2, blocked) = (q.clone(), master.client());
+    let stranding = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.spawn(async move { q2.push(&job("stranded", "t", 60_000, 30_000)).await });
+        rt.block_on(eventually(
+            Duration::from_secs(20),
+            "the acknowledged batch at Redis",
+            || {
+                let blocked = blocked.clone();
+                async move {
+                    let mut c = blocked.get_multiplexed_async_connection().await.ok()?;
+                    let info: String = redis::cmd("INFO")
+                        .arg("clients")
+                        .query_async(&mut c)
+                        .await
+                        .ok()?;
+                    info.contains("blocked_clients:1").then_some(())
+                }
+            },
+        ));
+        // The runtime ends with the batch's sender in it.
+        drop(rt);
+    });
+    // Joined off the runtime's workers: a worker blocked in join() could
+    // hold the task that drives the connection (a busy machine hung here).
+    tokio::task::spawn_blocking(move || stranding.join())
+        .await
+        .unwrap()
+        .unwrap();
+    let _: String = master.cmd(&["CLIENT", "UNPAUSE"]).await;
+    // Due jobs are dispatched by another instance.
+    let _dispatcher = queue(&master);
+
+    let pushed = q.push(&job("after", "t", 0, 30_000)).await;
+    assert!(pushed.is_ok(), "a later push: {pushed:?}");
+    let d = eventually(Duration::from_secs(10), "the job to pop", || async {
+        q.pop(&topics(&["t"]), Duration::ZERO).await.unwrap()
+    })
+    .await;
+    let nacked = q.nack(&d.id, &d.token, None, "again").await;
+    assert!(nacked.is_ok(), "a later nack: {nacked:?}");
 }

@@ -528,3 +528,42 @@ impl Drop for SlowProxy {
         self.task.abort();
     }
 }
+
+/// A retry policy of one attempt: a failed attempt makes the job dead.
+pub fn one_attempt() -> Option<delayq::RetryPolicy> {
+    Some(delayq::RetryPolicy {
+        intervals: vec![],
+        max_attempts: Some(1),
+    })
+}
+
+/// Sends `method url` with an optional JSON body: the status and the JSON
+/// reply (null if none).
+pub async fn request_json(
+    method: reqwest::Method,
+    url: String,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut req = reqwest::Client::new().request(method, url);
+    if let Some(b) = body {
+        req = req.body(b.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Runs `delayq ARGS` with `env` added (and without the test's own
+/// DELAYQ_AUTH_TOKEN), blocking until it exits.
+pub fn delayq_run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args).env_remove("DELAYQ_AUTH_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}

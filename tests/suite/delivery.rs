@@ -1,13 +1,13 @@
 //! Delivery semantics through the library: never early, leases and
 //! re-delivery, replacement, exactly one hand-over per due time across
-//! instances, and long-polls that leave.
+//! instances, long-polls that leave, pops bounded in bytes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::*;
-use delayq::{Delivery, Error, JobState, PushOutcome, Queue};
+use delayq::{Delivery, Error, JobState, NewJob, PushOutcome, Queue};
 use futures::stream::{self, StreamExt};
 
 /// Pops from `topic` with `consumers` concurrent long-polls until `total`
@@ -391,4 +391,46 @@ async fn dropping_the_last_queue_stops_its_background_work() {
         (ready_listeners(&redis).await == 0).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_of_large_bodies_are_bounded_in_bytes_and_strand_nothing() {
+    let redis = RedisServer::start_with(&["--appendonly", "no"]);
+    let q = queue(&redis);
+    let body = "x".repeat(1024 * 1024);
+    let jobs: Vec<NewJob> = (0..200)
+        .map(|i| NewJob {
+            body: body.clone(),
+            ..job(&format!("big{i}"), "big", 0, 60_000)
+        })
+        .collect();
+    for chunk in jobs.chunks(20) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    eventually(Duration::from_secs(20), "all ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("big")?.ready == 200).then_some(())
+    })
+    .await;
+    let pops: Vec<_> = (0..4)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.try_pop(&topics(&["big"]), 100).await })
+        })
+        .collect();
+    let mut delivered = 0;
+    let budget = q.limits().max_pop_bytes;
+    for p in pops {
+        let got = p.await.unwrap().expect("a bounded pop answers in time");
+        let bytes: usize = got.iter().map(|d| d.body.len()).sum();
+        assert!(!got.is_empty());
+        assert!(bytes < budget + body.len(), "{bytes} bytes in one pop");
+        delivered += got.len() as u64;
+    }
+    let c = q.topics().await.unwrap().topics["big"];
+    assert_eq!(c.reserved, delivered, "every lease went to a caller");
+    assert_eq!(c.ready, 200 - delivered);
+    q.close().await;
 }

@@ -2,6 +2,8 @@
 //! sections, in the same order and depth, and the same commands and code,
 //! to the byte.
 
+use serde_json::Value;
+
 fn read(name: &str) -> String {
     std::fs::read_to_string(format!("{}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
@@ -185,4 +187,30 @@ fn the_chinese_readmes_switch_steps_are_in_chinese() {
         .filter(|c| !c.chars().any(|ch| ('\u{4e00}'..='\u{9fff}').contains(&ch)))
         .collect();
     assert!(english.is_empty(), "comments left in English: {english:?}");
+}
+
+/// `npm ci` refuses a lock file that lacks any package a locked package
+/// names (optional ones included): the BullMQ side of the benchmark must
+/// install from a clean checkout.
+#[test]
+fn the_bullmq_lock_file_is_in_step_with_package_json() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/bullmq");
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/{f}")).unwrap()).unwrap()
+    };
+    let (package, lock) = (read("package.json"), read("package-lock.json"));
+    let packages = lock["packages"].as_object().unwrap();
+    assert_eq!(packages[""]["dependencies"], package["dependencies"]);
+    for (path, p) in packages {
+        for field in ["dependencies", "optionalDependencies"] {
+            for name in p[field].as_object().into_iter().flatten().map(|(n, _)| n) {
+                let nested = format!("{path}/node_modules/{name}");
+                let top = format!("node_modules/{name}");
+                assert!(
+                    packages.contains_key(&nested) || packages.contains_key(&top),
+                    "{path} needs {name}, which the lock file lacks"
+                );
+            }
+        }
+    }
 }

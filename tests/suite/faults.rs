@@ -1,13 +1,13 @@
 //! Faults caused for real: the subscriber's connection killed, redis-server
 //! killed with SIGKILL and restarted on its AOF, delayq killed with SIGKILL.
-//! Every job still fires, none early.
+//! Every job still fires, none early. A full Redis and an evicting one.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::common::*;
 use delayq::http::ServerConfig;
-use delayq::Config;
+use delayq::{Config, Error};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -360,5 +360,92 @@ async fn a_push_while_redis_is_down_fails_within_its_timeout() {
             "push {i} failed after {took:?}: {e}"
         );
     }
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_redis_still_pops_finishes_deletes_and_fires_and_refuses_pushes_clearly() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    for i in 0..3 {
+        q.push(&job(&format!("now{i}"), "full", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    q.push(&job("later", "full", 1500, 60_000)).await.unwrap();
+    eventually(Duration::from_secs(5), "ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("full")?.ready == 3).then_some(())
+    })
+    .await;
+
+    // Below what is in use: with noeviction every write is refused.
+    let half = (redis.info("memory", "used_memory") / 2.0) as u64;
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "maxmemory", &half.to_string()])
+        .await;
+    let e = q.push(&job("refused", "full", 0, 1000)).await.unwrap_err();
+    assert!(matches!(e, Error::Full), "{e}");
+    assert!(e.to_string().contains("out of memory"), "{e}");
+    assert!(q.get("refused").await.unwrap().is_none());
+    let (st, v) = request_json(reqwest::Method::GET, format!("{}/readyz", s.base), None).await;
+    assert_eq!((st, &v["memory"]), (503, &json!("full")), "{v}");
+
+    let d = q.try_pop(&topics(&["full"]), 1).await.unwrap().remove(0);
+    q.finish(&d.id, &d.token).await.unwrap();
+    assert!(q.delete("now1").await.unwrap());
+    let d = q.try_pop(&topics(&["full"]), 1).await.unwrap().remove(0);
+    q.nack(&d.id, &d.token, Some(Duration::from_secs(60)), "later")
+        .await
+        .unwrap();
+    // The sweep still hands over what falls due.
+    let d = q
+        .pop(&topics(&["full"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a job that fell due while redis was full");
+    assert_eq!(d.id, "later");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicting_redis_gets_no_jobs_and_is_named_as_the_problem() {
+    // Over TCP, as most deployments reach Redis.
+    let redis = RedisServer::start_tcp(&["--maxmemory-policy", "allkeys-lru"]);
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let e = q.push(&job("a", "ev", 0, 1000)).await.unwrap_err();
+    assert!(
+        matches!(e, Error::Evicting(ref p) if p == "allkeys-lru"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("noeviction"), "{e}");
+    let (st, v) = request_json(
+        reqwest::Method::POST,
+        format!("{}/v1/jobs", s.base),
+        Some(json!({"topic": "ev"})),
+    )
+    .await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (503, &json!("redis_evicts")),
+        "{v}"
+    );
+    let (st, v) = request_json(reqwest::Method::GET, format!("{}/readyz", s.base), None).await;
+    assert_eq!((st, &v["memory"]), (503, &json!("evicting")), "{v}");
+    let keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
+    assert!(keys.is_empty(), "{keys:?}");
+
+    // Fixed at runtime: pushes go through again.
+    let _: String = redis
+        .cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+        .await;
+    eventually(Duration::from_secs(5), "pushes accepted", || async {
+        q.push(&job("a", "ev", 0, 1000)).await.ok()
+    })
+    .await;
+    s.stop().await;
     q.close().await;
 }

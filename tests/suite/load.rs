@@ -1,9 +1,11 @@
 //! 10,000 long-polling /pop requests held at once: the Redis connections
-//! stay bounded and so does memory, and every one is answered.
+//! stay bounded and so does memory, and every one is answered. Bodies
+//! trickled a byte at a time cannot hold every connection.
 
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use delayq::http::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const WAITERS: usize = 10_000;
@@ -137,4 +139,51 @@ async fn ten_thousand_waiting_pops_hold_no_redis_connections_of_their_own() {
         }
     }
     assert_eq!((answered, got), (WAITERS, 100));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_bodies_cannot_hold_every_connection() {
+    use tokio::io::AsyncWriteExt;
+    let redis = RedisServer::start();
+    let s = TestServer::start(
+        queue(&redis),
+        ServerConfig {
+            body_timeout: Duration::from_secs(1),
+            max_connections: 4,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let addr = s.base.strip_prefix("http://").unwrap().to_owned();
+    // Four clients take every slot, then send one byte every 200 ms: never
+    // idle long, never done.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        c.write_all(b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        slow.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                if c.write_all(b" ").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(8))
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .expect("a slot freed once the slow bodies ran out of time");
+    assert_eq!(r.status(), 200);
+    for t in slow {
+        t.abort();
+    }
+    s.stop().await;
 }

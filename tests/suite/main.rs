@@ -3,41 +3,57 @@
 //!
 //! The engine through the library:
 //! - [`delivery`]: never early, leases, re-delivery, one hand-over per due time.
+//! - [`deadlines`]: late calls change nothing, late pop replies hand over no
+//!   ended lease, the Redis clock read however far away Redis is.
 //! - [`retry`]: retry schedules, stale tokens, dead letters, requeue.
 //! - [`consumer`]: the `Consumer`'s concurrency, finishes and nacks.
-//! - [`batching`]: group commit, each caller still answered on its own.
-//! - [`recurring`]: recurring schedules and rate limits across instances.
+//! - [`batching`]: group commit, each caller still answered on its own, lanes
+//!   that outlive a dead sender.
+//! - [`recurring`]: recurring schedules and rate limits across instances:
+//!   [`recurring::ticks`], [`recurring::rate_limits`], [`recurring::definitions`],
+//!   [`recurring::pausing`].
 //! - [`priority`]: priorities among ready jobs, per partition on a split queue.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
 //! - [`dedup`]: deduplication windows (simple, throttle, debounce).
+//! - [`tags`]: tagged jobs listed, cancelled and rescheduled a page at a time.
+//! - [`stats`]: throughput, backlog age and lateness; `/metrics` series bounded.
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
-//! - [`native_api`]: the `/v1` API's status codes and its OpenAPI document.
-//! - [`bad_input`]: generated bad requests, refused and changing nothing.
+//! - [`native_api`]: the `/v1` API: [`native_api::requests`] what each request
+//!   gets, [`native_api::document`] the OpenAPI document.
+//! - [`bad_input`]: bad requests and calls (generated, blank names, empty
+//!   tokens, times past year 9999), refused and changing nothing.
 //! - [`security`]: bearer tokens, Redis passwords and ACL users.
-//! - [`webhooks`]: delivery by POST, and its metrics.
+//! - [`webhooks`]: [`webhooks::delivery`] by POST, [`webhooks::receivers`] that
+//!   hang, redirect or misbehave, [`webhooks::status`] metrics and view,
+//!   [`webhooks::settings`] checked at start.
 //! - [`trace`]: W3C trace context kept and handed on; OTLP export.
-//! - [`dashboard`]: `/ui/` driven in a headless browser.
+//! - [`dashboard`]: `/ui/` driven in a headless browser: [`dashboard::actions`],
+//!   [`dashboard::views`], [`dashboard::layout`] (language, window widths).
 //!
 //! The command line and the docs:
-//! - [`cli_client`]: `delayq push/get/delete/stats/dead` against a server.
-//! - [`serve_cli`]: `delayq serve` stopping, its private redis-server.
+//! - [`cli_client`]: [`cli_client::commands`] `delayq push/get/delete/stats/dead`
+//!   against a server, [`cli_client::work`] `delayq work`.
+//! - [`serve_cli`]: `delayq serve` stopping, its private redis-server, its flags.
 //! - [`import`]: `delayq import-ouqiang` from the Go server's keys.
-//! - [`docs`]: the Chinese README in step with the English one.
+//! - [`docs`]: the Chinese README in step with the English one; the
+//!   benchmark's lock file in step with its package.json.
 //!
 //! Redis deployments, faults and load:
-//! - [`faults`]: subscriber, redis-server and delayq killed for real.
+//! - [`faults`]: subscriber, redis-server and delayq killed for real; a full
+//!   and an evicting Redis.
 //! - [`fault_suite`]: mixed faults, a ledger checked against the promises.
-//! - [`defects`]: defects found by an adversarial trial, each reproduced.
-//! - [`load`]: 10,000 long-polls held at once.
+//! - [`load`]: 10,000 long-polls held at once; trickled bodies hold no slot.
 //! - [`tls`]: Redis over TLS (`rediss://`).
 //! - [`sentinel`]: behind Sentinel, the master killed, failover followed.
 //! - [`cluster`]: one queue over a Redis Cluster, and its faults.
 //! - [`failover`]: masters killed for good behind Sentinel and on a Cluster.
+//! - [`instances`]: each instance's heartbeat, `/v1/instances`.
+//! - [`sidecars`]: many instances on one Redis, one dispatcher per partition.
 //!
 //! The harness (the launchers shared with the benchmark):
 //! - [`common`]: delayq servers in process or as children, small helpers.
@@ -48,7 +64,6 @@ mod common;
 mod redis_cluster;
 mod redis_server;
 
-mod adversary_webhook;
 mod bad_input;
 mod batching;
 mod cli_client;
@@ -56,8 +71,8 @@ mod cluster;
 mod compat_contract;
 mod consumer;
 mod dashboard;
+mod deadlines;
 mod dedup;
-mod defects;
 mod delivery;
 mod docs;
 mod events;

@@ -391,3 +391,36 @@ async fn a_nack_without_a_delay_backs_off_a_job_without_a_policy_and_keeps_an_ex
     assert!(n.due_ms - d.popped_at_us / 1000 <= 500, "{n:?}");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_age_out_on_a_quiet_topic() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        dead_max_age: Duration::from_secs(1),
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&NewJob {
+        retry: one_attempt(),
+        ..job("old", "quiet", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = q
+        .pop(&topics(&["quiet"]), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let n = q.nack(&d.id, &d.token, None, "fails").await.unwrap();
+    assert_eq!(n.state, JobState::Dead);
+    // Nothing else dies on this topic; the dead letter still goes.
+    eventually(
+        Duration::from_secs(10),
+        "the old dead letter dropped",
+        || async { q.get("old").await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    let o = q.topics().await.unwrap();
+    assert!(!o.topics.contains_key("quiet"), "{:?}", o.topics);
+    q.close().await;
+}

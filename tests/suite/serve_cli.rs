@@ -1,6 +1,6 @@
 //! `delayq serve` as users run it: graceful stop on SIGTERM, the private
 //! redis-server when no Redis is named, and the message when redis-server is
-//! missing.
+//! missing; only server flags, sensible values.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -642,4 +642,33 @@ fn the_banner_names_the_dashboard() {
     );
     let text = banner(&["--listen", "127.0.0.1:0", "--ui", "off"]);
     assert_eq!(text.lines().count(), 1, "{text}");
+}
+
+#[test]
+fn serve_has_only_server_flags_and_refuses_nonsense_values() {
+    let help = String::from_utf8(delayq_run(&["serve", "--help"], &[]).stdout).unwrap();
+    for client_flag in ["--token", "--server", "--json"] {
+        assert!(
+            !help.contains(client_flag),
+            "serve --help shows {client_flag}"
+        );
+    }
+    let push_help = String::from_utf8(delayq_run(&["push", "--help"], &[]).stdout).unwrap();
+    assert!(push_help.contains("--token") && push_help.contains("DELAYQ_CLIENT_TOKEN"));
+    let out = delayq_run(&["serve", "--token", "abc"], &[]);
+    assert!(!out.status.success());
+    for (flag, value) in [
+        ("--max-connections", "0"),
+        ("--redis-timeout", "0s"),
+        ("--pop-timeout", "0s"),
+        ("--dead-max-age", "0s"),
+    ] {
+        let out = delayq_run(
+            &["serve", flag, value, "--redis", "redis://127.0.0.1:1/"],
+            &[],
+        );
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{err}");
+    }
 }

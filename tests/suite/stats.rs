@@ -1,10 +1,11 @@
 //! Throughput, backlog age and lateness kept in Redis by every instance
-//! (issue 24): `/v1/stats/throughput` and the figures of `/v1/topics`.
+//! (issue 24): `/v1/stats/throughput` and the figures of `/v1/topics`;
+//! `/metrics` bounded however many topics come and go.
 
 use std::time::Duration;
 
 use delayq::http::ServerConfig;
-use delayq::{Config, Queue, RateLimit, Resolution, RetryPolicy};
+use delayq::{Config, NewJob, Queue, RateLimit, Resolution, RetryPolicy};
 use serde_json::Value;
 
 use crate::common::{config, eventually, get_json, job, queue, topics, RedisServer, TestServer};
@@ -290,5 +291,43 @@ async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
     let mut o = q.topics().await.unwrap();
     let later = q.topic_stats(&mut o, &Default::default()).await.unwrap();
     assert_eq!(later.samples, 30, "every hand-over's lateness");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_stay_bounded_however_many_topics_come_and_go() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let n = delayq::metrics::MAX_TOPIC_SERIES + 500;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| job(&format!("j{i}"), &format!("topic-{i}"), 60_000, 1000))
+        .collect();
+    for chunk in jobs.chunks(250) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    let text = reqwest::get(format!("{}/metrics", s.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for j in &jobs {
+        assert!(q.delete(&j.id).await.unwrap());
+    }
+    let topics: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split("topic=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(
+        topics.len() <= delayq::metrics::MAX_TOPIC_SERIES + 1,
+        "{}",
+        topics.len()
+    );
+    assert!(topics.contains(delayq::metrics::OTHER_TOPICS));
+    assert!(text.contains("delayq_jobs{topic=\"_other\",state=\"delayed\"} 500\n"));
+    s.stop().await;
     q.close().await;
 }

@@ -1,120 +1,7 @@
-//! The native `/v1` API: every status code it promises, batch pushes,
-//! leases, dead letters, and the OpenAPI document matching the routes.
+//! What each request gets: status codes, batches, retries and dead
+//! letters, limits, replies that come too late, HTTP details.
 
-use std::collections::BTreeSet;
-use std::time::Duration;
-
-use crate::common::*;
-use delayq::http::v1::{openapi, ROUTES};
-use delayq::http::ServerConfig;
-use serde_json::{json, Value};
-
-struct Api {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    fn new(s: &TestServer) -> Api {
-        Api {
-            base: s.base.clone(),
-            http: reqwest::Client::new(),
-        }
-    }
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
-        let mut req = self.http.request(m, format!("{}{path}", self.base));
-        if let Some(b) = body {
-            req = req.body(b.to_string());
-        }
-        self.send(req).await
-    }
-    async fn raw(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let req = self
-            .http
-            .request(m, format!("{}{path}", self.base))
-            .body(body.to_owned());
-        self.send(req).await
-    }
-    async fn send(&self, req: reqwest::RequestBuilder) -> (u16, Value) {
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        let v = if text.is_empty() {
-            Value::Null
-        } else {
-            // /metrics is text; everything else must be JSON.
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
-        (status, v)
-    }
-}
-
-fn code(v: &Value) -> &str {
-    v["error"]["code"].as_str().unwrap_or("")
-}
-
-async fn server(redis: &RedisServer) -> TestServer {
-    // Long enough for a busy machine's Redis (a 500 ms bound timed out a
-    // heartbeat beside other tests' clusters), short enough that the 503
-    // of a dead Redis comes quickly.
-    let q = delayq::Queue::connect(delayq::Config {
-        redis_timeout: Duration::from_secs(2),
-        ..config(redis)
-    })
-    .unwrap();
-    TestServer::start(
-        q,
-        ServerConfig {
-            max_request_bytes: 64 * 1024,
-            ..ServerConfig::default()
-        },
-    )
-    .await
-}
-
-#[test]
-fn the_openapi_document_lists_exactly_the_routes() {
-    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
-    assert_eq!(doc["openapi"], "3.1.0");
-    let documented: BTreeSet<(String, String)> = doc["paths"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .flat_map(|(path, ops)| {
-            ops.as_object()
-                .unwrap()
-                .keys()
-                .map(move |m| (m.clone(), path.clone()))
-        })
-        .collect();
-    let routed: BTreeSet<(String, String)> = ROUTES
-        .iter()
-        .map(|r| (r.method.to_string(), r.path.to_string()))
-        .collect();
-    assert_eq!(documented, routed);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_listed_route_is_served_and_the_document_is_too() {
-    let redis = RedisServer::start();
-    let s = server(&redis).await;
-    let api = Api::new(&s);
-    for route in ROUTES {
-        let method = route.method;
-        let path = route.path.replace("{id}", "x").replace("{topic}", "t");
-        let (status, v) = api.call(method, &path, Some(json!({}))).await;
-        assert_ne!(status, 405, "{method} {path}");
-        assert_ne!(code(&v), "no_route", "{method} {path} is not routed");
-    }
-    let (status, v) = api.call("get", "/nowhere", None).await;
-    assert_eq!((status, code(&v)), (404, "no_route"));
-    let (status, doc) = api.call("get", "/v1/openapi.json", None).await;
-    assert_eq!(status, 200);
-    assert_eq!(doc, serde_json::from_str::<Value>(openapi::json()).unwrap());
-    s.stop().await;
-}
+use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_status_code_means_what_the_document_says() {
@@ -462,366 +349,6 @@ async fn retries_dead_letters_and_requeue_over_http() {
     s.stop().await;
 }
 
-/// Generated clients need a name per operation and the security scheme:
-/// every operation has a unique operationId, every route but /healthz
-/// needs the bearer token, and what a tokenless call gets (401) is in the
-/// document for every route that gives it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_openapi_document_names_each_operation_and_its_401() {
-    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
-    assert_eq!(
-        doc["components"]["securitySchemes"]["bearer"]["scheme"],
-        "bearer"
-    );
-    assert_eq!(doc["security"][0]["bearer"], json!([]));
-    let mut ids = BTreeSet::new();
-    for route in ROUTES {
-        let op = &doc["paths"][route.path][route.method];
-        let id = op["operationId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{} {} has no operationId", route.method, route.path));
-        assert!(ids.insert(id.to_owned()), "operationId {id} twice");
-    }
-    let redis = RedisServer::start();
-    let s = TestServer::start(
-        queue(&redis),
-        ServerConfig {
-            auth_token: Some(delayq::webhook::Secret("t0ken".into())),
-            ..ServerConfig::default()
-        },
-    )
-    .await;
-    let api = Api::new(&s);
-    for route in ROUTES {
-        let path = route
-            .path
-            .replace("{id}", "x")
-            .replace("{topic}", "t")
-            .replace("{name}", "n");
-        let (status, _) = api.call(route.method, &path, Some(json!({}))).await;
-        let op = &doc["paths"][route.path][route.method];
-        if route.path == "/healthz" {
-            assert_eq!(status, 200);
-            assert_eq!(op["security"], json!([]));
-        } else {
-            assert_eq!(status, 401, "{} {path}", route.method);
-            assert!(
-                op["responses"]["401"].is_object(),
-                "{} {} does not document 401",
-                route.method,
-                route.path
-            );
-        }
-    }
-    s.stop().await;
-}
-
-/// The fields of `value` that `schema` (in `doc`) does not name, as paths.
-fn undocumented(doc: &Value, schema: &Value, value: &Value, at: &str, out: &mut Vec<String>) {
-    if let Some(r) = schema["$ref"].as_str() {
-        let name = r.rsplit('/').next().unwrap();
-        let schema = &doc["components"]["schemas"][name];
-        return undocumented(doc, schema, value, at, out);
-    }
-    let branches: Vec<&Value> = ["oneOf", "anyOf", "allOf"]
-        .iter()
-        .flat_map(|k| schema[*k].as_array().into_iter().flatten())
-        .collect();
-    if !branches.is_empty() {
-        // Documented when one branch documents it all.
-        let all: Vec<Vec<String>> = branches
-            .iter()
-            .map(|b| {
-                let mut o = Vec::new();
-                undocumented(doc, b, value, at, &mut o);
-                o
-            })
-            .collect();
-        if let Some(best) = all.into_iter().min_by_key(Vec::len) {
-            out.extend(best);
-        }
-        return;
-    }
-    match value {
-        Value::Object(fields) => {
-            for (k, v) in fields {
-                let field = format!("{at}.{k}");
-                if let Some(s) = schema["properties"].get(k) {
-                    undocumented(doc, s, v, &field, out);
-                } else if schema["additionalProperties"].is_object() {
-                    undocumented(doc, &schema["additionalProperties"], v, &field, out);
-                } else {
-                    out.push(field);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                undocumented(doc, &schema["items"], v, &format!("{at}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The document is derived from the types the server writes: every field
-/// of every reply (success and error) is in the reply's schema, for the
-/// status it came with.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_reply_field_and_status_is_in_the_openapi_document() {
-    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
-    let redis = RedisServer::start();
-    let s = server(&redis).await;
-    let api = Api::new(&s);
-    let check = |route: &str, method: &str, status: u16, v: &Value| {
-        let op = &doc["paths"][route][method];
-        let response = &op["responses"][status.to_string()];
-        assert!(
-            response.is_object(),
-            "{method} {route}: {status} is not documented: {v}"
-        );
-        let schema = &response["content"]["application/json"]["schema"];
-        if v.is_null() {
-            assert!(schema.is_null(), "{method} {route}: {status} has no body");
-            return;
-        }
-        let mut out = Vec::new();
-        undocumented(&doc, schema, v, "", &mut out);
-        assert!(
-            out.is_empty(),
-            "{method} {route} {status}: {out:?} undocumented in {v}"
-        );
-    };
-    // An instance with a webhook topic, for /v1/instances and /v1/webhooks.
-    let mut me = delayq::instances::this_process(
-        "host",
-        "127.0.0.1:1",
-        vec![delayq::webhook::Webhook::new("t", "http://u:p@h/x?k=v").consumer()],
-        false,
-    );
-    s.queue
-        .heartbeat(&mut me, Duration::from_secs(60))
-        .await
-        .unwrap();
-    let calls: Vec<(&str, &str, String, Option<Value>)> = vec![
-        (
-            "put",
-            "/v1/topics/{topic}/rate",
-            "/v1/topics/t/rate".into(),
-            Some(json!({"per_second": 100})),
-        ),
-        (
-            "get",
-            "/v1/topics/{topic}/rate",
-            "/v1/topics/t/rate".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/jobs",
-            "/v1/jobs".into(),
-            Some(
-                json!({"id":"a","topic":"t","body":"x","retry":{"intervals":["1s"],"max_attempts":1}}),
-            ),
-        ),
-        (
-            "post",
-            "/v1/jobs",
-            "/v1/jobs".into(),
-            Some(json!({"id":"b","topic":"t","delay_ms":3_600_000})),
-        ),
-        (
-            "post",
-            "/v1/jobs/batch",
-            "/v1/jobs/batch".into(),
-            Some(json!({"jobs":[{"topic":"t","delay_ms":3_600_000},{"topic":""}]})),
-        ),
-        ("get", "/v1/jobs/{id}", "/v1/jobs/a".into(), None),
-        ("get", "/v1/jobs/{id}", "/v1/jobs/none".into(), None),
-        (
-            "post",
-            "/v1/pop",
-            "/v1/pop".into(),
-            Some(json!({"topics":["t"],"wait_ms":5000})),
-        ),
-        (
-            "get",
-            "/v1/topics/{topic}/jobs",
-            "/v1/topics/t/jobs?state=reserved".into(),
-            None,
-        ),
-        ("get", "/v1/jobs/{id}", "/v1/jobs/a".into(), None),
-        (
-            "post",
-            "/v1/jobs/{id}/touch",
-            "/v1/jobs/a/touch".into(),
-            None,
-        ),
-        ("post", "/v1/jobs/{id}/nack", "/v1/jobs/a/nack".into(), None),
-        ("get", "/v1/jobs/{id}", "/v1/jobs/a".into(), None),
-        (
-            "get",
-            "/v1/topics/{topic}/dead",
-            "/v1/topics/t/dead".into(),
-            None,
-        ),
-        (
-            "get",
-            "/v1/topics/{topic}/jobs",
-            "/v1/topics/t/jobs?state=dead".into(),
-            None,
-        ),
-        (
-            "get",
-            "/v1/topics/{topic}/jobs",
-            "/v1/topics/t/jobs?limit=1".into(),
-            None,
-        ),
-        ("get", "/v1/schedule", "/v1/schedule".into(), None),
-        (
-            "post",
-            "/v1/topics/{topic}/dead/requeue",
-            "/v1/topics/t/dead/requeue".into(),
-            None,
-        ),
-        (
-            "delete",
-            "/v1/topics/{topic}/dead",
-            "/v1/topics/t/dead".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/jobs/{id}/reschedule",
-            "/v1/jobs/b/reschedule".into(),
-            Some(json!({"delay_ms": 7_200_000})),
-        ),
-        // Tags: a tagged job, listed, moved and cancelled by its tag.
-        (
-            "post",
-            "/v1/jobs",
-            "/v1/jobs".into(),
-            Some(json!({"id":"g","topic":"t","delay_ms":3_600_000,"tags":["m:7"]})),
-        ),
-        (
-            "get",
-            "/v1/tags/{tag}/jobs",
-            "/v1/tags/m:7/jobs?limit=1".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/tags/{tag}/reschedule",
-            "/v1/tags/m:7/reschedule".into(),
-            Some(json!({"shift_ms": 1000})),
-        ),
-        (
-            "post",
-            "/v1/tags/{tag}/cancel",
-            "/v1/tags/m:7/cancel".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/topics/{topic}/pause",
-            "/v1/topics/t/pause".into(),
-            None,
-        ),
-        ("get", "/v1/topics", "/v1/topics".into(), None),
-        (
-            "post",
-            "/v1/topics/{topic}/resume",
-            "/v1/topics/t/resume".into(),
-            None,
-        ),
-        (
-            "put",
-            "/v1/recurring/{name}",
-            "/v1/recurring/r".into(),
-            Some(json!({"topic":"t","cron":"0 9 * * *","retry":{"intervals":[1000]}})),
-        ),
-        (
-            "get",
-            "/v1/recurring/{name}",
-            "/v1/recurring/r".into(),
-            None,
-        ),
-        ("get", "/v1/recurring", "/v1/recurring".into(), None),
-        (
-            "post",
-            "/v1/recurring/{name}/run",
-            "/v1/recurring/r/run".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/recurring/{name}/pause",
-            "/v1/recurring/r/pause".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/recurring/{name}/resume",
-            "/v1/recurring/nope/resume".into(),
-            None,
-        ),
-        (
-            "post",
-            "/v1/recurring/{name}/resume",
-            "/v1/recurring/r/resume".into(),
-            None,
-        ),
-        ("get", "/v1/instances", "/v1/instances".into(), None),
-        ("get", "/v1/webhooks", "/v1/webhooks".into(), None),
-        (
-            "delete",
-            "/v1/recurring/{name}",
-            "/v1/recurring/r".into(),
-            None,
-        ),
-        (
-            "delete",
-            "/v1/topics/{topic}/rate",
-            "/v1/topics/t/rate".into(),
-            None,
-        ),
-        ("delete", "/v1/jobs/{id}", "/v1/jobs/b".into(), None),
-        (
-            "post",
-            "/v1/jobs/{id}/finish",
-            "/v1/jobs/b/finish".into(),
-            Some(json!({"token":"stale"})),
-        ),
-        ("get", "/readyz", "/readyz".into(), None),
-        ("get", "/healthz", "/healthz".into(), None),
-    ];
-    let mut token = String::new();
-    for (method, route, path, body) in calls {
-        // The lease calls carry the token the pop gave.
-        let body = match route {
-            "/v1/jobs/{id}/touch" => Some(json!({"token": token, "ttr_ms": 60_000})),
-            "/v1/jobs/{id}/nack" => Some(json!({"token": token, "error": "it broke"})),
-            _ => body,
-        };
-        let (status, v) = api.call(method, &path, body).await;
-        if route == "/v1/pop" {
-            token = v["jobs"][0]["token"]
-                .as_str()
-                .expect("a job popped")
-                .to_owned();
-        }
-        check(route, method, status, &v);
-    }
-    // An error of each kind the shared responses name.
-    let (status, v) = api.raw("POST", "/v1/jobs", "{").await;
-    check("/v1/jobs", "post", status, &v);
-    let (status, v) = api
-        .call("post", "/v1/jobs", Some(json!({"topic":""})))
-        .await;
-    check("/v1/jobs", "post", status, &v);
-    s.stop().await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_finish_settles_each_job_on_its_own() {
     let redis = RedisServer::start();
@@ -1026,4 +553,72 @@ async fn a_change_whose_reply_comes_too_late_is_504_not_a_503_that_says_nothing_
     assert_eq!(after - before, 3_600_000);
     direct.close().await;
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_a_bad_path_a_huge_offset_and_zoned_times_are_answered_clearly() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(
+        q.clone(),
+        ServerConfig {
+            auth_token: Some(delayq::webhook::Secret("tok".into())),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let c = reqwest::Client::new();
+    let send = |req: reqwest::RequestBuilder| async move {
+        let r = req
+            .header("authorization", "bearer tok")
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)),
+        )
+    };
+    // GET on a POST route: a JSON 405 (and the lowercase scheme is taken).
+    let (st, v) = send(c.get(format!("{}/v1/pop", s.base))).await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (405, &json!("method_not_allowed")),
+        "{v}"
+    );
+    // Invalid UTF-8 in a path: a JSON 400.
+    let (st, v) = send(c.get(format!("{}/v1/jobs/%FF%FE", s.base))).await;
+    assert_eq!(
+        (st, &v["error"]["code"]),
+        (400, &json!("bad_request")),
+        "{v}"
+    );
+    // An offset past i64: a 422 that says so, not "redis unavailable".
+    let (st, v) = send(c.get(format!(
+        "{}/v1/topics/t/dead?offset=18446744073709551615",
+        s.base
+    )))
+    .await;
+    assert_eq!((st, &v["error"]["code"]), (422, &json!("invalid")), "{v}");
+    // RFC 3339 with an offset: the same instant as in UTC.
+    let (st, v) = send(c.post(format!("{}/v1/jobs", s.base)).body(
+        json!({"topic": "t", "id": "tz", "due_at": "2031-01-01T01:00:00+01:00"}).to_string(),
+    ))
+    .await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(v["due_at_ms"], json!(1_924_992_000_000i64));
+    let (st, v) = send(
+        c.post(format!("{}/v1/jobs", s.base))
+            .body(json!({"topic": "t", "due_at": "2031-01-01T00:00:00.250-02:30"}).to_string()),
+    )
+    .await;
+    assert_eq!(
+        (st, &v["due_at_ms"]),
+        (201, &json!(1_924_992_000_000i64 + 9_000_000 + 250)),
+        "{v}"
+    );
+    s.stop().await;
+    q.close().await;
 }
