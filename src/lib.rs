@@ -47,6 +47,7 @@
 //! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`stats`]: throughput and lateness of every instance, kept in Redis.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
+//! - [`defaults`]: every default and bound, written once.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
 //! - [`trace`]: W3C trace context kept with jobs and handed on; optional
@@ -55,6 +56,7 @@
 #![forbid(unsafe_code)]
 
 pub mod consumer;
+pub mod defaults;
 pub mod dispatch;
 pub mod duration;
 pub mod error;
@@ -79,6 +81,7 @@ pub mod wire;
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use consumer::Consumer;
+pub use defaults::MAX_PARTITIONS;
 pub use dispatch::DispatchPath;
 pub use error::{Error, Result};
 pub use job::{
@@ -89,7 +92,6 @@ pub use queue::{Config, Queue, Resolution, TagChange, TagMove};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
-pub use store::cluster::MAX_PARTITIONS;
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;

@@ -10,7 +10,7 @@
 //! keep_finished = "1d"            # finished jobs' records (state finished)
 //!
 //! events = true                   # the event stream (/v1/events); off by default
-//! events_kept = 100000            # events kept per partition (about)
+//! events_kept = 100000            # events kept per partition (about; default defaults::EVENTS_KEPT)
 //!
 //! [topics.order-timeout]          # consumed by delayq: POST to the app
 //! webhook = "http://127.0.0.1:8080/hooks/order-timeout"

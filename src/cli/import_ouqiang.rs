@@ -58,7 +58,7 @@ pub struct ImportArgs {
     redis: String,
 
     /// delayq's key prefix, as for `serve`.
-    #[arg(long, env = "DELAYQ_PREFIX", default_value = "dq")]
+    #[arg(long, env = "DELAYQ_PREFIX", default_value = delayq::defaults::PREFIX)]
     prefix: String,
 
     /// Count what would be imported; change nothing.

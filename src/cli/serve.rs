@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use delayq::defaults;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
 use delayq::webhook;
@@ -20,7 +21,7 @@ use super::signals::Signals;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on. Binds to loopback unless told otherwise.
-    #[arg(long, env = "DELAYQ_LISTEN", default_value = "127.0.0.1:9277")]
+    #[arg(long, env = "DELAYQ_LISTEN", default_value = defaults::LISTEN)]
     listen: String,
 
     /// Not a flag of delayq: caught to point at --listen (clap would
@@ -58,12 +59,17 @@ pub struct ServeArgs {
     )]
     redis_cluster: Option<String>,
 
-    /// Split the queue into this many partitions, each in a hash slot of
-    /// its own (on a cluster: spread evenly over the masters; more
-    /// partitions than masters lets masters added later take a share).
-    /// Fixed when the queue is first used: a different count later is
-    /// refused. Default: 1 on a single Redis, 12 on a cluster.
-    #[arg(long, env = "DELAYQ_PARTITIONS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=delayq::MAX_PARTITIONS as i64))]
+    // The help states the defaults from the consts, so it is not a doc
+    // comment.
+    #[arg(long, env = "DELAYQ_PARTITIONS", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=delayq::MAX_PARTITIONS as i64),
+        help = format!(
+            "Split the queue into this many partitions, each in a hash slot of its own (on a cluster: \
+             spread evenly over the masters; more partitions than masters lets masters added later \
+             take a share). Fixed when the queue is first used: a different count later is refused. \
+             Default: {} on a single Redis, {} on a cluster.",
+            defaults::PARTITIONS,
+            defaults::CLUSTER_PARTITIONS
+        ))]
     partitions: Option<u16>,
 
     /// The master's name in the sentinels' configuration.
@@ -87,7 +93,7 @@ pub struct ServeArgs {
     /// Acknowledge pushes, pops, finishes and nacks only once this many
     /// replicas have them (Redis WAIT): a failover then loses no
     /// acknowledged job and hands none out twice. 0: do not wait.
-    #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = 0)]
+    #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = defaults::REPLICA_ACKS)]
     replica_acks: usize,
 
     /// With --replica-acks: what pushes do when their shard has fewer
@@ -134,21 +140,21 @@ pub struct ServeArgs {
 
     /// Data directory of the private redis-server (when --redis is not set),
     /// relative to the working directory (the packaged service: /var/lib/delayq).
-    #[arg(long, env = "DELAYQ_DATA_DIR", default_value = ".delayq")]
+    #[arg(long, env = "DELAYQ_DATA_DIR", default_value = defaults::DATA_DIR)]
     data_dir: PathBuf,
 
     /// Key prefix; every key delayq writes is "{PREFIX}:...".
-    #[arg(long, env = "DELAYQ_PREFIX", default_value = "dq")]
+    #[arg(long, env = "DELAYQ_PREFIX", default_value = defaults::PREFIX)]
     prefix: String,
 
     /// How long /pop holds a request when nothing is ready.
     /// (The compatible /pop only: /v1/pop says how long it waits in its
     /// own `wait_ms`.)
-    #[arg(long, env = "DELAYQ_POP_TIMEOUT", default_value = "178s", value_parser = positive_duration)]
+    #[arg(long, env = "DELAYQ_POP_TIMEOUT", default_value = defaults::POP_TIMEOUT.text, value_parser = positive_duration)]
     pop_timeout: Duration,
 
     /// How long one Redis call may take before the request fails.
-    #[arg(long, env = "DELAYQ_REDIS_TIMEOUT", default_value = "2s", value_parser = positive_duration)]
+    #[arg(long, env = "DELAYQ_REDIS_TIMEOUT", default_value = defaults::REDIS_TIMEOUT.text, value_parser = positive_duration)]
     redis_timeout: Duration,
 
     /// Retry intervals for jobs pushed without a policy, e.g. "2m,10m,1h".
@@ -212,7 +218,7 @@ pub struct ServeArgs {
     allowed_hosts: Vec<String>,
 
     /// Most open client connections (each waiting /pop holds one).
-    #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = 16_384, value_parser = at_least_one)]
+    #[arg(long, env = "DELAYQ_MAX_CONNECTIONS", default_value_t = defaults::MAX_CONNECTIONS, value_parser = at_least_one)]
     max_connections: usize,
 
     /// Log format: text or json.
@@ -227,7 +233,7 @@ pub struct ServeArgs {
     otlp_endpoint: Option<String>,
 
     /// Dead letters kept per topic (the oldest beyond are dropped).
-    #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = 10_000)]
+    #[arg(long, env = "DELAYQ_DEAD_MAX", default_value_t = defaults::DEAD_MAX)]
     dead_max: usize,
 
     /// Start even though Redis's maxmemory-policy lets it delete keys that
@@ -236,7 +242,7 @@ pub struct ServeArgs {
     allow_evicting_redis: bool,
 
     /// Dead letters older than this are dropped.
-    #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = "7d", value_parser = positive_duration)]
+    #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = defaults::DEAD_MAX_AGE.text, value_parser = positive_duration)]
     dead_max_age: Duration,
 
     /// Keep a finished job's record (state finished: when, by which
@@ -252,10 +258,14 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_EVENTS")]
     events: bool,
 
-    /// About how many events each partition's stream keeps (the newest);
-    /// a reader may resume within them. Default 100000 (config file:
-    /// events_kept).
-    #[arg(long, env = "DELAYQ_EVENTS_KEPT", value_name = "N", value_parser = events_kept)]
+    // Not a default_value: the config file's events_kept applies when the
+    // flag is not given.
+    #[arg(long, env = "DELAYQ_EVENTS_KEPT", value_name = "N", value_parser = events_kept,
+        help = format!(
+            "About how many events each partition's stream keeps (the newest); a reader may resume \
+             within them. Default {} (config file: events_kept).",
+            defaults::EVENTS_KEPT
+        ))]
     events_kept: Option<u64>,
 }
 
@@ -387,10 +397,6 @@ async fn apply_topic_state(
     Ok(())
 }
 
-/// Partitions of a queue on a cluster unless told: even over 1, 2, 3, 4, 6
-/// or 12 masters.
-const DEFAULT_CLUSTER_PARTITIONS: usize = 12;
-
 pub async fn run(args: ServeArgs) -> Result<()> {
     raise_open_files_limit();
     // Take over SIGTERM and SIGINT first: from here on they stop delayq
@@ -457,8 +463,8 @@ async fn serve(
         .collect();
     let partitions = match (args.partitions, redis_cluster.is_empty()) {
         (Some(n), _) => n as usize,
-        (None, true) => 1,
-        (None, false) => DEFAULT_CLUSTER_PARTITIONS,
+        (None, true) => defaults::PARTITIONS,
+        (None, false) => defaults::CLUSTER_PARTITIONS,
     };
     let redis = match (sentinel, redis_cluster.is_empty()) {
         (Some(s), _) => Redis::Sentinel(s),
@@ -489,7 +495,7 @@ async fn serve(
         events_kept: args
             .events_kept
             .or(topics.events_kept)
-            .unwrap_or(delayq::queue::DEFAULT_EVENTS_KEPT),
+            .unwrap_or(defaults::EVENTS_KEPT),
         shutdown: shutdown.clone(),
         ..Config::default()
     })

@@ -143,6 +143,25 @@ pub(crate) struct Handles {
     pub recurring_changed: Arc<Notify>,
 }
 
+impl Handles {
+    /// Books a push into partition `part` of `topic`: the pushed counter
+    /// (not for a job kept or deduplicated: nothing was added), and a
+    /// wake of the partition's sweep when the job is the new earliest
+    /// (other instances hear of it on the wake channel; this one needs no
+    /// round trip through Redis).
+    pub(crate) fn pushed(&self, topic: &str, part: usize, p: &crate::store::push::Pushed) {
+        if !matches!(
+            p.outcome,
+            crate::PushOutcome::Kept | crate::PushOutcome::Deduplicated
+        ) {
+            self.metrics.pushed.inc([topic], 1);
+        }
+        if p.new_head {
+            self.wake.one(part);
+        }
+    }
+}
+
 /// Retry policies by topic, and for every other topic.
 #[derive(Default)]
 pub(crate) struct Retries {

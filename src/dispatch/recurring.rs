@@ -214,12 +214,7 @@ async fn part_pass(
                         _ => debug!(schedule = %t.name, tick = t.tick_ms, "recurring tick pushed"),
                     }
                     if let (Some(p), Some(job)) = (p, &t.job) {
-                        if p.outcome != crate::PushOutcome::Kept {
-                            h.metrics.pushed.inc([&job.topic], 1);
-                        }
-                        if p.new_head {
-                            h.wake.one(part);
-                        }
+                        h.pushed(&job.topic, part, &p);
                     }
                 }
                 Ok(Ticked::Already) => {}
@@ -305,7 +300,9 @@ fn plan(
     }
 }
 
-fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {
+/// The push of a job of schedule `def` (a tick's, or one run now) under
+/// `id`: kept if it exists, due at once (a tick's due time is its own).
+pub(crate) fn push_of(h: &Handles, def: &Recurring, id: &str) -> Push {
     let policy = def
         .retry
         .clone()

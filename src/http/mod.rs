@@ -64,12 +64,12 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            pop_timeout: Duration::from_secs(178),
+            pop_timeout: crate::defaults::POP_TIMEOUT.value,
             // A maximal job body, JSON-escaped, plus its other fields.
             max_request_bytes: 2 * 1024 * 1024 + 64 * 1024,
             body_timeout: Duration::from_secs(30),
             header_timeout: Duration::from_secs(30),
-            max_connections: 16_384,
+            max_connections: crate::defaults::MAX_CONNECTIONS,
             auth_token: None,
             ui: ui::UiMode::On,
             allowed_hosts: origin::AllowedHosts::default(),

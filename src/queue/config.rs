@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::defaults;
 use crate::job::Limits;
 use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
@@ -65,7 +66,7 @@ pub struct Config {
     /// the scripts write nothing more.
     pub events: bool,
     /// About how many events each partition's stream keeps (the newest);
-    /// 1 to [`MAX_EVENTS_KEPT`](super::MAX_EVENTS_KEPT).
+    /// 1 to [`MAX_EVENTS_KEPT`](crate::defaults::MAX_EVENTS_KEPT).
     pub events_kept: u64,
     /// Stops the queue's background work and answers its waiting pops when
     /// triggered (as [`Queue::close`](super::Queue::close) does): the
@@ -78,22 +79,22 @@ impl Default for Config {
         Config {
             redis: Default::default(),
             tls: Default::default(),
-            partitions: 1,
-            replica_acks: 0,
+            partitions: defaults::PARTITIONS,
+            replica_acks: defaults::REPLICA_ACKS,
             degraded_pushes: Default::default(),
-            prefix: "dq".into(),
-            redis_timeout: Duration::from_secs(2),
+            prefix: defaults::PREFIX.into(),
+            redis_timeout: defaults::REDIS_TIMEOUT.value,
             dispatch: true,
-            dispatch_batch: 1000,
+            dispatch_batch: defaults::DISPATCH_BATCH,
             limits: Limits::default(),
             topic_retry: HashMap::new(),
             default_retry: RetryPolicy::default(),
-            dead_max_per_topic: 10_000,
-            dead_max_age: Duration::from_secs(7 * 86400),
+            dead_max_per_topic: defaults::DEAD_MAX,
+            dead_max_age: defaults::DEAD_MAX_AGE.value,
             keep_finished: None,
             topic_keep_finished: HashMap::new(),
             events: false,
-            events_kept: crate::store::events::DEFAULT_EVENTS_KEPT,
+            events_kept: defaults::EVENTS_KEPT,
             shutdown: Shutdown::new(),
         }
     }

@@ -9,7 +9,7 @@ use tracing::{debug, Instrument};
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::job::{IfExists, NewJob, PushOutcome, Pushed};
+use crate::job::{IfExists, NewJob, Pushed};
 use crate::store::push::Push;
 use crate::store::{read, Memory};
 use crate::trace::{Hop, HopKind};
@@ -150,14 +150,9 @@ impl Queue {
 
     /// Books a push's outcome.
     fn pushed(&self, job: &NewJob, p: crate::store::push::Pushed) -> Pushed {
-        if !matches!(p.outcome, PushOutcome::Kept | PushOutcome::Deduplicated) {
-            self.inner.h.metrics.pushed.inc([&job.topic], 1);
-        }
-        if p.new_head {
-            // Other instances hear of it on the wake channel; this one needs
-            // no round trip through Redis.
-            self.inner.h.wake.one(self.store().part_of(&job.id));
-        }
+        self.inner
+            .h
+            .pushed(&job.topic, self.store().part_of(&job.id), &p);
         Pushed {
             id: p.job_id.unwrap_or_else(|| job.id.clone()),
             due_ms: p.due_ms,

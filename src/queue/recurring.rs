@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::recurring::{Recurring, RecurringState, RunNow, NEXT_RUNS};
-use crate::store::push::Push;
 
 impl Queue {
     /// Creates or replaces the recurring schedule `name`. Its ticks count
@@ -62,35 +61,12 @@ impl Queue {
         };
         let def = state.schedule;
         self.check_policy(self.store().timeout()).await?;
-        let policy = def
-            .retry
-            .clone()
-            .unwrap_or_else(|| self.retry_policy_for(&def.topic).clone());
         let id = crate::recurring::run_id(name);
-        let p = self
-            .store()
-            .push(
-                Push {
-                    id: id.clone(),
-                    topic: def.topic.clone(),
-                    body: def.body,
-                    ttr_ms: def.ttr_ms,
-                    delay_ms: 0,
-                    due_at_ms: None,
-                    intervals_ms: policy.intervals_ms(),
-                    max_attempts: policy.max_attempts.unwrap_or(0),
-                    keep: true,
-                    extra: Default::default(),
-                },
-                self.store().timeout(),
-            )
-            .await?;
-        if p.outcome != crate::PushOutcome::Kept {
-            self.metrics().pushed.inc([&def.topic], 1);
-        }
-        if p.new_head {
-            self.inner.h.wake.one(self.store().part_of(&id));
-        }
+        let push = crate::dispatch::recurring::push_of(&self.inner.h, &def, &id);
+        let p = self.store().push(push, self.store().timeout()).await?;
+        self.inner
+            .h
+            .pushed(&def.topic, self.store().part_of(&id), &p);
         Ok(Some(RunNow {
             id,
             due_ms: p.due_ms,

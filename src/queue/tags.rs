@@ -9,10 +9,7 @@ use crate::job::{check_due_at, check_tag, Job, JobState};
 use crate::store::tag_list::TagPage;
 pub use crate::store::tag_reschedule::TagMove;
 
-/// Jobs one page looks at when no limit is given.
-pub const TAG_PAGE: usize = 500;
-/// Most jobs one page may look at.
-pub const MAX_TAG_PAGE: usize = 1000;
+pub use crate::defaults::{MAX_TAG_PAGE, TAG_PAGE};
 
 /// What a cancel or reschedule by tag did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

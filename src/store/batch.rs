@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::coalesce::{Batch, Coalesced};
+use super::coalesce::{chunks, Batch, Coalesced};
 use super::exec::Call;
 use super::reply::Fields;
 use super::{Script, Status, Store};
@@ -145,18 +145,9 @@ impl Store {
         }
         let mut calls: Vec<(usize, Vec<usize>)> = Vec::new();
         for (part, members) in groups {
-            let mut chunk: Vec<usize> = Vec::new();
-            let mut bytes = 0;
-            for i in members {
-                let b = B::bytes(&items[i]);
-                if !chunk.is_empty() && (chunk.len() == B::MAX_ITEMS || bytes + b > B::MAX_BYTES) {
-                    calls.push((part, std::mem::take(&mut chunk)));
-                    bytes = 0;
-                }
-                chunk.push(i);
-                bytes += b;
+            for chunk in chunks::<B, _>(members, |&i| B::bytes(&items[i])) {
+                calls.push((part, chunk));
             }
-            calls.push((part, chunk));
         }
         let replies = futures::future::join_all(calls.iter().map(|(part, members)| {
             let batch: Vec<&B::Item> = members.iter().map(|&i| &items[i]).collect();

@@ -15,8 +15,7 @@ use redis::cluster_async::ClusterConnection;
 use super::{Store, Tls};
 use crate::error::{Error, Result};
 
-/// Most partitions a queue may have.
-pub const MAX_PARTITIONS: usize = 1024;
+pub use crate::defaults::MAX_PARTITIONS;
 
 /// How a store reaches a cluster.
 pub(crate) struct Cluster {

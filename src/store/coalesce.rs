@@ -35,6 +35,52 @@ pub(crate) trait Batch: Send + Sync + 'static {
     fn bytes(item: &Self::Item) -> usize;
 }
 
+/// What one call holds so far, against a [`Batch`]'s limits.
+#[derive(Default)]
+pub(crate) struct Fill {
+    items: usize,
+    bytes: usize,
+}
+
+impl Fill {
+    /// No item more fits, whatever its size.
+    pub(crate) fn full<B: Batch>(&self) -> bool {
+        self.items >= B::MAX_ITEMS
+    }
+
+    /// Takes an item of `bytes` if it fits (a call's first item always
+    /// does); false, taking nothing, if not.
+    pub(crate) fn take<B: Batch>(&mut self, bytes: usize) -> bool {
+        let fits = self.items == 0
+            || (!self.full::<B>() && self.bytes.saturating_add(bytes) <= B::MAX_BYTES);
+        if fits {
+            self.items += 1;
+            self.bytes = self.bytes.saturating_add(bytes);
+        }
+        fits
+    }
+}
+
+/// `items`, in order, cut into calls within `B`'s limits (`bytes`: an
+/// item's size); none for no items.
+pub(crate) fn chunks<B: Batch, T>(
+    items: impl IntoIterator<Item = T>,
+    bytes: impl Fn(&T) -> usize,
+) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = Vec::new();
+    let mut fill = Fill::default();
+    for item in items {
+        let b = bytes(&item);
+        if out.is_empty() || !fill.take::<B>(b) {
+            fill = Fill::default();
+            fill.take::<B>(b);
+            out.push(Vec::new());
+        }
+        out.last_mut().expect("pushed above").push(item);
+    }
+    out
+}
+
 /// A kind of call that single callers make and that goes to Redis in
 /// batches.
 pub(crate) trait Coalesced: Batch {
@@ -282,20 +328,19 @@ fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Option<Vec<Waiting<B>>> {
         *sender = None;
         return None;
     }
-    let mut bytes = 0;
+    let mut fill = Fill::default();
     let mut taken: Vec<Waiting<B>> = Vec::new();
     let mut i = 0;
-    while i < q.len() && taken.len() < B::MAX_ITEMS {
+    while i < q.len() && !fill.full::<B>() {
         if let Some(first) = taken.first() {
             if !B::joins(&first.item, &q[i].item) {
                 i += 1;
                 continue;
             }
-            if bytes + B::bytes(&q[i].item) > B::MAX_BYTES {
-                break;
-            }
         }
-        bytes += B::bytes(&q[i].item);
+        if !fill.take::<B>(B::bytes(&q[i].item)) {
+            break;
+        }
         taken.push(q.remove(i));
     }
     Some(taken)
@@ -388,5 +433,32 @@ impl Coalesced for Acked {
             _ => 0,
         };
         Ok(values.into_iter().map(|v| Ok((v, acked))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three items or 10 bytes a call.
+    struct Small;
+
+    impl Batch for Small {
+        type Item = usize;
+        type Out = ();
+        const MAX_ITEMS: usize = 3;
+        const MAX_BYTES: usize = 10;
+        fn bytes(item: &usize) -> usize {
+            *item
+        }
+    }
+
+    #[test]
+    fn chunks_keep_order_and_both_limits_and_take_an_oversized_item_alone() {
+        let cut = |items: &[usize]| chunks::<Small, _>(items.to_vec(), Small::bytes);
+        assert!(cut(&[]).is_empty());
+        assert_eq!(cut(&[1, 1, 1, 1]), vec![vec![1, 1, 1], vec![1]]);
+        assert_eq!(cut(&[4, 6, 1]), vec![vec![4, 6], vec![1]]);
+        assert_eq!(cut(&[2, 30, 2]), vec![vec![2], vec![30], vec![2]]);
     }
 }

@@ -15,11 +15,7 @@ pub const SCRIPT: Script = Script {
     late_unknown: false,
 };
 
-/// Events a partition's stream keeps unless told: about 60 bytes each
-/// (measured, see README), so some 6 MB per partition.
-pub const DEFAULT_EVENTS_KEPT: u64 = 100_000;
-/// The most events a partition's stream may keep.
-pub const MAX_EVENTS_KEPT: u64 = 100_000_000;
+pub use crate::defaults::{EVENTS_KEPT as DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT};
 
 /// `events_kept` within its range, or what is wrong.
 pub fn check_kept(kept: u64) -> std::result::Result<(), String> {

@@ -41,6 +41,25 @@ impl Call {
         self
     }
 
+    /// A call with no store, to count the arguments a script's Rust side
+    /// writes.
+    #[cfg(test)]
+    pub(crate) fn bare(script: &'static Script) -> Call {
+        Call {
+            script,
+            part: 0,
+            args: Cmd::new(),
+            until: Instant::now(),
+            within: None,
+        }
+    }
+
+    /// How many arguments the call has so far.
+    #[cfg(test)]
+    pub(crate) fn arg_count(&self) -> usize {
+        self.args.args_iter().count()
+    }
+
     /// Redis changes nothing for this call after `until` (default: the
     /// Redis timeout from when the call was made).
     pub fn until(mut self, until: Instant) -> Call {

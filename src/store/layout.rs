@@ -77,6 +77,8 @@
 //! |                          |        | (paged by id, ZRANGEBYLEX); entry goes with   |
 //! |                          |        | the job                                       |
 
+use crate::defaults::{MAX_PREFIX_LEN, MAX_TAG_PAGE};
+
 /// Key kinds and channel names, after the prefix.
 pub mod kind {
     pub const JOB: &str = "j:";
@@ -351,6 +353,11 @@ pub(crate) fn lua_prelude() -> String {
         "local MAX_PRIORITY = {}\n",
         crate::job::MAX_PRIORITY
     ));
+    out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    // Arguments per item of the many-per-call scripts, as their Rust
+    // sides write them.
+    out.push_str(&format!("local PUSH_ARGS = {}\n", super::push::ARGS));
+    out.push_str(&format!("local TICK_ARGS = {}\n", super::tick::ARGS));
     out
 }
 
@@ -579,11 +586,11 @@ pub fn partition_of(id: &str, n: usize) -> usize {
     (h % n as u64) as usize
 }
 
-/// A prefix is 1 to 64 characters of `[A-Za-z0-9_.-]`: no braces (it is
+/// A prefix is 1 to [`MAX_PREFIX_LEN`] characters of `[A-Za-z0-9_.-]`: no braces (it is
 /// the hash tag) and nothing that needs quoting in logs or config files.
 pub fn validate_prefix(prefix: &str) -> Result<(), String> {
     let ok = !prefix.is_empty()
-        && prefix.len() <= 64
+        && prefix.len() <= MAX_PREFIX_LEN
         && prefix
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
@@ -591,7 +598,7 @@ pub fn validate_prefix(prefix: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "invalid key prefix {prefix:?}: use 1 to 64 characters from A-Z a-z 0-9 _ . -"
+            "invalid key prefix {prefix:?}: use 1 to {MAX_PREFIX_LEN} characters from A-Z a-z 0-9 _ . -"
         ))
     }
 }

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2..] one or more jobs, 10 arguments each, in order:
+-- ARGV[2..] one or more jobs, PUSH_ARGS (10) arguments each, in order:
 --          id, topic, body, ttr ms,
 --          delay ms from now (Redis TIME), used when the next is -1,
 --          absolute due time (Unix ms) or -1,
@@ -46,7 +46,6 @@
 -- before Redis time (a past absolute time means now). Many jobs per call is
 -- how delayq pays Redis's cost of a call once for all the pushes that
 -- arrive together.
-local PUSH_ARGS = 10
 local n = (#ARGV - 1) / PUSH_ARGS
 if n < 1 or n ~= math.floor(n) then
   return invalid('push takes ' .. PUSH_ARGS .. ' arguments per job, got ' .. (#ARGV - 1))

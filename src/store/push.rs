@@ -19,6 +19,9 @@ pub const SCRIPT: Script = Script {
     late_unknown: true,
 };
 
+/// Arguments per job that push.lua takes (its prelude's PUSH_ARGS).
+pub(crate) const ARGS: usize = 10;
+
 /// One push, as the script takes it.
 #[derive(Debug)]
 pub(crate) struct Push {
@@ -203,6 +206,27 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::reply::sample;
+
+    #[test]
+    fn a_push_writes_the_arguments_the_script_takes() {
+        let mut call = Call::bare(&SCRIPT);
+        Pushes::args(
+            &Push {
+                id: "a".into(),
+                topic: "t".into(),
+                body: String::new(),
+                ttr_ms: 1,
+                delay_ms: 0,
+                due_at_ms: None,
+                intervals_ms: String::new(),
+                max_attempts: 0,
+                keep: false,
+                extra: Extra::default(),
+            },
+            &mut call,
+        );
+        assert_eq!(call.arg_count(), ARGS);
+    }
 
     #[test]
     fn decodes_each_outcome() {

@@ -5,7 +5,7 @@
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  tag
 -- ARGV[3]  cursor: the last id of the previous page ("" from the start)
--- ARGV[4]  most entries to look at (1..1000)
+-- ARGV[4]  most entries to look at (1..MAX_TAG_PAGE)
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists and dead sets, the other indexes of their tags; count hash.
@@ -27,7 +27,9 @@
 -- they are and reported: their consumer finishes or fails them. The page
 -- is one atomic step.
 local limit = tonumber(ARGV[4])
-if not limit or limit < 1 or limit > 1000 then return invalid('limit must be 1 to 1000') end
+if not limit or limit < 1 or limit > MAX_TAG_PAGE then
+  return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
+end
 local live, last = tag_page(ARGV[2], ARGV[3], limit)
 local changed, skipped = 0, {}
 for _, j in ipairs(live) do

@@ -4,7 +4,7 @@
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  tag
 -- ARGV[3]  cursor: the last id of the previous page ("" from the start)
--- ARGV[4]  most entries to look at (1..1000)
+-- ARGV[4]  most entries to look at (1..MAX_TAG_PAGE)
 --
 -- Touches: reads the tag's index {p}:tag:<tag> and the jobs' hashes; drops
 -- an index entry whose job is gone or no longer has the tag (none should
@@ -19,7 +19,9 @@
 -- Guarantees: ids come in byte order and a page resumes after the cursor's
 -- id, so a job that keeps the tag is listed once, never skipped.
 local limit = tonumber(ARGV[4])
-if not limit or limit < 1 or limit > 1000 then return invalid('limit must be 1 to 1000') end
+if not limit or limit < 1 or limit > MAX_TAG_PAGE then
+  return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
+end
 local live, last = tag_page(ARGV[2], ARGV[3], limit)
 local reply = { DONE, last }
 for _, j in ipairs(live) do reply[#reply + 1] = j.id end

@@ -5,7 +5,7 @@
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  tag
 -- ARGV[3]  cursor: the last id of the previous page ("" from the start)
--- ARGV[4]  most entries to look at (1..1000)
+-- ARGV[4]  most entries to look at (1..MAX_TAG_PAGE)
 -- ARGV[5]  shift ms (may be negative), used when ARGV[6] is -1: each job's
 --          new due time is its own plus the shift
 -- ARGV[6]  absolute due time, Unix ms, or -1
@@ -34,7 +34,9 @@
 -- out) and dead ones are left as they are and reported. The page is one
 -- atomic step: all its moves, or, for a time out of range, none.
 local limit = tonumber(ARGV[4])
-if not limit or limit < 1 or limit > 1000 then return invalid('limit must be 1 to 1000') end
+if not limit or limit < 1 or limit > MAX_TAG_PAGE then
+  return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
+end
 local shift, at = tonumber(ARGV[5]), tonumber(ARGV[6])
 local live, last = tag_page(ARGV[2], ARGV[3], limit)
 local moves, skipped = {}, {}

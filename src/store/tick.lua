@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  schedule zset   {p}:schedule (the partition of "{name}")
 -- ARGV[1]  key prefix "{p}:"
--- ARGV[2..] one or more ticks, 10 arguments each, in order:
+-- ARGV[2..] one or more ticks, TICK_ARGS (10) arguments each, in order:
 --          schedule name, its version (from recur_put.lua),
 --          tick, Unix ms: the job's due time,
 --          mode: "push" (push the tick's job), "fire" (a tick missed while
@@ -36,13 +36,13 @@
 -- pushed once. The job is due at the tick, so the engine never hands it out
 -- before its time. Ticks are applied in the order given (a schedule may
 -- have several in one call); each is checked on its own.
-local n = (#ARGV - 1) / 10
+local n = (#ARGV - 1) / TICK_ARGS
 if n < 1 or n ~= math.floor(n) then
-  return invalid('tick takes 10 arguments per tick, got ' .. (#ARGV - 1))
+  return invalid('tick takes ' .. TICK_ARGS .. ' arguments per tick, got ' .. (#ARGV - 1))
 end
 local dues = {}
 for j = 1, n do
-  local a = 1 + (j - 1) * 10
+  local a = 1 + (j - 1) * TICK_ARGS
   if ARGV[a + 4] ~= 'park' then
     local due, bad = due_time('0', ARGV[a + 3])
     if not due then return invalid('job ' .. j .. ': ' .. bad) end
@@ -52,7 +52,7 @@ end
 local index = P .. RECUR_DUE_KEY
 local out = { DONE }
 for j = 1, n do
-  local a = 1 + (j - 1) * 10
+  local a = 1 + (j - 1) * TICK_ARGS
   local name, mode = ARGV[a + 1], ARGV[a + 4]
   local rk = P .. RECUR_KEY .. name
   local st = redis.call('HMGET', rk, RECUR_VERSION, RECUR_LAST, RECUR_PENDING, RECUR_PAUSED)

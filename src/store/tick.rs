@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
+use super::coalesce::{chunks, Batch};
 use super::exec::Call;
 use super::push::{Push, Pushed};
 use super::reply::Fields;
@@ -44,6 +44,9 @@ impl TickMode {
         }
     }
 }
+
+/// Arguments per tick that tick.lua takes (its prelude's TICK_ARGS).
+pub(crate) const ARGS: usize = 10;
 
 /// One tick of one schedule.
 #[derive(Debug)]
@@ -138,23 +141,9 @@ impl Store {
         ticks: &[Tick],
     ) -> Result<Vec<Result<Ticked>>> {
         let mut out = Vec::with_capacity(ticks.len());
-        let mut chunk: Vec<&Tick> = Vec::new();
-        let mut bytes = 0;
-        for (i, t) in ticks.iter().enumerate() {
-            let b = Tick::bytes(t);
-            if !chunk.is_empty() && (chunk.len() == Tick::MAX_ITEMS || bytes + b > Tick::MAX_BYTES)
-            {
-                let deadline = Instant::now() + self.timeout();
-                out.extend(self.batch_each::<Tick>(part, &chunk, deadline).await?);
-                chunk.clear();
-                bytes = 0;
-            }
-            chunk.push(t);
-            bytes += b;
-            if i + 1 == ticks.len() {
-                let deadline = Instant::now() + self.timeout();
-                out.extend(self.batch_each::<Tick>(part, &chunk, deadline).await?);
-            }
+        for chunk in chunks::<Tick, _>(ticks, |t| Tick::bytes(t)) {
+            let deadline = Instant::now() + self.timeout();
+            out.extend(self.batch_each::<Tick>(part, &chunk, deadline).await?);
         }
         Ok(out)
     }
@@ -164,6 +153,36 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::reply::sample;
+
+    #[test]
+    fn a_tick_writes_the_arguments_the_script_takes() {
+        for job in [
+            None,
+            Some(Push {
+                id: "a".into(),
+                topic: "t".into(),
+                body: String::new(),
+                ttr_ms: 1,
+                delay_ms: 0,
+                due_at_ms: None,
+                intervals_ms: String::new(),
+                max_attempts: 0,
+                keep: true,
+                extra: Default::default(),
+            }),
+        ] {
+            let mut call = Call::bare(&SCRIPT);
+            let tick = Tick {
+                name: "n".into(),
+                version: "v".into(),
+                tick_ms: 1,
+                mode: TickMode::Push,
+                job,
+            };
+            Tick::args(&tick, &mut call);
+            assert_eq!(call.arg_count(), ARGS);
+        }
+    }
 
     #[test]
     fn decodes_each_tick() {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::{DueAt, Job};
+use crate::defaults::TAG_PAGE;
 use crate::job::JobState;
 
 /// `GET /v1/tags/{tag}/jobs?cursor=&limit=`.
@@ -17,12 +18,12 @@ pub struct TagJobsQuery {
     pub cursor: Option<String>,
     /// Most index entries looked at.
     #[serde(default = "page")]
-    #[param(minimum = 1, maximum = 1000, default = 500)]
+    #[param(minimum = 1, maximum = 1000, default = page)]
     pub limit: usize,
 }
 
 fn page() -> usize {
-    crate::queue::TAG_PAGE
+    TAG_PAGE
 }
 
 /// A page of a tag's jobs, by partition then id.
@@ -95,5 +96,27 @@ impl From<crate::queue::TagChange> for TagChanged {
                 .collect(),
             cursor: c.cursor,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defaults::MAX_TAG_PAGE;
+    use utoipa::{IntoParams, PartialSchema};
+
+    /// The OpenAPI document's bounds (literals: utoipa takes no consts
+    /// there) are the ones the queue checks.
+    #[test]
+    fn the_documented_page_bounds_are_the_defaults() {
+        let max = serde_json::json!(MAX_TAG_PAGE);
+        for schema in [TagCancelSpec::schema(), TagRescheduleSpec::schema()] {
+            let schema = serde_json::to_value(schema).unwrap();
+            assert_eq!(schema["properties"]["limit"]["maximum"], max, "{schema}");
+        }
+        let params = serde_json::to_value(TagJobsQuery::into_params(|| None)).unwrap();
+        let limit = &params[1]["schema"];
+        assert_eq!(limit["maximum"], max, "{params}");
+        assert_eq!(limit["default"], serde_json::json!(TAG_PAGE), "{params}");
     }
 }

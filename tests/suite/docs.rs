@@ -214,3 +214,74 @@ fn the_bullmq_lock_file_is_in_step_with_package_json() {
         }
     }
 }
+
+/// The default column of README's `delayq serve` flag table, by flag.
+fn flag_defaults(text: &str) -> std::collections::HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let flag = cells.get(1)?.strip_prefix("`--")?.strip_suffix('`')?;
+            Some((flag.to_owned(), (*cells.get(3)?).to_owned()))
+        })
+        .collect()
+}
+
+/// README's flag table (both languages) gives the defaults the code has,
+/// and the config file's reference the default of `events_kept`.
+#[test]
+fn the_readmes_flag_defaults_are_the_codes() {
+    use delayq::defaults as d;
+    let code = |v: &dyn std::fmt::Display| format!("`{v}`");
+    let want = [
+        ("listen", code(&d::LISTEN)),
+        ("prefix", code(&d::PREFIX)),
+        ("data-dir", code(&d::DATA_DIR)),
+        ("redis-timeout", code(&d::REDIS_TIMEOUT.text)),
+        ("pop-timeout", code(&d::POP_TIMEOUT.text)),
+        ("replica-acks", code(&d::REPLICA_ACKS)),
+        ("max-connections", code(&d::MAX_CONNECTIONS)),
+        ("dead-max", code(&d::DEAD_MAX)),
+        ("dead-max-age", code(&d::DEAD_MAX_AGE.text)),
+        ("events-kept", code(&d::EVENTS_KEPT)),
+    ];
+    let en = read("README.md");
+    for name in ["README.md", "README.zh-CN.md"] {
+        let table = flag_defaults(&read(name));
+        for (flag, default) in &want {
+            assert_eq!(
+                table.get(*flag),
+                Some(default),
+                "{name}: --{flag}'s default"
+            );
+        }
+    }
+    let table = flag_defaults(&en);
+    assert_eq!(
+        table["partitions"],
+        format!(
+            "`{}`; `{}` on a cluster",
+            d::PARTITIONS,
+            d::CLUSTER_PARTITIONS
+        )
+    );
+    assert_eq!(
+        flag_defaults(&read("README.zh-CN.md"))["partitions"],
+        format!("`{}`；集群上 `{}`", d::PARTITIONS, d::CLUSTER_PARTITIONS)
+    );
+    assert!(en.contains(&format!(
+        "split the queue into N partitions (1 to {})",
+        d::MAX_PARTITIONS
+    )));
+    assert!(en.contains(&format!(
+        "events each partition keeps, about (1 to {})",
+        d::MAX_EVENTS_KEPT
+    )));
+    assert!(en.contains(&format!(
+        "events_kept = {0}        # events kept per partition, about (default {0})",
+        d::EVENTS_KEPT
+    )));
+    assert!(en.contains(&format!(
+        "key prefix (`[A-Za-z0-9_.-]`, up to {})",
+        d::MAX_PREFIX_LEN
+    )));
+}

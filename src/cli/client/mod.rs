@@ -34,7 +34,7 @@ pub struct ClientArgs {
         long,
         global = true,
         env = "DELAYQ_SERVER",
-        default_value = "http://127.0.0.1:9277"
+        default_value = delayq::defaults::SERVER
     )]
     server: String,
 

@@ -1,0 +1,103 @@
+//! Every default and bound that more than one place needs, written once:
+//! the library's [`Config`](crate::Config), `delayq serve`'s flags, the
+//! config file, the scripts (through the generated Lua prelude) and the
+//! README (a test checks its flag table against these).
+
+use std::time::Duration;
+
+/// A duration default: the text a flag shows and the value the library
+/// takes, one made from the other at compile time.
+#[derive(Clone, Copy, Debug)]
+pub struct Span {
+    pub text: &'static str,
+    pub value: Duration,
+}
+
+/// `text` ("<digits><unit>", unit s, m, h or d) as a [`Span`]; anything
+/// else fails the build.
+const fn span(text: &'static str) -> Span {
+    let b = text.as_bytes();
+    assert!(b.len() >= 2, "a span is <digits><unit>");
+    let mut n: u64 = 0;
+    let mut i = 0;
+    while i < b.len() - 1 {
+        assert!(b[i].is_ascii_digit(), "a span is <digits><unit>");
+        n = n * 10 + (b[i] - b'0') as u64;
+        i += 1;
+    }
+    let unit = match b[b.len() - 1] {
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86_400,
+        _ => panic!("a span's unit is s, m, h or d"),
+    };
+    Span {
+        text,
+        value: Duration::from_secs(n * unit),
+    }
+}
+
+/// Key prefix: every key is `{prefix}:...`.
+pub const PREFIX: &str = "dq";
+/// Longest key prefix.
+pub const MAX_PREFIX_LEN: usize = 64;
+/// How long one Redis call may take.
+pub const REDIS_TIMEOUT: Span = span("2s");
+/// Partitions of a queue, unless told: 1 keeps the keys of a queue that
+/// never had partitions. The library and the server agree on a single
+/// Redis; on a cluster the server takes [`CLUSTER_PARTITIONS`].
+pub const PARTITIONS: usize = 1;
+/// Partitions of a queue on a cluster, unless told (the server's default;
+/// the library takes [`PARTITIONS`] whatever its Redis): even over 1, 2,
+/// 3, 4, 6 or 12 masters.
+pub const CLUSTER_PARTITIONS: usize = 12;
+/// Most partitions a queue may have.
+pub const MAX_PARTITIONS: usize = 1024;
+/// Replicas that must have a write before it is acknowledged.
+pub const REPLICA_ACKS: usize = 0;
+/// Most jobs one dispatch script call moves.
+pub const DISPATCH_BATCH: usize = 1000;
+/// Dead letters kept per topic.
+pub const DEAD_MAX: usize = 10_000;
+/// Dead letters older than this are dropped.
+pub const DEAD_MAX_AGE: Span = span("7d");
+/// Events a partition's stream keeps unless told: about 60 bytes each
+/// (measured, see README), so some 6 MB per partition.
+pub const EVENTS_KEPT: u64 = 100_000;
+/// The most events a partition's stream may keep.
+pub const MAX_EVENTS_KEPT: u64 = 100_000_000;
+/// Jobs one page of a tag looks at when no limit is given.
+pub const TAG_PAGE: usize = 500;
+/// Most jobs one page of a tag may look at (the scripts check it too).
+pub const MAX_TAG_PAGE: usize = 1000;
+
+/// Where `delayq serve` listens.
+pub const LISTEN: &str = "127.0.0.1:9277";
+/// Where the client commands look for the server: [`LISTEN`] over http.
+pub const SERVER: &str = "http://127.0.0.1:9277";
+/// The private redis-server's data directory.
+pub const DATA_DIR: &str = ".delayq";
+/// How long the compatible `/pop` holds a request (the original holds
+/// about 178 s).
+pub const POP_TIMEOUT: Span = span("178s");
+/// Most open client connections.
+pub const MAX_CONNECTIONS: usize = 16_384;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_are_their_text() {
+        for s in [REDIS_TIMEOUT, DEAD_MAX_AGE, POP_TIMEOUT] {
+            assert_eq!(crate::duration::parse_duration(s.text), Ok(s.value));
+        }
+        assert_eq!(DEAD_MAX_AGE.value, Duration::from_secs(7 * 86_400));
+    }
+
+    #[test]
+    fn the_client_looks_where_the_server_listens() {
+        assert_eq!(SERVER, format!("http://{LISTEN}"));
+    }
+}
