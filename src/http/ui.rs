@@ -30,9 +30,19 @@ use super::auth::constant_time_eq;
 use super::AppState;
 
 const INDEX: &str = include_str!("ui/index.html");
+/// The views, one file per concern, served as one script: `app.js` last,
+/// as it starts the page once every function above it is defined.
+const APP: &str = concat!(
+    include_str!("ui/app/common.js"),
+    include_str!("ui/app/overview.js"),
+    include_str!("ui/app/topics.js"),
+    include_str!("ui/app/jobs.js"),
+    include_str!("ui/app/server.js"),
+    include_str!("ui/app.js"),
+);
 /// The scripts, each served at `/ui/<name>` with the same policy.
 const SCRIPTS: &[(&str, &str)] = &[
-    ("/ui/app.js", include_str!("ui/app.js")),
+    ("/ui/app.js", APP),
     ("/ui/i18n.js", include_str!("ui/i18n.js")),
     ("/ui/chart.js", include_str!("ui/chart.js")),
 ];

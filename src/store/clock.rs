@@ -6,7 +6,7 @@
 //!   that answered 503 must not lease jobs to nobody; a push that answered
 //!   503 must not create a job the client will push again). So every script
 //!   call carries a deadline in Redis time, and the script refuses to act
-//!   past it (see `lib.lua`).
+//!   past it (see `lib/call.lua`).
 //! - A pop whose reply arrives after its lease ended (this process stalled)
 //!   must not hand the job over.
 //!

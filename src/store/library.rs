@@ -2,8 +2,9 @@
 //! name.
 //!
 //! The library is: the generated prelude (every name in [`layout`] and every
-//! [`Status`], as Lua constants), `lib.lua`'s helpers, then each transition
-//! registered as the function `dq_<name>_<version>`.
+//! [`Status`], as Lua constants), the helpers of `lib/*.lua` in the order of
+//! [`HELPERS`], then each transition registered as the function
+//! `dq_<name>_<version>`.
 //!
 //! Why a function library and not EVALSHA: an EVALSHA script's text runs
 //! from the top on every call, so every helper is rebuilt each time; a
@@ -22,7 +23,19 @@ use sha2::{Digest, Sha256};
 
 use super::{layout, Keys, Script, Status};
 
-const LIB: &str = include_str!("lib.lua");
+/// The helper files, by concept, in load order: a Lua `local function` is
+/// seen only by what comes after it, so each file uses only those above.
+const HELPERS: &[(&str, &str)] = &[
+    ("lib/call", include_str!("lib/call.lua")),
+    ("lib/ready", include_str!("lib/ready.lua")),
+    ("lib/counts", include_str!("lib/counts.lua")),
+    ("lib/tags", include_str!("lib/tags.lua")),
+    ("lib/schedule", include_str!("lib/schedule.lua")),
+    ("lib/dedup", include_str!("lib/dedup.lua")),
+    ("lib/retries", include_str!("lib/retries.lua")),
+    ("lib/rate_limits", include_str!("lib/rate_limits.lua")),
+    ("lib/finished", include_str!("lib/finished.lua")),
+];
 
 /// Every transition, one script each.
 pub(crate) const ALL: &[&Script] = &[
@@ -61,18 +74,24 @@ fn library() -> &'static Library {
         let prelude = format!("{}{}", layout::lua_prelude(), Status::lua_prelude());
         let mut hash = Sha256::new();
         hash.update(&prelude);
-        hash.update(LIB);
+        for (_, helpers) in HELPERS {
+            hash.update(helpers);
+        }
         for s in ALL {
             hash.update(s.name);
             hash.update(s.source);
         }
         let version = hex::encode(&hash.finalize()[..6]);
-        let mut source = format!("#!lua name=delayq_{version}\n{prelude}{LIB}\n");
+        let mut source = format!("#!lua name=delayq_{version}\n{prelude}");
+        for (_, helpers) in HELPERS {
+            source.push_str(helpers);
+            source.push('\n');
+        }
         for s in ALL {
             let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
             // Every call's last two arguments are its deadline (past it,
             // the script refuses before its first write) and the events
-            // setting (EVENTS in lib.lua). They are taken off the end of
+            // setting (EVENTS in lib/counts.lua). They are taken off the end of
             // ARGV, which costs the same whatever the call's size (taken
             // from the front, every argument after them would move), so
             // each script sees its own arguments from ARGV[2] on. The count
@@ -155,7 +174,8 @@ mod tests {
     /// literal would drift from `layout.rs` unnoticed.
     #[test]
     fn no_script_writes_a_layout_name_as_a_literal() {
-        let sources = ALL.iter().map(|s| (s.name, s.source)).chain([("lib", LIB)]);
+        let helpers = HELPERS.iter().map(|(name, src)| (*name, *src));
+        let sources = ALL.iter().map(|s| (s.name, s.source)).chain(helpers);
         for (name, src) in sources {
             let code: String = src
                 .lines()

@@ -2,7 +2,7 @@
 //!
 //! Each state transition is one Lua script with a Rust file beside it that
 //! encodes its arguments and decodes its reply (`push.lua` and `push.rs`,
-//! and so on); `lib.lua` holds the helpers they share and [`layout`] names
+//! and so on); `lib/*.lua` hold the helpers they share and [`layout`] names
 //! every key, field and state once. The scripts are loaded as one Redis
 //! function library ([`library`]) and called by name. Plain reads (a job,
 //! the counts, a dead-letter page, memory) are in [`read`].

@@ -21,7 +21,8 @@
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
 -- then goes exactly where its retry policy says (see fail_attempt in
--- lib.lua), atomically, with the error and attempt kept in its history.
+-- lib/retries.lua), atomically, with the error and attempt kept in its
+-- history.
 local id = ARGV[4]
 local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN)
 -- A finished job's kept record is no job to fail.

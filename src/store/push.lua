@@ -31,7 +31,7 @@
 -- pending job took the push), and then a fourth field: that job's id.
 --
 -- Cost: a plain job as before (extra "" is never decoded). A dedup push
--- (dedup_push in lib.lua): one GET of the key's record, at most one HMGET
+-- (dedup_push in lib/dedup.lua): one GET of the key's record, at most one HMGET
 -- (+ ZSCORE) of the job it names, then either nothing (deduplicated) or
 -- the upsert plus one SET (simple: and one HSET). Its end (finish, delete,
 -- death) costs a GET and a DEL more only for a simple-dedup job.

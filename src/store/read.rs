@@ -14,6 +14,11 @@ use crate::retry::RetryPolicy;
 /// the store read.
 pub use crate::wire::TopicCounts;
 
+mod memory;
+
+pub(crate) use memory::evicting;
+pub use memory::Memory;
+
 /// Counts per topic and the earliest due time. Every topic the store
 /// knows is listed, with no jobs too: paused or rate-limited ones.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,48 +29,6 @@ pub struct Overview {
     /// Partitions whose master did not answer: their jobs are not in the
     /// counts (the rest of the queue is).
     pub unavailable_partitions: Vec<usize>,
-}
-
-/// Redis's memory, as `INFO memory` reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Memory {
-    pub used_bytes: u64,
-    /// `maxmemory`; 0 means no limit.
-    pub max_bytes: u64,
-    /// `maxmemory-policy`.
-    pub policy: String,
-}
-
-impl Memory {
-    /// At `maxmemory`: with `noeviction`, calls that grow memory are refused.
-    pub fn full(&self) -> bool {
-        self.max_bytes > 0 && self.used_bytes >= self.max_bytes
-    }
-
-    /// The policy lets Redis delete keys that carry no TTL, such as jobs.
-    /// (`volatile-*` policies evict only keys with a TTL: trigger keys,
-    /// which the sweep does without.)
-    pub fn evicting(&self) -> bool {
-        evicting(&self.policy)
-    }
-
-    fn parse(info: &str) -> Option<Memory> {
-        let value = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
-        Some(Memory {
-            used_bytes: value("used_memory")?.parse().ok()?,
-            max_bytes: value("maxmemory")?.parse().ok()?,
-            policy: value("maxmemory_policy")?.to_owned(),
-        })
-    }
-}
-
-/// A `maxmemory-policy` that may delete jobs.
-pub(crate) fn evicting(policy: &str) -> bool {
-    policy.starts_with("allkeys-")
 }
 
 /// A job from its hash and its schedule score (the due time while delayed).
@@ -442,64 +405,6 @@ impl Store {
             .take(last + 1 - first)
             .map(|(id, _)| id)
             .collect())
-    }
-
-    /// The memory of each master (on a single Redis, one entry, named
-    /// ""), read now.
-    pub(crate) async fn memories(&self) -> Result<Vec<(String, Memory)>> {
-        // On a cluster the crate sends INFO to every master and answers
-        // with a map of node -> text.
-        let reply: redis::Value = self
-            .call(
-                "read memory",
-                redis::cmd("INFO")
-                    .arg("memory")
-                    .query_async(&mut self.conn()),
-            )
-            .await?;
-        let texts: Vec<(String, String)> = match reply {
-            redis::Value::Map(pairs) => pairs
-                .into_iter()
-                .map(|(k, v)| {
-                    let k: String = redis::from_redis_value(k).unwrap_or_default();
-                    let v: String = redis::from_redis_value(v).unwrap_or_default();
-                    (k, v)
-                })
-                .collect(),
-            other => vec![(
-                String::new(),
-                redis::from_redis_value(other)
-                    .map_err(|e| Error::protocol("read memory", e.to_string()))?,
-            )],
-        };
-        let mut out: Vec<(String, Memory)> = texts
-            .into_iter()
-            .map(|(node, info)| {
-                Memory::parse(&info).map(|m| (node, m)).ok_or_else(|| {
-                    Error::protocol("read memory", "INFO memory without maxmemory fields".into())
-                })
-            })
-            .collect::<Result<_>>()?;
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
-    }
-
-    /// The memory of the master that is worst off: one set to evict, or
-    /// else the fullest (a push to it would be refused first).
-    pub(crate) async fn memory(&self) -> Result<Memory> {
-        let all = self.memories().await?;
-        all.into_iter()
-            .map(|(_, m)| m)
-            .max_by(|a, b| {
-                let fill = |m: &Memory| match m.max_bytes {
-                    0 => 0.0,
-                    max => m.used_bytes as f64 / max as f64,
-                };
-                (a.evicting(), a.full())
-                    .cmp(&(b.evicting(), b.full()))
-                    .then(fill(a).total_cmp(&fill(b)))
-            })
-            .ok_or_else(|| Error::protocol("read memory", "no node answered".into()))
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {

@@ -1,0 +1,95 @@
+-- lib/call.lua: what every delayq script shares: the conventions of a call,
+-- its prefix and schedule, key names, states, the clock, the deadline and
+-- the checks of arguments.
+--
+-- delayq loads its scripts into Redis once, as one function library
+-- (FUNCTION LOAD): a generated prelude first (key kinds, hash fields, states
+-- and statuses, named once in src/store/layout.rs and src/store/mod.rs),
+-- then the helper files of src/store/lib/ (this one first, in the order
+-- src/store/library.rs gives), then each <transition>.lua registered as a
+-- function of its own. Each call still runs as one atomic unit; the
+-- helpers are compiled once, not on every call.
+--
+-- Every script replies with a table whose first element is a status
+-- (DONE, MISSING, STALE, KEPT, REPLACED; see Status in src/store/mod.rs),
+-- then what that script returns.
+--
+-- Conventions for every script:
+--   KEYS[1] is the schedule zset "{p}:schedule". Every other key the script
+--           touches is named from the prefix and carries the same hash tag
+--           "{p}", so all of them live in KEYS[1]'s Redis Cluster slot.
+--   ARGV[1] is the key prefix "{p}:".
+--   The last two ARGV are the call's deadline, the Redis time (us) after
+--           which its caller has stopped waiting for the reply (0: none),
+--           and the events setting (EVENTS below). The wrapper that
+--           src/store/library.rs puts around every script takes both off
+--           (checking the deadline before the script runs), so each
+--           script's own arguments are ARGV[2] on, and #ARGV counts them.
+-- Errors a script returns: "DQLATE ..." (past the deadline) and
+-- "DQINVALID ..." (an argument out of range); either comes before the
+-- script's first write, so a refused call changes nothing.
+-- Times are Unix milliseconds of the Redis clock (TIME), never the client's.
+
+-- Set at the start of every call (Redis runs one call at a time).
+local P, SCHEDULE
+
+-- Job hash fields (TOPIC, BODY, ...) come from the prelude. STATE is
+-- absent while delayed (most jobs, so it costs nothing); ATTEMPTS absent
+-- means 0; DUE is absent while delayed, when the schedule's score is the
+-- due time, and set when the job is handed over.
+
+-- The name of a job's hash, trigger key, ready list, dead set.
+local function job_key(id) return P .. JOB_KEY .. id end
+local function trigger_key(id) return P .. TRIGGER_KEY .. id end
+local function ready_key(topic) return P .. READY_KEY .. topic end
+local function dead_key(topic) return P .. DEAD_KEY .. topic end
+
+-- A job's state as stored: absent means delayed.
+local function state_of(stored) return stored or DELAYED end
+
+-- Redis time in microseconds (exact: below 2^53), read once per call: a
+-- script is one atomic step, so one instant serves all of it, and TIME is
+-- a command like any other.
+local NOW
+local function now_us()
+  if not NOW then
+    local t = redis.call('TIME')
+    NOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return NOW
+end
+
+-- A call that reaches Redis after its caller gave up must not act: the
+-- caller has already reported failure (and may be retrying). Returns the
+-- error reply to give, or nil to go on.
+local function past_deadline(deadline_us)
+  local deadline = tonumber(deadline_us) or 0
+  if deadline > 0 and now_us() > deadline then
+    return redis.error_reply('DQLATE the call reached redis after its caller stopped waiting; nothing was changed')
+  end
+  return nil
+end
+
+-- MAX_TIME_MS (in the prelude, from job::MAX_DUE_AT_MS) is the latest time
+-- (Unix ms) a job may be due, 9999-12-31T23:59:59.999Z. Times stay far from
+-- where milliseconds times 1000 overflow a 64-bit integer, and SET PXAT
+-- accepts them all.
+
+local function invalid(message)
+  return redis.error_reply('DQINVALID ' .. message)
+end
+
+-- The due time (ms) for an absolute time `at_ms` (if >= 0) or a delay from
+-- now, rounded up to the next millisecond of Redis time: never early, and a
+-- past absolute time means now. Returns nil and what is wrong for a time
+-- beyond MAX_TIME_MS, for the caller to refuse before its first write.
+local function due_time(delay_ms, at_ms)
+  local now = math.ceil(now_us() / 1000)
+  at_ms = tonumber(at_ms)
+  local due
+  if at_ms >= 0 then due = math.max(at_ms, now) else due = now + tonumber(delay_ms) end
+  if due > MAX_TIME_MS then
+    return nil, 'due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. string.format('%.0f', MAX_TIME_MS) .. ' ms (year 9999-12-31)'
+  end
+  return due
+end

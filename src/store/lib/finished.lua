@@ -1,0 +1,67 @@
+-- lib/finished.lua: finished jobs' kept records and their index.
+
+-- Finished jobs' kept records (keep_finished). A topic's index
+-- FINISHED_KEY .. topic holds id -> MAX_TIME_MS - finished time, so its
+-- score order is newest first (the order listings page in); the count
+-- "finished:<topic>" is the index's size, changed only by what ZADD and
+-- ZREM report. The record's hash carries a PEXPIRE of the window, so it
+-- never outlives it even when no trim runs.
+local function finished_key(topic) return P .. FINISHED_KEY .. topic end
+
+-- Whether `id`'s hash is the kept record of a job finished in `topic` (an
+-- index entry may outlive its record: the hash expired, then maybe a new
+-- job took the id).
+local function is_record(id, topic)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+  return f[1] == FINISHED and f[2] == topic
+end
+
+-- Drops at most `limit` entries of a topic's index, oldest first: those
+-- older than keep_ms (0: none by age; their record too), then those whose
+-- record is gone (expired, or replaced by a new job), stopping at the first
+-- that is still there. Costs O(log N) per entry looked at, at most `limit`
+-- entries and one more. Returns how many were dropped.
+local function trim_finished(topic, now_ms, keep_ms, limit)
+  local key = finished_key(topic)
+  local drop = {}
+  if keep_ms > 0 then
+    -- finished at or before now - keep_ms: score at or above this.
+    drop = redis.call('ZREVRANGEBYSCORE', key, '+inf', MAX_TIME_MS - now_ms + keep_ms,
+      'LIMIT', 0, limit)
+  end
+  local aged = #drop
+  for i = aged, limit - 1 do
+    local id = redis.call('ZREVRANGE', key, i, i)[1]
+    if not id or is_record(id, topic) then break end
+    drop[#drop + 1] = id
+  end
+  for k, id in ipairs(drop) do
+    redis.call('ZREM', key, id)
+    if k <= aged and is_record(id, topic) then redis.call('DEL', job_key(id)) end
+  end
+  if #drop > 0 then count(FINISHED, topic, -#drop) end
+  return #drop
+end
+
+-- Replaces the job `id` (already detached from its state's structures) by
+-- its finished record, kept for keep_ms: topic, ttr, due time, attempts
+-- (the last is the one that finished it), retry policy, last error and when
+-- it finished. The body, lease and history go: a record costs the same
+-- whatever the body was.
+local function keep_record(id, topic, now_ms, keep_ms)
+  local job = job_key(id)
+  local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR }
+  local f = redis.call('HMGET', job, unpack(kept))
+  local fields = { TOPIC, topic, STATE, FINISHED, FINISHED_AT, now_ms }
+  for i, name in ipairs(kept) do
+    if f[i] then fields[#fields + 1] = name; fields[#fields + 1] = f[i] end
+  end
+  -- A fresh hash: small fields only, so Redis keeps it compact (listpack)
+  -- even if the job's body had made it a hashtable.
+  redis.call('DEL', job)
+  redis.call('HSET', job, unpack(fields))
+  redis.call('PEXPIRE', job, keep_ms)
+  if redis.call('ZADD', finished_key(topic), MAX_TIME_MS - now_ms, id) == 1 then
+    count(FINISHED, topic, 1)
+  end
+end

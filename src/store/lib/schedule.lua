@@ -1,0 +1,158 @@
+-- lib/schedule.lua: scheduling and leases: a job into and out of the
+-- schedule and its trigger key, a lease, ready and detached, the sweep's
+-- wake-up; creating, replacing, delaying and giving back jobs.
+
+-- A delayed job goes into the schedule and gets a trigger key: the sweep
+-- and the key's expiry both fire at due. The trigger's value is 1: Redis
+-- shares small integers, so it costs no value object.
+local function schedule(id, due)
+  redis.call('ZADD', SCHEDULE, due, id)
+  redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+end
+
+local function unschedule(id)
+  redis.call('ZREM', SCHEDULE, id)
+  redis.call('DEL', trigger_key(id))
+end
+
+-- A lease's end goes into the schedule only: the sweep is the clock, and a
+-- trigger key per lease would cost two more writes per delivery.
+local function lease(id, until_ms)
+  redis.call('ZADD', SCHEDULE, until_ms, id)
+end
+
+local function unlease(id)
+  redis.call('ZREM', SCHEDULE, id)
+end
+
+-- A job that is out of the schedule joins the back of its ready list (of
+-- its priority `level`: nil reads it); `due` (if given) records when it
+-- fell due.
+local function make_ready(id, topic, from, due, level)
+  if due then
+    redis.call('HSET', job_key(id), STATE, READY, TOKEN, '', DUE, due)
+  else
+    redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
+  end
+  if level ~= 0 then level = known_level(id, level) end
+  ready_push(id, topic, level, false)
+  move_count(topic, from, READY)
+end
+
+-- Takes a job out of whatever structure its state keeps it in.
+local function detach(id, state, topic)
+  if state == READY then
+    -- The list's entry stays, stale (see ready_take).
+  elseif state == DEAD then
+    redis.call('ZREM', dead_key(topic), id)
+  elseif state == RESERVED then
+    unlease(id)
+  elseif state == FINISHED then
+    -- A kept record: its index entry is what counts it.
+    if redis.call('ZREM', P .. FINISHED_KEY .. topic, id) == 0 then return end
+  else
+    unschedule(id)
+  end
+  move_count(topic, state, nil)
+end
+
+-- The earliest due time in the schedule, or -1.
+local function next_due()
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  if head[2] then return tonumber(head[2]) end
+  return -1
+end
+
+-- After scheduling `id` at `due`: if it is now the earliest job, tell every
+-- delayq instance to re-arm its sweep. Returns 1 if so.
+local function wake_if_head(id, due)
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
+  if head[1] == id then
+    redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
+    return 1
+  end
+  return 0
+end
+
+-- Creates `id`, due at `due` (from due_time, checked by the caller), or
+-- replaces (mode 'replace') or keeps (mode 'keep') the job with that id:
+-- the work of push.lua, per job, and of tick.lua. Returns status, due_ms
+-- (for a kept job, its own), and whether the job went into the schedule.
+-- `extra` (a table or nil) is what the job asks beyond the basics (push.lua's
+-- extra argument): each feature reads its own field of it.
+local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+  local job = job_key(id)
+  -- A new id (the usual push) asks its absent hash for three fields only;
+  -- a replace reads the priority (detach, if ready) and tags besides.
+  local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
+  local status = DONE
+  if old[2] then
+    -- A finished job's kept record is no job: a push creates a new one.
+    local record = old[1] == FINISHED
+    if mode == 'keep' and not record then
+      return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
+    end
+    if not record then status = REPLACED end
+    detach(id, state_of(old[1]), old[2])
+    untag(id, redis.call('HGET', job, TAGS))
+    redis.call('DEL', job)
+  end
+  -- One HSET whatever the fields: a policy's fields only when it has them.
+  if retry == '' and max == '0' and not extra then
+    -- A plain job, most of them: no table of fields to build and unpack.
+    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
+  else
+    local fields = { TOPIC, topic, BODY, body, TTR, ttr }
+    if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
+    if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
+    -- Priorities: stored only when not the default (push.lua checked it).
+    if extra and extra.priority and extra.priority ~= 0 then
+      fields[#fields + 1] = PRIORITY; fields[#fields + 1] = extra.priority
+    end
+    -- Trace context: two fields, only on a traced job.
+    if extra and extra.traceparent then
+      fields[#fields + 1] = TRACEPARENT; fields[#fields + 1] = extra.traceparent
+      if extra.tracestate then fields[#fields + 1] = TRACESTATE; fields[#fields + 1] = extra.tracestate end
+    end
+    -- tags: checked by the caller (at most 8, no control characters).
+    if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
+      for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
+      fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
+    end
+    redis.call('HSET', job, unpack(fields))
+  end
+  schedule(id, due)
+  count(DELAYED, topic, 1)
+  return status, due, true
+end
+
+-- Gives back a reservation that never reached its consumer: the job goes
+-- to the head of its ready list (of its priority `level`, nil reads it: it
+-- was first in line), the attempt uncounted, and waiting consumers are woken.
+local function unreserve(id, topic, level)
+  unlease(id)
+  redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
+  local attempts = redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
+  ready_push(id, topic, known_level(id, level), true)
+  move_count(topic, RESERVED, READY)
+  notify_ready(topic, 1)
+  if EVENTS > 0 then emit(EV_RELEASED, id, topic, attempts) end
+end
+
+-- Makes job `id` (in `state`, of `topic`; not a finished record) delayed
+-- until `due`, from any state: out of wherever it is (a lease it had is
+-- void), into the schedule with its trigger key, counted. Topic, ttr, retry
+-- policy, tags and attempts stay, except that a dead job starts its
+-- schedule afresh. The caller wakes the sweeps if it is the new head. The
+-- work of reschedule.lua and tag_reschedule.lua.
+local function delay_job(id, state, topic, due)
+  local job = job_key(id)
+  detach(id, state, topic)
+  if state == DEAD then
+    redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
+  end
+  redis.call('HDEL', job, STATE, TOKEN, DUE)
+  schedule(id, due)
+  move_count(topic, nil, DELAYED)
+  if EVENTS > 0 then emit(EV_RESCHEDULED, id, topic, nil, due) end
+end
