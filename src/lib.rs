@@ -99,6 +99,13 @@ pub use store::sentinel::Sentinel;
 pub use store::{layout::validate_prefix, testing};
 pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 
+/// The client for a Redis URL (`redis://`, `rediss://` with `tls` applied,
+/// `redis+unix://`), made as a queue makes its own: `delayq doctor`
+/// connects with it.
+pub fn redis_client(url: &str, tls: &Tls) -> Result<redis::Client> {
+    store::client(url, tls)
+}
+
 /// The README's Rust examples, compiled as doc tests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

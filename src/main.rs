@@ -37,6 +37,8 @@ enum Command {
     Serve(Box<cli::serve::ServeArgs>),
     /// Move the pending jobs of an ouqiang/delay-queue server into delayq.
     ImportOuqiang(cli::import_ouqiang::ImportArgs),
+    /// Check a Redis server before trusting it with jobs.
+    Doctor(cli::doctor::DoctorArgs),
     #[command(flatten)]
     Client(Box<cli::client::ClientCommand>),
 }
@@ -116,6 +118,7 @@ async fn run(cli: Cli) -> Result<()> {
             served
         }
         Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,
+        Command::Doctor(args) => cli::doctor::run(args).await,
         Command::Client(command) => cli::client::run(*command).await,
     }
 }

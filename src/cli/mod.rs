@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod config;
+pub mod doctor;
 pub mod import_ouqiang;
 pub mod private_redis;
 pub mod redis_checks;

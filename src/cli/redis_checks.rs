@@ -20,8 +20,17 @@ pub async fn connect(queue: &Queue, url: &str) -> Result<()> {
         return Ok(());
     };
     let cause = e.to_string();
+    let hint = hint(&cause);
+    bail!(
+        "cannot reach redis at {}: {cause}\nhint: {hint}",
+        redact(url)
+    )
+}
+
+/// What to do about a failed connection, from its cause.
+pub fn hint(cause: &str) -> &'static str {
     let lower = cause.to_lowercase();
-    let hint = if lower.contains("db index") || lower.contains("switch database") {
+    if lower.contains("db index") || lower.contains("switch database") {
         "the database number in --redis (redis://HOST:PORT/DB, ?db=DB) is beyond this \
          server's `databases` setting (16 by default: 0 to 15)"
     } else if lower.contains("parse error") || lower.contains("unexpected") {
@@ -45,11 +54,7 @@ pub async fn connect(queue: &Queue, url: &str) -> Result<()> {
         "is the unix socket path right, and redis-server running?"
     } else {
         "see the cause above"
-    };
-    bail!(
-        "cannot reach redis at {}: {cause}\nhint: {hint}",
-        redact(url)
-    )
+    }
 }
 
 /// What is wrong with the settings, as (fatal, message) pairs.

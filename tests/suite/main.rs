@@ -40,6 +40,7 @@
 //!   against a server, [`cli_client::work`] `delayq work`.
 //! - [`serve_cli`]: `delayq serve` stopping, its private redis-server, its flags.
 //! - [`import`]: `delayq import-ouqiang` from the Go server's keys.
+//! - [`doctor`]: `delayq doctor`'s verdicts on Redis servers set up right and wrong.
 //! - [`docs`]: the Chinese README in step with the English one; the
 //!   benchmark's lock file in step with its package.json.
 //!
@@ -75,6 +76,7 @@ mod deadlines;
 mod dedup;
 mod delivery;
 mod docs;
+mod doctor;
 mod events;
 mod failover;
 mod fault_suite;

@@ -1,0 +1,287 @@
+//! `delayq doctor --redis URL`: checks a Redis server before a user trusts
+//! it with jobs. Each check is one verdict (ok, warn, fail) with what was
+//! found and the fix. A check that cannot run (a command refused, a reply
+//! not understood) is a warn, never a crash. Exits non-zero when any check
+//! fails.
+//!
+//! The checks read what the server reports (INFO, and CONFIG where it is
+//! allowed) and try what delayq does (a canary key for expired events,
+//! the commands delayq sends for the ACL): managed services rename or
+//! refuse CONFIG, so nothing that matters rests on it alone.
+
+mod acl;
+mod events;
+mod server;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use delayq::{defaults, Tls};
+use redis::aio::MultiplexedConnection;
+use serde::Serialize;
+
+use super::redis_checks;
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// The Redis to check (redis://HOST:PORT/DB, rediss://... for TLS,
+    /// redis+unix:///PATH), as `serve --redis` takes it.
+    #[arg(long, env = "DELAYQ_REDIS")]
+    redis: String,
+
+    /// TLS: check Redis's certificate against this CA (PEM file).
+    #[arg(long, env = "DELAYQ_REDIS_CA", value_name = "FILE")]
+    redis_ca: Option<PathBuf>,
+
+    /// TLS: client certificate (PEM file), for a Redis that asks for one.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_CERT",
+        value_name = "FILE",
+        requires = "redis_key"
+    )]
+    redis_cert: Option<PathBuf>,
+
+    /// TLS: the client certificate's key (PEM file).
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_KEY",
+        value_name = "FILE",
+        requires = "redis_cert"
+    )]
+    redis_key: Option<PathBuf>,
+
+    /// TLS: accept any certificate from Redis (reported as a warning).
+    #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
+    redis_insecure: bool,
+
+    /// The key prefix delayq will use: doctor's few short-lived keys are
+    /// named under it, so an ACL that limits keys to it is tried as is.
+    #[arg(long, env = "DELAYQ_PREFIX", default_value = defaults::PREFIX)]
+    prefix: String,
+
+    /// How long to wait for the canary key's expired event.
+    #[arg(long, default_value = "5s", value_parser = positive_duration)]
+    events_wait: Duration,
+
+    /// Print the checks as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match delayq::duration::parse_duration(s)? {
+        d if d.is_zero() => Err("must be above 0 (e.g. 500ms, 2s)".into()),
+        d => Ok(d),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "fail",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub check: &'static str,
+    pub verdict: Verdict,
+    pub found: String,
+    /// What to do about a warn or fail.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(check: &'static str, found: impl Into<String>) -> Check {
+        Check {
+            check,
+            verdict: Verdict::Ok,
+            found: found.into(),
+            fix: None,
+        }
+    }
+    fn warn(check: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            check,
+            verdict: Verdict::Warn,
+            found: found.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    fn fail(check: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            check,
+            verdict: Verdict::Fail,
+            found: found.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    /// A check whose command was refused or failed: a warn naming why.
+    fn could_not(check: &'static str, what: &str, e: &redis::RedisError) -> Check {
+        let fix = if is_noperm(e) {
+            "the ACL refuses it: see the acl check".to_owned()
+        } else {
+            "run doctor again; if it persists, check the server's log".to_owned()
+        };
+        Check::warn(check, format!("cannot run ({what}: {e})"), fix)
+    }
+}
+
+/// The ACL refused a command.
+pub(crate) fn is_noperm(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM") || e.to_string().contains("NOPERM")
+}
+
+/// What the checks share: the connection, the server's INFO, names.
+pub(crate) struct Target {
+    pub conn: MultiplexedConnection,
+    pub client: redis::Client,
+    /// INFO's fields, or why INFO could not be read.
+    pub info: std::result::Result<HashMap<String, String>, redis::RedisError>,
+    pub prefix: String,
+    pub timeout: Duration,
+}
+
+impl Target {
+    pub fn info(&self, field: &str) -> Option<&str> {
+        self.info.as_ref().ok()?.get(field).map(String::as_str)
+    }
+
+    /// CONFIG GET of one setting; None when refused or unknown.
+    pub async fn config(&self, name: &str) -> Option<String> {
+        let mut conn = self.conn.clone();
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        pair.into_iter().nth(1)
+    }
+
+    /// A doctor-only key under the prefix (one hash slot with delayq's).
+    pub fn key(&self, what: &str) -> String {
+        format!("{{{}}}:doctor:{what}:{}", self.prefix, std::process::id())
+    }
+}
+
+pub async fn run(args: DoctorArgs) -> Result<()> {
+    delayq::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
+    let tls = Tls {
+        ca_file: args.redis_ca.clone(),
+        cert_file: args.redis_cert.clone(),
+        key_file: args.redis_key.clone(),
+        insecure: args.redis_insecure,
+    };
+    let client = delayq::redis_client(&args.redis, &tls).context("--redis")?;
+    let timeout = defaults::REDIS_TIMEOUT.value;
+    let mut checks = vec![server::tls(&client)];
+    // Only a plain connection: no queue (which would load delayq's
+    // functions and start its loops on a server being checked).
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let reached = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await;
+    match reached {
+        Ok(mut conn) => {
+            let info = redis::cmd("INFO")
+                .query_async::<String>(&mut conn)
+                .await
+                .map(|text| parse_info(&text));
+            let target = Target {
+                conn,
+                client,
+                info,
+                prefix: args.prefix.clone(),
+                timeout,
+            };
+            checks.extend(server::checks(&target).await);
+            checks.push(events::check(&target, args.events_wait).await);
+            checks.push(acl::check(&target).await);
+        }
+        Err(e) => {
+            let cause = e.to_string();
+            checks.push(Check::fail(
+                "connection",
+                format!(
+                    "cannot reach redis at {}: {cause}",
+                    redis_checks::redact(&args.redis)
+                ),
+                redis_checks::hint(&cause),
+            ))
+        }
+    }
+    print(&checks, args.json)?;
+    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    if failed > 0 {
+        bail!(
+            "{failed} check{} failed",
+            if failed == 1 { "" } else { "s" }
+        );
+    }
+    Ok(())
+}
+
+fn print(checks: &[Check], json: bool) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let doc = serde_json::json!({
+            "checks": checks,
+            "ok": checks.iter().all(|c| c.verdict != Verdict::Fail),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+        return Ok(());
+    }
+    for c in checks {
+        match &c.fix {
+            Some(fix) => writeln!(
+                out,
+                "{:<4}  {:<12} {}; fix: {fix}",
+                c.verdict.word(),
+                c.check,
+                c.found
+            )?,
+            None => writeln!(out, "{:<4}  {:<12} {}", c.verdict.word(), c.check, c.found)?,
+        }
+    }
+    Ok(())
+}
+
+/// INFO's `name:value` lines (section headers and blanks skipped).
+fn parse_info(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_info_fields() {
+        let info = super::parse_info("# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n");
+        assert_eq!(info["redis_version"], "7.2.4");
+        assert_eq!(info["server_name"], "valkey");
+        assert_eq!(info["maxmemory_policy"], "noeviction");
+        assert!(!info.contains_key("# Memory"));
+    }
+}

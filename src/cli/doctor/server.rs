@@ -1,0 +1,349 @@
+//! The checks read from what the server reports: engine, scripting,
+//! eviction, persistence, memory, round trip, replicas, cluster; and TLS,
+//! from the URL.
+
+use std::time::Instant;
+
+use redis::ConnectionAddr;
+
+use super::{Check, Target};
+
+/// PINGs timed for the round trip; the median is reported.
+const PINGS: usize = 5;
+/// A round trip above this is a warn: every push and pop waits for at
+/// least one.
+const SLOW_ROUND_TRIP_MS: f64 = 10.0;
+/// Memory use (of maxmemory) from which pushes may soon be refused.
+const MEMORY_WARN: f64 = 0.75;
+const MEMORY_FAIL: f64 = 0.90;
+
+pub async fn checks(t: &Target) -> Vec<Check> {
+    vec![
+        engine(t),
+        scripting(t).await,
+        eviction(t),
+        persistence(t).await,
+        memory(t),
+        round_trip(t).await,
+        replicas(t).await,
+        cluster(t).await,
+    ]
+}
+
+/// INFO could not be read: the checks that need it say so.
+fn no_info(check: &'static str, t: &Target) -> Check {
+    match &t.info {
+        Err(e) => Check::could_not(check, "INFO", e),
+        Ok(_) => Check::warn(
+            check,
+            "cannot run (INFO does not report it)",
+            "check this setting in the service's console",
+        ),
+    }
+}
+
+pub fn tls(client: &redis::Client) -> Check {
+    const C: &str = "tls";
+    match client.get_connection_info().addr() {
+        ConnectionAddr::TcpTls { insecure: true, .. } => Check::warn(
+            C,
+            "TLS (rediss://), but the server's certificate is not checked (--redis-insecure)",
+            "give the server's CA with --redis-ca instead of --redis-insecure",
+        ),
+        ConnectionAddr::TcpTls { .. } => Check::ok(C, "TLS (rediss://), certificate checked"),
+        ConnectionAddr::Unix(_) => Check::ok(C, "unix socket: local, no TLS needed"),
+        ConnectionAddr::Tcp(host, _) if loopback(host) => {
+            Check::ok(C, format!("no TLS, on the loopback address {host}"))
+        }
+        ConnectionAddr::Tcp(host, _) => Check::warn(
+            C,
+            format!("no TLS to {host}: the password and every job cross the network in clear"),
+            "use rediss:// if the service offers TLS (most managed services do)",
+        ),
+        _ => Check::warn(C, "unknown kind of address", "use redis:// or rediss://"),
+    }
+}
+
+fn loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// "Redis 7.0.15" or "Valkey 8.0.1" (Valkey reports redis_version 7.2.4
+/// whatever its own version).
+pub fn engine_name(t: &Target) -> Option<(String, String)> {
+    if t.info("server_name") == Some("valkey") || t.info("valkey_version").is_some() {
+        let v = t.info("valkey_version").or(t.info("redis_version"))?;
+        return Some(("Valkey".into(), v.to_owned()));
+    }
+    Some(("Redis".into(), t.info("redis_version")?.to_owned()))
+}
+
+fn major(version: &str) -> Option<u32> {
+    version.split('.').next()?.parse().ok()
+}
+
+fn engine(t: &Target) -> Check {
+    const C: &str = "engine";
+    let Some((name, version)) = engine_name(t) else {
+        return no_info(C, t);
+    };
+    let mode = t.info("redis_mode").unwrap_or("standalone");
+    Check::ok(C, format!("{name} {version} ({mode})"))
+}
+
+async fn scripting(t: &Target) -> Check {
+    const C: &str = "scripting";
+    let engine = engine_name(t);
+    let named = engine
+        .as_ref()
+        .map_or_else(|| "this server".to_owned(), |(n, v)| format!("{n} {v}"));
+    let mut conn = t.conn.clone();
+    // Lists no library (the name matches none): harmless.
+    let function: redis::RedisResult<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg(t.key("none"))
+        .query_async(&mut conn)
+        .await;
+    match function {
+        Ok(_) => Check::ok(C, format!("FUNCTION available ({named})")),
+        Err(e) if super::is_noperm(&e) => Check::could_not(C, "FUNCTION LIST", &e),
+        Err(e) => {
+            let eval: redis::RedisResult<i64> = redis::cmd("EVAL")
+                .arg("return 1")
+                .arg(0)
+                .query_async(&mut conn)
+                .await;
+            let old = engine
+                .as_ref()
+                .and_then(|(_, v)| major(v))
+                .is_some_and(|m| m < 7);
+            let has = if eval.is_ok() {
+                "EVAL only"
+            } else {
+                "no EVAL either"
+            };
+            Check::fail(
+                C,
+                format!(
+                    "{named} has no FUNCTION ({has}{}): delayq loads its scripts as a function library",
+                    if old { ", FUNCTION came in Redis 7.0" } else { "" },
+                ),
+                if old {
+                    "use Redis 7.0 or later (or Valkey 7.2 or later)".to_owned()
+                } else {
+                    format!("FUNCTION answered: {e}; use a server with FUNCTION (Redis 7.0+, Valkey 7.2+)")
+                },
+            )
+        }
+    }
+}
+
+fn eviction(t: &Target) -> Check {
+    const C: &str = "eviction";
+    let Some(policy) = t.info("maxmemory_policy") else {
+        return no_info(C, t);
+    };
+    if policy == "noeviction" {
+        Check::ok(
+            C,
+            "maxmemory-policy noeviction: Redis never deletes keys to make room",
+        )
+    } else if policy.starts_with("volatile-") {
+        Check::warn(
+            C,
+            format!(
+                "maxmemory-policy {policy}: when full, Redis deletes keys that carry a TTL; \
+                 delayq's trigger keys carry TTLs (the sweep still fires their jobs on time, \
+                 later than the expired event would)"
+            ),
+            "set maxmemory-policy noeviction (CONFIG SET, redis.conf, or the service's console)",
+        )
+    } else {
+        Check::fail(
+            C,
+            format!("maxmemory-policy {policy}: when full, Redis deletes any key, jobs included"),
+            "set maxmemory-policy noeviction (CONFIG SET, redis.conf, or the service's console)",
+        )
+    }
+}
+
+async fn persistence(t: &Target) -> Check {
+    const C: &str = "persistence";
+    let Some(aof) = t.info("aof_enabled") else {
+        return no_info(C, t);
+    };
+    if aof == "1" {
+        return match t.config("appendfsync").await.as_deref() {
+            Some("always") => Check::ok(C, "AOF on, appendfsync always: a crash loses no acknowledged write"),
+            Some("everysec") => Check::ok(
+                C,
+                "AOF on, appendfsync everysec: a crash of the machine can lose the last second of writes",
+            ),
+            Some(other) => Check::warn(
+                C,
+                format!("AOF on, appendfsync {other}: the OS decides when writes reach the disk (often 30 s)"),
+                "set appendfsync everysec (or always)",
+            ),
+            None => Check::ok(C, "AOF on (its fsync policy unknown: CONFIG GET refused)"),
+        };
+    }
+    let fix = "turn on AOF: appendonly yes with appendfsync everysec (or the service's persistence setting)";
+    match t.config("save").await {
+        Some(rules) if rules.trim().is_empty() => Check::fail(
+            C,
+            "no persistence (AOF off, no RDB save rules): a restart loses every job",
+            fix,
+        ),
+        Some(rules) => Check::warn(
+            C,
+            format!("RDB snapshots only (save {rules}): a crash loses every write since the last snapshot"),
+            fix,
+        ),
+        None => Check::warn(
+            C,
+            "AOF off; RDB rules unknown (CONFIG GET refused): at best a crash loses the writes since the last snapshot",
+            fix,
+        ),
+    }
+}
+
+fn memory(t: &Target) -> Check {
+    const C: &str = "memory";
+    let num = |f: &str| t.info(f).and_then(|v| v.parse::<f64>().ok());
+    let (Some(used), Some(max)) = (num("used_memory"), num("maxmemory")) else {
+        return no_info(C, t);
+    };
+    let mb = |b: f64| format!("{:.1} MB", b / 1e6);
+    if max == 0.0 {
+        let machine = num("total_system_memory")
+            .map_or_else(String::new, |m| format!(" (the machine has {})", mb(m)));
+        return Check::ok(
+            C,
+            format!("{} used, no maxmemory: Redis may grow until the machine's memory runs out{machine}", mb(used)),
+        );
+    }
+    let share = used / max;
+    let found = format!(
+        "{} used of maxmemory {} ({:.0}%)",
+        mb(used),
+        mb(max),
+        share * 100.0
+    );
+    let fix = "raise maxmemory (a bigger plan), or drain backlogs and dead letters";
+    if share >= MEMORY_FAIL {
+        Check::fail(C, format!("{found}: pushes will soon be refused"), fix)
+    } else if share >= MEMORY_WARN {
+        Check::warn(C, found, fix)
+    } else {
+        Check::ok(C, found)
+    }
+}
+
+async fn round_trip(t: &Target) -> Check {
+    const C: &str = "round trip";
+    let mut conn = t.conn.clone();
+    let mut times = Vec::with_capacity(PINGS);
+    for _ in 0..PINGS {
+        let start = Instant::now();
+        if let Err(e) = redis::cmd("PING").query_async::<String>(&mut conn).await {
+            return Check::could_not(C, "PING", &e);
+        }
+        times.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[PINGS / 2];
+    let found = format!("median of {PINGS} PINGs {median:.2} ms");
+    if median > SLOW_ROUND_TRIP_MS {
+        Check::warn(
+            C,
+            format!("{found}: every push and pop waits at least this long"),
+            "run delayq near Redis (same region or zone)",
+        )
+    } else {
+        Check::ok(C, found)
+    }
+}
+
+async fn replicas(t: &Target) -> Check {
+    const C: &str = "replicas";
+    let Some(role) = t.info("role") else {
+        return no_info(C, t);
+    };
+    if role != "master" {
+        return Check::fail(
+            C,
+            format!("this server is a {role}: it refuses writes"),
+            "point --redis at the master (or use --redis-sentinel)",
+        );
+    }
+    let connected: u64 = t
+        .info("connected_slaves")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let min = t.config("min-replicas-to-write").await;
+    let min_n: Option<u64> = min.as_deref().and_then(|v| v.parse().ok());
+    let min_text = match min_n {
+        Some(0) => "min-replicas-to-write 0".to_owned(),
+        Some(n) => format!("min-replicas-to-write {n}"),
+        None => "min-replicas-to-write unknown, CONFIG GET refused".to_owned(),
+    };
+    match min_n {
+        Some(n) if n > connected => Check::fail(
+            C,
+            format!("{connected} replicas connected, {min_text}: the master refuses writes"),
+            "connect the replicas, or lower min-replicas-to-write",
+        ),
+        _ if connected == 0 => Check::ok(
+            C,
+            format!("no replicas, {min_text}: a lost machine loses what persistence has not saved"),
+        ),
+        _ => Check::ok(
+            C,
+            format!(
+                "{connected} replica{} connected, {min_text} (delayq's --replica-acks N waits for N on each push)",
+                if connected == 1 { "" } else { "s" }
+            ),
+        ),
+    }
+}
+
+async fn cluster(t: &Target) -> Check {
+    const C: &str = "cluster";
+    let Some(enabled) = t.info("cluster_enabled") else {
+        return no_info(C, t);
+    };
+    if enabled != "1" {
+        return Check::ok(C, "not a cluster: one server (use --redis)");
+    }
+    let mut conn = t.conn.clone();
+    let info: String = match redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query_async(&mut conn)
+        .await
+    {
+        Ok(i) => i,
+        Err(e) => return Check::could_not(C, "CLUSTER INFO", &e),
+    };
+    let fields = super::parse_info(&info);
+    let state = fields
+        .get("cluster_state")
+        .map_or("unknown", String::as_str);
+    let masters = fields.get("cluster_size").map_or("?", String::as_str);
+    let found = format!("cluster of {masters} masters serving slots, state {state}");
+    if state != "ok" {
+        return Check::fail(
+            C,
+            found,
+            "fix the cluster first (CLUSTER INFO, CLUSTER NODES)",
+        );
+    }
+    Check::ok(
+        C,
+        format!("{found}: serve it with --redis-cluster SEEDS, not --redis"),
+    )
+}
