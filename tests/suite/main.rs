@@ -55,6 +55,8 @@
 //! - [`failover`]: masters killed for good behind Sentinel and on a Cluster.
 //! - [`instances`]: each instance's heartbeat, `/v1/instances`.
 //! - [`sidecars`]: many instances on one Redis, one dispatcher per partition.
+//! - [`servers`]: the server binary the run names (Valkey in the conformance
+//!   run); Redis 6.2 refused at start.
 //!
 //! The harness (the launchers shared with the benchmark):
 //! - [`common`]: delayq servers in process or as children, small helpers.
@@ -93,6 +95,7 @@ mod retry;
 mod security;
 mod sentinel;
 mod serve_cli;
+mod servers;
 mod sidecars;
 mod stats;
 mod steering;

@@ -1,6 +1,8 @@
 //! A local Redis Cluster for the tests and the benchmark: redis-server
 //! processes on loopback TCP, joined by `redis-cli --cluster create` the
-//! way users build theirs, stopped when dropped.
+//! way users build theirs, stopped when dropped. The nodes are the run's
+//! server binary (`DELAYQ_TEST_SERVER`); the distribution's redis-cli joins
+//! Valkey nodes too.
 
 use std::collections::HashSet;
 use std::process::Command;

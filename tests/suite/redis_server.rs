@@ -4,6 +4,10 @@
 //! Tests listen on a unix socket (no port to collide on); the benchmark
 //! listens on a free loopback port, because BullMQ's Node client needs
 //! TCP. The one launcher serves both (`bench/main.rs` includes this file).
+//!
+//! `DELAYQ_TEST_SERVER` names another server binary to start instead of
+//! `redis-server` (the conformance run: `valkey-server`), with the same
+//! config.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,6 +16,15 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 pub const REDIS_CONF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/redis-conf/redis.conf");
+
+/// The server binary the tests start: `DELAYQ_TEST_SERVER`, else
+/// `redis-server` from PATH.
+pub fn server_binary() -> String {
+    std::env::var("DELAYQ_TEST_SERVER")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "redis-server".to_string())
+}
 
 /// Where a server listens.
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +36,8 @@ enum Listen {
 }
 
 pub struct RedisServer {
+    /// The server binary (see [`server_binary`]).
+    binary: String,
     dir: TempDir,
     listen: Listen,
     extra: Vec<String>,
@@ -39,6 +54,12 @@ impl RedisServer {
     /// Starts with extra config, e.g. `["--appendfsync", "everysec"]`.
     pub fn start_with(extra: &[&str]) -> RedisServer {
         Self::launch(Listen::Socket, extra, String::new())
+    }
+
+    /// Like [`start_with`](Self::start_with), from another server binary
+    /// (a path) than the run's.
+    pub fn start_binary(binary: &str, extra: &[&str]) -> RedisServer {
+        Self::launch_binary(binary.to_string(), Listen::Socket, extra, String::new())
     }
 
     /// On a free loopback TCP port (for clients that cannot use a socket).
@@ -86,7 +107,12 @@ impl RedisServer {
     }
 
     fn launch(listen: Listen, extra: &[&str], login: String) -> RedisServer {
+        Self::launch_binary(server_binary(), listen, extra, login)
+    }
+
+    fn launch_binary(binary: String, listen: Listen, extra: &[&str], login: String) -> RedisServer {
         let mut r = RedisServer {
+            binary,
             dir: tempfile::Builder::new().prefix("dq").tempdir().unwrap(),
             listen,
             extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -122,7 +148,7 @@ impl RedisServer {
         // promotes) must not touch the repository's file.
         let conf = self.dir.path().join("redis.conf");
         std::fs::copy(REDIS_CONF, &conf).unwrap();
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(&self.binary);
         cmd.arg(&conf).arg("--dir").arg(self.dir.path());
         match self.listen {
             Listen::Socket => cmd
@@ -137,7 +163,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server must be installed (apt-get install -y redis-server)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} must be installed (apt-get install -y redis-server): {e}",
+                    self.binary
+                )
+            });
         self.child = Some(child);
         self.wait_ready();
     }
