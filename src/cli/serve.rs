@@ -466,6 +466,9 @@ async fn serve(
         (None, true) => defaults::PARTITIONS,
         (None, false) => defaults::CLUSTER_PARTITIONS,
     };
+    // A single server is asked whether it can run delayq's scripts (a
+    // Sentinel's or a cluster's masters are not, yet).
+    let single = sentinel.is_none() && redis_cluster.is_empty();
     let redis = match (sentinel, redis_cluster.is_empty()) {
         (Some(s), _) => Redis::Sentinel(s),
         (None, false) => Redis::Cluster(redis_cluster),
@@ -501,6 +504,15 @@ async fn serve(
     })
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &redis_url).await?;
+    if single {
+        let tls = Tls {
+            ca_file: args.redis_ca.clone(),
+            cert_file: args.redis_cert.clone(),
+            key_file: args.redis_key.clone(),
+            insecure: args.redis_insecure,
+        };
+        super::doctor::refuse_unscriptable(&redis_url, &tls).await?;
+    }
     redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
     same_events_setting(&queue, events, &args.prefix).await?;
     apply_topic_state(&queue, &topics.rates, &topics.recurring).await?;

@@ -180,6 +180,47 @@ impl Target {
     }
 }
 
+/// Refuses a server that cannot run delayq's scripts (no FUNCTION: Redis
+/// before 7.0, or scripting left out), with the doctor's finding and fix:
+/// `serve` asks at start, so such a server is named there instead of
+/// every push failing after a ready start. Nothing when the server cannot
+/// be asked (the connection check reports that).
+pub async fn refuse_unscriptable(url: &str, tls: &Tls) -> Result<()> {
+    let client = delayq::redis_client(url, tls).context("--redis")?;
+    let timeout = defaults::REDIS_TIMEOUT.value;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout));
+    let Ok(mut conn) = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+    else {
+        return Ok(());
+    };
+    let info = redis::cmd("INFO")
+        .arg("server")
+        .query_async::<String>(&mut conn)
+        .await
+        .map(|text| parse_info(&text));
+    let target = Target {
+        conn,
+        client,
+        info,
+        prefix: defaults::PREFIX.to_owned(),
+        timeout,
+    };
+    let c = server::scripting(&target).await;
+    if c.verdict == Verdict::Fail {
+        bail!(
+            "redis at {} cannot run delayq: {}\nhint: {}",
+            redis_checks::redact(url),
+            c.found,
+            c.fix.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 pub async fn run(args: DoctorArgs) -> Result<()> {
     delayq::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
     let tls = Tls {

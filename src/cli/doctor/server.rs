@@ -95,7 +95,7 @@ fn engine(t: &Target) -> Check {
     Check::ok(C, format!("{name} {version} ({mode})"))
 }
 
-async fn scripting(t: &Target) -> Check {
+pub(crate) async fn scripting(t: &Target) -> Check {
     const C: &str = "scripting";
     let engine = engine_name(t);
     let named = engine
