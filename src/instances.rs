@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use crate::figures::{Instance, WebhookConsumer};
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
-use crate::wire::{Instance, WebhookConsumer};
 
 /// How often an instance writes its heartbeat.
 pub const PERIOD: Duration = Duration::from_secs(2);

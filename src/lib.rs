@@ -55,11 +55,13 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod backoff;
 pub mod consumer;
 pub mod defaults;
 pub mod dispatch;
 pub mod duration;
 pub mod error;
+pub mod figures;
 pub mod http;
 pub mod https;
 pub mod instances;

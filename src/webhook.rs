@@ -125,8 +125,8 @@ impl Webhook {
     }
 
     /// This webhook as an instance's heartbeat lists it.
-    pub fn consumer(&self) -> crate::wire::WebhookConsumer {
-        crate::wire::WebhookConsumer {
+    pub fn consumer(&self) -> crate::figures::WebhookConsumer {
+        crate::figures::WebhookConsumer {
             topic: self.topic.clone(),
             concurrency: self.concurrency as u64,
             url: self.shown_url(),
@@ -334,7 +334,7 @@ async fn deliver(
         .header("x-delayq-attempt", job.attempts.to_string());
     // A traced job's request carries its context (W3C headers); the
     // request is a span of that trace.
-    let (traceparent, span) = crate::trace::hand_over(&job, crate::trace::HopKind::Webhook);
+    let (traceparent, span) = job.hand_over(crate::trace::HopKind::Webhook);
     if let Some(tp) = traceparent {
         req = req.header("traceparent", tp);
         if let Some(ts) = &job.tracestate {

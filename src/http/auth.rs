@@ -13,7 +13,7 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::v1::ApiError;
+use super::error::ApiError;
 use super::AppState;
 
 /// Equal without an early exit on the first differing byte (a length

@@ -8,6 +8,7 @@
 pub mod auth;
 mod body;
 pub mod compat;
+mod error;
 pub mod go_json;
 pub mod origin;
 pub mod ui;

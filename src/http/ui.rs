@@ -279,7 +279,7 @@ async fn logout(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     if let Some(token) = &state.server.auth_token {
         if let Some(s) = session(&headers, &token.0) {
             if let Err(e) = state.queue.end_dashboard_session(&s.id, s.left()).await {
-                return super::v1::ApiError::from(e).into_response();
+                return super::error::ApiError::from(e).into_response();
             }
         }
     }

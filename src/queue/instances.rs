@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::error::Result;
+use crate::figures::{Instance, WebhookStatus};
 pub(crate) use crate::store::instances::WebhookNote;
-use crate::wire::{Instance, WebhookStatus};
 
 impl Queue {
     /// Redis time now (ms), as this process estimates it.

@@ -93,7 +93,19 @@ impl Queue {
         }
         crate::store::events::check_kept(config.events_kept).map_err(Error::Invalid)?;
         let metrics = Arc::new(Metrics::default());
-        let store = Arc::new(Store::new(&config, metrics.clone())?);
+        let options = crate::store::Options {
+            redis: &config.redis,
+            tls: &config.tls,
+            prefix: &config.prefix,
+            partitions: config.partitions,
+            redis_timeout: config.redis_timeout,
+            replica_acks: config.replica_acks,
+            degraded_pushes: config.degraded_pushes,
+            keep_finished: config.keep_finished,
+            topic_keep_finished: &config.topic_keep_finished,
+            events: if config.events { config.events_kept } else { 0 },
+        };
+        let store = Arc::new(Store::new(options, metrics.clone())?);
         let parts = store.parts().len();
         let handles = Handles {
             store,

@@ -116,7 +116,7 @@ impl Store {
                 Err(_) => Err(self.timed_out(op)),
             },
             _ = gone.cancelled() => {
-                self.metrics.redis_errors.inc([], 1);
+                self.observer.redis_error();
                 Err(Error::Moved { op })
             }
         }
@@ -137,7 +137,7 @@ impl Store {
             _ => Error::redis(op, e),
         };
         if error.is_unavailable() {
-            self.metrics.redis_errors.inc([], 1);
+            self.observer.redis_error();
         }
         error
     }
@@ -166,7 +166,7 @@ impl Store {
 
     /// The timeout error of `op`, with the last connection error if any.
     pub fn timed_out(&self, op: &'static str) -> Error {
-        self.metrics.redis_errors.inc([], 1);
+        self.observer.redis_error();
         Error::Timeout {
             op,
             after: self.timeout,

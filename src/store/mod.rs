@@ -30,6 +30,7 @@ pub mod clock;
 pub mod cluster;
 mod coalesce;
 mod conn;
+pub(crate) mod counts;
 mod exec;
 pub mod health;
 pub(crate) mod instances;
@@ -82,7 +83,6 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
 use clock::RedisClock;
 use conn::Conn;
 pub use layout::Keys;
@@ -223,7 +223,8 @@ pub(crate) struct Store {
     pub(crate) limited: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) clock: RedisClock,
     timeout: Duration,
-    metrics: Arc<Metrics>,
+    /// Told of each failure to reach Redis.
+    observer: Arc<dyn Observer>,
     /// Why the last connection attempt failed (the subscriber connects on
     /// its own and notes it); None once one succeeds.
     connect_error: std::sync::Mutex<Option<String>>,
@@ -232,11 +233,32 @@ pub(crate) struct Store {
     pub(crate) relinked: tokio::sync::Notify,
 }
 
+/// Told of every failure to reach Redis (the metrics count them), so the
+/// store need not know who counts.
+pub trait Observer: Send + Sync {
+    fn redis_error(&self);
+}
+
+/// What a store is made from: the queue's settings that concern Redis.
+pub struct Options<'a> {
+    pub redis: &'a Redis,
+    pub tls: &'a Tls,
+    pub prefix: &'a str,
+    pub partitions: usize,
+    pub redis_timeout: Duration,
+    pub replica_acks: usize,
+    pub degraded_pushes: health::DegradedPushes,
+    pub keep_finished: Option<Duration>,
+    pub topic_keep_finished: &'a std::collections::HashMap<String, Duration>,
+    /// Events each partition's stream keeps (0: events off).
+    pub events: u64,
+}
+
 impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
-    pub fn new(config: &crate::Config, metrics: Arc<Metrics>) -> Result<Store> {
-        let (tls, prefix, partitions) = (&config.tls, &config.prefix, config.partitions);
+    pub fn new(config: Options<'_>, observer: Arc<dyn Observer>) -> Result<Store> {
+        let (tls, prefix, partitions) = (config.tls, config.prefix, config.partitions);
         let (timeout, replica_acks) = (config.redis_timeout, config.replica_acks);
         if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::Invalid(format!(
@@ -245,7 +267,7 @@ impl Store {
             )));
         }
         let mut cluster = None;
-        let (client, sentinel) = match &config.redis {
+        let (client, sentinel) = match config.redis {
             Redis::Url(url) => (client(url, tls)?, None),
             Redis::Sentinel(s) => {
                 s.check()?;
@@ -303,7 +325,7 @@ impl Store {
                 default: config.keep_finished,
                 topics: config.topic_keep_finished.clone(),
             },
-            events: if config.events { config.events_kept } else { 0 },
+            events: config.events,
             pops: coalesce::Coalescer::new(1),
             lost: Default::default(),
             prefix: prefix.to_owned(),
@@ -314,7 +336,7 @@ impl Store {
             limited: Default::default(),
             clock: RedisClock::default(),
             timeout,
-            metrics,
+            observer,
             connect_error: std::sync::Mutex::new(None),
             relinked: tokio::sync::Notify::new(),
         })

@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::counts::{percentiles, Kind, Pending, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS};
 use super::layout::{field, Keys};
 use super::{Overview, Store};
 use crate::error::{Error, Result};
-use crate::stats::{Kind, Pending, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS};
-use crate::wire::{Held, Lateness, Series, Throughput};
+use crate::figures::{Held, Lateness, Series, Throughput};
 
 /// Per-second keys outlive the window they are shown in by a minute,
 /// per-minute keys by two: a key is never read after it expired.
@@ -374,12 +374,12 @@ impl Store {
         let (all, topics) = self.lateness().await?;
         for (t, b) in topics {
             if let Some(c) = o.topics.get_mut(&t) {
-                c.lateness_ms = crate::stats::percentiles(&b);
+                c.lateness_ms = percentiles(&b);
             }
         }
         for c in o.topics.values_mut().filter(|c| c.lateness_ms.samples == 0) {
-            c.lateness_ms = crate::stats::percentiles(&[0; LATENESS_BUCKETS]);
+            c.lateness_ms = percentiles(&[0; LATENESS_BUCKETS]);
         }
-        Ok(crate::stats::percentiles(&all))
+        Ok(percentiles(&all))
     }
 }
