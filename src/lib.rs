@@ -13,7 +13,13 @@
 //! makes jobs fire on time. docs/DESIGN.md has the design and the job's
 //! life as a table of states and transitions.
 //!
-//! Map of the crate:
+//! Map of the crate, in layers: each module imports only from the layers
+//! below its own (`src/layers.rs` lists them and a test holds it): base
+//! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
+//! `https`) <- model (`trace`, `job`, `recurring`, `figures`) <- `store`
+//! <- engine (`stats`, `metrics`, `waiters`, `dispatch`, `queue`,
+//! `instances`, `consumer`, `webhook`) <- api (`wire`, `http`) <- the
+//! binary's `cli`.
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
 //!   waiting pops; every change is one call into `store`. One file per
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
@@ -44,9 +50,13 @@
 //!   [`http::v1`] the native API, [`http::ui`] the dashboard.
 //! - [`wire`]: the native API's request and reply types, shared by the
 //!   server, the CLI client and the derived OpenAPI document.
+//! - [`figures`]: what delayq reports about itself (topic counts,
+//!   throughput, lateness, events, instances), returned by the store and
+//!   the queue, carried unchanged by [`wire`].
 //! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`stats`]: throughput and lateness of every instance, kept in Redis.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
+//! - `backoff`: the wait between a failing loop's tries.
 //! - [`defaults`]: every default and bound, written once.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
@@ -66,6 +76,8 @@ pub mod http;
 pub mod https;
 pub mod instances;
 pub mod job;
+#[cfg(test)]
+mod layers;
 pub mod metrics;
 pub mod queue;
 pub mod recurring;
