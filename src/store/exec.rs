@@ -333,8 +333,9 @@ impl Store {
     }
 
     /// Redis time now (the clock's estimate, which never runs ahead), in
-    /// microseconds.
-    pub(crate) async fn redis_time_us(&self) -> Result<i64> {
+    /// microseconds; read with one `TIME` round trip if no reply has told
+    /// it yet (`now_estimate_ms` falls back to this host's clock instead).
+    pub(crate) async fn now_read_us(&self) -> Result<i64> {
         if let Some(now) = self.clock.now_us() {
             return Ok(now);
         }
