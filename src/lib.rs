@@ -28,14 +28,16 @@
 //!   transition, each with a Rust file beside it (arguments and typed
 //!   reply); the key layout and its partitions; the function library; the
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
-//!   acknowledged (replicated) writes; the Sentinel follower (a task that
-//!   asks the sentinels where the master is, every second, and relinks
-//!   the store on a failover).
-//! - [`dispatch`]: the background loops, stopped with their queue: the
-//!   sweep (and dead-letter retention); the subscriber, and on a cluster
-//!   the master follower (one expired-events connection per master, kept
-//!   as masters come and go); the recurring loop (pushes each schedule's
-//!   next tick when its last one falls due).
+//!   acknowledged (replicated) writes; relinking the store to the master
+//!   the sentinels name.
+//! - [`dispatch`]: the background loops, all started and stopped with
+//!   their queue here: the sweep (and dead-letter retention); the
+//!   subscriber, and on a cluster the master follower (one expired-events
+//!   connection per master, kept as masters come and go); the recurring
+//!   loop (pushes each schedule's next tick when its last one falls due);
+//!   the store's upkeep (the Sentinel follower, which asks the sentinels
+//!   where the master is every second, the shards' health watch, the trim
+//!   of finished records, the stats flush).
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts).

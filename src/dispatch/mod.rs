@@ -21,6 +21,7 @@ pub mod lease;
 pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
+mod upkeep;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -215,16 +216,25 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Starts the subscriber (always: it wakes waiting pops) and, where
+    /// Starts the subscriber (always: it wakes waiting pops), the stats
+    /// flush (always), the Sentinel follower and the health watch where
+    /// the store needs them and, where
     /// `handles.dispatch` is on, the lease keeper, the expired-events
     /// connection, the sweeps (each acts while its partition's lease is
     /// held here) and dead-letter retention.
     pub fn start(handles: Handles) -> Dispatcher {
-        let mut tasks = vec![tokio::spawn(subscriber::run(handles.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(subscriber::run(handles.clone())),
+            tokio::spawn(upkeep::flush_stats(
+                handles.store.clone(),
+                handles.metrics.stats.clone(),
+                handles.stop.clone(),
+            )),
+        ];
         if handles.store.behind_sentinel() {
             // Not a dispatch loop, but like them it runs with the queue: it
             // keeps the store pointed at the current master.
-            tasks.push(tokio::spawn(crate::store::sentinel::follow(
+            tasks.push(tokio::spawn(upkeep::follow_sentinels(
                 handles.store.clone(),
                 handles.stop.clone(),
             )));
@@ -232,7 +242,7 @@ impl Dispatcher {
         if handles.store.watches_health() {
             let waiters = handles.waiters.clone();
             let wake = handles.wake.clone();
-            tasks.push(tokio::spawn(crate::store::health::watch(
+            tasks.push(tokio::spawn(upkeep::watch_health(
                 handles.store.clone(),
                 handles.stop.clone(),
                 move || {
@@ -257,7 +267,7 @@ impl Dispatcher {
             }
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));
             let (store, stop) = (handles.store.clone(), handles.stop.clone());
-            tasks.push(tokio::spawn(crate::store::history::trim_loop(store, stop)));
+            tasks.push(tokio::spawn(upkeep::trim_history(store, stop)));
         }
         Dispatcher {
             stop: handles.stop,

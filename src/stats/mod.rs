@@ -10,10 +10,9 @@
 //! topics. A stopping queue flushes what it counted; a crash loses at most
 //! the last second's increments.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::shutdown::Shutdown;
 pub(crate) use crate::store::counts::Pending;
 pub use crate::store::counts::{
     lateness_bucket, percentiles, Kind, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS,
@@ -70,21 +69,6 @@ impl Recorder {
     /// Puts back what a failed flush could not write (the next one tries).
     pub(crate) fn put_back(&self, p: Pending) {
         self.pending.lock().unwrap().merge(p);
-    }
-}
-
-/// Adds `rec`'s increments into Redis once a second until `stop`, then
-/// once more (a closing queue loses nothing it counted).
-pub(crate) async fn flush_loop(store: Arc<Store>, rec: Arc<Recorder>, stop: Shutdown) {
-    loop {
-        let stopping = tokio::select! {
-            _ = tokio::time::sleep(FLUSH_EVERY) => false,
-            _ = stop.wait() => true,
-        };
-        flush(&store, &rec).await;
-        if stopping {
-            return;
-        }
     }
 }
 

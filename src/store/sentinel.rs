@@ -139,17 +139,3 @@ impl Store {
         })
     }
 }
-
-/// Follows the master until `stop`.
-pub(crate) async fn follow(store: std::sync::Arc<Store>, stop: crate::Shutdown) {
-    loop {
-        if let Err(e) = store.follow_master().await {
-            store.note_connect_error(Some(e.to_string()));
-            tracing::warn!(error = %e, "cannot ask the sentinels where the master is; trying again");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = stop.wait() => return,
-        }
-    }
-}
