@@ -10,7 +10,7 @@ use super::clock::RedisClock;
 use super::conn::Conn;
 use super::link::{client, Link};
 use super::LATE_REPLY_GRACE;
-use super::{cluster, coalesce, health, sentinel, Observer, Options, Redis, Store, Tls};
+use super::{cluster, coalesce, health, sentinel, Observer, Options, Redis, Tls};
 use crate::error::Result;
 
 /// One queue's connections to Redis, and what goes with them.
@@ -78,14 +78,14 @@ impl Client {
         };
         let conn = match &cluster {
             Some(c) => Conn::Cluster(c.connection()),
-            None => Conn::Single(Store::manager(&client, timeout)?),
+            None => Conn::Single(Self::manager(&client, timeout)?),
         };
         // Acknowledged writes get connections of their own: their WAITs
         // hold up nothing else.
         let ack_conn = match (&cluster, replica_acks) {
             (_, 0) => None,
             (Some(c), _) => Some(Conn::Cluster(c.connection())),
-            (None, _) => Some(Conn::Single(Store::manager(&client, timeout)?)),
+            (None, _) => Some(Conn::Single(Self::manager(&client, timeout)?)),
         };
         Ok(Client {
             link: std::sync::RwLock::new(Link {

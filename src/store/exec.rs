@@ -11,7 +11,7 @@ use redis::{Cmd, ToRedisArgs, Value};
 use tokio::time::Instant;
 
 use super::reply::Fields;
-use super::{coalesce, health, library, Script, Status, Store};
+use super::{coalesce, health, library, Client, Script, Status, Store};
 use crate::error::{Error, Result};
 
 /// The code and detail of the (first) error Redis answered with, also from
@@ -88,7 +88,7 @@ impl Call {
     }
 }
 
-impl Store {
+impl Client {
     /// Runs one Redis call for at most the timeout.
     pub async fn call<T>(
         &self,
@@ -173,7 +173,9 @@ impl Store {
             cause: self.connect_error.lock().unwrap().clone(),
         }
     }
+}
 
+impl Store {
     /// A call of `script` on partition `part`, to send with [`send`](Self::send).
     ///
     /// On a cluster the call also declares the partition's `moving` key,
@@ -331,7 +333,9 @@ impl Store {
             }
         }
     }
+}
 
+impl Client {
     /// Redis time now (the clock's estimate, which never runs ahead), in
     /// microseconds; read with one `TIME` round trip if no reply has told
     /// it yet (`now_estimate_ms` falls back to this host's clock instead).

@@ -12,6 +12,11 @@
 //! per-queue work (pops, counts, dead letters) runs over all of them.
 //! [`cluster`] reaches the masters.
 //!
+//! The Redis client ([`Client`], `client.rs`) knows nothing of jobs: the
+//! connections, acknowledged writes, health, clock and plain calls; the
+//! [`Store`] over it holds the script layer (keys and partitions, policies,
+//! batched calls, rate-limit memory).
+//!
 //! [`link`] holds the connections: where Redis is ([`Redis`]), TLS, the
 //! shared link (replaced behind Sentinel by [`sentinel`]) and loading the
 //! function library. [`exec`] sends every call bounded: each waits at most

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use super::Store;
+use super::Client;
 use crate::error::{Error, Result};
 
 /// The sentinels to ask, and which master.
@@ -71,7 +71,7 @@ pub(crate) fn unresolved() -> redis::Client {
     redis::Client::open("redis://127.0.0.1:1/").expect("a valid URL")
 }
 
-impl Store {
+impl Client {
     /// Asks the sentinels where the master is; switches to it when it moved.
     /// True if it moved.
     pub(crate) async fn follow_master(&self) -> Result<bool> {
