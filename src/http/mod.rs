@@ -10,6 +10,7 @@ mod body;
 pub mod compat;
 mod error;
 pub mod go_json;
+mod guard;
 pub mod origin;
 pub mod ui;
 pub mod v1;

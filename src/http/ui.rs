@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
 
-use super::auth::constant_time_eq;
+use super::guard::constant_time_eq;
 use super::AppState;
 
 const INDEX: &str = include_str!("ui/index.html");

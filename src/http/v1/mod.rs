@@ -187,7 +187,7 @@ pub fn routes() -> Router<AppState> {
     let mut paths: Vec<(&str, MethodRouter<AppState>)> = Vec::new();
     for r in ROUTES {
         let handler = if r.writes {
-            crate::http::auth::writes((r.handler)())
+            crate::http::guard::writes((r.handler)())
         } else {
             (r.handler)()
         };
