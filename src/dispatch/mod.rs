@@ -114,7 +114,7 @@ impl Handles {
     /// wake of the partition's sweep when the job is the new earliest
     /// (other instances hear of it on the wake channel; this one needs no
     /// round trip through Redis).
-    pub(crate) fn pushed(&self, topic: &str, part: usize, p: &crate::store::push::Pushed) {
+    pub(crate) fn pushed(&self, topic: &str, part: usize, p: &crate::store::push::PushReply) {
         if !matches!(
             p.outcome,
             crate::PushOutcome::Kept | crate::PushOutcome::Deduplicated
