@@ -4,6 +4,10 @@
 //! modules import each other, even through others, and nothing imports
 //! upward. The binary (`main.rs`, `cli/`) sits on top and sees only the
 //! library's public items.
+//!
+//! Every loop that lives with a queue is started, and stopped, in
+//! `dispatch/`; a file elsewhere that spawns a task is listed below with
+//! the reason, and a second test holds the list.
 
 /// (layer, its top-level modules in the order they may import each other).
 const LAYERS: &[(&str, &[&str])] = &[
@@ -37,12 +41,45 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("api", &["wire", "http"]),
 ];
 
+/// Files outside `dispatch/` (the loops' home, which starts and stops
+/// every loop that lives with a queue) that spawn tasks, and why each may.
+const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "consumer.rs",
+        "a consumer's handlers, and its finisher, which ends with it",
+    ),
+    (
+        "webhook.rs",
+        "a webhook's flusher, which ends with its consumer",
+    ),
+    ("http/mod.rs", "one task per HTTP connection"),
+    (
+        "queue/pop.rs",
+        "one pop call outliving its caller; giving back late leases",
+    ),
+    ("queue/push.rs", "one read of the retry policy"),
+    (
+        "store/pop/batch.rs",
+        "giving back the jobs of a pop whose caller had gone",
+    ),
+    (
+        "store/coalesce.rs",
+        "group commit's senders, each ending when its lane is empty",
+    ),
+    (
+        "store/unpop.rs",
+        "giving back lost pops' jobs, ending when none is left",
+    ),
+    ("store/conn.rs", "making a connection"),
+    ("trace/otlp.rs", "the process's span exporter"),
+];
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet, HashMap};
     use std::path::{Path, PathBuf};
 
-    use super::LAYERS;
+    use super::{LAYERS, SPAWNS_ELSEWHERE};
 
     fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -191,6 +228,34 @@ mod tests {
             "imports against the layers:\n{}",
             bad.join("\n")
         );
+    }
+
+    #[test]
+    fn tasks_are_spawned_from_the_loops_home_or_for_a_listed_reason() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut spawning = BTreeSet::new();
+        for path in all {
+            let rel = path
+                .strip_prefix(&src)
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
+            if rel.starts_with("dispatch/") || rel.starts_with("cli/") || rel == "main.rs" {
+                continue;
+            }
+            let text = code(&std::fs::read_to_string(&path).unwrap());
+            if text.contains("spawn(") {
+                spawning.insert(rel);
+            }
+        }
+        let listed: BTreeSet<String> = SPAWNS_ELSEWHERE
+            .iter()
+            .map(|(f, _)| f.to_string())
+            .collect();
+        assert_eq!(spawning, listed, "files that spawn tasks outside dispatch/");
     }
 
     #[test]
