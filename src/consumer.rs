@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::{debug, error, info_span, warn, Instrument};
 
-use crate::dispatch::Backoff;
+use crate::backoff::Backoff;
 use crate::error::Error;
 use crate::job::{Delivery, JobState};
 use crate::queue::Queue;

@@ -13,7 +13,13 @@
 //! makes jobs fire on time. docs/DESIGN.md has the design and the job's
 //! life as a table of states and transitions.
 //!
-//! Map of the crate:
+//! Map of the crate, in layers: each module imports only from the layers
+//! below its own (`src/layers.rs` lists them and a test holds it): base
+//! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
+//! `https`) <- model (`trace`, `job`, `recurring`, `figures`) <- `store`
+//! <- engine (`stats`, `metrics`, `waiters`, `dispatch`, `queue`,
+//! `instances`, `consumer`, `webhook`) <- api (`wire`, `http`) <- the
+//! binary's `cli`.
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
 //!   waiting pops; every change is one call into `store`. One file per
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
@@ -22,14 +28,16 @@
 //!   transition, each with a Rust file beside it (arguments and typed
 //!   reply); the key layout and its partitions; the function library; the
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
-//!   acknowledged (replicated) writes; the Sentinel follower (a task that
-//!   asks the sentinels where the master is, every second, and relinks
-//!   the store on a failover).
-//! - [`dispatch`]: the background loops, stopped with their queue: the
-//!   sweep (and dead-letter retention); the subscriber, and on a cluster
-//!   the master follower (one expired-events connection per master, kept
-//!   as masters come and go); the recurring loop (pushes each schedule's
-//!   next tick when its last one falls due).
+//!   acknowledged (replicated) writes; relinking the store to the master
+//!   the sentinels name.
+//! - [`dispatch`]: the background loops, all started and stopped with
+//!   their queue here: the sweep (and dead-letter retention); the
+//!   subscriber, and on a cluster the master follower (one expired-events
+//!   connection per master, kept as masters come and go); the recurring
+//!   loop (pushes each schedule's next tick when its last one falls due);
+//!   the store's upkeep (the Sentinel follower, which asks the sentinels
+//!   where the master is every second, the shards' health watch, the trim
+//!   of finished records, the stats flush).
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`retry`]: retry policies (intervals, max attempts).
@@ -44,9 +52,13 @@
 //!   [`http::v1`] the native API, [`http::ui`] the dashboard.
 //! - [`wire`]: the native API's request and reply types, shared by the
 //!   server, the CLI client and the derived OpenAPI document.
+//! - [`figures`]: what delayq reports about itself (topic counts,
+//!   throughput, lateness, events, instances), returned by the store and
+//!   the queue, carried unchanged by [`wire`].
 //! - [`metrics`]: typed Prometheus counters and histograms.
 //! - [`stats`]: throughput and lateness of every instance, kept in Redis.
 //! - [`shutdown`]: the one signal that stops everything gracefully.
+//! - `backoff`: the wait between a failing loop's tries.
 //! - [`defaults`]: every default and bound, written once.
 //! - [`duration`]: human durations (`2m`, `1h`) for flags and config.
 //! - [`error`]: the library's error type.
@@ -55,15 +67,19 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod backoff;
 pub mod consumer;
 pub mod defaults;
 pub mod dispatch;
 pub mod duration;
 pub mod error;
+pub mod figures;
 pub mod http;
 pub mod https;
 pub mod instances;
 pub mod job;
+#[cfg(test)]
+mod layers;
 pub mod metrics;
 pub mod queue;
 pub mod recurring;

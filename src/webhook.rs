@@ -125,8 +125,8 @@ impl Webhook {
     }
 
     /// This webhook as an instance's heartbeat lists it.
-    pub fn consumer(&self) -> crate::wire::WebhookConsumer {
-        crate::wire::WebhookConsumer {
+    pub fn consumer(&self) -> crate::figures::WebhookConsumer {
+        crate::figures::WebhookConsumer {
             topic: self.topic.clone(),
             concurrency: self.concurrency as u64,
             url: self.shown_url(),
@@ -311,7 +311,7 @@ async fn deliver(
     // again while this delivery is still waiting for an answer. Counted
     // from now on Redis's clock as this process knows it.
     let margin = hook.timeout + Duration::from_secs(1);
-    let lease_left = job.lease_until_ms - queue.redis_clock_ms();
+    let lease_left = job.lease_until_ms - queue.now_estimate_ms();
     if lease_left < margin.as_millis() as i64 {
         queue
             .touch(&job.id, &job.token, Some(margin))
@@ -334,7 +334,7 @@ async fn deliver(
         .header("x-delayq-attempt", job.attempts.to_string());
     // A traced job's request carries its context (W3C headers); the
     // request is a span of that trace.
-    let (traceparent, span) = crate::trace::hand_over(&job, crate::trace::HopKind::Webhook);
+    let (traceparent, span) = job.hand_over(crate::trace::HopKind::Webhook);
     if let Some(tp) = traceparent {
         req = req.header("traceparent", tp);
         if let Some(ts) = &job.tracestate {
@@ -407,7 +407,7 @@ async fn deliver(
     // Redis time as this process knows it from its replies: a round trip
     // per delivery for a status note was one more step each delivery
     // waited for before its slot was free.
-    let at_ms = queue.redis_clock_ms();
+    let at_ms = queue.now_estimate_ms();
     let status = status.unwrap_or_else(|| outcome.to_owned());
     note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");

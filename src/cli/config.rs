@@ -42,6 +42,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use delayq::duration::parse_duration;
@@ -112,10 +113,18 @@ struct Defaults {
     policy: Policy,
 }
 
+/// How long finished jobs' records are kept: 1ms to a year (the flag's
+/// parser, and the config file's).
+pub(super) fn parse_keep_finished(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    delayq::job::check_keep_finished(d)?;
+    Ok(d)
+}
+
 /// A `keep_finished` of the file ("7d"), checked.
 fn keep_finished(text: &Option<String>) -> Result<Option<std::time::Duration>> {
     text.as_deref()
-        .map(super::serve::keep_finished)
+        .map(parse_keep_finished)
         .transpose()
         .map_err(|e| anyhow::anyhow!("keep_finished: {e}"))
 }

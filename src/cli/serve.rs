@@ -249,7 +249,7 @@ pub struct ServeArgs {
     /// attempt, the last error; not the body) for this long, e.g. 7d; the
     /// config file's keep_finished sets it per topic. Without it a finished
     /// job is gone at once.
-    #[arg(long, env = "DELAYQ_KEEP_FINISHED", value_name = "DURATION", value_parser = keep_finished, allow_hyphen_values = true)]
+    #[arg(long, env = "DELAYQ_KEEP_FINISHED", value_name = "DURATION", value_parser = config::parse_keep_finished, allow_hyphen_values = true)]
     keep_finished: Option<Duration>,
 
     /// Write the event stream (GET /v1/events, `delayq events`): pushed,
@@ -286,13 +286,6 @@ impl ServeArgs {
             None => config::otlp_endpoint(self.config.as_deref()),
         }
     }
-}
-
-/// How long finished jobs' records are kept: 1ms to a year.
-pub(super) fn keep_finished(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    delayq::job::check_keep_finished(d)?;
-    Ok(d)
 }
 
 /// A duration above zero: a zero timeout or age makes no sense.

@@ -21,10 +21,10 @@ pub mod lease;
 pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
+mod upkeep;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -56,41 +56,6 @@ impl DispatchPath {
             DispatchPath::Event => "event",
             DispatchPath::Sweep => "sweep",
         }
-    }
-}
-
-/// How long a loop that cannot reach Redis waits before it tries again:
-/// from its first wait (20 ms for the dispatch loops), doubling up to
-/// [`Backoff::MAX`], and back to the first once it gets through.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Backoff {
-    first: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// The longest wait: whatever failed is tried again at least once a
-    /// second.
-    pub const MAX: Duration = Duration::from_secs(1);
-
-    pub const fn starting_at(first: Duration) -> Backoff {
-        Backoff { first, next: first }
-    }
-    /// The wait to take now; the next one is twice as long, up to the cap.
-    pub fn wait(&mut self) -> Duration {
-        let now = self.next;
-        self.next = (now * 2).min(Self::MAX);
-        now
-    }
-    /// Got through: the next failure waits the first wait again.
-    pub fn reset(&mut self) {
-        self.next = self.first;
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Backoff {
-        Backoff::starting_at(Duration::from_millis(20))
     }
 }
 
@@ -149,7 +114,7 @@ impl Handles {
     /// wake of the partition's sweep when the job is the new earliest
     /// (other instances hear of it on the wake channel; this one needs no
     /// round trip through Redis).
-    pub(crate) fn pushed(&self, topic: &str, part: usize, p: &crate::store::push::Pushed) {
+    pub(crate) fn pushed(&self, topic: &str, part: usize, p: &crate::store::push::PushReply) {
         if !matches!(
             p.outcome,
             crate::PushOutcome::Kept | crate::PushOutcome::Deduplicated
@@ -251,16 +216,25 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// Starts the subscriber (always: it wakes waiting pops) and, where
+    /// Starts the subscriber (always: it wakes waiting pops), the stats
+    /// flush (always), the Sentinel follower and the health watch where
+    /// the store needs them and, where
     /// `handles.dispatch` is on, the lease keeper, the expired-events
     /// connection, the sweeps (each acts while its partition's lease is
     /// held here) and dead-letter retention.
     pub fn start(handles: Handles) -> Dispatcher {
-        let mut tasks = vec![tokio::spawn(subscriber::run(handles.clone()))];
+        let mut tasks = vec![
+            tokio::spawn(subscriber::run(handles.clone())),
+            tokio::spawn(upkeep::flush_stats(
+                handles.store.clone(),
+                handles.metrics.stats.clone(),
+                handles.stop.clone(),
+            )),
+        ];
         if handles.store.behind_sentinel() {
             // Not a dispatch loop, but like them it runs with the queue: it
             // keeps the store pointed at the current master.
-            tasks.push(tokio::spawn(crate::store::sentinel::follow(
+            tasks.push(tokio::spawn(upkeep::follow_sentinels(
                 handles.store.clone(),
                 handles.stop.clone(),
             )));
@@ -268,7 +242,7 @@ impl Dispatcher {
         if handles.store.watches_health() {
             let waiters = handles.waiters.clone();
             let wake = handles.wake.clone();
-            tasks.push(tokio::spawn(crate::store::health::watch(
+            tasks.push(tokio::spawn(upkeep::watch_health(
                 handles.store.clone(),
                 handles.stop.clone(),
                 move || {
@@ -293,7 +267,7 @@ impl Dispatcher {
             }
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));
             let (store, stop) = (handles.store.clone(), handles.stop.clone());
-            tasks.push(tokio::spawn(crate::store::history::trim_loop(store, stop)));
+            tasks.push(tokio::spawn(upkeep::trim_history(store, stop)));
         }
         Dispatcher {
             stop: handles.stop,

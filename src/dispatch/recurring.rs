@@ -86,7 +86,7 @@ pub(crate) async fn run(h: Handles) {
 
 /// Redis time now, ms.
 async fn now_ms(h: &Handles) -> crate::Result<i64> {
-    Ok(h.store.redis_time_us().await? / 1000)
+    Ok(h.store.now_read_us().await? / 1000)
 }
 
 /// Which ticks were missed by every process: those before the start of

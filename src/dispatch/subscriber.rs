@@ -28,7 +28,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
-use super::{Backoff, DispatchPath, Handles};
+use super::{DispatchPath, Handles};
+use crate::backoff::Backoff;
 use crate::shutdown::Shutdown;
 
 const EXPIRED_PATTERN: &str = "__keyevent@*__:expired";

@@ -20,7 +20,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::{Backoff, DispatchPath, Handles};
+use super::{DispatchPath, Handles};
+use crate::backoff::Backoff;
 
 /// Longest sleep between sweeps even when nothing is due: a backstop for a
 /// wake-up lost while the subscriber was down.

@@ -2,7 +2,7 @@
 //! and the dashboard's own files and login; the dashboard's requests may
 //! show its login cookie instead (see [`super::ui`]), and in read-only mode
 //! they may only read: each route says whether its handler writes
-//! ([`writes`]), whatever the method (the compatible routes take any).
+//! ([`writes`], in `guard.rs` with the other parts routes share), whatever the method (the compatible routes take any).
 //!
 //! The token is compared in constant time, so response timing does not
 //! tell an attacker how many leading bytes were right. A refused request
@@ -13,46 +13,10 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::v1::ApiError;
+use super::error::ApiError;
+use super::guard::ReadOnlyDashboard;
+pub use super::guard::{constant_time_eq, writes, writes_any};
 use super::AppState;
-
-/// Equal without an early exit on the first differing byte (a length
-/// difference still shows: the length of a token is no secret worth hiding).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    subtle::ConstantTimeEq::ct_eq(a, b).into()
-}
-
-/// Marks a request from a read-only dashboard: routes that write refuse it.
-#[derive(Clone, Copy)]
-struct ReadOnlyDashboard;
-
-/// `handler` changes the queue: a read-only dashboard gets 403 from it,
-/// whatever the method.
-pub fn writes<S: Clone + Send + Sync + 'static>(
-    handler: axum::routing::MethodRouter<S>,
-) -> axum::routing::MethodRouter<S> {
-    handler.route_layer(axum::middleware::from_fn(refuse_read_only))
-}
-
-/// [`writes`] for a handler of any method (`any(...)`, which has no
-/// per-method routes to layer).
-pub fn writes_any<S: Clone + Send + Sync + 'static>(
-    handler: axum::routing::MethodRouter<S>,
-) -> axum::routing::MethodRouter<S> {
-    handler.layer(axum::middleware::from_fn(refuse_read_only))
-}
-
-async fn refuse_read_only(req: Request, next: Next) -> Response {
-    if req.extensions().get::<ReadOnlyDashboard>().is_some() {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "read_only",
-            "the dashboard is read-only here (--ui read-only)",
-        )
-        .into_response();
-    }
-    next.run(req).await
-}
 
 pub async fn require_token(
     State(state): State<AppState>,

@@ -37,7 +37,7 @@ const BAD_TTR: &str = "ttr 取值范围1 - 86400";
 /// The compatible endpoints. The original answers any method, so which
 /// of them write is said here, by route.
 pub fn routes() -> Router<AppState> {
-    use super::auth::writes_any as writes;
+    use super::guard::writes_any as writes;
     Router::new()
         .route("/push", writes(any(push)))
         .route("/pop", writes(any(pop)))

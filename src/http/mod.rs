@@ -8,7 +8,9 @@
 pub mod auth;
 mod body;
 pub mod compat;
+mod error;
 pub mod go_json;
+mod guard;
 pub mod origin;
 pub mod ui;
 pub mod v1;

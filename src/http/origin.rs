@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::v1::ApiError;
+use super::error::ApiError;
 use super::AppState;
 
 /// Host names a browser may use to reach this server, besides IP

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::json;
 use sha2::Sha256;
 
-use super::auth::constant_time_eq;
+use super::guard::constant_time_eq;
 use super::AppState;
 
 const INDEX: &str = include_str!("ui/index.html");
@@ -279,7 +279,7 @@ async fn logout(State(state): State<AppState>, headers: HeaderMap, body: Bytes) 
     if let Some(token) = &state.server.auth_token {
         if let Some(s) = session(&headers, &token.0) {
             if let Err(e) = state.queue.end_dashboard_session(&s.id, s.left()).await {
-                return super::v1::ApiError::from(e).into_response();
+                return super::error::ApiError::from(e).into_response();
             }
         }
     }

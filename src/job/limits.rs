@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use super::NewJob;
 
+/// How every recurring tick's job id starts. Pushes refuse such ids
+/// ([`crate::job::Limits::check_job`]), so no user job can take a tick's
+/// place.
+pub const TICK_ID_PREFIX: &str = "recurring/{";
+
 /// Most tags one job may carry.
 pub const MAX_TAGS: usize = 8;
 /// Longest tag, bytes.
@@ -343,7 +348,7 @@ fn check_dedup(d: &super::Dedup) -> Result<(), String> {
 }
 
 fn check_not_a_tick(id: &str) -> Result<(), String> {
-    let reserved = crate::recurring::TICK_ID_PREFIX;
+    let reserved = TICK_ID_PREFIX;
     if id.starts_with(reserved) {
         return Err(format!(
             "job id {id:?} is reserved: ids starting with {reserved:?} are recurring schedules' ticks"

@@ -16,11 +16,12 @@ mod limits;
 use std::time::Duration;
 
 use crate::retry::RetryPolicy;
+use crate::trace::HopKind;
 
 pub use limits::{
     check_due_at, check_keep_finished, check_priority, check_tag, check_tags, Limits,
     MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY,
-    MAX_TAGS, MAX_TAG_BYTES,
+    MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
 };
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
@@ -277,6 +278,22 @@ pub struct Delivery {
     /// The push's W3C trace context, as stored.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+}
+
+impl Delivery {
+    /// A delivery's hop (`kind`: a pop's hand-over, a webhook request): the
+    /// `traceparent` to hand on with it (None for a job without one) and the
+    /// hop's span, which lasts while the caller keeps it.
+    pub fn hand_over(&self, kind: HopKind) -> (Option<String>, tracing::Span) {
+        match crate::trace::Hop::child_of(self.traceparent.as_deref(), self.tracestate.as_deref()) {
+            Some(hop) => {
+                let span = hop.span(kind, &self.id, &self.topic);
+                tracing::debug!(parent: &span, attempt = self.attempts, "handed over");
+                (Some(hop.handed_on()), span)
+            }
+            None => (None, tracing::Span::none()),
+        }
+    }
 }
 
 /// The result of a push.

@@ -37,7 +37,6 @@ use crate::job::JobState;
 use crate::store::TopicCounts;
 
 use crate::stats::{Kind, Recorder};
-pub(crate) use series::BUCKETS;
 use series::{escape, Meta};
 pub use series::{Counter, Histogram};
 use topics::{has_jobs, Topics};
@@ -87,6 +86,12 @@ pub struct Metrics {
     pub fire_lateness: Histogram<0>,
     pub redis_errors: Counter<0>,
     pub subscriber_connects: Counter<0>,
+}
+
+impl crate::store::Observer for Metrics {
+    fn redis_error(&self) {
+        self.redis_errors.inc([], 1);
+    }
 }
 
 impl Default for Metrics {

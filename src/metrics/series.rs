@@ -7,12 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::topics::{Forget, Topics};
 use crate::stats::{Kind, Recorder};
-
-/// Histogram bucket bounds, seconds: fine below 20 ms, where the lateness
-/// promise lives; coarse above.
-pub(crate) const BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
+use crate::store::counts::BUCKETS;
 
 /// The values of one series by label values; `topic_at` is the position of
 /// its `topic` label, if it has one.

@@ -4,8 +4,8 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
+use crate::figures::Event;
 use crate::store::events::{check_pos, Read};
-use crate::wire::Event;
 
 /// What [`Queue::events_after`] read.
 #[derive(Debug, Default)]

@@ -65,9 +65,6 @@ struct Inner {
     /// A reading of the policy is being taken in the background.
     policy_reading: std::sync::atomic::AtomicBool,
     dispatcher: Dispatcher,
-    /// Adds throughput and lateness into Redis once a second; it flushes
-    /// once more when the queue stops.
-    stats_flush: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Queue {
@@ -93,7 +90,19 @@ impl Queue {
         }
         crate::store::events::check_kept(config.events_kept).map_err(Error::Invalid)?;
         let metrics = Arc::new(Metrics::default());
-        let store = Arc::new(Store::new(&config, metrics.clone())?);
+        let options = crate::store::Options {
+            redis: &config.redis,
+            tls: &config.tls,
+            prefix: &config.prefix,
+            partitions: config.partitions,
+            redis_timeout: config.redis_timeout,
+            replica_acks: config.replica_acks,
+            degraded_pushes: config.degraded_pushes,
+            keep_finished: config.keep_finished,
+            topic_keep_finished: &config.topic_keep_finished,
+            events: if config.events { config.events_kept } else { 0 },
+        };
+        let store = Arc::new(Store::new(options, metrics.clone())?);
         let parts = store.parts().len();
         let handles = Handles {
             store,
@@ -116,14 +125,8 @@ impl Queue {
             recurring_ready: Default::default(),
             recurring_changed: Default::default(),
         };
-        let stats_flush = tokio::spawn(crate::stats::flush_loop(
-            handles.store.clone(),
-            handles.metrics.stats.clone(),
-            handles.stop.clone(),
-        ));
         Ok(Queue {
             inner: Arc::new(Inner {
-                stats_flush: Mutex::new(Some(stats_flush)),
                 policy: Mutex::new(None),
                 policy_reading: Default::default(),
                 dispatcher: Dispatcher::start(handles.clone()),
@@ -139,10 +142,6 @@ impl Queue {
         self.inner.h.stop.trigger();
         self.inner.h.waiters.wake_all();
         self.inner.dispatcher.stop().await;
-        let flush = self.inner.stats_flush.lock().unwrap().take();
-        if let Some(f) = flush {
-            let _ = f.await;
-        }
     }
 
     pub fn config(&self) -> &Config {

@@ -149,7 +149,7 @@ impl Queue {
     }
 
     /// Books a push's outcome.
-    fn pushed(&self, job: &NewJob, p: crate::store::push::Pushed) -> Pushed {
+    fn pushed(&self, job: &NewJob, p: crate::store::push::PushReply) -> Pushed {
         self.inner
             .h
             .pushed(&job.topic, self.store().part_of(&job.id), &p);

@@ -3,8 +3,8 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
+use crate::figures::{Lateness, Throughput};
 use crate::store::Overview;
-use crate::wire::{Lateness, Throughput};
 
 /// The points of a throughput read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -164,10 +164,9 @@ impl Recurring {
     }
 }
 
-/// How every tick's job id starts. Pushes refuse such ids
-/// ([`crate::job::Limits::check_job`]), so no user job can take a tick's
-/// place.
-pub const TICK_ID_PREFIX: &str = "recurring/{";
+// Defined beside the push limits that refuse such ids (the job model sits
+// below recurring schedules).
+pub use crate::job::TICK_ID_PREFIX;
 
 /// The id of the job of `name`'s tick at `tick_ms`. The braces keep every
 /// tick of a schedule in the schedule's own partition.

@@ -12,7 +12,8 @@ use std::time::Duration;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 
-use super::{Store, Tls};
+use super::Client;
+use super::Tls;
 use crate::error::{Error, Result};
 
 pub use crate::defaults::MAX_PARTITIONS;
@@ -123,7 +124,7 @@ fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
     out
 }
 
-impl Store {
+impl Client {
     /// The cluster's masters now (asked of any node); on a single Redis,
     /// nothing.
     pub(crate) async fn masters(&self) -> Result<Vec<(String, u16)>> {

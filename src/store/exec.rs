@@ -11,7 +11,7 @@ use redis::{Cmd, ToRedisArgs, Value};
 use tokio::time::Instant;
 
 use super::reply::Fields;
-use super::{coalesce, health, library, Script, Status, Store};
+use super::{coalesce, health, library, Client, Script, Status, Store};
 use crate::error::{Error, Result};
 
 /// The code and detail of the (first) error Redis answered with, also from
@@ -88,7 +88,7 @@ impl Call {
     }
 }
 
-impl Store {
+impl Client {
     /// Runs one Redis call for at most the timeout.
     pub async fn call<T>(
         &self,
@@ -116,7 +116,7 @@ impl Store {
                 Err(_) => Err(self.timed_out(op)),
             },
             _ = gone.cancelled() => {
-                self.metrics.redis_errors.inc([], 1);
+                self.observer.redis_error();
                 Err(Error::Moved { op })
             }
         }
@@ -137,7 +137,7 @@ impl Store {
             _ => Error::redis(op, e),
         };
         if error.is_unavailable() {
-            self.metrics.redis_errors.inc([], 1);
+            self.observer.redis_error();
         }
         error
     }
@@ -166,14 +166,16 @@ impl Store {
 
     /// The timeout error of `op`, with the last connection error if any.
     pub fn timed_out(&self, op: &'static str) -> Error {
-        self.metrics.redis_errors.inc([], 1);
+        self.observer.redis_error();
         Error::Timeout {
             op,
             after: self.timeout,
             cause: self.connect_error.lock().unwrap().clone(),
         }
     }
+}
 
+impl Store {
     /// A call of `script` on partition `part`, to send with [`send`](Self::send).
     ///
     /// On a cluster the call also declares the partition's `moving` key,
@@ -331,10 +333,13 @@ impl Store {
             }
         }
     }
+}
 
+impl Client {
     /// Redis time now (the clock's estimate, which never runs ahead), in
-    /// microseconds.
-    pub(crate) async fn redis_time_us(&self) -> Result<i64> {
+    /// microseconds; read with one `TIME` round trip if no reply has told
+    /// it yet (`now_estimate_ms` falls back to this host's clock instead).
+    pub(crate) async fn now_read_us(&self) -> Result<i64> {
         if let Some(now) = self.clock.now_us() {
             return Ok(now);
         }

@@ -292,7 +292,9 @@ impl Store {
 
 /// A connection per master, kept between looks.
 #[derive(Default)]
-struct NodeConns(std::collections::HashMap<(String, u16), redis::aio::MultiplexedConnection>);
+pub(crate) struct NodeConns(
+    std::collections::HashMap<(String, u16), redis::aio::MultiplexedConnection>,
+);
 
 impl NodeConns {
     async fn replicas(&mut self, store: &Store, addr: &(String, u16)) -> Option<usize> {
@@ -332,25 +334,12 @@ impl NodeConns {
     }
 }
 
-/// Watches the shards until `stop`: once a second, and at once when the
-/// store followed a new master. `came_back` runs when a partition that
-/// was down answers again (waiting pops look at it).
-pub(crate) async fn watch(
-    store: std::sync::Arc<Store>,
-    stop: crate::Shutdown,
-    came_back: impl Fn() + Send,
-) {
-    let mut conns = NodeConns::default();
-    loop {
-        let seen = store.look_at_shards(&mut conns).await;
-        if store.health.update(seen) {
-            came_back();
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = store.relinked.notified() => {}
-            _ = stop.wait() => return,
-        }
+impl Store {
+    /// One look at the shards; true when a partition that was down
+    /// answers again.
+    pub(crate) async fn check_shards(&self, conns: &mut NodeConns) -> bool {
+        let seen = self.look_at_shards(conns).await;
+        self.health.update(seen)
     }
 }
 

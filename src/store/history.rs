@@ -2,13 +2,9 @@
 //! index (`history.lua`) and the loop that runs it for topics where nothing
 //! finishes any more. Finishes write and trim records in `remove.lua`.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
-use crate::shutdown::Shutdown;
 
 pub const SCRIPT: Script = Script {
     name: "history",
@@ -33,7 +29,7 @@ impl Store {
         decode(self.send(cmd).await?)
     }
 
-    async fn trim_all_history(&self) -> Result<()> {
+    pub(crate) async fn trim_all_history(&self) -> Result<()> {
         for (topic, counts) in self.overview().await?.topics {
             if counts.finished > 0 {
                 for part in 0..self.parts().len() {
@@ -42,28 +38,6 @@ impl Store {
             }
         }
         Ok(())
-    }
-}
-
-/// Keeps the counts of kept records right where nothing finishes any more
-/// (a record's hash expires on its own; its index entry and count go here):
-/// every quarter of the shortest window, between a second and a minute
-/// (a minute when this process keeps none, for indexes a window since
-/// turned off left behind).
-pub(crate) async fn trim_loop(store: Arc<Store>, stop: Shutdown) {
-    let every = store
-        .keep
-        .shortest()
-        .map_or(Duration::from_secs(60), |d| d / 4)
-        .clamp(Duration::from_secs(1), Duration::from_secs(60));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = stop.wait() => return,
-        }
-        if let Err(e) = store.trim_all_history().await {
-            tracing::debug!(error = %e, "trimming finished jobs' records failed; trying again later");
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::conn::{Conn, Manager};
 use super::sentinel::Sentinel;
-use super::{library, Store, LATE_REPLY_GRACE};
+use super::{library, Client, Store, LATE_REPLY_GRACE};
 use crate::error::{Error, Result};
 
 /// Where a queue's Redis is: one server, the master that sentinels name,
@@ -140,7 +140,7 @@ pub(crate) fn url_at(template: &str, host: &str, port: u16, db: i64) -> String {
     format!("{scheme}://{creds}{host}:{port}/{db}")
 }
 
-impl Store {
+impl Client {
     /// The shared connection to `client`, made again for ever after it
     /// breaks: an outage of any length ends with a working connection.
     /// Callers are not kept waiting meanwhile: every call is bounded by
@@ -208,7 +208,9 @@ impl Store {
             self.node_conns.lock().unwrap().remove(&node);
         }
     }
+}
 
+impl Store {
     /// Loads the function library (FUNCTION LOAD REPLACE: loads that race
     /// all succeed).
     pub(crate) async fn load_functions(&self) -> Result<()> {

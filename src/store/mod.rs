@@ -12,6 +12,11 @@
 //! per-queue work (pops, counts, dead letters) runs over all of them.
 //! [`cluster`] reaches the masters.
 //!
+//! The Redis client ([`Client`], `client.rs`) knows nothing of jobs: the
+//! connections, acknowledged writes, health, clock and plain calls; the
+//! [`Store`] over it holds the script layer (keys and partitions, policies,
+//! batched calls, rate-limit memory).
+//!
 //! [`link`] holds the connections: where Redis is ([`Redis`]), TLS, the
 //! shared link (replaced behind Sentinel by [`sentinel`]) and loading the
 //! function library. [`exec`] sends every call bounded: each waits at most
@@ -26,10 +31,12 @@
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
 mod batch;
+mod client;
 pub mod clock;
 pub mod cluster;
 mod coalesce;
 mod conn;
+pub(crate) mod counts;
 mod exec;
 pub mod health;
 pub(crate) mod instances;
@@ -82,11 +89,9 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
-use clock::RedisClock;
-use conn::Conn;
+pub(crate) use client::Client;
 pub use layout::Keys;
-pub(crate) use link::{client, url_at, Link};
+pub(crate) use link::{client, url_at};
 pub use link::{Redis, Tls};
 pub use read::{Memory, Overview, TopicCounts};
 pub use settings::Settings;
@@ -175,25 +180,13 @@ pub struct Script {
 /// nobody go back to ready at once instead of after their ttr.
 pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
 
-/// The connection to one queue's Redis, and the calls made on it.
+/// The script layer: one queue's keys and partitions, the policies its
+/// scripts apply, its batched calls and rate-limit memory, over the
+/// Redis [`Client`] it calls through (its fields and calls reached
+/// through `Deref`).
 pub(crate) struct Store {
-    link: std::sync::RwLock<Link>,
-    tls: Tls,
-    sentinel: Option<sentinel::Sentinel>,
-    pub(crate) cluster: Option<cluster::Cluster>,
-    /// Replicas that must have a write before it is acknowledged (WAIT).
-    replica_acks: usize,
-    /// Acknowledged writes, batched per partition behind one WAIT each.
-    acks: coalesce::Coalescer<coalesce::Acked>,
-    /// Their connection (None: no replica acks); replaced with the master.
-    ack_conn: std::sync::RwLock<Option<Conn>>,
-    /// Which partitions answer, and which shards lack replicas.
-    pub(crate) health: health::Health,
-    /// On a cluster with replica acks, a connection to each master by
-    /// address: acknowledged batches go straight to their partition's
-    /// master, so one master's death holds up no other partition.
-    node_conns:
-        std::sync::Mutex<std::collections::HashMap<String, redis::aio::MultiplexedConnection>>,
+    /// The connections and the calls made on them.
+    redis: Client,
     /// Single pushes, batched per partition while Redis is busy.
     pushes: coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes, batched the same way.
@@ -221,89 +214,58 @@ pub(crate) struct Store {
     /// Topics seen with a rate limit: on a partitioned queue, their pops
     /// take tokens from the topic's one bucket first (see `rate.rs`).
     pub(crate) limited: std::sync::Mutex<std::collections::HashSet<String>>,
-    pub(crate) clock: RedisClock,
-    timeout: Duration,
-    metrics: Arc<Metrics>,
-    /// Why the last connection attempt failed (the subscriber connects on
-    /// its own and notes it); None once one succeeds.
-    connect_error: std::sync::Mutex<Option<String>>,
-    /// Fires when the link moved to another master (Sentinel), so that
-    /// connections of their own (the subscriber's) move too.
-    pub(crate) relinked: tokio::sync::Notify,
+}
+
+impl std::ops::Deref for Store {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.redis
+    }
+}
+
+/// Told of every failure to reach Redis (the metrics count them), so the
+/// store need not know who counts.
+pub trait Observer: Send + Sync {
+    fn redis_error(&self);
+}
+
+/// What a store is made from: the queue's settings that concern Redis.
+pub struct Options<'a> {
+    pub redis: &'a Redis,
+    pub tls: &'a Tls,
+    pub prefix: &'a str,
+    pub partitions: usize,
+    pub redis_timeout: Duration,
+    pub replica_acks: usize,
+    pub degraded_pushes: health::DegradedPushes,
+    pub keep_finished: Option<Duration>,
+    pub topic_keep_finished: &'a std::collections::HashMap<String, Duration>,
+    /// Events each partition's stream keeps (0: events off).
+    pub events: u64,
 }
 
 impl Store {
     /// Redis need not be up yet: the connection is made lazily and re-made
     /// after every failure, so a store outlives Redis restarts.
-    pub fn new(config: &crate::Config, metrics: Arc<Metrics>) -> Result<Store> {
-        let (tls, prefix, partitions) = (&config.tls, &config.prefix, config.partitions);
-        let (timeout, replica_acks) = (config.redis_timeout, config.replica_acks);
+    pub fn new(config: Options<'_>, observer: Arc<dyn Observer>) -> Result<Store> {
+        let (prefix, partitions) = (config.prefix, config.partitions);
         if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::Invalid(format!(
                 "partitions {partitions} is out of range: 1 to {}",
                 cluster::MAX_PARTITIONS
             )));
         }
-        let mut cluster = None;
-        let (client, sentinel) = match &config.redis {
-            Redis::Url(url) => (client(url, tls)?, None),
-            Redis::Sentinel(s) => {
-                s.check()?;
-                (sentinel::unresolved(), Some(s.clone()))
-            }
-            Redis::Cluster(seeds) => {
-                let c = cluster::Cluster::new(seeds.clone(), tls, timeout + LATE_REPLY_GRACE)?;
-                let first = c.seed_client()?;
-                cluster = Some(c);
-                (first, None)
-            }
-        };
-        // Behind Sentinel, ask once now, so that the first calls go to the
-        // master; if no sentinel answers, the follower keeps asking.
-        let (client, master) = match &sentinel {
-            Some(s) => match s.master_now(timeout) {
-                Some((host, port)) => (
-                    self::client(&s.master_url(&host, port), tls)?,
-                    Some((host, port)),
-                ),
-                None => (client, None),
-            },
-            None => (client, None),
-        };
-        let conn = match &cluster {
-            Some(c) => Conn::Cluster(c.connection()),
-            None => Conn::Single(Self::manager(&client, timeout)?),
-        };
-        // Acknowledged writes get connections of their own: their WAITs
-        // hold up nothing else.
-        let ack_conn = match (&cluster, replica_acks) {
-            (_, 0) => None,
-            (Some(c), _) => Some(Conn::Cluster(c.connection())),
-            (None, _) => Some(Conn::Single(Self::manager(&client, timeout)?)),
-        };
+        let redis = Client::new(&config, observer)?;
         let parts = Keys::partitions(prefix, partitions);
         Ok(Store {
-            link: std::sync::RwLock::new(Link {
-                client,
-                conn,
-                master,
-                gone: Default::default(),
-            }),
-            tls: tls.clone(),
-            sentinel,
-            cluster,
-            replica_acks,
-            acks: coalesce::Coalescer::new(parts.len()),
-            ack_conn: std::sync::RwLock::new(ack_conn),
-            health: health::Health::new(parts.len(), replica_acks, config.degraded_pushes),
-            node_conns: Default::default(),
+            redis,
             pushes: coalesce::Coalescer::new(parts.len()),
             removes: coalesce::Coalescer::new(parts.len()),
             keep: remove::Keep {
                 default: config.keep_finished,
                 topics: config.topic_keep_finished.clone(),
             },
-            events: if config.events { config.events_kept } else { 0 },
+            events: config.events,
             pops: coalesce::Coalescer::new(1),
             lost: Default::default(),
             prefix: prefix.to_owned(),
@@ -312,11 +274,6 @@ impl Store {
             next_pop: Default::default(),
             ready_hint: Default::default(),
             limited: Default::default(),
-            clock: RedisClock::default(),
-            timeout,
-            metrics,
-            connect_error: std::sync::Mutex::new(None),
-            relinked: tokio::sync::Notify::new(),
         })
     }
 

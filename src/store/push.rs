@@ -95,9 +95,10 @@ impl Extra {
     }
 }
 
-/// What a push did.
+/// What a push did, as its script replied (the queue makes a
+/// [`crate::job::Pushed`] of it).
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Pushed {
+pub(crate) struct PushReply {
     pub outcome: PushOutcome,
     /// When the job falls due (for a kept job: its existing due time).
     pub due_ms: i64,
@@ -109,11 +110,11 @@ pub(crate) struct Pushed {
 
 /// One job's outcome, `status` read already: due time, new head.
 #[cfg(test)]
-pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<Pushed> {
+pub(crate) fn decode((status, mut f): (Status, Fields)) -> Result<PushReply> {
     decode_job(status, &mut f)
 }
 
-fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
+fn decode_job(status: Status, f: &mut Fields) -> Result<PushReply> {
     let outcome = match status {
         Status::Done => PushOutcome::Created,
         Status::Replaced => PushOutcome::Replaced,
@@ -128,7 +129,7 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<Pushed> {
         PushOutcome::Deduplicated | PushOutcome::Debounced => Some(f.string()?),
         _ => None,
     };
-    Ok(Pushed {
+    Ok(PushReply {
         outcome,
         due_ms,
         new_head,
@@ -142,7 +143,7 @@ pub(crate) struct Pushes;
 
 impl Batch for Pushes {
     type Item = Push;
-    type Out = Pushed;
+    type Out = PushReply;
     const MAX_ITEMS: usize = 128;
     const MAX_BYTES: usize = 1 << 20;
 
@@ -172,7 +173,7 @@ impl PerJob for Pushes {
             .arg(p.extra.arg());
     }
 
-    fn decode(f: &mut Fields) -> Result<Pushed> {
+    fn decode(f: &mut Fields) -> Result<PushReply> {
         let status = f.status()?;
         decode_job(status, f)
     }
@@ -186,7 +187,7 @@ impl Store {
         self: &Arc<Self>,
         p: Push,
         limit: std::time::Duration,
-    ) -> Result<Pushed> {
+    ) -> Result<PushReply> {
         let part = self.part_of(&p.id);
         self.pushes.submit(self, part, p, limit).await
     }
@@ -196,7 +197,7 @@ impl Store {
     /// its own upsert, in the order given, with its own result (a job the
     /// script refuses fails alone). With replica acks asked for, the
     /// pushes are acknowledged only if enough replicas have them.
-    pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Result<Pushed>>> {
+    pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Result<PushReply>>> {
         self.batch_many::<Pushes>(pushes, |p| self.part_of(&p.id))
             .await
     }
@@ -240,13 +241,13 @@ mod tests {
                 Pushes::decode(&mut f).unwrap()
             ],
             [
-                Pushed {
+                PushReply {
                     outcome: PushOutcome::Created,
                     due_ms: 7,
                     new_head: false,
                     job_id: None
                 },
-                Pushed {
+                PushReply {
                     outcome: PushOutcome::Kept,
                     due_ms: 5,
                     new_head: true,
@@ -257,7 +258,7 @@ mod tests {
         assert!(Pushes::decode(&mut f).is_err());
         assert_eq!(
             d(&["0", "1700000000000", "1"]).unwrap(),
-            Pushed {
+            PushReply {
                 outcome: PushOutcome::Created,
                 due_ms: 1_700_000_000_000,
                 new_head: true,

@@ -12,7 +12,7 @@ use crate::retry::RetryPolicy;
 
 /// Job counts of one topic: the wire's type, so `/v1/topics` sends what
 /// the store read.
-pub use crate::wire::TopicCounts;
+pub use crate::figures::TopicCounts;
 
 mod memory;
 

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use super::Store;
+use super::Client;
 use crate::error::{Error, Result};
 
 /// The sentinels to ask, and which master.
@@ -71,7 +71,7 @@ pub(crate) fn unresolved() -> redis::Client {
     redis::Client::open("redis://127.0.0.1:1/").expect("a valid URL")
 }
 
-impl Store {
+impl Client {
     /// Asks the sentinels where the master is; switches to it when it moved.
     /// True if it moved.
     pub(crate) async fn follow_master(&self) -> Result<bool> {
@@ -137,19 +137,5 @@ impl Store {
             op: "ask sentinels",
             source: redis::RedisError::from((redis::ErrorKind::Io, "sentinel", last)),
         })
-    }
-}
-
-/// Follows the master until `stop`.
-pub(crate) async fn follow(store: std::sync::Arc<Store>, stop: crate::Shutdown) {
-    loop {
-        if let Err(e) = store.follow_master().await {
-            store.note_connect_error(Some(e.to_string()));
-            tracing::warn!(error = %e, "cannot ask the sentinels where the master is; trying again");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = stop.wait() => return,
-        }
     }
 }

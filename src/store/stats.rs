@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::counts::{percentiles, Kind, Pending, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS};
 use super::layout::{field, Keys};
 use super::{Overview, Store};
 use crate::error::{Error, Result};
-use crate::stats::{Kind, Pending, LATENESS_BUCKETS, MINUTE_POINTS, SECOND_POINTS};
-use crate::wire::{Held, Lateness, Series, Throughput};
+use crate::figures::{Held, Lateness, Series, Throughput};
 
 /// Per-second keys outlive the window they are shown in by a minute,
 /// per-minute keys by two: a key is never read after it expired.
@@ -32,7 +32,7 @@ fn value<T: redis::FromRedisValue>(op: &'static str, v: redis::Value) -> Result<
 impl Store {
     /// Redis time now, ms (this process's estimate; its own clock until a
     /// reply has told it).
-    pub(crate) fn redis_now_ms(&self) -> i64 {
+    pub(crate) fn now_estimate_ms(&self) -> i64 {
         self.clock.now_us().map(|us| us / 1000).unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -99,7 +99,7 @@ impl Store {
         } else {
             (60, MINUTE_POINTS)
         };
-        let now = self.redis_now_ms().div_euclid(1000 * step_s);
+        let now = self.now_estimate_ms().div_euclid(1000 * step_s);
         let first = now - points + 1;
         let fields: Vec<String> = Kind::ALL
             .iter()
@@ -146,7 +146,7 @@ impl Store {
         [u64; LATENESS_BUCKETS],
         HashMap<String, [u64; LATENESS_BUCKETS]>,
     )> {
-        let now = self.redis_now_ms().div_euclid(60_000);
+        let now = self.now_estimate_ms().div_euclid(60_000);
         let mut pipe = redis::pipe();
         for m in (now - MINUTE_POINTS + 1)..=now {
             pipe.cmd("HGETALL")
@@ -190,7 +190,7 @@ impl Store {
         o: &mut Overview,
         limited: &BTreeMap<String, crate::RateLimit>,
     ) -> Result<()> {
-        let now = self.redis_now_ms();
+        let now = self.now_estimate_ms();
         let ready: Vec<String> = (o.topics.iter())
             .filter(|(_, c)| c.ready > 0)
             .map(|(t, _)| t.clone())
@@ -374,12 +374,12 @@ impl Store {
         let (all, topics) = self.lateness().await?;
         for (t, b) in topics {
             if let Some(c) = o.topics.get_mut(&t) {
-                c.lateness_ms = crate::stats::percentiles(&b);
+                c.lateness_ms = percentiles(&b);
             }
         }
         for c in o.topics.values_mut().filter(|c| c.lateness_ms.samples == 0) {
-            c.lateness_ms = crate::stats::percentiles(&[0; LATENESS_BUCKETS]);
+            c.lateness_ms = percentiles(&[0; LATENESS_BUCKETS]);
         }
-        Ok(crate::stats::percentiles(&all))
+        Ok(percentiles(&all))
     }
 }

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use super::batch::PerJob;
 use super::coalesce::{chunks, Batch};
 use super::exec::Call;
-use super::push::{Push, Pushed};
+use super::push::{Push, PushReply};
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -63,7 +63,7 @@ pub(crate) struct Tick {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Ticked {
     /// Recorded, and its job pushed if it had one.
-    Done(Option<Pushed>),
+    Done(Option<PushReply>),
     /// This tick or a later one was done already.
     Already,
     /// The schedule changed or is gone.
@@ -115,7 +115,7 @@ impl PerJob for Tick {
             (Status::Stale, _) => Ticked::Stale,
             (Status::Kept, false) => Ticked::Already,
             (Status::Done, false) => Ticked::Done(None),
-            (s, true) => Ticked::Done(Some(Pushed {
+            (s, true) => Ticked::Done(Some(PushReply {
                 outcome: match s {
                     Status::Done => PushOutcome::Created,
                     Status::Replaced => PushOutcome::Replaced,
@@ -220,7 +220,7 @@ mod tests {
         assert_eq!(next(), Ticked::Done(None));
         assert_eq!(
             next(),
-            Ticked::Done(Some(Pushed {
+            Ticked::Done(Some(PushReply {
                 outcome: PushOutcome::Created,
                 due_ms: 1_700_000_000_000,
                 new_head: true,
@@ -229,7 +229,7 @@ mod tests {
         );
         assert_eq!(
             next(),
-            Ticked::Done(Some(Pushed {
+            Ticked::Done(Some(PushReply {
                 outcome: PushOutcome::Kept,
                 due_ms: 5,
                 new_head: false,

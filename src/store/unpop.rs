@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::reply::Fields;
 use super::{Script, Status, Store};
-use crate::dispatch::Backoff;
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 
 pub const SCRIPT: Script = Script {
@@ -56,7 +56,7 @@ impl Store {
         // Weak: a queue that is dropped takes its lost pops with it.
         let store = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut backoff = crate::dispatch::Backoff::starting_at(Duration::from_millis(100));
+            let mut backoff = Backoff::starting_at(Duration::from_millis(100));
             while let Some(store) = store.upgrade() {
                 let Some(wait) = store.send_lost_pops(&mut backoff).await else {
                     return;

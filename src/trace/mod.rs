@@ -228,20 +228,6 @@ pub fn context(traceparent: &str, tracestate: Option<&str>) -> Option<(String, O
     Some((tp, ts))
 }
 
-/// A delivery's hop (`kind`: a pop's hand-over, a webhook request): the
-/// `traceparent` to hand on with it (None for a job without one) and the
-/// hop's span, which lasts while the caller keeps it.
-pub fn hand_over(d: &crate::job::Delivery, kind: HopKind) -> (Option<String>, tracing::Span) {
-    match Hop::child_of(d.traceparent.as_deref(), d.tracestate.as_deref()) {
-        Some(hop) => {
-            let span = hop.span(kind, &d.id, &d.topic);
-            tracing::debug!(parent: &span, attempt = d.attempts, "handed over");
-            (Some(hop.handed_on()), span)
-        }
-        None => (None, tracing::Span::none()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

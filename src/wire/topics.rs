@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Held, Job, Lateness, RateLimit};
+use super::{Job, Lateness, RateLimit};
+
+pub use crate::figures::TopicCounts;
 
 /// `GET /v1/topics`.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
@@ -32,45 +34,6 @@ pub struct Topics {
     /// Fire lateness of all topics together, every instance, last hour.
     #[serde(default)]
     pub lateness_ms: Lateness,
-}
-
-/// Job counts of one topic, and how far behind it is.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq)]
-pub struct TopicCounts {
-    pub delayed: u64,
-    pub ready: u64,
-    pub reserved: u64,
-    pub dead: u64,
-    /// Kept records of finished jobs (`--keep-finished`); a record whose
-    /// window ran out leaves this count at the next trim (within a minute).
-    #[serde(default)]
-    pub finished: u64,
-    /// Jobs fall due but are not handed out.
-    #[serde(default)]
-    pub paused: bool,
-    /// How long the oldest ready job has waited since it fell due, ms
-    /// (null: none ready). A job retried at once counts from its first
-    /// due time.
-    #[serde(default)]
-    pub oldest_ready_ms: Option<u64>,
-    /// How long the oldest delayed job that is due but not yet moved to
-    /// ready is overdue, ms (null: none among the earliest due entries
-    /// looked at; see README).
-    #[serde(default)]
-    pub oldest_overdue_ms: Option<u64>,
-    /// Why ready jobs wait: "paused", "rate" (no token left), or null.
-    #[serde(default)]
-    pub held: Option<Held>,
-    /// Fire lateness of this topic, every instance, last hour.
-    #[serde(default)]
-    pub lateness_ms: Lateness,
-}
-
-impl TopicCounts {
-    /// No job of the topic is stored.
-    pub fn is_empty(&self) -> bool {
-        self.delayed + self.ready + self.reserved + self.dead + self.finished == 0
-    }
 }
 
 /// `GET /v1/topics/{topic}/dead?offset=&limit=`.

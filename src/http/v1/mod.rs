@@ -39,15 +39,14 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put, MethodRouter};
-use axum::{Json, Router};
+use axum::Router;
 use serde::de::DeserializeOwned;
 
 use super::body::{read_body, BodyError};
+pub use super::error::ApiError;
+pub(crate) use super::error::ApiResult;
 use super::AppState;
-use crate::error::Error;
-use crate::wire::{ErrorBody, ErrorReply};
 
 /// One route: method, path, the handler that serves it, and whether that
 /// handler changes the queue (a read-only dashboard may not call it).
@@ -188,7 +187,7 @@ pub fn routes() -> Router<AppState> {
     let mut paths: Vec<(&str, MethodRouter<AppState>)> = Vec::new();
     for r in ROUTES {
         let handler = if r.writes {
-            crate::http::auth::writes((r.handler)())
+            crate::http::guard::writes((r.handler)())
         } else {
             (r.handler)()
         };
@@ -201,89 +200,6 @@ pub fn routes() -> Router<AppState> {
         .into_iter()
         .fold(Router::new(), |router, (path, m)| router.route(path, m))
 }
-
-/// An error reply of the native API.
-#[derive(Debug)]
-pub struct ApiError {
-    pub(crate) status: StatusCode,
-    pub(crate) code: &'static str,
-    pub(crate) message: String,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-        }
-    }
-    pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
-    }
-    pub(crate) fn body(&self) -> ErrorBody {
-        ErrorBody {
-            code: self.code.to_owned(),
-            message: self.message.clone(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let reply = ErrorReply { error: self.body() };
-        (self.status, Json(reply)).into_response()
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::Invalid(m) => ApiError::invalid(m),
-            Error::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-            Error::StaleLease(_) => {
-                ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
-            }
-            Error::Full => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_full", e.to_string())
-            }
-            Error::Evicting(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "redis_evicts",
-                e.to_string(),
-            ),
-            Error::Degraded { .. } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
-            }
-            Error::Unknown { .. } => {
-                tracing::warn!(error = %e, "outcome unknown");
-                ApiError::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "outcome_unknown",
-                    e.to_string(),
-                )
-            }
-            Error::Timeout { .. }
-            | Error::Late { .. }
-            | Error::Moved { .. }
-            | Error::Unreplicated { .. }
-            | Error::Redis { .. } => {
-                tracing::warn!(error = %e, "redis unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    e.to_string(),
-                )
-            }
-            Error::Protocol { .. } => {
-                tracing::error!(error = %e, "unexpected reply");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-            }
-        }
-    }
-}
-
-pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// Parses a JSON body strictly (unknown fields are errors: a typo in a
 /// field name must not silently change what a job does).

@@ -35,7 +35,7 @@ pub(super) async fn pop(
             .into_iter()
             .map(|d| {
                 // A traced job's hand-over is a span of its trace.
-                let (traceparent, _span) = crate::trace::hand_over(&d, HopKind::Pop);
+                let (traceparent, _span) = d.hand_over(HopKind::Pop);
                 wire::Delivery {
                     traceparent,
                     ..d.into()

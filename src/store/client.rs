@@ -1,0 +1,112 @@
+//! The Redis client under the store: connections (one server, Sentinel
+//! or Cluster), acknowledged writes (WAIT), the shards' health, the Redis
+//! clock and the call timeout. It knows nothing of jobs, and tells an
+//! [`Observer`] of each failure to reach Redis.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::clock::RedisClock;
+use super::conn::Conn;
+use super::link::{client, Link};
+use super::LATE_REPLY_GRACE;
+use super::{cluster, coalesce, health, sentinel, Observer, Options, Redis, Tls};
+use crate::error::Result;
+
+/// One queue's connections to Redis, and what goes with them.
+pub(crate) struct Client {
+    pub(super) link: std::sync::RwLock<Link>,
+    pub(super) tls: Tls,
+    pub(super) sentinel: Option<sentinel::Sentinel>,
+    pub(crate) cluster: Option<cluster::Cluster>,
+    /// Replicas that must have a write before it is acknowledged (WAIT).
+    pub(super) replica_acks: usize,
+    /// Acknowledged writes, batched per partition behind one WAIT each.
+    pub(super) acks: coalesce::Coalescer<coalesce::Acked>,
+    /// Their connection (None: no replica acks); replaced with the master.
+    pub(super) ack_conn: std::sync::RwLock<Option<Conn>>,
+    /// Which partitions answer, and which shards lack replicas.
+    pub(crate) health: health::Health,
+    /// On a cluster with replica acks, a connection to each master by
+    /// address: acknowledged batches go straight to their partition's
+    /// master, so one master's death holds up no other partition.
+    pub(super) node_conns:
+        std::sync::Mutex<std::collections::HashMap<String, redis::aio::MultiplexedConnection>>,
+    pub(crate) clock: RedisClock,
+    pub(super) timeout: Duration,
+    /// Told of each failure to reach Redis.
+    pub(super) observer: Arc<dyn Observer>,
+    /// Why the last connection attempt failed (the subscriber connects on
+    /// its own and notes it); None once one succeeds.
+    pub(super) connect_error: std::sync::Mutex<Option<String>>,
+    /// Fires when the link moved to another master (Sentinel), so that
+    /// connections of their own (the subscriber's) move too.
+    pub(crate) relinked: tokio::sync::Notify,
+}
+
+impl Client {
+    /// Redis need not be up yet: the connection is made lazily and re-made
+    /// after every failure.
+    pub(super) fn new(config: &Options<'_>, observer: Arc<dyn Observer>) -> Result<Client> {
+        let (tls, partitions) = (config.tls, config.partitions);
+        let (timeout, replica_acks) = (config.redis_timeout, config.replica_acks);
+        let mut cluster = None;
+        let (client, sentinel) = match config.redis {
+            Redis::Url(url) => (client(url, tls)?, None),
+            Redis::Sentinel(s) => {
+                s.check()?;
+                (sentinel::unresolved(), Some(s.clone()))
+            }
+            Redis::Cluster(seeds) => {
+                let c = cluster::Cluster::new(seeds.clone(), tls, timeout + LATE_REPLY_GRACE)?;
+                let first = c.seed_client()?;
+                cluster = Some(c);
+                (first, None)
+            }
+        };
+        // Behind Sentinel, ask once now, so that the first calls go to the
+        // master; if no sentinel answers, the follower keeps asking.
+        let (client, master) = match &sentinel {
+            Some(s) => match s.master_now(timeout) {
+                Some((host, port)) => (
+                    super::link::client(&s.master_url(&host, port), tls)?,
+                    Some((host, port)),
+                ),
+                None => (client, None),
+            },
+            None => (client, None),
+        };
+        let conn = match &cluster {
+            Some(c) => Conn::Cluster(c.connection()),
+            None => Conn::Single(Self::manager(&client, timeout)?),
+        };
+        // Acknowledged writes get connections of their own: their WAITs
+        // hold up nothing else.
+        let ack_conn = match (&cluster, replica_acks) {
+            (_, 0) => None,
+            (Some(c), _) => Some(Conn::Cluster(c.connection())),
+            (None, _) => Some(Conn::Single(Self::manager(&client, timeout)?)),
+        };
+        Ok(Client {
+            link: std::sync::RwLock::new(Link {
+                client,
+                conn,
+                master,
+                gone: Default::default(),
+            }),
+            tls: tls.clone(),
+            sentinel,
+            cluster,
+            replica_acks,
+            acks: coalesce::Coalescer::new(partitions),
+            ack_conn: std::sync::RwLock::new(ack_conn),
+            health: health::Health::new(partitions, replica_acks, config.degraded_pushes),
+            node_conns: Default::default(),
+            clock: RedisClock::default(),
+            timeout,
+            observer,
+            connect_error: std::sync::Mutex::new(None),
+            relinked: tokio::sync::Notify::new(),
+        })
+    }
+}
