@@ -518,3 +518,142 @@ async fn dashboard_sessions_differ_at_each_sign_in_expire_and_end_at_sign_out() 
     other.stop().await;
     s.stop().await;
 }
+
+/// The README's least-privilege ACL line, with `password` in place of
+/// PASSWORD: the words after `ACL`.
+fn readme_acl_line(password: &str) -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER delayq "))
+        .expect("README.md gives the ACL line");
+    line.split_whitespace()
+        .skip(1)
+        .map(|w| match w {
+            ">PASSWORD" => format!(">{password}"),
+            w => w.to_owned(),
+        })
+        .collect()
+}
+
+/// What the ACL refused, as "<reason> <what>" (`command function|list`,
+/// `key {dq}:x`).
+async fn acl_refusals(redis: &RedisServer) -> Vec<String> {
+    let log: Vec<std::collections::HashMap<String, redis::Value>> =
+        redis.cmd(&["ACL", "LOG"]).await;
+    let text = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    };
+    log.iter()
+        .map(|e| format!("{} {}", text(e.get("reason")), text(e.get("object"))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    let mut setuser = vec!["ACL".to_owned()];
+    setuser.extend(readme_acl_line("s3cret"));
+    let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
+    let ok: String = redis.cmd(&args).await;
+    assert_eq!(ok, "OK");
+    let url = redis.url_as("delayq", "s3cret");
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(url.clone()),
+        events: true,
+        keep_finished: Some(Duration::from_secs(60)),
+        ..Config::default()
+    })
+    .unwrap();
+    eventually(Duration::from_secs(10), "the subscriber", || async {
+        q.subscriber_connected().then_some(())
+    })
+    .await;
+    // Fired (by an expired event or the sweep, whichever comes first),
+    // popped, finished.
+    q.push(&job("a", "acl", 300, 60_000)).await.unwrap();
+    let d = q
+        .pop(&topics(&["acl"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("fired");
+    q.finish(&d.id, &d.token).await.unwrap();
+    // Nacked to a retry, then dead, then requeued.
+    q.push(&delayq::NewJob {
+        retry: Some(delayq::RetryPolicy {
+            intervals: vec![Duration::ZERO],
+            max_attempts: Some(2),
+        }),
+        ..job("b", "acl", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    for expected in [delayq::JobState::Ready, delayq::JobState::Dead] {
+        let d = q
+            .pop(&topics(&["acl"]), Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("ready");
+        let n = q.nack(&d.id, &d.token, None, "boom").await.unwrap();
+        assert_eq!(n.state, expected);
+    }
+    assert_eq!(q.requeue_dead("acl", &["b".to_owned()]).await.unwrap(), 1);
+    // Tagged, then cancelled by tag.
+    q.push(&delayq::NewJob {
+        tags: vec!["promo".into()],
+        ..job("c", "acl", 3_600_000, 60_000)
+    })
+    .await
+    .unwrap();
+    assert_eq!(q.cancel_tag_all("promo").await.unwrap().changed, 1);
+    // A recurring schedule ticks.
+    q.put_recurring(
+        "beat",
+        &delayq::Recurring {
+            topic: "beat".into(),
+            cron: "* * * * * *".into(),
+            ..delayq::Recurring::default()
+        },
+    )
+    .await
+    .unwrap();
+    let tick = q
+        .pop(&topics(&["beat"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a tick");
+    q.finish(&tick.id, &tick.token).await.unwrap();
+    let read = q.events_after("0", &[], 100).await.unwrap();
+    assert!(!read.events.is_empty(), "events recorded");
+    q.topics().await.unwrap();
+    // The server, under the same user.
+    let s = DelayqProcess::spawn(&["--redis", &url, "--events", "--keep-finished", "1m"]);
+    let pushed = post(
+        &s.base,
+        "/push",
+        r#"{"topic":"srv","id":"s1","delay":1,"ttr":30}"#,
+    )
+    .await;
+    assert_eq!(pushed["code"], 0, "{pushed}");
+    let popped = eventually(Duration::from_secs(10), "s1 popped", || async {
+        let v = post(&s.base, "/pop", r#"{"topic":"srv"}"#).await;
+        (!v["data"].is_null()).then_some(v)
+    })
+    .await;
+    assert_eq!(popped["data"]["id"], "s1", "{popped}");
+    for path in [
+        "/readyz",
+        "/metrics",
+        "/v1/topics",
+        "/v1/stats/throughput",
+        "/v1/instances",
+    ] {
+        let resp = reqwest::get(format!("{}{path}", s.base)).await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+    s.terminate();
+    q.close().await;
+    assert_eq!(acl_refusals(&redis).await, Vec::<String>::new());
+}
