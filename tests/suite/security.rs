@@ -556,9 +556,22 @@ async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
     let redis = RedisServer::start_with_password("adm1n", &[]);
     let mut setuser = vec!["ACL".to_owned()];
     setuser.extend(readme_acl_line("s3cret"));
-    let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
-    let ok: String = redis.cmd(&args).await;
-    assert_eq!(ok, "OK");
+    // The README's addition for servers that know CLIENT SETINFO.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(readme.contains("Valkey add `+client|setinfo`"));
+    let mut with_setinfo = setuser.clone();
+    with_setinfo.push("+client|setinfo".into());
+    let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();
+    let r: redis::RedisResult<String> = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query_async(&mut redis.conn().await)
+        .await;
+    if r.is_err() {
+        let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
+        let ok: String = redis.cmd(&args).await;
+        assert_eq!(ok, "OK");
+    }
     let url = redis.url_as("delayq", "s3cret");
     let q = Queue::connect(Config {
         redis: delayq::Redis::Url(url.clone()),
