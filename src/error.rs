@@ -97,6 +97,16 @@ pub enum Error {
         wanted: usize,
     },
 
+    /// Redis's ACL refused delayq's user a command, key or channel: that
+    /// call changed nothing. `add` is what the user's ACL needs (README:
+    /// "Least privilege" has the whole line).
+    #[error("redis refused {op} to delayq's user ({detail}): add {add} to its ACL (README: Least privilege)")]
+    Refused {
+        op: &'static str,
+        detail: String,
+        add: String,
+    },
+
     /// Redis answered `op` with an error, or the connection failed.
     #[error("redis error: {op}: {source}")]
     Redis {
@@ -123,6 +133,7 @@ impl Error {
                 | Error::Full
                 | Error::Evicting(_)
                 | Error::Unreplicated { .. }
+                | Error::Refused { .. }
                 | Error::Redis { .. }
         )
     }

@@ -61,6 +61,14 @@ impl From<Error> for ApiError {
             Error::Degraded { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
             }
+            Error::Refused { .. } => {
+                tracing::warn!(error = %e, "redis refused a command");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "redis_refused",
+                    e.to_string(),
+                )
+            }
             Error::Unknown { .. } => {
                 tracing::warn!(error = %e, "outcome unknown");
                 ApiError::new(

@@ -80,7 +80,7 @@ impl Queue {
     async fn read_policy(&self) -> Result<Option<String>> {
         match self.memory().await {
             Ok(m) => Ok(Some(m.policy)),
-            Err(Error::Redis { source, .. }) if source.code() == Some("NOPERM") => Ok(None),
+            Err(Error::Refused { .. }) => Ok(None),
             Err(e) if e.is_unavailable() => {
                 let mut last = self.inner.policy.lock().unwrap();
                 match last.as_mut() {

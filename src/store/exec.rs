@@ -134,6 +134,13 @@ impl Client {
             Some((code, _)) if code == "DQLATE" => Error::Late { op },
             Some((code, _)) if code == "OOM" => Error::Full,
             Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
+            Some((code, detail)) if code == "NOPERM" || super::acl::refused_in_script(&detail) => {
+                Error::Refused {
+                    op,
+                    add: super::acl::what_to_add(&detail),
+                    detail,
+                }
+            }
             _ => Error::redis(op, e),
         };
         if error.is_unavailable() {

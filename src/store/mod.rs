@@ -30,6 +30,7 @@
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
+mod acl;
 mod batch;
 mod client;
 pub mod clock;

@@ -670,3 +670,52 @@ async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
     q.close().await;
     assert_eq!(acl_refusals(&redis).await, Vec::<String>::new());
 }
+
+/// A user whose ACL lacks what delayq needs gets an error that says what
+/// to add, for a call a script makes and for a plain one, and the push is
+/// refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_command_names_what_the_acl_user_needs() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    let mut setuser = vec!["ACL".to_owned()];
+    setuser.extend(
+        readme_acl_line("s3cret")
+            .into_iter()
+            .filter(|w| w != "+@hash"),
+    );
+    let with_setinfo: Vec<String> = setuser
+        .iter()
+        .cloned()
+        .chain(["+client|setinfo".to_owned()])
+        .collect();
+    let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();
+    let r: redis::RedisResult<String> = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query_async(&mut redis.conn().await)
+        .await;
+    if r.is_err() {
+        let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
+        let ok: String = redis.cmd(&args).await;
+        assert_eq!(ok, "OK");
+    }
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(redis.url_as("delayq", "s3cret")),
+        ..Config::default()
+    })
+    .unwrap();
+    // A script (the push) runs HSET: refused inside it.
+    let err = q.push(&job("a", "acl", 60_000, 60_000)).await.unwrap_err();
+    assert!(matches!(err, delayq::Error::Refused { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("+@hash") && text.contains("Least privilege"),
+        "{text}"
+    );
+    // A plain call (reading a job: HGETALL) names its own category.
+    let err = q.get("a").await.unwrap_err();
+    assert!(err.to_string().contains("add +@hash"), "{err}");
+    // Nothing was written.
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*:j:*"]).await;
+    assert!(keys.is_empty(), "{keys:?}");
+    q.close().await;
+}
