@@ -46,16 +46,16 @@ async fn expired_events_look_their_ids_up_in_one_command() {
     // Every job fired, and at least one trigger key's expired event came
     // and was dispatched (keys expire by themselves, or when the sweep's
     // delete finds them past their time).
-    eventually(
-        Duration::from_secs(60),
-        "all fired, events dispatched",
-        || async {
-            let o = q.topics().await.unwrap();
-            let ready = o.topics.get("burst").copied().unwrap_or_default().ready;
-            let looked = calls(&redis, "zscore").await + calls(&redis, "zmscore").await;
-            (ready == n && looked > 0).then_some(())
-        },
-    )
+    eventually(Duration::from_secs(60), "all fired", || async {
+        let o = q.topics().await.unwrap();
+        let ready = o.topics.get("burst").copied().unwrap_or_default().ready;
+        (ready == n).then_some(())
+    })
+    .await;
+    eventually(Duration::from_secs(60), "events dispatched", || async {
+        let looked = calls(&redis, "zscore").await + calls(&redis, "zmscore").await;
+        (looked > 0).then_some(())
+    })
     .await;
     assert_eq!(
         calls(&redis, "zscore").await,
