@@ -67,8 +67,11 @@ impl Canary {
         self.recheck.notify_one();
     }
 
+    /// The last connection gone: not known until one is back and checked.
     pub fn disconnected(&self) {
-        self.listening.fetch_sub(1, Ordering::Relaxed);
+        if self.listening.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.set(UNKNOWN);
+        }
     }
 
     /// An expired event for `key`: true when it was a canary's.
