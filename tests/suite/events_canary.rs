@@ -120,3 +120,21 @@ async fn a_restart_of_redis_is_checked_again() {
     answer(&q, Some(true), "heard again after the restart").await;
     q.close().await;
 }
+
+/// On a cluster the canary flies on every master: one master without
+/// events is enough for "not heard".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_every_master_is_tried() {
+    use crate::redis_cluster::{node_config, TestCluster};
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    answer(&q, Some(true), "heard from every master").await;
+    let last = *cluster.masters().last().unwrap();
+    let node = &cluster.nodes[last];
+    let _: () = node
+        .cmd(&["CONFIG", "SET", "notify-keyspace-events", ""])
+        .await;
+    let _: i64 = node.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]).await;
+    answer(&q, Some(false), "one master's canary not heard").await;
+    q.close().await;
+}
