@@ -57,6 +57,9 @@ pub fn hint(cause: &str) -> &'static str {
     }
 }
 
+const NO_EVENTS: &str = "redis does not publish expired events (notify-keyspace-events Ex) and \
+                         delayq may not set it: only the sweep fires jobs (still on time)";
+
 /// What is wrong with the settings, as (fatal, message) pairs.
 async fn problems(queue: &Queue, allow_evicting: bool, fix_events: bool) -> Vec<(bool, String)> {
     let mut out = Vec::new();
@@ -90,12 +93,20 @@ async fn problems(queue: &Queue, allow_evicting: bool, fix_events: bool) -> Vec<
         Some(false) if fix_events && queue.enable_expired_events().await => {
             tracing::info!("turned on expired events in redis (notify-keyspace-events Ex)");
         }
-        _ => out.push((
-            false,
-            "redis does not publish expired events (notify-keyspace-events Ex) and delayq may not \
-             set it: only the sweep fires jobs (still on time)"
-                .to_owned(),
-        )),
+        Some(false) => out.push((false, NO_EVENTS.to_owned())),
+        // CONFIG refused (managed services rename it): the canary key tells.
+        None => match queue.expired_events_heard() {
+            Some(true) => {}
+            Some(false) => out.push((
+                false,
+                format!("{NO_EVENTS} (no expired event heard for a canary key)"),
+            )),
+            // Not known yet: the canary logs its answer when it has one.
+            None => tracing::info!(
+                "redis refuses CONFIG: whether it publishes expired events is found out with a \
+                 canary key (logged, and /readyz expired_events)"
+            ),
+        },
     }
     out
 }

@@ -59,6 +59,11 @@ impl Leases {
         }
     }
 
+    /// The instance id written into the lease keys.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// Whether this instance dispatches partition `part` now.
     pub fn holds(&self, part: usize) -> bool {
         self.held_until[part]

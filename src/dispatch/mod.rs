@@ -6,6 +6,8 @@
 //! - [`subscriber`]: the pub/sub connection: expired events (the low-cost
 //!   path), ready notices that wake waiting pops, wake notices that re-arm
 //!   the sweep; reconnect and catch-up.
+//! - `canary`: whether expired events reach delayq, tried with a key of
+//!   its own on each master after every reconnect and every few minutes.
 //! - [`lease`]: one dispatcher per partition. Of all the instances on one
 //!   Redis, only the holder of a partition's lease acts on its expired
 //!   events and sweeps it; the others stand by and take over when it lapses.
@@ -17,6 +19,7 @@
 //! its queue), when the queue is closed, or when the caller's shutdown
 //! fires.
 
+pub(crate) mod canary;
 pub mod lease;
 pub mod recurring;
 pub mod subscriber;
@@ -90,6 +93,8 @@ pub(crate) struct Handles {
     pub wake: Arc<Wake>,
     /// True while the subscriber is connected.
     pub subscriber_up: Arc<AtomicBool>,
+    /// Whether expired events are heard, as the canary found.
+    pub canary: Arc<canary::Canary>,
     /// Fires when the loops must stop.
     pub stop: Shutdown,
     /// Dispatch here (sweep, and dispatch on expired events); off, only
@@ -258,6 +263,8 @@ impl Dispatcher {
         }
         if handles.dispatch {
             tasks.push(tokio::spawn(lease::run(handles.clone())));
+            let instance = handles.leases.id().to_owned();
+            tasks.push(tokio::spawn(canary::run(handles.clone(), instance)));
             if handles.store.cluster.is_none() {
                 tasks.push(tokio::spawn(subscriber::events(handles.clone())));
             }

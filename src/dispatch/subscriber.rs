@@ -237,6 +237,7 @@ async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
         .psubscribe(EXPIRED_PATTERN)
         .await
         .map_err(|e| e.to_string())?;
+    let _listening = super::canary::Listening::new(&h.canary);
     // Jobs may have fallen due while no connection heard them.
     h.wake.all();
     let triggers = Triggers::new(h);
@@ -245,6 +246,9 @@ async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
         let mut due = HashMap::new();
         for msg in batch {
             if let Ok(key) = msg.get_payload::<String>() {
+                if h.canary.heard(&key) {
+                    continue;
+                }
                 triggers.sort(&key, &mut due);
             }
         }

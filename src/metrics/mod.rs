@@ -61,6 +61,8 @@ pub struct Gauges {
     /// Queue depths per topic, from Redis (absent while Redis is away).
     pub jobs: Option<BTreeMap<String, TopicCounts>>,
     pub subscriber_connected: bool,
+    /// Expired events heard, as the canary found (None: not known).
+    pub expired_events: Option<bool>,
     /// Clients' pops waiting (delayq's own webhook deliveries apart).
     pub waiting_pops: usize,
     pub webhook_pops: usize,
@@ -326,6 +328,14 @@ impl Metrics {
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        // Absent while not known (before the first canary, on a standby).
+        if let Some(heard) = g.expired_events {
+            let _ = writeln!(
+                out,
+                "# HELP delayq_expired_events_heard 1 when this instance's canary key's expired event was heard in the last check, 0 when not (only the sweep fires jobs then).\n# TYPE delayq_expired_events_heard gauge\ndelayq_expired_events_heard {}",
+                heard as u64
+            );
         }
         if !g.shards.is_empty() {
             let _ = writeln!(

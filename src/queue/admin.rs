@@ -172,6 +172,7 @@ impl Queue {
                 Err(_) => None,
             },
             subscriber_connected: self.subscriber_connected(),
+            expired_events: self.expired_events_heard(),
             waiting_pops: self
                 .waiting_pops()
                 .saturating_sub(self.waiting_webhook_pops()),

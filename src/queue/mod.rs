@@ -110,6 +110,7 @@ impl Queue {
             metrics,
             wake: Arc::new(Wake::new(parts)),
             subscriber_up: Arc::default(),
+            canary: Arc::default(),
             stop: config.shutdown.child(),
             dispatch: config.dispatch,
             leases: Arc::new(crate::dispatch::lease::Leases::new(parts)),
@@ -167,6 +168,14 @@ impl Queue {
             .h
             .subscriber_up
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether expired events reach this instance, as its canary key found
+    /// (after every reconnect of its expired-events connections and every
+    /// few minutes): None before the first answer, and where no such
+    /// connection is open (a standby, or `dispatch` off).
+    pub fn expired_events_heard(&self) -> Option<bool> {
+        self.inner.h.canary.answer()
     }
 
     /// The partitions this instance dispatches now (their expired events

@@ -76,6 +76,8 @@
 //! | `{p}:tag:<tag>`          | zset   | ids of the partition's jobs with the tag -> 0 |
 //! |                          |        | (paged by id, ZRANGEBYLEX); entry goes with   |
 //! |                          |        | the job                                       |
+//! | `{p}:canary:<instance>`  | string | "1", PX 50 ms: the expired-events canary      |
+//! |                          |        | (dispatch::canary), gone once it expired      |
 
 use crate::defaults::MAX_TAG_PAGE;
 
@@ -120,6 +122,7 @@ pub mod kind {
     pub const EVENTS: &str = "events";
     pub const DEDUP: &str = "dedup:";
     pub const TAG: &str = "tag:";
+    pub const CANARY: &str = "canary:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was

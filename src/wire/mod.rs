@@ -97,6 +97,10 @@ pub struct Readiness {
     /// allowed to delayq's Redis user.
     #[schema(value_type = MemoryState)]
     pub memory: String,
+    /// Expired events heard, as this instance's canary key found (true or
+    /// false); null: not known yet, or no expired-events connection here (a
+    /// standby). Readiness does not depend on it: the sweep is the clock.
+    pub expired_events: Option<bool>,
     /// Why Redis is not ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

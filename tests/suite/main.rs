@@ -45,6 +45,8 @@
 //!   benchmark's lock file in step with its package.json.
 //!
 //! Redis deployments, faults and load:
+//! - [`events_canary`]: whether expired events are heard, found by a canary
+//!   key (CONFIG renamed away), in `/readyz` and `/metrics`; rechecked.
 //! - [`faults`]: subscriber, redis-server and delayq killed for real; a full
 //!   and an evicting Redis.
 //! - [`fault_suite`]: mixed faults, a ledger checked against the promises.
@@ -80,6 +82,7 @@ mod delivery;
 mod docs;
 mod doctor;
 mod events;
+mod events_canary;
 mod failover;
 mod fault_suite;
 mod faults;

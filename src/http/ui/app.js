@@ -30,7 +30,8 @@ async function health() {
     const v = await r.json();
     h.className = "health " + (r.ok ? "ok" : "bad");
     h.textContent = t("health.line", t(v.redis ? "health.up" : "health.down"), v.memory || t("dash"),
-      t(v.subscriber ? "health.connected" : "health.down")) + (v.masters ? t("health.masters", v.masters.length) : "");
+      t(v.subscriber ? "health.connected" : "health.down"),
+      t(v.expired_events === true ? "health.events.heard" : v.expired_events === false ? "health.events.not" : "health.events.unknown")) + (v.masters ? t("health.masters", v.masters.length) : "");
   } catch (_) {
     h.className = "health bad";
     h.textContent = t("health.unreachable");

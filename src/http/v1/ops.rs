@@ -57,6 +57,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     body.redis = body.error.is_none();
     body.memory = memory.into();
     body.subscriber = q.subscriber_connected();
+    body.expired_events = q.expired_events_heard();
     let status = if body.redis && body.subscriber && matches!(memory, "ok" | "unknown") {
         StatusCode::OK
     } else {

@@ -166,6 +166,10 @@ impl Keys {
     pub fn events(&self) -> String {
         format!("{}{}", self.base, kind::EVENTS)
     }
+    /// Instance `instance`'s expired-events canary in this partition's slot.
+    pub fn canary(&self, instance: &str) -> String {
+        format!("{}{}{instance}", self.base, kind::CANARY)
+    }
     pub fn wake_channel(&self) -> String {
         format!("{}{}", self.base, kind::WAKE_CHANNEL)
     }
