@@ -537,6 +537,24 @@ fn readme_acl_line(password: &str) -> Vec<String> {
         .collect()
 }
 
+/// Runs `setuser` (`ACL SETUSER ...`) with `+client|setinfo` added, as
+/// README says for servers that know CLIENT SETINFO; without it where the
+/// server refuses the line with it (Redis 7.0).
+async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
+    let mut with_setinfo = setuser.to_vec();
+    with_setinfo.push("+client|setinfo".into());
+    let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();
+    let r: redis::RedisResult<String> = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query_async(&mut redis.conn().await)
+        .await;
+    if r.is_err() {
+        let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
+        let ok: String = redis.cmd(&args).await;
+        assert_eq!(ok, "OK");
+    }
+}
+
 /// What the ACL refused, as "<reason> <what>" (`command function|list`,
 /// `key {dq}:x`).
 async fn acl_refusals(redis: &RedisServer) -> Vec<String> {
@@ -560,18 +578,7 @@ async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     assert!(readme.contains("Valkey add `+client|setinfo`"));
-    let mut with_setinfo = setuser.clone();
-    with_setinfo.push("+client|setinfo".into());
-    let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();
-    let r: redis::RedisResult<String> = redis::cmd(args[0])
-        .arg(&args[1..])
-        .query_async(&mut redis.conn().await)
-        .await;
-    if r.is_err() {
-        let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
-        let ok: String = redis.cmd(&args).await;
-        assert_eq!(ok, "OK");
-    }
+    set_acl_user(&redis, &setuser).await;
     let url = redis.url_as("delayq", "s3cret");
     let q = Queue::connect(Config {
         redis: delayq::Redis::Url(url.clone()),
@@ -683,21 +690,7 @@ async fn a_refused_command_names_what_the_acl_user_needs() {
             .into_iter()
             .filter(|w| w != "+@hash"),
     );
-    let with_setinfo: Vec<String> = setuser
-        .iter()
-        .cloned()
-        .chain(["+client|setinfo".to_owned()])
-        .collect();
-    let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();
-    let r: redis::RedisResult<String> = redis::cmd(args[0])
-        .arg(&args[1..])
-        .query_async(&mut redis.conn().await)
-        .await;
-    if r.is_err() {
-        let args: Vec<&str> = setuser.iter().map(String::as_str).collect();
-        let ok: String = redis.cmd(&args).await;
-        assert_eq!(ok, "OK");
-    }
+    set_acl_user(&redis, &setuser).await;
     let q = Queue::connect(Config {
         redis: delayq::Redis::Url(redis.url_as("delayq", "s3cret")),
         ..Config::default()

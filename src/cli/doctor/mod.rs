@@ -158,6 +158,39 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// A plain connection to `url` and its INFO, or why it could not be
+    /// made. Only a connection: no queue (which would load delayq's
+    /// functions and start its loops on a server being checked).
+    pub async fn reach(
+        url: &str,
+        tls: &Tls,
+        prefix: &str,
+    ) -> Result<std::result::Result<Target, redis::RedisError>> {
+        let client = delayq::redis_client(url, tls).context("--redis")?;
+        let timeout = defaults::REDIS_TIMEOUT.value;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let mut conn = match client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        let info = redis::cmd("INFO")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|text| parse_info(&text));
+        Ok(Ok(Target {
+            conn,
+            client,
+            info,
+            prefix: prefix.to_owned(),
+            timeout,
+        }))
+    }
+
     pub fn info(&self, field: &str) -> Option<&str> {
         self.info.as_ref().ok()?.get(field).map(String::as_str)
     }
@@ -186,28 +219,8 @@ impl Target {
 /// every push failing after a ready start. Nothing when the server cannot
 /// be asked (the connection check reports that).
 pub async fn refuse_unscriptable(url: &str, tls: &Tls) -> Result<()> {
-    let client = delayq::redis_client(url, tls).context("--redis")?;
-    let timeout = defaults::REDIS_TIMEOUT.value;
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    let Ok(mut conn) = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-    else {
+    let Ok(target) = Target::reach(url, tls, defaults::PREFIX).await? else {
         return Ok(());
-    };
-    let info = redis::cmd("INFO")
-        .arg("server")
-        .query_async::<String>(&mut conn)
-        .await
-        .map(|text| parse_info(&text));
-    let target = Target {
-        conn,
-        client,
-        info,
-        prefix: defaults::PREFIX.to_owned(),
-        timeout,
     };
     let c = server::scripting(&target).await;
     if c.verdict == Verdict::Fail {
@@ -230,29 +243,9 @@ pub async fn run(args: DoctorArgs) -> Result<()> {
         insecure: args.redis_insecure,
     };
     let client = delayq::redis_client(&args.redis, &tls).context("--redis")?;
-    let timeout = defaults::REDIS_TIMEOUT.value;
     let mut checks = vec![server::tls(&client)];
-    // Only a plain connection: no queue (which would load delayq's
-    // functions and start its loops on a server being checked).
-    let config = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout));
-    let reached = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await;
-    match reached {
-        Ok(mut conn) => {
-            let info = redis::cmd("INFO")
-                .query_async::<String>(&mut conn)
-                .await
-                .map(|text| parse_info(&text));
-            let target = Target {
-                conn,
-                client,
-                info,
-                prefix: args.prefix.clone(),
-                timeout,
-            };
+    match Target::reach(&args.redis, &tls, &args.prefix).await? {
+        Ok(target) => {
             checks.extend(server::checks(&target).await);
             checks.push(events::check(&target, args.events_wait).await);
             checks.push(acl::check(&target).await);
