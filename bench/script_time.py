@@ -31,6 +31,8 @@ Call conventions (the part after the colon):
   trail  as trail9, but a pop reply has its job count after the header,
          7 values per job, then trace context only for jobs that have it
          (the default)
+  again  as trail, with the `again` flag before the job count (builds
+         that leave stale entries in ready lists, such as ee6a84e)
 """
 import os
 import socket
@@ -121,8 +123,9 @@ def life(r, build, rnd):
     pops = [fcall(build, "pop", [BATCH, 1 << 20, f"n{k}", "", "orders"]) for k in range(JOBS // BATCH)]
     finishes, got = [], 0
     for reply in phase("pop", pops):
-        if conv == "trail":
-            jobs = reply[6 : 6 + 7 * reply[5]]
+        if conv in ("trail", "again"):
+            at = 6 if conv == "again" else 5
+            jobs = reply[at + 1 : at + 1 + 7 * reply[at]]
             per_job = 7
         else:
             jobs = reply[5:]
