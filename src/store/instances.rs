@@ -52,13 +52,13 @@ impl Store {
     ) -> Result<()> {
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
-            .arg(Keys::instance(&self.prefix, id))
+            .arg(Keys::instance(self.prefix(), id))
             .arg(json)
             .arg("PX")
             .arg(ttl_ms)
             .ignore()
             .cmd("ZADD")
-            .arg(Keys::instances(&self.prefix))
+            .arg(Keys::instances(self.prefix()))
             .arg(now_ms + ttl_ms as i64)
             .arg(id)
             .ignore();
@@ -70,10 +70,10 @@ impl Store {
     pub(crate) async fn instance_gone(&self, id: &str) -> Result<()> {
         let mut pipe = redis::pipe();
         pipe.cmd("DEL")
-            .arg(Keys::instance(&self.prefix, id))
+            .arg(Keys::instance(self.prefix(), id))
             .ignore()
             .cmd("ZREM")
-            .arg(Keys::instances(&self.prefix))
+            .arg(Keys::instances(self.prefix()))
             .arg(id)
             .ignore();
         self.call("heartbeat", pipe.query_async::<()>(&mut self.conn()))
@@ -85,7 +85,7 @@ impl Store {
     /// once), then reads at most [`MAX_INSTANCES`]: the cost is that of the
     /// live instances, never a SCAN.
     pub(crate) async fn instances(&self, now_ms: i64) -> Result<Vec<String>> {
-        let index = Keys::instances(&self.prefix);
+        let index = Keys::instances(self.prefix());
         let mut pipe = redis::pipe();
         pipe.cmd("ZREMRANGEBYSCORE")
             .arg(&index)
@@ -105,7 +105,7 @@ impl Store {
         ids.sort();
         let mut mget = redis::cmd("MGET");
         for id in &ids {
-            mget.arg(Keys::instance(&self.prefix, id));
+            mget.arg(Keys::instance(self.prefix(), id));
         }
         let beats: Vec<Option<String>> = self
             .call("instances", mget.query_async(&mut self.conn()))
@@ -119,7 +119,7 @@ impl Store {
     pub(crate) async fn webhook_note(&self, topic: &str, note: &WebhookNote) -> Result<()> {
         let mut pipe = redis::pipe();
         if let Some((status, at, error)) = &note.last {
-            let key = Keys::webhook(&self.prefix, topic);
+            let key = Keys::webhook(self.prefix(), topic);
             pipe.cmd("HSET")
                 .arg(&key)
                 .arg(STATUS)
@@ -135,7 +135,7 @@ impl Store {
                 .ignore();
         }
         for &(minute, delivered, failed) in &note.counts {
-            let key = Keys::webhook_counts(&self.prefix, topic, minute);
+            let key = Keys::webhook_counts(self.prefix(), topic, minute);
             pipe.cmd("HINCRBY")
                 .arg(&key)
                 .arg(DELIVERED)
@@ -169,13 +169,13 @@ impl Store {
         let mut pipe = redis::pipe();
         for t in topics {
             pipe.cmd("HMGET")
-                .arg(Keys::webhook(&self.prefix, t))
+                .arg(Keys::webhook(self.prefix(), t))
                 .arg(STATUS)
                 .arg(AT)
                 .arg(ERROR);
             for m in now_minute - 59..=now_minute {
                 pipe.cmd("HMGET")
-                    .arg(Keys::webhook_counts(&self.prefix, t, m))
+                    .arg(Keys::webhook_counts(self.prefix(), t, m))
                     .arg(DELIVERED)
                     .arg(FAILED);
             }

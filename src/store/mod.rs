@@ -87,8 +87,6 @@ pub mod testing {
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::OnceCell;
-
 use crate::error::{Error, Result};
 pub(crate) use client::Client;
 pub use layout::Keys;
@@ -188,33 +186,29 @@ pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
 pub(crate) struct Store {
     /// The connections and the calls made on them.
     redis: Client,
-    /// Single pushes, batched per partition while Redis is busy.
-    pushes: coalesce::Coalescer<push::Pushes>,
-    /// Finishes and deletes, batched the same way.
-    removes: coalesce::Coalescer<remove::Removes>,
+    /// The queue's partitions, and where the next pop looks first.
+    parts: parts::Partitions,
+    /// Calls batched per partition while Redis is busy (group commit).
+    lanes: Lanes,
     /// How long finished jobs' records are kept (none by default).
     pub(crate) keep: remove::Keep,
     /// Events each partition's stream keeps (0: events off).
     pub(crate) events: u64,
-    /// Pops of a queue of one partition, batched the same way.
-    pops: coalesce::Coalescer<pop::Pops>,
-    /// Pops whose replies were lost, their jobs to give back.
-    lost: unpop::Lost,
-    prefix: String,
-    /// The queue's partitions, one set of keys each; one unless the queue
-    /// is split over a cluster.
-    parts: Vec<Keys>,
-    /// Set once the partition count stored in Redis was found to match.
-    parts_checked: OnceCell<()>,
-    /// Where the next pop starts looking, so partitions take turns.
-    next_pop: std::sync::atomic::AtomicUsize,
-    /// Per topic, the partition whose ready notice came last: a pop woken
-    /// by it looks there first, one round trip instead of up to one per
-    /// partition.
-    ready_hint: std::sync::Mutex<std::collections::HashMap<String, usize>>,
     /// Topics seen with a rate limit: on a partitioned queue, their pops
     /// take tokens from the topic's one bucket first (see `rate.rs`).
     pub(crate) limited: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// The store's group-commit lanes: single calls that arrive together go to
+/// Redis as one script call per partition.
+struct Lanes {
+    pushes: coalesce::Coalescer<push::Pushes>,
+    /// Finishes and deletes.
+    removes: coalesce::Coalescer<remove::Removes>,
+    /// Pops of a queue of one partition.
+    pops: coalesce::Coalescer<pop::Pops>,
+    /// Pops whose replies were lost, their jobs to give back.
+    lost: unpop::Lost,
 }
 
 impl std::ops::Deref for Store {
@@ -260,20 +254,18 @@ impl Store {
         let parts = Keys::partitions(prefix, partitions);
         Ok(Store {
             redis,
-            pushes: coalesce::Coalescer::new(parts.len()),
-            removes: coalesce::Coalescer::new(parts.len()),
+            lanes: Lanes {
+                pushes: coalesce::Coalescer::new(parts.len()),
+                removes: coalesce::Coalescer::new(parts.len()),
+                pops: coalesce::Coalescer::new(1),
+                lost: Default::default(),
+            },
+            parts: parts::Partitions::new(prefix, parts),
             keep: remove::Keep {
                 default: config.keep_finished,
                 topics: config.topic_keep_finished.clone(),
             },
             events: config.events,
-            pops: coalesce::Coalescer::new(1),
-            lost: Default::default(),
-            prefix: prefix.to_owned(),
-            parts,
-            parts_checked: OnceCell::new(),
-            next_pop: Default::default(),
-            ready_hint: Default::default(),
             limited: Default::default(),
         })
     }

@@ -1,42 +1,77 @@
 //! A queue's partitions: which one a job lives in, where a pop starts,
 //! and the check of the partition count stored in Redis.
 
+use tokio::sync::OnceCell;
+
 use super::{layout, Keys, Store};
 use crate::error::{Error, Result};
+
+/// The queue's partitions, one set of keys each (one unless the queue is
+/// split over a cluster), and where the next pop looks first.
+pub(crate) struct Partitions {
+    prefix: String,
+    keys: Vec<Keys>,
+    /// Set once the partition count stored in Redis was found to match.
+    checked: OnceCell<()>,
+    /// Where the next pop starts looking, so partitions take turns.
+    next_pop: std::sync::atomic::AtomicUsize,
+    /// Per topic, the partition whose ready notice came last: a pop woken
+    /// by it looks there first, one round trip instead of up to one per
+    /// partition.
+    ready_hint: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+impl Partitions {
+    pub(crate) fn new(prefix: &str, keys: Vec<Keys>) -> Partitions {
+        Partitions {
+            prefix: prefix.to_owned(),
+            keys,
+            checked: OnceCell::new(),
+            next_pop: Default::default(),
+            ready_hint: Default::default(),
+        }
+    }
+}
 
 impl Store {
     /// The queue's partitions.
     pub fn parts(&self) -> &[Keys] {
-        &self.parts
+        &self.parts.keys
+    }
+
+    /// The queue's key prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.parts.prefix
     }
 
     /// The partition job `id` lives in.
     pub fn part_of(&self, id: &str) -> usize {
-        layout::partition_of(id, self.parts.len())
+        layout::partition_of(id, self.parts().len())
     }
 
     /// Where a pop for `topics` starts: the partition that last said it
     /// has ready jobs of one of them, or else each call one partition
     /// later than the last.
     pub(crate) fn pop_start(&self, topics: &[String]) -> usize {
-        if self.parts.len() > 1 {
-            let hints = self.ready_hint.lock().unwrap();
+        if self.parts().len() > 1 {
+            let hints = self.parts.ready_hint.lock().unwrap();
             if let Some(&p) = topics.iter().find_map(|t| hints.get(t)) {
                 return p;
             }
         }
-        self.next_pop
+        self.parts
+            .next_pop
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % self.parts.len()
+            % self.parts().len()
     }
 
     /// Partition `part` had nothing ready for `topics`: later pops take
     /// turns again.
     pub(crate) fn drop_ready_hint(&self, topics: &[String], part: usize) {
-        if self.parts.len() == 1 {
+        if self.parts().len() == 1 {
             return;
         }
-        let mut hints = self.ready_hint.lock().unwrap();
+        let mut hints = self.parts.ready_hint.lock().unwrap();
         for t in topics {
             if hints.get(t) == Some(&part) {
                 hints.remove(t);
@@ -46,10 +81,10 @@ impl Store {
 
     /// Partition `part` made jobs of `topic` ready (a ready notice).
     pub(crate) fn note_ready(&self, topic: &str, part: usize) {
-        if self.parts.len() == 1 {
+        if self.parts().len() == 1 {
             return;
         }
-        let mut hints = self.ready_hint.lock().unwrap();
+        let mut hints = self.parts.ready_hint.lock().unwrap();
         // Bounded however many topics come and go.
         if hints.len() >= 10_000 && !hints.contains_key(topic) {
             hints.clear();
@@ -64,10 +99,10 @@ impl Store {
     /// partitions); a split queue stores its count on first use, and is
     /// refused while the unsplit queue of the same prefix holds jobs.
     pub(crate) async fn check_partitions(&self) -> Result<()> {
-        self.parts_checked
+        self.parts.checked
             .get_or_try_init(|| async {
-                let key = Keys::partition_count(&self.prefix);
-                let n = self.parts.len();
+                let key = Keys::partition_count(self.prefix());
+                let n = self.parts().len();
                 let mut pipe = redis::pipe();
                 if n > 1 {
                     pipe.cmd("SET").arg(&key).arg(n).arg("NX").ignore();
@@ -75,7 +110,7 @@ impl Store {
                 pipe.cmd("GET")
                     .arg(&key)
                     .cmd("EXISTS")
-                    .arg(Keys::new(&self.prefix).counts());
+                    .arg(Keys::new(self.prefix()).counts());
                 let (stored, unsplit_jobs): (Option<String>, bool) = self
                     .call("read the partition count", pipe.query_async(&mut self.conn()))
                     .await?;
@@ -88,13 +123,13 @@ impl Store {
                     let m = stored.unwrap_or_else(|| "1".into());
                     return Err(Error::Invalid(format!(
                         "queue {:?} has {m} partitions in Redis, not {n}: start with --partitions {m}, or use another --prefix",
-                        self.prefix
+                        self.prefix()
                     )));
                 }
                 if n > 1 && unsplit_jobs {
                     return Err(Error::Invalid(format!(
                         "queue {:?} holds jobs stored without partitions: start with --partitions 1 until they are done, or use another --prefix",
-                        self.prefix
+                        self.prefix()
                     )));
                 }
                 Ok(())

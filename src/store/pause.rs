@@ -33,7 +33,7 @@ impl Store {
                 }
             }
         }
-        let index = Keys::new(&self.prefix).paused();
+        let index = Keys::new(self.prefix()).paused();
         if self.parts().len() > 1 {
             let mut cmd = redis::cmd(op);
             cmd.arg(index).arg(topic);
@@ -46,7 +46,7 @@ impl Store {
     /// The paused topics.
     pub(crate) async fn paused(&self) -> Result<std::collections::BTreeSet<String>> {
         let mut cmd = redis::cmd("SMEMBERS");
-        cmd.arg(Keys::new(&self.prefix).paused());
+        cmd.arg(Keys::new(self.prefix()).paused());
         self.call("paused topics", cmd.query_async(&mut self.conn()))
             .await
     }

@@ -166,7 +166,7 @@ impl Store {
                 max_bytes,
                 until,
             };
-            return self.pops.submit(self, 0, request, limit).await;
+            return self.lanes.pops.submit(self, 0, request, limit).await;
         }
         // Each topic's limit is one bucket for the whole queue: its tokens
         // are taken first, and what the partitions did not use is given

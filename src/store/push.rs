@@ -189,7 +189,7 @@ impl Store {
         limit: std::time::Duration,
     ) -> Result<PushReply> {
         let part = self.part_of(&p.id);
-        self.pushes.submit(self, part, p, limit).await
+        self.lanes.pushes.submit(self, part, p, limit).await
     }
 
     /// Many pushes: one script call per partition (and per

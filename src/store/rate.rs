@@ -78,7 +78,7 @@ impl Store {
         }
         self.limited.lock().unwrap().insert(topic.to_owned());
         let mut cmd = redis::cmd("HSET");
-        cmd.arg(Keys::rates_index(&self.prefix))
+        cmd.arg(Keys::rates_index(self.prefix()))
             .arg(topic)
             .arg(serde_json::to_string(&limit).expect("serializes"));
         self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
@@ -96,7 +96,7 @@ impl Store {
         }
         self.limited.lock().unwrap().remove(topic);
         let mut cmd = redis::cmd("HDEL");
-        cmd.arg(Keys::rates_index(&self.prefix)).arg(topic);
+        cmd.arg(Keys::rates_index(self.prefix())).arg(topic);
         let n: i64 = self
             .call("clear rate", cmd.query_async(&mut self.conn()))
             .await?;
@@ -106,7 +106,7 @@ impl Store {
     /// Every topic's limit.
     pub(crate) async fn rates(&self) -> Result<BTreeMap<String, RateLimit>> {
         let mut cmd = redis::cmd("HGETALL");
-        cmd.arg(Keys::rates_index(&self.prefix));
+        cmd.arg(Keys::rates_index(self.prefix()));
         let all: BTreeMap<String, String> = self
             .call("read rates", cmd.query_async(&mut self.conn()))
             .await?;

@@ -346,7 +346,7 @@ impl Store {
         // A topic with a rate limit is known with no jobs too. HKEYS costs
         // one name per rate-limited topic.
         let mut limited = redis::cmd("HKEYS");
-        limited.arg(Keys::rates_index(&self.prefix));
+        limited.arg(Keys::rates_index(self.prefix()));
         match self
             .call(
                 "topics",

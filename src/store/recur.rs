@@ -34,7 +34,7 @@ impl Store {
             Some(n) => vec![n.to_owned()],
             None => {
                 let mut cmd = redis::cmd("SMEMBERS");
-                cmd.arg(Keys::recurring_index(&self.prefix));
+                cmd.arg(Keys::recurring_index(self.prefix()));
                 self.call("recurring list", cmd.query_async(&mut self.conn()))
                     .await?
             }
@@ -145,9 +145,9 @@ impl Store {
     pub(crate) async fn recur_seen(&self) -> Result<(Option<(i64, i64)>, bool)> {
         let mut pipe = redis::pipe();
         pipe.cmd("GET")
-            .arg(Keys::recurring_seen(&self.prefix))
+            .arg(Keys::recurring_seen(self.prefix()))
             .cmd("EXISTS")
-            .arg(Keys::recurring_index(&self.prefix));
+            .arg(Keys::recurring_index(self.prefix()));
         let (v, any): (Option<String>, bool) = self
             .call("recurring seen", pipe.query_async(&mut self.conn()))
             .await?;
@@ -162,7 +162,7 @@ impl Store {
     /// `since_ms`.
     pub(crate) async fn recur_look(&self, since_ms: i64, now_ms: i64) -> Result<()> {
         let mut cmd = redis::cmd("SET");
-        cmd.arg(Keys::recurring_seen(&self.prefix))
+        cmd.arg(Keys::recurring_seen(self.prefix()))
             .arg(format!("{since_ms} {now_ms}"));
         self.call("recurring seen", cmd.query_async::<()>(&mut self.conn()))
             .await
@@ -173,7 +173,7 @@ impl Store {
     /// older delayq, have none). Costs one count per partition.
     pub(crate) async fn recur_indexed(&self) -> Result<bool> {
         let mut names = redis::cmd("SCARD");
-        names.arg(Keys::recurring_index(&self.prefix));
+        names.arg(Keys::recurring_index(self.prefix()));
         let names: usize = self
             .call("recurring count", names.query_async(&mut self.conn()))
             .await?;
@@ -193,7 +193,7 @@ impl Store {
     /// [`recur_indexed`](Self::recur_indexed) says some are missing.
     pub(crate) async fn recur_reindex(&self) -> Result<usize> {
         let mut cmd = redis::cmd("SMEMBERS");
-        cmd.arg(Keys::recurring_index(&self.prefix));
+        cmd.arg(Keys::recurring_index(self.prefix()));
         let names: Vec<String> = self
             .call("recurring reindex", cmd.query_async(&mut self.conn()))
             .await?;

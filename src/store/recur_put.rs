@@ -29,7 +29,7 @@ impl Store {
         cmd.arg(name).arg("put").arg(def).arg(&version);
         self.send(cmd).await?;
         let mut sadd = redis::cmd("SADD");
-        sadd.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        sadd.arg(Keys::recurring_index(self.prefix())).arg(name);
         self.call("recurring put", sadd.query_async::<i64>(&mut self.conn()))
             .await?;
         Ok(())
@@ -43,7 +43,7 @@ impl Store {
         cmd.arg(name).arg("delete").arg("").arg("");
         let done = decode(self.send(cmd).await?);
         let mut srem = redis::cmd("SREM");
-        srem.arg(Keys::recurring_index(&self.prefix)).arg(name);
+        srem.arg(Keys::recurring_index(self.prefix())).arg(name);
         self.call(
             "recurring delete",
             srem.query_async::<i64>(&mut self.conn()),

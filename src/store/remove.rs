@@ -138,7 +138,8 @@ impl Store {
             mode,
             token: token.to_owned(),
         };
-        self.removes
+        self.lanes
+            .removes
             .submit(self, self.part_of(id), removal, self.timeout())
             .await
     }

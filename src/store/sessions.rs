@@ -12,7 +12,7 @@ impl Store {
     /// Records that session `id` has ended, for `ttl` (one SET: O(1)).
     pub(crate) async fn end_session(&self, id: &str, ttl: Duration) -> Result<()> {
         let mut cmd = redis::cmd("SET");
-        cmd.arg(Keys::signed_out(&self.prefix, id))
+        cmd.arg(Keys::signed_out(self.prefix(), id))
             .arg(1)
             .arg("PX")
             .arg(ttl.as_millis().max(1) as u64);
@@ -23,7 +23,7 @@ impl Store {
     /// Whether session `id` has been signed out (one EXISTS: O(1)).
     pub(crate) async fn session_ended(&self, id: &str) -> Result<bool> {
         let mut cmd = redis::cmd("EXISTS");
-        cmd.arg(Keys::signed_out(&self.prefix, id));
+        cmd.arg(Keys::signed_out(self.prefix(), id));
         let n: i64 = self
             .call("check session", cmd.query_async(&mut self.conn()))
             .await?;

@@ -45,7 +45,7 @@ impl Store {
     /// (key, field) that changed and one EXPIRE per key, so its cost is
     /// bounded by topics x kinds (x the seconds since the last flush).
     pub(crate) async fn add_stats(&self, p: &Pending, offset_ms: i64) -> Result<()> {
-        let prefix = &self.prefix;
+        let prefix = self.prefix();
         let mut keys: BTreeMap<String, (i64, BTreeMap<String, u64>)> = BTreeMap::new();
         let mut add = |key: String, ttl: i64, field: String, n: u64| {
             *keys
@@ -111,9 +111,9 @@ impl Store {
         let mut pipe = redis::pipe();
         for at in first..=now {
             let key = if second {
-                Keys::throughput_second(&self.prefix, at)
+                Keys::throughput_second(self.prefix(), at)
             } else {
-                Keys::throughput_minute(&self.prefix, at)
+                Keys::throughput_minute(self.prefix(), at)
             };
             pipe.cmd("HMGET").arg(key).arg(&fields);
         }
@@ -150,7 +150,7 @@ impl Store {
         let mut pipe = redis::pipe();
         for m in (now - MINUTE_POINTS + 1)..=now {
             pipe.cmd("HGETALL")
-                .arg(Keys::lateness_minute(&self.prefix, m));
+                .arg(Keys::lateness_minute(self.prefix(), m));
         }
         let minutes: Vec<HashMap<String, u64>> = self
             .call("lateness", pipe.query_async(&mut self.conn()))

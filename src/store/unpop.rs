@@ -41,12 +41,14 @@ impl Store {
     /// Notes that the pop `nonce` on `part` may have leased jobs whose
     /// reply never came, and sees that they are given back.
     pub(crate) fn unpop_later(self: &Arc<Self>, part: usize, nonce: String) {
-        self.lost
+        self.lanes
+            .lost
             .pops
             .lock()
             .unwrap()
             .push((part, nonce, Instant::now()));
         if self
+            .lanes
             .lost
             .sending
             .swap(true, std::sync::atomic::Ordering::AcqRel)
@@ -72,10 +74,11 @@ impl Store {
     async fn send_lost_pops(&self, backoff: &mut Backoff) -> Option<Duration> {
         {
             let lost: Vec<_> = {
-                let mut pops = self.lost.pops.lock().unwrap();
+                let mut pops = self.lanes.lost.pops.lock().unwrap();
                 pops.retain(|(_, _, at)| at.elapsed() < GIVE_UP_AFTER);
                 if pops.is_empty() {
-                    self.lost
+                    self.lanes
+                        .lost
                         .sending
                         .store(false, std::sync::atomic::Ordering::Release);
                     return None;
@@ -101,7 +104,7 @@ impl Store {
                             );
                         }
                         let done: Vec<String> = nonces.iter().map(|n| n.to_string()).collect();
-                        (self.lost.pops.lock().unwrap())
+                        (self.lanes.lost.pops.lock().unwrap())
                             .retain(|(p, n, _)| *p != part || !done.contains(n));
                     }
                     Err(e) => {
