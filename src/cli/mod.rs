@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod import_ouqiang;
 pub mod private_redis;
 pub mod redis_checks;
+pub mod redis_tls;
 pub mod serve;
 pub mod signals;
 pub mod worker;

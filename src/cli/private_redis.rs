@@ -66,8 +66,8 @@ impl PrivateRedis {
         }
         let url = format!("redis+unix://{}", socket.display());
         let binary = find_redis_server().context(
-            "no Redis to use: redis-server is not installed and --redis (DELAYQ_REDIS) is not set.\n\
-             Install it (Debian/Ubuntu: sudo apt-get install -y redis-server) and delayq starts a \
+            "no Redis to use: redis-server is not installed (nor valkey-server) and --redis (DELAYQ_REDIS) is \
+             not set.\nInstall it (Debian/Ubuntu: sudo apt-get install -y redis-server) and delayq starts a \
              private one, or point delayq at your Redis: delayq serve --redis redis://HOST:PORT",
         );
         let adopted = ping(&url).await;
@@ -302,9 +302,13 @@ async fn ping(url: &str) -> bool {
     )
 }
 
+/// redis-server, else valkey-server (the package recommends either; a
+/// Valkey install need not provide the redis-server name).
 fn find_redis_server() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("redis-server"))
-        .find(|p| p.is_file())
+    ["redis-server", "valkey-server"].iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
 }

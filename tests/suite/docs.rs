@@ -64,14 +64,18 @@ fn shape(text: &str) -> (Vec<usize>, Vec<String>) {
     (heads, blocks)
 }
 
-#[test]
-fn the_chinese_readme_has_the_same_sections_and_commands() {
-    let (en, zh) = (read("README.md"), read("README.zh-CN.md"));
+/// The same sections in the same order and depth, and the same code (shell
+/// and TOML comments may be translated); each links to the other.
+fn same_shape(en_name: &str, zh_name: &str) {
+    let (en, zh) = (read(en_name), read(zh_name));
     let (en_heads, en_code) = shape(&en);
     let (zh_heads, zh_code) = shape(&zh);
-    assert_eq!(en_heads, zh_heads, "sections differ");
-    assert_eq!(en_code.len(), zh_code.len(), "code blocks differ in number");
-    // The same code; comments may be translated (shell and TOML blocks).
+    assert_eq!(en_heads, zh_heads, "{zh_name}: sections differ");
+    assert_eq!(
+        en_code.len(),
+        zh_code.len(),
+        "{zh_name}: code blocks differ in number"
+    );
     let code = |b: &str| -> Vec<String> {
         let fence = b.lines().next().unwrap_or_default();
         if !(fence.contains("sh") || fence.contains("toml")) {
@@ -83,9 +87,27 @@ fn the_chinese_readme_has_the_same_sections_and_commands() {
             .collect()
     };
     for (i, (e, z)) in en_code.iter().zip(&zh_code).enumerate() {
-        assert_eq!(code(e), code(z), "code block {i} differs");
+        assert_eq!(code(e), code(z), "{zh_name}: code block {i} differs");
     }
-    assert!(en.contains("(README.zh-CN.md)") && zh.contains("(README.md)"));
+    let file = |name: &str| name.rsplit('/').next().unwrap().to_owned();
+    assert!(
+        en.contains(&format!("({})", file(zh_name)))
+            && zh.contains(&format!("({})", file(en_name))),
+        "{en_name} and {zh_name} do not link to each other"
+    );
+}
+
+#[test]
+fn the_chinese_readme_has_the_same_sections_and_commands() {
+    same_shape("README.md", "README.zh-CN.md");
+}
+
+/// The managed services' page, likewise; the README links to both.
+#[test]
+fn the_chinese_services_page_has_the_same_sections_and_commands() {
+    same_shape("docs/services.md", "docs/services.zh-CN.md");
+    assert!(read("README.md").contains("(docs/services.md)"));
+    assert!(read("README.zh-CN.md").contains("(docs/services.zh-CN.md)"));
 }
 
 /// README's `/v1` table (both languages) lists every route the server has.

@@ -187,3 +187,146 @@ async fn a_password_is_used_and_a_wrong_one_is_a_failed_connection() {
     assert!(!checks["connection"].1.contains("wrong"), "password shown");
     assert!(!passed);
 }
+
+/// The TLS check tries the handshake: a certificate this machine does not
+/// trust, or a missing client certificate, is a fail naming the flag that
+/// fixes it (not an ok from the URL's scheme beside a failed connection).
+#[tokio::test]
+async fn tls_is_tried_and_an_untrusted_or_missing_certificate_fails_naming_the_flag() {
+    let certs = crate::tls::Certs::make();
+    let ca = certs.path("ca.crt").to_str().unwrap().to_owned();
+    let r = certs.server("no");
+    // The system's roots do not know the test's CA.
+    let (passed, checks) = doctor(&r.url(), &[]);
+    assert_eq!(verdict(&checks, "tls"), "fail", "{:?}", checks["tls"]);
+    assert!(
+        checks["tls"].1.contains("certificate"),
+        "{:?}",
+        checks["tls"]
+    );
+    assert!(
+        checks["tls"].2.contains("--redis-ca"),
+        "{:?}",
+        checks["tls"]
+    );
+    assert!(!passed);
+    let (passed, checks) = doctor(&r.url(), &["--redis-ca", &ca]);
+    assert_eq!(verdict(&checks, "tls"), "ok", "{:?}", checks["tls"]);
+    assert!(checks["tls"].1.contains("certificate checked"));
+    assert!(passed, "{checks:?}");
+    let (_, checks) = doctor(&r.url(), &["--redis-insecure"]);
+    assert_eq!(verdict(&checks, "tls"), "warn", "{:?}", checks["tls"]);
+
+    // A server that asks for a client certificate.
+    let r = certs.server("yes");
+    let (passed, checks) = doctor(&r.url(), &["--redis-ca", &ca]);
+    assert_eq!(verdict(&checks, "tls"), "fail", "{:?}", checks["tls"]);
+    assert!(
+        checks["tls"].2.contains("--redis-cert"),
+        "{:?}",
+        checks["tls"]
+    );
+    assert!(!passed);
+    let (cert, key) = (certs.path("client.crt"), certs.path("client.key"));
+    let (passed, checks) = doctor(
+        &r.url(),
+        &[
+            "--redis-ca",
+            &ca,
+            "--redis-cert",
+            cert.to_str().unwrap(),
+            "--redis-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(verdict(&checks, "tls"), "ok", "{:?}", checks["tls"]);
+    assert!(passed, "{checks:?}");
+}
+
+/// doctor and serve take the same TLS flags, said the same way.
+#[test]
+fn doctor_and_serve_take_the_same_tls_flags() {
+    let help = |cmd: &str| -> Vec<String> {
+        let out = delayq_run(&[cmd, "--help"], &[]);
+        let text = String::from_utf8(out.stdout).unwrap();
+        // Each flag's help, from its line to the next flag's.
+        let mut flags = Vec::new();
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            let t = line.trim();
+            if t.starts_with("--") || t.starts_with("-h,") {
+                flags.extend(current.take());
+                if t.starts_with("--redis-") && !t.starts_with("--redis-cluster") {
+                    current = Some(t.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+            } else if let Some(c) = &mut current {
+                for word in t.split_whitespace() {
+                    c.push(' ');
+                    c.push_str(word);
+                }
+            }
+        }
+        flags.extend(current);
+        flags.retain(|f| !f.starts_with("--redis-sentinel") && !f.starts_with("--redis-timeout"));
+        flags
+    };
+    let (doctor, serve) = (help("doctor"), help("serve"));
+    for flag in [
+        "--redis-ca",
+        "--redis-cert",
+        "--redis-key",
+        "--redis-insecure",
+    ] {
+        assert!(
+            doctor.iter().any(|f| f.starts_with(flag)),
+            "doctor lacks {flag}: {doctor:?}"
+        );
+    }
+    let tls = |flags: Vec<String>| -> Vec<String> {
+        flags
+            .into_iter()
+            .filter(|f| !f.starts_with("--redis <") && !f.starts_with("--redis-timeout"))
+            .collect()
+    };
+    assert_eq!(tls(doctor), tls(serve));
+}
+
+/// The cluster check names a master that is down and the slots nobody
+/// serves, also where the cluster still says ok
+/// (cluster-require-full-coverage no).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_a_master_down_fails_the_cluster_check_naming_it() {
+    use crate::redis_cluster::{addr, text, TestCluster};
+    let mut config = crate::redis_cluster::node_config().to_vec();
+    config.extend(["--cluster-require-full-coverage", "no"]);
+    let mut cluster = TestCluster::start_with(3, 0, &config);
+    let survivor = format!("redis://{}/", addr(&cluster.nodes[1]));
+    let (_, checks) = doctor(&survivor, &["--events-wait", "1s"]);
+    assert_eq!(verdict(&checks, "cluster"), "ok", "{:?}", checks["cluster"]);
+    assert!(checks["cluster"].1.contains("3 masters"));
+    assert!(checks["cluster"].2.is_empty());
+
+    let down = addr(&cluster.nodes[0]);
+    cluster.nodes[0].kill();
+    // Both survivors (a majority of masters) mark it failed.
+    let limit = std::time::Duration::from_secs(60);
+    crate::common::eventually(limit, "the master marked failed", || async {
+        [1, 2]
+            .iter()
+            .all(|&i| {
+                text(&cluster.nodes[i], &["CLUSTER", "INFO"])
+                    .is_some_and(|info| !info.contains("cluster_slots_fail:0"))
+            })
+            .then_some(())
+    })
+    .await;
+    let info = text(&cluster.nodes[1], &["CLUSTER", "INFO"]).unwrap();
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    let (passed, checks) = doctor(&survivor, &["--events-wait", "1s"]);
+    let (v, found, fix) = &checks["cluster"];
+    assert_eq!(v, "fail", "{:?}", checks["cluster"]);
+    assert!(found.contains(&down), "{found}");
+    assert!(found.contains("slots"), "{found}");
+    assert!(fix.contains("replica") || fix.contains("bring"), "{fix}");
+    assert!(!passed);
+}

@@ -59,6 +59,41 @@ async fn without_redis_url_a_private_redis_server_keeps_jobs_across_restarts() {
     delayq.terminate();
 }
 
+/// The Debian package recommends redis-server or valkey-server: a machine
+/// with only valkey-server on its PATH gets a private server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_server_is_started_from_valkey_server_when_redis_server_is_absent() {
+    let bin = tempfile::tempdir().unwrap();
+    let server = crate::redis_server::server_binary();
+    let server = which(&server);
+    std::os::unix::fs::symlink(&server, bin.path().join("valkey-server")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let delayq = DelayqProcess::spawn_from(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .env("PATH", bin.path())
+            .env_remove("DELAYQ_REDIS")
+            .env("DELAYQ_LOG", "warn")
+            .stderr(std::process::Stdio::inherit()),
+    );
+    let push = r#"{"topic":"t","id":"v","delay":3600,"ttr":5,"body":"b"}"#;
+    assert_eq!(post(&delayq.base, "/push", push).await["code"], 0);
+    delayq.terminate();
+    assert!(data.path().join("redis.conf").exists());
+}
+
+/// A program's path: as given when it has a slash, else found on PATH.
+fn which(program: &str) -> std::path::PathBuf {
+    if program.contains('/') {
+        return program.into();
+    }
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} is not on PATH"))
+}
+
 #[test]
 fn a_missing_redis_server_is_explained() {
     let dir = tempfile::tempdir().unwrap();

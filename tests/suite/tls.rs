@@ -98,7 +98,7 @@ impl Certs {
 
     /// redis-server TLS options; `clients`: "no" or "yes" (certificates
     /// required).
-    fn server(&self, clients: &str) -> RedisServer {
+    pub(crate) fn server(&self, clients: &str) -> RedisServer {
         let (cert, key, ca) = (
             self.arg("server.crt"),
             self.arg("server.key"),

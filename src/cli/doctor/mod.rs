@@ -14,7 +14,6 @@ mod events;
 mod server;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
@@ -24,6 +23,7 @@ use redis::aio::MultiplexedConnection;
 use serde::Serialize;
 
 use super::redis_checks;
+use super::redis_tls::RedisTlsArgs;
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
@@ -32,31 +32,8 @@ pub struct DoctorArgs {
     #[arg(long, env = "DELAYQ_REDIS")]
     redis: String,
 
-    /// TLS: check Redis's certificate against this CA (PEM file).
-    #[arg(long, env = "DELAYQ_REDIS_CA", value_name = "FILE")]
-    redis_ca: Option<PathBuf>,
-
-    /// TLS: client certificate (PEM file), for a Redis that asks for one.
-    #[arg(
-        long,
-        env = "DELAYQ_REDIS_CERT",
-        value_name = "FILE",
-        requires = "redis_key"
-    )]
-    redis_cert: Option<PathBuf>,
-
-    /// TLS: the client certificate's key (PEM file).
-    #[arg(
-        long,
-        env = "DELAYQ_REDIS_KEY",
-        value_name = "FILE",
-        requires = "redis_cert"
-    )]
-    redis_key: Option<PathBuf>,
-
-    /// TLS: accept any certificate from Redis (reported as a warning).
-    #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
-    redis_insecure: bool,
+    #[command(flatten)]
+    tls: RedisTlsArgs,
 
     /// The key prefix delayq will use: doctor's few short-lived keys are
     /// named under it, so an ACL that limits keys to it is tried as is.
@@ -236,15 +213,11 @@ pub async fn refuse_unscriptable(url: &str, tls: &Tls) -> Result<()> {
 
 pub async fn run(args: DoctorArgs) -> Result<()> {
     delayq::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
-    let tls = Tls {
-        ca_file: args.redis_ca.clone(),
-        cert_file: args.redis_cert.clone(),
-        key_file: args.redis_key.clone(),
-        insecure: args.redis_insecure,
-    };
+    let tls = args.tls.tls();
     let client = delayq::redis_client(&args.redis, &tls).context("--redis")?;
-    let mut checks = vec![server::tls(&client)];
-    match Target::reach(&args.redis, &tls, &args.prefix).await? {
+    let reached = Target::reach(&args.redis, &tls, &args.prefix).await?;
+    let mut checks = vec![server::tls(&client, &tls, reached.as_ref().err())];
+    match reached {
         Ok(target) => {
             checks.extend(server::checks(&target).await);
             checks.push(events::check(&target, args.events_wait).await);

@@ -95,33 +95,8 @@ pub struct ServeArgs {
     )]
     pub(super) degraded_pushes: DegradedPushes,
 
-    /// TLS: check Redis's certificate against this CA (PEM file) instead of
-    /// the system's roots.
-    #[arg(long, env = "DELAYQ_REDIS_CA", value_name = "FILE")]
-    pub(super) redis_ca: Option<PathBuf>,
-
-    /// TLS: client certificate (PEM file), for a Redis that asks for one.
-    #[arg(
-        long,
-        env = "DELAYQ_REDIS_CERT",
-        value_name = "FILE",
-        requires = "redis_key"
-    )]
-    pub(super) redis_cert: Option<PathBuf>,
-
-    /// TLS: the client certificate's key (PEM file).
-    #[arg(
-        long,
-        env = "DELAYQ_REDIS_KEY",
-        value_name = "FILE",
-        requires = "redis_cert"
-    )]
-    pub(super) redis_key: Option<PathBuf>,
-
-    /// TLS: accept any certificate from Redis. For self-signed test setups
-    /// only; delayq says so in its log.
-    #[arg(long, env = "DELAYQ_REDIS_INSECURE")]
-    pub(super) redis_insecure: bool,
+    #[command(flatten)]
+    pub(super) tls: RedisTlsArgs,
 
     /// Data directory of the private redis-server (when --redis is not set),
     /// relative to the working directory (the packaged service: /var/lib/delayq).

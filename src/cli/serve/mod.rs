@@ -10,12 +10,13 @@ use delayq::defaults;
 use delayq::duration::parse_duration;
 use delayq::http::{self, AppState, ServerConfig};
 use delayq::webhook;
-use delayq::{Config, DegradedPushes, Queue, Redis, Sentinel, Shutdown, Tls};
+use delayq::{Config, DegradedPushes, Queue, Redis, Sentinel, Shutdown};
 use tokio::net::TcpListener;
 
 use super::config::{self, Topics};
 use super::private_redis::PrivateRedis;
 use super::redis_checks;
+use super::redis_tls::RedisTlsArgs;
 use super::signals::Signals;
 
 mod args;
@@ -128,7 +129,7 @@ async fn serve(
     signals: Signals,
 ) -> Result<()> {
     let shutdown = Shutdown::new();
-    if args.redis_insecure {
+    if args.tls.redis_insecure {
         tracing::warn!("--redis-insecure: redis's TLS certificate is NOT checked; anyone in between can read and change jobs");
     }
     if args.degraded_pushes == DegradedPushes::Accept && args.replica_acks == 0 {
@@ -165,12 +166,7 @@ async fn serve(
         partitions,
         replica_acks: args.replica_acks,
         degraded_pushes: args.degraded_pushes,
-        tls: Tls {
-            ca_file: args.redis_ca.clone(),
-            cert_file: args.redis_cert.clone(),
-            key_file: args.redis_key.clone(),
-            insecure: args.redis_insecure,
-        },
+        tls: args.tls.tls(),
         prefix: args.prefix.clone(),
         redis_timeout: args.redis_timeout,
         default_retry: topics.default_retry,
@@ -190,13 +186,7 @@ async fn serve(
     .context("invalid configuration")?;
     redis_checks::connect(&queue, &redis_url).await?;
     if single {
-        let tls = Tls {
-            ca_file: args.redis_ca.clone(),
-            cert_file: args.redis_cert.clone(),
-            key_file: args.redis_key.clone(),
-            insecure: args.redis_insecure,
-        };
-        super::doctor::refuse_unscriptable(&redis_url, &tls).await?;
+        super::doctor::refuse_unscriptable(&redis_url, &args.tls.tls()).await?;
     }
     redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
     same_events_setting(&queue, events, &args.prefix).await?;
