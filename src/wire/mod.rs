@@ -18,7 +18,8 @@ pub mod events;
 pub mod jobs;
 pub mod ops;
 pub mod pop;
-pub mod schedules;
+pub mod rate;
+pub mod recurring;
 pub mod stats;
 pub mod tags;
 pub mod topics;
@@ -35,7 +36,8 @@ pub use jobs::{
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
-pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
+pub use rate::{Rate, RateLimit, RateSpec};
+pub use recurring::{RecurringRun, Schedule, ScheduleSpec, Schedules};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{

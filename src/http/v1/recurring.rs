@@ -1,5 +1,4 @@
-//! `/v1/recurring`: recurring schedules; `/v1/topics/{topic}/rate`: rate
-//! limits.
+//! `/v1/recurring`: recurring schedules.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,8 +10,7 @@ use super::jobs::retry_policy;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::recurring::{Recurring, RecurringState};
-use crate::store::rate::RateLimit;
-use crate::wire::{ErrorReply, Rate, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
+use crate::wire::{ErrorReply, RecurringRun, Schedule, ScheduleSpec, Schedules};
 
 impl From<RecurringState> for Schedule {
     fn from(s: RecurringState) -> Self {
@@ -35,14 +33,6 @@ impl From<RecurringState> for Schedule {
     }
 }
 
-fn no_limit(topic: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        format!("topic {topic:?} has no rate limit"),
-    )
-}
-
 fn not_found(name: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -52,7 +42,7 @@ fn not_found(name: &str) -> ApiError {
 }
 
 /// Create or replace a recurring schedule
-#[utoipa::path(put, path = "/v1/recurring/{name}", operation_id = "putRecurring",
+#[utoipa::path(put, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "putRecurring",
     params(super::ScheduleName), request_body = ScheduleSpec,
     responses((status = 200, description = "The schedule with its next fire time", body = Schedule)))]
 pub(super) async fn put(
@@ -91,7 +81,7 @@ pub(super) async fn put(
 }
 
 /// Show one recurring schedule
-#[utoipa::path(get, path = "/v1/recurring/{name}", operation_id = "getRecurring",
+#[utoipa::path(get, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "getRecurring",
     params(super::ScheduleName),
     responses(
         (status = 200, description = "The schedule", body = Schedule),
@@ -110,7 +100,7 @@ pub(super) async fn get_one(
 }
 
 /// List the recurring schedules with their next fire times
-#[utoipa::path(get, path = "/v1/recurring", operation_id = "listRecurring",
+#[utoipa::path(get, tag = "schedules", path = "/v1/recurring", operation_id = "listRecurring",
     responses((status = 200, description = "Every schedule", body = Schedules)))]
 pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedules>> {
     let schedules = state
@@ -124,7 +114,7 @@ pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedu
 }
 
 /// Delete a recurring schedule
-#[utoipa::path(delete, path = "/v1/recurring/{name}", operation_id = "deleteRecurring",
+#[utoipa::path(delete, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "deleteRecurring",
     params(super::ScheduleName),
     responses(
         (status = 204, description = "Deleted"),
@@ -145,7 +135,7 @@ pub(super) async fn delete(
 ///
 /// As a tick would (its topic, body, time to run and retries), due at
 /// once, under an id of its own; the schedule's ticks are unchanged.
-#[utoipa::path(post, path = "/v1/recurring/{name}/run", operation_id = "runRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/run", operation_id = "runRecurring",
     params(super::ScheduleName),
     responses(
         (status = 201, description = "The job pushed", body = RecurringRun),
@@ -180,7 +170,7 @@ pub(super) async fn run(
 ///
 /// No ticks until resumed; the job of its next tick is dropped if not yet
 /// handed over. The pause is kept in Redis (a restart or a put keeps it).
-#[utoipa::path(post, path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
     params(super::ScheduleName),
     responses(
         (status = 200, description = "The schedule, paused", body = Schedule),
@@ -196,7 +186,7 @@ pub(super) async fn pause(
 /// Resume a paused recurring schedule
 ///
 /// Its ticks count from now: those missed while paused do not fire.
-#[utoipa::path(post, path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
     params(super::ScheduleName),
     responses(
         (status = 200, description = "The schedule, running", body = Schedule),
@@ -221,67 +211,4 @@ async fn pause_or_resume(state: AppState, name: String, pause: bool) -> ApiResul
     }
     let s = q.recurring(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(s.into()))
-}
-
-/// Limit how fast a topic's jobs are handed out
-#[utoipa::path(put, path = "/v1/topics/{topic}/rate", operation_id = "setRateLimit",
-    params(super::TopicName), request_body = RateSpec,
-    responses((status = 200, description = "The limit set", body = Rate)))]
-pub(super) async fn rate_put(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Rate>> {
-    let spec: RateSpec = parse(&state, body)?;
-    let limit = RateLimit {
-        per_second: spec.per_second,
-        burst: spec
-            .burst
-            .unwrap_or_else(|| spec.per_second.ceil().max(1.0) as u32),
-    };
-    state.queue.set_rate(&topic, limit).await?;
-    Ok(Json(Rate {
-        topic,
-        per_second: limit.per_second,
-        burst: limit.burst,
-    }))
-}
-
-/// Show a topic's rate limit
-#[utoipa::path(get, path = "/v1/topics/{topic}/rate", operation_id = "getRateLimit",
-    params(super::TopicName),
-    responses(
-        (status = 200, description = "The limit", body = Rate),
-        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
-    ))]
-pub(super) async fn rate_get(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-) -> ApiResult<Json<Rate>> {
-    match state.queue.rates().await?.remove(&topic) {
-        Some(l) => Ok(Json(Rate {
-            topic,
-            per_second: l.per_second,
-            burst: l.burst,
-        })),
-        None => Err(no_limit(&topic)),
-    }
-}
-
-/// Remove a topic's rate limit
-#[utoipa::path(delete, path = "/v1/topics/{topic}/rate", operation_id = "clearRateLimit",
-    params(super::TopicName),
-    responses(
-        (status = 204, description = "Removed"),
-        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
-    ))]
-pub(super) async fn rate_delete(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-) -> ApiResult<StatusCode> {
-    if state.queue.clear_rate(&topic).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(no_limit(&topic))
-    }
 }
