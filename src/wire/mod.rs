@@ -8,8 +8,9 @@
 //! Names: requests are `...Spec` (bodies) and `...Query`; a reply that
 //! carries a model type's facts is `<model>Body` ([`JobBody`] for
 //! [`crate::Job`], [`DeliveryBody`], [`PushedBody`], [`NackedBody`],
-//! [`ShardBody`]), so the two never share a name; its OpenAPI schema keeps
-//! the model's name (`Job`, ...), as published.
+//! [`ShardBody`], [`RecurringStateBody`]), so the two never share a name;
+//! its OpenAPI schema keeps the name it was published under (`Job`,
+//! `Schedule`, ...).
 //!
 //! Times are Unix milliseconds of the Redis clock.
 
@@ -37,7 +38,7 @@ pub use jobs::{
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use rate::{Rate, RateLimit, RateSpec};
-pub use recurring::{RecurringRun, Schedule, ScheduleSpec, Schedules};
+pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{

@@ -8,8 +8,9 @@ use crate::recurring::Missed;
 
 /// `PUT /v1/recurring/{name}`: a job per cron tick.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[schema(as = ScheduleSpec)]
 #[serde(deny_unknown_fields)]
-pub struct ScheduleSpec {
+pub struct RecurringSpec {
     #[schema(max_length = 128)]
     pub topic: String,
     /// Six fields, seconds first (`0 0 9 * * *`), or five (`0 9 * * *`).
@@ -39,7 +40,8 @@ pub struct ScheduleSpec {
 
 /// A schedule with its next fire time.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Schedule {
+#[schema(as = Schedule)]
+pub struct RecurringStateBody {
     pub name: String,
     pub topic: String,
     pub cron: String,
@@ -73,6 +75,7 @@ pub struct RecurringRun {
 
 /// `GET /v1/recurring`.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Schedules {
-    pub schedules: Vec<Schedule>,
+#[schema(as = Schedules)]
+pub struct RecurringList {
+    pub schedules: Vec<RecurringStateBody>,
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use delayq::wire::{NoContent, RecurringRun, Schedule, ScheduleSpec, Schedules};
+use delayq::wire::{NoContent, RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 use delayq::Missed;
 use reqwest::Method;
 
@@ -65,7 +65,7 @@ pub enum RecurringCommand {
 }
 
 /// One schedule, a field a line.
-fn schedule(s: &Schedule, o: &mut String) {
+fn schedule(s: &RecurringStateBody, o: &mut String) {
     let ttr = s.ttr_ms.to_string();
     let missed = name(&s.missed);
     for (key, value) in [
@@ -104,7 +104,7 @@ impl Recurring {
                 max_attempts,
                 missed,
             } => {
-                let spec = ScheduleSpec {
+                let spec = RecurringSpec {
                     topic,
                     cron,
                     timezone: Some(timezone),
@@ -119,18 +119,20 @@ impl Recurring {
                     },
                 };
                 let reply = c
-                    .call::<Schedule>(Method::PUT, &recurring_path(&name), Some(&spec))
+                    .call::<RecurringStateBody>(Method::PUT, &recurring_path(&name), Some(&spec))
                     .await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::Get { name } => {
                 let reply = c
-                    .fetch::<Schedule>(Method::GET, &recurring_path(&name))
+                    .fetch::<RecurringStateBody>(Method::GET, &recurring_path(&name))
                     .await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::List => {
-                let reply = c.fetch::<Schedules>(Method::GET, "/v1/recurring").await?;
+                let reply = c
+                    .fetch::<RecurringList>(Method::GET, "/v1/recurring")
+                    .await?;
                 c.show(&reply, |all, o| {
                     let mut rows =
                         vec![["name", "topic", "cron", "time zone", "next fire"].map(String::from)];
@@ -165,12 +167,12 @@ impl Recurring {
             }
             RecurringCommand::Pause { name } => {
                 let path = format!("{}/pause", recurring_path(&name));
-                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                let reply = c.fetch::<RecurringStateBody>(Method::POST, &path).await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::Resume { name } => {
                 let path = format!("{}/resume", recurring_path(&name));
-                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                let reply = c.fetch::<RecurringStateBody>(Method::POST, &path).await?;
                 c.show(&reply, schedule)
             }
         }

@@ -10,12 +10,12 @@ use super::jobs::retry_policy;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::recurring::{Recurring, RecurringState};
-use crate::wire::{ErrorReply, RecurringRun, Schedule, ScheduleSpec, Schedules};
+use crate::wire::{ErrorReply, RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 
-impl From<RecurringState> for Schedule {
+impl From<RecurringState> for RecurringStateBody {
     fn from(s: RecurringState) -> Self {
         let r = s.schedule;
-        Schedule {
+        RecurringStateBody {
             name: s.name,
             retry: r.retry.as_ref().map(Into::into),
             topic: r.topic,
@@ -43,14 +43,14 @@ fn not_found(name: &str) -> ApiError {
 
 /// Create or replace a recurring schedule
 #[utoipa::path(put, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "putRecurring",
-    params(super::ScheduleName), request_body = ScheduleSpec,
-    responses((status = 200, description = "The schedule with its next fire time", body = Schedule)))]
+    params(super::ScheduleName), request_body = RecurringSpec,
+    responses((status = 200, description = "The schedule with its next fire time", body = RecurringStateBody)))]
 pub(super) async fn put(
     State(state): State<AppState>,
     Segment(name): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Schedule>> {
-    let spec: ScheduleSpec = parse(&state, body)?;
+) -> ApiResult<Json<RecurringStateBody>> {
+    let spec: RecurringSpec = parse(&state, body)?;
     if let Some(t) = &spec.ttr {
         let ms = t
             .as_str()
@@ -84,13 +84,13 @@ pub(super) async fn put(
 #[utoipa::path(get, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "getRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule", body = Schedule),
+        (status = 200, description = "The schedule", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     let s = state
         .queue
         .recurring(&name)
@@ -101,8 +101,8 @@ pub(super) async fn get_one(
 
 /// List the recurring schedules with their next fire times
 #[utoipa::path(get, tag = "schedules", path = "/v1/recurring", operation_id = "listRecurring",
-    responses((status = 200, description = "Every schedule", body = Schedules)))]
-pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedules>> {
+    responses((status = 200, description = "Every schedule", body = RecurringList)))]
+pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<RecurringList>> {
     let schedules = state
         .queue
         .list_recurring()
@@ -110,7 +110,7 @@ pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedu
         .into_iter()
         .map(Into::into)
         .collect();
-    Ok(Json(Schedules { schedules }))
+    Ok(Json(RecurringList { schedules }))
 }
 
 /// Delete a recurring schedule
@@ -173,13 +173,13 @@ pub(super) async fn run(
 #[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule, paused", body = Schedule),
+        (status = 200, description = "The schedule, paused", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn pause(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     pause_or_resume(state, name, true).await
 }
 
@@ -189,17 +189,21 @@ pub(super) async fn pause(
 #[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule, running", body = Schedule),
+        (status = 200, description = "The schedule, running", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn resume(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     pause_or_resume(state, name, false).await
 }
 
-async fn pause_or_resume(state: AppState, name: String, pause: bool) -> ApiResult<Json<Schedule>> {
+async fn pause_or_resume(
+    state: AppState,
+    name: String,
+    pause: bool,
+) -> ApiResult<Json<RecurringStateBody>> {
     let q = &state.queue;
     let found = if pause {
         q.pause_recurring(&name).await?
