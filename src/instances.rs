@@ -51,7 +51,7 @@ pub async fn run(queue: Queue, mut instance: Instance, shutdown: Shutdown) {
             .saturating_sub(queue.waiting_webhook_pops()) as u64;
         instance.dispatching = queue.dispatching_partitions();
         if instance.started_at_ms == 0 {
-            instance.started_at_ms = queue.now_read_ms().await.unwrap_or(0);
+            instance.started_at_ms = queue.clock().now_ms().await.unwrap_or(0);
         }
         if let Err(e) = queue.heartbeat(&mut instance, TTL).await {
             tracing::debug!(error = %e, "heartbeat not written; trying again");

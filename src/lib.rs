@@ -51,7 +51,8 @@
 //! - [`http`]: the HTTP server; [`http::compat`] is the ouqiang contract,
 //!   [`http::v1`] the native API, [`http::ui`] the dashboard.
 //! - [`wire`]: the native API's request and reply types, shared by the
-//!   server, the CLI client and the derived OpenAPI document.
+//!   server, the CLI client and the derived OpenAPI document; a body that
+//!   mirrors a model type is named `<model>Body` (`wire::JobBody`).
 //! - [`figures`]: what delayq reports about itself (topic counts,
 //!   throughput, lateness, events, instances), returned by the store and
 //!   the queue, carried unchanged by [`wire`].

@@ -311,7 +311,7 @@ async fn deliver(
     // again while this delivery is still waiting for an answer. Counted
     // from now on Redis's clock as this process knows it.
     let margin = hook.timeout + Duration::from_secs(1);
-    let lease_left = job.lease_until_ms - queue.now_estimate_ms();
+    let lease_left = job.lease_until_ms - queue.clock().now_estimate_ms();
     if lease_left < margin.as_millis() as i64 {
         queue
             .touch(&job.id, &job.token, Some(margin))
@@ -407,7 +407,7 @@ async fn deliver(
     // Redis time as this process knows it from its replies: a round trip
     // per delivery for a status note was one more step each delivery
     // waited for before its slot was free.
-    let at_ms = queue.now_estimate_ms();
+    let at_ms = queue.clock().now_estimate_ms();
     let status = status.unwrap_or_else(|| outcome.to_owned());
     note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");

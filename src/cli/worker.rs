@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use delayq::wire::{
-    Delivery, NackSpec, Nacked, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
+    DeliveryBody, NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
 };
 use delayq::JobState;
 use delayq::Shutdown;
@@ -151,7 +151,12 @@ async fn worker(
 
 /// Runs and settles one job. Err (the job given back) when the command
 /// could not be started: that is not a failed attempt of the job.
-async fn handle(c: &Client, job: &Delivery, command: &[String], running: &Running) -> Result<()> {
+async fn handle(
+    c: &Client,
+    job: &DeliveryBody,
+    command: &[String],
+    running: &Running,
+) -> Result<()> {
     let (id, token) = (&job.id, &job.token);
     // The pop's lease is the job's ttr: the first touch comes a third of
     // it in. Each touch asks for the ttr again, at least EXTENSION, and
@@ -211,7 +216,7 @@ async fn handle(c: &Client, job: &Delivery, command: &[String], running: &Runnin
                 delay_ms: None,
                 error: error.clone(),
             };
-            let done = c.call::<Nacked>(Method::POST, &path, Some(&spec)).await;
+            let done = c.call::<NackedBody>(Method::POST, &path, Some(&spec)).await;
             (
                 done.map(|r| Some(r.value.state)),
                 format!("failed ({error})"),
@@ -260,7 +265,7 @@ fn check_program(program: &str) -> Result<()> {
 }
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
-async fn run_command(command: &[String], job: &Delivery) -> std::result::Result<(), Failure> {
+async fn run_command(command: &[String], job: &DeliveryBody) -> std::result::Result<(), Failure> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.

@@ -60,7 +60,7 @@ pub(crate) async fn run(h: Handles) {
         looks += 1;
         let wait = match pass(&h, &mut cache, reindex).await {
             Ok(Some(next_ms)) => {
-                let now = h.store.clock.now_us().map_or(0, |us| us / 1000);
+                let now = h.store.clock().estimate_us().map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
             }
             Ok(None) => MAX_IDLE,
@@ -84,11 +84,6 @@ pub(crate) async fn run(h: Handles) {
     }
 }
 
-/// Redis time now, ms.
-async fn now_ms(h: &Handles) -> crate::Result<i64> {
-    Ok(h.store.now_read_us().await? / 1000)
-}
-
 /// Which ticks were missed by every process: those before the start of
 /// the current run of looks (Unix ms).
 #[derive(Clone, Copy, Debug)]
@@ -108,7 +103,7 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
         let n = h.store.recur_reindex().await?;
         debug!(schedules = n, "recurring schedules added to the due index");
     }
-    let now = now_ms(h).await?;
+    let now = h.store.clock().now_ms().await?;
     let (seen, any) = h.store.recur_seen().await?;
     if !any {
         // No schedule: nothing can be missed, and an idle queue writes
@@ -236,9 +231,9 @@ async fn part_pass(
 /// Notes that the loop is still looking, as of now (one SET of a short
 /// string: its cost does not grow with the schedules).
 async fn note_look(h: &Handles, outage: Outage) -> crate::Result<()> {
-    let at = match h.store.clock.now_us() {
+    let at = match h.store.clock().estimate_us() {
         Some(us) => us / 1000,
-        None => now_ms(h).await?,
+        None => h.store.clock().now_ms().await?,
     };
     h.store.recur_look(outage.run_since, at).await
 }

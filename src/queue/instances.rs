@@ -11,24 +11,10 @@ use crate::figures::{Instance, WebhookStatus};
 pub(crate) use crate::store::instances::WebhookNote;
 
 impl Queue {
-    /// Redis time now (ms): the clock's estimate once a reply has told it
-    /// Redis time, after one `TIME` round trip if none has yet (an error
-    /// if Redis cannot be asked); [`Queue::now_estimate_ms`] never asks.
-    pub(crate) async fn now_read_ms(&self) -> Result<i64> {
-        Ok(self.store().now_read_us().await? / 1000)
-    }
-
-    /// Redis time (ms) as this process estimates it from the replies it
-    /// has had, without a round trip (never ahead of Redis, behind it by about
-    /// a reply's latency; this host's clock before the first reply).
-    pub(crate) fn now_estimate_ms(&self) -> i64 {
-        self.store().now_estimate_ms()
-    }
-
     /// Writes `instance`'s heartbeat (its `last_seen_ms` set to now), to
     /// expire after `ttl` unless written again.
     pub async fn heartbeat(&self, instance: &mut Instance, ttl: Duration) -> Result<()> {
-        instance.last_seen_ms = self.now_read_ms().await?;
+        instance.last_seen_ms = self.clock().now_ms().await?;
         let json = serde_json::to_string(&*instance).expect("an instance serializes");
         self.store()
             .heartbeat(
@@ -48,7 +34,7 @@ impl Queue {
     /// The running instances, by id: those whose last heartbeat has not
     /// expired.
     pub async fn instances(&self) -> Result<Vec<Instance>> {
-        let now = self.now_read_ms().await?;
+        let now = self.clock().now_ms().await?;
         let mut out: Vec<Instance> = self
             .store()
             .instances(now)
@@ -86,7 +72,7 @@ impl Queue {
             }
         }
         let names: Vec<String> = topics.keys().cloned().collect();
-        let now_minute = self.now_read_ms().await?.div_euclid(60_000);
+        let now_minute = self.clock().now_ms().await?.div_euclid(60_000);
         let mut read = self.store().webhook_read(&names, now_minute).await?;
         Ok(topics
             .into_values()

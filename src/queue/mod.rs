@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::job::Limits;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
+use crate::store::clock::RedisClock;
 use crate::store::layout::validate_prefix;
 use crate::store::nack::Retention;
 use crate::store::Store;
@@ -160,6 +161,11 @@ impl Queue {
 
     fn store(&self) -> &Arc<Store> {
         &self.inner.h.store
+    }
+
+    /// Redis time as this process knows it.
+    pub(crate) fn clock(&self) -> RedisClock<'_> {
+        self.store().clock()
     }
 
     /// True while the expired/ready subscriber is connected.

@@ -190,7 +190,7 @@ impl Queue {
             // released.
             Err(_) => return Err(self.store().timed_out("pop")),
         };
-        let now = self.store().clock.now_us();
+        let now = self.clock().estimate_us();
         let (live, ended): (Vec<_>, Vec<_>) = got
             .into_iter()
             .partition(|d| now.is_none_or(|now| now < d.lease_until_ms.saturating_mul(1000)));

@@ -85,7 +85,7 @@ impl Queue {
     }
 
     async fn recurring_states(&self, only: Option<&str>) -> Result<Vec<RecurringState>> {
-        let now = self.store().now_read_us().await? / 1000;
+        let now = self.clock().now_ms().await?;
         Ok(self
             .store()
             .recur_all(only)

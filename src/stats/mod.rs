@@ -80,8 +80,8 @@ pub(crate) async fn flush(store: &Store, rec: &Recorder) {
     }
     // Buckets are Redis's seconds: this process's clock may be off.
     let offset_ms = store
-        .clock
-        .now_us()
+        .clock()
+        .estimate_us()
         .map(|us| us / 1000 - local_ms())
         .unwrap_or(0);
     if let Err(e) = store.add_stats(&p, offset_ms).await {

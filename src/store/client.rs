@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::RedisClock;
+use super::clock::Offset;
 use super::conn::Conn;
 use super::link::{client, Link};
 use super::LATE_REPLY_GRACE;
@@ -32,7 +32,7 @@ pub(crate) struct Client {
     /// master, so one master's death holds up no other partition.
     pub(super) node_conns:
         std::sync::Mutex<std::collections::HashMap<String, redis::aio::MultiplexedConnection>>,
-    pub(crate) clock: RedisClock,
+    pub(super) time_offset: Offset,
     pub(super) timeout: Duration,
     /// Told of each failure to reach Redis.
     pub(super) observer: Arc<dyn Observer>,
@@ -102,7 +102,7 @@ impl Client {
             ack_conn: std::sync::RwLock::new(ack_conn),
             health: health::Health::new(partitions, replica_acks, config.degraded_pushes),
             node_conns: Default::default(),
-            clock: RedisClock::default(),
+            time_offset: Offset::default(),
             timeout,
             observer,
             connect_error: std::sync::Mutex::new(None),

@@ -1,4 +1,4 @@
-//! [`RedisClock`]: this process's estimate of Redis time.
+//! [`RedisClock`]: Redis time as this process knows it.
 //!
 //! Two promises need to know what time it is in Redis, not here:
 //!
@@ -24,34 +24,44 @@
 //! clock follows Redis's even when that steps back (a failover); a slow one
 //! lowers it only when it proves it ahead (`R` below the estimate at
 //! sending).
+//!
+//! The readings are kept in the client's [`Offset`]; [`Client::clock`]
+//! gives the clock over it, the one way to ask what time it is in Redis:
+//! [`RedisClock::now_estimate_ms`] never asks Redis,
+//! [`RedisClock::now_ms`] asks it once (`TIME`) when no reply has told it
+//! yet.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Client;
+use crate::error::{Error, Result};
+
 /// Round trips up to this replace the estimate; longer ones only refine it.
 const MAX_SAMPLE_RTT: Duration = Duration::from_millis(100);
 const UNKNOWN: i64 = i64::MIN;
 
+/// Redis time minus local time, as the replies tell it.
 #[derive(Debug)]
-pub(crate) struct RedisClock {
+pub(crate) struct Offset {
     base: Instant,
     /// Redis time (us) minus microseconds since `base`; `UNKNOWN` until the
     /// first sample.
     offset_us: AtomicI64,
 }
 
-impl Default for RedisClock {
+impl Default for Offset {
     fn default() -> Self {
-        RedisClock {
+        Offset {
             base: Instant::now(),
             offset_us: AtomicI64::new(UNKNOWN),
         }
     }
 }
 
-impl RedisClock {
+impl Offset {
     /// Records that a call sent at `sent` and answered at `received` saw
     /// Redis time `redis_us`.
     pub fn observe(&self, sent: Instant, received: Instant, redis_us: i64) {
@@ -79,12 +89,79 @@ impl RedisClock {
         }
     }
 
-    pub fn now_us(&self) -> Option<i64> {
+    fn local_us(&self, at: Instant) -> i64 {
+        at.saturating_duration_since(self.base).as_micros() as i64
+    }
+}
+
+/// Redis time: this process's estimate, and a reading of Redis's own
+/// clock when there is no estimate yet. Made by [`Client::clock`].
+#[derive(Clone, Copy)]
+pub(crate) struct RedisClock<'a> {
+    redis: &'a Client,
+}
+
+impl Client {
+    /// Redis time as this process knows it.
+    pub(crate) fn clock(&self) -> RedisClock<'_> {
+        RedisClock { redis: self }
+    }
+}
+
+impl RedisClock<'_> {
+    /// Records that a call sent at `sent` and answered at `received` saw
+    /// Redis time `redis_us`.
+    pub fn observe(&self, sent: Instant, received: Instant, redis_us: i64) {
+        self.redis.time_offset.observe(sent, received, redis_us);
+    }
+
+    /// Redis time (us) at local instant `at`, at the latest; `None` before
+    /// the first reading.
+    pub fn at(&self, at: Instant) -> Option<i64> {
+        self.redis.time_offset.at(at)
+    }
+
+    /// Redis time now (us), at the latest; `None` before the first reading.
+    pub fn estimate_us(&self) -> Option<i64> {
         self.at(Instant::now())
     }
 
-    fn local_us(&self, at: Instant) -> i64 {
-        at.saturating_duration_since(self.base).as_micros() as i64
+    /// Redis time now, ms, without a round trip (never ahead of Redis,
+    /// behind it by about a reply's latency; this host's clock before the
+    /// first reading).
+    pub fn now_estimate_ms(&self) -> i64 {
+        self.estimate_us().map(|us| us / 1000).unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0)
+        })
+    }
+
+    /// Redis time now, ms: the estimate once a reply has told it, after
+    /// one `TIME` round trip if none has yet (an error if Redis cannot be
+    /// asked).
+    pub async fn now_ms(&self) -> Result<i64> {
+        if let Some(now) = self.estimate_us() {
+            return Ok(now / 1000);
+        }
+        self.read("read the clock").await?;
+        let now = self
+            .estimate_us()
+            .ok_or_else(|| Error::protocol("read the clock", "no reading".into()))?;
+        Ok(now / 1000)
+    }
+
+    /// Reads Redis time once, so that deadlines can be given from the first
+    /// call on (later readings come with dispatch and pop replies).
+    pub(super) async fn read(&self, op: &'static str) -> Result<()> {
+        let sent = Instant::now();
+        let (s, us): (i64, i64) = self
+            .redis
+            .call(op, redis::cmd("TIME").query_async(&mut self.redis.conn()))
+            .await?;
+        self.observe(sent, Instant::now(), s * 1_000_000 + us);
+        Ok(())
     }
 }
 
@@ -96,7 +173,7 @@ mod tests {
 
     #[test]
     fn estimates_stay_behind_redis_and_slow_replies_never_put_them_ahead() {
-        let c = RedisClock::default();
+        let c = Offset::default();
         let t0 = c.base + Duration::from_secs(1);
         assert_eq!(c.at(t0), None);
         // Redis said 5_000_000 us at some point before t0 + 1 ms.
@@ -112,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_slow_reply_is_a_reading_behind_by_its_round_trip() {
-        let c = RedisClock::default();
+        let c = Offset::default();
         let t0 = c.base + Duration::from_secs(1);
         // Sent at t0, answered 150 ms later: Redis read 5_000_000 at some
         // point in between, so at the answer it is at least that.
@@ -123,7 +200,7 @@ mod tests {
 
     #[test]
     fn the_tighter_of_slow_readings_is_kept() {
-        let c = RedisClock::default();
+        let c = Offset::default();
         let t0 = c.base + Duration::from_secs(1);
         // Redis runs at local time + 4 s; replies come 150 ms late. The
         // first was read by Redis at its answer, the second right after
@@ -144,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_slow_reply_that_shows_the_estimate_ahead_brings_it_back() {
-        let c = RedisClock::default();
+        let c = Offset::default();
         let t0 = c.base + Duration::from_secs(1);
         c.observe(t0, t0 + MS, 5_000_000);
         // Redis's clock stepped back 10 s (a failover); the next reply is

@@ -113,7 +113,7 @@ impl Store {
         }
         let sent = Instant::now();
         let d = decode(self.send(cmd).await?)?;
-        self.clock.observe(sent, Instant::now(), d.now_us);
+        self.clock().observe(sent, Instant::now(), d.now_us);
         Ok(d)
     }
 }

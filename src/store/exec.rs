@@ -232,11 +232,11 @@ impl Store {
             }
         }
         self.check_partitions().await?;
-        if self.clock.now_us().is_none() {
+        if self.clock().estimate_us().is_none() {
             // Without a reading the call could carry no deadline.
-            self.read_clock(op).await?;
+            self.clock().read(op).await?;
         }
-        let deadline_us = self.clock.at(call.until).unwrap_or(0);
+        let deadline_us = self.clock().at(call.until).unwrap_or(0);
         let cmd = call.cmd(self, deadline_us);
         let limit = call
             .within
@@ -339,31 +339,5 @@ impl Store {
                 Err(e) => return Err(self.error(op, e)),
             }
         }
-    }
-}
-
-impl Client {
-    /// Redis time now (the clock's estimate, which never runs ahead), in
-    /// microseconds; read with one `TIME` round trip if no reply has told
-    /// it yet (`now_estimate_ms` falls back to this host's clock instead).
-    pub(crate) async fn now_read_us(&self) -> Result<i64> {
-        if let Some(now) = self.clock.now_us() {
-            return Ok(now);
-        }
-        self.read_clock("read the clock").await?;
-        self.clock
-            .now_us()
-            .ok_or_else(|| Error::protocol("read the clock", "no reading".into()))
-    }
-
-    /// Reads Redis time once, so that deadlines can be given from the first
-    /// call on (later readings come with dispatch and pop replies).
-    async fn read_clock(&self, op: &'static str) -> Result<()> {
-        let sent = Instant::now();
-        let (s, us): (i64, i64) = self
-            .call(op, redis::cmd("TIME").query_async(&mut self.conn()))
-            .await?;
-        self.clock.observe(sent, Instant::now(), s * 1_000_000 + us);
-        Ok(())
     }
 }

@@ -328,7 +328,7 @@ impl Store {
             r => r?,
         };
         let popped = decode(reply)?;
-        self.clock.observe(sent, Instant::now(), popped.now_us);
+        self.clock().observe(sent, Instant::now(), popped.now_us);
         Ok((popped.held, popped.deliveries))
     }
 }

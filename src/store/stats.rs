@@ -30,17 +30,6 @@ fn value<T: redis::FromRedisValue>(op: &'static str, v: redis::Value) -> Result<
 }
 
 impl Store {
-    /// Redis time now, ms (this process's estimate; its own clock until a
-    /// reply has told it).
-    pub(crate) fn now_estimate_ms(&self) -> i64 {
-        self.clock.now_us().map(|us| us / 1000).unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0)
-        })
-    }
-
     /// Adds an instance's increments: one pipelined call of one HINCRBY per
     /// (key, field) that changed and one EXPIRE per key, so its cost is
     /// bounded by topics x kinds (x the seconds since the last flush).
@@ -99,7 +88,7 @@ impl Store {
         } else {
             (60, MINUTE_POINTS)
         };
-        let now = self.now_estimate_ms().div_euclid(1000 * step_s);
+        let now = self.clock().now_estimate_ms().div_euclid(1000 * step_s);
         let first = now - points + 1;
         let fields: Vec<String> = Kind::ALL
             .iter()
@@ -146,7 +135,7 @@ impl Store {
         [u64; LATENESS_BUCKETS],
         HashMap<String, [u64; LATENESS_BUCKETS]>,
     )> {
-        let now = self.now_estimate_ms().div_euclid(60_000);
+        let now = self.clock().now_estimate_ms().div_euclid(60_000);
         let mut pipe = redis::pipe();
         for m in (now - MINUTE_POINTS + 1)..=now {
             pipe.cmd("HGETALL")
@@ -190,7 +179,7 @@ impl Store {
         o: &mut Overview,
         limited: &BTreeMap<String, crate::RateLimit>,
     ) -> Result<()> {
-        let now = self.now_estimate_ms();
+        let now = self.clock().now_estimate_ms();
         let ready: Vec<String> = (o.topics.iter())
             .filter(|(_, c)| c.ready > 0)
             .map(|(t, _)| t.clone())

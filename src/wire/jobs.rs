@@ -216,7 +216,8 @@ impl Outcome {
 
 /// A pushed job: 201 created; 200 replaced, deduplicated or debounced.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Pushed {
+#[schema(as = Pushed)]
+pub struct PushedBody {
     pub id: String,
     pub due_at_ms: i64,
     pub outcome: Outcome,
@@ -257,7 +258,8 @@ pub struct BatchResult {
 
 /// A job as stored.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Job {
+#[schema(as = Job)]
+pub struct JobBody {
     pub id: String,
     pub topic: String,
     pub body: String,
@@ -363,7 +365,8 @@ pub struct NackSpec {
 
 /// Where a nacked job went: ready, delayed (a retry) or dead.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Nacked {
+#[schema(as = Nacked)]
+pub struct NackedBody {
     pub id: String,
     pub state: JobState,
     pub due_at_ms: i64,

@@ -5,6 +5,13 @@
 //! (`/v1/openapi.json`, [`crate::http::v1::openapi`]) is derived from them:
 //! a new field is a field here, seen by all three.
 //!
+//! Names: requests are `...Spec` (bodies) and `...Query`; a reply that
+//! carries a model type's facts is `<model>Body` ([`JobBody`] for
+//! [`crate::Job`], [`DeliveryBody`], [`PushedBody`], [`NackedBody`],
+//! [`ShardBody`], [`RecurringStateBody`]), so the two never share a name;
+//! its OpenAPI schema keeps the name it was published under (`Job`,
+//! `Schedule`, ...).
+//!
 //! Times are Unix milliseconds of the Redis clock.
 
 pub mod due;
@@ -12,7 +19,8 @@ pub mod events;
 pub mod jobs;
 pub mod ops;
 pub mod pop;
-pub mod schedules;
+pub mod rate;
+pub mod recurring;
 pub mod stats;
 pub mod tags;
 pub mod topics;
@@ -24,12 +32,13 @@ pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_
 pub use events::{Event, EventGap, EventsQuery};
 pub use jobs::{
     Attempt, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DedupSpec, IfExistsSpec, Interval,
-    Job, JobSpec, NackSpec, Nacked, Outcome, Pushed, RescheduleSpec, Rescheduled, Retry, RetrySpec,
-    TokenSpec, TouchSpec, Touched,
+    JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec, Rescheduled,
+    Retry, RetrySpec, TokenSpec, TouchSpec, Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
-pub use pop::{Delivery, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
-pub use schedules::{Rate, RateLimit, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
+pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
+pub use rate::{Rate, RateLimit, RateSpec};
+pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{
@@ -106,7 +115,7 @@ pub struct Readiness {
     pub error: Option<String>,
     /// Each shard (Sentinel or Cluster master) and its partitions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shards: Vec<Shard>,
+    pub shards: Vec<ShardBody>,
     /// Some shard is short of replicas or not answering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<bool>,
@@ -127,7 +136,8 @@ enum MemoryState {
 
 /// One shard in [`Readiness`].
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Shard {
+#[schema(as = Shard)]
+pub struct ShardBody {
     pub node: String,
     /// ok, degraded (fewer replicas than asked for) or down.
     pub state: String,

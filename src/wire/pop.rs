@@ -25,13 +25,14 @@ fn one() -> usize {
 
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 pub struct Popped {
-    pub jobs: Vec<Delivery>,
+    pub jobs: Vec<DeliveryBody>,
 }
 
 /// A leased job: settle it with its token (finish, nack, touch, release)
 /// before `lease_until_ms`, or it is handed out again.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Delivery {
+#[schema(as = Delivery)]
+pub struct DeliveryBody {
     pub id: String,
     pub topic: String,
     pub body: String,

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{DueAt, Job};
+use super::{DueAt, JobBody};
 use crate::defaults::TAG_PAGE;
 use crate::job::JobState;
 
@@ -30,7 +30,7 @@ fn page() -> usize {
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 pub struct TagJobs {
     pub tag: String,
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobBody>,
     /// Where the next page starts; null on the last page.
     pub cursor: Option<String>,
 }

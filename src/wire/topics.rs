@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::{Job, Lateness, RateLimit};
+use super::{JobBody, Lateness, RateLimit};
 
 pub use crate::figures::TopicCounts;
 
@@ -58,7 +58,7 @@ fn fifty() -> usize {
 pub struct DeadPage {
     pub topic: String,
     pub offset: usize,
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobBody>,
 }
 
 /// `POST /v1/topics/{topic}/dead/requeue` (an empty body: all of them).
@@ -105,7 +105,7 @@ pub struct JobsQuery {
 pub struct JobsPage {
     pub topic: String,
     pub state: crate::job::JobState,
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobBody>,
     /// Absent or null on the last page.
     pub next_cursor: Option<String>,
 }
@@ -125,7 +125,7 @@ pub struct UpcomingQuery {
 /// What falls due next, every topic, soonest first.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
 pub struct Upcoming {
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<JobBody>,
     pub next_cursor: Option<String>,
 }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use delayq::wire::{
-    DedupModeSpec, DedupSpec, DueAt, IfExistsSpec, Job, JobSpec, JobsPage, NoContent, Pushed,
-    RescheduleSpec, Rescheduled,
+    DedupModeSpec, DedupSpec, DueAt, IfExistsSpec, JobBody, JobSpec, JobsPage, NoContent,
+    PushedBody, RescheduleSpec, Rescheduled,
 };
 use reqwest::Method;
 
@@ -138,7 +138,7 @@ impl Push {
             tags: self.tags,
         };
         let reply = c
-            .call::<Pushed>(Method::POST, "/v1/jobs", Some(&spec))
+            .call::<PushedBody>(Method::POST, "/v1/jobs", Some(&spec))
             .await?;
         c.show(&reply, |p, o| {
             let due = local_time(Some(p.due_at_ms));
@@ -157,7 +157,7 @@ pub struct Get {
 impl Get {
     pub(super) async fn run(self) -> Result<()> {
         let c = Client::new(&self.client);
-        let reply = c.fetch::<Job>(Method::GET, &job_path(&self.id)).await?;
+        let reply = c.fetch::<JobBody>(Method::GET, &job_path(&self.id)).await?;
         c.show(&reply, |j, o| {
             let time = |ms: Option<i64>| ms.map(|ms| local_time(Some(ms)));
             let fields = [

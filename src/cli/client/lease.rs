@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use delayq::wire::{NackSpec, Nacked, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched};
+use delayq::wire::{
+    NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
+};
 use reqwest::Method;
 
 use super::http::{job_path, Client};
@@ -125,7 +127,9 @@ impl Nack {
             delay_ms: self.delay.map(ms),
             error: self.error,
         };
-        let reply = c.call::<Nacked>(Method::POST, &path, Some(&spec)).await?;
+        let reply = c
+            .call::<NackedBody>(Method::POST, &path, Some(&spec))
+            .await?;
         c.show(&reply, |n, o| {
             let due = local_time(Some(n.due_at_ms));
             outln!(o, "{}: {} (due at {due})", self.id, name(&n.state))

@@ -4,15 +4,17 @@
 //! Requests and replies are the types of [`delayq::wire`], the ones the
 //! server reads and writes. One module per group of commands: [`jobs`]
 //! (push, get, delete, reschedule, list), [`lease`] (pop, finish, nack,
-//! touch), [`topics`] (stats, dead letters, pause, resume), [`schedules`]
-//! (recurring schedules, rate limits); [`http`] sends, [`out`] prints.
+//! touch), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
+//! (recurring schedules), [`rate`] (rate limits); [`http`] sends, [`out`]
+//! prints.
 
 mod events;
 mod http;
 mod jobs;
 mod lease;
 mod out;
-mod schedules;
+mod rate;
+mod recurring;
 mod tags;
 mod topics;
 
@@ -87,9 +89,9 @@ pub enum ClientCommand {
     /// waits 1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, then 8h each time.
     Work(Work),
     /// Recurring schedules: a job per cron tick.
-    Recurring(schedules::Recurring),
+    Recurring(recurring::Recurring),
     /// A topic's rate limit.
-    Rate(schedules::Rate),
+    Rate(rate::Rate),
     /// Follow the event stream (the server needs --events) until Ctrl-C.
     Events(events::Events),
     /// List, cancel or reschedule a tag's jobs, every page.

@@ -13,11 +13,11 @@ use axum::Json;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::error::Error;
 use crate::http::AppState;
-use crate::job::{Dedup, DedupMode, IfExists, NewJob, PushOutcome, Pushed as StorePushed};
+use crate::job::{Dedup, DedupMode, IfExists, NewJob, PushOutcome, Pushed};
 use crate::retry::RetryPolicy;
 use crate::wire::{
     self, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DueAt, ErrorReply, IfExistsSpec,
-    Interval, JobSpec, Outcome, Pushed, RescheduleSpec, Rescheduled, RetrySpec,
+    Interval, JobSpec, Outcome, PushedBody, RescheduleSpec, Rescheduled, RetrySpec,
 };
 
 /// A due time as Unix ms, checked against the documented limits.
@@ -134,7 +134,7 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
 /// are 200 with the key's job id: what a dedup push asks for happened, and
 /// the caller learns which job stands for it (a 409 names the caller's own
 /// id, which a dedup push need not have).
-fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> {
+fn pushed(job: &NewJob, pushed: Pushed) -> ApiResult<(StatusCode, PushedBody)> {
     let (status, outcome) = match pushed.outcome {
         PushOutcome::Created => (StatusCode::CREATED, Outcome::Created),
         PushOutcome::Replaced => (StatusCode::OK, Outcome::Replaced),
@@ -153,7 +153,7 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
     };
     Ok((
         status,
-        Pushed {
+        PushedBody {
             id: pushed.id,
             due_at_ms: pushed.due_ms,
             outcome,
@@ -165,8 +165,8 @@ fn pushed(job: &NewJob, pushed: StorePushed) -> ApiResult<(StatusCode, Pushed)> 
 #[utoipa::path(post, path = "/v1/jobs", operation_id = "pushJob", request_body = JobSpec,
     params(TraceHeaders),
     responses(
-        (status = 201, description = "Created", body = Pushed),
-        (status = 200, description = "Replaced an existing job with the same id, or deduplicated or debounced by the dedup key (id: the key's job)", body = Pushed),
+        (status = 201, description = "Created", body = PushedBody),
+        (status = 200, description = "Replaced an existing job with the same id, or deduplicated or debounced by the dedup key (id: the key's job)", body = PushedBody),
         (status = 409, description = "The id exists and if_exists is keep (exists)", body = ErrorReply),
     ))]
 pub(super) async fn push_one(
@@ -268,13 +268,13 @@ pub(super) fn not_found(id: &str) -> ApiError {
 /// Show a job
 #[utoipa::path(get, path = "/v1/jobs/{id}", operation_id = "getJob", params(super::JobId),
     responses(
-        (status = 200, description = "The job", body = wire::Job),
+        (status = 200, description = "The job", body = wire::JobBody),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn get_job(
     State(state): State<AppState>,
     Segment(id): Segment,
-) -> ApiResult<Json<wire::Job>> {
+) -> ApiResult<Json<wire::JobBody>> {
     let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok(Json(job.into()))
 }
@@ -321,9 +321,9 @@ pub(super) async fn reschedule(
     Ok(Json(Rescheduled { id, due_at_ms: due }))
 }
 
-impl From<crate::job::Job> for wire::Job {
+impl From<crate::job::Job> for wire::JobBody {
     fn from(j: crate::job::Job) -> Self {
-        wire::Job {
+        wire::JobBody {
             state: j.state,
             due_at_ms: j.due_ms,
             ttr_ms: j.ttr.as_millis() as u64,

@@ -10,7 +10,7 @@ use axum::Json;
 
 use super::{parse, ApiResult, Segment};
 use crate::http::AppState;
-use crate::wire::{ErrorReply, NackSpec, Nacked, TokenSpec, TouchSpec, Touched};
+use crate::wire::{ErrorReply, NackSpec, NackedBody, TokenSpec, TouchSpec, Touched};
 
 /// Finish a leased job
 #[utoipa::path(post, path = "/v1/jobs/{id}/finish", operation_id = "finishJob",
@@ -55,7 +55,7 @@ pub(super) async fn release(
 #[utoipa::path(post, path = "/v1/jobs/{id}/nack", operation_id = "nackJob",
     params(super::JobId), request_body = NackSpec,
     responses(
-        (status = 200, description = "Where the job went", body = Nacked),
+        (status = 200, description = "Where the job went", body = NackedBody),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
         (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
     ))]
@@ -63,7 +63,7 @@ pub(super) async fn nack(
     State(state): State<AppState>,
     Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Nacked>> {
+) -> ApiResult<Json<NackedBody>> {
     let spec: NackSpec = parse(&state, body)?;
     let n = state
         .queue
@@ -74,7 +74,7 @@ pub(super) async fn nack(
             &spec.error,
         )
         .await?;
-    Ok(Json(Nacked {
+    Ok(Json(NackedBody {
         id,
         state: n.state,
         due_at_ms: n.due_ms,

@@ -16,7 +16,8 @@
 //! Request and reply bodies are the types of [`crate::wire`]. One module per
 //! resource: [`jobs`] (push, get, delete, reschedule), [`lease`] (finish,
 //! release, nack, touch), [`pop`], [`topics`] (counts, listings, dead
-//! letters, pause), [`schedules`] (recurring schedules and rate limits),
+//! letters, pause), [`recurring`] (recurring schedules), [`rate`] (rate
+//! limits),
 //! [`ops`] (health, readiness, metrics, the OpenAPI document). Every route
 //! is one row of [`ROUTES`]: the router is built from it, and the tests
 //! check the OpenAPI document ([`openapi`], derived from the handlers and
@@ -29,7 +30,8 @@ pub mod lease;
 pub mod openapi;
 pub mod ops;
 pub mod pop;
-pub mod schedules;
+pub mod rate;
+pub mod recurring;
 pub mod stats;
 pub mod tags;
 pub mod topics;
@@ -113,27 +115,21 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
     route("get", "/v1/schedule", || get(topics::schedule)),
     route("get", "/v1/stats/throughput", || get(stats::throughput)),
-    route("get", "/v1/topics/{topic}/rate", || {
-        get(schedules::rate_get)
-    }),
-    write("put", "/v1/topics/{topic}/rate", || {
-        put(schedules::rate_put)
-    }),
-    write("delete", "/v1/topics/{topic}/rate", || {
-        delete(schedules::rate_delete)
-    }),
-    route("get", "/v1/recurring", || get(schedules::list)),
-    route("get", "/v1/recurring/{name}", || get(schedules::get_one)),
-    write("put", "/v1/recurring/{name}", || put(schedules::put)),
+    route("get", "/v1/topics/{topic}/rate", || get(rate::get)),
+    write("put", "/v1/topics/{topic}/rate", || put(rate::put)),
+    write("delete", "/v1/topics/{topic}/rate", || delete(rate::delete)),
+    route("get", "/v1/recurring", || get(recurring::list)),
+    route("get", "/v1/recurring/{name}", || get(recurring::get_one)),
+    write("put", "/v1/recurring/{name}", || put(recurring::put)),
     write("delete", "/v1/recurring/{name}", || {
-        delete(schedules::delete)
+        delete(recurring::delete)
     }),
-    write("post", "/v1/recurring/{name}/run", || post(schedules::run)),
+    write("post", "/v1/recurring/{name}/run", || post(recurring::run)),
     write("post", "/v1/recurring/{name}/pause", || {
-        post(schedules::pause)
+        post(recurring::pause)
     }),
     write("post", "/v1/recurring/{name}/resume", || {
-        post(schedules::resume)
+        post(recurring::resume)
     }),
     route("get", "/v1/tags/{tag}/jobs", || get(tags::jobs)),
     write("post", "/v1/tags/{tag}/cancel", || post(tags::cancel)),

@@ -16,7 +16,7 @@ use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::{events, stats};
-use super::{instances, jobs, lease, ops, pop, schedules, tags, topics};
+use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -31,9 +31,9 @@ use super::{instances, jobs, lease, ops, pop, schedules, tags, topics};
         pop::pop, pop::finish,
         topics::topics, topics::dead_list, topics::dead_requeue, topics::dead_purge,
         topics::jobs, topics::pause, topics::resume, topics::schedule,
-        schedules::rate_get, schedules::rate_put, schedules::rate_delete,
-        schedules::list, schedules::get_one, schedules::put, schedules::delete,
-        schedules::run, schedules::pause, schedules::resume,
+        rate::get, rate::put, rate::delete,
+        recurring::list, recurring::get_one, recurring::put, recurring::delete,
+        recurring::run, recurring::pause, recurring::resume,
         instances::list, instances::webhooks,
         ops::openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,

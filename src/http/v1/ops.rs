@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::http::AppState;
-use crate::wire::{Health, MasterMemory, Readiness, Shard};
+use crate::wire::{Health, MasterMemory, Readiness, ShardBody};
 
 /// This document
 #[utoipa::path(get, path = "/v1/openapi.json", operation_id = "getOpenApi",
@@ -68,7 +68,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     body.shards = q
         .shards()
         .into_iter()
-        .map(|s| Shard {
+        .map(|s| ShardBody {
             node: s.node,
             state: s.state.into(),
             replicas: s.replicas.map(|r| r as u64),

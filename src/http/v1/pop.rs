@@ -36,7 +36,7 @@ pub(super) async fn pop(
             .map(|d| {
                 // A traced job's hand-over is a span of its trace.
                 let (traceparent, _span) = d.hand_over(HopKind::Pop);
-                wire::Delivery {
+                wire::DeliveryBody {
                     traceparent,
                     ..d.into()
                 }
@@ -100,9 +100,9 @@ pub(super) async fn finish(
     }))
 }
 
-impl From<Delivery> for wire::Delivery {
+impl From<Delivery> for wire::DeliveryBody {
     fn from(d: Delivery) -> Self {
-        wire::Delivery {
+        wire::DeliveryBody {
             popped_at_ms: d.popped_at_us / 1000,
             lease_until_ms: d.lease_until_ms,
             id: d.id,

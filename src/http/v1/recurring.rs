@@ -1,5 +1,4 @@
-//! `/v1/recurring`: recurring schedules; `/v1/topics/{topic}/rate`: rate
-//! limits.
+//! `/v1/recurring`: recurring schedules.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -11,13 +10,12 @@ use super::jobs::retry_policy;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::recurring::{Recurring, RecurringState};
-use crate::store::rate::RateLimit;
-use crate::wire::{ErrorReply, Rate, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
+use crate::wire::{ErrorReply, RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 
-impl From<RecurringState> for Schedule {
+impl From<RecurringState> for RecurringStateBody {
     fn from(s: RecurringState) -> Self {
         let r = s.schedule;
-        Schedule {
+        RecurringStateBody {
             name: s.name,
             retry: r.retry.as_ref().map(Into::into),
             topic: r.topic,
@@ -35,14 +33,6 @@ impl From<RecurringState> for Schedule {
     }
 }
 
-fn no_limit(topic: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        format!("topic {topic:?} has no rate limit"),
-    )
-}
-
 fn not_found(name: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -52,15 +42,15 @@ fn not_found(name: &str) -> ApiError {
 }
 
 /// Create or replace a recurring schedule
-#[utoipa::path(put, path = "/v1/recurring/{name}", operation_id = "putRecurring",
-    params(super::ScheduleName), request_body = ScheduleSpec,
-    responses((status = 200, description = "The schedule with its next fire time", body = Schedule)))]
+#[utoipa::path(put, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "putRecurring",
+    params(super::ScheduleName), request_body = RecurringSpec,
+    responses((status = 200, description = "The schedule with its next fire time", body = RecurringStateBody)))]
 pub(super) async fn put(
     State(state): State<AppState>,
     Segment(name): Segment,
     body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Schedule>> {
-    let spec: ScheduleSpec = parse(&state, body)?;
+) -> ApiResult<Json<RecurringStateBody>> {
+    let spec: RecurringSpec = parse(&state, body)?;
     if let Some(t) = &spec.ttr {
         let ms = t
             .as_str()
@@ -91,16 +81,16 @@ pub(super) async fn put(
 }
 
 /// Show one recurring schedule
-#[utoipa::path(get, path = "/v1/recurring/{name}", operation_id = "getRecurring",
+#[utoipa::path(get, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "getRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule", body = Schedule),
+        (status = 200, description = "The schedule", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn get_one(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     let s = state
         .queue
         .recurring(&name)
@@ -110,9 +100,9 @@ pub(super) async fn get_one(
 }
 
 /// List the recurring schedules with their next fire times
-#[utoipa::path(get, path = "/v1/recurring", operation_id = "listRecurring",
-    responses((status = 200, description = "Every schedule", body = Schedules)))]
-pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedules>> {
+#[utoipa::path(get, tag = "schedules", path = "/v1/recurring", operation_id = "listRecurring",
+    responses((status = 200, description = "Every schedule", body = RecurringList)))]
+pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<RecurringList>> {
     let schedules = state
         .queue
         .list_recurring()
@@ -120,11 +110,11 @@ pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Schedu
         .into_iter()
         .map(Into::into)
         .collect();
-    Ok(Json(Schedules { schedules }))
+    Ok(Json(RecurringList { schedules }))
 }
 
 /// Delete a recurring schedule
-#[utoipa::path(delete, path = "/v1/recurring/{name}", operation_id = "deleteRecurring",
+#[utoipa::path(delete, tag = "schedules", path = "/v1/recurring/{name}", operation_id = "deleteRecurring",
     params(super::ScheduleName),
     responses(
         (status = 204, description = "Deleted"),
@@ -145,7 +135,7 @@ pub(super) async fn delete(
 ///
 /// As a tick would (its topic, body, time to run and retries), due at
 /// once, under an id of its own; the schedule's ticks are unchanged.
-#[utoipa::path(post, path = "/v1/recurring/{name}/run", operation_id = "runRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/run", operation_id = "runRecurring",
     params(super::ScheduleName),
     responses(
         (status = 201, description = "The job pushed", body = RecurringRun),
@@ -180,36 +170,40 @@ pub(super) async fn run(
 ///
 /// No ticks until resumed; the job of its next tick is dropped if not yet
 /// handed over. The pause is kept in Redis (a restart or a put keeps it).
-#[utoipa::path(post, path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/pause", operation_id = "pauseRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule, paused", body = Schedule),
+        (status = 200, description = "The schedule, paused", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn pause(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     pause_or_resume(state, name, true).await
 }
 
 /// Resume a paused recurring schedule
 ///
 /// Its ticks count from now: those missed while paused do not fire.
-#[utoipa::path(post, path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
+#[utoipa::path(post, tag = "schedules", path = "/v1/recurring/{name}/resume", operation_id = "resumeRecurring",
     params(super::ScheduleName),
     responses(
-        (status = 200, description = "The schedule, running", body = Schedule),
+        (status = 200, description = "The schedule, running", body = RecurringStateBody),
         (status = 404, description = "No such schedule (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn resume(
     State(state): State<AppState>,
     Segment(name): Segment,
-) -> ApiResult<Json<Schedule>> {
+) -> ApiResult<Json<RecurringStateBody>> {
     pause_or_resume(state, name, false).await
 }
 
-async fn pause_or_resume(state: AppState, name: String, pause: bool) -> ApiResult<Json<Schedule>> {
+async fn pause_or_resume(
+    state: AppState,
+    name: String,
+    pause: bool,
+) -> ApiResult<Json<RecurringStateBody>> {
     let q = &state.queue;
     let found = if pause {
         q.pause_recurring(&name).await?
@@ -221,67 +215,4 @@ async fn pause_or_resume(state: AppState, name: String, pause: bool) -> ApiResul
     }
     let s = q.recurring(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(s.into()))
-}
-
-/// Limit how fast a topic's jobs are handed out
-#[utoipa::path(put, path = "/v1/topics/{topic}/rate", operation_id = "setRateLimit",
-    params(super::TopicName), request_body = RateSpec,
-    responses((status = 200, description = "The limit set", body = Rate)))]
-pub(super) async fn rate_put(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-    body: Result<Bytes, BytesRejection>,
-) -> ApiResult<Json<Rate>> {
-    let spec: RateSpec = parse(&state, body)?;
-    let limit = RateLimit {
-        per_second: spec.per_second,
-        burst: spec
-            .burst
-            .unwrap_or_else(|| spec.per_second.ceil().max(1.0) as u32),
-    };
-    state.queue.set_rate(&topic, limit).await?;
-    Ok(Json(Rate {
-        topic,
-        per_second: limit.per_second,
-        burst: limit.burst,
-    }))
-}
-
-/// Show a topic's rate limit
-#[utoipa::path(get, path = "/v1/topics/{topic}/rate", operation_id = "getRateLimit",
-    params(super::TopicName),
-    responses(
-        (status = 200, description = "The limit", body = Rate),
-        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
-    ))]
-pub(super) async fn rate_get(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-) -> ApiResult<Json<Rate>> {
-    match state.queue.rates().await?.remove(&topic) {
-        Some(l) => Ok(Json(Rate {
-            topic,
-            per_second: l.per_second,
-            burst: l.burst,
-        })),
-        None => Err(no_limit(&topic)),
-    }
-}
-
-/// Remove a topic's rate limit
-#[utoipa::path(delete, path = "/v1/topics/{topic}/rate", operation_id = "clearRateLimit",
-    params(super::TopicName),
-    responses(
-        (status = 204, description = "Removed"),
-        (status = 404, description = "The topic has no limit (not_found)", body = ErrorReply),
-    ))]
-pub(super) async fn rate_delete(
-    State(state): State<AppState>,
-    Segment(topic): Segment,
-) -> ApiResult<StatusCode> {
-    if state.queue.clear_rate(&topic).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(no_limit(&topic))
-    }
 }

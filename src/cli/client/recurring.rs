@@ -1,14 +1,14 @@
-//! `recurring put|list|get|delete|run|pause|resume`, `rate set|get|clear`.
+//! `recurring put|list|get|delete|run|pause|resume`.
 
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use delayq::wire::{self, NoContent, RateSpec, RecurringRun, Schedule, ScheduleSpec, Schedules};
+use delayq::wire::{NoContent, RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 use delayq::Missed;
 use reqwest::Method;
 
-use super::http::{recurring_path, topic_path, Client};
+use super::http::{recurring_path, Client};
 use super::out::{local_time, name, outln, table};
 use super::{duration_with_unit, ms, retry_spec, ClientArgs};
 
@@ -65,7 +65,7 @@ pub enum RecurringCommand {
 }
 
 /// One schedule, a field a line.
-fn schedule(s: &Schedule, o: &mut String) {
+fn schedule(s: &RecurringStateBody, o: &mut String) {
     let ttr = s.ttr_ms.to_string();
     let missed = name(&s.missed);
     for (key, value) in [
@@ -104,7 +104,7 @@ impl Recurring {
                 max_attempts,
                 missed,
             } => {
-                let spec = ScheduleSpec {
+                let spec = RecurringSpec {
                     topic,
                     cron,
                     timezone: Some(timezone),
@@ -119,18 +119,20 @@ impl Recurring {
                     },
                 };
                 let reply = c
-                    .call::<Schedule>(Method::PUT, &recurring_path(&name), Some(&spec))
+                    .call::<RecurringStateBody>(Method::PUT, &recurring_path(&name), Some(&spec))
                     .await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::Get { name } => {
                 let reply = c
-                    .fetch::<Schedule>(Method::GET, &recurring_path(&name))
+                    .fetch::<RecurringStateBody>(Method::GET, &recurring_path(&name))
                     .await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::List => {
-                let reply = c.fetch::<Schedules>(Method::GET, "/v1/recurring").await?;
+                let reply = c
+                    .fetch::<RecurringList>(Method::GET, "/v1/recurring")
+                    .await?;
                 c.show(&reply, |all, o| {
                     let mut rows =
                         vec![["name", "topic", "cron", "time zone", "next fire"].map(String::from)];
@@ -165,78 +167,13 @@ impl Recurring {
             }
             RecurringCommand::Pause { name } => {
                 let path = format!("{}/pause", recurring_path(&name));
-                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                let reply = c.fetch::<RecurringStateBody>(Method::POST, &path).await?;
                 c.show(&reply, schedule)
             }
             RecurringCommand::Resume { name } => {
                 let path = format!("{}/resume", recurring_path(&name));
-                let reply = c.fetch::<Schedule>(Method::POST, &path).await?;
+                let reply = c.fetch::<RecurringStateBody>(Method::POST, &path).await?;
                 c.show(&reply, schedule)
-            }
-        }
-    }
-}
-
-#[derive(Args, Debug)]
-pub struct Rate {
-    #[command(subcommand)]
-    command: RateCommand,
-    #[command(flatten)]
-    client: ClientArgs,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum RateCommand {
-    /// Limit how fast the topic's jobs are handed out.
-    Set {
-        topic: String,
-        /// Jobs per second.
-        per_second: f64,
-        /// Most jobs at once after a quiet spell (default: the rate).
-        #[arg(long)]
-        burst: Option<u32>,
-    },
-    /// Show the topic's limit.
-    Get { topic: String },
-    /// Remove the topic's limit.
-    Clear { topic: String },
-}
-
-fn rate(r: &wire::Rate, o: &mut String) {
-    outln!(
-        o,
-        "{}: at most {} jobs a second, bursts of {}",
-        r.topic,
-        r.per_second,
-        r.burst
-    )
-}
-
-impl Rate {
-    pub(super) async fn run(self) -> Result<()> {
-        let c = Client::new(&self.client);
-        match self.command {
-            RateCommand::Set {
-                topic,
-                per_second,
-                burst,
-            } => {
-                let spec = RateSpec { per_second, burst };
-                let path = format!("{}/rate", topic_path(&topic));
-                let reply = c
-                    .call::<wire::Rate>(Method::PUT, &path, Some(&spec))
-                    .await?;
-                c.show(&reply, rate)
-            }
-            RateCommand::Get { topic } => {
-                let path = format!("{}/rate", topic_path(&topic));
-                let reply = c.fetch::<wire::Rate>(Method::GET, &path).await?;
-                c.show(&reply, rate)
-            }
-            RateCommand::Clear { topic } => {
-                let path = format!("{}/rate", topic_path(&topic));
-                let reply = c.fetch::<NoContent>(Method::DELETE, &path).await?;
-                c.show(&reply, |_, o| outln!(o, "{topic}: no rate limit"))
             }
         }
     }

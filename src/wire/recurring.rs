@@ -1,5 +1,4 @@
-//! `/v1/recurring`: recurring schedules; `/v1/topics/{topic}/rate`: rate
-//! limits.
+//! `/v1/recurring`: recurring schedules.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -9,8 +8,9 @@ use crate::recurring::Missed;
 
 /// `PUT /v1/recurring/{name}`: a job per cron tick.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[schema(as = ScheduleSpec)]
 #[serde(deny_unknown_fields)]
-pub struct ScheduleSpec {
+pub struct RecurringSpec {
     #[schema(max_length = 128)]
     pub topic: String,
     /// Six fields, seconds first (`0 0 9 * * *`), or five (`0 9 * * *`).
@@ -40,7 +40,8 @@ pub struct ScheduleSpec {
 
 /// A schedule with its next fire time.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Schedule {
+#[schema(as = Schedule)]
+pub struct RecurringStateBody {
     pub name: String,
     pub topic: String,
     pub cron: String,
@@ -74,30 +75,7 @@ pub struct RecurringRun {
 
 /// `GET /v1/recurring`.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Schedules {
-    pub schedules: Vec<Schedule>,
-}
-
-/// `PUT /v1/topics/{topic}/rate`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct RateSpec {
-    /// Jobs per second, on average.
-    #[schema(maximum = 1_000_000)]
-    pub per_second: f64,
-    /// Most jobs at once after a quiet spell (default: the rate, at least 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1_000_000)]
-    pub burst: Option<u32>,
-}
-
-/// A topic's limit: the store's own type, sent as it is.
-pub use crate::store::rate::RateLimit;
-
-/// A topic and its limit.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-pub struct Rate {
-    pub topic: String,
-    pub per_second: f64,
-    pub burst: u32,
+#[schema(as = Schedules)]
+pub struct RecurringList {
+    pub schedules: Vec<RecurringStateBody>,
 }
