@@ -404,3 +404,94 @@ async fn every_reply_field_and_status_is_in_the_openapi_document() {
     check("/v1/jobs", "post", status, &v);
     s.stop().await;
 }
+
+/// Generated clients name their types after the document's schemas: a
+/// Rust type renamed inside delayq must not rename a published schema.
+#[test]
+fn the_published_schema_names_stay_as_they_are() {
+    let doc: Value = serde_json::from_str(openapi::json()).unwrap();
+    let names: Vec<&str> = doc["components"]["schemas"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        names, PUBLISHED_SCHEMAS,
+        "the published schema names changed"
+    );
+}
+
+const PUBLISHED_SCHEMAS: &[&str] = &[
+    "Attempt",
+    "BatchReply",
+    "BatchResult",
+    "BatchSpec",
+    "DeadPage",
+    "DedupModeSpec",
+    "DedupSpec",
+    "Delivery",
+    "DueAt",
+    "Error",
+    "ErrorBody",
+    "ErrorCode",
+    "Event",
+    "EventGap",
+    "FinishReply",
+    "FinishResult",
+    "FinishSpec",
+    "Health",
+    "Held",
+    "IfExistsSpec",
+    "Instance",
+    "Instances",
+    "Interval",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "JobsPage",
+    "Lateness",
+    "LeaseSpec",
+    "MasterMemory",
+    "MemoryState",
+    "Missed",
+    "NackSpec",
+    "Nacked",
+    "Outcome",
+    "Paused",
+    "PopSpec",
+    "Popped",
+    "Purged",
+    "Pushed",
+    "Rate",
+    "RateLimit",
+    "RateSpec",
+    "Readiness",
+    "RecurringRun",
+    "RequeueSpec",
+    "Requeued",
+    "RescheduleSpec",
+    "Rescheduled",
+    "Retry",
+    "RetrySpec",
+    "Schedule",
+    "ScheduleSpec",
+    "Schedules",
+    "Series",
+    "Shard",
+    "TagCancelSpec",
+    "TagChanged",
+    "TagJobs",
+    "TagRescheduleSpec",
+    "TagSkipped",
+    "Throughput",
+    "TokenSpec",
+    "TopicCounts",
+    "Topics",
+    "TouchSpec",
+    "Touched",
+    "Upcoming",
+    "WebhookConsumer",
+    "WebhookStatus",
+    "Webhooks",
+];
