@@ -80,7 +80,7 @@ pub mod unpop;
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
-    pub use super::library::fcall;
+    pub use super::library::{call, fcall, Path};
     pub use super::{pop, push, remove, Status};
 }
 
