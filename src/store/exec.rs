@@ -135,6 +135,9 @@ impl Client {
         let error = match server_error(&e) {
             Some((code, _)) if code == "DQLATE" => Error::Late { op },
             Some((code, _)) if code == "OOM" => Error::Full,
+            // Redis 6.2 refuses a script's first write at maxmemory inside
+            // the script, and gives the refusal as its error's text.
+            Some((_, detail)) if detail.contains("-OOM command not allowed") => Error::Full,
             Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
             Some((code, detail)) if code == "NOPERM" || super::acl::refused_in_script(&detail) => {
                 Error::Refused {

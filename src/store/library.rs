@@ -253,6 +253,13 @@ fn eval_script(script: &Script) -> &'static EvalScript {
         .expect("every script is in ALL")
 }
 
+/// The EVALSHA script of transition `name` (e.g. "push"): its SHA1 and
+/// its text.
+pub fn eval_script_of(name: &str) -> Option<(&'static str, &'static str)> {
+    let e = library().eval.iter().find(|e| e.name == name)?;
+    Some((e.sha.as_str(), e.body.as_str()))
+}
+
 /// What makes `script` callable on `path`. FUNCTION LOAD REPLACE of the
 /// library: the same text whoever loads it, so loads that race (several
 /// delayq processes, every master of a cluster, some of which have it)
