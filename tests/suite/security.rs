@@ -568,6 +568,9 @@ async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
                 .filter(|a| !["+fcall", "+function|load", "+function|list"].contains(a))
                 .collect();
             args.extend(["+evalsha", "+script|load"]);
+            assert!(readme.contains("and `reset resetchannels`"));
+            let at = args.iter().position(|a| *a == "reset").unwrap();
+            args.insert(at + 1, "resetchannels");
             let ok: String = redis.cmd(&args).await;
             assert_eq!(ok, "OK");
         }
