@@ -454,21 +454,20 @@ pub async fn flush_scripts(redis: &RedisServer) {
     let _: String = redis.cmd(&[what, "FLUSH"]).await;
 }
 
-/// The call of `script` with `args` on partition `keys`, as delayq sends
-/// it to this server (FCALL, or EVALSHA of the script, loaded here).
-pub async fn script_cmd(
+/// The path delayq calls `script` by on this server (FCALL, or EVALSHA of
+/// the script, loaded here), decided and loaded once so that the calls
+/// after it run nothing else.
+pub async fn script_path(
     redis: &RedisServer,
     script: &delayq::testing::Script,
-    keys: &delayq::testing::Keys,
-    args: &redis::Cmd,
-) -> redis::Cmd {
-    use delayq::testing::{call, eval_script_of, Path};
+) -> delayq::testing::Path {
+    use delayq::testing::{eval_script_of, Path};
     if has_functions(redis).await {
-        return call(Path::Function, script, keys, false, 0, args);
+        return Path::Function;
     }
     let (_, text) = eval_script_of(script.name).unwrap();
     let _: String = redis.cmd(&["SCRIPT", "LOAD", text]).await;
-    call(Path::Eval, script, keys, false, 0, args)
+    Path::Eval
 }
 
 /// Makes Redis log every call from now on (SLOWLOG at 0 us, room for

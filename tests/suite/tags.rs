@@ -674,7 +674,9 @@ async fn a_tag_costs_what_the_readme_says() {
     );
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .unwrap()
-        .replace('\n', " ");
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let figure = |after: &str| -> f64 {
         let at = readme
             .find(after)
@@ -686,10 +688,18 @@ async fn a_tag_costs_what_the_readme_says() {
             .collect();
         digits.parse().unwrap()
     };
-    for (key, got) in [
-        ("Memory: about", own),
-        ("a tag shared by many jobs about", shared),
-    ] {
+    // The README gives Redis 6.2's figures apart (Valkey names itself 7.2).
+    let mut c = redis.client().get_connection().unwrap();
+    let server: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+    let keys = if server.contains("redis_version:6.") {
+        [
+            "On Redis 6.2 a tag of its own costs about",
+            "a shared one about",
+        ]
+    } else {
+        ["Memory: about", "a tag shared by many jobs about"]
+    };
+    for (key, got) in keys.into_iter().zip([own, shared]) {
         let said = figure(key);
         assert!(
             (said - got).abs() <= got * 0.1,
