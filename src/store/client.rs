@@ -42,6 +42,9 @@ pub(crate) struct Client {
     /// Fires when the link moved to another master (Sentinel), so that
     /// connections of their own (the subscriber's) move too.
     pub(crate) relinked: tokio::sync::Notify,
+    /// The server refused FCALL (no FUNCTION, or not for this user): the
+    /// scripts go by EVALSHA. Asked again of a new master (Sentinel).
+    pub(super) eval: std::sync::atomic::AtomicBool,
 }
 
 impl Client {
@@ -107,6 +110,16 @@ impl Client {
             observer,
             connect_error: std::sync::Mutex::new(None),
             relinked: tokio::sync::Notify::new(),
+            eval: Default::default(),
         })
+    }
+
+    /// How the scripts are called on this server now.
+    pub(crate) fn path(&self) -> super::library::Path {
+        if self.eval.load(std::sync::atomic::Ordering::Relaxed) {
+            super::library::Path::Eval
+        } else {
+            super::library::Path::Function
+        }
     }
 }

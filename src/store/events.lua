@@ -19,7 +19,8 @@
 --
 -- Guarantees: one atomic read, so a trim cannot fall between the gap check
 -- and the read: what is returned follows the position without a hole, or
--- gap says there may be one. Cost: XINFO STREAM (O(1)) and an XRANGE of at
+-- gap says there may be one (on Redis 6.2, from the oldest kept, also when
+-- the stream is full but was never trimmed). Cost: XINFO STREAM (O(1)) and an XRANGE of at
 -- most ARGV[3] entries: bounded by what it returns.
 local key = P .. EVENTS_KEY
 local after, count = ARGV[2], tonumber(ARGV[3])
@@ -45,8 +46,15 @@ if after == '$' then return { DONE, 0, last } end
 local gap = 0
 local first = stream['first-entry'] and stream['first-entry'][1]
 if after == '0-0' then
-  -- From the start: a gap if anything was ever trimmed.
-  if tonumber(stream['entries-added']) > tonumber(stream['length']) then gap = 1 end
+  -- From the start: a gap if anything was ever trimmed. Redis 6.2 does not
+  -- count what was added: a trim (MAXLEN ~ EVENTS) leaves at least EVENTS
+  -- entries, so fewer means none was; as many may be a gap, said as one.
+  local added, length = tonumber(stream['entries-added']), tonumber(stream['length'])
+  if added then
+    if added > length then gap = 1 end
+  elseif length >= EVENTS then
+    gap = 1
+  end
 elseif before(last, after) or (first and before(after, first)) then
   gap = 1
 end

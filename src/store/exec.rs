@@ -73,11 +73,13 @@ impl Call {
         self
     }
 
-    /// The FCALL, with the deadline in Redis time (microseconds).
-    fn cmd(&self, store: &Store, deadline_us: i64) -> Cmd {
+    /// The FCALL (or EVALSHA, on `path`), with the deadline in Redis time
+    /// (microseconds).
+    fn cmd(&self, store: &Store, path: library::Path, deadline_us: i64) -> Cmd {
         let keys = &store.parts()[self.part];
         let guard = store.cluster.is_some();
-        library::fcall_with(
+        library::call_with(
+            path,
             self.script,
             keys,
             guard,
@@ -133,6 +135,9 @@ impl Client {
         let error = match server_error(&e) {
             Some((code, _)) if code == "DQLATE" => Error::Late { op },
             Some((code, _)) if code == "OOM" => Error::Full,
+            // Redis 6.2 refuses a script's first write at maxmemory inside
+            // the script, and gives the refusal as its error's text.
+            Some((_, detail)) if detail.contains("-OOM command not allowed") => Error::Full,
             Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
             Some((code, detail)) if code == "NOPERM" || super::acl::refused_in_script(&detail) => {
                 Error::Refused {
@@ -237,17 +242,13 @@ impl Store {
             self.clock().read(op).await?;
         }
         let deadline_us = self.clock().at(call.until).unwrap_or(0);
-        let cmd = call.cmd(self, deadline_us);
         let limit = call
             .within
             .unwrap_or_else(|| call.until.saturating_duration_since(Instant::now()));
-        let late_unknown = call.script.late_unknown;
         if wanted == 0 || degraded.is_some() {
-            return self.send_plain(op, late_unknown, limit, &cmd).await;
+            return self.send_plain(&call, deadline_us, limit).await;
         }
-        let (reply, acked) = self
-            .send_acked(op, late_unknown, call.part, cmd, wanted, limit)
-            .await?;
+        let (reply, acked) = self.send_acked(&call, deadline_us, wanted, limit).await?;
         if acked < wanted {
             self.health.short_of_replicas(call.part, acked);
             if adds_jobs && self.health.policy == health::DegradedPushes::Refuse {
@@ -257,52 +258,90 @@ impl Store {
         Ok(reply)
     }
 
+    /// Whether a script call that Redis refused with `e` is sent again,
+    /// after what: the library or script loaded (Redis lacked it), or the
+    /// path changed to EVALSHA (the server has no FCALL for delayq). Both
+    /// refusals come before anything runs, so sending again is safe; any
+    /// other error is final (the script may have run, even partly).
+    async fn again_after(
+        &self,
+        e: &redis::RedisError,
+        path: library::Path,
+        script: &Script,
+    ) -> Result<bool> {
+        if library::is_missing(e) {
+            self.load_scripts(path, script).await?;
+            return Ok(true);
+        }
+        if path == library::Path::Function && library::lacks_functions(e) {
+            tracing::info!(
+                error = %e,
+                "redis has no FCALL for delayq: its scripts go by EVALSHA on this server"
+            );
+            self.eval.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     /// A script call on the shared connection.
     async fn send_plain(
         &self,
-        op: &'static str,
-        late_unknown: bool,
+        call: &Call,
+        deadline_us: i64,
         limit: Duration,
-        cmd: &Cmd,
     ) -> Result<(Status, Fields)> {
-        let conn = self.conn();
-        let before = conn.waiting();
-        let sent = self
-            .call_within(op, limit, cmd.query_async(&mut conn.clone()))
-            .await
-            .map_err(|e| self.unknown(op, late_unknown, e, || conn.may_have_sent(&before)));
-        let reply: Value = match sent {
-            Err(Error::Redis { source, .. }) if library::is_missing(&source) => {
-                self.load_functions().await?;
-                self.call_within(op, limit, cmd.query_async(&mut self.conn()))
-                    .await?
-            }
-            r => r?,
-        };
-        Fields::parse(op, reply)
+        let op = call.script.name;
+        // A first call may meet both refusals: FCALL unknown, then the
+        // script not loaded.
+        let mut tries = 0;
+        loop {
+            let path = self.path();
+            let cmd = call.cmd(self, path, deadline_us);
+            let conn = self.conn();
+            let before = conn.waiting();
+            let sent = self
+                .call_within(op, limit, async {
+                    Ok::<_, redis::RedisError>(cmd.query_async::<Value>(&mut conn.clone()).await)
+                })
+                .await;
+            let error = match sent {
+                Ok(Ok(reply)) => return Fields::parse(op, reply),
+                Ok(Err(e)) => {
+                    tries += 1;
+                    if tries < 3 && self.again_after(&e, path, call.script).await? {
+                        continue;
+                    }
+                    self.error(op, e)
+                }
+                Err(e) => e,
+            };
+            let may_have_sent = || conn.may_have_sent(&before);
+            return Err(self.unknown(op, call.script.late_unknown, error, may_have_sent));
+        }
     }
 
     /// A script call in its partition's next acknowledged batch
     /// ([`coalesce::Acked`]): its reply, and how many replicas have it.
     async fn send_acked(
         &self,
-        op: &'static str,
-        late_unknown: bool,
-        part: usize,
-        cmd: Cmd,
+        call: &Call,
+        deadline_us: i64,
         wanted: usize,
         limit: Duration,
     ) -> Result<((Status, Fields), usize)> {
+        let (op, part) = (call.script.name, call.part);
         let route = coalesce::AckRoute {
             conn: self.ack_conn.read().unwrap().clone().expect("acks are on"),
             wanted,
             wait_ms: self.timeout.as_millis() as u64 / 2,
         };
         let before = route.conn.waiting();
-        let mut reloaded = false;
+        let mut tries = 0;
         loop {
+            let path = self.path();
             let write = coalesce::AckedWrite {
-                cmd: cmd.clone(),
+                cmd: call.cmd(self, path, deadline_us),
                 conn: self.node_conn(part).await,
                 deadline: Instant::now() + limit,
             };
@@ -318,7 +357,9 @@ impl Store {
                     })
                 })
                 .map_err(|e| {
-                    self.unknown(op, late_unknown, e, || route.conn.may_have_sent(&before))
+                    self.unknown(op, call.script.late_unknown, e, || {
+                        route.conn.may_have_sent(&before)
+                    })
                 });
             let (value, acked) = match sent {
                 Ok(r) => r,
@@ -331,12 +372,13 @@ impl Store {
             };
             match value.extract_error() {
                 Ok(v) => return Ok((Fields::parse(op, v)?, acked)),
-                Err(e) if library::is_missing(&e) && !reloaded => {
-                    // Nothing ran: load the functions and send it again.
-                    self.load_functions().await?;
-                    reloaded = true;
+                Err(e) => {
+                    tries += 1;
+                    if tries < 3 && self.again_after(&e, path, call.script).await? {
+                        continue;
+                    }
+                    return Err(self.error(op, e));
                 }
-                Err(e) => return Err(self.error(op, e)),
             }
         }
     }

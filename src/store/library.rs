@@ -66,6 +66,36 @@ pub(crate) const ALL: &[&Script] = &[
 struct Library {
     version: String,
     source: String,
+    /// Each transition as a script of its own, for EVALSHA.
+    eval: Vec<EvalScript>,
+}
+
+struct EvalScript {
+    name: &'static str,
+    body: String,
+    sha: String,
+}
+
+/// The body every call runs around its transition `name`, for the
+/// library's function and the script alike.
+///
+/// Every call's last two arguments are its deadline (past it, the script
+/// refuses before its first write) and the events setting (EVENTS in
+/// lib/counts.lua). They are taken off the end of ARGV, which costs the
+/// same whatever the call's size (taken from the front, every argument
+/// after them would move), so each script sees its own arguments from
+/// ARGV[2] on. The count changes a call gathered are written when it
+/// returns.
+fn wrapper(name: &str) -> String {
+    format!(
+        "P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
+         EVENTS = tonumber(table.remove(ARGV))\n\
+         local late = past_deadline(table.remove(ARGV))\n\
+         if late then return late end\n\
+         local reply = dq_{name}(KEYS, ARGV)\n\
+         flush_counts()\n\
+         return reply\n"
+    )
 }
 
 fn library() -> &'static Library {
@@ -89,45 +119,98 @@ fn library() -> &'static Library {
         }
         for s in ALL {
             let flags = if s.when_full { "{ 'allow-oom' }" } else { "{}" };
-            // Every call's last two arguments are its deadline (past it,
-            // the script refuses before its first write) and the events
-            // setting (EVENTS in lib/counts.lua). They are taken off the end of
-            // ARGV, which costs the same whatever the call's size (taken
-            // from the front, every argument after them would move), so
-            // each script sees its own arguments from ARGV[2] on. The count
-            // changes a call gathered are written when it returns.
             source.push_str(&format!(
                 "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n\
                  redis.register_function{{ function_name = 'dq_{name}_{version}', flags = {flags},\n\
-                 callback = function(KEYS, ARGV)\n\
-                 P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
-                 EVENTS = tonumber(table.remove(ARGV))\n\
-                 local late = past_deadline(table.remove(ARGV))\n\
-                 if late then return late end\n\
-                 local reply = dq_{name}(KEYS, ARGV)\n\
-                 flush_counts()\n\
-                 return reply\nend }}\n",
+                 callback = function(KEYS, ARGV)\n{wrapper}end }}\n",
                 name = s.name,
                 src = s.source,
+                wrapper = wrapper(s.name),
             ));
         }
-        Library { version, source }
+        let mut eval = Vec::with_capacity(ALL.len());
+        for s in ALL {
+            // The same text as the library's, as one script's top level:
+            // the prelude, every helper, the transition and its wrapper.
+            // What 7.0 declares with the flag allow-oom, 6.2 decides at a
+            // script's first write: one that may grow memory is refused
+            // at maxmemory, any later one is not. A first write that cannot
+            // (DEL of the never-written `moving` key, in the partition's
+            // slot, replicated as nothing) keeps these scripts working
+            // when Redis is full, as the flag does.
+            let oom = if s.when_full {
+                format!("redis.call('DEL', P .. '{}')\n", layout::kind::MOVING)
+            } else {
+                String::new()
+            };
+            let mut body = prelude.clone();
+            for (_, helpers) in HELPERS {
+                body.push_str(helpers);
+                body.push('\n');
+            }
+            body.push_str(&format!(
+                "local function dq_{name}(KEYS, ARGV)\n{src}\nend\n{wrapper}",
+                name = s.name,
+                src = s.source,
+                wrapper = wrapper(s.name).replacen(
+                    "local reply",
+                    &format!("{oom}local reply"),
+                    1
+                ),
+            ));
+            let sha = redis::Script::new(&body).get_hash().to_owned();
+            eval.push(EvalScript {
+                name: s.name,
+                body,
+                sha,
+            });
+        }
+        Library {
+            version,
+            source,
+            eval,
+        }
     })
+}
+
+/// How a server runs delayq's scripts: the function library (FCALL), or
+/// where FUNCTION is missing (Redis 6.2) or refused (ACL, a renamed
+/// command), each transition as a script of its own (EVALSHA). Same keys,
+/// arguments and replies either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    Function,
+    Eval,
 }
 
 /// The FCALL of `script` on one partition: its first key (the schedule),
 /// the key prefix, the script's own arguments `args`, then the deadline
 /// (Redis time in microseconds, 0 for none). With `guard`, the partition's
 /// never-written `moving` key is declared as a second key (see
-/// [`Keys::moving`]). Events off; see [`fcall_with`].
+/// [`Keys::moving`]). Events off; see [`call_with`].
 pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
-    fcall_with(script, keys, guard, args, deadline_us, 0)
+    call_with(Path::Function, script, keys, guard, args, deadline_us, 0)
 }
 
-/// [`fcall`], with `events`: how many events each partition's stream
-/// keeps (0: events off, the scripts write none). The deadline and events
-/// come last: the library's wrapper takes them off the end of ARGV.
-pub fn fcall_with(
+/// [`fcall`] on `path`: an EVALSHA of the script's own text on
+/// [`Path::Eval`].
+pub fn call(
+    path: Path,
+    script: &Script,
+    keys: &Keys,
+    guard: bool,
+    deadline_us: i64,
+    args: &Cmd,
+) -> Cmd {
+    call_with(path, script, keys, guard, args, deadline_us, 0)
+}
+
+/// The call of `script` on `path`, with `events`: how many events each
+/// partition's stream keeps (0: events off, the scripts write none). The
+/// deadline and events come last: the wrapper takes them off the end of
+/// ARGV.
+pub fn call_with(
+    path: Path,
     script: &Script,
     keys: &Keys,
     guard: bool,
@@ -135,8 +218,18 @@ pub fn fcall_with(
     deadline_us: i64,
     events: u64,
 ) -> Cmd {
-    let mut cmd = redis::cmd("FCALL");
-    cmd.arg(format!("dq_{}_{}", script.name, library().version));
+    let mut cmd = match path {
+        Path::Function => {
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg(format!("dq_{}_{}", script.name, library().version));
+            cmd
+        }
+        Path::Eval => {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&eval_script(script).sha);
+            cmd
+        }
+    };
     if guard {
         cmd.arg(2).arg(keys.schedule()).arg(keys.moving());
     } else {
@@ -152,18 +245,60 @@ pub fn fcall_with(
     cmd
 }
 
-/// FUNCTION LOAD REPLACE of the library: the same text whoever loads it, so
-/// loads that race (several delayq processes, every master of a cluster,
-/// some of which have it) all succeed.
-pub(crate) fn load_cmd() -> Cmd {
-    let mut cmd = redis::cmd("FUNCTION");
-    cmd.arg("LOAD").arg("REPLACE").arg(&library().source);
-    cmd
+fn eval_script(script: &Script) -> &'static EvalScript {
+    library()
+        .eval
+        .iter()
+        .find(|e| e.name == script.name)
+        .expect("every script is in ALL")
 }
 
-/// Redis does not have this version's functions (yet).
+/// The EVALSHA script of transition `name` (e.g. "push"): its SHA1 and
+/// its text.
+pub fn eval_script_of(name: &str) -> Option<(&'static str, &'static str)> {
+    let e = library().eval.iter().find(|e| e.name == name)?;
+    Some((e.sha.as_str(), e.body.as_str()))
+}
+
+/// What makes `script` callable on `path`. FUNCTION LOAD REPLACE of the
+/// library: the same text whoever loads it, so loads that race (several
+/// delayq processes, every master of a cluster, some of which have it)
+/// all succeed. SCRIPT LOAD of the script's text: idempotent the same way
+/// (on a cluster, sent to every master).
+pub(crate) fn load_cmd(path: Path, script: &Script) -> Cmd {
+    match path {
+        Path::Function => {
+            let mut cmd = redis::cmd("FUNCTION");
+            cmd.arg("LOAD").arg("REPLACE").arg(&library().source);
+            cmd
+        }
+        Path::Eval => {
+            let mut cmd = redis::cmd("SCRIPT");
+            cmd.arg("LOAD").arg(&eval_script(script).body);
+            cmd
+        }
+    }
+}
+
+/// Redis does not have this version's functions, or this script (yet): a
+/// new or restarted server, FUNCTION FLUSH, SCRIPT FLUSH. Nothing ran.
 pub(crate) fn is_missing(e: &RedisError) -> bool {
-    e.to_string().contains("Function not found")
+    e.code() == Some("NOSCRIPT") || e.to_string().contains("Function not found")
+}
+
+/// The server has no FCALL for delayq: unknown (Redis 6.2, a renamed
+/// command) or refused to its user by an ACL. Redis refuses either before
+/// anything runs.
+pub(crate) fn lacks_functions(e: &RedisError) -> bool {
+    let detail = e.detail().unwrap_or_default().to_ascii_lowercase();
+    match e.code() {
+        Some("ERR") => {
+            detail.starts_with("unknown command 'fcall'")
+                || detail.starts_with("unknown command `fcall`")
+        }
+        Some("NOPERM") => detail.contains("'fcall' command"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +323,45 @@ mod tests {
                     "{name}.lua writes '{literal}'; use its name from layout.rs"
                 );
             }
+        }
+    }
+
+    /// Every text Redis is given (the library, and each script for
+    /// EVALSHA) names the command of each `redis.call`/`redis.pcall`
+    /// literally: managed services that check a script's commands before
+    /// running it (Tair) refuse a name held in a variable.
+    #[test]
+    fn every_redis_call_names_its_command_literally() {
+        let lib = library();
+        let texts = std::iter::once(("the library", lib.source.as_str()))
+            .chain(lib.eval.iter().map(|e| (e.name, e.body.as_str())));
+        for (name, text) in texts {
+            for line in text.lines() {
+                let code = line.split("--").next().unwrap_or("");
+                for call in ["redis.call(", "redis.pcall("] {
+                    for (at, _) in code.match_indices(call) {
+                        let arg = code[at + call.len()..].trim_start();
+                        assert!(
+                            arg.starts_with('\'') || arg.starts_with('"'),
+                            "{name}: {call} without a literal command name: {}",
+                            line.trim()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The eval scripts are the library's transitions, one each.
+    #[test]
+    fn each_transition_has_its_own_script() {
+        let lib = library();
+        assert_eq!(lib.eval.len(), ALL.len());
+        for (e, s) in lib.eval.iter().zip(ALL) {
+            assert_eq!(e.name, s.name);
+            assert!(e.body.contains(s.source));
+            assert!(!e.body.starts_with("#!"), "6.2 reads no shebang");
+            assert!(!e.body.contains("register_function"));
         }
     }
 

@@ -2,7 +2,7 @@
 //! shared connection each call goes on ([`Link`], replaced behind Sentinel
 //! when the master moves: see [`super::sentinel`]), TLS, the connection
 //! to each cluster master for acknowledged writes, and loading the
-//! function library.
+//! scripts (the function library, or one script).
 
 use std::time::Duration;
 
@@ -211,17 +211,27 @@ impl Client {
 }
 
 impl Store {
-    /// Loads the function library (FUNCTION LOAD REPLACE: loads that race
-    /// all succeed).
-    pub(crate) async fn load_functions(&self) -> Result<()> {
-        let loaded: redis::RedisResult<redis::Value> =
-            library::load_cmd().query_async(&mut self.conn()).await;
-        match loaded {
-            Ok(_) => {
+    /// Makes `script` callable on `path`: loads the function library
+    /// (FUNCTION LOAD REPLACE), or the script (SCRIPT LOAD); loads that
+    /// race all succeed.
+    pub(crate) async fn load_scripts(
+        &self,
+        path: library::Path,
+        script: &super::Script,
+    ) -> Result<()> {
+        let loaded: redis::RedisResult<redis::Value> = library::load_cmd(path, script)
+            .query_async(&mut self.conn())
+            .await;
+        match (loaded, path) {
+            (Ok(_), library::Path::Function) => {
                 tracing::info!("loaded delayq's functions into redis");
                 Ok(())
             }
-            Err(e) => Err(Error::redis("load functions", e)),
+            (Ok(_), library::Path::Eval) => {
+                tracing::debug!(script = script.name, "loaded a delayq script into redis");
+                Ok(())
+            }
+            (Err(e), _) => Err(Error::redis("load scripts", e)),
         }
     }
 

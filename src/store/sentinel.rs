@@ -100,6 +100,8 @@ impl Client {
             link.master = Some((host.clone(), port));
             std::mem::take(&mut link.gone).cancel();
         }
+        // Another server: FUNCTION is tried again there first.
+        self.eval.store(false, std::sync::atomic::Ordering::Relaxed);
         self.relinked.notify_waiters();
         match current {
             None => {

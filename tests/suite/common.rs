@@ -426,24 +426,64 @@ pub async fn script_calls(redis: &RedisServer, name: &str) -> usize {
                 Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
                 _ => String::new(),
             };
-            arg(0) == "fcall" && arg(1).starts_with(&prefix)
+            let sha = delayq::testing::eval_script_of(name.trim_start_matches("dq_"));
+            (arg(0) == "fcall" && arg(1).starts_with(&prefix))
+                || (arg(0) == "evalsha" && sha.is_some_and(|(sha, _)| arg(1) == sha))
         })
         .count()
+}
+
+/// Whether the server runs delayq's scripts as functions (FCALL); if not,
+/// delayq sends them by EVALSHA (Redis 6.2).
+pub async fn has_functions(redis: &RedisServer) -> bool {
+    let listed: redis::RedisResult<redis::Value> = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .query_async(&mut redis.conn().await)
+        .await;
+    listed.is_ok()
+}
+
+/// Empties the server's scripts as FUNCTION FLUSH (or, without FUNCTION,
+/// SCRIPT FLUSH) does: as on a fresh server.
+pub async fn flush_scripts(redis: &RedisServer) {
+    let what = if has_functions(redis).await {
+        "FUNCTION"
+    } else {
+        "SCRIPT"
+    };
+    let _: String = redis.cmd(&[what, "FLUSH"]).await;
+}
+
+/// The path delayq calls `script` by on this server (FCALL, or EVALSHA of
+/// the script, loaded here), decided and loaded once so that the calls
+/// after it run nothing else.
+pub async fn script_path(
+    redis: &RedisServer,
+    script: &delayq::testing::Script,
+) -> delayq::testing::Path {
+    use delayq::testing::{eval_script_of, Path};
+    if has_functions(redis).await {
+        return Path::Function;
+    }
+    let (_, text) = eval_script_of(script.name).unwrap();
+    let _: String = redis.cmd(&["SCRIPT", "LOAD", text]).await;
+    Path::Eval
 }
 
 /// Makes Redis log every call from now on (SLOWLOG at 0 us, room for
 /// `calls`), so [`script_calls`] can count them.
 pub async fn arm_slowlog(redis: &RedisServer, calls: usize) {
     let mut c = redis.conn().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg(calls)
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    // One setting a CONFIG SET: Redis 6.2 takes no more.
+    for (name, value) in [("slowlog-max-len", calls), ("slowlog-log-slower-than", 0)] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
     let _: () = redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async(&mut c)

@@ -307,7 +307,7 @@ async fn push_many_sends_valid_jobs_in_one_go_even_after_a_function_flush() {
     let q = queue(&redis);
     q.push(&job("warm", "pm", 3_600_000, 1000)).await.unwrap();
     // As on a fresh server: delayq's functions are not loaded.
-    let _: String = redis.cmd(&["FUNCTION", "FLUSH"]).await;
+    flush_scripts(&redis).await;
     let jobs = vec![
         job("a", "pm", 3_600_000, 1000),
         job("", "pm", 0, 1000),
@@ -324,7 +324,7 @@ async fn push_many_sends_valid_jobs_in_one_go_even_after_a_function_flush() {
     keys.sort();
     assert_eq!(keys, ["{dq}:j:a", "{dq}:j:warm"]);
     // And single calls load them too.
-    let _: String = redis.cmd(&["FUNCTION", "FLUSH"]).await;
+    flush_scripts(&redis).await;
     assert!(q.get("a").await.unwrap().is_some());
     assert!(q.delete("a").await.unwrap());
     q.close().await;

@@ -464,13 +464,21 @@ async fn resuming_a_topic_wakes_pops_waiting_on_another_instance_for_its_priorit
     q.close().await;
 }
 
-/// Redis commands (INFO commandstats, FCALL and the reading itself left
-/// out) that `n` pops of one job each from `topic` run, with nothing else
+/// Redis commands (INFO commandstats, the script call and the reading
+/// itself left out) that `n` pops of one job each from `topic` run, with nothing else
 /// running against Redis.
 async fn commands_per_pop(redis: &RedisServer, topic: &str, n: usize) -> f64 {
-    use delayq::testing::{fcall, pop, Keys};
-    let _: String = redis.cmd(&["CONFIG", "RESETSTAT"]).await;
+    use delayq::testing::{call, pop, Keys};
+    let path = script_path(redis, &pop::SCRIPT).await;
+    // One connection, opened before the count: a new one's setup (the
+    // client's CLIENT SETINFO, which Redis 6.2 counts as failed calls)
+    // is no pop's.
     let mut conn = redis.conn().await;
+    let _: String = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     for i in 0..n {
         let mut args = redis::Cmd::new();
         args.arg(1)
@@ -478,13 +486,21 @@ async fn commands_per_pop(redis: &RedisServer, topic: &str, n: usize) -> f64 {
             .arg(format!("n{i}"))
             .arg("")
             .arg(topic);
-        let cmd = fcall(&pop::SCRIPT, &Keys::new("dq"), false, 0, &args);
+        let cmd = call(path, &pop::SCRIPT, &Keys::new("dq"), false, 0, &args);
         let _: redis::Value = cmd.query_async(&mut conn).await.unwrap();
     }
-    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let calls: u64 = info
         .lines()
-        .filter(|l| !l.starts_with("cmdstat_fcall:") && !l.starts_with("cmdstat_config"))
+        .filter(|l| {
+            !["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_config"]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
         .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(":calls="))
         .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
         .sum();
@@ -540,7 +556,9 @@ async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
     ready(&q, "t", n as u64).await;
     q.close().await;
     // The 11 commands listed below: no look at the priority levels while
-    // the default list has jobs.
+    // the default list has jobs. By EVALSHA (Redis 6.2) one more: the DEL
+    // of the never-written `moving` key that stands in for allow-oom.
+    let expected = if has_functions(&redis).await { 11 } else { 12 };
     let plain = commands_per_pop(&redis, "t", n).await;
-    assert_eq!(plain.round() as i64, 11, "{plain}");
+    assert_eq!(plain.round() as i64, expected, "{plain}");
 }

@@ -1,12 +1,12 @@
 //! Servers other than the distribution's redis-server: the conformance run
 //! starts the binary `DELAYQ_TEST_SERVER` names (Valkey 9 in `./dev test`),
-//! and Redis 6.2 (no FUNCTION; `DELAYQ_TEST_REDIS6` names its binary,
-//! which `./dev test` installs) is refused at start.
+//! and Redis 6.2 (no FUNCTION, so scripts go by EVALSHA;
+//! `DELAYQ_TEST_REDIS6` names its binary, which `./dev test` installs).
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::common::{delayq_run, eventually, get_json, post, DelayqProcess};
 use crate::redis_server::{server_binary, RedisServer};
 
 /// Where a binary named bare is found on PATH (a path is taken as it is).
@@ -59,49 +59,57 @@ fn redis6() -> Option<String> {
     }
 }
 
-/// Redis 6.2 has no FUNCTION, which every delayq script call needs:
-/// `serve` must stop at start and say so, not listen and answer every push
-/// with a 503.
-#[tokio::test]
-async fn serve_on_redis_6_2_stops_at_start_naming_the_version_needed() {
+/// Redis 6.2 has no FUNCTION: delayq calls its scripts by EVALSHA there
+/// and serves a job's whole life through `delayq serve`: pushed, fired
+/// not before its due time, popped, finished; doctor names that path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_redis_6_2_runs_a_jobs_whole_life_by_evalsha() {
     let Some(binary) = redis6() else { return };
     let redis = RedisServer::start_binary(&binary, &[]);
     let info: String = redis.cmd(&["INFO", "server"]).await;
     let version = info_field(&info, "redis_version").unwrap().to_string();
     assert!(version.starts_with("6.2"), "not Redis 6.2: {version}");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
-        .env("DELAYQ_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            break None;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let doctor = delayq_run(&["doctor", "--redis", &redis.url()], &[]);
+    let out = String::from_utf8_lossy(&doctor.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains("scripting"))
+        .unwrap_or_else(|| panic!("no scripting line: {out}"));
+    assert!(
+        line.starts_with("ok") && line.contains(&version) && line.contains("EVAL/EVALSHA"),
+        "{line}"
+    );
+
+    let delayq = DelayqProcess::start(&redis, &[]);
+    let pushed_at = redis.time_ms().await;
+    let push = r#"{"topic":"t","id":"life","delay":1,"ttr":30,"body":"b"}"#;
+    assert_eq!(post(&delayq.base, "/push", push).await["code"], 0);
+    let popped = eventually(Duration::from_secs(30), "the job fired", || async {
+        let reply = post(&delayq.base, "/pop", r#"{"topic":"t"}"#).await;
+        assert_eq!(reply["code"], 0, "{reply}");
+        (!reply["data"].is_null()).then_some(reply)
+    })
+    .await;
+    assert!(redis.time_ms().await >= pushed_at + 1000, "fired early");
+    assert_eq!(popped["data"]["id"], "life", "{popped}");
+    assert_eq!(popped["data"]["body"], "b", "{popped}");
+    let finished = post(&delayq.base, "/finish", r#"{"id":"life"}"#).await;
+    assert_eq!(finished["code"], 0, "{finished}");
+    let got = post(&delayq.base, "/get", r#"{"id":"life"}"#).await;
+    assert!(got["data"].is_null(), "finished, yet {got}");
+    let (status, ready) = get_json(&delayq.base, "/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+
+    // By EVALSHA, loaded once per script (not sent in full each call).
+    let stats: String = redis.cmd(&["INFO", "commandstats"]).await;
+    let calls = |name: &str| {
+        info_field(&stats, &format!("cmdstat_{name}"))
+            .and_then(|v| v.strip_prefix("calls="))
+            .and_then(|v| v.split(',').next())
+            .map_or(0, |n| n.parse::<u64>().unwrap())
     };
-    if status.is_none() {
-        let _ = child.kill();
-    }
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    let status = status.unwrap_or_else(|| {
-        panic!("delayq serve still running on Redis {version} after 30 s: {err}")
-    });
-    assert!(
-        !status.success(),
-        "serve exited 0 on Redis {version}: {err}"
-    );
-    assert!(
-        err.contains(&version) && err.contains("7.0"),
-        "the error names neither the version found ({version}) nor the one needed (7.0): {err}"
-    );
-    assert_eq!(redis.data_keys().await, 0, "a refused start wrote data");
+    assert!(calls("evalsha") >= 4, "{stats}");
+    assert_eq!(calls("eval"), 0, "{stats}");
+    delayq.terminate();
 }

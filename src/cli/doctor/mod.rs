@@ -190,8 +190,8 @@ impl Target {
     }
 }
 
-/// Refuses a server that cannot run delayq's scripts (no FUNCTION: Redis
-/// before 7.0, or scripting left out), with the doctor's finding and fix:
+/// Refuses a server that cannot run delayq's scripts (neither FUNCTION
+/// nor EVAL for delayq's user, or Redis before 6.2), with the doctor's finding and fix:
 /// `serve` asks at start, so such a server is named there instead of
 /// every push failing after a ready start. Nothing when the server cannot
 /// be asked (the connection check reports that).

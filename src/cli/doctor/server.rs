@@ -133,10 +133,6 @@ pub fn engine_name(t: &Target) -> Option<(String, String)> {
     Some(("Redis".into(), t.info("redis_version")?.to_owned()))
 }
 
-fn major(version: &str) -> Option<u32> {
-    version.split('.').next()?.parse().ok()
-}
-
 fn engine(t: &Target) -> Check {
     const C: &str = "engine";
     let Some((name, version)) = engine_name(t) else {
@@ -146,51 +142,85 @@ fn engine(t: &Target) -> Check {
     Check::ok(C, format!("{name} {version} ({mode})"))
 }
 
+/// (major, minor) of a version such as "6.2.14".
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+/// Which way delayq will call its scripts here, as delayq itself finds it
+/// at its first call: FCALL (the function library) wherever the server
+/// runs it for this user, else EVALSHA (one script per transition).
+/// Asked with calls that run nothing: an FCALL of a function no one has
+/// (answered "Function not found"), an EVALSHA of a script no one has
+/// (answered NOSCRIPT). Redis before 6.2 lacks commands the scripts use
+/// (ZMSCORE, SET PXAT, ZRANGE's BYSCORE form).
 pub(crate) async fn scripting(t: &Target) -> Check {
     const C: &str = "scripting";
     let engine = engine_name(t);
     let named = engine
         .as_ref()
         .map_or_else(|| "this server".to_owned(), |(n, v)| format!("{n} {v}"));
+    let too_old = engine
+        .as_ref()
+        .filter(|(n, _)| n == "Redis")
+        .and_then(|(_, v)| major_minor(v))
+        .is_some_and(|v| v < (6, 2));
+    if too_old {
+        return Check::fail(
+            C,
+            format!(
+                "{named} is older than 6.2: delayq's scripts use commands 6.2 added \
+                 (ZMSCORE, SET PXAT, ZRANGE BYSCORE)"
+            ),
+            "use Redis 6.2 or later (or Valkey)",
+        );
+    }
     let mut conn = t.conn.clone();
-    // Lists no library (the name matches none): harmless.
-    let function: redis::RedisResult<redis::Value> = redis::cmd("FUNCTION")
-        .arg("LIST")
-        .arg("LIBRARYNAME")
-        .arg(t.key("none"))
+    let fcall: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+        .arg("delayq_doctor_none")
+        .arg(0)
         .query_async(&mut conn)
         .await;
-    match function {
-        Ok(_) => Check::ok(C, format!("FUNCTION available ({named})")),
-        Err(e) if super::is_noperm(&e) => Check::could_not(C, "FUNCTION LIST", &e),
-        Err(e) => {
-            let eval: redis::RedisResult<i64> = redis::cmd("EVAL")
-                .arg("return 1")
-                .arg(0)
-                .query_async(&mut conn)
-                .await;
-            let old = engine
-                .as_ref()
-                .and_then(|(_, v)| major(v))
-                .is_some_and(|m| m < 7);
-            let has = if eval.is_ok() {
-                "EVAL only"
-            } else {
-                "no EVAL either"
-            };
-            Check::fail(
+    let fcall = match fcall {
+        Err(e) if e.to_string().contains("Function not found") => {
+            return Check::ok(
                 C,
-                format!(
-                    "{named} has no FUNCTION ({has}{}): delayq loads its scripts as a function library",
-                    if old { ", FUNCTION came in Redis 7.0" } else { "" },
-                ),
-                if old {
-                    "use Redis 7.0 or later (or Valkey 7.2 or later)".to_owned()
-                } else {
-                    format!("FUNCTION answered: {e}; use a server with FUNCTION (Redis 7.0+, Valkey 7.2+)")
-                },
+                format!("{named}: FUNCTION, scripts called by FCALL (the function library)"),
             )
         }
+        Ok(_) => return Check::ok(C, format!("{named}: FUNCTION, scripts called by FCALL")),
+        Err(e) => e,
+    };
+    let evalsha: redis::RedisResult<redis::Value> = redis::cmd("EVALSHA")
+        .arg("0".repeat(40))
+        .arg(0)
+        .query_async(&mut conn)
+        .await;
+    match evalsha {
+        Err(e) if e.code() == Some("NOSCRIPT") => Check::ok(
+            C,
+            format!(
+                "{named}: no FCALL here ({}), scripts called by EVAL/EVALSHA \
+                 (one script per transition, loaded once per server)",
+                fcall.detail().unwrap_or("refused")
+            ),
+        ),
+        Ok(_) => Check::ok(
+            C,
+            format!("{named}: no FCALL here, scripts called by EVAL/EVALSHA"),
+        ),
+        Err(e) => Check::fail(
+            C,
+            format!(
+                "{named} runs no scripts for delayq: neither FUNCTION (FCALL answered: {fcall}) \
+                 nor EVAL (EVALSHA answered: {e})"
+            ),
+            "use a server with Lua scripting (Redis 6.2+, Valkey), and allow delayq's user \
+             +fcall +function|load, or +evalsha +script|load",
+        ),
     }
 }
 

@@ -23,11 +23,16 @@ end
 
 -- Puts `id` at the back of its level's list, or at the front (`front`: it
 -- was first in line). One LPUSH/RPUSH; a level's first job also one ZADD.
+-- Each command is named literally: some managed services refuse a script
+-- whose redis.call names its command through a variable.
+local function list_push(key, id, front)
+  if front then return redis.call('RPUSH', key, id) end
+  return redis.call('LPUSH', key, id)
+end
 local function ready_push(id, topic, level, front)
-  local cmd = front and 'RPUSH' or 'LPUSH'
   -- Level 0 (every job of a queue without priorities) the short way.
-  if level == 0 then return redis.call(cmd, ready_key(topic), id) end
-  if redis.call(cmd, level_key(topic, level), id) == 1 then
+  if level == 0 then return list_push(ready_key(topic), id, front) end
+  if list_push(level_key(topic, level), id, front) == 1 then
     redis.call('ZADD', levels_key(topic), level, level)
   end
 end
