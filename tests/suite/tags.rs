@@ -699,10 +699,17 @@ async fn a_tag_costs_what_the_readme_says() {
     } else {
         ["Memory: about", "a tag shared by many jobs about"]
     };
+    // Valkey's figures move with its hash tables' resizes (a shared tag
+    // measured 186 to 221 B over runs), so it is held to a wider margin.
+    let margin = if server.contains("server_name:valkey") {
+        0.2
+    } else {
+        0.1
+    };
     for (key, got) in keys.into_iter().zip([own, shared]) {
         let said = figure(key);
         assert!(
-            (said - got).abs() <= got * 0.1,
+            (said - got).abs() <= got * margin,
             "README says {said} bytes per job and tag, measured {got:.0}"
         );
     }
