@@ -15,36 +15,50 @@ use crate::error::Result;
 
 /// One queue's connections to Redis, and what goes with them.
 pub(crate) struct Client {
+    /// Where calls go, and how to reach it again.
+    pub(super) route: Route,
+    /// The cluster's nodes and slots, on a cluster.
+    pub(crate) cluster: Option<cluster::Cluster>,
+    /// Writes acknowledged by replicas (WAIT), when asked for.
+    pub(super) acks: Acks,
+    /// Which partitions answer, and which shards lack replicas.
+    pub(crate) health: health::Health,
+    pub(super) time_offset: Offset,
+    pub(super) timeout: Duration,
+    /// Told of each failure to reach Redis.
+    pub(super) observer: Arc<dyn Observer>,
+    /// Fires when the link moved to another master (Sentinel), so that
+    /// connections of their own (the subscriber's) move too.
+    pub(crate) relinked: tokio::sync::Notify,
+}
+
+/// Where calls go: the current link (replaced when Sentinel names another
+/// master), what a new one needs, and what the server was found to lack.
+pub(super) struct Route {
     pub(super) link: std::sync::RwLock<Link>,
     pub(super) tls: Tls,
     pub(super) sentinel: Option<sentinel::Sentinel>,
-    pub(crate) cluster: Option<cluster::Cluster>,
-    /// Replicas that must have a write before it is acknowledged (WAIT).
-    pub(super) replica_acks: usize,
-    /// Acknowledged writes, batched per partition behind one WAIT each.
-    pub(super) acks: coalesce::Coalescer<coalesce::Acked>,
-    /// Their connection (None: no replica acks); replaced with the master.
-    pub(super) ack_conn: std::sync::RwLock<Option<Conn>>,
-    /// Which partitions answer, and which shards lack replicas.
-    pub(crate) health: health::Health,
     /// On a cluster with replica acks, a connection to each master by
     /// address: acknowledged batches go straight to their partition's
     /// master, so one master's death holds up no other partition.
     pub(super) node_conns:
         std::sync::Mutex<std::collections::HashMap<String, redis::aio::MultiplexedConnection>>,
-    pub(super) time_offset: Offset,
-    pub(super) timeout: Duration,
-    /// Told of each failure to reach Redis.
-    pub(super) observer: Arc<dyn Observer>,
     /// Why the last connection attempt failed (the subscriber connects on
     /// its own and notes it); None once one succeeds.
     pub(super) connect_error: std::sync::Mutex<Option<String>>,
-    /// Fires when the link moved to another master (Sentinel), so that
-    /// connections of their own (the subscriber's) move too.
-    pub(crate) relinked: tokio::sync::Notify,
     /// The server refused FCALL (no FUNCTION, or not for this user): the
     /// scripts go by EVALSHA. Asked again of a new master (Sentinel).
     pub(super) eval: std::sync::atomic::AtomicBool,
+}
+
+/// Acknowledged writes: batched per partition behind one WAIT each, on a
+/// connection of their own so that their WAITs hold up nothing else.
+pub(super) struct Acks {
+    /// Replicas that must have a write before it is acknowledged (0: off).
+    pub(super) wanted: usize,
+    pub(super) lane: coalesce::Coalescer<coalesce::Acked>,
+    /// Their connection (None: no replica acks); replaced with the master.
+    pub(super) conn: std::sync::RwLock<Option<Conn>>,
 }
 
 impl Client {
@@ -91,32 +105,36 @@ impl Client {
             (None, _) => Some(Conn::Single(Self::manager(&client, timeout)?)),
         };
         Ok(Client {
-            link: std::sync::RwLock::new(Link {
-                client,
-                conn,
-                master,
-                gone: Default::default(),
-            }),
-            tls: tls.clone(),
-            sentinel,
+            route: Route {
+                link: std::sync::RwLock::new(Link {
+                    client,
+                    conn,
+                    master,
+                    gone: Default::default(),
+                }),
+                tls: tls.clone(),
+                sentinel,
+                node_conns: Default::default(),
+                connect_error: std::sync::Mutex::new(None),
+                eval: Default::default(),
+            },
             cluster,
-            replica_acks,
-            acks: coalesce::Coalescer::new(partitions),
-            ack_conn: std::sync::RwLock::new(ack_conn),
+            acks: Acks {
+                wanted: replica_acks,
+                lane: coalesce::Coalescer::new(partitions),
+                conn: std::sync::RwLock::new(ack_conn),
+            },
             health: health::Health::new(partitions, replica_acks, config.degraded_pushes),
-            node_conns: Default::default(),
             time_offset: Offset::default(),
             timeout,
             observer,
-            connect_error: std::sync::Mutex::new(None),
             relinked: tokio::sync::Notify::new(),
-            eval: Default::default(),
         })
     }
 
     /// How the scripts are called on this server now.
     pub(crate) fn path(&self) -> super::library::Path {
-        if self.eval.load(std::sync::atomic::Ordering::Relaxed) {
+        if self.route.eval.load(std::sync::atomic::Ordering::Relaxed) {
             super::library::Path::Eval
         } else {
             super::library::Path::Function

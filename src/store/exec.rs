@@ -110,7 +110,7 @@ impl Client {
         limit: Duration,
         f: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T> {
-        let gone = self.link.read().unwrap().gone.clone();
+        let gone = self.route.link.read().unwrap().gone.clone();
         tokio::select! {
             r = tokio::time::timeout(limit, f) => match r {
                 Ok(Ok(v)) => Ok(v),
@@ -182,7 +182,7 @@ impl Client {
         Error::Timeout {
             op,
             after: self.timeout,
-            cause: self.connect_error.lock().unwrap().clone(),
+            cause: self.route.connect_error.lock().unwrap().clone(),
         }
     }
 }
@@ -221,7 +221,7 @@ impl Store {
     pub(crate) async fn send(&self, call: Call) -> Result<(Status, Fields)> {
         let op = call.script.name;
         let wanted = if call.script.acked {
-            self.replica_acks
+            self.acks.wanted
         } else {
             0
         };
@@ -278,7 +278,9 @@ impl Store {
                 error = %e,
                 "redis has no FCALL for delayq: its scripts go by EVALSHA on this server"
             );
-            self.eval.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.route
+                .eval
+                .store(true, std::sync::atomic::Ordering::Relaxed);
             return Ok(true);
         }
         Ok(false)
@@ -332,7 +334,7 @@ impl Store {
     ) -> Result<((Status, Fields), usize)> {
         let (op, part) = (call.script.name, call.part);
         let route = coalesce::AckRoute {
-            conn: self.ack_conn.read().unwrap().clone().expect("acks are on"),
+            conn: self.acks.conn.read().unwrap().clone().expect("acks are on"),
             wanted,
             wait_ms: self.timeout.as_millis() as u64 / 2,
         };
@@ -347,7 +349,9 @@ impl Store {
             };
             let sent = self
                 .call_within(op, limit, async {
-                    Ok::<_, redis::RedisError>(self.acks.submit(&route, part, write, limit).await)
+                    Ok::<_, redis::RedisError>(
+                        self.acks.lane.submit(&route, part, write, limit).await,
+                    )
                 })
                 .await
                 .and_then(|r| {

@@ -246,7 +246,7 @@ impl Store {
     async fn look_at_shards(&self, conns: &mut NodeConns) -> Vec<ShardView> {
         let n = self.parts().len();
         if self.cluster.is_none() {
-            let node = match &self.link.read().unwrap().master {
+            let node = match &self.route.link.read().unwrap().master {
                 Some((h, p)) => format!("{h}:{p}"),
                 None => self.client().get_connection_info().addr().to_string(),
             };

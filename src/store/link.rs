@@ -156,23 +156,23 @@ impl Client {
     }
 
     pub fn behind_sentinel(&self) -> bool {
-        self.sentinel.is_some()
+        self.route.sentinel.is_some()
     }
 
     /// The client calls go through (the current master's, behind
     /// Sentinel); the subscriber makes its own connection with it.
     pub fn client(&self) -> redis::Client {
-        self.link.read().unwrap().client.clone()
+        self.route.link.read().unwrap().client.clone()
     }
 
     pub(crate) fn conn(&self) -> Conn {
-        self.link.read().unwrap().conn.clone()
+        self.route.link.read().unwrap().conn.clone()
     }
 
     /// Notes why connecting failed (None: it worked), for the errors of
     /// calls that time out meanwhile.
     pub fn note_connect_error(&self, error: Option<String>) {
-        *self.connect_error.lock().unwrap() = error;
+        *self.route.connect_error.lock().unwrap() = error;
     }
 
     /// On a cluster, a connection to the master of partition `part` as the
@@ -183,7 +183,7 @@ impl Client {
     pub(crate) async fn node_conn(&self, part: usize) -> Option<Conn> {
         self.cluster.as_ref()?;
         let node = self.health.node(part)?;
-        if let Some(c) = self.node_conns.lock().unwrap().get(&node) {
+        if let Some(c) = self.route.node_conns.lock().unwrap().get(&node) {
             return Some(Conn::Node(c.clone()));
         }
         let (host, port) = node.rsplit_once(':')?;
@@ -198,14 +198,18 @@ impl Client {
         .await
         .ok()?
         .ok()?;
-        self.node_conns.lock().unwrap().insert(node, c.clone());
+        self.route
+            .node_conns
+            .lock()
+            .unwrap()
+            .insert(node, c.clone());
         Some(Conn::Node(c))
     }
 
     /// Forgets the connection to a master that failed.
     pub(crate) fn drop_node_conn(&self, part: usize) {
         if let Some(node) = self.health.node(part) {
-            self.node_conns.lock().unwrap().remove(&node);
+            self.route.node_conns.lock().unwrap().remove(&node);
         }
     }
 }
@@ -242,7 +246,7 @@ impl Store {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.timeout))
             .set_response_timeout(Some(self.timeout));
-        if self.sentinel.is_some() {
+        if self.route.sentinel.is_some() {
             self.follow_master().await?;
         }
         if self.cluster.is_some() {

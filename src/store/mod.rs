@@ -273,7 +273,7 @@ impl Store {
     /// Whether the shards' health is watched: replicas counted for
     /// acknowledged writes, masters of a cluster's partitions looked at.
     pub(crate) fn watches_health(&self) -> bool {
-        self.replica_acks > 0 || self.cluster.is_some()
+        self.acks.wanted > 0 || self.cluster.is_some()
     }
 
     pub fn timeout(&self) -> Duration {

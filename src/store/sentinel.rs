@@ -75,33 +75,35 @@ impl Client {
     /// Asks the sentinels where the master is; switches to it when it moved.
     /// True if it moved.
     pub(crate) async fn follow_master(&self) -> Result<bool> {
-        let Some(s) = &self.sentinel else {
+        let Some(s) = &self.route.sentinel else {
             return Ok(false);
         };
         let (host, port) = self.ask_sentinels(s).await?;
-        let current = self.link.read().unwrap().master.clone();
+        let current = self.route.link.read().unwrap().master.clone();
         if current.as_ref() == Some(&(host.clone(), port)) {
             return Ok(false);
         }
-        let client = super::client(&s.master_url(&host, port), &self.tls)?;
+        let client = super::client(&s.master_url(&host, port), &self.route.tls)?;
         let conn = Self::manager(&client, self.timeout)?;
         // The acknowledged writes' connection is replaced first: no call
         // made on the new link can find the old one (a dead master's, whose
         // manager keeps reconnecting while calls on it wait).
-        if self.replica_acks > 0 {
+        if self.acks.wanted > 0 {
             let acks = Self::manager(&client, self.timeout)?;
-            *self.ack_conn.write().unwrap() = Some(super::conn::Conn::Single(acks));
-            self.acks.reset();
+            *self.acks.conn.write().unwrap() = Some(super::conn::Conn::Single(acks));
+            self.acks.lane.reset();
         }
         {
-            let mut link = self.link.write().unwrap();
+            let mut link = self.route.link.write().unwrap();
             link.client = client;
             link.conn = super::conn::Conn::Single(conn);
             link.master = Some((host.clone(), port));
             std::mem::take(&mut link.gone).cancel();
         }
         // Another server: FUNCTION is tried again there first.
-        self.eval.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.route
+            .eval
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         self.relinked.notify_waiters();
         match current {
             None => {
