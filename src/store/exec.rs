@@ -330,9 +330,15 @@ impl Store {
                 }
             }
         };
-        let said = |e: &Option<redis::RedisError>| {
-            e.as_ref()
-                .map_or_else(|| "not tried".to_owned(), |e| e.to_string())
+        // An unknown command's reply echoes its arguments (a job's body):
+        // only the fact is kept.
+        let said = |e: &Option<redis::RedisError>| match e {
+            None => "not tried".to_owned(),
+            Some(e) if e.code() == Some("NOPERM") => e.to_string(),
+            Some(e) if e.detail().is_some_and(|d| d.starts_with("unknown command")) => {
+                "unknown command".to_owned()
+            }
+            Some(e) => e.to_string(),
         };
         let (fcall, evalsha) = (said(&refusals.fcall), said(&refusals.evalsha));
         let refused = [&refusals.fcall, &refusals.evalsha]
