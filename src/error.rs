@@ -107,6 +107,17 @@ pub enum Error {
         add: String,
     },
 
+    /// The server runs none of delayq's scripts: neither FCALL nor EVALSHA
+    /// (no Lua scripting, the commands renamed away, or an ACL that
+    /// refuses both to delayq's user). Nothing ran. `why` names the
+    /// server, both answers and the fix; `refused`: an ACL refusal.
+    #[error("redis runs no scripts for delayq: {op}: {why}")]
+    NoScripts {
+        op: &'static str,
+        why: String,
+        refused: bool,
+    },
+
     /// Redis answered `op` with an error, or the connection failed.
     #[error("redis error: {op}: {source}")]
     Redis {
@@ -134,6 +145,7 @@ impl Error {
                 | Error::Evicting(_)
                 | Error::Unreplicated { .. }
                 | Error::Refused { .. }
+                | Error::NoScripts { .. }
                 | Error::Redis { .. }
         )
     }

@@ -61,7 +61,7 @@ impl From<Error> for ApiError {
             Error::Degraded { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "degraded", e.to_string())
             }
-            Error::Refused { .. } => {
+            Error::Refused { .. } | Error::NoScripts { refused: true, .. } => {
                 tracing::warn!(error = %e, "redis refused a command");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -81,6 +81,7 @@ impl From<Error> for ApiError {
             | Error::Late { .. }
             | Error::Moved { .. }
             | Error::Unreplicated { .. }
+            | Error::NoScripts { .. }
             | Error::Redis { .. } => {
                 tracing::warn!(error = %e, "redis unavailable");
                 ApiError::new(

@@ -154,6 +154,13 @@ impl Queue {
         self.store().health.shards()
     }
 
+    /// Why the Redis server runs none of delayq's scripts (neither FCALL
+    /// nor EVALSHA: the server, both answers, the fix), as the last script
+    /// call found; None once one runs. Known without asking Redis.
+    pub fn scripts_refused(&self) -> Option<String> {
+        self.store().no_scripts()
+    }
+
     /// Redis answers (for readiness checks).
     pub async fn ping(&self) -> Result<()> {
         self.store().ping().await

@@ -9,8 +9,14 @@
 const SCRIPT_CATEGORIES: &str = "+@hash +@list +@set +@sortedset +@string +@stream +@pubsub";
 
 /// Whether `detail` (an error reply's text after its code) is an ACL
-/// refusal of a command a script ran.
+/// refusal of a command a script ran: Redis's unnamed one, or Valkey's
+/// ("ACL failure in script: User delayq has no permissions to run the
+/// 'hmget' command"), which names it.
 pub(crate) fn refused_in_script(detail: &str) -> bool {
+    unnamed_in_script(detail) || detail.contains("failure in script")
+}
+
+fn unnamed_in_script(detail: &str) -> bool {
     detail.contains("can't run this command or subcommand")
 }
 
@@ -18,7 +24,7 @@ pub(crate) fn refused_in_script(detail: &str) -> bool {
 /// or a script's refusal).
 pub(crate) fn what_to_add(detail: &str) -> String {
     let lower = detail.to_lowercase();
-    if refused_in_script(detail) {
+    if unnamed_in_script(detail) {
         return format!("{SCRIPT_CATEGORIES} (the commands delayq's scripts run)");
     }
     if lower.contains("access a key") || lower.contains("access one of the keys") {
@@ -72,5 +78,8 @@ mod tests {
         let script = "The user executing the script can't run this command or subcommand script: f, on @user_function:2.";
         assert!(refused_in_script(script));
         assert!(what_to_add(script).contains("+@hash"));
+        let valkey = "failure in script: User delayq has no permissions to run the 'hmget' command script: on @user_function:476.";
+        assert!(refused_in_script(valkey));
+        assert_eq!(what_to_add(valkey), "+@hash");
     }
 }

@@ -49,6 +49,10 @@ pub(super) struct Route {
     /// The server refused FCALL (no FUNCTION, or not for this user): the
     /// scripts go by EVALSHA. Asked again of a new master (Sentinel).
     pub(super) eval: std::sync::atomic::AtomicBool,
+    /// The server ran neither FCALL nor EVALSHA at the last script call:
+    /// the server as named then, and why. Cleared by the next call that
+    /// runs, so readiness knows it without asking Redis.
+    pub(super) no_scripts: std::sync::Mutex<Option<(String, String)>>,
 }
 
 /// Acknowledged writes: batched per partition behind one WAIT each, on a
@@ -117,6 +121,7 @@ impl Client {
                 node_conns: Default::default(),
                 connect_error: std::sync::Mutex::new(None),
                 eval: Default::default(),
+                no_scripts: Default::default(),
             },
             cluster,
             acks: Acks {
@@ -130,6 +135,24 @@ impl Client {
             observer,
             relinked: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Why the server runs none of delayq's scripts, as the last script
+    /// call found (None: it ran, or none was made yet).
+    pub(crate) fn no_scripts(&self) -> Option<String> {
+        self.route
+            .no_scripts
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(_, why)| why.clone())
+    }
+
+    /// A script call ran: the server runs scripts (again).
+    pub(super) fn scripts_ran(&self) {
+        if self.route.no_scripts.lock().unwrap().take().is_some() {
+            tracing::info!("redis runs delayq's scripts again");
+        }
     }
 
     /// How the scripts are called on this server now.

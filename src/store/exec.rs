@@ -25,6 +25,13 @@ fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
     ))
 }
 
+/// What one script call met of the two paths: each one's refusal.
+#[derive(Default)]
+struct Refusals {
+    fcall: Option<redis::RedisError>,
+    evalsha: Option<redis::RedisError>,
+}
+
 /// One call of a script on one partition: its own arguments are added
 /// like a [`Cmd`]'s, then [`Store::send`] sends it.
 pub(crate) struct Call {
@@ -259,31 +266,110 @@ impl Store {
     }
 
     /// Whether a script call that Redis refused with `e` is sent again,
-    /// after what: the library or script loaded (Redis lacked it), or the
-    /// path changed to EVALSHA (the server has no FCALL for delayq). Both
+    /// after what: every script loaded (Redis lacked one), or the path
+    /// changed (the server has no FCALL, or no EVALSHA, for delayq). Both
     /// refusals come before anything runs, so sending again is safe; any
-    /// other error is final (the script may have run, even partly).
+    /// other error is final (the script may have run, even partly). Once
+    /// both paths were refused in this call it fails with
+    /// [`Error::NoScripts`].
     async fn again_after(
         &self,
         e: &redis::RedisError,
         path: library::Path,
-        script: &Script,
+        refusals: &mut Refusals,
+        op: &'static str,
     ) -> Result<bool> {
         if library::is_missing(e) {
-            self.load_scripts(path, script).await?;
+            self.load_scripts(path).await?;
             return Ok(true);
         }
-        if path == library::Path::Function && library::lacks_functions(e) {
-            tracing::info!(
-                error = %e,
-                "redis has no FCALL for delayq: its scripts go by EVALSHA on this server"
-            );
-            self.route
-                .eval
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            return Ok(true);
+        if !library::lacks(path, e) {
+            return Ok(false);
         }
-        Ok(false)
+        let other_untried = match path {
+            library::Path::Function => {
+                refusals.fcall.replace(e.clone()).is_none() && refusals.evalsha.is_none()
+            }
+            library::Path::Eval => {
+                refusals.evalsha.replace(e.clone()).is_none() && refusals.fcall.is_none()
+            }
+        };
+        if !other_untried {
+            return Err(self.scripts_refused(op, refusals).await);
+        }
+        let to_eval = path == library::Path::Function;
+        tracing::info!(
+            error = %e,
+            "redis has no {} for delayq: its scripts go by {} on this server",
+            if to_eval { "FCALL" } else { "EVALSHA" },
+            if to_eval { "EVALSHA" } else { "FCALL" },
+        );
+        self.route
+            .eval
+            .store(to_eval, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// The error of a call both paths refused, remembered for readiness.
+    /// The server is named by INFO once, when it stops running scripts.
+    async fn scripts_refused(&self, op: &'static str, refusals: &Refusals) -> Error {
+        let known = self
+            .route
+            .no_scripts
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(s, _)| s.clone());
+        let server = match known {
+            Some(s) => s,
+            None => {
+                let (mut cmd, mut conn) = (redis::cmd("INFO"), self.conn());
+                let info = cmd.arg("server").query_async::<String>(&mut conn);
+                match tokio::time::timeout(self.timeout, info).await {
+                    Ok(Ok(text)) => library::engine(&text).unwrap_or_else(|| "the server".into()),
+                    Ok(Err(e)) => format!("the server (INFO: {e})"),
+                    Err(_) => "the server (INFO: no answer)".into(),
+                }
+            }
+        };
+        // An unknown command's reply echoes its arguments (a job's body):
+        // only the fact is kept.
+        let said = |e: &Option<redis::RedisError>| match e {
+            None => "not tried".to_owned(),
+            Some(e) if e.code() == Some("NOPERM") => e.to_string(),
+            Some(e) if e.detail().is_some_and(|d| d.starts_with("unknown command")) => {
+                "unknown command".to_owned()
+            }
+            Some(e) => e.to_string(),
+        };
+        let (fcall, evalsha) = (said(&refusals.fcall), said(&refusals.evalsha));
+        let refused = [&refusals.fcall, &refusals.evalsha]
+            .iter()
+            .any(|e| e.as_ref().is_some_and(|e| e.code() == Some("NOPERM")));
+        let why = if refused {
+            format!(
+                "{server} refuses delayq's user FCALL ({fcall}) and EVALSHA ({evalsha}): \
+                 add +fcall +function|load, or +evalsha +script|load, to its ACL \
+                 (README: Least privilege)"
+            )
+        } else {
+            format!(
+                "{server} runs neither FCALL ({fcall}) nor EVALSHA ({evalsha}): delayq needs \
+                 Lua scripting (Redis 6.2 or later, or Valkey, without those commands renamed away)"
+            )
+        };
+        let first = self
+            .route
+            .no_scripts
+            .lock()
+            .unwrap()
+            .replace((server, why.clone()))
+            .is_none();
+        if first {
+            tracing::error!("{why}");
+        }
+        self.observer.redis_error();
+        Error::NoScripts { op, why, refused }
     }
 
     /// A script call on the shared connection.
@@ -297,6 +383,7 @@ impl Store {
         // A first call may meet both refusals: FCALL unknown, then the
         // script not loaded.
         let mut tries = 0;
+        let mut refusals = Refusals::default();
         loop {
             let path = self.path();
             let cmd = call.cmd(self, path, deadline_us);
@@ -308,10 +395,13 @@ impl Store {
                 })
                 .await;
             let error = match sent {
-                Ok(Ok(reply)) => return Fields::parse(op, reply),
+                Ok(Ok(reply)) => {
+                    self.scripts_ran();
+                    return Fields::parse(op, reply);
+                }
                 Ok(Err(e)) => {
                     tries += 1;
-                    if tries < 3 && self.again_after(&e, path, call.script).await? {
+                    if tries < 3 && self.again_after(&e, path, &mut refusals, op).await? {
                         continue;
                     }
                     self.error(op, e)
@@ -340,6 +430,7 @@ impl Store {
         };
         let before = route.conn.waiting();
         let mut tries = 0;
+        let mut refusals = Refusals::default();
         loop {
             let path = self.path();
             let write = coalesce::AckedWrite {
@@ -375,10 +466,13 @@ impl Store {
                 }
             };
             match value.extract_error() {
-                Ok(v) => return Ok((Fields::parse(op, v)?, acked)),
+                Ok(v) => {
+                    self.scripts_ran();
+                    return Ok((Fields::parse(op, v)?, acked));
+                }
                 Err(e) => {
                     tries += 1;
-                    if tries < 3 && self.again_after(&e, path, call.script).await? {
+                    if tries < 3 && self.again_after(&e, path, &mut refusals, op).await? {
                         continue;
                     }
                     return Err(self.error(op, e));

@@ -260,23 +260,35 @@ pub fn eval_script_of(name: &str) -> Option<(&'static str, &'static str)> {
     Some((e.sha.as_str(), e.body.as_str()))
 }
 
-/// What makes `script` callable on `path`. FUNCTION LOAD REPLACE of the
-/// library: the same text whoever loads it, so loads that race (several
-/// delayq processes, every master of a cluster, some of which have it)
-/// all succeed. SCRIPT LOAD of the script's text: idempotent the same way
-/// (on a cluster, sent to every master).
-pub(crate) fn load_cmd(path: Path, script: &Script) -> Cmd {
+/// The SHA1 of every EVALSHA script.
+pub fn eval_shas() -> Vec<&'static str> {
+    library().eval.iter().map(|e| e.sha.as_str()).collect()
+}
+
+/// What makes every script callable on `path`, as one load. FUNCTION
+/// LOAD REPLACE of the library: the same text whoever loads it, so loads
+/// that race (several delayq processes, every master of a cluster, some of
+/// which have it) all succeed. On EVALSHA, a SCRIPT LOAD of each
+/// transition's text (idempotent the same way), all sent together: one
+/// NOSCRIPT reloads them all, as one "Function not found" reloads the
+/// whole library, so after a restart or a flush neither path pays a
+/// refusal per script.
+pub(crate) fn load_cmds(path: Path) -> Vec<Cmd> {
     match path {
         Path::Function => {
             let mut cmd = redis::cmd("FUNCTION");
             cmd.arg("LOAD").arg("REPLACE").arg(&library().source);
-            cmd
+            vec![cmd]
         }
-        Path::Eval => {
-            let mut cmd = redis::cmd("SCRIPT");
-            cmd.arg("LOAD").arg(&eval_script(script).body);
-            cmd
-        }
+        Path::Eval => library()
+            .eval
+            .iter()
+            .map(|e| {
+                let mut cmd = redis::cmd("SCRIPT");
+                cmd.arg("LOAD").arg(&e.body);
+                cmd
+            })
+            .collect(),
     }
 }
 
@@ -286,18 +298,40 @@ pub(crate) fn is_missing(e: &RedisError) -> bool {
     e.code() == Some("NOSCRIPT") || e.to_string().contains("Function not found")
 }
 
-/// The server has no FCALL for delayq: unknown (Redis 6.2, a renamed
-/// command) or refused to its user by an ACL. Redis refuses either before
-/// anything runs.
-pub(crate) fn lacks_functions(e: &RedisError) -> bool {
+/// The server has no FCALL (on `path` Function) or no EVALSHA (on Eval)
+/// for delayq: unknown (Redis 6.2 has no FCALL; a renamed command, no Lua)
+/// or refused to its user by an ACL. Redis refuses either before anything
+/// runs.
+pub(crate) fn lacks(path: Path, e: &RedisError) -> bool {
+    let command = match path {
+        Path::Function => "fcall",
+        Path::Eval => "evalsha",
+    };
     let detail = e.detail().unwrap_or_default().to_ascii_lowercase();
     match e.code() {
         Some("ERR") => {
-            detail.starts_with("unknown command 'fcall'")
-                || detail.starts_with("unknown command `fcall`")
+            detail.starts_with(&format!("unknown command '{command}'"))
+                || detail.starts_with(&format!("unknown command `{command}`"))
         }
-        Some("NOPERM") => detail.contains("'fcall' command"),
+        Some("NOPERM") => detail.contains(&format!("'{command}' command")),
         _ => false,
+    }
+}
+
+/// "Redis 7.0.15" or "Valkey 9.1.2" from INFO server's text (Valkey
+/// reports redis_version 7.2.4 whatever its own version).
+pub(crate) fn engine(info: &str) -> Option<String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+    };
+    if let Some(v) = field("valkey_version") {
+        return Some(format!("Valkey {v}"));
+    }
+    let v = field("redis_version")?;
+    match field("server_name") {
+        Some("valkey") => Some(format!("Valkey {v}")),
+        _ => Some(format!("Redis {v}")),
     }
 }
 
@@ -350,6 +384,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn names_the_engine_and_its_version() {
+        let valkey =
+            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
+        assert_eq!(engine(valkey).as_deref(), Some("Valkey 9.1.2"));
+        let redis = "# Server\r\nredis_version:6.2.14\r\nredis_mode:standalone\r\n";
+        assert_eq!(engine(redis).as_deref(), Some("Redis 6.2.14"));
+        assert_eq!(engine("# Server\r\n"), None);
     }
 
     /// The eval scripts are the library's transitions, one each.

@@ -215,27 +215,33 @@ impl Client {
 }
 
 impl Store {
-    /// Makes `script` callable on `path`: loads the function library
-    /// (FUNCTION LOAD REPLACE), or the script (SCRIPT LOAD); loads that
-    /// race all succeed.
-    pub(crate) async fn load_scripts(
-        &self,
-        path: library::Path,
-        script: &super::Script,
-    ) -> Result<()> {
-        let loaded: redis::RedisResult<redis::Value> = library::load_cmd(path, script)
-            .query_async(&mut self.conn())
-            .await;
-        match (loaded, path) {
-            (Ok(_), library::Path::Function) => {
-                tracing::info!("loaded delayq's functions into redis");
+    /// Makes every script callable on `path` ([`library::load_cmds`]):
+    /// the function library, or every script, in one pipeline (on a
+    /// cluster each SCRIPT LOAD goes to every master on its own, a
+    /// pipeline routes by key and these have none); loads that race all
+    /// succeed.
+    pub(crate) async fn load_scripts(&self, path: library::Path) -> Result<()> {
+        let cmds = library::load_cmds(path);
+        let loaded: redis::RedisResult<()> = if self.cluster.is_some() {
+            futures::future::try_join_all(cmds.iter().map(|c| {
+                let mut conn = self.conn();
+                async move { c.query_async::<redis::Value>(&mut conn).await }
+            }))
+            .await
+            .map(drop)
+        } else {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c).ignore();
+            }
+            pipe.query_async(&mut self.conn()).await
+        };
+        match loaded {
+            Ok(()) => {
+                tracing::info!(path = ?path, "loaded delayq's scripts into redis");
                 Ok(())
             }
-            (Ok(_), library::Path::Eval) => {
-                tracing::debug!(script = script.name, "loaded a delayq script into redis");
-                Ok(())
-            }
-            (Err(e), _) => Err(Error::redis("load scripts", e)),
+            Err(e) => Err(Error::redis("load scripts", e)),
         }
     }
 

@@ -80,7 +80,7 @@ pub mod unpop;
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
-    pub use super::library::{call, eval_script_of, fcall, Path};
+    pub use super::library::{call, eval_script_of, eval_shas, fcall, Path};
     pub use super::{pop, push, remove, Script, Status};
 }
 

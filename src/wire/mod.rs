@@ -101,6 +101,11 @@ pub struct Health {
 pub struct Readiness {
     pub redis: bool,
     pub subscriber: bool,
+    /// The server runs delayq's scripts (by FCALL or EVALSHA), as the last
+    /// script call found; false: `error` names the server and what is
+    /// missing or refused.
+    #[serde(default = "yes")]
+    pub scripts: bool,
     /// full: Redis is at maxmemory (pushes refused); evicting: an
     /// allkeys-* maxmemory-policy (pushes refused); unknown: INFO is not
     /// allowed to delayq's Redis user.
@@ -122,6 +127,10 @@ pub struct Readiness {
     /// Each Cluster master's memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masters: Vec<MasterMemory>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Serialize, ToSchema)]

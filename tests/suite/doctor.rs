@@ -153,7 +153,8 @@ async fn a_user_lacking_a_category_fails_the_acl_check_naming_it() {
     let (passed, checks) = doctor(&r.url_as("noscript", "pw"), &[]);
     assert_eq!(verdict(&checks, "acl"), "fail", "{:?}", checks["acl"]);
     assert!(checks["acl"].1.starts_with("ACL DRYRUN"));
-    assert!(checks["acl"].1.contains("fcall (@scripting)"));
+    // FCALL refused: the EVALSHA path's commands are the ones asked.
+    assert!(checks["acl"].1.contains("evalsha (@scripting)"));
     assert!(checks["acl"].2.contains("+@scripting"));
     assert!(!passed);
     // No @admin: no DRYRUN and no CONFIG; each command is tried instead.
@@ -329,4 +330,62 @@ async fn a_cluster_with_a_master_down_fails_the_cluster_check_naming_it() {
     assert!(found.contains("slots"), "{found}");
     assert!(fix.contains("replica") || fix.contains("bring"), "{fix}");
     assert!(!passed);
+}
+
+/// A user allowed EVALSHA and SCRIPT LOAD but not FCALL: delayq calls its
+/// scripts by EVALSHA (FCALL refused, or missing on Redis 6.2), so doctor's
+/// scripting line says that path and its ACL line asks for that path's
+/// commands and passes; a queue under the user then works. On the run's
+/// server, and on Redis 6.2 where DELAYQ_TEST_REDIS6 names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_allowed_evalsha_but_not_fcall_passes_the_acl_check_as_serve_works() {
+    let redis6 = std::env::var("DELAYQ_TEST_REDIS6")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let servers = std::iter::once(None).chain(redis6.map(Some));
+    for binary in servers {
+        let r = match &binary {
+            None => RedisServer::start(),
+            Some(b) => RedisServer::start_binary(b, &[]),
+        };
+        r.cmd::<()>(&[
+            "ACL",
+            "SETUSER",
+            "evalonly",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-@scripting",
+            "+evalsha",
+            "+script|load",
+        ])
+        .await;
+        let url = r.url_as("evalonly", "pw");
+        let (_, checks) = doctor(&url, &[]);
+        let on = binary.as_deref().unwrap_or("the run's server");
+        let scripting = &checks["scripting"];
+        assert_eq!(scripting.0, "ok", "{on}: {scripting:?}");
+        assert!(scripting.1.contains("EVAL/EVALSHA"), "{on}: {scripting:?}");
+        let acl = &checks["acl"];
+        assert_eq!(acl.0, "ok", "{on}: {acl:?}");
+        assert!(acl.1.contains("scripts by EVALSHA"), "{on}: {acl:?}");
+        // What doctor said: the queue runs by EVALSHA under this user.
+        let q = delayq::Queue::connect(delayq::Config {
+            redis: delayq::Redis::Url(url.clone()),
+            ..delayq::Config::default()
+        })
+        .unwrap();
+        q.push(&delayq::NewJob {
+            id: "a".into(),
+            topic: "t".into(),
+            ttr: std::time::Duration::from_secs(30),
+            ..delayq::NewJob::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{on}: {e}"));
+        assert!(q.get("a").await.unwrap().is_some(), "{on}");
+        q.close().await;
+    }
 }

@@ -69,8 +69,9 @@ impl RedisServer {
 
     /// A Redis Cluster node on a free loopback port (its bus on another),
     /// not yet part of any cluster. `extra` as for [`start_with`].
+    /// Redis before 7.0 has no `--cluster-port`: its bus is the port plus
+    /// 10000, so both are chosen free.
     pub fn start_cluster_node(extra: &[&str]) -> RedisServer {
-        let bus = free_port().to_string();
         let mut args = vec![
             "--cluster-enabled",
             "yes",
@@ -78,11 +79,17 @@ impl RedisServer {
             "nodes.conf",
             "--cluster-node-timeout",
             "1500",
-            "--cluster-port",
-            &bus,
         ];
+        let bus;
+        let port = if has_cluster_port() {
+            bus = free_port().to_string();
+            args.extend(["--cluster-port", &bus]);
+            free_port()
+        } else {
+            free_port_with_bus()
+        };
         args.extend_from_slice(extra);
-        Self::launch(Listen::Port(free_port()), &args, String::new())
+        Self::launch(Listen::Port(port), &args, String::new())
     }
 
     /// The TCP port (None on a unix socket).
@@ -274,6 +281,40 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A free port whose cluster bus port (+10000) is free too.
+fn free_port_with_bus() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10000) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Whether the run's server takes `--cluster-port` (Redis 7.0+, Valkey):
+/// from its `--version` line ("Redis server v=6.2.14 ..."), asked once.
+fn has_cluster_port() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let binary = server_binary();
+        let out = Command::new(&binary)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("{binary} --version: {e}"));
+        let line = String::from_utf8_lossy(&out.stdout).to_string();
+        let major: u32 = line
+            .split("v=")
+            .nth(1)
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("{binary} --version said {line:?}"));
+        line.starts_with("Valkey") || major >= 7
+    })
 }
 
 impl Drop for RedisServer {

@@ -734,3 +734,87 @@ async fn a_refused_command_names_what_the_acl_user_needs() {
     assert!(keys.is_empty(), "{keys:?}");
     q.close().await;
 }
+
+/// An ACL changed under a running server to refuse both FCALL and EVALSHA
+/// (Redis 6.2 has no FCALL to take away): a push fails naming the server
+/// and both refusals, `/readyz` turns false with the reason, and both come
+/// back once the ACL does. In CONFORMANCE by its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_acl_user_without_fcall_or_evalsha_is_named_and_not_ready() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    let mut setuser = vec!["ACL".to_owned()];
+    setuser.extend(readme_acl_line("s3cret"));
+    set_acl_user(&redis, &setuser).await;
+    let info: String = redis.cmd(&["INFO", "server"]).await;
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
+            .map(str::to_owned)
+    };
+    let engine = match field("valkey_version") {
+        Some(v) => format!("Valkey {v}"),
+        None => format!("Redis {}", field("redis_version").unwrap()),
+    };
+    let url = redis.url_as("delayq", "s3cret");
+    let s = DelayqProcess::spawn(&["--redis", &url]);
+    let readyz = || async {
+        let resp = reqwest::get(format!("{}/readyz", s.base)).await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json::<serde_json::Value>().await.unwrap())
+    };
+    let push = |id: &'static str| {
+        let base = s.base.clone();
+        async move {
+            let body = format!(r#"{{"topic":"acl","id":"{id}","delay":3600,"ttr":30}}"#);
+            post(&base, "/push", &body).await
+        }
+    };
+    assert_eq!(push("a").await["code"], 0);
+    eventually(Duration::from_secs(10), "ready", || async {
+        (readyz().await.0 == 200).then_some(())
+    })
+    .await;
+
+    // Both taken away (6.2 knows no fcall to name).
+    let taken: redis::RedisResult<String> = redis::cmd("ACL")
+        .arg(&["SETUSER", "delayq", "-fcall", "-evalsha"])
+        .query_async(&mut redis.conn().await)
+        .await;
+    let given_back = if taken.is_ok() { "+fcall" } else { "+evalsha" };
+    if taken.is_err() {
+        let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", "-evalsha"]).await;
+        assert_eq!(ok, "OK");
+    }
+    let refused = push("b").await;
+    assert_eq!(refused["code"], 1, "{refused}");
+    let text = refused["message"].as_str().unwrap().to_owned();
+    for part in [
+        engine.as_str(),
+        "'evalsha'",
+        "+evalsha +script|load",
+        "+fcall",
+    ] {
+        assert!(text.contains(part), "{part} not in: {text}");
+    }
+    let (status, body) = readyz().await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["scripts"], false, "{body}");
+    assert_eq!(body["redis"], true, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&engine) && error.contains("FCALL") && error.contains("EVALSHA"),
+        "{body}"
+    );
+
+    // Given back: the next push runs, and readiness follows.
+    let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", given_back]).await;
+    assert_eq!(ok, "OK");
+    assert_eq!(push("c").await["code"], 0);
+    let (status, body) = readyz().await;
+    assert_eq!(
+        (status, &body["scripts"]),
+        (200, &serde_json::json!(true)),
+        "{body}"
+    );
+    s.terminate();
+}

@@ -113,3 +113,44 @@ async fn serve_on_redis_6_2_runs_a_jobs_whole_life_by_evalsha() {
     assert_eq!(calls("eval"), 0, "{stats}");
     delayq.terminate();
 }
+
+/// On the EVALSHA path a NOSCRIPT (a restart, SCRIPT FLUSH) loads every
+/// script at once, as "Function not found" loads the whole library: after
+/// a flush, one push leaves every script there, not only its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_6_2_one_call_after_a_script_flush_loads_every_script() {
+    let Some(binary) = redis6() else { return };
+    let redis = RedisServer::start_binary(&binary, &[]);
+    let q = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Url(redis.url()),
+        ..delayq::Config::default()
+    })
+    .unwrap();
+    let job = |id: &str| delayq::NewJob {
+        id: id.into(),
+        topic: "t".into(),
+        delay: Duration::from_secs(3600),
+        ttr: Duration::from_secs(30),
+        ..delayq::NewJob::default()
+    };
+    q.push(&job("a")).await.unwrap();
+    let _: String = redis.cmd(&["SCRIPT", "FLUSH"]).await;
+    q.push(&job("b")).await.unwrap();
+    let shas = delayq::testing::eval_shas();
+    let mut exists = vec!["SCRIPT", "EXISTS"];
+    exists.extend(shas.iter().copied());
+    let there: Vec<i64> = redis.cmd(&exists).await;
+    let missing: Vec<&str> = shas
+        .iter()
+        .zip(&there)
+        .filter(|(_, t)| **t == 0)
+        .map(|(s, _)| *s)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} scripts not loaded",
+        missing.len(),
+        shas.len()
+    );
+    q.close().await;
+}

@@ -3,7 +3,10 @@
 //! With ACL DRYRUN (Redis 7+, for a user allowed it) each is asked about;
 //! otherwise each is tried in a harmless form: a write meets a string
 //! key of doctor's own and fails with WRONGTYPE, which the ACL check
-//! comes before; the function calls name no function or library.
+//! comes before; the function calls name no function or library. The
+//! script commands probed are those of the path delayq will take here
+//! (the scripting check's): FCALL and FUNCTION LOAD where FCALL runs for
+//! this user, else EVALSHA and SCRIPT LOAD.
 
 use super::{is_noperm, Check, Target};
 
@@ -25,9 +28,17 @@ const fn p(name: &'static str, category: &'static str, needed: bool) -> Probe {
     }
 }
 
-const PROBES: &[Probe] = &[
+/// The script commands of each path: FCALL's, then EVALSHA's.
+const FUNCTION_PROBES: &[Probe] = &[
     p("fcall", "@scripting", true),
     p("function|load", "@scripting", true),
+];
+const EVAL_PROBES: &[Probe] = &[
+    p("evalsha", "@scripting", true),
+    p("script|load", "@scripting", true),
+];
+
+const PROBES: &[Probe] = &[
     p("set", "@string", true),
     p("hset", "@hash", true),
     p("zadd", "@sortedset", true),
@@ -53,6 +64,10 @@ fn args(name: &str, key: &str, channel: &str, lib: &str) -> Vec<String> {
         "fcall" => v(&["FCALL", lib, "0"]),
         // Not a library (it registers no function): refused after the ACL.
         "function|load" => v(&["FUNCTION", "LOAD", &format!("#!lua name={lib}\n")]),
+        // No such script (NOSCRIPT), and one that does not compile: both
+        // refused after the ACL, nothing cached.
+        "evalsha" => v(&["EVALSHA", &"0".repeat(40), "0"]),
+        "script|load" => v(&["SCRIPT", "LOAD", "delayq doctor ("]),
         "set" => v(&["SET", key, "x", "PX", "30000"]),
         "hset" => v(&["HSET", key, "f", "v"]),
         "zadd" => v(&["ZADD", key, "0", "m"]),
@@ -81,7 +96,13 @@ fn cmd(args: &[String]) -> redis::Cmd {
 
 /// Why each refused probe was refused (None: allowed), asked of ACL
 /// DRYRUN; None when DRYRUN cannot be used.
-async fn dry_run(t: &Target, key: &str, channel: &str, lib: &str) -> Option<Vec<Option<String>>> {
+async fn dry_run(
+    t: &Target,
+    probes: &[&Probe],
+    key: &str,
+    channel: &str,
+    lib: &str,
+) -> Option<Vec<Option<String>>> {
     let mut conn = t.conn.clone();
     let user: String = redis::cmd("ACL")
         .arg("WHOAMI")
@@ -89,7 +110,7 @@ async fn dry_run(t: &Target, key: &str, channel: &str, lib: &str) -> Option<Vec<
         .await
         .ok()?;
     let mut out = Vec::new();
-    for probe in PROBES {
+    for probe in probes {
         let mut c = redis::cmd("ACL");
         c.arg("DRYRUN").arg(&user);
         for a in args(probe.name, key, channel, lib) {
@@ -103,10 +124,16 @@ async fn dry_run(t: &Target, key: &str, channel: &str, lib: &str) -> Option<Vec<
 }
 
 /// Each probe tried in its harmless form.
-async fn try_each(t: &Target, key: &str, channel: &str, lib: &str) -> Vec<Option<String>> {
+async fn try_each(
+    t: &Target,
+    probes: &[&Probe],
+    key: &str,
+    channel: &str,
+    lib: &str,
+) -> Vec<Option<String>> {
     let mut conn = t.conn.clone();
     let mut out = Vec::new();
-    for probe in PROBES {
+    for probe in probes {
         let reply = match probe.name {
             // A subscription would change the connection's mode: the
             // events check subscribed on a connection of its own.
@@ -133,7 +160,7 @@ async fn try_each(t: &Target, key: &str, channel: &str, lib: &str) -> Vec<Option
             _ => None,
         });
     }
-    for (i, probe) in PROBES.iter().enumerate() {
+    for (i, probe) in probes.iter().enumerate() {
         if matches!(probe.name, "pexpire" | "del") {
             let r = cmd(&args(probe.name, key, channel, lib))
                 .query_async::<redis::Value>(&mut conn)
@@ -151,14 +178,19 @@ pub async fn check(t: &Target) -> Check {
     let key = t.key("acl");
     let channel = t.key("channel");
     let lib = format!("delayq_doctor_{}", std::process::id());
-    let (how, refused) = match dry_run(t, &key, &channel, &lib).await {
+    let scripts = match super::server::fcall_runs(t).await {
+        Ok(()) => FUNCTION_PROBES,
+        Err(_) => EVAL_PROBES,
+    };
+    let probes: Vec<&Probe> = scripts.iter().chain(PROBES).collect();
+    let (how, refused) = match dry_run(t, &probes, &key, &channel, &lib).await {
         Some(r) => ("ACL DRYRUN", r),
-        None => ("tried", try_each(t, &key, &channel, &lib).await),
+        None => ("tried", try_each(t, &probes, &key, &channel, &lib).await),
     };
     let mut needed = Vec::new();
     let mut optional = Vec::new();
     let mut grant: Vec<&str> = Vec::new();
-    for (probe, why) in PROBES.iter().zip(&refused) {
+    for (probe, why) in probes.iter().zip(&refused) {
         let Some(why) = why else { continue };
         let channel_refused = why.contains("channel");
         let key_refused = why.contains(" key");
@@ -211,8 +243,9 @@ pub async fn check(t: &Target) -> Check {
     Check::ok(
         C,
         format!(
-            "{how}: every command delayq sends is allowed ({} tried)",
-            PROBES.len()
+            "{how}: every command delayq sends is allowed ({} tried, scripts by {})",
+            probes.len(),
+            scripts[0].name.to_uppercase()
         ),
     )
 }

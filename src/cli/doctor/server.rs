@@ -150,6 +150,23 @@ fn major_minor(version: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// Whether the server runs FCALL for this user, as delayq's first call
+/// finds out: an FCALL of a function no one has, answered "Function not
+/// found" (runs nothing); else what FCALL answered. The scripting and
+/// ACL checks both decide the path by it, as `serve` does.
+pub(crate) async fn fcall_runs(t: &Target) -> Result<(), redis::RedisError> {
+    let fcall: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+        .arg("delayq_doctor_none")
+        .arg(0)
+        .query_async(&mut t.conn.clone())
+        .await;
+    match fcall {
+        Err(e) if e.to_string().contains("Function not found") => Ok(()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Which way delayq will call its scripts here, as delayq itself finds it
 /// at its first call: FCALL (the function library) wherever the server
 /// runs it for this user, else EVALSHA (one script per transition).
@@ -179,20 +196,11 @@ pub(crate) async fn scripting(t: &Target) -> Check {
         );
     }
     let mut conn = t.conn.clone();
-    let fcall: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
-        .arg("delayq_doctor_none")
-        .arg(0)
-        .query_async(&mut conn)
-        .await;
-    let fcall = match fcall {
-        Err(e) if e.to_string().contains("Function not found") => {
-            return Check::ok(
-                C,
-                format!("{named}: FUNCTION, scripts called by FCALL (the function library)"),
-            )
-        }
-        Ok(_) => return Check::ok(C, format!("{named}: FUNCTION, scripts called by FCALL")),
-        Err(e) => e,
+    let Err(fcall) = fcall_runs(t).await else {
+        return Check::ok(
+            C,
+            format!("{named}: FUNCTION, scripts called by FCALL (the function library)"),
+        );
     };
     let evalsha: redis::RedisResult<redis::Value> = redis::cmd("EVALSHA")
         .arg("0".repeat(40))

@@ -29,7 +29,8 @@ pub(super) async fn healthz() -> Json<Health> {
     })
 }
 
-/// Redis answers, the subscriber is connected, and Redis can take jobs
+/// Redis answers and runs delayq's scripts, the subscriber is connected,
+/// and Redis can take jobs
 ///
 /// Not at `maxmemory` (where pushes are refused, though pops and finishes
 /// go on) and not set to evict keys that hold jobs.
@@ -58,7 +59,17 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     body.memory = memory.into();
     body.subscriber = q.subscriber_connected();
     body.expired_events = q.expired_events_heard();
-    let status = if body.redis && body.subscriber && matches!(memory, "ok" | "unknown") {
+    // As the last script call found: no command of its own.
+    let refused = q.scripts_refused();
+    body.scripts = refused.is_none();
+    if let Some(why) = refused {
+        body.error = Some(match body.error.take() {
+            Some(e) => format!("{e}; {why}"),
+            None => why,
+        });
+    }
+    let ready = body.redis && body.subscriber && body.scripts;
+    let status = if ready && matches!(memory, "ok" | "unknown") {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
