@@ -7,7 +7,8 @@
 -- ARGV[2]  the caller's instance id
 -- ARGV[3]  lease length in ms; 0: give the lease up
 --
--- Touches: the lease key {p}:dispatcher. Publishes: nothing.
+-- Touches: the lease key {p}:dispatcher. Publishes: wake, "0" (a lease
+-- given up: the standbys, asleep until its end, ask at once).
 -- Helpers: none.
 --
 -- Returns { DONE, held, left_ms }: held 1 if the caller holds the lease
@@ -23,7 +24,10 @@ local key = P .. DISPATCHER_KEY
 local id, ms = ARGV[2], tonumber(ARGV[3])
 local holder = redis.call('GET', key)
 if ms <= 0 then
-  if holder == id then redis.call('DEL', key) end
+  if holder == id then
+    redis.call('DEL', key)
+    redis.call('PUBLISH', P .. WAKE_CHANNEL, '0')
+  end
   return { DONE, 0, 0 }
 end
 if holder == id then

@@ -1,0 +1,156 @@
+//! An idle queue: what it costs Redis, and that its dispatcher, which
+//! sleeps and holds its lease up to the next due time, still hands over
+//! and fires on time.
+
+use std::time::Duration;
+
+use crate::common::{eventually, job, post, queue, topics, DelayqProcess};
+use crate::redis_server::RedisServer;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The dispatcher lease of the one partition: (holder, ms left).
+async fn lease(redis: &RedisServer) -> Option<(String, i64)> {
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*dispatcher"]).await;
+    let key = keys.first()?;
+    let holder: Option<String> = redis.cmd(&["GET", key]).await;
+    let left: i64 = redis.cmd(&["PTTL", key]).await;
+    Some((holder?, left))
+}
+
+/// Calls Redis counted, INFO left out.
+async fn commands(redis: &RedisServer) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Waits until the holder of the lease took it for longer than a busy
+/// lease (the dispatcher is idle), and returns the holder.
+async fn idle_holder(redis: &RedisServer) -> String {
+    eventually(Duration::from_secs(30), "an idle-length lease", || async {
+        lease(redis)
+            .await
+            .filter(|(_, left)| *left > 5_000)
+            .map(|(h, _)| h)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_queue_with_waiting_consumers_costs_few_commands() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    let stop = delayq::Shutdown::new();
+    let heartbeat = tokio::spawn(delayq::instances::run(
+        q.clone(),
+        delayq::instances::this_process("test", "", Vec::new(), false),
+        stop.clone(),
+    ));
+    let pops: Vec<_> = (0..8)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.pop(&topics(&["t"]), HOUR).await })
+        })
+        .collect();
+    eventually(Duration::from_secs(30), "8 pops waiting", || async {
+        (q.waiting_pops() == 8).then_some(())
+    })
+    .await;
+    idle_holder(&redis).await;
+    let before = commands(&redis).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let spent = commands(&redis).await - before;
+    println!("idle: {spent} commands in 30 s");
+    // Before: ~450 (lease renewals twice a second, a sweep, a recurring
+    // look every second, heartbeats every 2 s, a look per pop every 30 s).
+    assert!(spent <= 60, "{spent} commands in 30 s of idling");
+    stop.trigger();
+    heartbeat.await.unwrap();
+    for p in pops {
+        p.abort();
+    }
+    q.close().await;
+}
+
+/// The holder, idle with a lease a minute long, is killed; a job pushed
+/// afterwards through the other instance, due in 3 s, still fires on time:
+/// the push ends the lease by its due time and the standby takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_idle_dispatcher_hands_over_by_the_next_due_time() {
+    let redis = RedisServer::start();
+    let a = DelayqProcess::start(&redis, &[]);
+    let b = DelayqProcess::start(&redis, &[]);
+    let holder = idle_holder(&redis).await;
+    let (victim, survivor) = if holder.starts_with(&format!("pid-{}-", a.pid())) {
+        (a, b)
+    } else {
+        assert!(holder.starts_with(&format!("pid-{}-", b.pid())), "{holder}");
+        (b, a)
+    };
+    victim.kill9();
+    let pushed = redis.time_ms().await;
+    let r = post(
+        &survivor.base,
+        "/push",
+        r#"{"topic":"after","id":"after-kill","delay":3,"ttr":60}"#,
+    )
+    .await;
+    assert_eq!(r["code"], 0, "{r}");
+    eventually(Duration::from_secs(30), "the job fired", || async {
+        let v = post(&survivor.base, "/pop", r#"{"topic":"after"}"#).await;
+        v["data"]["id"].as_str().map(|_| ())
+    })
+    .await;
+    let late = redis.time_ms().await - (pushed + 3000);
+    println!("fired {late} ms after its due time");
+    assert!(late <= 2_000 + 1_500, "fired {late} ms late");
+}
+
+/// While the dispatcher sleeps towards a job an hour away, a job pushed
+/// through another instance (no in-process wake-up), due in 2 s, fires on
+/// time: with expired events and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_pushed_elsewhere_fires_on_time_while_the_dispatcher_idles() {
+    for events in ["Ex", ""] {
+        let redis = RedisServer::start_with(&["--notify-keyspace-events", events]);
+        let a = queue(&redis);
+        a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+            .await
+            .unwrap();
+        idle_holder(&redis).await;
+        // The second instance pushes only: it dispatches nothing.
+        let b = delayq::Queue::connect(delayq::Config {
+            dispatch: false,
+            ..crate::common::config(&redis)
+        })
+        .unwrap();
+        let pushed = redis.time_ms().await;
+        b.push(&job("soon", "s", 2_000, 60_000)).await.unwrap();
+        let got = a
+            .pop(&topics(&["s"]), Duration::from_secs(20))
+            .await
+            .unwrap()
+            .expect("the job fired");
+        let late = redis.time_ms().await - (pushed + 2000);
+        println!(
+            "events {events:?}: {} fired {late} ms after its due time",
+            got.id
+        );
+        assert!(late <= 1_000, "events {events:?}: fired {late} ms late");
+        a.close().await;
+        b.close().await;
+    }
+}
