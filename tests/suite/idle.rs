@@ -69,7 +69,8 @@ async fn an_idle_queue_with_waiting_consumers_costs_few_commands() {
         (q.waiting_pops() == 8).then_some(())
     })
     .await;
-    idle_holder(&redis).await;
+    // The window begins at once: the dispatcher's first looks (and the
+    // lease's first short renewals) fall within it.
     let before = commands(&redis).await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     let spent = commands(&redis).await - before;
