@@ -5,7 +5,8 @@
 //! on a fresh redis-server, side by side in the same window; then delayq on
 //! a three-master cluster with 12 partitions. Commands are `INFO
 //! commandstats` deltas over the window, as Redis counts them (the
-//! commands scripts call included; the harness's own INFO left out).
+//! commands scripts call included; the harness's own INFO, one per node
+//! between its two readings, left out).
 //!
 //! ```text
 //! cargo run --release --example bench -- --only idle [--idle-secs 600]
@@ -26,8 +27,7 @@ const CONSUMERS: usize = 8;
 const WARM: Duration = Duration::from_secs(5);
 const CLUSTER_PARTITIONS: usize = 12;
 
-/// Calls per command (`cmdstat_<name>:calls=N,...`) over `nodes`, without
-/// INFO.
+/// Calls per command (`cmdstat_<name>:calls=N,...`) over `nodes`.
 fn commandstats(nodes: &[&Redis]) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for n in nodes {
@@ -48,9 +48,7 @@ fn commandstats(nodes: &[&Redis]) -> BTreeMap<String, u64> {
                 .find_map(|f| f.strip_prefix("calls="))
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0);
-            if name != "info" {
-                *out.entry(name.to_owned()).or_default() += calls;
-            }
+            *out.entry(name.to_owned()).or_default() += calls;
         }
     }
     out
@@ -96,7 +94,11 @@ async fn delayq_idle(q: Queue, nodes: &[&Redis], window: Duration) -> BTreeMap<S
     tokio::time::sleep(WARM).await;
     let before = commandstats(nodes);
     tokio::time::sleep(window).await;
-    let after = commandstats(nodes);
+    let mut after = commandstats(nodes);
+    // The reading before is counted in the one after.
+    if let Some(info) = after.get_mut("info") {
+        *info -= nodes.len() as u64;
+    }
     stop.trigger();
     let _ = heartbeat.await;
     for c in consumers {
@@ -121,7 +123,7 @@ pub(crate) async fn run(window: Duration, with_bullmq: bool) {
     println!(
         "\nidle: one job an hour away, {CONSUMERS} consumers waiting, no recurring schedule; \
          Redis commands over {} s after a {} s warm-up (INFO commandstats deltas, script-internal \
-         commands included, INFO left out), each system on its own fresh redis-server in the same window",
+         commands included, the harness's own INFO left out), each system on its own fresh redis-server in the same window",
         window.as_secs(),
         WARM.as_secs()
     );

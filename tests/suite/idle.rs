@@ -18,7 +18,7 @@ async fn lease(redis: &RedisServer) -> Option<(String, i64)> {
     Some((holder?, left))
 }
 
-/// Calls Redis counted, INFO left out.
+/// Calls Redis counted, INFO (only this test reads it here) left out.
 async fn commands(redis: &RedisServer) -> u64 {
     let info: String = redis.cmd(&["INFO", "commandstats"]).await;
     info.lines()
