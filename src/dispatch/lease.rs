@@ -4,7 +4,9 @@
 //!
 //! A lease needs to be short only while something is due soon: the
 //! holder takes it up to the partition's earliest due time as its sweep last
-//! saw it (at least [`LENGTH`], at most [`IDLE_LENGTH`]), and extends it
+//! saw it (at least [`LENGTH`], at most [`IDLE_LENGTH`]; lease.lua also ends
+//! it by the earliest due time in the schedule, one the sweep has not seen
+//! yet), and extends it
 //! [`LENGTH`] - [`RENEW_EVERY`] before its end; with a job due within
 //! `LENGTH`, that is every `RENEW_EVERY`. A push (from any instance) that
 //! makes a job the new earliest ends the lease in Redis by that job's due
@@ -38,7 +40,8 @@ use super::Handles;
 use crate::store::lease::Lease;
 
 /// The shortest lease, taken while a job is due within it: how late a due
-/// job may fire when its dispatcher is killed.
+/// job may fire when its dispatcher is killed (LEASE_FLOOR_MS in
+/// store/lib/schedule.lua, the same).
 pub const LENGTH: Duration = Duration::from_millis(2000);
 /// How often the holder extends a lease of `LENGTH`.
 pub const RENEW_EVERY: Duration = Duration::from_millis(500);
@@ -183,7 +186,7 @@ pub(crate) async fn run(h: Handles) {
             let sent = Instant::now();
             let length = leases.length(part);
             *next = match h.store.lease(part, &leases.id, length).await {
-                Ok(Lease::Held) => {
+                Ok(Lease::Held(length)) => {
                     leases.set(part, Some(sent + length));
                     if !had {
                         info!(
