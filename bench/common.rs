@@ -160,6 +160,11 @@ pub(crate) const HOUR: Duration = Duration::from_secs(3600);
 
 /// Runs one BullMQ scenario in Node and returns its JSON result.
 pub(crate) fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
+    bullmq_on(scenario, port(redis), options)
+}
+
+/// [`bullmq`] against the server on `port` (from another thread).
+pub(crate) fn bullmq_on(scenario: &str, port: u16, options: Value) -> Value {
     let dir = Path::new(BENCH_DIR).join("bullmq");
     if !dir.join("node_modules").exists() {
         let ok = Command::new("npm")
@@ -174,7 +179,7 @@ pub(crate) fn bullmq(scenario: &str, redis: &Redis, options: Value) -> Value {
         );
     }
     let mut o = options;
-    o["port"] = json!(port(redis));
+    o["port"] = json!(port);
     let out = Command::new("node")
         .arg(dir.join("bench.mjs"))
         .arg(scenario)

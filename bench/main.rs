@@ -39,6 +39,10 @@
 //! beside ([`scale`]; `scale-delayq` without BullMQ; `--pending` sets the
 //! sizes, `--scale-burst` the burst).
 //!
+//! `--only idle`: the Redis commands a minute of an idle delayq and of
+//! BullMQ's idle Worker, same window ([`idle`]; `idle-delayq` without
+//! BullMQ; `--idle-secs N` sets the window, 600 by default).
+//!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`http_lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
 //! refresh's Redis cost, only with `--only refresh`); [`options`] reads the command
@@ -50,6 +54,7 @@ mod cluster;
 mod common;
 mod http_lateness;
 mod http_push;
+mod idle;
 mod lateness;
 mod lifecycle;
 mod memory;
@@ -147,6 +152,13 @@ async fn main() {
             println!("scale: no Node here, so no BullMQ beside");
         }
         scale::run(&sizes, with_bullmq && node).await;
+    }
+    if let Some(with_bullmq) = o.idle {
+        let node = node_here();
+        if with_bullmq && !node {
+            println!("idle: no Node here, so no BullMQ beside");
+        }
+        idle::run(o.idle_window, with_bullmq && node).await;
     }
     if o.http_lateness {
         http_lateness::run(o.http_flow, o.repeats).await;

@@ -1,8 +1,8 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
-                                       [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle]
+                                       [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
   --only SYSTEM      delayq (no Node needed), bullmq, apalis (delayq and apalis on its Redis storage, the main
@@ -22,10 +22,14 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or http-lateness (3,000 jobs paced over 5 s, each due 1 s after its push, 32 long-polling
                      HTTP consumers, compatible and /v1 APIs, AOF always and no persistence; then one traced run
                      each (MONITOR, SLOWLOG) for where the time goes; needs the delayq binary too)
+                     or idle (Redis commands a minute of an idle delayq, 8 consumers waiting, one job an hour
+                     away, and of BullMQ's idle Worker, same window; then delayq on a 12-partition cluster;
+                     --only idle-delayq: no BullMQ)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
   --scale-burst N    the scale section's burst (default 100,000; --quick 10,000, --smoke 500)
+  --idle-secs N      the idle scenario's window (default 600)
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
   DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
 
@@ -82,6 +86,9 @@ pub(crate) struct Options {
     pub(crate) memory: Option<bool>,
     /// Run the HTTP lateness scenario.
     pub(crate) http_lateness: bool,
+    /// Run the idle scenario (Some: with BullMQ beside or not).
+    pub(crate) idle: Option<bool>,
+    pub(crate) idle_window: std::time::Duration,
     pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
@@ -104,6 +111,8 @@ pub(crate) fn options() -> Options {
             secs: 10,
         },
         burst: None,
+        idle: None,
+        idle_window: std::time::Duration::from_secs(600),
         burst_jobs: 20_000,
         memory: Some(true),
         scale: None,
@@ -208,16 +217,31 @@ pub(crate) fn options() -> Options {
                         o.scale = Some(false);
                         (vec![], false, false)
                     }
+                    Some("idle") => {
+                        o.idle = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("idle-delayq") => {
+                        o.idle = Some(false);
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq, not {other:?}"
                 ),
                 }
             }
             "--settle-rewrites" => o.settle_rewrites = true,
+            "--idle-secs" => {
+                o.idle_window = std::time::Duration::from_secs(
+                    args.next()
+                        .and_then(|n| n.parse().ok())
+                        .expect("--idle-secs N"),
+                )
+            }
             "--scale-burst" => {
                 o.scale_sizes.burst = args
                     .next()

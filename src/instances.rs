@@ -1,8 +1,11 @@
 //! Instances: each `delayq serve` writes a heartbeat to Redis every
 //! [`PERIOD`] (`{prefix}:instance:<id>`, expiring after 3 periods, and its
-//! id in `{prefix}:instances` by expiry), so every instance can list the
-//! running ones without a SCAN; one killed drops out within 3 periods, one
-//! stopped cleanly at once.
+//! id in `{prefix}:instances` by expiry), and at once (within [`LOOK`])
+//! when what it reports changes (waiting pops, partitions dispatched), so
+//! every instance can list the running ones without a SCAN; one killed
+//! drops out within 3 periods, one stopped cleanly at once. Nothing but the
+//! list rests on it (dispatch has its lease), so the period is long: an
+//! idle instance writes 3 commands every 20 s.
 
 use std::time::Duration;
 
@@ -10,8 +13,11 @@ use crate::figures::{Instance, WebhookConsumer};
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 
-/// How often an instance writes its heartbeat.
-pub const PERIOD: Duration = Duration::from_secs(2);
+/// How often an instance writes its heartbeat when nothing it reports
+/// changed.
+pub const PERIOD: Duration = Duration::from_secs(20);
+/// How often it looks (in this process) whether what it reports changed.
+pub const LOOK: Duration = Duration::from_secs(2);
 /// A heartbeat not renewed for this long is gone.
 pub const TTL: Duration = Duration::from_secs(3 * PERIOD.as_secs());
 
@@ -42,22 +48,32 @@ pub fn this_process(
     }
 }
 
-/// Writes `instance`'s heartbeat every [`PERIOD`] until `shutdown`, then
-/// takes it out of the list.
+/// Writes `instance`'s heartbeat every [`PERIOD`], and within [`LOOK`] of
+/// a change, until `shutdown`, then takes it out of the list.
 pub async fn run(queue: Queue, mut instance: Instance, shutdown: Shutdown) {
+    let mut written: Option<tokio::time::Instant> = None;
     loop {
-        instance.waiting_pops = queue
+        let waiting = queue
             .waiting_pops()
             .saturating_sub(queue.waiting_webhook_pops()) as u64;
-        instance.dispatching = queue.dispatching_partitions();
-        if instance.started_at_ms == 0 {
-            instance.started_at_ms = queue.clock().now_ms().await.unwrap_or(0);
-        }
-        if let Err(e) = queue.heartbeat(&mut instance, TTL).await {
-            tracing::debug!(error = %e, "heartbeat not written; trying again");
+        let dispatching = queue.dispatching_partitions();
+        let changed = waiting != instance.waiting_pops || dispatching != instance.dispatching;
+        if changed || written.is_none_or(|at| at.elapsed() + LOOK / 2 >= PERIOD) {
+            instance.waiting_pops = waiting;
+            instance.dispatching = dispatching;
+            if instance.started_at_ms == 0 {
+                instance.started_at_ms = queue.clock().now_ms().await.unwrap_or(0);
+            }
+            match queue.heartbeat(&mut instance, TTL).await {
+                Ok(()) => written = Some(tokio::time::Instant::now()),
+                Err(e) => {
+                    written = None;
+                    tracing::debug!(error = %e, "heartbeat not written; trying again");
+                }
+            }
         }
         tokio::select! {
-            _ = tokio::time::sleep(PERIOD) => {}
+            _ = tokio::time::sleep(LOOK) => {}
             _ = shutdown.wait() => break,
         }
     }

@@ -282,6 +282,35 @@ const scenarios = {
     return { stages, burst, lateness_ms };
   },
 
+  // An idle Worker: one delayed job an hour away, nothing to do; the
+  // commands Redis counted over the window (less this side's own INFO),
+  // by command.
+  async idle(queue) {
+    await queue.add('job', BODY, { ...opts, delay: 3_600_000, jobId: id('idle', 0) });
+    const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });
+    await worker.waitUntilReady();
+    const stats = async () => {
+      const out = {};
+      for (const line of (await admin.info('commandstats')).split('\r\n')) {
+        const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line);
+        if (m) out[m[1]] = Number(m[2]);
+      }
+      return out;
+    };
+    await sleep(o.warm_ms);
+    const before = await stats();
+    await sleep(o.window_ms);
+    const after = await stats();
+    // The reading before is counted in the one after.
+    if (after.info) after.info -= 1;
+    await worker.close();
+    const commands = {};
+    for (const [k, v] of Object.entries(after)) {
+      if (v - (before[k] || 0) > 0) commands[k] = v - (before[k] || 0);
+    }
+    return { commands };
+  },
+
   // add -> fire -> process -> complete at full speed.
   async e2e(queue) {
     const worker = new Worker(queue.name, async () => {}, { connection, concurrency: o.concurrency });

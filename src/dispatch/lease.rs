@@ -2,35 +2,52 @@
 //! `store/lease.lua`) names the instance that acts on the partition's
 //! expired events and runs its sweep; the other instances stand by.
 //!
-//! The holder extends its lease every [`RENEW_EVERY`]; a standby asks again
-//! when the holder's lease would end (at most [`RENEW_EVERY`] apart), so a
-//! holder killed outright hands its partitions over within [`LENGTH`] and a
-//! few ms. One that stops gracefully gives them up at once. An instance
-//! counts a lease as its own only until `LENGTH` after it *sent* the call
-//! that took or extended it, so it stops acting no later than Redis lets
-//! the lease lapse. Nothing rests on the lease: the dispatch script moves
-//! each due job once however many instances run it, so two holders for a
-//! moment (a stalled holder resuming) do no harm.
+//! A lease needs to be short only while something is due soon: the
+//! holder takes it up to the partition's earliest due time as its sweep last
+//! saw it (at least [`LENGTH`], at most [`IDLE_LENGTH`]; lease.lua also ends
+//! it by the earliest due time in the schedule, one the sweep has not seen
+//! yet), and extends it
+//! [`LENGTH`] - [`RENEW_EVERY`] before its end; with a job due within
+//! `LENGTH`, that is every `RENEW_EVERY`. A push (from any instance) that
+//! makes a job the new earliest ends the lease in Redis by that job's due
+//! time (see `new_head` in store/lib/schedule.lua) and publishes the wake
+//! notice, on which a standby asks again. A standby asks when the holder's
+//! lease ends (its PTTL), when a wake notice comes and after every
+//! subscriber reconnect. So a holder killed outright hands its partitions
+//! over by the earliest due time it knew of, or within `LENGTH` and a few ms
+//! of a job that was due soon: due jobs fire at most ~`LENGTH` late. One
+//! that stops gracefully gives them up at once (the give-up publishes a
+//! wake notice). An instance counts a lease as its own only until the
+//! length it asked for after it *sent* the call that took or extended it, so
+//! it stops acting no later than Redis lets the lease lapse. Nothing rests
+//! on the lease: the dispatch script moves each due job once however many
+//! instances run it, so two holders for a moment (a stalled holder resuming,
+//! or one that missed the wake notice of a shortened lease) do no harm.
 //!
-//! What it costs Redis: one small script call per partition per
-//! `RENEW_EVERY` per instance (the holder's writes one key; a standby's only
-//! reads), whatever the load.
+//! What it costs Redis: while jobs are due soon, one small script call per
+//! partition per `RENEW_EVERY` by the holder; idle, one per `IDLE_LENGTH`,
+//! and one per standby as each lease ends.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::Handles;
 use crate::store::lease::Lease;
 
-/// How long a lease lasts from each take or extension.
+/// The shortest lease, taken while a job is due within it: how late a due
+/// job may fire when its dispatcher is killed (LEASE_FLOOR_MS in
+/// store/lib/schedule.lua, the same).
 pub const LENGTH: Duration = Duration::from_millis(2000);
-/// How often the holder extends it, and a standby asks at most this far
-/// apart.
+/// How often the holder extends a lease of `LENGTH`.
 pub const RENEW_EVERY: Duration = Duration::from_millis(500);
+/// The longest lease, taken while nothing is due sooner (also how long
+/// an idle sweep sleeps at most).
+pub const IDLE_LENGTH: Duration = Duration::from_secs(60);
 /// After a failed call, the next one.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -44,6 +61,21 @@ pub(crate) struct Leases {
     /// Whether this instance holds any partition's lease (the expired-events
     /// connection runs only then).
     any: watch::Sender<bool>,
+    /// Per partition: the earliest due time its sweep last saw here.
+    due: Vec<Mutex<Due>>,
+    /// Per partition: ask Redis again now (see [`Leases::ask`]).
+    asked: Vec<AtomicBool>,
+    ask: Notify,
+}
+
+/// What a partition's sweep last saw of its schedule.
+#[derive(Clone, Copy)]
+enum Due {
+    /// Not swept here yet.
+    Unknown,
+    /// Nothing scheduled.
+    Nothing,
+    At(Instant),
 }
 
 impl Leases {
@@ -56,6 +88,47 @@ impl Leases {
             ),
             held_until: (0..partitions).map(|_| Mutex::new(None)).collect(),
             any: watch::Sender::new(false),
+            due: (0..partitions).map(|_| Mutex::new(Due::Unknown)).collect(),
+            asked: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+            ask: Notify::new(),
+        }
+    }
+
+    /// The lease keeper asks Redis about partition `part` now: a wake notice
+    /// came (the lease may have been shortened or given up), or the sweep
+    /// saw an earlier due time than the lease was taken for.
+    pub fn ask(&self, part: usize) {
+        self.asked[part].store(true, Ordering::Relaxed);
+        self.ask.notify_one();
+    }
+
+    /// [`ask`](Self::ask) for every partition (after a subscriber
+    /// reconnect: wake notices may have been missed).
+    pub fn ask_all(&self) {
+        (0..self.asked.len()).for_each(|p| self.ask(p));
+    }
+
+    /// Partition `part`'s sweep saw its earliest due time at `at` (`None`:
+    /// nothing scheduled). If the lease held reaches past it, it is taken
+    /// again for the shorter length now.
+    pub fn note_due(&self, part: usize, at: Option<Instant>) {
+        *self.due[part].lock().unwrap() = at.map_or(Due::Nothing, Due::At);
+        let until = *self.held_until[part].lock().unwrap();
+        if let Some(until) = until {
+            if Instant::now() + self.length(part) + RENEW_EVERY < until {
+                self.ask(part);
+            }
+        }
+    }
+
+    /// How long a lease on `part` is taken for now.
+    fn length(&self, part: usize) -> Duration {
+        match *self.due[part].lock().unwrap() {
+            Due::Unknown => LENGTH,
+            Due::Nothing => IDLE_LENGTH,
+            Due::At(at) => at
+                .saturating_duration_since(Instant::now())
+                .clamp(LENGTH, IDLE_LENGTH),
         }
     }
 
@@ -103,14 +176,18 @@ pub(crate) async fn run(h: Handles) {
     let mut next = vec![Instant::now(); parts];
     loop {
         for (part, next) in next.iter_mut().enumerate() {
+            if leases.asked[part].swap(false, Ordering::Relaxed) {
+                *next = Instant::now();
+            }
             if *next > Instant::now() {
                 continue;
             }
             let had = leases.holds(part);
             let sent = Instant::now();
-            *next = match h.store.lease(part, &leases.id, LENGTH).await {
-                Ok(Lease::Held) => {
-                    leases.set(part, Some(sent + LENGTH));
+            let length = leases.length(part);
+            *next = match h.store.lease(part, &leases.id, length).await {
+                Ok(Lease::Held(length)) => {
+                    leases.set(part, Some(sent + length));
                     if !had {
                         info!(
                             partition = part,
@@ -119,7 +196,7 @@ pub(crate) async fn run(h: Handles) {
                         // Its events went unheard until now: sweep at once.
                         h.wake.one(part);
                     }
-                    sent + RENEW_EVERY
+                    sent + length - (LENGTH - RENEW_EVERY)
                 }
                 Ok(Lease::Other(left)) => {
                     leases.set(part, None);
@@ -129,8 +206,9 @@ pub(crate) async fn run(h: Handles) {
                             "another instance dispatches the partition now"
                         );
                     }
-                    // Ask again as the holder's lease would end.
-                    Instant::now() + (left + Duration::from_millis(1)).min(RENEW_EVERY)
+                    // Ask again as the holder's lease would end (sooner if
+                    // a wake notice says it was shortened or given up).
+                    Instant::now() + left + Duration::from_millis(1)
                 }
                 Err(e) => {
                     // A lease held runs out by itself (held_until).
@@ -149,6 +227,7 @@ pub(crate) async fn run(h: Handles) {
             .unwrap_or(until);
         tokio::select! {
             _ = tokio::time::sleep_until(until.min(lapse)) => {}
+            _ = leases.ask.notified() => {}
             _ = h.stop.wait() => break,
         }
     }

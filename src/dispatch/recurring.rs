@@ -8,8 +8,10 @@
 //! when a tick is refused as stale (the schedule was put again). The ticks
 //! of every due schedule of a partition go in a few calls of `tick.lua`.
 //! The loop wakes at the earliest last tick still ahead, at least once a
-//! second (to see schedules put through other instances), and at once when
-//! a schedule is put through this one.
+//! second while there are schedules, and at once when a schedule is put
+//! (through this process, or another's: recur_put.lua publishes a wake
+//! notice). With no schedule it sleeps until then (a minute at most: a
+//! backstop for a notice lost while the subscriber was down).
 //!
 //! Missed ticks: each look notes its time (Redis clock) in
 //! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
@@ -33,7 +35,10 @@ use crate::store::recur::{Tick, TickMode, Ticked};
 
 /// A gap this long between two looks at the schedules is an outage.
 const OUTAGE_MS: i64 = 5_000;
+/// Longest sleep while schedules exist (well within OUTAGE_MS).
 const MAX_IDLE: Duration = Duration::from_secs(1);
+/// Longest sleep with no schedule, or none that can tick.
+const NONE_IDLE: Duration = super::lease::IDLE_LENGTH;
 /// Due schedules read per call.
 const DUE_PER_READ: usize = 1_000;
 /// Most late ticks of one schedule pushed in one look (a loop that fell
@@ -63,7 +68,7 @@ pub(crate) async fn run(h: Handles) {
                 let now = h.store.clock().estimate_us().map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
             }
-            Ok(None) => MAX_IDLE,
+            Ok(None) => NONE_IDLE,
             Err(e) => {
                 debug!(error = %e, "recurring schedules could not be read; trying again");
                 MAX_IDLE

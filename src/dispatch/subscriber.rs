@@ -3,7 +3,10 @@
 //! - `__keyevent@*__:expired`: a trigger key expired, so its job is
 //!   (probably) due; dispatch it straight away. This is the low-cost path.
 //! - `{p}:ready`: some instance made jobs ready; wake that many waiters.
-//! - `{p}:wake`: a new earliest job; re-arm that partition's sweep.
+//! - `{p}:wake`: a new earliest job; re-arm that partition's sweep (and a
+//!   standby asks about the lease, which may have been shortened or given
+//!   up). With [`RECUR_NOTICE`]: a schedule was put; the recurring loop,
+//!   idle while none is due, looks.
 //!
 //! Expired events go only to the instance that dispatches (the holder of a
 //! partition's lease, see [`super::lease`]): on a single Redis it opens a
@@ -27,6 +30,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tracing::{debug, info, warn};
+
+/// The wake notice recur_put.lua publishes when a schedule is put or
+/// resumed (other wake notices carry a due time in ms).
+pub const RECUR_NOTICE: &str = "recur";
 
 use super::{DispatchPath, Handles};
 use crate::backoff::Backoff;
@@ -148,7 +155,10 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.store.note_connect_error(None);
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
+    // Wake notices may have gone by unheard: sweeps look, standbys ask
+    // whether a lease was shortened or given up.
     h.wake.all();
+    h.leases.ask_all();
     h.waiters.wake_all();
 
     let mut topology = tokio::time::interval(TOPOLOGY_EVERY);
@@ -187,7 +197,16 @@ async fn session(h: &Handles) -> Result<(), String> {
             };
             let channel = msg.get_channel_name();
             if let Some(&part) = wake.get(channel) {
+                if payload == RECUR_NOTICE {
+                    h.recurring_changed.notify_one();
+                    continue;
+                }
                 h.wake.one(part);
+                // A holder's sweep looks and shortens the lease if need
+                // be; a standby asks when the lease ends now.
+                if !h.leases.holds(part) {
+                    h.leases.ask(part);
+                }
             } else if let Some(&part) = ready.get(channel) {
                 if let Some((count, topic)) = crate::store::layout::read_ready_notice(&payload) {
                     h.store.note_ready(topic, part);

@@ -4,11 +4,13 @@
 //! lost across disconnects and restarts (see docs/DESIGN.md). So the sweep
 //! is the clock: after each dispatch call it knows the earliest due time
 //! left in the schedule (from the same script, in Redis time) and sleeps
-//! until then, counted from the call's send, the last stretch on a thread
-//! (tokio's timer is a millisecond coarse). A push that becomes the new
-//! earliest job wakes it (directly in this process, through the `{p}:wake`
+//! until then (at most a minute), counted from the call's send, the last
+//! stretch on a thread (tokio's timer is a millisecond coarse). A push,
+//! pop, touch, nack or reschedule that makes a job (or a lease end) the new
+//! earliest wakes it (directly in this process, through the `{p}:wake`
 //! channel in others), and so does a subscriber reconnect, after which
-//! events may have been missed.
+//! events and notices may have been missed. So an idle sweep costs one call
+//! a minute.
 //!
 //! Only the instance holding the partition's dispatcher lease sweeps it
 //! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
@@ -23,9 +25,11 @@ use tracing::warn;
 use super::{DispatchPath, Handles};
 use crate::backoff::Backoff;
 
-/// Longest sleep between sweeps even when nothing is due: a backstop for a
-/// wake-up lost while the subscriber was down.
-const MAX_IDLE: Duration = Duration::from_secs(1);
+/// Longest sleep between sweeps even when nothing is due: every change
+/// that makes a job earlier wakes the sweep (in this process, or by the
+/// wake notice, and a subscriber reconnect wakes every sweep), so this is a
+/// backstop only, and what an idle sweep costs.
+const MAX_IDLE: Duration = super::lease::IDLE_LENGTH;
 
 /// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
 /// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
@@ -92,6 +96,9 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     ),
                     None => MAX_IDLE,
                 };
+                // The lease is taken up to the earliest due time.
+                h.leases
+                    .note_due(part, out.next_due_ms.is_some().then_some(from + wait));
                 from + wait.min(MAX_IDLE)
             }
             Err(e) => {

@@ -120,13 +120,17 @@ impl Queue {
             if Instant::now() >= deadline {
                 return Ok(got);
             }
-            // Wake-ups arrive through the subscriber; while it is down, look
-            // now and then instead. Jobs held by a rate limit are looked for
-            // again when the limit lets the next one out.
+            // Wake-ups arrive through the subscriber (and every reconnect
+            // wakes all waiters), so a connected waiter looks again only
+            // rarely, a backstop for a notice whose publish failed: that
+            // is most of what an idle consumer costs Redis. While the
+            // subscriber is down, look now and then instead. Jobs held by
+            // a rate limit are looked for again when the limit lets the
+            // next one out.
             let recheck = if held.retry_ms > 0 {
                 Duration::from_millis(held.retry_ms)
             } else if self.subscriber_connected() {
-                Duration::from_secs(30)
+                Duration::from_secs(300)
             } else {
                 Duration::from_millis(250)
             };

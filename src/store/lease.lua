@@ -7,12 +7,15 @@
 -- ARGV[2]  the caller's instance id
 -- ARGV[3]  lease length in ms; 0: give the lease up
 --
--- Touches: the lease key {p}:dispatcher. Publishes: nothing.
--- Helpers: none.
+-- Touches: the lease key {p}:dispatcher. Publishes: wake, "0" (a lease
+-- given up: the standbys, asleep until its end, ask at once).
+-- Helpers: now_us, LEASE_FLOOR_MS.
 --
--- Returns { DONE, held, left_ms }: held 1 if the caller holds the lease
--- for ARGV[3] ms from now; else 0 and the ms left of the holder's lease
--- (0: none, or given up).
+-- Returns { DONE, held, ms }: held 1 if the caller holds the lease for ms
+-- from now (ARGV[3], or less: a lease longer than LEASE_FLOOR_MS ends by
+-- the schedule's earliest due time, which the caller may not have seen
+-- yet, so that a killed holder's standby takes over by then); else 0 and
+-- the ms left of the holder's lease (0: none, or given up).
 --
 -- Guarantees: a free lease is taken with SET NX PX (one taker wins); only
 -- its holder extends it (compare-and-extend) or gives it up
@@ -23,8 +26,18 @@ local key = P .. DISPATCHER_KEY
 local id, ms = ARGV[2], tonumber(ARGV[3])
 local holder = redis.call('GET', key)
 if ms <= 0 then
-  if holder == id then redis.call('DEL', key) end
+  if holder == id then
+    redis.call('DEL', key)
+    redis.call('PUBLISH', P .. WAKE_CHANNEL, '0')
+  end
   return { DONE, 0, 0 }
+end
+if ms > LEASE_FLOOR_MS then
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  if head[2] then
+    local until_due = tonumber(head[2]) - math.floor(now_us() / 1000)
+    ms = math.max(LEASE_FLOOR_MS, math.min(ms, until_due))
+  end
 end
 if holder == id then
   redis.call('PEXPIRE', key, ms)

@@ -20,8 +20,9 @@ pub const SCRIPT: Script = Script {
 /// What a lease call found.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Lease {
-    /// The caller holds it, for the length it asked for.
-    Held,
+    /// The caller holds it, for this long (what it asked for, or less:
+    /// a long lease ends by the schedule's earliest due time).
+    Held(Duration),
     /// Another instance does, for this much longer (zero: nobody).
     Other(Duration),
 }
@@ -31,11 +32,11 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Lease> {
         return Err(Error::protocol("lease", format!("status {status:?}")));
     }
     let held = f.int()? == 1;
-    let left = f.int()?.max(0) as u64;
+    let ms = Duration::from_millis(f.int()?.max(0) as u64);
     Ok(if held {
-        Lease::Held
+        Lease::Held(ms)
     } else {
-        Lease::Other(Duration::from_millis(left))
+        Lease::Other(ms)
     })
 }
 
@@ -58,7 +59,10 @@ mod tests {
     #[test]
     fn decodes_held_and_the_holders_time_left() {
         let d = |r: &[&str]| decode(Fields::parse("lease", sample(r)).unwrap());
-        assert_eq!(d(&["0", "1", "2000"]).unwrap(), Lease::Held);
+        assert_eq!(
+            d(&["0", "1", "2000"]).unwrap(),
+            Lease::Held(Duration::from_millis(2000))
+        );
         assert_eq!(
             d(&["0", "0", "1500"]).unwrap(),
             Lease::Other(Duration::from_millis(1500))

@@ -16,8 +16,10 @@
 -- Touches: the topics' ready lists (every priority level) and their levels
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
 -- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
--- Publishes: nothing.
--- Helpers: now_us, lease, move_count, rate_bucket, rate_allows, rate_use,
+-- Publishes: wake (when a lease end is the schedule's new earliest: the
+-- dispatcher may be idle until a later one; see new_head, which also ends
+-- the dispatcher lease by then).
+-- Helpers: now_us, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
@@ -72,6 +74,7 @@ local traces = {}
 local got, held, retry, ungranted = 0, 0, 0, 0
 local stale = 0
 local given = {}
+local leased = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
   local topic = ARGV[i]
@@ -112,6 +115,7 @@ for i = 6, #ARGV do
       redis.call('HSET', job, STATE, RESERVED, TOKEN, token, LEASE, lease_until,
         ATTEMPTS, attempts)
       lease(id, lease_until)
+      leased[id] = true
       move_count(topic, READY, RESERVED)
       if EVENTS > 0 then emit(EV_DELIVERED, id, topic, attempts, f[5]) end
       jobs[#jobs + 1] = id
@@ -157,6 +161,10 @@ if got > 0 then
   -- Ids hold no control characters: a newline separates them.
   redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
   redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
+  -- A lease end may be the schedule's earliest now: the dispatcher, idle
+  -- until a later due time, hears of it (one look per call, not per job).
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  if head[1] and leased[head[1]] then new_head(head[2]) end
 end
 local again = 0
 if stale >= STALE_SKIP_MAX then again = 1 end

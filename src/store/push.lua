@@ -21,7 +21,8 @@
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
 -- job without tags). Publishes: wake (when one of the jobs is the
 -- new earliest).
--- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push.
+-- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push,
+-- new_head (which also ends the dispatcher lease by the new due time).
 --
 -- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
@@ -107,7 +108,7 @@ end
 local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
 local at = head[1] and scheduled[head[1]]
 if at then
-  redis.call('PUBLISH', P .. WAKE_CHANNEL, head[2])
+  new_head(head[2])
   reply[at] = 1
 end
 return reply

@@ -9,7 +9,8 @@
 -- Touches: {p}:recur:<name> and its entry in the due index {p}:recur_due
 -- (a put schedule is due at once: its first tick is pushed by the next
 -- look); the job of the schedule's next tick, if still delayed.
--- Publishes: nothing.
+-- Publishes: wake, "recur" (a put or resume: the recurring loops, idle
+-- while no schedule is due, look now).
 -- Helpers: now_us, drop_if_delayed.
 --
 -- Pause: the schedule leaves the due index (parked at MAX_TIME_MS: no
@@ -46,6 +47,7 @@ if ARGV[3] == 'pause' or ARGV[3] == 'resume' then
     redis.call('HDEL', rk, RECUR_PAUSED)
     redis.call('HSET', rk, RECUR_LAST, now, RECUR_PENDING, '')
     redis.call('ZADD', P .. RECUR_DUE_KEY, now, ARGV[2])
+    redis.call('PUBLISH', P .. WAKE_CHANNEL, 'recur')
   end
   return { DONE }
 end
@@ -58,5 +60,6 @@ if paused then
   redis.call('ZADD', P .. RECUR_DUE_KEY, MAX_TIME_MS, ARGV[2])
 else
   redis.call('ZADD', P .. RECUR_DUE_KEY, now, ARGV[2])
+  redis.call('PUBLISH', P .. WAKE_CHANNEL, 'recur')
 end
 return { DONE }

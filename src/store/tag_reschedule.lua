@@ -14,7 +14,7 @@
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists; count hash. Publishes: wake (when one of the jobs is the new
--- earliest). Events: rescheduled, per job moved. Helpers: tag_page,
+-- earliest; new_head). Events: rescheduled, per job moved. Helpers: tag_page,
 -- due_time, invalid, delay_job.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
@@ -69,12 +69,12 @@ for _, m in ipairs(moves) do
   moved[m.j.id] = true
 end
 -- One look at the head for the page, as push.lua does.
-local new_head = 0
+local head_moved = 0
 local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
 if head[1] and moved[head[1]] then
-  redis.call('PUBLISH', P .. WAKE_CHANNEL, head[2])
-  new_head = 1
+  new_head(head[2])
+  head_moved = 1
 end
-local reply = { DONE, last, #moves, new_head }
+local reply = { DONE, last, #moves, head_moved }
 for _, v in ipairs(skipped) do reply[#reply + 1] = v end
 return reply

@@ -5,8 +5,9 @@
 -- ARGV[2]  id    ARGV[3] lease token
 -- ARGV[4]  new lease length in ms from now, or -1 for the job's ttr
 --
--- Touches: job hash, schedule (the lease end). Publishes: nothing.
--- Helpers: now_us, lease.
+-- Touches: job hash, schedule (the lease end), the dispatcher lease's
+-- expiry (see new_head). Publishes: wake (when the lease end is the new
+-- earliest). Helpers: now_us, lease, wake_if_head.
 --
 -- Returns { status, lease_until_ms }: DONE, MISSING (no job, or a
 -- finished job's record), or STALE (the token is
@@ -24,4 +25,7 @@ if length < 0 then length = tonumber(f[3]) end
 local lease_until = math.ceil(now_us() / 1000) + length
 redis.call('HSET', job, LEASE, lease_until)
 lease(id, lease_until)
+-- A shorter lease may be the schedule's earliest now: the dispatcher, idle
+-- until its old earliest, hears of it.
+wake_if_head(id, lease_until)
 return { DONE, lease_until }

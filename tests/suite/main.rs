@@ -16,6 +16,8 @@
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
+//! - [`idle`]: what an idle queue costs Redis; its sleeping dispatcher still
+//!   hands over and fires on time.
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
 //! - [`dedup`]: deduplication windows (simple, throttle, debounce).
 //! - [`tags`]: tagged jobs listed, cancelled and rescheduled a page at a time.
@@ -87,6 +89,7 @@ mod failover;
 mod fault_suite;
 mod faults;
 mod history;
+mod idle;
 mod import;
 mod instances;
 mod load;

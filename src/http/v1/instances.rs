@@ -10,8 +10,8 @@ use crate::wire::{Instances, Webhooks};
 
 /// List the running delayq instances
 ///
-/// From their heartbeats in Redis (every 2 s); an instance that died is
-/// gone within 6 s, one stopped cleanly at once.
+/// From their heartbeats in Redis (every 20 s, and within 2 s of a change);
+/// an instance that died is gone within 60 s, one stopped cleanly at once.
 #[utoipa::path(get, path = "/v1/instances", operation_id = "listInstances",
     responses((status = 200, description = "Every running instance, by id", body = Instances)))]
 pub(super) async fn list(State(state): State<AppState>) -> ApiResult<Json<Instances>> {

@@ -63,12 +63,29 @@ local function next_due()
   return -1
 end
 
--- After scheduling `id` at `due`: if it is now the earliest job, tell every
--- delayq instance to re-arm its sweep. Returns 1 if so.
+-- A job (or lease end) at `due` became the schedule's earliest: every
+-- delayq instance re-arms its sweep (the wake notice), and the dispatcher
+-- lease, which an idle holder takes up to the earliest due time, ends by
+-- `due` (never sooner than LEASE_FLOOR_MS from now), so that the standbys
+-- take over in time if the holder was killed.
+local LEASE_FLOOR_MS = 2000
+local function new_head(due)
+  redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
+  local key = P .. DISPATCHER_KEY
+  local left = redis.call('PTTL', key)
+  if left > LEASE_FLOOR_MS then
+    local now_ms = math.floor(now_us() / 1000)
+    local by = math.max(tonumber(due), now_ms + LEASE_FLOOR_MS)
+    if now_ms + left > by then redis.call('PEXPIREAT', key, by) end
+  end
+end
+
+-- After scheduling `id` at `due`: if it is now the earliest job, see
+-- new_head. Returns 1 if so.
 local function wake_if_head(id, due)
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
   if head[1] == id then
-    redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
+    new_head(due)
     return 1
   end
   return 0

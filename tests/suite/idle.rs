@@ -1,0 +1,180 @@
+//! An idle queue: what it costs Redis, and that its dispatcher, which
+//! sleeps and holds its lease up to the next due time, still hands over
+//! and fires on time.
+
+use std::time::Duration;
+
+use crate::common::{eventually, job, post, queue, topics, DelayqProcess};
+use crate::redis_server::RedisServer;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The dispatcher lease of the one partition: (holder, ms left).
+async fn lease(redis: &RedisServer) -> Option<(String, i64)> {
+    let keys: Vec<String> = redis.cmd(&["KEYS", "*dispatcher"]).await;
+    let key = keys.first()?;
+    let holder: Option<String> = redis.cmd(&["GET", key]).await;
+    let left: i64 = redis.cmd(&["PTTL", key]).await;
+    Some((holder?, left))
+}
+
+/// Calls Redis counted, INFO (only this test reads it here) left out.
+async fn commands(redis: &RedisServer) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Waits until the holder of the lease took it for longer than a busy
+/// lease (the dispatcher is idle), and returns the holder.
+async fn idle_holder(redis: &RedisServer) -> String {
+    eventually(Duration::from_secs(30), "an idle-length lease", || async {
+        lease(redis)
+            .await
+            .filter(|(_, left)| *left > 5_000)
+            .map(|(h, _)| h)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_queue_with_waiting_consumers_costs_few_commands() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    let stop = delayq::Shutdown::new();
+    let heartbeat = tokio::spawn(delayq::instances::run(
+        q.clone(),
+        delayq::instances::this_process("test", "", Vec::new(), false),
+        stop.clone(),
+    ));
+    let pops: Vec<_> = (0..8)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.pop(&topics(&["t"]), HOUR).await })
+        })
+        .collect();
+    eventually(Duration::from_secs(30), "8 pops waiting", || async {
+        (q.waiting_pops() == 8).then_some(())
+    })
+    .await;
+    // The window begins at once: the dispatcher's first looks (and the
+    // lease's first short renewals) fall within it.
+    let before = commands(&redis).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let spent = commands(&redis).await - before;
+    println!("idle: {spent} commands in 30 s");
+    // Before: ~450 (lease renewals twice a second, a sweep, a recurring
+    // look every second, heartbeats every 2 s, a look per pop every 30 s).
+    assert!(spent <= 60, "{spent} commands in 30 s of idling");
+    stop.trigger();
+    heartbeat.await.unwrap();
+    for p in pops {
+        p.abort();
+    }
+    q.close().await;
+}
+
+/// The holder, idle, is killed with a job due in 8 s that it knew of and
+/// a job its consumer leased for 4 s; then a job due in 3 s is pushed
+/// through the other instance. Each fires (or comes back) at most ~2 s
+/// late via the survivor: the lease ran only up to the earliest due time,
+/// and the push ended it by its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_idle_dispatcher_hands_over_by_the_next_due_time() {
+    let redis = RedisServer::start();
+    let a = DelayqProcess::start(&redis, &[]);
+    let b = DelayqProcess::start(&redis, &[]);
+    let holder = idle_holder(&redis).await;
+    let (victim, survivor) = if holder.starts_with(&format!("pid-{}-", a.pid())) {
+        (a, b)
+    } else {
+        assert!(holder.starts_with(&format!("pid-{}-", b.pid())), "{holder}");
+        (b, a)
+    };
+    let push = |base: String, id: &'static str, delay: u64, ttr: u64| async move {
+        let body = format!(r#"{{"topic":"k","id":"{id}","delay":{delay},"ttr":{ttr}}}"#);
+        let r = post(&base, "/push", &body).await;
+        assert_eq!(r["code"], 0, "{r}");
+    };
+    push(victim.base.clone(), "leased", 1, 4).await;
+    let v = post(&victim.base, "/pop", r#"{"topic":"k"}"#).await;
+    assert_eq!(v["data"]["id"], "leased", "{v}");
+    // Its lease began just before this (a local round trip).
+    let leased_at = redis.time_ms().await;
+    let before_at = redis.time_ms().await;
+    push(victim.base.clone(), "before", 8, 60).await;
+    victim.kill9();
+    let after_at = redis.time_ms().await;
+    push(survivor.base.clone(), "after", 3, 60).await;
+    // Each job's due time (the leased one's: its lease end, at the latest).
+    let mut due: std::collections::HashMap<&str, i64> = [
+        ("leased", leased_at + 4000),
+        ("before", before_at + 8000),
+        ("after", after_at + 3000),
+    ]
+    .into();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !due.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not fired in 60 s: {due:?}"
+        );
+        let v = post(&survivor.base, "/pop", r#"{"topic":"k"}"#).await;
+        let Some(id) = v["data"]["id"].as_str() else {
+            continue;
+        };
+        let late = redis.time_ms().await - due[id];
+        println!("{id}: {late} ms after its due time");
+        assert!(late <= 2_000 + 1_500, "{id} fired {late} ms late");
+        due.remove(id);
+        post(&survivor.base, "/finish", &format!(r#"{{"id":"{id}"}}"#)).await;
+    }
+}
+
+/// While the dispatcher sleeps towards a job an hour away, a job pushed
+/// through another instance (no in-process wake-up), due in 2 s, fires on
+/// time: with expired events and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_pushed_elsewhere_fires_on_time_while_the_dispatcher_idles() {
+    for events in ["Ex", ""] {
+        let redis = RedisServer::start_with(&["--notify-keyspace-events", events]);
+        let a = queue(&redis);
+        a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+            .await
+            .unwrap();
+        idle_holder(&redis).await;
+        // The second instance pushes only: it dispatches nothing.
+        let b = delayq::Queue::connect(delayq::Config {
+            dispatch: false,
+            ..crate::common::config(&redis)
+        })
+        .unwrap();
+        let pushed = redis.time_ms().await;
+        b.push(&job("soon", "s", 2_000, 60_000)).await.unwrap();
+        let got = a
+            .pop(&topics(&["s"]), Duration::from_secs(20))
+            .await
+            .unwrap()
+            .expect("the job fired");
+        let late = redis.time_ms().await - (pushed + 2000);
+        println!(
+            "events {events:?}: {} fired {late} ms after its due time",
+            got.id
+        );
+        assert!(late <= 1_000, "events {events:?}: fired {late} ms late");
+        a.close().await;
+        b.close().await;
+    }
+}
