@@ -83,6 +83,13 @@ pub const DATA_DIR: &str = ".delayq";
 pub const POP_TIMEOUT: Span = span("178s");
 /// Most open client connections.
 pub const MAX_CONNECTIONS: usize = 16_384;
+/// A partition leader's shortest term, taken while a job is due within
+/// it: how late a due job may fire when its leader is killed (the scripts
+/// never cut a term shorter than this from now).
+pub const LEADER_TERM_MIN: Duration = Duration::from_millis(2000);
+/// A leader's longest term, taken while nothing is due sooner (also how
+/// long an idle sweep sleeps at most).
+pub const LEADER_TERM_MAX: Duration = Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {

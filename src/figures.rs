@@ -148,7 +148,7 @@ pub struct Instance {
     /// Clients' pops waiting in it now (its webhook deliveries' not counted).
     pub waiting_pops: u64,
     pub webhook_consumers: Vec<WebhookConsumer>,
-    /// The partitions whose dispatcher lease it holds: their due jobs it
+    /// The partitions it leads: their due jobs it
     /// moves (empty: a standby, or it does not dispatch).
     pub dispatching: Vec<usize>,
     /// Its last heartbeat; it is gone from the list 3 heartbeat periods

@@ -6,7 +6,7 @@
 //! library's public items.
 //!
 //! Every loop that lives with a queue is started, and stopped, in
-//! `dispatch/`; a file elsewhere that spawns a task is listed below with
+//! `loops/`; a file elsewhere that spawns a task is listed below with
 //! the reason, and a second test holds the list.
 
 /// (layer, its top-level modules in the order they may import each other).
@@ -30,7 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "stats",
             "metrics",
             "waiters",
-            "dispatch",
+            "loops",
             "queue",
             "instances",
             "consumer",
@@ -41,7 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("api", &["wire", "http"]),
 ];
 
-/// Files outside `dispatch/` (the loops' home, which starts and stops
+/// Files outside `loops/` (the loops' home, which starts and stops
 /// every loop that lives with a queue) that spawn tasks, and why each may.
 const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
     (
@@ -243,7 +243,7 @@ mod tests {
                 .to_str()
                 .unwrap()
                 .to_owned();
-            if rel.starts_with("dispatch/") || rel.starts_with("cli/") || rel == "main.rs" {
+            if rel.starts_with("loops/") || rel.starts_with("cli/") || rel == "main.rs" {
                 continue;
             }
             let text = code(&std::fs::read_to_string(&path).unwrap());
@@ -255,7 +255,7 @@ mod tests {
             .iter()
             .map(|(f, _)| f.to_string())
             .collect();
-        assert_eq!(spawning, listed, "files that spawn tasks outside dispatch/");
+        assert_eq!(spawning, listed, "files that spawn tasks outside loops/");
     }
 
     #[test]

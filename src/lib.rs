@@ -17,7 +17,7 @@
 //! below its own (`src/layers.rs` lists them and a test holds it): base
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
 //! `https`) <- model (`trace`, `job`, `recurring`, `figures`) <- `store`
-//! <- engine (`stats`, `metrics`, `waiters`, `dispatch`, `queue`,
+//! <- engine (`stats`, `metrics`, `waiters`, `loops`, `queue`,
 //! `instances`, `consumer`, `webhook`) <- api (`wire`, `http`) <- the
 //! binary's `cli`.
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
@@ -30,7 +30,7 @@
 //!   call deadlines; the single-server, Sentinel and Cluster connections;
 //!   acknowledged (replicated) writes; relinking the store to the master
 //!   the sentinels name.
-//! - [`dispatch`]: the background loops, all started and stopped with
+//! - [`loops`]: the background loops, all started and stopped with
 //!   their queue here: the sweep (and dead-letter retention); the
 //!   subscriber, and on a cluster the master follower (one expired-events
 //!   connection per master, kept as masters come and go); the recurring
@@ -43,7 +43,7 @@
 //! - [`retry`]: retry policies (intervals, max attempts).
 //! - [`recurring`]: recurring schedules (cron rules that push a job per
 //!   tick, once, however many instances run); the loop that pushes them is
-//!   [`dispatch::recurring`].
+//!   [`loops::recurring`].
 //! - [`waiters`]: long-polling consumers parked per topic, no Redis
 //!   connection each.
 //! - [`webhook`]: delayq consuming a topic itself, POSTing jobs to a URL;
@@ -71,7 +71,6 @@
 pub(crate) mod backoff;
 pub mod consumer;
 pub mod defaults;
-pub mod dispatch;
 pub mod duration;
 pub mod error;
 pub mod figures;
@@ -81,6 +80,7 @@ pub mod instances;
 pub mod job;
 #[cfg(test)]
 mod layers;
+pub mod loops;
 pub mod metrics;
 pub mod queue;
 pub mod recurring;
@@ -99,12 +99,12 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use consumer::Consumer;
 pub use defaults::MAX_PARTITIONS;
-pub use dispatch::DispatchPath;
 pub use error::{Error, Result};
 pub use job::{
     Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob,
     PushOutcome, Pushed,
 };
+pub use loops::DispatchPath;
 pub use queue::{Config, Queue, Resolution, TagChange, TagMove};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;

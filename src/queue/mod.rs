@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use crate::dispatch::{Dispatcher, Handles, Retries, Wake};
 use crate::error::{Error, Result};
 use crate::job::Limits;
+use crate::loops::{Handles, Loops, Retries, Wake};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::clock::RedisClock;
@@ -65,7 +65,7 @@ struct Inner {
     policy: Mutex<Option<(Instant, String)>>,
     /// A reading of the policy is being taken in the background.
     policy_reading: std::sync::atomic::AtomicBool,
-    dispatcher: Dispatcher,
+    dispatcher: Loops,
 }
 
 impl Queue {
@@ -114,7 +114,7 @@ impl Queue {
             canary: Arc::default(),
             stop: config.shutdown.child(),
             dispatch: config.dispatch,
-            leases: Arc::new(crate::dispatch::lease::Leases::new(parts)),
+            leader: Arc::new(crate::loops::leader::Leadership::new(parts)),
             batch: config.dispatch_batch,
             retention: Retention {
                 max_per_topic: config.dead_max_per_topic,
@@ -131,7 +131,7 @@ impl Queue {
             inner: Arc::new(Inner {
                 policy: Mutex::new(None),
                 policy_reading: Default::default(),
-                dispatcher: Dispatcher::start(handles.clone()),
+                dispatcher: Loops::start(handles.clone()),
                 h: handles,
                 config,
             }),
@@ -185,10 +185,10 @@ impl Queue {
     }
 
     /// The partitions this instance dispatches now (their expired events
-    /// and sweeps): those whose dispatcher lease it holds. Empty on a
+    /// and sweeps): those it leads. Empty on a
     /// standby, and where `dispatch` is off.
     pub fn dispatching_partitions(&self) -> Vec<usize> {
-        self.inner.h.leases.held()
+        self.inner.h.leader.held()
     }
 
     /// Pops waiting for a job in this process right now.

@@ -1,5 +1,5 @@
 //! Recurring schedules: defined, deleted and read through the queue (the
-//! loop that pushes their ticks is [`crate::dispatch::recurring`]).
+//! loop that pushes their ticks is [`crate::loops::recurring`]).
 
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl Queue {
         let def = state.schedule;
         self.check_policy(self.store().timeout()).await?;
         let id = crate::recurring::run_id(name);
-        let push = crate::dispatch::recurring::push_of(&self.inner.h, &def, &id);
+        let push = crate::loops::recurring::push_of(&self.inner.h, &def, &id);
         let p = self.store().push(push, self.store().timeout()).await?;
         self.inner
             .h

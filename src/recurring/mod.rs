@@ -3,7 +3,7 @@
 //!
 //! A schedule is kept in Redis (`{p}:recur:<name>`, in the partition of
 //! `{name}`), so every delayq instance sees it and it survives restarts.
-//! Each dispatching instance runs the same loop ([`crate::dispatch`]):
+//! Each dispatching instance runs the same loop ([`crate::loops`]):
 //! when a schedule's last tick falls due, it pushes the next tick's job,
 //! due at the tick, with the id `recurring/{name}/<tick, RFC 3339 UTC>`.
 //! The push and the record of the tick are one script (`tick.lua`), so

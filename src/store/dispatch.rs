@@ -1,6 +1,6 @@
 //! Dispatch: hand due jobs over (delayed -> ready; a lease that ran out ->
 //! a failed attempt). The script is `dispatch.lua`; the loops that call it
-//! are in `crate::dispatch`.
+//! are in `crate::loops`.
 
 use tokio::time::Instant;
 
@@ -48,7 +48,7 @@ impl Dispatched {
 pub(crate) struct TopicMoves {
     pub topic: String,
     pub moved: u64,
-    /// Leases that ran out, followed by another attempt...
+    /// Leadership that ran out, followed by another attempt...
     pub retried: u64,
     /// ...or by death.
     pub died: u64,

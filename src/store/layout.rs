@@ -361,6 +361,10 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    out.push_str(&format!(
+        "local TERM_FLOOR_MS = {}\n",
+        crate::defaults::LEADER_TERM_MIN.as_millis()
+    ));
     // Arguments per item of the many-per-call scripts, as their Rust
     // sides write them.
     out.push_str(&format!("local PUSH_ARGS = {}\n", super::push::ARGS));

@@ -56,7 +56,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::list::SCRIPT,
     &super::rate::SCRIPT,
     &super::unpop::SCRIPT,
-    &super::lease::SCRIPT,
+    &super::leader::SCRIPT,
     &super::events::SCRIPT,
     &super::tag_list::SCRIPT,
     &super::tag_cancel::SCRIPT,

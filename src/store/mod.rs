@@ -55,7 +55,7 @@ pub(crate) mod stats;
 pub mod dispatch;
 pub mod events;
 pub mod history;
-pub(crate) mod lease;
+pub(crate) mod leader;
 pub mod list;
 pub mod nack;
 mod pause;

@@ -18,7 +18,7 @@
 -- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- dispatcher may be idle until a later one; see new_head, which also ends
--- the dispatcher lease by then).
+-- the leader's term by then).
 -- Helpers: now_us, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count.
 --

@@ -22,7 +22,7 @@
 -- job without tags). Publishes: wake (when one of the jobs is the
 -- new earliest).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push,
--- new_head (which also ends the dispatcher lease by the new due time).
+-- new_head (which also ends the leader's term by the new due time).
 --
 -- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing

@@ -5,7 +5,7 @@
 -- ARGV[2]  id    ARGV[3] lease token
 -- ARGV[4]  new lease length in ms from now, or -1 for the job's ttr
 --
--- Touches: job hash, schedule (the lease end), the dispatcher lease's
+-- Touches: job hash, schedule (the lease end), the partition leader's term
 -- expiry (see new_head). Publishes: wake (when the lease end is the new
 -- earliest). Helpers: now_us, lease, wake_if_head.
 --

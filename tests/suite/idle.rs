@@ -9,7 +9,7 @@ use crate::redis_server::RedisServer;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// The dispatcher lease of the one partition: (holder, ms left).
+/// The partition leader's term of the one partition: (holder, ms left).
 async fn lease(redis: &RedisServer) -> Option<(String, i64)> {
     let keys: Vec<String> = redis.cmd(&["KEYS", "*dispatcher"]).await;
     let key = keys.first()?;

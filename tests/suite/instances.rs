@@ -32,7 +32,7 @@ async fn every_running_instance_is_listed_and_a_killed_one_drops_out_within_thre
         ],
     );
     // Both listed, and one of them dispatching the queue's one partition
-    // (it holds the dispatcher lease; the other stands by).
+    // (it holds the partition leader's term; the other stands by).
     let list = eventually(Duration::from_secs(20), "both instances listed", || async {
         let l = instances(&a.base).await;
         let mut duty: Vec<String> = l.iter().map(|i| i["dispatching"].to_string()).collect();

@@ -252,7 +252,7 @@ impl RedisServer {
     }
 
     /// Keys holding data (DBSIZE less what a running delayq keeps for its
-    /// own running: the dispatcher lease, instance heartbeats, the
+    /// own running: the partition leader's term, instance heartbeats, the
     /// expired-events canary, which lives 50 ms): what a
     /// refused request must leave as it was.
     pub async fn data_keys(&self) -> i64 {

@@ -8,7 +8,7 @@ use delayq::{Config, Queue};
 
 use crate::common::*;
 
-/// The dispatcher lease key of the one partition of the default queue.
+/// The leader's term key of the one partition of the default queue.
 const LEASE_KEY: &str = "{dq}:dispatcher";
 
 /// A queue that pushes and pops but dispatches nothing: the test's own

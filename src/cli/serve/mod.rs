@@ -24,7 +24,7 @@ mod args;
 pub use args::ServeArgs;
 
 /// Refuses to start beside a running instance of the queue with another
-/// events setting: whichever held the dispatcher lease without the stream
+/// events setting: whichever led a partition without the stream
 /// would leave holes in it (no `fired`, and no gap said). The setting
 /// changes by stopping every instance, then starting them with the new one.
 async fn same_events_setting(queue: &Queue, events: bool, prefix: &str) -> Result<()> {

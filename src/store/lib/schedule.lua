@@ -63,19 +63,18 @@ local function next_due()
   return -1
 end
 
--- A job (or lease end) at `due` became the schedule's earliest: every
--- delayq instance re-arms its sweep (the wake notice), and the dispatcher
--- lease, which an idle holder takes up to the earliest due time, ends by
--- `due` (never sooner than LEASE_FLOOR_MS from now), so that the standbys
--- take over in time if the holder was killed.
-local LEASE_FLOOR_MS = 2000
+-- A job (or a job lease's end) at `due` became the schedule's earliest:
+-- every delayq instance re-arms its sweep (the wake notice), and the
+-- partition leader's term, which an idle leader takes up to the earliest
+-- due time, ends by `due` (never sooner than TERM_FLOOR_MS from now), so
+-- that the standbys take over in time if the leader was killed.
 local function new_head(due)
   redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
   local key = P .. DISPATCHER_KEY
   local left = redis.call('PTTL', key)
-  if left > LEASE_FLOOR_MS then
+  if left > TERM_FLOOR_MS then
     local now_ms = math.floor(now_us() / 1000)
-    local by = math.max(tonumber(due), now_ms + LEASE_FLOOR_MS)
+    local by = math.max(tonumber(due), now_ms + TERM_FLOOR_MS)
     if now_ms + left > by then redis.call('PEXPIREAT', key, by) end
   end
 end

@@ -101,7 +101,7 @@ impl Triggers {
 /// holds: the others are their holders' business.
 fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
     for (part, ids) in due {
-        if !h.leases.holds(part) {
+        if !h.leader.holds(part) {
             continue;
         }
         let h = h.clone();
@@ -158,7 +158,7 @@ async fn session(h: &Handles) -> Result<(), String> {
     // Wake notices may have gone by unheard: sweeps look, standbys ask
     // whether a lease was shortened or given up.
     h.wake.all();
-    h.leases.ask_all();
+    h.leader.ask_all();
     h.waiters.wake_all();
 
     let mut topology = tokio::time::interval(TOPOLOGY_EVERY);
@@ -204,8 +204,8 @@ async fn session(h: &Handles) -> Result<(), String> {
                 h.wake.one(part);
                 // A holder's sweep looks and shortens the lease if need
                 // be; a standby asks when the lease ends now.
-                if !h.leases.holds(part) {
-                    h.leases.ask(part);
+                if !h.leader.holds(part) {
+                    h.leader.ask(part);
                 }
             } else if let Some(&part) = ready.get(channel) {
                 if let Some((count, topic)) = crate::store::layout::read_ready_notice(&payload) {
@@ -221,7 +221,7 @@ async fn session(h: &Handles) -> Result<(), String> {
 /// On a single Redis, in a dispatching process: the expired-events
 /// connection, open while this instance holds a partition's lease.
 pub(crate) async fn events(h: Handles) {
-    let mut any = h.leases.any();
+    let mut any = h.leader.any();
     let client = h.store.client();
     let mut backoff = Backoff::default();
     loop {
@@ -234,7 +234,7 @@ pub(crate) async fn events(h: Handles) {
             r = listen(&h, client.clone()) => r,
             // No lease left: the connection closes with the session.
             _ = any.wait_for(|held| !*held) => {
-                debug!("no dispatcher lease held: expired events no longer heard here");
+                debug!("no partition led here: expired events no longer heard here");
                 backoff.reset();
                 continue;
             }

@@ -1,6 +1,6 @@
-//! The dispatcher lease of a partition: which instance acts on its expired
-//! events and runs its sweep. The script is `lease.lua`; the loop that
-//! keeps it is `crate::dispatch::lease`.
+//! The leader term of a partition: which instance acts on its expired
+//! events and runs its sweep. The script is `leader.lua`; the loop that
+//! keeps it is `crate::loops::leader`.
 
 use std::time::Duration;
 
@@ -9,42 +9,42 @@ use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 
 pub const SCRIPT: Script = Script {
-    name: "lease",
-    source: include_str!("lease.lua"),
+    name: "leader",
+    source: include_str!("leader.lua"),
     // Due jobs still fall due when Redis is full.
     when_full: true,
     acked: false,
     late_unknown: true,
 };
 
-/// What a lease call found.
+/// What a term call found.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Lease {
+pub(crate) enum Term {
     /// The caller holds it, for this long (what it asked for, or less:
-    /// a long lease ends by the schedule's earliest due time).
+    /// a long term ends by the schedule's earliest due time).
     Held(Duration),
     /// Another instance does, for this much longer (zero: nobody).
     Other(Duration),
 }
 
-fn decode((status, mut f): (Status, Fields)) -> Result<Lease> {
+fn decode((status, mut f): (Status, Fields)) -> Result<Term> {
     if status != Status::Done {
-        return Err(Error::protocol("lease", format!("status {status:?}")));
+        return Err(Error::protocol("leader", format!("status {status:?}")));
     }
     let held = f.int()? == 1;
     let ms = Duration::from_millis(f.int()?.max(0) as u64);
     Ok(if held {
-        Lease::Held(ms)
+        Term::Held(ms)
     } else {
-        Lease::Other(ms)
+        Term::Other(ms)
     })
 }
 
 impl Store {
-    /// Takes or extends partition `part`'s dispatcher lease for `length`
+    /// Takes or extends partition `part`'s leader term for `length`
     /// as instance `id`; `length` zero gives it up if `id` holds it. One
     /// key read and at most one written: bounded.
-    pub(crate) async fn lease(&self, part: usize, id: &str, length: Duration) -> Result<Lease> {
+    pub(crate) async fn take_term(&self, part: usize, id: &str, length: Duration) -> Result<Term> {
         let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(id).arg(length.as_millis() as u64);
         decode(self.send(cmd).await?)
@@ -58,14 +58,14 @@ mod tests {
 
     #[test]
     fn decodes_held_and_the_holders_time_left() {
-        let d = |r: &[&str]| decode(Fields::parse("lease", sample(r)).unwrap());
+        let d = |r: &[&str]| decode(Fields::parse("leader", sample(r)).unwrap());
         assert_eq!(
             d(&["0", "1", "2000"]).unwrap(),
-            Lease::Held(Duration::from_millis(2000))
+            Term::Held(Duration::from_millis(2000))
         );
         assert_eq!(
             d(&["0", "0", "1500"]).unwrap(),
-            Lease::Other(Duration::from_millis(1500))
+            Term::Other(Duration::from_millis(1500))
         );
         assert!(d(&["0", "1"]).is_err());
     }

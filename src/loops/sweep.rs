@@ -12,7 +12,7 @@
 //! events and notices may have been missed. So an idle sweep costs one call
 //! a minute.
 //!
-//! Only the instance holding the partition's dispatcher lease sweeps it
+//! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
 //! dispatch script moves each due job once.
@@ -29,7 +29,7 @@ use crate::backoff::Backoff;
 /// that makes a job earlier wakes the sweep (in this process, or by the
 /// wake notice, and a subscriber reconnect wakes every sweep), so this is a
 /// backstop only, and what an idle sweep costs.
-const MAX_IDLE: Duration = super::lease::IDLE_LENGTH;
+const MAX_IDLE: Duration = super::leader::IDLE_LENGTH;
 
 /// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
 /// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
@@ -52,8 +52,8 @@ pub(crate) async fn run(h: Handles, part: usize) {
     // counts from the reply instead (one early look per due time at most).
     let mut aimed_from_send: Option<i64> = None;
     loop {
-        if !h.leases.holds(part) {
-            // Standing by: the lease keeper wakes this when it takes the
+        if !h.leader.holds(part) {
+            // Standing by: the term keeper wakes this when it takes the
             // partition over.
             tokio::select! {
                 _ = tokio::time::sleep(MAX_IDLE) => {}
@@ -97,7 +97,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     None => MAX_IDLE,
                 };
                 // The lease is taken up to the earliest due time.
-                h.leases
+                h.leader
                     .note_due(part, out.next_due_ms.is_some().then_some(from + wait));
                 from + wait.min(MAX_IDLE)
             }
@@ -148,12 +148,12 @@ pub(crate) async fn retention(h: Handles) {
 
 async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
     // The partitions' lease holders trim them: one instance each.
-    if h.leases.held().is_empty() {
+    if h.leader.held().is_empty() {
         return Ok(());
     }
     for (topic, counts) in h.store.overview().await?.topics {
         if counts.dead > 0 {
-            for part in h.leases.held() {
+            for part in h.leader.held() {
                 while h.store.trim(part, &topic, h.retention).await? > 0 {}
             }
         }

@@ -38,7 +38,7 @@ const OUTAGE_MS: i64 = 5_000;
 /// Longest sleep while schedules exist (well within OUTAGE_MS).
 const MAX_IDLE: Duration = Duration::from_secs(1);
 /// Longest sleep with no schedule, or none that can tick.
-const NONE_IDLE: Duration = super::lease::IDLE_LENGTH;
+const NONE_IDLE: Duration = super::leader::IDLE_LENGTH;
 /// Due schedules read per call.
 const DUE_PER_READ: usize = 1_000;
 /// Most late ticks of one schedule pushed in one look (a loop that fell

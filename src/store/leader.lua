@@ -1,25 +1,25 @@
--- lease.lua: the partition's dispatcher lease: take it, keep it, or give
+-- leader.lua: the partition's leader term: take it, keep it, or give
 -- it up. One delayq instance at a time acts on the partition's expired
 -- events and runs its sweep; the others stand by.
 --
 -- KEYS[1]  schedule zset   {p}:schedule (names the partition's slot)
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  the caller's instance id
--- ARGV[3]  lease length in ms; 0: give the lease up
+-- ARGV[3]  term length in ms; 0: give the term up
 --
--- Touches: the lease key {p}:dispatcher. Publishes: wake, "0" (a lease
+-- Touches: the term key {p}:dispatcher. Publishes: wake, "0" (a term
 -- given up: the standbys, asleep until its end, ask at once).
--- Helpers: now_us, LEASE_FLOOR_MS.
+-- Helpers: now_us, TERM_FLOOR_MS.
 --
--- Returns { DONE, held, ms }: held 1 if the caller holds the lease for ms
--- from now (ARGV[3], or less: a lease longer than LEASE_FLOOR_MS ends by
+-- Returns { DONE, held, ms }: held 1 if the caller holds the term for ms
+-- from now (ARGV[3], or less: a term longer than TERM_FLOOR_MS ends by
 -- the schedule's earliest due time, which the caller may not have seen
 -- yet, so that a killed holder's standby takes over by then); else 0 and
--- the ms left of the holder's lease (0: none, or given up).
+-- the ms left of the holder's term (0: none, or given up).
 --
--- Guarantees: a free lease is taken with SET NX PX (one taker wins); only
+-- Guarantees: a free term is taken with SET NX PX (one taker wins); only
 -- its holder extends it (compare-and-extend) or gives it up
--- (compare-and-delete), so a standby never cuts a live holder's lease
+-- (compare-and-delete), so a standby never cuts a live holder's term
 -- short. Nothing else rests on it: dispatch stays idempotent, so two
 -- instances that both think they hold it for a moment do no harm.
 local key = P .. DISPATCHER_KEY
@@ -32,11 +32,11 @@ if ms <= 0 then
   end
   return { DONE, 0, 0 }
 end
-if ms > LEASE_FLOOR_MS then
+if ms > TERM_FLOOR_MS then
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
   if head[2] then
     local until_due = tonumber(head[2]) - math.floor(now_us() / 1000)
-    ms = math.max(LEASE_FLOOR_MS, math.min(ms, until_due))
+    ms = math.max(TERM_FLOOR_MS, math.min(ms, until_due))
   end
 end
 if holder == id then

@@ -1,5 +1,6 @@
-//! Dispatching: the loops that hand due jobs over, in the background of
-//! every [`Queue`](crate::Queue) that dispatches.
+//! The loops that live with a queue, in its background: those that hand
+//! due jobs over (dispatch) on every [`Queue`](crate::Queue) that
+//! dispatches, and the upkeep every queue needs.
 //!
 //! - [`sweep`]: the clock. Sleeps until the earliest due time and fires;
 //!   also dead-letter retention for quiet topics.
@@ -8,19 +9,23 @@
 //!   the sweep; reconnect and catch-up.
 //! - `canary`: whether expired events reach delayq, tried with a key of
 //!   its own on each master after every reconnect and every few minutes.
-//! - [`lease`]: one dispatcher per partition. Of all the instances on one
-//!   Redis, only the holder of a partition's lease acts on its expired
-//!   events and sweeps it; the others stand by and take over when it lapses.
+//! - [`leader`]: one leader per partition. Of all the instances on one
+//!   Redis, only the partition's leader (the holder of its term in Redis)
+//!   acts on its expired events and sweeps it; the others stand by and take
+//!   over when the term lapses.
+//! - `upkeep`: the stats flush, the Sentinel follower, the health watch,
+//!   history trimming.
+//! - [`recurring`]: fires the recurring schedules' ticks.
 //!
 //! The loops get narrow [`Handles`] (the store, the waiters, the metrics, a
 //! wake signal, a stop signal), never the `Queue` itself: nothing here calls
-//! back into the engine, and no task keeps a queue alive. [`Dispatcher`]
+//! back into the engine, and no task keeps a queue alive. [`Loops`]
 //! owns the tasks and stops them when it is dropped (with the last clone of
 //! its queue), when the queue is closed, or when the caller's shutdown
 //! fires.
 
 pub(crate) mod canary;
-pub mod lease;
+pub mod leader;
 pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
@@ -101,7 +106,7 @@ pub(crate) struct Handles {
     /// ready notices are heard.
     pub dispatch: bool,
     /// Which partitions this instance dispatches now (with `dispatch` on).
-    pub leases: Arc<lease::Leases>,
+    pub leader: Arc<leader::Leadership>,
     /// Most jobs one dispatch call moves.
     pub batch: usize,
     pub retention: Retention,
@@ -215,19 +220,19 @@ impl Handles {
 }
 
 /// The running loops of one queue. Dropping it stops them.
-pub(crate) struct Dispatcher {
+pub(crate) struct Loops {
     stop: Shutdown,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Dispatcher {
+impl Loops {
     /// Starts the subscriber (always: it wakes waiting pops), the stats
     /// flush (always), the Sentinel follower and the health watch where
     /// the store needs them and, where
-    /// `handles.dispatch` is on, the lease keeper, the expired-events
+    /// `handles.dispatch` is on, the term keeper, the expired-events
     /// connection, the sweeps (each acts while its partition's lease is
     /// held here) and dead-letter retention.
-    pub fn start(handles: Handles) -> Dispatcher {
+    pub fn start(handles: Handles) -> Loops {
         let mut tasks = vec![
             tokio::spawn(subscriber::run(handles.clone())),
             tokio::spawn(upkeep::flush_stats(
@@ -262,8 +267,8 @@ impl Dispatcher {
             tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
         }
         if handles.dispatch {
-            tasks.push(tokio::spawn(lease::run(handles.clone())));
-            let instance = handles.leases.id().to_owned();
+            tasks.push(tokio::spawn(leader::run(handles.clone())));
+            let instance = handles.leader.id().to_owned();
             tasks.push(tokio::spawn(canary::run(handles.clone(), instance)));
             if handles.store.cluster.is_none() {
                 tasks.push(tokio::spawn(subscriber::events(handles.clone())));
@@ -276,7 +281,7 @@ impl Dispatcher {
             let (store, stop) = (handles.store.clone(), handles.stop.clone());
             tasks.push(tokio::spawn(upkeep::trim_history(store, stop)));
         }
-        Dispatcher {
+        Loops {
             stop: handles.stop,
             tasks: std::sync::Mutex::new(tasks),
         }
@@ -292,7 +297,7 @@ impl Dispatcher {
     }
 }
 
-impl Drop for Dispatcher {
+impl Drop for Loops {
     fn drop(&mut self) {
         self.stop.trigger();
     }

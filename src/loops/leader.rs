@@ -1,32 +1,32 @@
-//! One dispatcher per partition: a lease in Redis (`{p}:dispatcher`, see
-//! `store/lease.lua`) names the instance that acts on the partition's
+//! One leader per partition: a term in Redis (`{p}:dispatcher`, see
+//! `store/leader.lua`) names the instance that acts on the partition's
 //! expired events and runs its sweep; the other instances stand by.
 //!
-//! A lease needs to be short only while something is due soon: the
+//! A term needs to be short only while something is due soon: the
 //! holder takes it up to the partition's earliest due time as its sweep last
-//! saw it (at least [`LENGTH`], at most [`IDLE_LENGTH`]; lease.lua also ends
+//! saw it (at least [`LENGTH`], at most [`IDLE_LENGTH`]; leader.lua also ends
 //! it by the earliest due time in the schedule, one the sweep has not seen
 //! yet), and extends it
 //! [`LENGTH`] - [`RENEW_EVERY`] before its end; with a job due within
 //! `LENGTH`, that is every `RENEW_EVERY`. A push (from any instance) that
-//! makes a job the new earliest ends the lease in Redis by that job's due
+//! makes a job the new earliest ends the term in Redis by that job's due
 //! time (see `new_head` in store/lib/schedule.lua) and publishes the wake
 //! notice, on which a standby asks again. A standby asks when the holder's
-//! lease ends (its PTTL), when a wake notice comes and after every
+//! term ends (its PTTL), when a wake notice comes and after every
 //! subscriber reconnect. So a holder killed outright hands its partitions
 //! over by the earliest due time it knew of, or within `LENGTH` and a few ms
 //! of a job that was due soon: due jobs fire at most ~`LENGTH` late. One
 //! that stops gracefully gives them up at once (the give-up publishes a
-//! wake notice). An instance counts a lease as its own only until the
+//! wake notice). An instance counts a term as its own only until the
 //! length it asked for after it *sent* the call that took or extended it, so
-//! it stops acting no later than Redis lets the lease lapse. Nothing rests
-//! on the lease: the dispatch script moves each due job once however many
+//! it stops acting no later than Redis lets the term lapse. Nothing rests
+//! on the term: the dispatch script moves each due job once however many
 //! instances run it, so two holders for a moment (a stalled holder resuming,
-//! or one that missed the wake notice of a shortened lease) do no harm.
+//! or one that missed the wake notice of a shortened term) do no harm.
 //!
 //! What it costs Redis: while jobs are due soon, one small script call per
 //! partition per `RENEW_EVERY` by the holder; idle, one per `IDLE_LENGTH`,
-//! and one per standby as each lease ends.
+//! and one per standby as each term ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -37,33 +37,30 @@ use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::Handles;
-use crate::store::lease::Lease;
+use crate::store::leader::Term;
 
-/// The shortest lease, taken while a job is due within it: how late a due
-/// job may fire when its dispatcher is killed (LEASE_FLOOR_MS in
-/// store/lib/schedule.lua, the same).
-pub const LENGTH: Duration = Duration::from_millis(2000);
-/// How often the holder extends a lease of `LENGTH`.
+/// The shortest term, taken while a job is due within it.
+pub const LENGTH: Duration = crate::defaults::LEADER_TERM_MIN;
+/// How often the holder extends a term of `LENGTH`.
 pub const RENEW_EVERY: Duration = Duration::from_millis(500);
-/// The longest lease, taken while nothing is due sooner (also how long
-/// an idle sweep sleeps at most).
-pub const IDLE_LENGTH: Duration = Duration::from_secs(60);
+/// The longest term, taken while nothing is due sooner.
+pub const IDLE_LENGTH: Duration = crate::defaults::LEADER_TERM_MAX;
 /// After a failed call, the next one.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// This instance's leases.
-pub(crate) struct Leases {
-    /// The instance id written into the lease keys: the process id (so an
+/// This instance's terms.
+pub(crate) struct Leadership {
+    /// The instance id written into the term keys: the process id (so an
     /// operator who reads the key knows whom to look at) and a random part.
     id: String,
-    /// Per partition: until when this instance holds its lease.
+    /// Per partition: until when this instance holds its term.
     held_until: Vec<Mutex<Option<Instant>>>,
-    /// Whether this instance holds any partition's lease (the expired-events
+    /// Whether this instance holds any partition's term (the expired-events
     /// connection runs only then).
     any: watch::Sender<bool>,
     /// Per partition: the earliest due time its sweep last saw here.
     due: Vec<Mutex<Due>>,
-    /// Per partition: ask Redis again now (see [`Leases::ask`]).
+    /// Per partition: ask Redis again now (see [`Leadership::ask`]).
     asked: Vec<AtomicBool>,
     ask: Notify,
 }
@@ -78,9 +75,9 @@ enum Due {
     At(Instant),
 }
 
-impl Leases {
-    pub fn new(partitions: usize) -> Leases {
-        Leases {
+impl Leadership {
+    pub fn new(partitions: usize) -> Leadership {
+        Leadership {
             id: format!(
                 "pid-{}-{}",
                 std::process::id(),
@@ -94,9 +91,9 @@ impl Leases {
         }
     }
 
-    /// The lease keeper asks Redis about partition `part` now: a wake notice
-    /// came (the lease may have been shortened or given up), or the sweep
-    /// saw an earlier due time than the lease was taken for.
+    /// The term keeper asks Redis about partition `part` now: a wake notice
+    /// came (the term may have been shortened or given up), or the sweep
+    /// saw an earlier due time than the term was taken for.
     pub fn ask(&self, part: usize) {
         self.asked[part].store(true, Ordering::Relaxed);
         self.ask.notify_one();
@@ -109,7 +106,7 @@ impl Leases {
     }
 
     /// Partition `part`'s sweep saw its earliest due time at `at` (`None`:
-    /// nothing scheduled). If the lease held reaches past it, it is taken
+    /// nothing scheduled). If the term held reaches past it, it is taken
     /// again for the shorter length now.
     pub fn note_due(&self, part: usize, at: Option<Instant>) {
         *self.due[part].lock().unwrap() = at.map_or(Due::Nothing, Due::At);
@@ -121,7 +118,7 @@ impl Leases {
         }
     }
 
-    /// How long a lease on `part` is taken for now.
+    /// How long a term on `part` is taken for now.
     fn length(&self, part: usize) -> Duration {
         match *self.due[part].lock().unwrap() {
             Due::Unknown => LENGTH,
@@ -132,7 +129,7 @@ impl Leases {
         }
     }
 
-    /// The instance id written into the lease keys.
+    /// The instance id written into the term keys.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -152,7 +149,7 @@ impl Leases {
             .collect()
     }
 
-    /// Watches whether this instance holds any lease.
+    /// Watches whether this instance holds any term.
     pub fn any(&self) -> watch::Receiver<bool> {
         self.any.subscribe()
     }
@@ -169,25 +166,25 @@ impl Leases {
     }
 }
 
-/// Takes, keeps and (on stop) gives up this instance's leases.
+/// Takes, keeps and (on stop) gives up this instance's terms.
 pub(crate) async fn run(h: Handles) {
-    let leases = h.leases.clone();
+    let terms = h.leader.clone();
     let parts = h.store.parts().len();
     let mut next = vec![Instant::now(); parts];
     loop {
         for (part, next) in next.iter_mut().enumerate() {
-            if leases.asked[part].swap(false, Ordering::Relaxed) {
+            if terms.asked[part].swap(false, Ordering::Relaxed) {
                 *next = Instant::now();
             }
             if *next > Instant::now() {
                 continue;
             }
-            let had = leases.holds(part);
+            let had = terms.holds(part);
             let sent = Instant::now();
-            let length = leases.length(part);
-            *next = match h.store.lease(part, &leases.id, length).await {
-                Ok(Lease::Held(length)) => {
-                    leases.set(part, Some(sent + length));
+            let length = terms.length(part);
+            *next = match h.store.take_term(part, &terms.id, length).await {
+                Ok(Term::Held(length)) => {
+                    terms.set(part, Some(sent + length));
                     if !had {
                         info!(
                             partition = part,
@@ -198,44 +195,44 @@ pub(crate) async fn run(h: Handles) {
                     }
                     sent + length - (LENGTH - RENEW_EVERY)
                 }
-                Ok(Lease::Other(left)) => {
-                    leases.set(part, None);
+                Ok(Term::Other(left)) => {
+                    terms.set(part, None);
                     if had {
                         info!(
                             partition = part,
                             "another instance dispatches the partition now"
                         );
                     }
-                    // Ask again as the holder's lease would end (sooner if
+                    // Ask again as the holder's term would end (sooner if
                     // a wake notice says it was shortened or given up).
                     Instant::now() + left + Duration::from_millis(1)
                 }
                 Err(e) => {
-                    // A lease held runs out by itself (held_until).
-                    debug!(partition = part, error = %e, "dispatcher lease call failed");
+                    // A term held runs out by itself (held_until).
+                    debug!(partition = part, error = %e, "leader term call failed");
                     Instant::now() + RETRY
                 }
             };
         }
         // Lapsed without an answer: no longer ours.
-        leases.note_any();
+        terms.note_any();
         let until = next.iter().min().copied().unwrap_or_else(Instant::now);
         let lapse = (0..parts)
-            .filter_map(|p| *leases.held_until[p].lock().unwrap())
+            .filter_map(|p| *terms.held_until[p].lock().unwrap())
             .filter(|&u| u > Instant::now())
             .min()
             .unwrap_or(until);
         tokio::select! {
             _ = tokio::time::sleep_until(until.min(lapse)) => {}
-            _ = leases.ask.notified() => {}
+            _ = terms.ask.notified() => {}
             _ = h.stop.wait() => break,
         }
     }
     // Stopping gracefully: the standbys take over at once.
-    for part in leases.held() {
-        leases.set(part, None);
-        if let Err(e) = h.store.lease(part, &leases.id, Duration::ZERO).await {
-            debug!(partition = part, error = %e, "dispatcher lease not given up; it lapses");
+    for part in terms.held() {
+        terms.set(part, None);
+        if let Err(e) = h.store.take_term(part, &terms.id, Duration::ZERO).await {
+            debug!(partition = part, error = %e, "leader term not given up; it lapses");
         }
     }
 }
