@@ -10,8 +10,10 @@
 //! refuse CONFIG, so nothing that matters rests on it alone.
 
 mod acl;
+mod cluster;
 mod events;
 mod server;
+mod tls;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -216,7 +218,7 @@ pub async fn run(args: DoctorArgs) -> Result<()> {
     let tls = args.tls.tls();
     let client = delayq::redis_client(&args.redis, &tls).context("--redis")?;
     let reached = Target::reach(&args.redis, &tls, &args.prefix).await?;
-    let mut checks = vec![server::tls(&client, &tls, reached.as_ref().err())];
+    let mut checks = vec![tls::check(&client, &tls, reached.as_ref().err())];
     match reached {
         Ok(target) => {
             checks.extend(server::checks(&target).await);

@@ -1,10 +1,8 @@
 //! The checks read from what the server reports: engine, scripting,
-//! eviction, persistence, memory, round trip, replicas, cluster; and TLS,
-//! from the URL.
+//! eviction, persistence, memory, round trip, replicas (the cluster's in
+//! cluster.rs, TLS's in tls.rs).
 
 use std::time::Instant;
-
-use redis::ConnectionAddr;
 
 use super::{Check, Target};
 
@@ -26,12 +24,12 @@ pub async fn checks(t: &Target) -> Vec<Check> {
         memory(t),
         round_trip(t).await,
         replicas(t).await,
-        cluster(t).await,
+        super::cluster::check(t).await,
     ]
 }
 
 /// INFO could not be read: the checks that need it say so.
-fn no_info(check: &'static str, t: &Target) -> Check {
+pub(super) fn no_info(check: &'static str, t: &Target) -> Check {
     match &t.info {
         Err(e) => Check::could_not(check, "INFO", e),
         Ok(_) => Check::warn(
@@ -40,87 +38,6 @@ fn no_info(check: &'static str, t: &Target) -> Check {
             "check this setting in the service's console",
         ),
     }
-}
-
-/// From the URL, and from the handshake when the connection failed: a
-/// certificate refused is named with the flag that fixes it.
-pub fn tls(client: &redis::Client, tls: &delayq::Tls, failed: Option<&redis::RedisError>) -> Check {
-    const C: &str = "tls";
-    let addr = client.get_connection_info().addr();
-    if let (ConnectionAddr::TcpTls { host, .. }, Some(e)) = (addr, failed) {
-        return handshake_failed(host, tls, e);
-    }
-    match addr {
-        ConnectionAddr::TcpTls { insecure: true, .. } => Check::warn(
-            C,
-            "TLS (rediss://), but the server's certificate is not checked (--redis-insecure)",
-            "give the server's CA with --redis-ca instead of --redis-insecure",
-        ),
-        ConnectionAddr::TcpTls { .. } => Check::ok(C, "TLS (rediss://), certificate checked"),
-        ConnectionAddr::Unix(_) => Check::ok(C, "unix socket: local, no TLS needed"),
-        ConnectionAddr::Tcp(host, _) if loopback(host) => {
-            Check::ok(C, format!("no TLS, on the loopback address {host}"))
-        }
-        ConnectionAddr::Tcp(host, _) => Check::warn(
-            C,
-            format!("no TLS to {host}: the password and every job cross the network in clear"),
-            "use rediss:// if the service offers TLS (most managed services do)",
-        ),
-        _ => Check::warn(C, "unknown kind of address", "use redis:// or rediss://"),
-    }
-}
-
-/// A rediss:// connection that failed: what the handshake said, and the
-/// flag that fixes it.
-fn handshake_failed(host: &str, tls: &delayq::Tls, e: &redis::RedisError) -> Check {
-    const C: &str = "tls";
-    let cause = e.to_string();
-    let lower = cause.to_lowercase();
-    let found = format!("TLS to {host} failed: {cause}");
-    if lower.contains("unknownissuer") || lower.contains("unknown issuer") {
-        let fix = if tls.ca_file.is_some() {
-            "the CA given with --redis-ca did not sign the server's certificate: give the service's own CA file"
-        } else {
-            "the server's certificate is not signed by a CA this machine trusts: give the service's CA with --redis-ca FILE (--redis-insecure skips the check, for tests only)"
-        };
-        return Check::fail(C, found, fix);
-    }
-    if lower.contains("notvalidforname") || lower.contains("not valid for name") {
-        return Check::fail(
-            C,
-            found,
-            format!("the server's certificate does not name {host}: connect by a name it was issued for"),
-        );
-    }
-    if lower.contains("certificaterequired") || lower.contains("certificate required") {
-        return Check::fail(
-            C,
-            found,
-            "the server asks for a client certificate: give it with --redis-cert FILE --redis-key FILE",
-        );
-    }
-    if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") {
-        return Check::fail(
-            C,
-            found,
-            "check rediss:// and the certificates (--redis-ca, --redis-cert, --redis-key)",
-        );
-    }
-    // Not the handshake (refused, unknown host, ...): the connection check
-    // says what.
-    Check::warn(
-        C,
-        format!("TLS to {host} not tried: no connection"),
-        "see the connection check",
-    )
-}
-
-fn loopback(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_matches(['[', ']'])
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// "Redis 7.0.15" or "Valkey 8.0.1" (Valkey reports redis_version 7.2.4
@@ -398,135 +315,5 @@ async fn replicas(t: &Target) -> Check {
                 if connected == 1 { "" } else { "s" }
             ),
         ),
-    }
-}
-
-async fn cluster(t: &Target) -> Check {
-    const C: &str = "cluster";
-    let Some(enabled) = t.info("cluster_enabled") else {
-        return no_info(C, t);
-    };
-    if enabled != "1" {
-        return Check::ok(C, "not a cluster: one server (use --redis)");
-    }
-    let mut conn = t.conn.clone();
-    let info: String = match redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query_async(&mut conn)
-        .await
-    {
-        Ok(i) => i,
-        Err(e) => return Check::could_not(C, "CLUSTER INFO", &e),
-    };
-    let fields = super::parse_info(&info);
-    let state = fields
-        .get("cluster_state")
-        .map_or("unknown", String::as_str);
-    let masters = fields.get("cluster_size").map_or("?", String::as_str);
-    let count = |f: &str| fields.get(f).and_then(|v| v.parse::<u32>().ok());
-    let found = format!("cluster of {masters} masters serving slots, state {state}");
-    // The masters this node sees down (`fail`) or not answering (`fail?`),
-    // with the slots they hold.
-    let nodes: String = match redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query_async(&mut conn)
-        .await
-    {
-        Ok(n) => n,
-        Err(e) => return Check::could_not(C, "CLUSTER NODES", &e),
-    };
-    let (down, silent) = masters_not_serving(&nodes);
-    let unassigned = count("cluster_slots_assigned").map_or(0, |a| SLOTS.saturating_sub(a));
-    let mut problems = Vec::new();
-    if !down.is_empty() {
-        problems.push(format!("master down: {}", down.join(", ")));
-    }
-    if unassigned > 0 {
-        problems.push(format!(
-            "{unassigned} of {SLOTS} slots assigned to no master"
-        ));
-    }
-    if state != "ok" || !down.is_empty() || unassigned > 0 {
-        let fix = if down.is_empty() {
-            "assign every slot (redis-cli --cluster fix) and check CLUSTER INFO, CLUSTER NODES"
-        } else {
-            "bring the master back, or promote its replica (CLUSTER FAILOVER on the replica); \
-             meanwhile delayq passes by the partitions in its slots"
-        };
-        let mut found = found;
-        for p in &problems {
-            found.push_str("; ");
-            found.push_str(p);
-        }
-        return Check::fail(C, found, fix);
-    }
-    if !silent.is_empty() {
-        return Check::warn(
-            C,
-            format!("{found}; master not answering: {}", silent.join(", ")),
-            "run doctor again in a few seconds: the cluster marks it failed and its replica \
-             takes over, or it answers again",
-        );
-    }
-    Check::ok(
-        C,
-        format!("{found}: serve it with --redis-cluster SEEDS, not --redis"),
-    )
-}
-
-/// Hash slots in a Redis Cluster.
-const SLOTS: u32 = 16384;
-
-/// From CLUSTER NODES: the masters marked failed, and those only this
-/// node cannot reach (`fail?`), each as "ADDRESS (N slots)".
-fn masters_not_serving(nodes: &str) -> (Vec<String>, Vec<String>) {
-    let (mut down, mut silent) = (Vec::new(), Vec::new());
-    for line in nodes.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        if f.len() < 8 {
-            continue;
-        }
-        let flags: Vec<&str> = f[2].split(',').collect();
-        if !flags.contains(&"master") {
-            continue;
-        }
-        let slots: u32 = f[8..].iter().map(|r| slot_count(r)).sum();
-        let addr = f[1].split('@').next().unwrap_or(f[1]);
-        let named = format!("{addr} ({slots} slots)");
-        if flags.contains(&"fail") {
-            down.push(named);
-        } else if flags.contains(&"fail?") {
-            silent.push(named);
-        }
-    }
-    (down, silent)
-}
-
-/// Slots in one CLUSTER NODES slot field ("0-5460", "42"); slots being
-/// migrated ("[...]") count for neither side.
-fn slot_count(field: &str) -> u32 {
-    if field.starts_with('[') {
-        return 0;
-    }
-    match field.split_once('-') {
-        Some((a, b)) => match (a.parse::<u32>(), b.parse::<u32>()) {
-            (Ok(a), Ok(b)) if b >= a => b - a + 1,
-            _ => 0,
-        },
-        None => u32::from(field.parse::<u32>().is_ok()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn names_masters_down_and_not_answering_with_their_slots() {
-        let nodes = "a 127.0.0.1:7000@17000 master,fail - 0 0 1 disconnected 0-5460\n\
-                     b 127.0.0.1:7001@17001 myself,master - 0 0 2 connected 5461-10922 [5461->-c]\n\
-                     c 127.0.0.1:7002@17002 master,fail? - 0 0 3 connected 10923-16383\n\
-                     d 127.0.0.1:7003@17003 slave,fail a 0 0 1 disconnected\n";
-        let (down, silent) = super::masters_not_serving(nodes);
-        assert_eq!(down, ["127.0.0.1:7000 (5461 slots)"]);
-        assert_eq!(silent, ["127.0.0.1:7002 (5461 slots)"]);
     }
 }
