@@ -133,7 +133,7 @@ async fn each_status_code_means_what_the_document_says() {
     assert!(heard.is_null() || heard == json!(true), "{ready}");
     assert_eq!(
         ready,
-        json!({"redis": true, "subscriber": true, "memory": "ok", "expired_events": heard})
+        json!({"redis": true, "subscriber": true, "memory": "ok", "scripts": true, "expired_events": heard})
     );
     redis.kill();
     let (st, v) = api
