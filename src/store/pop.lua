@@ -17,8 +17,8 @@
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
 -- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
--- dispatcher may be idle until a later one; see new_head, which also ends
--- the leader's term by then).
+-- partition's leader may be idle until a later one; see new_head, which
+-- also ends the leader's term by then).
 -- Helpers: now_us, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count.
 --
@@ -30,6 +30,9 @@
 -- more RPOP per level found empty, and one LLEN after taking from a level
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
 -- priorities; one that empties the default list runs one ZRANGE more.
+-- Per call that took jobs: one ZRANGE of the schedule's head (is the
+-- earliest lease end the new earliest?), and a PUBLISH, a PTTL and perhaps a
+-- PEXPIREAT only when it is.
 --
 -- Returns { DONE, now_us, held, retry_ms, ungranted, again, n, then per job (n):
 --           id, topic, body, token, due_ms, attempts, lease_until_ms, then
