@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use futures::StreamExt;
 use tracing::{debug, info, warn};
@@ -40,8 +39,6 @@ use crate::backoff::Backoff;
 use crate::shutdown::Shutdown;
 
 const EXPIRED_PATTERN: &str = "__keyevent@*__:expired";
-/// How often the cluster's masters are listed.
-const TOPOLOGY_EVERY: Duration = Duration::from_secs(1);
 
 /// The notices connection (and, on a single Redis, the events), for the
 /// life of the queue.
@@ -53,6 +50,8 @@ pub(crate) async fn run(h: Handles) {
             _ = h.stop.wait() => return,
         };
         let was_up = h.subscriber_up.swap(false, Ordering::Relaxed);
+        // Its node may have gone: the health watch looks at the topology.
+        h.store.health.suspect();
         if let Err(e) = &ended {
             h.store.note_connect_error(Some(e.clone()));
         }
@@ -125,10 +124,12 @@ async fn pubsub(h: &Handles, client: redis::Client) -> Result<redis::aio::PubSub
 /// connection ends.
 async fn session(h: &Handles) -> Result<(), String> {
     let on_cluster = h.store.cluster.is_some();
+    let mut listened_to = None;
     let client = if on_cluster {
         // Any master hears every notice; the first one listed will do.
         let masters = h.store.masters().await.map_err(|e| e.to_string())?;
         let (host, port) = &masters[0];
+        listened_to = Some(masters[0].clone());
         h.store
             .node_client(host, *port)
             .map_err(|e| e.to_string())?
@@ -161,12 +162,11 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.leader.ask_all();
     h.waiters.wake_all();
 
-    let mut topology = tokio::time::interval(TOPOLOGY_EVERY);
-    let listened_to = if on_cluster {
-        h.store.masters().await.ok()
-    } else {
-        None
-    };
+    // The topology as the health watch reads it (the one reader).
+    let mut topology = h.store.health.topology();
+    let first_master =
+        |t: &crate::store::health::Owners| crate::store::cluster::masters_in(t).into_iter().next();
+    topology.borrow_and_update();
     let mut messages = pubsub.into_on_message().ready_chunks(512);
     loop {
         let batch = tokio::select! {
@@ -181,14 +181,16 @@ async fn session(h: &Handles) -> Result<(), String> {
             }
             // On a cluster: the master listened to may have become a
             // replica, which still hears notices, but may be the next to go.
-            _ = topology.tick(), if on_cluster => {
-                match h.store.masters().await {
-                    Ok(m) if Some(&m[..1]) != listened_to.as_deref().map(|l| &l[..1]) => {
-                        info!("cluster masters changed; the subscriber reconnects");
-                        break;
-                    }
-                    _ => continue,
+            r = topology.changed(), if on_cluster => {
+                if r.is_err() {
+                    break;
                 }
+                let now = first_master(&topology.borrow_and_update());
+                if now.is_some() && now != listened_to {
+                    info!("cluster masters changed; the subscriber reconnects");
+                    break;
+                }
+                continue;
             }
         };
         for msg in batch {
@@ -278,17 +280,20 @@ async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
 
 /// On a cluster, in a dispatching process: one expired-events connection
 /// per master, started and stopped as masters come and go.
+/// The masters are those of the health watch's topology reads.
 pub(crate) async fn follow_masters(h: Handles) {
     let mut running: HashMap<(String, u16), Shutdown> = HashMap::new();
-    let mut every = tokio::time::interval(TOPOLOGY_EVERY);
+    let mut topology = h.store.health.topology();
     loop {
-        tokio::select! {
-            _ = every.tick() => {}
-            _ = h.stop.wait() => return,
-        }
-        let Ok(masters) = h.store.masters().await else {
+        let masters = crate::store::cluster::masters_in(&topology.borrow_and_update());
+        if masters.is_empty() {
+            // Not read yet (or no slot assigned): wait for a read.
+            tokio::select! {
+                r = topology.changed() => if r.is_err() { return },
+                _ = h.stop.wait() => return,
+            }
             continue;
-        };
+        }
         let before = running.len();
         running.retain(|addr, stop| {
             let keep = masters.contains(addr);
@@ -312,6 +317,10 @@ pub(crate) async fn follow_masters(h: Handles) {
             // Jobs may have fallen due while no connection heard them.
             h.wake.all();
         }
+        tokio::select! {
+            r = topology.changed() => if r.is_err() { return },
+            _ = h.stop.wait() => return,
+        }
     }
 }
 
@@ -332,6 +341,8 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
             _ = stop.wait() => return,
         };
         debug!(master = %format!("{host}:{port}"), reason = %reason(&ended), "expired events connection ended");
+        // The master may have gone: the health watch looks at once.
+        h.store.health.suspect();
         tokio::select! {
             _ = tokio::time::sleep(backoff.wait()) => {}
             _ = stop.wait() => return,

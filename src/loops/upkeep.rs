@@ -24,9 +24,11 @@ pub(super) async fn follow_sentinels(store: Arc<Store>, stop: Shutdown) {
     }
 }
 
-/// Watches the shards until `stop`: once a second, and at once when the
-/// store followed a new master. `came_back` runs when a partition that
-/// was down answers again (waiting pops look at it).
+/// Watches the shards (and a cluster's topology) until `stop`: at the
+/// pace [`Health::next_look`](crate::store::health) says, and at once when
+/// the store followed a new master or something suggested a change.
+/// `came_back` runs when a partition that was down answers again (waiting
+/// pops look at it).
 pub(super) async fn watch_health(store: Arc<Store>, stop: Shutdown, came_back: impl Fn() + Send) {
     let mut conns = crate::store::health::NodeConns::default();
     loop {
@@ -34,8 +36,9 @@ pub(super) async fn watch_health(store: Arc<Store>, stop: Shutdown, came_back: i
             came_back();
         }
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = store.relinked.notified() => {}
+            _ = tokio::time::sleep(store.health.next_look()) => {}
+            _ = store.relinked.notified() => store.health.heat(),
+            _ = store.health.hint.notified() => store.health.heat(),
             _ = stop.wait() => return,
         }
     }

@@ -87,8 +87,13 @@ impl Cluster {
 
 /// The masters in a CLUSTER SLOTS reply, each once, in slot order.
 fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
+    masters_in(&owners_of(reply))
+}
+
+/// The masters of slot ranges, each once, in slot order.
+pub(crate) fn masters_in(owners: &super::health::Owners) -> Vec<(String, u16)> {
     let mut out: Vec<(String, u16)> = Vec::new();
-    for (_, _, addr) in owners_of(reply) {
+    for (_, _, addr) in owners.iter().cloned() {
         if !out.contains(&addr) {
             out.push(addr);
         }

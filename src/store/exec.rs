@@ -126,6 +126,7 @@ impl Client {
             },
             _ = gone.cancelled() => {
                 self.observer.redis_error();
+                self.health.suspect();
                 Err(Error::Moved { op })
             }
         }
@@ -157,6 +158,8 @@ impl Client {
         };
         if error.is_unavailable() {
             self.observer.redis_error();
+            // The cluster's topology, or a shard's health, may have changed.
+            self.health.suspect();
         }
         error
     }

@@ -12,9 +12,17 @@
 //!   refused before anything is written (the default), or taken
 //!   unreplicated with a warning.
 //!
-//! [`watch`] asks each master for `INFO replication` once a second (one
-//! call per master, its reply a few hundred bytes), and at once after the
-//! store followed a new master. A change is logged once, not per call.
+//! The watch (`dispatch::upkeep::watch_health`) is also the one reader of
+//! a cluster's topology: each look reads `CLUSTER SLOTS` once and hands
+//! the slot owners on ([`Health::topology`]) to the master follower and
+//! the subscriber. It asks each master for `INFO replication` (one call
+//! per master, its reply a few hundred bytes) once a second while writes
+//! wait for replicas, a shard is down, degraded or unseen, or something
+//! suggested a change in the last [`HOT_FOR`] (a call that could not reach
+//! Redis, an events connection that dropped, a new master followed, the
+//! topology changed); otherwise every [`IDLE_EVERY`], a backstop: a
+//! failure shows itself in a call or a dropped connection first. A change
+//! is logged once, not per call.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -51,6 +59,16 @@ impl std::str::FromStr for DegradedPushes {
 /// again (unless the watch sees it answer sooner).
 const DOWN_FOR: Duration = Duration::from_secs(2);
 
+/// How often the watch looks while nothing suggests a change.
+pub(crate) const IDLE_EVERY: Duration = Duration::from_secs(30);
+/// How often it looks while something may be changing.
+pub(crate) const HOT_EVERY: Duration = Duration::from_secs(1);
+/// How long after a hint of a change it looks at [`HOT_EVERY`].
+const HOT_FOR: Duration = Duration::from_secs(30);
+
+/// Slot ranges with their masters, as the last CLUSTER SLOTS read.
+pub(crate) type Owners = Vec<(u16, u16, (String, u16))>;
+
 /// What is known of one partition's shard.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShardView {
@@ -72,6 +90,13 @@ pub(crate) struct Health {
     /// Replicas a write waits for (0: none).
     wanted: usize,
     pub policy: DegradedPushes,
+    /// Something suggested a change: the watch looks at once.
+    pub(crate) hint: tokio::sync::Notify,
+    /// Until when the watch looks at its hot pace.
+    hot_until: Mutex<Option<Instant>>,
+    /// A cluster's slot owners, as the watch last read them (empty until
+    /// read); changes only when they do.
+    topology: tokio::sync::watch::Sender<Owners>,
 }
 
 /// One shard as `/readyz` shows it.
@@ -90,7 +115,45 @@ impl Health {
             parts: Mutex::new((0..partitions).map(|_| Part::default()).collect()),
             wanted,
             policy,
+            hint: tokio::sync::Notify::new(),
+            hot_until: Mutex::new(None),
+            topology: tokio::sync::watch::Sender::new(Vec::new()),
         }
+    }
+
+    /// Something suggests the shards changed (a call that could not reach
+    /// Redis, a connection that dropped): the watch looks now, and often
+    /// for a while.
+    pub fn suspect(&self) {
+        self.hint.notify_one();
+    }
+
+    /// The watch looks often from now, for a while.
+    pub(crate) fn heat(&self) {
+        *self.hot_until.lock().unwrap() = Some(Instant::now() + HOT_FOR);
+    }
+
+    /// How long the watch waits before its next look.
+    pub(crate) fn next_look(&self) -> Duration {
+        let hot = self
+            .hot_until
+            .lock()
+            .unwrap()
+            .is_some_and(|t| t > Instant::now());
+        let parts = self.parts.lock().unwrap();
+        let unsure = parts
+            .iter()
+            .any(|p| p.down_until.is_some() || state_of(&p.shard, self.wanted) != "ok");
+        if hot || unsure || self.wanted > 0 {
+            HOT_EVERY
+        } else {
+            IDLE_EVERY
+        }
+    }
+
+    /// The slot owners as the watch last read them, and their changes.
+    pub(crate) fn topology(&self) -> tokio::sync::watch::Receiver<Owners> {
+        self.topology.subscribe()
     }
 
     /// Pops pass partition `part` by for now.
@@ -117,6 +180,7 @@ impl Health {
     pub fn mark_down(&self, part: usize) {
         let mut parts = self.parts.lock().unwrap();
         parts[part].down_until = Some(Instant::now() + DOWN_FOR);
+        self.suspect();
     }
 
     /// The shard of `part` has fewer connected replicas than writes wait
@@ -143,6 +207,7 @@ impl Health {
         if p.shard.replicas.is_none_or(|n| n >= self.wanted) {
             p.shard.replicas = Some(acked);
         }
+        self.suspect();
     }
 
     /// Records what the watch saw of every partition; returns true if a
@@ -261,9 +326,24 @@ impl Store {
             let replicas = info.ok().map(|i| online_replicas(&i));
             return vec![ShardView { node, replicas }; n];
         }
-        let Ok(owners) = self.slot_owners().await else {
+        let Ok(mut owners) = self.slot_owners().await else {
             return vec![ShardView::default(); n];
         };
+        // Nodes list the ranges in orders of their own.
+        owners.sort();
+        let mut moved = false;
+        self.health.topology.send_if_modified(|known| {
+            let changed = !owners.is_empty() && *known != owners;
+            if changed {
+                // The first read is no change: nothing to look out for.
+                moved = !known.is_empty();
+                known.clone_from(&owners);
+            }
+            changed
+        });
+        if moved {
+            self.health.heat();
+        }
         let mut by_node: std::collections::HashMap<(String, u16), Option<usize>> =
             Default::default();
         for (_, _, addr) in &owners {
