@@ -240,11 +240,21 @@ async fn an_idle_queue_on_a_cluster_costs_few_commands() {
         .filter(|(_, v)| *v > 0)
         .collect();
     println!("idle on a cluster: {spent} commands in 30 s: {by:?}");
-    // The partitions' calls, taken together at the start and a minute
-    // apart, mostly fall outside the window: this holds the watches.
-    // Before: ~190 (CLUSTER SLOTS three times a second, INFO replication
-    // of each master every second). BullMQ's idle Worker: ~31 in 30 s.
-    assert!(spent <= 150, "{spent} commands in 30 s of idling");
+    // What the cluster's watches cost (CLUSTER SLOTS and INFO): the
+    // partitions' own calls come a minute apart at most and may or may not
+    // fall inside the window on a busy machine, so they are not held here
+    // (the single server's test holds a partition's). Before: ~180 in 30 s
+    // (CLUSTER SLOTS three times a second, INFO replication of each master
+    // every second); BullMQ's idle Worker makes ~31 commands in 30 s.
+    let watches: u64 = by
+        .iter()
+        .filter(|(k, _)| k.starts_with("cluster") || k.starts_with("info"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(
+        watches <= 30,
+        "{watches} CLUSTER and INFO calls in 30 s of idling ({spent} commands in all)"
+    );
     for p in pops {
         p.abort();
     }
