@@ -325,13 +325,20 @@ pub(crate) fn engine(info: &str) -> Option<String> {
         info.lines()
             .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
     };
+    engine_of(field).map(|(name, version)| format!("{name} {version}"))
+}
+
+/// The server's engine and version, ("Redis", "7.0.15") or ("Valkey",
+/// "9.1.2"), from INFO server's fields as `field` reads them: Valkey
+/// reports redis_version 7.2.4 whatever its own version.
+pub fn engine_of<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Option<(&'static str, &'a str)> {
     if let Some(v) = field("valkey_version") {
-        return Some(format!("Valkey {v}"));
+        return Some(("Valkey", v));
     }
     let v = field("redis_version")?;
     match field("server_name") {
-        Some("valkey") => Some(format!("Valkey {v}")),
-        _ => Some(format!("Redis {v}")),
+        Some("valkey") => Some(("Valkey", v)),
+        _ => Some(("Redis", v)),
     }
 }
 

@@ -43,11 +43,8 @@ pub(super) fn no_info(check: &'static str, t: &Target) -> Check {
 /// "Redis 7.0.15" or "Valkey 8.0.1" (Valkey reports redis_version 7.2.4
 /// whatever its own version).
 pub fn engine_name(t: &Target) -> Option<(String, String)> {
-    if t.info("server_name") == Some("valkey") || t.info("valkey_version").is_some() {
-        let v = t.info("valkey_version").or(t.info("redis_version"))?;
-        return Some(("Valkey".into(), v.to_owned()));
-    }
-    Some(("Redis".into(), t.info("redis_version")?.to_owned()))
+    let (name, version) = delayq::engine_of(|f| t.info(f))?;
+    Some((name.to_owned(), version.to_owned()))
 }
 
 fn engine(t: &Target) -> Check {
