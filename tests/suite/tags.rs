@@ -700,8 +700,10 @@ async fn a_tag_costs_what_the_readme_says() {
         ["Memory: about", "a tag shared by many jobs about"]
     };
     // Valkey's figures move with its hash tables' resizes (a shared tag
-    // measured 186 to 221 B over runs), so it is held to a wider margin.
-    let margin = if server.contains("server_name:valkey") {
+    // measured 186 to 221 B over runs) and Redis 6.2's with its libc
+    // allocator (152 to 181 B), so they are held to a wider margin than
+    // the Redis 7 the README measured with jemalloc.
+    let margin = if server.contains("server_name:valkey") || server.contains("redis_version:6.") {
         0.2
     } else {
         0.1
