@@ -90,6 +90,10 @@ pub const LEADER_TERM_MIN: Duration = Duration::from_millis(2000);
 /// A leader's longest term, taken while nothing is due sooner (also how
 /// long an idle sweep sleeps at most).
 pub const LEADER_TERM_MAX: Duration = Duration::from_secs(60);
+/// How often a waiting pop looks at Redis on its own while ready notices
+/// flow: a backstop for a notice whose publish failed (one look stands for
+/// every pop waiting on the same topics).
+pub const WAIT_BACKSTOP: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {

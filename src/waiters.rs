@@ -21,14 +21,23 @@
 //! dropped before it completes, so a consumer that goes away does not swallow
 //! a wake-up.
 //!
-//! A std mutex guards the map: it is held for a hash lookup only, never across
-//! an await.
+//! Shared looks: a waiting pop looks at Redis again now and then on its own,
+//! a backstop for a ready notice whose publish failed. Every pop waiting
+//! on the same topics would find the same thing, so one look stands for
+//! all of them: a waiter whose backstop comes due after another's empty
+//! look, or while another looks for all ([`WaitGuard::claim_look`]), waits
+//! on from that look instead of making its own. Eight waiting pops cost
+//! one look.
+//!
+//! A std mutex guards each map: it is held for a hash lookup only, never
+//! across an await.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 tokio::task_local! {
     /// Set around delayq's own consumers (webhook deliveries), whose pops
@@ -58,9 +67,18 @@ impl Topic {
     }
 }
 
+/// The pops waiting on one set of topics (in their order).
+struct Set {
+    waiters: usize,
+    /// The last look by any of them that found nothing ready, or the
+    /// backstop look one of them makes for all now.
+    look: Option<Instant>,
+}
+
 #[derive(Default)]
 pub struct Waiters {
     topics: Mutex<HashMap<String, Topic>>,
+    sets: Mutex<HashMap<Vec<String>, Set>>,
     /// Pops waiting right now.
     waiting: AtomicUsize,
     /// Of those, delayq's own (see [`as_own`]).
@@ -90,8 +108,18 @@ impl Waiters {
         if own {
             self.own.fetch_add(1, Ordering::Relaxed);
         }
+        self.sets
+            .lock()
+            .unwrap()
+            .entry(topics.to_vec())
+            .or_insert(Set {
+                waiters: 0,
+                look: None,
+            })
+            .waiters += 1;
         WaitGuard {
             waiters: self,
+            for_all: AtomicBool::new(false),
             own,
             topics,
             handles: topics.iter().map(|t| self.handle(t)).collect(),
@@ -104,6 +132,15 @@ impl Waiters {
             self.own.fetch_sub(1, Ordering::Relaxed);
         }
         drop(handles);
+        {
+            let mut sets = self.sets.lock().unwrap();
+            if let Some(set) = sets.get_mut(topics) {
+                set.waiters -= 1;
+                if set.waiters == 0 {
+                    sets.remove(topics);
+                }
+            }
+        }
         let mut map = self.topics.lock().unwrap();
         for t in topics {
             if map
@@ -196,6 +233,9 @@ impl Waiters {
 /// One waiting pop's registration; see [`Waiters::enter`].
 pub struct WaitGuard<'a> {
     waiters: &'a Waiters,
+    /// It claimed the backstop look of every pop waiting on its topics
+    /// and has not made it yet.
+    for_all: AtomicBool,
     own: bool,
     topics: &'a [String],
     handles: Vec<Arc<Notify>>,
@@ -216,11 +256,108 @@ impl WaitGuard<'_> {
     pub fn unpark(&self, woken: Option<usize>) {
         self.waiters.park(self.topics, false, woken);
     }
+
+    /// A look at Redis for these topics, sent at `sent`, found nothing
+    /// ready (not held by a rate limit, no stale entries left to skip): it
+    /// stands for every pop waiting on them.
+    pub fn looked_empty(&self, sent: Instant) {
+        if let Some(set) = self.waiters.sets.lock().unwrap().get_mut(self.topics) {
+            set.look = Some(set.look.map_or(sent, |at| at.max(sent)));
+        }
+    }
+
+    /// This waiter's backstop came due, its last look made at `since`: if
+    /// another waiter on these topics looked since (or is looking now),
+    /// the time of that look (this one waits on from it); else `None`,
+    /// and this waiter looks for all of them now. A look made for all that
+    /// does not come back empty wakes them (see [`looked`](Self::looked)).
+    pub fn claim_look(&self, since: Instant) -> Option<Instant> {
+        let mut sets = self.waiters.sets.lock().unwrap();
+        let set = sets.get_mut(self.topics)?;
+        match set.look {
+            Some(at) if at > since => Some(at),
+            _ => {
+                set.look = Some(Instant::now());
+                self.for_all.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// This waiter's look is done, `empty` if it found nothing ready. One
+    /// made for all that found something (or failed) wakes the others:
+    /// they waited on it and look for themselves now.
+    pub fn looked(&self, empty: bool) {
+        if self.for_all.swap(false, Ordering::Relaxed) && !empty {
+            self.wake_others();
+        }
+    }
+
+    fn wake_others(&self) {
+        for n in &self.handles {
+            n.notify_waiters();
+        }
+    }
 }
 
 impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
+        // Gone before its look for all came back: the others look.
+        if *self.for_all.get_mut() {
+            self.wake_others();
+        }
         let handles = std::mem::take(&mut self.handles);
         self.waiters.release(self.topics, handles, self.own);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn woken(n: &Arc<Notify>) {
+        tokio::time::timeout(std::time::Duration::from_secs(5), n.notified())
+            .await
+            .expect("woken")
+    }
+
+    #[tokio::test]
+    async fn one_backstop_look_stands_for_every_waiter_on_the_same_topics() {
+        let w = Waiters::default();
+        let t = vec!["t".to_owned()];
+        let other = vec!["t".to_owned(), "u".to_owned()];
+        let (a, b, c) = (w.enter(&t), w.enter(&t), w.enter(&other));
+        let since = Instant::now();
+        assert_eq!(a.claim_look(since), None, "the first looks for all");
+        let claimed = b.claim_look(since).expect("the second waits on it");
+        assert!(claimed >= since);
+        assert_eq!(c.claim_look(since), None, "another topic set looks itself");
+        // Empty: nobody is woken, and the next backstop waits on it.
+        a.looked(true);
+        assert!(
+            b.claim_look(claimed).is_none(),
+            "a look after it is due again"
+        );
+        // A look for all that found something wakes the others.
+        let notified = b.handles()[0].clone();
+        let wait = woken(&notified);
+        tokio::pin!(wait);
+        assert!(futures::poll!(wait.as_mut()).is_pending());
+        b.looked(false);
+        wait.await;
+        // So does a waiter gone before its look for all came back.
+        let since = Instant::now();
+        let d = w.enter(&t);
+        assert_eq!(d.claim_look(since), None);
+        let wait = woken(&notified);
+        tokio::pin!(wait);
+        assert!(futures::poll!(wait.as_mut()).is_pending());
+        drop(d);
+        wait.await;
+        drop((a, b, c));
+        assert!(
+            w.sets.lock().unwrap().is_empty(),
+            "sets are dropped with their waiters"
+        );
     }
 }

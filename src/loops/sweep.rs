@@ -13,7 +13,7 @@
 //! a minute.
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
-//! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
+//! (see [`super::leader`]); the others wait for its term. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
 //! dispatch script moves each due job once.
 

@@ -68,6 +68,11 @@ pub struct Config {
     /// About how many events each partition's stream keeps (the newest);
     /// 1 to [`MAX_EVENTS_KEPT`](crate::defaults::MAX_EVENTS_KEPT).
     pub events_kept: u64,
+    /// How often a waiting pop looks at Redis on its own while ready
+    /// notices reach it (a backstop for a notice whose publish failed; one
+    /// empty look stands for every pop waiting on the same topics). Above
+    /// 0; what an idle consumer costs Redis.
+    pub wait_backstop: Duration,
     /// Stops the queue's background work and answers its waiting pops when
     /// triggered (as [`Queue::close`](super::Queue::close) does): the
     /// caller's own shutdown.
@@ -95,6 +100,7 @@ impl Default for Config {
             topic_keep_finished: HashMap::new(),
             events: false,
             events_kept: defaults::EVENTS_KEPT,
+            wait_backstop: defaults::WAIT_BACKSTOP,
             shutdown: Shutdown::new(),
         }
     }

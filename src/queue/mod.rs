@@ -78,6 +78,9 @@ impl Queue {
         if config.redis_timeout.is_zero() {
             return Err(Error::Invalid("redis_timeout must be above 0".into()));
         }
+        if config.wait_backstop.is_zero() {
+            return Err(Error::Invalid("wait_backstop must be above 0".into()));
+        }
         if config.dispatch_batch == 0 {
             return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
         }

@@ -93,7 +93,13 @@ impl Queue {
                 self.store().timeout(),
                 self.store().timeout() + LATE_REPLY_GRACE,
             );
-            let (got, held) = match self.pop_guarded(topics, max, patience).await {
+            let sent = Instant::now();
+            let result = self.pop_guarded(topics, max, patience).await;
+            let empty = matches!(&result, Ok((got, held)) if got.is_empty() && !held.again);
+            // A look made for every pop waiting on these topics wakes the
+            // others unless it found them empty.
+            guard.looked(empty);
+            let (got, held) = match result {
                 Ok(r) => r,
                 // Redis slow, or a failover under way: a long-poll keeps
                 // waiting while it has time, and looks again shortly;
@@ -123,29 +129,51 @@ impl Queue {
             // Wake-ups arrive through the subscriber (and every reconnect
             // wakes all waiters), so a connected waiter looks again only
             // rarely, a backstop for a notice whose publish failed: that
-            // is most of what an idle consumer costs Redis. While the
+            // is most of what an idle consumer costs Redis, and one look
+            // stands for every pop waiting on these topics. While the
             // subscriber is down, look now and then instead. Jobs held by
             // a rate limit are looked for again when the limit lets the
             // next one out.
+            let backstop = held.retry_ms == 0 && self.subscriber_connected();
+            let every = self.inner.config.wait_backstop;
             let recheck = if held.retry_ms > 0 {
                 Duration::from_millis(held.retry_ms)
-            } else if self.subscriber_connected() {
-                Duration::from_secs(300)
+            } else if backstop {
+                every
             } else {
                 Duration::from_millis(250)
             };
-            let until = deadline.min(Instant::now() + recheck);
-            // Counted as parked only while its wake-ups are enabled and
-            // nothing else is under way (see crate::waiters).
-            guard.park();
-            let woken = tokio::select! {
-                (_, i, _) = futures::future::select_all(notified) => Some(i),
-                _ = tokio::time::sleep_until(until) => None,
-                _ = stop.wait() => None,
-            };
-            guard.unpark(woken);
-            if woken.is_none() && stop.is_triggered() {
-                return Ok(Vec::new());
+            if held.retry_ms == 0 {
+                guard.looked_empty(sent);
+            }
+            let mut looked = sent;
+            let mut until = deadline.min(looked + recheck);
+            loop {
+                // Counted as parked only while its wake-ups are enabled
+                // and nothing else is under way (see crate::waiters).
+                guard.park();
+                let woken = tokio::select! {
+                    (_, i, _) = futures::future::select_all(notified.iter_mut()) => Some(i),
+                    _ = tokio::time::sleep_until(until) => None,
+                    _ = stop.wait() => None,
+                };
+                guard.unpark(woken);
+                if woken.is_none() && stop.is_triggered() {
+                    return Ok(Vec::new());
+                }
+                if woken.is_some() || !backstop || Instant::now() >= deadline {
+                    break;
+                }
+                // The backstop came due: another waiter's look since this
+                // one's stands for it (wait on from that look, wake-ups
+                // still enabled), or this one looks for all.
+                match guard.claim_look(looked) {
+                    Some(at) => {
+                        looked = at;
+                        until = deadline.min(at + every);
+                    }
+                    None => break,
+                }
             }
         }
     }

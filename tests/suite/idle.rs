@@ -260,3 +260,76 @@ async fn an_idle_queue_on_a_cluster_costs_few_commands() {
     }
     q.close().await;
 }
+
+/// Calls of delayq's scripts (FCALL, or EVALSHA on a server without
+/// functions).
+async fn script_calls(redis: &RedisServer) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_fcall:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Pops waiting on the same topics share their backstop look: one that
+/// found nothing stands for all, so eight waiting pops look about as
+/// often as one. They still hear every ready notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_waiting_on_the_same_topics_share_one_backstop_look() {
+    let redis = RedisServer::start();
+    // Dispatch off: the pops' looks are the only script calls.
+    let waiting = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        wait_backstop: Duration::from_secs(1),
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    // Spread over the backstop's second, so that their own looks would
+    // not fall together into one call.
+    let mut pops = Vec::new();
+    for _ in 0..8 {
+        let q = waiting.clone();
+        pops.push(tokio::spawn(
+            async move { q.pop(&topics(&["t"]), HOUR).await },
+        ));
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    eventually(Duration::from_secs(30), "8 pops waiting", || async {
+        (waiting.waiting_pops() == 8 && waiting.subscriber_connected()).then_some(())
+    })
+    .await;
+    let before = script_calls(&redis).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let looks = script_calls(&redis).await - before;
+    println!("8 waiting pops looked {looks} times in 8 s (backstop 1 s)");
+    // Before: each looked every second on its own, ~64.
+    assert!(looks <= 24, "{looks} looks in 8 s");
+    // Each still hears its notice.
+    let q = queue(&redis);
+    for i in 0..8 {
+        q.push(&job(&format!("j{i}"), "t", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    for p in pops {
+        let d = tokio::time::timeout(Duration::from_secs(60), p)
+            .await
+            .expect("a waiting pop got its job")
+            .unwrap()
+            .unwrap()
+            .expect("a job");
+        got.push(d.id);
+    }
+    got.sort();
+    assert_eq!(got, (0..8).map(|i| format!("j{i}")).collect::<Vec<_>>());
+    q.close().await;
+    waiting.close().await;
+}
