@@ -47,6 +47,9 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(500);
 pub const IDLE_LENGTH: Duration = crate::defaults::LEADER_TERM_MAX;
 /// After a failed call, the next one.
 const RETRY: Duration = Duration::from_millis(100);
+/// How much later than the schedule's head an idle sweep may aim before a
+/// term renewal wakes it: the two see the head through different clocks.
+const SWEEP_SLACK: Duration = Duration::from_millis(50);
 
 /// This instance's terms.
 pub(crate) struct Leadership {
@@ -118,6 +121,15 @@ impl Leadership {
         }
     }
 
+    /// Whether partition `part`'s sweep, as last seen, sleeps past `due`
+    /// (by more than a timer's slack).
+    fn sweep_aims_past(&self, part: usize, due: Instant) -> bool {
+        match *self.due[part].lock().unwrap() {
+            Due::Unknown | Due::Nothing => true,
+            Due::At(at) => at > due + SWEEP_SLACK,
+        }
+    }
+
     /// How long a term on `part` is taken for now.
     fn length(&self, part: usize) -> Duration {
         match *self.due[part].lock().unwrap() {
@@ -183,8 +195,20 @@ pub(crate) async fn run(h: Handles) {
             let sent = Instant::now();
             let length = terms.length(part);
             *next = match h.store.take_term(part, &terms.id, length).await {
-                Ok(Term::Held(length)) => {
+                Ok(Term::Held(length, head)) => {
                     terms.set(part, Some(sent + length));
+                    // The idle sweep's backstop: a job due sooner than it
+                    // aims at (a wake notice it missed) wakes it.
+                    if let Some(head) = head {
+                        let due = sent + Duration::from_millis(head.max(0) as u64);
+                        if had && terms.sweep_aims_past(part, due) {
+                            debug!(
+                                partition = part,
+                                "the schedule's head is earlier than the sweep knew"
+                            );
+                            h.wake.one(part);
+                        }
+                    }
                     if !had {
                         info!(
                             partition = part,

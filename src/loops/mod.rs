@@ -46,6 +46,12 @@ use crate::store::nack::Retention;
 use crate::store::Store;
 use crate::waiters::Waiters;
 
+/// The longest wait between two passes of the upkeep that follows time
+/// rather than a change (dead letters and finished records older than
+/// their window): each pass reads every partition's counts, so an idle
+/// queue pays it once per this.
+pub(crate) const UPKEEP_MAX_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Most topics whose idle waiters one dispatch call is told about.
 const MAX_LOCAL_TOPICS: usize = 64;
 

@@ -9,8 +9,9 @@
 //! pop, touch, nack or reschedule that makes a job (or a lease end) the new
 //! earliest wakes it (directly in this process, through the `{p}:wake`
 //! channel in others), and so does a subscriber reconnect, after which
-//! events and notices may have been missed. So an idle sweep costs one call
-//! a minute.
+//! events and notices may have been missed; the leader's term renewal
+//! reads the schedule's head and wakes a sweep that aims past it. So an
+//! idle sweep costs one call every ten minutes.
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
@@ -27,9 +28,11 @@ use crate::backoff::Backoff;
 
 /// Longest sleep between sweeps even when nothing is due: every change
 /// that makes a job earlier wakes the sweep (in this process, or by the
-/// wake notice, and a subscriber reconnect wakes every sweep), so this is a
-/// backstop only, and what an idle sweep costs.
-const MAX_IDLE: Duration = super::leader::IDLE_LENGTH;
+/// wake notice, and a subscriber reconnect wakes every sweep), and the
+/// holder's term renewal, about once a minute while idle, reads the
+/// schedule's head and wakes a sweep that aims past it (a notice it
+/// missed). So this bounds only a sleep on an aim nothing corrected.
+const MAX_IDLE: Duration = Duration::from_secs(600);
 
 /// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
 /// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
@@ -130,11 +133,11 @@ async fn sleep_until_fine(until: Instant) {
 }
 
 /// Dead-letter retention for topics where nothing dies any more (a death
-/// trims its own topic): every `max_age / 4`, between a second and a
-/// minute, each topic with dead jobs is trimmed to the configured count and
+/// trims its own topic): every `max_age / 4`, between a second and
+/// [`super::UPKEEP_MAX_EVERY`], each topic with dead jobs is trimmed to the configured count and
 /// age.
 pub(crate) async fn retention(h: Handles) {
-    let every = (h.retention.max_age / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let every = (h.retention.max_age / 4).clamp(Duration::from_secs(1), super::UPKEEP_MAX_EVERY);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

@@ -46,15 +46,15 @@ pub(super) async fn watch_health(store: Arc<Store>, stop: Shutdown, came_back: i
 
 /// Keeps the counts of kept records right where nothing finishes any more
 /// (a record's hash expires on its own; its index entry and count go here):
-/// every quarter of the shortest window, between a second and a minute
-/// (a minute when this process keeps none, for indexes a window since
-/// turned off left behind).
+/// every quarter of the shortest window, between a second and
+/// [`super::UPKEEP_MAX_EVERY`] (that when this process keeps none, for
+/// indexes a window since turned off left behind).
 pub(super) async fn trim_history(store: Arc<Store>, stop: Shutdown) {
     let every = store
         .keep
         .shortest()
-        .map_or(Duration::from_secs(60), |d| d / 4)
-        .clamp(Duration::from_secs(1), Duration::from_secs(60));
+        .map_or(super::UPKEEP_MAX_EVERY, |d| d / 4)
+        .clamp(Duration::from_secs(1), super::UPKEEP_MAX_EVERY);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

@@ -11,11 +11,14 @@
 -- given up: the standbys, asleep until its end, ask at once).
 -- Helpers: now_us, TERM_FLOOR_MS.
 --
--- Returns { DONE, held, ms }: held 1 if the caller holds the term for ms
--- from now (ARGV[3], or less: a term longer than TERM_FLOOR_MS ends by
--- the schedule's earliest due time, which the caller may not have seen
+-- Returns { DONE, held, ms [, head] }: held 1 if the caller holds the term
+-- for ms from now (ARGV[3], or less: a term longer than TERM_FLOOR_MS ends
+-- by the schedule's earliest due time, which the caller may not have seen
 -- yet, so that a killed holder's standby takes over by then); else 0 and
--- the ms left of the holder's term (0: none, or given up).
+-- the ms left of the holder's term (0: none, or given up). head, when the
+-- schedule was read (a term longer than TERM_FLOOR_MS asked for) and holds
+-- a job: ms from now to its earliest due time (0 or less: due), the idle
+-- holder's backstop for a wake notice its sweep missed.
 --
 -- Guarantees: a free term is taken with SET NX PX (one taker wins); only
 -- its holder extends it (compare-and-extend) or gives it up
@@ -32,18 +35,19 @@ if ms <= 0 then
   end
   return { DONE, 0, 0 }
 end
+local until_due
 if ms > TERM_FLOOR_MS then
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
   if head[2] then
-    local until_due = tonumber(head[2]) - math.floor(now_us() / 1000)
+    until_due = tonumber(head[2]) - math.floor(now_us() / 1000)
     ms = math.max(TERM_FLOOR_MS, math.min(ms, until_due))
   end
 end
 if holder == id then
   redis.call('PEXPIRE', key, ms)
-  return { DONE, 1, ms }
+  return { DONE, 1, ms, until_due }
 end
 if not holder and redis.call('SET', key, id, 'NX', 'PX', ms) then
-  return { DONE, 1, ms }
+  return { DONE, 1, ms, until_due }
 end
 return { DONE, 0, math.max(redis.call('PTTL', key), 0) }

@@ -21,8 +21,10 @@ pub const SCRIPT: Script = Script {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Term {
     /// The caller holds it, for this long (what it asked for, or less:
-    /// a long term ends by the schedule's earliest due time).
-    Held(Duration),
+    /// a long term ends by the schedule's earliest due time); and, when
+    /// the script read the schedule (a long term asked for) and it holds a
+    /// job, ms from the call to its earliest due time (0 or less: due).
+    Held(Duration, Option<i64>),
     /// Another instance does, for this much longer (zero: nobody).
     Other(Duration),
 }
@@ -34,7 +36,8 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Term> {
     let held = f.int()? == 1;
     let ms = Duration::from_millis(f.int()?.max(0) as u64);
     Ok(if held {
-        Term::Held(ms)
+        let head = if f.left() > 0 { Some(f.int()?) } else { None };
+        Term::Held(ms, head)
     } else {
         Term::Other(ms)
     })
@@ -61,7 +64,11 @@ mod tests {
         let d = |r: &[&str]| decode(Fields::parse("leader", sample(r)).unwrap());
         assert_eq!(
             d(&["0", "1", "2000"]).unwrap(),
-            Term::Held(Duration::from_millis(2000))
+            Term::Held(Duration::from_millis(2000), None)
+        );
+        assert_eq!(
+            d(&["0", "1", "60000", "-3"]).unwrap(),
+            Term::Held(Duration::from_millis(60000), Some(-3))
         );
         assert_eq!(
             d(&["0", "0", "1500"]).unwrap(),
