@@ -1,0 +1,326 @@
+//! An idle queue's faults: its holder sleeps and holds each partition's
+//! term up to the partition's earliest due time, and on a cluster the
+//! health watch looks every 30 s, yet a killed master or holder, a cut
+//! subscriber or a vanished consumer still loses nothing and fires due jobs
+//! about on time.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{eventually, job, post, topics, DelayqProcess};
+use crate::idle::idle_holder;
+use crate::redis_server::RedisServer;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Pushes `id` to topic `topic` through `base`, due in `delay_s` seconds.
+async fn push(base: &str, id: &str, topic: &str, delay_s: u64, ttr_s: u64) {
+    let body = format!(r#"{{"topic":"{topic}","id":"{id}","delay":{delay_s},"ttr":{ttr_s}}}"#);
+    let r = post(base, "/push", &body).await;
+    assert_eq!(r["code"], 0, "{r}");
+}
+
+/// Pops (a long-poll) through `base` until a job of `topic` comes, within
+/// `limit`; returns its id.
+async fn pop_one(base: &str, topic: &str, limit: Duration) -> String {
+    let body = format!(r#"{{"topic":"{topic}"}}"#);
+    tokio::time::timeout(limit, async {
+        loop {
+            let v = post(base, "/pop", &body).await;
+            if let Some(id) = v["data"]["id"].as_str() {
+                return id.to_owned();
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no job of {topic} in {limit:?}"))
+}
+
+/// The holder of the only partition, idle, is SIGKILLed a few ms after the
+/// other instance's push of a job due in 3 s answered: before its sweep
+/// (or its term keeper) could look. The push itself ended the term by the
+/// job's due time, and the survivor, asleep until the old term's end
+/// (a minute away), heard the wake notice and asked again: the job fires
+/// through it at most ~2 s late, every round, whoever holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_killed_just_after_a_push_elsewhere_hands_over_by_the_due_time() {
+    const ROUNDS: u64 = 8;
+    let redis = RedisServer::start();
+    let mut procs = [
+        DelayqProcess::start(&redis, &[]),
+        DelayqProcess::start(&redis, &[]),
+    ];
+    let mut lateness = Vec::new();
+    for round in 0..ROUNDS {
+        let holder = idle_holder(&redis).await;
+        let h = procs
+            .iter()
+            .position(|p| holder.starts_with(&format!("pid-{}-", p.pid())))
+            .unwrap_or_else(|| panic!("holder {holder} is neither instance"));
+        let survivor = procs[1 - h].base.clone();
+        let id = format!("race-{round}");
+        let before = redis.time_ms().await;
+        push(&survivor, &id, "race", 3, 60).await;
+        // 0 to 3 ms after the push answered: the holder's sweep and term
+        // keeper hear the wake notice about then.
+        if round % 4 > 0 {
+            tokio::time::sleep(Duration::from_millis(round % 4)).await;
+        }
+        procs[h].kill9_in_place();
+        let got = pop_one(&survivor, "race", Duration::from_secs(30)).await;
+        assert_eq!(got, id);
+        // Counted from before the push: an upper bound of its lateness.
+        let late = redis.time_ms().await - (before + 3000);
+        lateness.push(late);
+        post(&survivor, "/finish", &format!(r#"{{"id":"{id}"}}"#)).await;
+        procs[h] = DelayqProcess::start(&redis, &[]);
+    }
+    println!("a holder killed after a push elsewhere: fired late by (ms) {lateness:?}");
+    // The term's floor (2 s) after the due time at worst, and a busy
+    // machine's margin.
+    let worst = *lateness.iter().max().unwrap();
+    assert!(
+        worst <= 2_000 + 1_500,
+        "fired {worst} ms late: {lateness:?}"
+    );
+}
+
+/// CLUSTER SLOTS calls so far, over every running node (the health watch
+/// is their one reader in a queue).
+fn slot_reads(cluster: &crate::redis_cluster::TestCluster) -> u64 {
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| n.pid() != 0)
+        .filter_map(|n| crate::redis_cluster::text(n, &["INFO", "commandstats"]))
+        .flat_map(|info| {
+            info.lines()
+                .filter_map(|l| l.strip_prefix("cmdstat_cluster|slots:"))
+                .filter_map(|rest| {
+                    rest.split(',')
+                        .find_map(|f| f.strip_prefix("calls=")?.parse::<u64>().ok())
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// A field of a node's INFO replication.
+fn repl_offset(n: &RedisServer, field: &str) -> Option<i64> {
+    let info = crate::redis_cluster::text(n, &["INFO", "replication"])?;
+    info.lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// A queue idles on a cluster (its health watch at the 30 s pace), with
+/// jobs due in 2 s (within the failover) and 15 s on one master's slots and
+/// two pops waiting; that master is SIGKILLed and its replica takes over.
+/// Each job fires (not lost), not early, and within 5 s of the later of its
+/// due time and the failover's end; a job pushed after the failover is
+/// delivered as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_while_the_queue_idles_loses_no_job_and_fires_it_in_time() {
+    use crate::cluster::{cluster_config, owner_of};
+    use crate::redis_cluster::TestCluster;
+    let partitions = 3;
+    let mut cluster = TestCluster::start(3);
+    // The clock: a server on the same machine, as the nodes.
+    let clock = RedisServer::start();
+    let q = delayq::Queue::connect(cluster_config(&cluster, partitions)).unwrap();
+    q.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    let (tx, mut fired) = tokio::sync::mpsc::unbounded_channel();
+    let pops: Vec<_> = (0..2)
+        .map(|_| {
+            let (q, tx) = (q.clone(), tx.clone());
+            tokio::spawn(async move {
+                while let Ok(Some(j)) = q.pop(&topics(&["t"]), HOUR).await {
+                    let _ = tx.send(j.id.clone());
+                }
+            })
+        })
+        .collect();
+    // Idle: no CLUSTER SLOTS read for 3 s (the watch looks once a second
+    // while anything hints at a change, every 30 s otherwise).
+    let (mut reads, mut since) = (slot_reads(&cluster), Instant::now());
+    eventually(Duration::from_secs(90), "the health watch idles", || {
+        let now = slot_reads(&cluster);
+        if now != reads {
+            (reads, since) = (now, Instant::now());
+        }
+        let idle = since.elapsed() > Duration::from_secs(3) && q.waiting_pops() == 2;
+        async move { idle.then_some(()) }
+    })
+    .await;
+    println!("{reads} CLUSTER SLOTS reads; none in the last 3 s");
+    let victim = cluster.masters()[0];
+    let replica = cluster.replica_of(victim);
+    let keys = delayq::testing::Keys::partitions("dq", partitions);
+    let ids: Vec<String> = (0..200)
+        .map(|i| format!("idle-{i}"))
+        .filter(|id| {
+            let part = delayq::testing::partition_of(id, partitions);
+            owner_of(
+                &cluster,
+                delayq::testing::slot(keys[part].schedule().as_bytes()),
+            ) == victim
+        })
+        .take(3)
+        .collect();
+    assert_eq!(ids.len(), 3, "too few ids on the victim's partition");
+    // One job falls due while its master is out, one after the failover.
+    let before = clock.time_ms().await;
+    let due: std::collections::HashMap<String, i64> = [(&ids[0], 2_000), (&ids[1], 15_000)]
+        .into_iter()
+        .map(|(id, delay)| (id.clone(), before + delay))
+        .collect();
+    for (id, delay) in [(&ids[0], 2_000), (&ids[1], 15_000)] {
+        q.push(&job(id, "t", delay, 60_000)).await.unwrap();
+    }
+    // What the replica has is what survives: the pushes, replicated.
+    let offset = repl_offset(&cluster.nodes[victim], "master_repl_offset").unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the replica has the pushes",
+        || {
+            let caught_up = repl_offset(&cluster.nodes[replica], "slave_repl_offset")
+                .is_some_and(|o| o >= offset);
+            async move { caught_up.then_some(()) }
+        },
+    )
+    .await;
+    cluster.nodes[victim].kill();
+    let killed = Instant::now();
+    eventually(Duration::from_secs(30), "the replica takes over", || {
+        let done = cluster.masters().contains(&replica) && cluster.settled();
+        async move { done.then_some(()) }
+    })
+    .await;
+    let failover = Instant::now() - killed;
+    let failed_over_at = clock.time_ms().await;
+    println!("failover took {failover:?}");
+    for _ in 0..2 {
+        let got = tokio::time::timeout(Duration::from_secs(60), fired.recv())
+            .await
+            .expect("each job fired within a minute")
+            .unwrap();
+        let at = clock.time_ms().await;
+        let due = due[&got];
+        println!(
+            "{got} came {} ms after its due time, {} ms after the failover",
+            at - due,
+            at - failed_over_at
+        );
+        assert!(at >= due, "{got} fired {} ms early", due - at);
+        assert!(
+            at - due.max(failed_over_at) <= 5_000,
+            "{got} fired {} ms after its due time, {} ms after the failover",
+            at - due,
+            at - failed_over_at
+        );
+    }
+    // A push after the failover, on the new master's slots.
+    let before = clock.time_ms().await;
+    q.push(&job(&ids[2], "t", 1_000, 60_000)).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(30), fired.recv())
+        .await
+        .expect("the job pushed after the failover fired")
+        .unwrap();
+    let late = clock.time_ms().await - (before + 1_000);
+    println!("after the failover: a job due in 1 s came {late} ms late");
+    assert_eq!(got, ids[2]);
+    assert!(late <= 5_000, "{late} ms late");
+    for p in pops {
+        p.abort();
+    }
+    q.close().await;
+}
+
+/// Which of `procs` holds the only partition's idle term.
+async fn holder_of(redis: &RedisServer, procs: &[DelayqProcess; 2]) -> usize {
+    let holder = idle_holder(redis).await;
+    procs
+        .iter()
+        .position(|p| holder.starts_with(&format!("pid-{}-", p.pid())))
+        .unwrap_or_else(|| panic!("holder {holder} is neither instance"))
+}
+
+/// Every subscriber connection is cut (the standby's among them) just
+/// before a third instance pushes a job due in 3 s, so the standby may
+/// never hear that wake notice; then the idle holder is SIGKILLed. The
+/// standby asks about the term after its reconnect, finds it ends by the
+/// job's due time, and fires the job at most ~2 s late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_whose_subscriber_was_cut_takes_over_by_the_due_time() {
+    let redis = RedisServer::start();
+    let mut procs = [
+        DelayqProcess::start(&redis, &[]),
+        DelayqProcess::start(&redis, &[]),
+    ];
+    let h = holder_of(&redis, &procs).await;
+    // Pushes only; dispatches nothing.
+    let pusher = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    pusher.check_connection().await.unwrap();
+    let cut: i64 = redis.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]).await;
+    assert!(cut >= 2, "{cut} subscriber connections cut");
+    let before = redis.time_ms().await;
+    pusher.push(&job("cut", "c", 3_000, 60_000)).await.unwrap();
+    procs[h].kill9_in_place();
+    let survivor = &procs[1 - h].base;
+    assert_eq!(pop_one(survivor, "c", Duration::from_secs(30)).await, "cut");
+    let late = redis.time_ms().await - (before + 3_000);
+    println!("a standby whose subscriber was cut: fired {late} ms late");
+    assert!(late <= 2_000 + 1_500, "fired {late} ms late");
+    pusher.close().await;
+}
+
+/// A consumer pops a job through the standby and is gone with it (that
+/// instance SIGKILLed, nothing finished) while the holder idles towards a
+/// job an hour away: the lease end, the schedule's new earliest, ends the
+/// idle term's sleep, and the job comes back at its lease end, not before
+/// and at most ~1.5 s after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_consumer_vanished_comes_back_at_its_lease_end_on_an_idle_queue() {
+    let redis = RedisServer::start();
+    let mut procs = [
+        DelayqProcess::start(&redis, &[]),
+        DelayqProcess::start(&redis, &[]),
+    ];
+    push(&procs[0].base, "later", "v", HOUR.as_secs(), 60).await;
+    push(&procs[0].base, "held", "v", 1, 3).await;
+    let h = holder_of(&redis, &procs).await;
+    let standby = procs[1 - h].base.clone();
+    let before = redis.time_ms().await;
+    assert_eq!(
+        pop_one(&standby, "v", Duration::from_secs(30)).await,
+        "held"
+    );
+    let popped = redis.time_ms().await;
+    procs[1 - h].kill9_in_place();
+    let holder = &procs[h].base;
+    assert_eq!(pop_one(holder, "v", Duration::from_secs(30)).await, "held");
+    let back = redis.time_ms().await;
+    println!(
+        "a vanished consumer's job came back {} ms after its lease end",
+        back - (popped + 3_000)
+    );
+    assert!(
+        back >= before + 3_000,
+        "back {} ms early",
+        before + 3_000 - back
+    );
+    assert!(
+        back - (popped + 3_000) <= 1_500,
+        "back {} ms after its lease end",
+        back - (popped + 3_000)
+    );
+}
