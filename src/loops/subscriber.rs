@@ -157,9 +157,11 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
     // Wake notices may have gone by unheard: sweeps look, standbys ask
-    // whether a lease was shortened or given up.
+    // whether a lease was shortened or given up, and the recurring loop
+    // (asleep while no schedule is due) looks for a schedule put meanwhile.
     h.wake.all();
     h.leader.ask_all();
+    h.recurring_changed.notify_one();
     h.waiters.wake_all();
 
     // The topology as the health watch reads it (the one reader).

@@ -324,3 +324,77 @@ async fn a_job_whose_consumer_vanished_comes_back_at_its_lease_end_on_an_idle_qu
         back - (popped + 3_000)
     );
 }
+
+/// How late (ms) the first tick of a schedule ticking every second is
+/// popped after its time: put through an instance that dispatches
+/// nothing, so the dispatching instance learns of it by the put's wake
+/// notice only (`cut`: every subscriber connection cut just before the
+/// put, so that notice may go unheard).
+async fn first_tick_of_a_schedule_put_elsewhere(cut: bool) -> i64 {
+    let redis = RedisServer::start();
+    let a = crate::common::queue(&redis);
+    // Settled: its recurring loop has looked, found no schedule, and sleeps.
+    idle_holder(&redis).await;
+    let putter = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    putter.check_connection().await.unwrap();
+    if cut {
+        let cut: i64 = redis.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]).await;
+        assert!(cut >= 2, "{cut} subscriber connections cut");
+    }
+    let put_at = redis.time_ms().await;
+    putter
+        .put_recurring(
+            "beat",
+            &delayq::Recurring {
+                topic: "beat".into(),
+                cron: "* * * * * *".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let got = a
+        .pop(&topics(&["beat"]), Duration::from_secs(20))
+        .await
+        .unwrap()
+        .expect("a tick within 20 s");
+    let popped = redis.time_ms().await;
+    let tick = chrono::DateTime::parse_from_rfc3339(got.id.rsplit('/').next().unwrap())
+        .unwrap()
+        .timestamp_millis();
+    assert!(tick > put_at - 1_000, "{} is older than the put", got.id);
+    assert!(
+        popped >= tick,
+        "{} popped {} ms early",
+        got.id,
+        tick - popped
+    );
+    let late = popped - tick;
+    println!("cut {cut}: {} popped {late} ms after its tick", got.id);
+    putter.close().await;
+    a.close().await;
+    late
+}
+
+/// With no recurring schedule, the recurring loop sleeps until a put's
+/// wake notice (a minute at most); the loop that hears it finds the
+/// schedule in the index of names, written before the notice: the first
+/// tick comes within ~2 s, not a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_put_through_an_instance_that_dispatches_nothing_ticks_at_once() {
+    let late = first_tick_of_a_schedule_put_elsewhere(false).await;
+    assert!(late <= 2_500, "the first tick came {late} ms late");
+}
+
+/// The put's wake notice is published while the dispatching instance's
+/// subscriber reconnects: the reconnect makes the recurring loop look, as
+/// it makes the sweeps look, and the first tick comes within ~2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_put_while_the_subscriber_reconnects_ticks_at_once() {
+    let late = first_tick_of_a_schedule_put_elsewhere(true).await;
+    assert!(late <= 2_500, "the first tick came {late} ms late");
+}
