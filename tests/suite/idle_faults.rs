@@ -398,3 +398,53 @@ async fn a_schedule_put_while_the_subscriber_reconnects_ticks_at_once() {
     let late = first_tick_of_a_schedule_put_elsewhere(true).await;
     assert!(late <= 2_500, "the first tick came {late} ms late");
 }
+
+/// A topic paused on an idle queue: its job falls due and waits in ready
+/// while a pop of another instance waits (it looks every 5 minutes
+/// otherwise); resuming hands it to that pop at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_topic_wakes_a_waiting_pop_of_another_instance_at_once() {
+    let redis = RedisServer::start();
+    let a = crate::common::queue(&redis);
+    a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    idle_holder(&redis).await;
+    let b = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    a.pause("p").await.unwrap();
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move { b.pop(&topics(&["p"]), HOUR).await })
+    };
+    eventually(Duration::from_secs(10), "the pop waits", || async {
+        (b.waiting_pops() == 1).then_some(())
+    })
+    .await;
+    a.push(&job("paused", "p", 1_000, 60_000)).await.unwrap();
+    eventually(Duration::from_secs(10), "the job is ready", || async {
+        let j = a.get("paused").await.unwrap()?;
+        (j.state == delayq::JobState::Ready).then_some(())
+    })
+    .await;
+    assert!(
+        !waiting.is_finished(),
+        "a paused topic's job was handed out"
+    );
+    let resumed = Instant::now();
+    a.resume("p").await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting pop got the job within 10 s")
+        .unwrap()
+        .unwrap()
+        .expect("a job");
+    println!("resumed: the waiting pop got it in {:?}", resumed.elapsed());
+    assert_eq!(got.id, "paused");
+    assert!(resumed.elapsed() < Duration::from_secs(2));
+    a.close().await;
+    b.close().await;
+}
