@@ -448,3 +448,48 @@ async fn a_resumed_topic_wakes_a_waiting_pop_of_another_instance_at_once() {
     a.close().await;
     b.close().await;
 }
+
+/// On a cluster: two instances, the holder of a partition idle; the other
+/// pushes a job due in 3 s onto it (the wake notice crosses the cluster
+/// bus) and the holder is SIGKILLed at once. The survivor takes the term
+/// over by the job's due time and fires it at most ~2 s late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_a_holder_killed_after_a_push_elsewhere_hands_over_by_the_due_time() {
+    use crate::cluster::owner_of;
+    use crate::redis_cluster::TestCluster;
+    let cluster = TestCluster::start_with(3, 0, &crate::redis_cluster::node_config());
+    let clock = RedisServer::start();
+    let seeds = cluster.seeds().join(",");
+    let args = ["--redis-cluster", seeds.as_str(), "--partitions", "3"];
+    let mut procs = [DelayqProcess::spawn(&args), DelayqProcess::spawn(&args)];
+    let id = "cluster-race";
+    let keys = delayq::testing::Keys::partitions("dq", 3);
+    let part = &keys[delayq::testing::partition_of(id, 3)];
+    let term = format!(
+        "{}dispatcher",
+        part.schedule().strip_suffix("schedule").unwrap()
+    );
+    let node =
+        &cluster.nodes[owner_of(&cluster, delayq::testing::slot(part.schedule().as_bytes()))];
+    let holder = eventually(Duration::from_secs(60), "an idle-length term", || async {
+        let left: i64 = node.cmd(&["PTTL", &term]).await;
+        let holder: Option<String> = node.cmd(&["GET", &term]).await;
+        holder.filter(|_| left > 5_000)
+    })
+    .await;
+    let h = procs
+        .iter()
+        .position(|p| holder.starts_with(&format!("pid-{}-", p.pid())))
+        .unwrap_or_else(|| panic!("holder {holder} is neither instance"));
+    let survivor = procs[1 - h].base.clone();
+    let before = clock.time_ms().await;
+    push(&survivor, id, "race", 3, 60).await;
+    procs[h].kill9_in_place();
+    assert_eq!(
+        pop_one(&survivor, "race", Duration::from_secs(30)).await,
+        id
+    );
+    let late = clock.time_ms().await - (before + 3_000);
+    println!("on a cluster, a holder killed after a push elsewhere: fired {late} ms late");
+    assert!(late <= 2_000 + 1_500, "fired {late} ms late");
+}
