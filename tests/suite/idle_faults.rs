@@ -118,7 +118,7 @@ fn repl_offset(n: &RedisServer, field: &str) -> Option<i64> {
 
 /// A queue idles on a cluster (its health watch at the 30 s pace), with
 /// jobs due in 2 s (within the failover) and 15 s on one master's slots and
-/// two pops waiting; that master is SIGKILLed and its replica takes over.
+/// two pops waiting on an instance that dispatches nothing; that master is SIGKILLed and its replica takes over.
 /// Each job fires (not lost), not early, and within 5 s of the later of its
 /// due time and the failover's end; a job pushed after the failover is
 /// delivered as well.
@@ -134,13 +134,31 @@ async fn a_master_killed_while_the_queue_idles_loses_no_job_and_fires_it_in_time
     q.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
         .await
         .unwrap();
+    // The consumers wait on an instance that dispatches nothing: it hears
+    // of the master's death only through its own calls and notices.
+    let consumers = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..cluster_config(&cluster, partitions)
+    })
+    .unwrap();
     let (tx, mut fired) = tokio::sync::mpsc::unbounded_channel();
     let pops: Vec<_> = (0..2)
         .map(|_| {
-            let (q, tx) = (q.clone(), tx.clone());
+            let (c, tx) = (consumers.clone(), tx.clone());
             tokio::spawn(async move {
-                while let Ok(Some(j)) = q.pop(&topics(&["t"]), HOUR).await {
-                    let _ = tx.send(j.id.clone());
+                loop {
+                    match c.pop(&topics(&["t"]), HOUR).await {
+                        Ok(Some(j)) => {
+                            let _ = tx.send(j.id.clone());
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            // A call to the dead master: the consumer
+                            // tries again, as a worker would.
+                            println!("pop failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
                 }
             })
         })
@@ -153,7 +171,7 @@ async fn a_master_killed_while_the_queue_idles_loses_no_job_and_fires_it_in_time
         if now != reads {
             (reads, since) = (now, Instant::now());
         }
-        let idle = since.elapsed() > Duration::from_secs(3) && q.waiting_pops() == 2;
+        let idle = since.elapsed() > Duration::from_secs(3) && consumers.waiting_pops() == 2;
         async move { idle.then_some(()) }
     })
     .await;
@@ -238,6 +256,7 @@ async fn a_master_killed_while_the_queue_idles_loses_no_job_and_fires_it_in_time
     for p in pops {
         p.abort();
     }
+    consumers.close().await;
     q.close().await;
 }
 
