@@ -58,6 +58,10 @@ pub(crate) async fn run(h: Handles) {
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
             backoff.reset();
+            // Notices go unheard until it is back: sleeping sweeps and
+            // standbys shorten their waits (see subscriber_up).
+            h.wake.all();
+            h.leader.ask_all();
         } else {
             debug!(reason = %reason(&ended), "subscriber cannot connect yet");
         }

@@ -10,13 +10,14 @@
 //! earliest wakes it (directly in this process, through the `{p}:wake`
 //! channel in others), and so does a subscriber reconnect, after which
 //! events and notices may have been missed. So an idle sweep costs one call
-//! a minute.
+//! a minute; while the subscriber is down, one per [`DEAF_EVERY`].
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::lease`]); the others' sweeps wait for the lease. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
 //! dispatch script moves each due job once.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -30,6 +31,11 @@ use crate::backoff::Backoff;
 /// wake notice, and a subscriber reconnect wakes every sweep), so this is a
 /// backstop only, and what an idle sweep costs.
 const MAX_IDLE: Duration = super::leader::IDLE_LENGTH;
+
+/// While the subscriber is down, wake notices go unheard (a job pushed by
+/// another instance may be the new earliest): the sweep looks at least
+/// this often until it is back.
+const DEAF_EVERY: Duration = super::leader::RENEW_EVERY;
 
 /// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
 /// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
@@ -99,7 +105,12 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 // The lease is taken up to the earliest due time.
                 h.leader
                     .note_due(part, out.next_due_ms.is_some().then_some(from + wait));
-                from + wait.min(MAX_IDLE)
+                let most = if h.subscriber_up.load(Ordering::Relaxed) {
+                    MAX_IDLE
+                } else {
+                    DEAF_EVERY
+                };
+                from + wait.min(most)
             }
             Err(e) => {
                 if !failing {

@@ -512,3 +512,101 @@ async fn on_a_cluster_a_holder_killed_after_a_push_elsewhere_hands_over_by_the_d
     println!("on a cluster, a holder killed after a push elsewhere: fired {late} ms late");
     assert!(late <= 2_000 + 1_500, "fired {late} ms late");
 }
+
+/// The dispatching instance's subscriber (and its expired-events
+/// connection) cannot reconnect (its Redis user may no longer SUBSCRIBE,
+/// as behind a proxy without pub/sub), so it hears no wake notice; its
+/// sweep idles towards a job an hour away. A job pushed through another
+/// instance, due in 3 s, still fires about on time: while the subscriber
+/// is down, the sweep looks at least every half second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_subscriber_cannot_reconnect_a_job_pushed_elsewhere_fires_on_time() {
+    let redis = RedisServer::start();
+    let _: String = redis
+        .cmd(&["ACL", "SETUSER", "dq", "on", ">pw", "~*", "&*", "+@all"])
+        .await;
+    let a = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Url(redis.url_as("dq", "pw")),
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    idle_holder(&redis).await;
+    let b = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    b.check_connection().await.unwrap();
+    let _: String = redis
+        .cmd(&["ACL", "SETUSER", "dq", "-subscribe", "-psubscribe"])
+        .await;
+    let cut: i64 = redis
+        .cmd(&["CLIENT", "KILL", "USER", "dq", "TYPE", "pubsub"])
+        .await;
+    assert!(cut >= 1, "{cut} subscriber connections cut");
+    let before = redis.time_ms().await;
+    b.push(&job("soon", "s", 3_000, 60_000)).await.unwrap();
+    let got = a
+        .pop(&topics(&["s"]), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the job fired within 30 s");
+    let late = redis.time_ms().await - (before + 3_000);
+    println!("subscriber down: {} fired {late} ms late", got.id);
+    assert!(late <= 1_500, "fired {late} ms late");
+    a.close().await;
+    b.close().await;
+}
+
+/// A standby whose subscriber cannot reconnect (its Redis user may no
+/// longer SUBSCRIBE) hears no wake notice; a job due in 3 s pushed through
+/// a third instance ends the idle holder's term by its due time, and the
+/// holder is SIGKILLed. The standby, asking at least every 2 s while its
+/// subscriber is down, takes over and fires the job at most ~2 s late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_whose_subscriber_cannot_reconnect_takes_over_by_the_due_time() {
+    let redis = RedisServer::start();
+    let _: String = redis
+        .cmd(&["ACL", "SETUSER", "dq", "on", ">pw", "~*", "&*", "+@all"])
+        .await;
+    let mut holder = DelayqProcess::start(&redis, &[]);
+    let h = idle_holder(&redis).await;
+    assert!(h.starts_with(&format!("pid-{}-", holder.pid())), "{h}");
+    let standby = DelayqProcess::spawn(&["--redis", &redis.url_as("dq", "pw")]);
+    let pusher = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(&redis)
+    })
+    .unwrap();
+    pusher.check_connection().await.unwrap();
+    eventually(
+        Duration::from_secs(10),
+        "the standby subscribed",
+        || async {
+            let clients: String = redis.cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]).await;
+            clients.contains("user=dq").then_some(())
+        },
+    )
+    .await;
+    let _: String = redis
+        .cmd(&["ACL", "SETUSER", "dq", "-subscribe", "-psubscribe"])
+        .await;
+    let cut: i64 = redis
+        .cmd(&["CLIENT", "KILL", "USER", "dq", "TYPE", "pubsub"])
+        .await;
+    assert!(cut >= 1, "{cut} subscriber connections cut");
+    let before = redis.time_ms().await;
+    pusher.push(&job("deaf", "d", 3_000, 60_000)).await.unwrap();
+    holder.kill9_in_place();
+    assert_eq!(
+        pop_one(&standby.base, "d", Duration::from_secs(30)).await,
+        "deaf"
+    );
+    let late = redis.time_ms().await - (before + 3_000);
+    println!("a standby whose subscriber is down: fired {late} ms late");
+    assert!(late <= 2_000 + 1_500, "fired {late} ms late");
+    pusher.close().await;
+}
