@@ -13,7 +13,8 @@
 //! time (see `new_head` in store/lib/schedule.lua) and publishes the wake
 //! notice, on which a standby asks again. A standby asks when the holder's
 //! term ends (its PTTL), when a wake notice comes and after every
-//! subscriber reconnect. So a holder killed outright hands its partitions
+//! subscriber reconnect; while its subscriber is down (notices unheard),
+//! at least every `LENGTH`. So a holder killed outright hands its partitions
 //! over by the earliest due time it knew of, or within `LENGTH` and a few ms
 //! of a job that was due soon: due jobs fire at most ~`LENGTH` late. One
 //! that stops gracefully gives them up at once (the give-up publishes a
@@ -228,7 +229,14 @@ pub(crate) async fn run(h: Handles) {
                         );
                     }
                     // Ask again as the holder's term would end (sooner if
-                    // a wake notice says it was shortened or given up).
+                    // a wake notice says it was shortened or given up;
+                    // while the subscriber is down no notice comes, so
+                    // within LENGTH).
+                    let left = if h.subscriber_up.load(Ordering::Relaxed) {
+                        left
+                    } else {
+                        left.min(LENGTH)
+                    };
                     Instant::now() + left + Duration::from_millis(1)
                 }
                 Err(e) => {

@@ -58,6 +58,10 @@ pub(crate) async fn run(h: Handles) {
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
             backoff.reset();
+            // Notices go unheard until it is back: sleeping sweeps and
+            // standbys shorten their waits (see subscriber_up).
+            h.wake.all();
+            h.leader.ask_all();
         } else {
             debug!(reason = %reason(&ended), "subscriber cannot connect yet");
         }
@@ -157,9 +161,11 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
     // Wake notices may have gone by unheard: sweeps look, standbys ask
-    // whether a lease was shortened or given up.
+    // whether a lease was shortened or given up, and the recurring loop
+    // (asleep while no schedule is due) looks for a schedule put meanwhile.
     h.wake.all();
     h.leader.ask_all();
+    h.recurring_changed.notify_one();
     h.waiters.wake_all();
 
     // The topology as the health watch reads it (the one reader).

@@ -11,13 +11,15 @@
 //! channel in others), and so does a subscriber reconnect, after which
 //! events and notices may have been missed; the leader's term renewal
 //! reads the schedule's head and wakes a sweep that aims past it. So an
-//! idle sweep costs one call every ten minutes.
+//! idle sweep costs one call every ten minutes; while the subscriber is
+//! down, one per [`DEAF_EVERY`].
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
 //! dispatch script moves each due job once.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -33,6 +35,11 @@ use crate::backoff::Backoff;
 /// schedule's head and wakes a sweep that aims past it (a notice it
 /// missed). So this bounds only a sleep on an aim nothing corrected.
 const MAX_IDLE: Duration = Duration::from_secs(600);
+
+/// While the subscriber is down, wake notices go unheard (a job pushed by
+/// another instance may be the new earliest): the sweep looks at least
+/// this often until it is back.
+const DEAF_EVERY: Duration = super::leader::RENEW_EVERY;
 
 /// tokio's timer works in whole milliseconds and wakes up to ~2 ms late
 /// (median ~1.1 ms); a thread's sleep wakes ~0.1 ms late. So the sweep
@@ -102,7 +109,12 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 // The lease is taken up to the earliest due time.
                 h.leader
                     .note_due(part, out.next_due_ms.is_some().then_some(from + wait));
-                from + wait.min(MAX_IDLE)
+                let most = if h.subscriber_up.load(Ordering::Relaxed) {
+                    MAX_IDLE
+                } else {
+                    DEAF_EVERY
+                };
+                from + wait.min(most)
             }
             Err(e) => {
                 if !failing {

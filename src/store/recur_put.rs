@@ -25,13 +25,17 @@ impl Store {
     pub(crate) async fn recur_put(&self, name: &str, def: &str) -> Result<()> {
         let part = self.recur_part(name);
         let version = uuid::Uuid::new_v4().simple().to_string();
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(name).arg("put").arg(def).arg(&version);
-        self.send(cmd).await?;
+        // The name goes into the index first: the script's wake notice
+        // sends idle recurring loops to look, and a loop that finds the
+        // index empty sleeps on (a minute). A put that fails after this
+        // leaves a name without a schedule, which readers skip.
         let mut sadd = redis::cmd("SADD");
         sadd.arg(Keys::recurring_index(self.prefix())).arg(name);
         self.call("recurring put", sadd.query_async::<i64>(&mut self.conn()))
             .await?;
+        let mut cmd = self.script(&SCRIPT, part);
+        cmd.arg(name).arg("put").arg(def).arg(&version);
+        self.send(cmd).await?;
         Ok(())
     }
 

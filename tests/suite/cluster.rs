@@ -327,7 +327,7 @@ fn cli(args: &[&str]) -> String {
 }
 
 /// The node that serves `slot` now, by index.
-fn owner_of(c: &TestCluster, slot: u16) -> usize {
+pub fn owner_of(c: &TestCluster, slot: u16) -> usize {
     for i in c.masters() {
         let nodes = text(&c.nodes[i], &["CLUSTER", "NODES"]).unwrap();
         let mine = nodes.lines().find(|l| l.contains("myself")).unwrap();

@@ -36,7 +36,7 @@ async fn commands(redis: &RedisServer) -> u64 {
 
 /// Waits until the holder of the lease took it for longer than a busy
 /// lease (the dispatcher is idle), and returns the holder.
-async fn idle_holder(redis: &RedisServer) -> String {
+pub async fn idle_holder(redis: &RedisServer) -> String {
     eventually(Duration::from_secs(30), "an idle-length lease", || async {
         lease(redis)
             .await

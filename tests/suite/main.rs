@@ -18,6 +18,9 @@
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
 //! - [`idle`]: what an idle queue costs Redis; its sleeping dispatcher still
 //!   hands over and fires on time.
+//! - [`idle_faults`]: an idle queue's faults: a cluster master killed, the
+//!   partition's holder killed just after a push elsewhere, a standby's
+//!   subscriber cut, a consumer gone with its job.
 //! - [`events`]: the event stream (`--events`, `/v1/events`, `delayq events`).
 //! - [`dedup`]: deduplication windows (simple, throttle, debounce).
 //! - [`tags`]: tagged jobs listed, cancelled and rescheduled a page at a time.
@@ -90,6 +93,7 @@ mod fault_suite;
 mod faults;
 mod history;
 mod idle;
+mod idle_faults;
 mod import;
 mod instances;
 mod load;
