@@ -15,7 +15,8 @@
 //!
 //! Missed ticks: each look notes its time (Redis clock) in
 //! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
-//! its end (a long look is a loop running, not an outage), with the time
+//! its end (a long look is a loop running, not an outage; a note Redis
+//! held up is made again, as of its return), with the time
 //! since which looks have followed each other less than [`OUTAGE_MS`] apart. A look that finds the last
 //! one older than that starts a new run of looks: no loop ran in between,
 //! and ticks that fell due before the run began were missed, handled as
@@ -37,6 +38,10 @@ use crate::store::recur::{Tick, TickMode, Ticked};
 const OUTAGE_MS: i64 = 5_000;
 /// Longest sleep while schedules exist (well within OUTAGE_MS).
 const MAX_IDLE: Duration = Duration::from_secs(1);
+/// A note of a look that took longer than this is made again: what it
+/// said is that old once it lands, and with the sleep before the next
+/// look (MAX_IDLE) the gap stays within OUTAGE_MS.
+const HELD_UP: Duration = Duration::from_secs(1);
 /// Longest sleep with no schedule, or none that can tick.
 const NONE_IDLE: Duration = super::leader::IDLE_LENGTH;
 /// Due schedules read per call.
@@ -235,7 +240,22 @@ async fn part_pass(
 
 /// Notes that the loop is still looking, as of now (one SET of a short
 /// string: its cost does not grow with the schedules).
+///
+/// A note Redis held up (writes paused, a stalled connection) lands late
+/// but says when it was sent: after the look's last note the next look
+/// would see a gap as long as the hold-up and take it for an outage. So a
+/// note that took longer than [`HELD_UP`] is made once more, as of its
+/// return.
 async fn note_look(h: &Handles, outage: Outage) -> crate::Result<()> {
+    let sent = std::time::Instant::now();
+    note_once(h, outage).await?;
+    if sent.elapsed() > HELD_UP {
+        note_once(h, outage).await?;
+    }
+    Ok(())
+}
+
+async fn note_once(h: &Handles, outage: Outage) -> crate::Result<()> {
     let at = match h.store.clock().estimate_us() {
         Some(us) => us / 1000,
         None => h.store.clock().now_ms().await?,
