@@ -109,11 +109,14 @@ impl Outage {
 
 /// One look at every due schedule; returns the earliest pending tick.
 async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Option<i64>> {
+    // The look's time is taken before any call: a call held up by Redis
+    // (writes paused, the connection queued behind one) is this look
+    // running late, not a gap since the last one.
+    let now = h.store.clock().now_ms().await?;
     if reindex && !h.store.recur_indexed().await? {
         let n = h.store.recur_reindex().await?;
         debug!(schedules = n, "recurring schedules added to the due index");
     }
-    let now = h.store.clock().now_ms().await?;
     let (seen, any) = h.store.recur_seen().await?;
     if !any {
         // No schedule: nothing can be missed, and an idle queue writes
