@@ -39,6 +39,8 @@
 //! beside ([`scale`]; `scale-delayq` without BullMQ; `--pending` sets the
 //! sizes, `--scale-burst` the burst).
 //!
+//! `--only evalsha`: the scripts' Redis time a job by EVALSHA (Redis 6.2's
+//! path) beside FCALL on one server ([`evalsha`]).
 //! `--only idle`: the Redis commands a minute of an idle delayq and of
 //! BullMQ's idle Worker, same window ([`idle`]; `idle-delayq` without
 //! BullMQ; `--idle-secs N` sets the window, 600 by default).
@@ -52,6 +54,7 @@ mod adds;
 mod burst;
 mod cluster;
 mod common;
+mod evalsha;
 mod http_lateness;
 mod http_push;
 mod idle;
@@ -152,6 +155,9 @@ async fn main() {
             println!("scale: no Node here, so no BullMQ beside");
         }
         scale::run(&sizes, with_bullmq && node).await;
+    }
+    if o.evalsha {
+        evalsha::run().await;
     }
     if let Some(with_bullmq) = o.idle {
         let node = node_here();

@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -25,6 +25,7 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      or idle (Redis commands a minute of an idle delayq, 8 consumers waiting, one job an hour
                      away, and of BullMQ's idle Worker, same window; then delayq on a 12-partition cluster;
                      --only idle-delayq: no BullMQ)
+                     or evalsha (the scripts' Redis time a job by EVALSHA, as on Redis 6.2, beside FCALL, one server)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
@@ -89,6 +90,8 @@ pub(crate) struct Options {
     /// Run the idle scenario (Some: with BullMQ beside or not).
     pub(crate) idle: Option<bool>,
     pub(crate) idle_window: std::time::Duration,
+    /// Run the EVALSHA-beside-FCALL scenario.
+    pub(crate) evalsha: bool,
     pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
@@ -113,6 +116,7 @@ pub(crate) fn options() -> Options {
         burst: None,
         idle: None,
         idle_window: std::time::Duration::from_secs(600),
+        evalsha: false,
         burst_jobs: 20_000,
         memory: Some(true),
         scale: None,
@@ -225,12 +229,16 @@ pub(crate) fn options() -> Options {
                         o.idle = Some(false);
                         (vec![], false, false)
                     }
+                    Some("evalsha") => {
+                        o.evalsha = true;
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha, not {other:?}"
                 ),
                 }
             }
