@@ -293,9 +293,16 @@ impl WaitGuard<'_> {
         }
     }
 
+    /// Every waiter on these topics looks again, counted as
+    /// [`Waiters::wake_all`] counts it (each parked waiter has a wake-up
+    /// pending), so that local wake-ups are never promised to them.
     fn wake_others(&self) {
-        for n in &self.handles {
-            n.notify_waiters();
+        let mut map = self.waiters.topics.lock().unwrap();
+        for topic in self.topics {
+            if let Some(t) = map.get_mut(topic) {
+                t.pending = t.parked;
+                t.notify.notify_waiters();
+            }
         }
     }
 }
@@ -343,8 +350,13 @@ mod tests {
         let wait = woken(&notified);
         tokio::pin!(wait);
         assert!(futures::poll!(wait.as_mut()).is_pending());
+        a.park();
+        assert_eq!(w.available(10), vec![("t".to_owned(), 1)]);
         b.looked(false);
         wait.await;
+        // Its wake-up is counted: no local wake-up is promised to it.
+        assert!(w.available(10).is_empty());
+        a.unpark(Some(0));
         // So does a waiter gone before its look for all came back.
         let since = Instant::now();
         let d = w.enter(&t);
