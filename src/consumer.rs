@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use tracing::{debug, error, info_span, warn, Instrument};
+use tracing::{debug, error, info, info_span, warn, Instrument};
 
 use crate::backoff::Backoff;
 use crate::error::Error;
@@ -191,10 +191,13 @@ impl Consumer {
                     })
                     }
                 };
-                if let Err(e) = outcome {
+                match outcome {
+                    // Cancelled while it ran: nothing to settle, no retry.
+                    Err(e @ Error::Cancelled(_)) => info!(error = %e, "the job was cancelled"),
                     // Stale lease (the ttr ran out first) or Redis away:
                     // the lease brings the job back; nothing is lost.
-                    warn!(error = %e, "could not settle the job");
+                    Err(e) => warn!(error = %e, "could not settle the job"),
+                    Ok(_) => {}
                 }
                 drop((slot, held));
             }
@@ -251,6 +254,9 @@ async fn settle(queue: &Queue, mut batch: Vec<Finish>) {
                 // A finish tried again after its first call did reach Redis.
                 Err(Error::NotFound(_)) if attempt > 1 => {
                     debug!(id = %f.id, "job already finished by an earlier try")
+                }
+                Err(e @ Error::Cancelled(_)) => {
+                    info!(id = %f.id, error = %e, "the job was cancelled")
                 }
                 Err(e) => {
                     // Stale lease (the ttr ran out first): the lease brought

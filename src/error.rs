@@ -25,6 +25,12 @@ pub enum Error {
     #[error("the lease on job {0:?} is no longer yours (stale token)")]
     StaleLease(String),
 
+    /// The job was cancelled while this lease held it: stop its work; the
+    /// call changed nothing (a finish finishes nothing, a nack retries
+    /// nothing).
+    #[error("job {0:?} was cancelled while it ran")]
+    Cancelled(String),
+
     /// Redis did not answer `op` within the configured time (down,
     /// restarting, paused) and nothing was changed: the call never left
     /// this process (no connection to Redis), or it only reads. A change

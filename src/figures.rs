@@ -15,7 +15,8 @@ pub struct TopicCounts {
     pub reserved: u64,
     pub dead: u64,
     /// Kept records of finished jobs (`--keep-finished`); a record whose
-    /// window ran out leaves this count at the next trim (within a minute).
+    /// window ran out leaves this count at the next trim (within a quarter
+    /// of the window, 5 minutes at most).
     #[serde(default)]
     pub finished: u64,
     /// Jobs fall due but are not handed out.
@@ -103,7 +104,9 @@ pub struct Event {
     /// dead (after failed: no attempts left), deleted (DELETE, tag cancel,
     /// dead-letter purge or retention), rescheduled (a new due time),
     /// requeued (dead back to ready), released (a reservation that never
-    /// reached its consumer, back to ready uncounted).
+    /// reached its consumer, back to ready uncounted), cancelled (gone,
+    /// whatever its state; a running job's holder is told at its next
+    /// touch, nack or finish).
     pub event: String,
     /// The job's id.
     pub id: String,

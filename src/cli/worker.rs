@@ -37,12 +37,15 @@ use delayq::Shutdown;
 use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::client::{job_path, Client};
+use super::client::{job_path, Client, JobCancelled};
 
 /// How long one pop waits on the server for a job.
 const POLL: Duration = Duration::from_secs(30);
 /// The shortest lease a touch asks for while a command runs.
 const EXTENSION: Duration = Duration::from_secs(3);
+/// How long a cancelled job's command has to end after SIGTERM before it
+/// gets SIGKILL.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// The longest error a job's history keeps (the library cuts the rest):
 /// a failed attempt's error is its exit status and the end of its stderr
 /// within this.
@@ -165,6 +168,8 @@ async fn handle(
     // have `work` touch hundreds of times a second.
     let ttr_ms = (job.lease_until_ms - job.popped_at_ms).max(1) as u64;
     let extension_ms = ttr_ms.max(EXTENSION.as_millis() as u64);
+    // A touch answered "cancelled" stops the command.
+    let cancelled = tokio::sync::Notify::new();
     let touch = async {
         let mut wait = Duration::from_millis((ttr_ms / 3).max(1));
         loop {
@@ -175,16 +180,26 @@ async fn handle(
                 token: token.clone(),
                 ttr_ms: Some(extension_ms),
             };
-            if let Err(e) = c.call::<Touched>(Method::POST, &path, Some(&spec)).await {
-                errln!("delayq work: {id}: extending the lease failed: {e:#}");
+            match c.call::<Touched>(Method::POST, &path, Some(&spec)).await {
+                Err(e) if e.downcast_ref::<JobCancelled>().is_some() => {
+                    cancelled.notify_one();
+                    return std::future::pending().await;
+                }
+                Err(e) => errln!("delayq work: {id}: extending the lease failed: {e:#}"),
+                Ok(_) => {}
             }
         }
     };
+    let run = run_command(command, job, cancelled.notified());
     let outcome = tokio::select! {
-        o = running.one_at_a_time(id, run_command(command, job)) => o,
+        o = running.one_at_a_time(id, run) => o,
         _ = touch => unreachable!("the touch loop never ends"),
     };
     let outcome = match outcome {
+        Err(Failure::Cancelled) => {
+            errln!("delayq work: {id} was cancelled while it ran; its command was stopped");
+            return Ok(());
+        }
         Err(Failure::NotStarted(why)) => {
             let path = format!("{}/release", job_path(id));
             let spec = TokenSpec {
@@ -242,6 +257,9 @@ enum Failure {
     NotStarted(String),
     /// It ran and failed: the error a nack records.
     Failed(String),
+    /// The job was cancelled while it ran, and the command stopped: there
+    /// is nothing to settle.
+    Cancelled,
 }
 
 /// Checks that `program` can be started: a path to an executable file, or
@@ -265,7 +283,11 @@ fn check_program(program: &str) -> Result<()> {
 }
 
 /// Runs the command for one job: Ok on exit 0, else the error to record.
-async fn run_command(command: &[String], job: &DeliveryBody) -> std::result::Result<(), Failure> {
+async fn run_command(
+    command: &[String],
+    job: &DeliveryBody,
+    cancel: impl std::future::Future<Output = ()>,
+) -> std::result::Result<(), Failure> {
     let mut cmd = tokio::process::Command::new(&command[0]);
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.
@@ -322,7 +344,21 @@ async fn run_command(command: &[String], job: &DeliveryBody) -> std::result::Res
     // Its input written, its stderr read and its exit awaited together: a
     // command may write stderr before it reads stdin.
     let stderr = child.stderr.take().expect("stderr is piped");
-    let (_, stderr, status) = tokio::join!(write, tail_of(stderr), child.wait());
+    let group = child.id();
+    let waited = async { tokio::join!(write, tail_of(stderr), child.wait()) };
+    tokio::pin!(waited);
+    let (_, stderr, status) = tokio::select! {
+        done = &mut waited => done,
+        _ = cancel => {
+            // Its group: what the command started goes with it.
+            signal_group(group, libc::SIGTERM);
+            if tokio::time::timeout(CANCEL_GRACE, &mut waited).await.is_err() {
+                signal_group(group, libc::SIGKILL);
+                let _ = waited.await;
+            }
+            return Err(Failure::Cancelled);
+        }
+    };
     let status = status.map_err(|e| Failure::Failed(format!("waiting for {}: {e}", command[0])))?;
     if status.success() {
         return Ok(());
@@ -344,6 +380,17 @@ async fn run_command(command: &[String], job: &DeliveryBody) -> std::result::Res
         .find(|&i| stderr.is_char_boundary(i))
         .unwrap_or(stderr.len());
     Err(Failure::Failed(format!("{what}: {}", &stderr[start..])))
+}
+
+/// Sends `signal` to the process group a command leads (it runs in one of
+/// its own, see run_command).
+fn signal_group(leader: Option<u32>, signal: libc::c_int) {
+    if let Some(pid) = leader {
+        // SAFETY: kill has no memory effects; a group already gone is ESRCH.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), signal);
+        }
+    }
 }
 
 /// The last [`STDERR_KEPT`] bytes of `r`, read to its end: a command's

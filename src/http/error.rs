@@ -50,6 +50,7 @@ impl From<Error> for ApiError {
             Error::StaleLease(_) => {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
             }
+            Error::Cancelled(_) => ApiError::new(StatusCode::CONFLICT, "cancelled", e.to_string()),
             Error::Full => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_full", e.to_string())
             }

@@ -227,6 +227,9 @@ pub struct Job {
     pub dead_at_ms: Option<i64>,
     /// When it finished (finished jobs' records; Unix ms, Redis clock).
     pub finished_at_ms: Option<i64>,
+    /// When it was cancelled while it ran (what is left of it answers its
+    /// holder "cancelled" for a while; Unix ms, Redis clock).
+    pub cancelled_at_ms: Option<i64>,
     /// The last failed attempt's error.
     pub last_error: Option<String>,
     /// The last 20 failed attempts, oldest first (a finished job's record

@@ -10,6 +10,10 @@ use crate::job::{check_due_at, Nacked};
 use crate::store::remove::Fence;
 use crate::store::Status;
 
+/// How long after its lease would have ended a cancelled job's holder
+/// still hears that it was cancelled (a consumer late with its finish).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(600);
+
 impl Queue {
     /// Finishes a delivered job: the consumer holding lease `token` is done.
     #[tracing::instrument(skip_all, fields(id = %id))]
@@ -23,6 +27,7 @@ impl Queue {
                 Ok(())
             }
             Status::Stale => Err(Error::StaleLease(id.to_owned())),
+            Status::Cancelled => Err(Error::Cancelled(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
     }
@@ -67,6 +72,7 @@ impl Queue {
                         Ok(())
                     }
                     Status::Stale => Err(Error::StaleLease((*id).to_owned())),
+                    Status::Cancelled => Err(Error::Cancelled((*id).to_owned())),
                     _ => Err(Error::NotFound((*id).to_owned())),
                 }
             })
@@ -106,6 +112,18 @@ impl Queue {
     pub async fn delete(&self, id: &str) -> Result<bool> {
         self.remove_any(id, Fence::Any, &self.inner.h.metrics.deleted)
             .await
+    }
+
+    /// Cancels job `id`, whatever its state; returns the state it was in
+    /// (None: no such job, or only a finished job's record). A running
+    /// job's lease ends at once and it is never handed out again: its
+    /// holder's next touch, nack or finish fails with
+    /// [`Error::Cancelled`] (changing nothing) until its lease would have
+    /// ended, and [`CANCEL_GRACE`] after.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn cancel(&self, id: &str) -> Result<Option<crate::JobState>> {
+        self.limits().check_id(id).map_err(Error::Invalid)?;
+        self.store().cancel(id, CANCEL_GRACE).await
     }
 
     async fn remove_any(
@@ -178,6 +196,7 @@ impl Queue {
                 })
             }
             (Status::Stale, _) => Err(Error::StaleLease(id.to_owned())),
+            (Status::Cancelled, _) => Err(Error::Cancelled(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
     }
@@ -196,6 +215,7 @@ impl Queue {
         match touched.status {
             Status::Done => Ok(touched.lease_until_ms),
             Status::Stale => Err(Error::StaleLease(id.to_owned())),
+            Status::Cancelled => Err(Error::Cancelled(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
     }

@@ -174,6 +174,10 @@ pub mod field {
     pub const PRIORITY: &str = "pr";
     /// A simple-dedup job's key: its end deletes the key's record.
     pub const DEDUP: &str = "u";
+    /// When a job was cancelled while it ran, Unix ms: what is left of it
+    /// (state finished, its lease token, no body) answers its holder's
+    /// touch, nack and finish "cancelled" until its lease would have ended.
+    pub const CANCELLED: &str = "c";
 
     /// Every field but BODY: what a listing reads first (a body is read
     /// only if it fits the page, see `store::read`).
@@ -196,6 +200,7 @@ pub mod field {
         TRACESTATE,
         PRIORITY,
         DEDUP,
+        CANCELLED,
     ];
 }
 
@@ -230,6 +235,9 @@ pub mod event {
     /// A reservation that never reached its consumer given back to ready,
     /// the attempt uncounted (`a` is the count after).
     pub const RELEASED: &str = "released";
+    /// Cancelled (whatever its state; a running job's holder hears it at
+    /// its next touch, nack or finish).
+    pub const CANCELLED: &str = "cancelled";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -338,6 +346,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_RESCHEDULED", event::RESCHEDULED),
     ("EV_REQUEUED", event::REQUEUED),
     ("EV_RELEASED", event::RELEASED),
+    ("EV_CANCELLED", event::CANCELLED),
+    ("CANCELLED_AT", field::CANCELLED),
     ("DEDUP_KEY", kind::DEDUP),
     ("DEDUP", field::DEDUP),
     ("TAG_KEY", kind::TAG),

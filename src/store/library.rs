@@ -61,6 +61,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::tag_list::SCRIPT,
     &super::tag_cancel::SCRIPT,
     &super::tag_reschedule::SCRIPT,
+    &super::cancel::SCRIPT,
 ];
 
 struct Library {

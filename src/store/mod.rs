@@ -52,6 +52,7 @@ mod sessions;
 pub mod settings;
 pub(crate) mod stats;
 
+pub mod cancel;
 pub mod dispatch;
 pub mod events;
 pub mod history;
@@ -113,10 +114,13 @@ pub enum Status {
     Deduplicated = 5,
     /// Push with a debounce key replaced the key's pending job.
     Debounced = 6,
+    /// The job was cancelled while its lease was held: the holder's call
+    /// changed nothing.
+    Cancelled = 7,
 }
 
 impl Status {
-    const ALL: [Status; 7] = [
+    const ALL: [Status; 8] = [
         Status::Done,
         Status::Missing,
         Status::Stale,
@@ -124,6 +128,7 @@ impl Status {
         Status::Replaced,
         Status::Deduplicated,
         Status::Debounced,
+        Status::Cancelled,
     ];
 
     fn lua_name(self) -> &'static str {
@@ -135,6 +140,7 @@ impl Status {
             Status::Replaced => "REPLACED",
             Status::Deduplicated => "DEDUPLICATED",
             Status::Debounced => "DEBOUNCED",
+            Status::Cancelled => "CANCELLED",
         }
     }
 

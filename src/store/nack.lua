@@ -16,15 +16,17 @@
 -- Helpers: fail_attempt (and what it uses), notify_ready, wake_if_head.
 --
 -- Returns { status, state, due_ms, topic }: DONE, MISSING (no job, or a
--- finished job's record), or STALE (the
--- token is not the job's current lease; nothing changed).
+-- finished job's record), STALE (the token is not the job's current
+-- lease; nothing changed) or CANCELLED (the job was cancelled under this
+-- lease: no attempt counted, no retry).
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
 -- then goes exactly where its retry policy says (see fail_attempt in
 -- lib/retries.lua), atomically, with the error and attempt kept in its
 -- history.
 local id = ARGV[4]
-local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN)
+local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN, CANCELLED_AT)
+if f[4] and f[3] == ARGV[5] then return { CANCELLED, '', 0, f[2] } end
 -- A finished job's kept record is no job to fail.
 if not f[2] or f[1] == FINISHED then return { MISSING, '', 0, '' } end
 if f[1] ~= RESERVED or f[3] ~= ARGV[5] then return { STALE, state_of(f[1]), 0, f[2] } end

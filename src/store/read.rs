@@ -76,6 +76,7 @@ fn decode_job(
         lease_until_ms: int(f.get(field::LEASE)).filter(|_| state == JobState::Reserved),
         dead_at_ms: int(f.get(field::DEAD_AT)),
         finished_at_ms: int(f.get(field::FINISHED_AT)),
+        cancelled_at_ms: int(f.get(field::CANCELLED)),
         last_error: f.remove(field::ERROR),
         traceparent: f.remove(field::TRACEPARENT),
         tracestate: f.remove(field::TRACESTATE),

@@ -21,7 +21,8 @@
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
--- is none either), or STALE (the token is not the job's current lease: it
+-- is none either), CANCELLED (a finish under the lease the job was
+-- cancelled under: nothing changed), or STALE (the token is not the job's current lease: it
 -- was delivered again to someone else, or replaced, or never delivered).
 --
 -- Guarantees: each job leaves every structure at once; a refused removal
@@ -53,9 +54,14 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS)
+  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT)
   local record = f[1] == FINISHED
-  if not f[2] or (record and mode ~= 'any') then
+  if f[6] and mode == 'lease' and f[3] == token then
+    -- Cancelled under this lease: the holder's finish changes nothing.
+    reply[#reply + 1] = CANCELLED
+    reply[#reply + 1] = f[2]
+    reply[#reply + 1] = ''
+  elseif not f[2] or (record and mode ~= 'any') then
     reply[#reply + 1] = MISSING
     reply[#reply + 1] = ''
     reply[#reply + 1] = ''

@@ -10,14 +10,16 @@
 -- earliest). Helpers: now_us, lease, wake_if_head.
 --
 -- Returns { status, lease_until_ms }: DONE, MISSING (no job, or a
--- finished job's record), or STALE (the token is
--- not the job's current lease; nothing changed).
+-- finished job's record), STALE (the token is not the job's current
+-- lease; nothing changed) or CANCELLED (the job was cancelled under this
+-- lease; nothing changed).
 --
 -- Guarantees: only the current lease holder can extend it; the lease then
 -- ends at now + length (Redis time), and not before.
 local id = ARGV[2]
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC)
+local f = redis.call('HMGET', job, STATE, TOKEN, TTR, TOPIC, CANCELLED_AT)
+if f[5] and f[2] == ARGV[3] then return { CANCELLED, 0 } end
 if not f[4] or f[1] == FINISHED then return { MISSING, 0 } end
 if f[1] ~= RESERVED or f[2] ~= ARGV[3] then return { STALE, 0 } end
 local length = tonumber(ARGV[4])

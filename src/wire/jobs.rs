@@ -280,6 +280,11 @@ pub struct JobBody {
     /// finished it; its body is not kept (empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at_ms: Option<i64>,
+    /// When it was cancelled while it ran (`POST /v1/jobs/{id}/cancel`,
+    /// Redis time): what is left of it answers its holder's touch, nack
+    /// and finish 409 `cancelled` for a while, then goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at_ms: Option<i64>,
     /// The last failed attempt's error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -341,6 +346,15 @@ pub struct RescheduleSpec {
 pub struct Rescheduled {
     pub id: String,
     pub due_at_ms: i64,
+}
+
+/// `POST /v1/jobs/{id}/cancel`: the job is gone; `was` is the state it was
+/// in (`reserved`: it was running, and its holder's next touch, nack or
+/// finish is answered 409 `cancelled`).
+#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+pub struct Cancelled {
+    pub id: String,
+    pub was: JobState,
 }
 
 /// `POST /v1/jobs/{id}/finish` and `/release`: the lease token pop gave.

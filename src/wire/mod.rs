@@ -31,9 +31,9 @@ use utoipa::ToSchema;
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
 pub use jobs::{
-    Attempt, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DedupSpec, IfExistsSpec, Interval,
-    JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec, Rescheduled,
-    Retry, RetrySpec, TokenSpec, TouchSpec, Touched,
+    Attempt, BatchReply, BatchResult, BatchSpec, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec,
+    Interval, JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec,
+    Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec, Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};

@@ -76,6 +76,7 @@ mod redis_server;
 
 mod bad_input;
 mod batching;
+mod cancel;
 mod cli_client;
 mod cluster;
 mod compat_contract;

@@ -139,11 +139,14 @@ impl Client {
             };
             return anyhow::anyhow!("{status}: {msg}\nhint: {given}; pass the server's --auth-token with --token or DELAYQ_CLIENT_TOKEN");
         }
-        if error
-            .as_ref()
-            .is_some_and(|e| e.error.code == "outcome_unknown")
-        {
-            return anyhow::Error::new(OutcomeUnknown(format!("{status}: {msg}")));
+        match error.as_ref().map(|e| e.error.code.as_str()) {
+            Some("outcome_unknown") => {
+                return anyhow::Error::new(OutcomeUnknown(format!("{status}: {msg}")))
+            }
+            Some("cancelled") => {
+                return anyhow::Error::new(JobCancelled(format!("{status}: {msg}")))
+            }
+            _ => {}
         }
         anyhow::anyhow!("{status}: {msg}")
     }
@@ -172,6 +175,19 @@ impl std::fmt::Display for OutcomeUnknown {
 }
 
 impl std::error::Error for OutcomeUnknown {}
+
+/// The job was cancelled while this client held its lease (409
+/// `cancelled`): the call changed nothing, and the job's work should stop.
+#[derive(Debug)]
+pub(crate) struct JobCancelled(String);
+
+impl std::fmt::Display for JobCancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for JobCancelled {}
 
 /// What a path segment keeps unescaped: RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC

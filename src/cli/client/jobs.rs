@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use delayq::wire::{
-    DedupModeSpec, DedupSpec, DueAt, IfExistsSpec, JobBody, JobSpec, JobsPage, NoContent,
-    PushedBody, RescheduleSpec, Rescheduled,
+    Cancelled, DedupModeSpec, DedupSpec, DueAt, IfExistsSpec, JobBody, JobSpec, JobsPage,
+    NoContent, PushedBody, RescheduleSpec, Rescheduled,
 };
 use reqwest::Method;
 
@@ -199,6 +199,28 @@ impl Delete {
             .fetch::<NoContent>(Method::DELETE, &job_path(&self.id))
             .await?;
         c.show(&reply, |_, o| outln!(o, "deleted {}", self.id))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Cancel {
+    id: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl Cancel {
+    pub(super) async fn run(self) -> Result<()> {
+        let c = Client::new(&self.client);
+        let path = format!("{}/cancel", job_path(&self.id));
+        let reply = c.fetch::<Cancelled>(Method::POST, &path).await?;
+        c.show(&reply, |r, o| {
+            if r.was == delayq::JobState::Reserved {
+                outln!(o, "cancelled {} (it was running: its consumer hears so at its next touch, nack or finish)", r.id)
+            } else {
+                outln!(o, "cancelled {} (it was {})", r.id, r.was.as_str())
+            }
+        })
     }
 }
 

@@ -23,7 +23,7 @@ use clap::{Args, Subcommand};
 use delayq::duration::parse_duration;
 use delayq::wire::{DueAt, Interval, RetrySpec};
 
-pub(crate) use http::{job_path, Client, OutcomeUnknown};
+pub(crate) use http::{job_path, Client, JobCancelled, OutcomeUnknown};
 
 /// How a client command reaches the server. These belong to the client
 /// commands only: `serve` has its own flags and its own environment
@@ -62,6 +62,9 @@ pub enum ClientCommand {
     Get(jobs::Get),
     /// Delete a job from any state.
     Delete(jobs::Delete),
+    /// Cancel a job, also one that runs (its consumer is told at its next
+    /// touch, nack or finish; `delayq work` stops the job's command).
+    Cancel(jobs::Cancel),
     /// Job counts per topic and state.
     Stats(topics::Stats),
     /// Dead letters of a topic.
@@ -116,6 +119,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Push(c) => c.run().await,
         ClientCommand::Get(c) => c.run().await,
         ClientCommand::Delete(c) => c.run().await,
+        ClientCommand::Cancel(c) => c.run().await,
         ClientCommand::Stats(c) => c.run().await,
         ClientCommand::Dead(c) => c.run().await,
         ClientCommand::Pop(c) => c.run().await,

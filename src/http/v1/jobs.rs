@@ -16,8 +16,8 @@ use crate::http::AppState;
 use crate::job::{Dedup, DedupMode, IfExists, NewJob, PushOutcome, Pushed};
 use crate::retry::RetryPolicy;
 use crate::wire::{
-    self, BatchReply, BatchResult, BatchSpec, DedupModeSpec, DueAt, ErrorReply, IfExistsSpec,
-    Interval, JobSpec, Outcome, PushedBody, RescheduleSpec, Rescheduled, RetrySpec,
+    self, BatchReply, BatchResult, BatchSpec, Cancelled, DedupModeSpec, DueAt, ErrorReply,
+    IfExistsSpec, Interval, JobSpec, Outcome, PushedBody, RescheduleSpec, Rescheduled, RetrySpec,
 };
 
 /// A due time as Unix ms, checked against the documented limits.
@@ -296,6 +296,25 @@ pub(super) async fn delete_job(
     }
 }
 
+/// Cancel a job, whatever its state: it is gone and never handed out
+/// again; a running job's holder hears `cancelled` (409) at its next
+/// touch, nack or finish, which change nothing
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", operation_id = "cancelJob",
+    params(super::JobId),
+    responses(
+        (status = 200, description = "Cancelled; `was` is the state it was in", body = Cancelled),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+    ))]
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+) -> ApiResult<Json<Cancelled>> {
+    match state.queue.cancel(&id).await? {
+        Some(was) => Ok(Json(Cancelled { id, was })),
+        None => Err(not_found(&id)),
+    }
+}
+
 /// Give a job a new due time (and optionally a new body)
 #[utoipa::path(post, path = "/v1/jobs/{id}/reschedule", operation_id = "rescheduleJob",
     params(super::JobId), request_body = RescheduleSpec,
@@ -332,6 +351,7 @@ impl From<crate::job::Job> for wire::JobBody {
             lease_until_ms: j.lease_until_ms,
             dead_at_ms: j.dead_at_ms,
             finished_at_ms: j.finished_at_ms,
+            cancelled_at_ms: j.cancelled_at_ms,
             last_error: j.last_error,
             traceparent: j.traceparent,
             tracestate: j.tracestate,

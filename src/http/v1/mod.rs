@@ -93,6 +93,7 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/jobs/batch", || post(jobs::push_batch)),
     route("get", "/v1/jobs/{id}", || get(jobs::get_job)),
     write("delete", "/v1/jobs/{id}", || delete(jobs::delete_job)),
+    write("post", "/v1/jobs/{id}/cancel", || post(jobs::cancel)),
     write("post", "/v1/jobs/{id}/reschedule", || {
         post(jobs::reschedule)
     }),

@@ -27,6 +27,7 @@ use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
     ),
     paths(
         jobs::push_one, jobs::push_batch, jobs::get_job, jobs::delete_job, jobs::reschedule,
+        jobs::cancel,
         lease::finish, lease::release, lease::nack, lease::touch,
         pop::pop, pop::finish,
         topics::topics, topics::dead_list, topics::dead_requeue, topics::dead_purge,

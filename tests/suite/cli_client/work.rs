@@ -482,3 +482,64 @@ async fn work_backs_off_a_failing_command_when_the_job_has_no_retry_policy() {
     assert!(worker.0.wait().unwrap().success());
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_stops_the_command_of_a_job_cancelled_while_it_runs() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    // A 1.5 s ttr: `work` touches the lease every second or so.
+    s.queue.push(&job("c1", "long", 0, 1_500)).await.unwrap();
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let script = format!("echo $$ >> {}; exec sleep 120", pids.display());
+    let mut worker = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "work", "long", "--server", &s.base, "--", "sh", "-c", &script,
+            ])
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let runs = || std::fs::read_to_string(&pids).unwrap_or_default();
+    let pid: i32 = eventually(
+        std::time::Duration::from_secs(30),
+        "the command runs",
+        || async { runs().lines().next()?.trim().parse().ok() },
+    )
+    .await;
+    assert_eq!(
+        s.queue.cancel("c1").await.unwrap(),
+        Some(JobState::Reserved)
+    );
+    // Its next touch hears it: the command is stopped.
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the command stopped",
+        || async { (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(()) },
+    )
+    .await;
+    // SAFETY: a plain kill(2) on our own child.
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    assert!(worker.0.wait().unwrap().success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(worker.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("c1 was cancelled while it ran"), "{err}");
+    assert!(
+        !err.contains("finished") && !err.contains("failed"),
+        "{err}"
+    );
+    // Run once, never again.
+    assert_eq!(runs().lines().count(), 1);
+    assert!(s
+        .queue
+        .get("c1")
+        .await
+        .unwrap()
+        .is_none_or(|j| j.cancelled_at_ms.is_some()));
+    s.stop().await;
+}

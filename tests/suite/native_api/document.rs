@@ -427,6 +427,7 @@ const PUBLISHED_SCHEMAS: &[&str] = &[
     "BatchReply",
     "BatchResult",
     "BatchSpec",
+    "Cancelled",
     "DeadPage",
     "DedupModeSpec",
     "DedupSpec",

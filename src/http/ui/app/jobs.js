@@ -51,6 +51,13 @@ async function jobPage(mine, id) {
         } }, t("act.reschedule")),
       );
     }
+    if (j.state === "reserved") {
+      // A running job: its consumer hears "cancelled" at its next touch,
+      // nack or finish, and it is never handed out again.
+      actions.push(el("button", { id: "cancel", class: "danger", onclick: () => {
+        if (confirm(t("act.confirm.cancel", id))) act(() => api("POST", "v1/jobs/" + enc(id) + "/cancel"), t("act.cancelled", id));
+      } }, t("act.cancel")));
+    }
     actions.push(el("button", { id: "delete", class: "danger", onclick: () => {
       if (confirm(t("act.confirm.delete", id))) act(() => api("DELETE", "v1/jobs/" + enc(id)), t("act.deleted", id), "#/topic/" + enc(j.topic));
     } }, t("act.delete")));

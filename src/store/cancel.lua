@@ -1,0 +1,44 @@
+-- cancel.lua: cancel a job, whatever its state. One that runs (reserved)
+-- stops being its holder's: its lease ends now, and what is left of it
+-- answers the holder's touch, nack and finish "cancelled" until the lease
+-- would have ended (and `grace` after), so that a consumer stops its work
+-- and does not retry it.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  id
+-- ARGV[3]  grace, ms: how much longer than the lease what is left of a
+--          running job stays
+--
+-- Touches: the job hash, whichever of trigger key, schedule, ready list or
+-- dead set holds it, its tags' indexes, its simple dedup record, the count
+-- hash. Events: cancelled. Helpers: now_us, detach, untag, dedup_release,
+-- emit, state_of.
+--
+-- Returns { status, state }: DONE and the state the job was in, or
+-- MISSING (no job; a finished job's record is none either).
+--
+-- Guarantees: the job leaves every structure at once and is never handed
+-- out again; a running job's lease end leaves the schedule, so the lease
+-- does not run out into a retry. What is left is a finished job's record
+-- (no body, not counted, not listed), so a push of the same id creates a
+-- new job.
+local id = ARGV[2]
+local grace = tonumber(ARGV[3])
+if not grace or grace < 0 then return invalid('cancel takes a grace in ms') end
+local job = job_key(id)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE)
+if not f[2] or f[1] == FINISHED then return { MISSING, '' } end
+local state, topic = state_of(f[1]), f[2]
+if EVENTS > 0 then emit(EV_CANCELLED, id, topic) end
+detach(id, state, topic)
+untag(id, f[5])
+dedup_release(id, f[4])
+redis.call('DEL', job)
+if state == RESERVED then
+  local now_ms = math.floor(now_us() / 1000)
+  local left = math.max((tonumber(f[6]) or now_ms) - now_ms, 0) + grace
+  redis.call('HSET', job, TOPIC, topic, STATE, FINISHED, TOKEN, f[3], CANCELLED_AT, now_ms)
+  redis.call('PEXPIRE', job, math.max(left, 1))
+end
+return { DONE, state }
