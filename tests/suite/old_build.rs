@@ -105,7 +105,10 @@ fn build(commit: &str) -> PathBuf {
     eprintln!("building delayq {commit} for the upgrade tests (once per machine: minutes)");
     let started = Instant::now();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo)
+    // Niced: the tests running meanwhile keep their share of the cores.
+    run(Command::new("nice")
+        .args(["-n", "10"])
+        .arg(cargo)
         .current_dir(&src)
         .args(["build", "--locked", "--bin", "delayq"])
         .env("CARGO_TARGET_DIR", &build_dir)

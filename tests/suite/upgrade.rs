@@ -252,15 +252,23 @@ async fn consume(pool: Arc<Pool>, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
 }
 
 /// Waits until the consumers finished `n` more jobs: the queue moves on
-/// between two steps of the upgrade.
-async fn step(ledger: &Arc<Ledger>, n: usize) {
+/// between two steps of the upgrade. A producer or consumer that stopped
+/// (its assertion failed) fails the test at once.
+async fn step(ledger: &Arc<Ledger>, workers: &[tokio::task::JoinHandle<()>], n: usize) {
     let from = ledger.finished_total.load(SeqCst);
     eventually(
         Duration::from_secs(60),
         "the consumers finishing jobs",
         || {
+            let stopped = workers.iter().any(|w| w.is_finished());
             let ledger = ledger.clone();
-            async move { (ledger.finished_total.load(SeqCst) >= from + n).then_some(()) }
+            async move {
+                assert!(
+                    !stopped,
+                    "a producer or consumer failed: its panic is above"
+                );
+                (ledger.finished_total.load(SeqCst) >= from + n).then_some(())
+            }
         },
     )
     .await;
@@ -445,36 +453,39 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
     );
-    let producer = tokio::spawn(produce(pool.clone(), ledger.clone(), stop_producer.clone()));
-    let consumers: Vec<_> = (0..2)
-        .map(|_| {
-            tokio::spawn(consume(
-                pool.clone(),
-                ledger.clone(),
-                stop_consumers.clone(),
-            ))
-        })
-        .collect();
+    // The producer first, then two consumers.
+    let mut workers = vec![tokio::spawn(produce(
+        pool.clone(),
+        ledger.clone(),
+        stop_producer.clone(),
+    ))];
+    for _ in 0..2 {
+        workers.push(tokio::spawn(consume(
+            pool.clone(),
+            ledger.clone(),
+            stop_consumers.clone(),
+        )));
+    }
     let mut s = seed(&old1.base, &ledger).await;
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
 
     // The rolling upgrade: one instance at a time.
     let new1 = start_new(&redis, FLAGS);
     pool.add(&new1, Build::New);
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     pool.drain(&old1).await;
     old1.terminate();
     // Leases the old build handed out end through the new one.
     for job in &s.leases[..2] {
         finish(&new1.base, job).await;
     }
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     let new2 = start_new(&redis, FLAGS);
     pool.add(&new2, Build::New);
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     pool.drain(&old2).await;
     old2.terminate();
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
 
     // Only the new build runs: what the old one wrote is there and works.
     let (nb, build) = (new2.base.as_str(), Build::New);
@@ -539,21 +550,21 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     finish(&new1.base, &done[0]).await;
     assert_deduplicated(nb, &s.dedup_id, build).await;
     assert_schedule(nb, build).await;
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
 
     // The way back: the old build again, one instance at a time.
     let old3 = start_old(&redis, FLAGS);
     pool.add(&old3, Build::Old);
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     pool.drain(&new1).await;
     new1.terminate();
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     let old4 = start_old(&redis, FLAGS);
     pool.add(&old4, Build::Old);
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
     pool.drain(&new2).await;
     new2.terminate();
-    step(&ledger, 30).await;
+    step(&ledger, &workers, 30).await;
 
     // Only the old build runs: what the new one wrote is there and works.
     let (ob, build) = (old4.base.as_str(), Build::Old);
@@ -593,7 +604,8 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
 
     // Everything pushed is delivered and finished before the consumers stop.
     stop_producer.store(true, SeqCst);
-    producer.await.unwrap();
+    let consumers = workers.split_off(1);
+    workers.pop().unwrap().await.unwrap();
     let expected = ledger.pushed.lock().unwrap().len() as u64;
     until_value(
         expected,
