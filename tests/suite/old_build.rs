@@ -135,8 +135,13 @@ fn check_archive_commit(archive: &Path, commit: &str) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("gzip: {e}"));
-    let mut head = vec![0u8; 1024];
-    gz.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let mut head = Vec::new();
+    gz.stdout
+        .take()
+        .unwrap()
+        .take(1024)
+        .read_to_end(&mut head)
+        .unwrap();
     let _ = gz.kill();
     let _ = gz.wait();
     let named = format!("comment={commit}\n");

@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::old_build::{start_new, start_old};
+use crate::old_build::{old_binary, start_new, start_old};
 
 /// Every instance's flags: finished jobs leave a record.
 const FLAGS: &[&str] = &["--keep-finished", "1h"];
@@ -442,6 +442,8 @@ async fn assert_schedule(base: &str, build: Build) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
+    // Built (the first time: minutes) before anything runs.
+    old_binary();
     let redis = RedisServer::start();
     let old1 = start_old(&redis, FLAGS);
     let old2 = start_old(&redis, FLAGS);
