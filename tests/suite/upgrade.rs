@@ -468,7 +468,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
             stop_consumers.clone(),
         )));
     }
-    let mut s = seed(&old1.base, &ledger).await;
+    let mut seeded = seed(&old1.base, &ledger).await;
     step(&ledger, &workers, 30).await;
 
     // The rolling upgrade: one instance at a time.
@@ -478,7 +478,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     pool.drain(&old1).await;
     old1.terminate();
     // Leases the old build handed out end through the new one.
-    for job in &s.leases[..2] {
+    for job in &seeded.leases[..2] {
         finish(&new1.base, job).await;
     }
     step(&ledger, &workers, 30).await;
@@ -491,7 +491,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
 
     // Only the new build runs: what the old one wrote is there and works.
     let (nb, build) = (new2.base.as_str(), Build::New);
-    check_far(nb, &s.far, build).await;
+    check_far(nb, &seeded.far, build).await;
     let member: BTreeSet<String> = ["far-0", "far-2", "far-4"].map(String::from).into();
     assert_eq!(
         tagged(nb).await,
@@ -506,9 +506,9 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     .await;
     assert_eq!((status, &reply["changed"]), (200, &json!(3)), "{reply}");
     for id in &member {
-        *s.far.get_mut(id).unwrap() += 60_000;
+        *seeded.far.get_mut(id).unwrap() += 60_000;
     }
-    check_far(nb, &s.far, build).await;
+    check_far(nb, &seeded.far, build).await;
     let ready = pop_n(nb, "prio", 2, Duration::from_secs(30)).await;
     assert_eq!(ids(&ready), ["r0-a", "r0-b"], "priority 0 first");
     for job in &ready {
@@ -517,7 +517,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     for (id, priority) in [("r5-c", 5), ("r0-c", 0)] {
         push(nb, json!({"id": id, "topic": "prio", "priority": priority})).await;
     }
-    for job in &s.leases[..2] {
+    for job in &seeded.leases[..2] {
         assert_finished_record(nb, job["id"].as_str().unwrap(), build).await;
     }
     // The other leases run out under the new build and come again.
@@ -550,7 +550,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     push(nb, json!({"id": "fin-new", "topic": "fin"})).await;
     let done = pop_n(nb, "fin", 1, Duration::from_secs(30)).await;
     finish(&new1.base, &done[0]).await;
-    assert_deduplicated(nb, &s.dedup_id, build).await;
+    assert_deduplicated(nb, &seeded.dedup_id, build).await;
     assert_schedule(nb, build).await;
     step(&ledger, &workers, 30).await;
 
@@ -570,7 +570,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
 
     // Only the old build runs: what the new one wrote is there and works.
     let (ob, build) = (old4.base.as_str(), Build::Old);
-    check_far(ob, &s.far, build).await;
+    check_far(ob, &seeded.far, build).await;
     assert_eq!(
         tagged(ob).await,
         member,
@@ -601,7 +601,7 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     for id in ["fin-old", "fin-new", "lease-0", "dl-0"] {
         assert_finished_record(ob, id, build).await;
     }
-    assert_deduplicated(ob, &s.dedup_id, build).await;
+    assert_deduplicated(ob, &seeded.dedup_id, build).await;
     assert_schedule(ob, build).await;
 
     // Everything pushed is delivered and finished before the consumers stop.
