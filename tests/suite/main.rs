@@ -64,13 +64,18 @@
 //! - [`sidecars`]: many instances on one Redis, one dispatcher per partition.
 //! - [`servers`]: the server binary the run names (Valkey in the conformance
 //!   run); Redis 6.2 refused at start.
+//! - [`upgrade`]: a rolling upgrade from the old build to this one on one
+//!   Redis under load, and the way back.
 //!
 //! The harness (the launchers shared with the benchmark):
 //! - [`common`]: delayq servers in process or as children, small helpers.
 //! - [`redis_server`]: one redis-server, killed when dropped.
 //! - [`redis_cluster`]: a local Redis Cluster, stopped when dropped.
+//! - [`old_build`]: the delayq of an earlier commit, built from its source
+//!   kept in `tests/upgrade/` (once per machine, cached under `target/`).
 
 mod common;
+mod old_build;
 mod redis_cluster;
 mod redis_server;
 
@@ -113,6 +118,7 @@ mod steering;
 mod tags;
 mod tls;
 mod trace;
+mod upgrade;
 mod webhooks;
 
 /// reqwest's https (rustls without a provider of its own) needs the
