@@ -127,3 +127,91 @@ async fn cancelling_a_job_that_waits_removes_it_and_writes_a_cancelled_event() {
     assert!(matches!(q.cancel("").await, Err(Error::Invalid(_))));
     q.close().await;
 }
+
+/// A webhook's delivery in flight when its job is cancelled: the answer
+/// that comes back (a failure) is not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_delivery_cancelled_in_flight_is_not_retried() {
+    use std::sync::{Arc, Mutex};
+
+    use axum::http::{HeaderMap, StatusCode};
+    use delayq::webhook::{self, Webhook};
+
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // The receiver holds its first request until told, then fails it.
+    let hits: Arc<Mutex<Vec<String>>> = Default::default();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post({
+            let (hits, release) = (hits.clone(), release.clone());
+            move |headers: HeaderMap| {
+                let (hits, release) = (hits.clone(), release.clone());
+                async move {
+                    let id = headers["x-delayq-id"].to_str().unwrap().to_owned();
+                    let first = {
+                        let mut h = hits.lock().unwrap();
+                        h.push(id);
+                        h.len() == 1
+                    };
+                    if first {
+                        release.notified().await;
+                        return StatusCode::INTERNAL_SERVER_ERROR;
+                    }
+                    StatusCode::OK
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let stop = delayq::Shutdown::new();
+    let hook = Webhook {
+        timeout: Duration::from_secs(30),
+        concurrency: 1,
+        ..Webhook::new("hook", &url)
+    };
+    tokio::spawn(webhook::run(q.clone(), hook, stop.clone()));
+    // Retried at once if its failure counted.
+    let retry_now = delayq::RetryPolicy {
+        intervals: vec![Duration::ZERO],
+        max_attempts: Some(5),
+    };
+    q.push(&delayq::NewJob {
+        retry: Some(retry_now.clone()),
+        ..job("w1", "hook", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "w1 in flight", || async {
+        (!hits.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(q.cancel("w1").await.unwrap(), Some(JobState::Reserved));
+    release.notify_one();
+    eventually(
+        Duration::from_secs(30),
+        "w1's failed answer settled",
+        || async {
+            (q.metrics().webhook_deliveries.get(["hook", "http_error"]) == 1).then_some(())
+        },
+    )
+    .await;
+    // Had w1 been retried, it would be ready before w2, and sent first.
+    q.push(&delayq::NewJob {
+        retry: Some(retry_now),
+        ..job("w2", "hook", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    eventually(Duration::from_secs(30), "w2 delivered", || async {
+        (hits.lock().unwrap().len() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(*hits.lock().unwrap(), ["w1", "w2"]);
+    stop.trigger();
+    server.abort();
+    q.close().await;
+}
