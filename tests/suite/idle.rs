@@ -18,13 +18,15 @@ async fn lease(redis: &RedisServer) -> Option<(String, i64)> {
     Some((holder?, left))
 }
 
-/// Calls Redis counted, INFO (only this test reads it here) left out.
-async fn commands(redis: &RedisServer) -> u64 {
+/// Calls Redis counted of the commands `counted` names (as
+/// `cmdstat_<name>`).
+async fn calls(redis: &RedisServer, counted: impl Fn(&str) -> bool) -> u64 {
     let info: String = redis.cmd(&["INFO", "commandstats"]).await;
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-        .filter_map(|l| {
-            l.split("calls=")
+        .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
+        .filter(|(name, _)| counted(name))
+        .filter_map(|(_, rest)| {
+            rest.split("calls=")
                 .nth(1)?
                 .split(',')
                 .next()?
@@ -32,6 +34,11 @@ async fn commands(redis: &RedisServer) -> u64 {
                 .ok()
         })
         .sum()
+}
+
+/// Calls Redis counted, INFO (only this test reads it here) left out.
+async fn commands(redis: &RedisServer) -> u64 {
+    calls(redis, |name| name != "info").await
 }
 
 /// Waits until the holder of the lease took it for longer than a busy
@@ -264,18 +271,7 @@ async fn an_idle_queue_on_a_cluster_costs_few_commands() {
 /// Calls of delayq's scripts (FCALL, or EVALSHA on a server without
 /// functions).
 async fn script_calls(redis: &RedisServer) -> u64 {
-    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_fcall:") || l.starts_with("cmdstat_evalsha:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    calls(redis, |name| name == "fcall" || name == "evalsha").await
 }
 
 /// Pops waiting on the same topics share their backstop look: one that
