@@ -23,6 +23,8 @@ use crate::error::{Error, Result};
 /// item's result in order: push.lua, remove.lua.
 pub(crate) trait PerJob: Batch {
     const SCRIPT: &'static Script;
+    /// [`Coalesced::SECOND_AT`] for the kind's single calls.
+    const SECOND_AT: Option<usize> = None;
     /// Adds the arguments that come before the items' (none by default).
     fn header(_store: &Store, _call: &mut Call) {}
     /// Adds one item's arguments to the call.
@@ -34,6 +36,7 @@ pub(crate) trait PerJob: Batch {
 impl<B: PerJob> Coalesced for B {
     type Ctx = Arc<Store>;
     const OP: &'static str = B::SCRIPT.name;
+    const SECOND_AT: Option<usize> = <B as PerJob>::SECOND_AT;
 
     fn late(store: &Arc<Store>) -> Error {
         store.timed_out(B::SCRIPT.name)

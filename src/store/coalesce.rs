@@ -2,9 +2,11 @@
 //! of one kind and partition that arrive while the previous batch is at
 //! Redis go together in the next. A call that arrives when nothing is under
 //! way goes at once, alone: group commit adds no wait, it only uses the
-//! wait there already is. Its kinds: single pushes and removes (one script
-//! call over many jobs, [`super::batch`]), pops of one partition, and
-//! acknowledged writes ([`Acked`]).
+//! wait there already is. Single pushes may have a second batch at Redis
+//! beside the first once enough of them wait ([`Coalesced::SECOND_AT`]).
+//! Its kinds: single pushes and removes (one script call over many jobs,
+//! [`super::batch`]), pops of one partition, and acknowledged writes
+//! ([`Acked`]).
 //!
 //! Each batch is sent from a task of its own, so a caller that goes away
 //! (a dropped HTTP request) does not strand the calls batched with its own.
@@ -15,8 +17,9 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use redis::{Cmd, RedisResult, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -97,6 +100,9 @@ pub(crate) trait Coalesced: Batch {
     fn unclaimed(_ctx: &Self::Ctx, _out: Self::Out) {}
     /// The error of a call whose caller stopped waiting before it was sent.
     fn late(ctx: &Self::Ctx) -> Error;
+    /// How many calls must be waiting for a second batch to go while one is
+    /// at Redis; None (the default): one batch at a time. See [`Lane`].
+    const SECOND_AT: Option<usize> = None;
     /// When the caller of `item` stops waiting, if before the deadline it
     /// was submitted with (a pop waits longer than its caller, for a late
     /// reply whose jobs it gives back): the lane holds later calls back
@@ -124,12 +130,19 @@ struct Waiting<B: Coalesced> {
 }
 
 /// One partition's calls waiting, and the task sending them. One sender
-/// per lane: a second would take the first call that comes while the other
-/// batch is away and send it nearly alone, so batches shrink. Measured with
-/// 64 single adds in flight: two senders made 30-36k adds/s at 20-24 us of
-/// Redis CPU each, one made 42-44k/s at 16 us.
+/// per lane, and one batch at Redis at a time unless the kind says
+/// otherwise ([`Coalesced::SECOND_AT`]): then a second batch goes while the
+/// first is away once that many calls wait. Two at once from the first
+/// call (a second sender) split batches: the second took the first call
+/// that came and sent it nearly alone (measured with 64 single adds in
+/// flight: 30-36k adds/s at 20-24 us of Redis CPU each, against 42-44k/s
+/// at 16 us with one). Waiting for enough calls keeps batches large, and
+/// Redis has the next batch in hand when it answers the first, instead of
+/// idling while the reply travels and the next batch forms.
 struct Lane<B: Coalesced> {
     queue: Mutex<Queued<B>>,
+    /// Told when enough calls wait for a second batch.
+    more: Notify,
 }
 
 struct Queued<B: Coalesced> {
@@ -158,6 +171,7 @@ fn lanes<B: Coalesced>(partitions: usize) -> Vec<Arc<Lane<B>>> {
                     waiting: Vec::new(),
                     sender: None,
                 }),
+                more: Notify::new(),
             })
         })
         .collect()
@@ -198,6 +212,8 @@ impl<B: Coalesced> Coalescer<B> {
             if q.sender.as_ref().is_none_or(AbortHandle::is_finished) {
                 let sender = tokio::spawn(send_batches::<B>(lane.clone(), ctx.clone(), part));
                 q.sender = Some(sender.abort_handle());
+            } else if B::SECOND_AT.is_some_and(|n| q.waiting.len() >= n) {
+                lane.more.notify_one();
             }
         }
         rx.await.unwrap_or_else(|_| {
@@ -253,10 +269,22 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, ctx: B::Ctx, part: usize
         done: false,
     };
     let (lane, ctx) = (me.lane.clone(), me.ctx.clone());
+    // The batches at Redis, each until it ends or its callers stop waiting.
+    let mut away = FuturesUnordered::new();
     loop {
-        let Some(batch) = take_batch(&lane) else {
-            me.done = true;
-            return;
+        let batch = match take_batch(&lane, away.len()) {
+            Take::Batch(batch) => batch,
+            Take::Done => {
+                me.done = true;
+                return;
+            }
+            Take::Wait => {
+                tokio::select! {
+                    _ = away.next() => {}
+                    _ = lane.more.notified(), if away.len() < 2 => {}
+                }
+                continue;
+            }
         };
         let now = Instant::now();
         let waits =
@@ -280,7 +308,7 @@ async fn send_batches<B: Coalesced>(lane: Arc<Lane<B>>, ctx: B::Ctx, part: usize
         // it go on. Its late results still reach its callers, or are given
         // back when they have gone.
         let batch = tokio::spawn(send_one::<B>(ctx.clone(), part, items, replies, deadline));
-        let _ = tokio::time::timeout_at(patience, batch).await;
+        away.push(tokio::time::timeout_at(patience, batch));
     }
 }
 
@@ -317,16 +345,32 @@ async fn send_one<B: Coalesced>(
     }
 }
 
-/// The next batch: the first call waiting and those after it that may
-/// join it, in the order they came, up to the limits. None when nothing
-/// waits: the sender ends, in the same step, so a call queued after it
-/// starts a new one.
-fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Option<Vec<Waiting<B>>> {
+/// What a lane's sender does next.
+enum Take<B: Coalesced> {
+    Batch(Vec<Waiting<B>>),
+    /// Waits for a batch at Redis to end, or for enough calls to send a
+    /// second.
+    Wait,
+    /// Nothing waits and nothing is at Redis: the sender ends.
+    Done,
+}
+
+/// The next batch, with `away` batches at Redis: the first call waiting and
+/// those after it that may join it, in the order they came, up to the
+/// limits. With none away, whatever waits goes; with one, only once
+/// [`Coalesced::SECOND_AT`] calls wait. Done when nothing waits or is away:
+/// the sender ends in the same step, so a call queued after it starts a new
+/// one.
+fn take_batch<B: Coalesced>(lane: &Lane<B>, away: usize) -> Take<B> {
     let mut guard = lane.lock();
     let Queued { waiting: q, sender } = &mut *guard;
-    if q.is_empty() {
+    if q.is_empty() && away == 0 {
         *sender = None;
-        return None;
+        return Take::Done;
+    }
+    let second = away == 1 && B::SECOND_AT.is_some_and(|n| q.len() >= n);
+    if q.is_empty() || (away > 0 && !second) {
+        return Take::Wait;
     }
     let mut fill = Fill::default();
     let mut taken: Vec<Waiting<B>> = Vec::new();
@@ -343,7 +387,7 @@ fn take_batch<B: Coalesced>(lane: &Lane<B>) -> Option<Vec<Waiting<B>>> {
         }
         taken.push(q.remove(i));
     }
-    Some(taken)
+    Take::Batch(taken)
 }
 
 /// Acknowledged writes: with `replica_acks` N, a write is answered only

@@ -8,7 +8,7 @@ use delayq::{Config, Error, IfExists, JobState, Limits, PushOutcome, Queue};
 use futures::future::join_all;
 use futures::FutureExt;
 
-use crate::common::{config, eventually, job, queue, topics, RedisServer};
+use crate::common::{config, eventually, job, queue, topics, CutProxy, RedisServer};
 
 /// How many script calls Redis has run since its start.
 async fn fcalls(redis: &RedisServer) -> u64 {
@@ -340,4 +340,147 @@ async fn acked_writes_go_on_after_their_lane_sender_died() {
     .await;
     let nacked = q.nack(&d.id, &d.token, None, "again").await;
     assert!(nacked.is_ok(), "a later nack: {nacked:?}");
+}
+
+/// While a batch of single pushes is at Redis, enough pushes waiting go
+/// as a second batch at once, not after the first's reply: Redis has the
+/// next batch in hand when it answers the first. Its reply held back, the
+/// first batch never answers here, so a second batch in Redis is one sent
+/// beside it. A cut then loses no answer: each push is answered as it
+/// ended (run, with its reply lost: outcome unknown or a connection error;
+/// never reported as changing nothing), and with replies flowing again
+/// every caller of a crowd gets its own outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_push_batch_goes_while_the_first_is_at_redis_and_each_caller_keeps_its_answer() {
+    let redis = RedisServer::start();
+    let proxy = CutProxy::start(&redis).await;
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        // Longer than any wait below: with one batch at a time, the lane
+        // would hold the others back until the first's callers give up.
+        redis_timeout: Duration::from_secs(120),
+        dispatch: false,
+        limits: Limits {
+            max_delay: Duration::from_secs(u64::MAX / 4),
+            ..Limits::default()
+        },
+        ..Config::default()
+    })
+    .unwrap();
+    // What Redis holds, read beside the proxy.
+    let direct = Queue::connect(Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    let delayed = || async {
+        let o = direct.topics().await.unwrap();
+        o.topics.get("s").copied().unwrap_or_default().delayed
+    };
+    // Scripts loaded, clock and policy read: later calls are pushes only.
+    q.push(&job("warm", "s", 3_600_000, 60_000)).await.unwrap();
+
+    proxy.swallow_replies(true);
+    let first_job = job("first", "s", 3_600_000, 60_000);
+    let first = {
+        let q = q.clone();
+        tokio::spawn(async move { q.push(&first_job).await })
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the first batch in redis",
+        || async { (delayed().await == 2).then_some(()) },
+    )
+    .await;
+    let crowd: Vec<_> = (0..40)
+        .map(|i| {
+            let (q, j) = (q.clone(), job(&format!("g{i}"), "s", 3_600_000, 60_000));
+            tokio::spawn(async move { q.push(&j).await })
+        })
+        .collect();
+    eventually(
+        Duration::from_secs(60),
+        "a second batch in redis while the first's reply is outstanding",
+        || async { (delayed().await > 2).then_some(()) },
+    )
+    .await;
+    assert!(!first.is_finished(), "the first push was answered");
+
+    proxy.cut();
+    let mut ended = vec![("first".to_owned(), first.await.unwrap())];
+    for (i, h) in crowd.into_iter().enumerate() {
+        ended.push((format!("g{i}"), h.await.unwrap()));
+    }
+    let mut held = std::collections::BTreeSet::new();
+    for (id, r) in &ended {
+        let stored = direct.get(id).await.unwrap().is_some();
+        match r {
+            Ok(p) => {
+                assert_eq!(p.outcome, PushOutcome::Created, "{id}: pushed twice?");
+                assert!(stored, "{id} answered OK but not in redis");
+            }
+            // The call may have run: either way is right.
+            Err(Error::Unknown { .. } | Error::Redis { .. }) => {}
+            Err(e) => assert!(!stored, "{id}: {e}, yet it is in redis"),
+        }
+        if stored {
+            held.insert(id.clone());
+        }
+    }
+    assert_eq!(
+        delayed().await,
+        held.len() as u64 + 1,
+        "a job counted twice"
+    );
+
+    // Replies flow again. A crowd of new jobs, jobs kept, jobs replaced and
+    // one the script refuses: each caller gets its own outcome.
+    let replaced: Vec<_> = (0..40)
+        .map(|i| job(&format!("r{i}"), "s", 3_600_000, 60_000))
+        .collect();
+    for r in q.push_many(&replaced).await.unwrap() {
+        r.unwrap();
+    }
+    let mut jobs = Vec::new();
+    let mut expect = Vec::new();
+    for i in 0..100 {
+        jobs.push(job(&format!("n{i}"), "s", 3_600_000, 60_000));
+        expect.push((PushOutcome::Created, format!("body-n{i}")));
+    }
+    for (id, _) in &ended {
+        let mut j = job(id, "s", 3_600_000, 60_000);
+        j.if_exists = IfExists::Keep;
+        j.body = format!("kept-{id}");
+        expect.push(if held.contains(id) {
+            (PushOutcome::Kept, format!("body-{id}"))
+        } else {
+            (PushOutcome::Created, format!("kept-{id}"))
+        });
+        jobs.push(j);
+    }
+    for i in 0..40 {
+        let mut j = job(&format!("r{i}"), "s", 3_600_000, 60_000);
+        j.body = format!("new-r{i}");
+        jobs.push(j);
+        expect.push((PushOutcome::Replaced, format!("new-r{i}")));
+    }
+    let mut far = job("far", "s", 0, 60_000);
+    far.delay = Duration::from_secs(300_000 * 365 * 24 * 3600);
+    jobs.push(far);
+    let results = join_all(jobs.iter().map(|j| q.push(j))).await;
+    let (refused, answered) = results.split_last().unwrap();
+    assert!(
+        matches!(refused, Err(Error::Invalid(m)) if m.contains("year 9999")),
+        "{refused:?}"
+    );
+    for ((j, r), (outcome, body)) in jobs.iter().zip(answered).zip(&expect) {
+        let p = r.as_ref().unwrap_or_else(|e| panic!("{}: {e}", j.id));
+        assert_eq!(p.outcome, *outcome, "{}", j.id);
+        let stored = direct.get(&j.id).await.unwrap().expect("in redis");
+        assert_eq!(&stored.body, body, "{}", j.id);
+    }
+    assert!(direct.get("far").await.unwrap().is_none());
+    assert_eq!(delayed().await, 1 + 41 + 40 + 100, "jobs lost or twice");
+    q.close().await;
+    direct.close().await;
 }
