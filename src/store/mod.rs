@@ -55,6 +55,7 @@ pub(crate) mod stats;
 pub mod dispatch;
 pub mod events;
 pub mod history;
+pub mod hold;
 pub(crate) mod leader;
 pub mod list;
 pub mod nack;

@@ -1,0 +1,355 @@
+//! A webhook's deliveries: jobs leased ahead of its slots, their leases
+//! checked in one call right before they are sent.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::request::deliver;
+use super::{Seen, Webhook};
+use crate::backoff::Backoff;
+use crate::consumer::{fail, Finish};
+use crate::job::Delivery;
+use crate::queue::Queue;
+use crate::shutdown::Shutdown;
+
+/// Jobs leased ahead of a webhook's slots, per slot: up to this many times
+/// its concurrency wait in the process for a slot (one pop takes a round's
+/// worth, not the few slots that came free), each checked again right
+/// before it is sent.
+pub(super) const AHEAD: usize = 2;
+
+/// How long leasing ahead pauses once a job leased ahead had to be given
+/// back unsent, its lease too short to wait for a slot (a short ttr, or
+/// Redis replies coming late): meanwhile a job is leased only when a slot
+/// is free for it.
+const AHEAD_PAUSE: Duration = Duration::from_secs(60);
+
+/// A job leased and not yet sent.
+struct Waiting {
+    job: Delivery,
+    /// Its place among the jobs leased to this webhook and not settled.
+    held: OwnedSemaphorePermit,
+    /// The earliest its lease can end, on this host's clock: Redis leased
+    /// it no sooner than its pop was sent, whenever the reply came.
+    ends: Instant,
+    /// Past this without a slot, it is given back rather than wait on.
+    use_by: Instant,
+}
+
+impl Waiting {
+    fn new(job: Delivery, held: OwnedSemaphorePermit, sent: Instant) -> Waiting {
+        let length = job.lease_until_ms - job.popped_at_us.div_euclid(1000);
+        let length = Duration::from_millis(length.max(0) as u64);
+        let ends = sent + length;
+        // Half its lease, a second before its end at the latest: the give
+        // back has that long to reach Redis.
+        let slack = (length / 2).max(Duration::from_secs(1));
+        Waiting {
+            job,
+            held,
+            ends,
+            use_by: ends.checked_sub(slack).unwrap_or(sent),
+        }
+    }
+}
+
+/// What a pop brought: when it was sent, whether it waited for jobs, its
+/// jobs (or why none), and the places taken for them.
+type Popped = (
+    Instant,
+    bool,
+    crate::Result<Vec<Delivery>>,
+    Vec<OwnedSemaphorePermit>,
+);
+
+/// What a lease check found: when it was sent, the jobs with their slots,
+/// and per job its lease's ms left when Redis looked (or why not held).
+type Checked = (
+    Instant,
+    Vec<(Waiting, OwnedSemaphorePermit)>,
+    crate::Result<Vec<crate::Result<(i64, i64)>>>,
+);
+
+/// One webhook's deliveries: a pop leases jobs ahead of the slots, and
+/// jobs are sent as slots come free, after one call checks all the leases
+/// about to be used (`hold.lua`): a job deleted, rescheduled, finished or
+/// leased again while it waited is not sent, and a lease that would end
+/// before the request's timeout is extended first. A job that cannot wait
+/// for a slot until a second (or half its lease) before its lease ends is
+/// given back, its attempt uncounted.
+pub(super) struct Lanes {
+    pub(super) queue: Queue,
+    pub(super) client: reqwest::Client,
+    pub(super) hook: Arc<Webhook>,
+    pub(super) seen: Seen,
+    /// Deliveries in flight (the webhook's concurrency).
+    pub(super) slots: Arc<Semaphore>,
+    /// Jobs leased and not settled: waiting, in flight, or handed to the
+    /// finisher (a Redis slow to take finishes slows the pops).
+    pub(super) leased: Arc<Semaphore>,
+    /// A delivery ended.
+    pub(super) ended: Arc<Notify>,
+    pub(super) finishes: mpsc::UnboundedSender<Finish>,
+}
+
+impl Lanes {
+    pub(super) async fn run(self, shutdown: Shutdown) {
+        let c = self.hook.concurrency;
+        let topics = vec![self.hook.topic.clone()];
+        // The request's timeout and a second: a lease shorter than that is
+        // extended before its job is sent.
+        let margin = self.hook.timeout + Duration::from_secs(1);
+        let poll_wait = Duration::from_secs(30);
+        let mut waiting: VecDeque<Waiting> = VecDeque::new();
+        let mut popping: Option<BoxFuture<'static, Popped>> = None;
+        let mut checking: Option<BoxFuture<'static, Checked>> = None;
+        let mut checking_jobs = 0;
+        // The last pop ahead found nothing: none again until a delivery ends.
+        let mut dry = false;
+        let mut ahead_from = Instant::now();
+        let mut failing = Backoff::starting_at(Duration::from_millis(50));
+        let mut calm_from = Instant::now();
+        loop {
+            // Deliveries that end together free their slots into one check.
+            tokio::task::yield_now().await;
+            let now = Instant::now();
+            if checking.is_none() && !waiting.is_empty() && now >= calm_from {
+                let mut batch = Vec::new();
+                while batch.len() < waiting.len() {
+                    let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+                        break;
+                    };
+                    batch.push(slot);
+                }
+                if !batch.is_empty() {
+                    let batch: Vec<_> = waiting.drain(..batch.len()).zip(batch).collect();
+                    checking_jobs = batch.len();
+                    checking = Some(Box::pin(check(self.queue.clone(), batch, margin)));
+                }
+            }
+            // What cannot wait for a slot any longer goes back.
+            let (late, kept): (Vec<_>, Vec<_>) = waiting.drain(..).partition(|w| w.use_by <= now);
+            waiting = kept.into();
+            if !late.is_empty() {
+                ahead_from = now + AHEAD_PAUSE;
+                tracing::debug!(
+                    topic = %self.hook.topic,
+                    jobs = late.len(),
+                    "jobs leased ahead given back: their leases would end before a slot came free; leasing ahead pauses"
+                );
+                tokio::spawn(give_back(self.queue.clone(), late));
+            }
+            if popping.is_none() && now >= calm_from {
+                let unsent = waiting.len() + checking_jobs;
+                let free = self.slots.available_permits();
+                let pop = if unsent == 0 && free > 0 {
+                    // Idle slots: wait for jobs, for them alone (a long
+                    // wait says little about when Redis leased them).
+                    Some((free, poll_wait))
+                } else if !dry && now >= ahead_from && unsent <= c {
+                    Some((AHEAD * c - unsent, Duration::ZERO))
+                } else {
+                    None
+                };
+                if let Some((max, wait)) = pop {
+                    let max = max.min(self.queue.limits().max_pop_jobs);
+                    let (queue, leased, topics) =
+                        (self.queue.clone(), self.leased.clone(), topics.clone());
+                    popping = Some(Box::pin(async move {
+                        let first = leased.clone().acquire_owned().await;
+                        let mut held: Vec<_> = first.into_iter().collect();
+                        while held.len() < max {
+                            match leased.clone().try_acquire_owned() {
+                                Ok(p) => held.push(p),
+                                Err(_) => break,
+                            }
+                        }
+                        let sent = Instant::now();
+                        let got = queue.pop_many(&topics, held.len(), wait).await;
+                        (sent, !wait.is_zero(), got, held)
+                    }));
+                }
+            }
+            let next_use_by = waiting.iter().map(|w| w.use_by).min();
+            tokio::select! {
+                _ = shutdown.wait() => break,
+                (sent, waited, got, held) = async { popping.as_mut().unwrap().await }, if popping.is_some() => {
+                    popping = None;
+                    match got {
+                        Ok(jobs) => {
+                            failing.reset();
+                            if jobs.is_empty() && !waited {
+                                dry = true;
+                            }
+                            for (job, held) in jobs.into_iter().zip(held) {
+                                waiting.push_back(Waiting::new(job, held, sent));
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(topic = %self.hook.topic, error = %e, "webhook cannot pop; retrying");
+                            calm_from = Instant::now() + failing.wait();
+                        }
+                    }
+                }
+                (sent, batch, found) = async { checking.as_mut().unwrap().await }, if checking.is_some() => {
+                    checking = None;
+                    checking_jobs = 0;
+                    self.checked(sent, batch, found, &mut waiting, &mut failing, &mut calm_from);
+                }
+                _ = self.ended.notified() => dry = false,
+                _ = tokio::time::sleep_until(next_use_by.unwrap_or(now)), if next_use_by.is_some() => {}
+                _ = tokio::time::sleep_until(calm_from), if calm_from > now => {}
+            }
+        }
+        // A pop under way is dropped: its jobs go back once its reply
+        // comes (see Queue::pop_many). A check under way is waited for,
+        // then every job not sent goes back, its attempt uncounted.
+        drop(popping);
+        if let Some(check) = checking {
+            let (sent, batch, found) = check.await;
+            self.checked(
+                sent,
+                batch,
+                found,
+                &mut waiting,
+                &mut failing,
+                &mut calm_from,
+            );
+        }
+        give_back(self.queue.clone(), waiting.into()).await;
+        let _ = self.slots.acquire_many(self.hook.concurrency as u32).await;
+    }
+
+    /// Sends each job whose lease the check found held; puts back the jobs
+    /// of a check that failed.
+    fn checked(
+        &self,
+        sent: Instant,
+        batch: Vec<(Waiting, OwnedSemaphorePermit)>,
+        found: crate::Result<Vec<crate::Result<(i64, i64)>>>,
+        waiting: &mut VecDeque<Waiting>,
+        failing: &mut Backoff,
+        calm_from: &mut Instant,
+    ) {
+        let found = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(topic = %self.hook.topic, error = %e, "webhook cannot check its leases; trying again");
+                *calm_from = Instant::now() + failing.wait();
+                for (w, _) in batch.into_iter().rev() {
+                    waiting.push_front(w);
+                }
+                return;
+            }
+        };
+        let mut again = Vec::new();
+        for ((w, slot), found) in batch.into_iter().zip(found) {
+            match found {
+                Ok((_, left_ms)) => {
+                    let lease_ends = sent + Duration::from_millis(left_ms.max(0) as u64);
+                    self.send(w, slot, lease_ends);
+                }
+                Err(e @ (crate::Error::StaleLease(_) | crate::Error::NotFound(_))) => {
+                    tracing::debug!(id = %w.job.id, error = %e, "not sent: deleted, rescheduled or leased again while it waited");
+                }
+                Err(e) => {
+                    tracing::warn!(id = %w.job.id, error = %e, "webhook cannot check a lease; trying again");
+                    *calm_from = Instant::now() + failing.wait();
+                    again.push(w);
+                }
+            }
+        }
+        for w in again.into_iter().rev() {
+            waiting.push_front(w);
+        }
+    }
+
+    /// Delivers a job in a task of its own, holding its slot until the
+    /// request is answered and its place until the job is settled.
+    fn send(&self, w: Waiting, slot: OwnedSemaphorePermit, lease_ends: Instant) {
+        let (queue, client, hook, seen) = (
+            self.queue.clone(),
+            self.client.clone(),
+            self.hook.clone(),
+            self.seen.clone(),
+        );
+        let (finishes, ended) = (self.finishes.clone(), self.ended.clone());
+        let Waiting { job, held, .. } = w;
+        let span =
+            tracing::info_span!("handle", id = %job.id, topic = %job.topic, attempt = job.attempts);
+        tokio::spawn(
+            async move {
+                let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
+                match deliver(&queue, &client, &hook, job, &seen).await {
+                    Ok(()) => {
+                        drop(slot);
+                        // Only gone when the finisher is (the runtime is
+                        // shutting down): the lease brings the job back.
+                        let _ = finishes.send(Finish {
+                            id,
+                            token,
+                            lease_ends,
+                            _held: held,
+                        });
+                    }
+                    Err(e) => {
+                        let backoff = Webhook::default_retry();
+                        fail(&queue, Some(&backoff), &id, &token, attempt, &e).await;
+                        drop((slot, held));
+                    }
+                }
+                ended.notify_one();
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// Checks the leases of `batch`, about to be sent: one call for all.
+async fn check(
+    queue: Queue,
+    batch: Vec<(Waiting, OwnedSemaphorePermit)>,
+    margin: Duration,
+) -> Checked {
+    let sent = Instant::now();
+    let leases: Vec<(&str, &str, u32)> = batch
+        .iter()
+        .map(|(w, _)| (w.job.id.as_str(), w.job.token.as_str(), w.job.attempts))
+        .collect();
+    let found = queue.hold_many(&leases, margin).await;
+    drop(leases);
+    (sent, batch, found)
+}
+
+/// Gives back jobs leased and never sent, their attempts uncounted; a call
+/// that did not get through is tried again while the lease lasts.
+async fn give_back(queue: Queue, jobs: Vec<Waiting>) {
+    futures::future::join_all(jobs.into_iter().map(|w| {
+        let queue = queue.clone();
+        async move {
+            let mut wait = Backoff::starting_at(Duration::from_millis(50));
+            loop {
+                match queue.release(&w.job.id, &w.job.token).await {
+                    Ok(()) => break,
+                    Err(e) if e.is_unavailable() && Instant::now() + Backoff::MAX < w.ends => {
+                        tracing::debug!(id = %w.job.id, error = %e, "a job not sent could not be given back yet");
+                        tokio::time::sleep(wait.wait()).await;
+                    }
+                    // Finished, deleted or leased again meanwhile: not ours.
+                    Err(crate::Error::StaleLease(_) | crate::Error::NotFound(_)) => break,
+                    Err(e) => {
+                        tracing::warn!(id = %w.job.id, error = %e, "a job not sent could not be given back; its lease brings it back");
+                        break;
+                    }
+                }
+            }
+        }
+    }))
+    .await;
+}
