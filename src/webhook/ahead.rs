@@ -30,32 +30,47 @@ pub(super) const AHEAD: usize = 2;
 /// is free for it.
 const AHEAD_PAUSE: Duration = Duration::from_secs(60);
 
+/// A job checked and not sent within this of the check's reply is checked
+/// again: what a check found is that fresh when its job is sent.
+const FRESH: Duration = Duration::from_millis(50);
+
 /// A job leased and not yet sent.
 struct Waiting {
     job: Delivery,
     /// Its place among the jobs leased to this webhook and not settled.
     held: OwnedSemaphorePermit,
     /// The earliest its lease can end, on this host's clock: Redis leased
-    /// it no sooner than its pop was sent, whenever the reply came.
+    /// (or extended) it no sooner than its pop (or check) was sent,
+    /// whenever the reply came.
     ends: Instant,
     /// Past this without a slot, it is given back rather than wait on.
     use_by: Instant,
+    /// When a check found its lease held (the reply's arrival).
+    checked: Option<Instant>,
 }
 
 impl Waiting {
     fn new(job: Delivery, held: OwnedSemaphorePermit, sent: Instant) -> Waiting {
         let length = job.lease_until_ms - job.popped_at_us.div_euclid(1000);
-        let length = Duration::from_millis(length.max(0) as u64);
-        let ends = sent + length;
-        // Half its lease, a second before its end at the latest: the give
-        // back has that long to reach Redis.
-        let slack = (length / 2).max(Duration::from_secs(1));
-        Waiting {
+        let mut w = Waiting {
             job,
             held,
-            ends,
-            use_by: ends.checked_sub(slack).unwrap_or(sent),
-        }
+            ends: sent,
+            use_by: sent,
+            checked: None,
+        };
+        w.lease_left(sent, length);
+        w
+    }
+
+    /// Its lease had `left_ms` left when a call sent at `sent` ran.
+    fn lease_left(&mut self, sent: Instant, left_ms: i64) {
+        let left = Duration::from_millis(left_ms.max(0) as u64);
+        self.ends = sent + left;
+        // Half its lease, a second before its end at the latest: the give
+        // back has that long to reach Redis.
+        let slack = (left / 2).max(Duration::from_secs(1));
+        self.use_by = self.ends.checked_sub(slack).unwrap_or(sent);
     }
 }
 
@@ -68,21 +83,23 @@ type Popped = (
     Vec<OwnedSemaphorePermit>,
 );
 
-/// What a lease check found: when it was sent, the jobs with their slots,
-/// and per job its lease's ms left when Redis looked (or why not held).
+/// What a lease check found: when it was sent, the jobs, and per job its
+/// lease's end and ms left when Redis looked (or why not held).
 type Checked = (
     Instant,
-    Vec<(Waiting, OwnedSemaphorePermit)>,
+    Vec<Waiting>,
     crate::Result<Vec<crate::Result<(i64, i64)>>>,
 );
 
 /// One webhook's deliveries: a pop leases jobs ahead of the slots, and
-/// jobs are sent as slots come free, after one call checks all the leases
-/// about to be used (`hold.lua`): a job deleted, rescheduled, finished or
-/// leased again while it waited is not sent, and a lease that would end
-/// before the request's timeout is extended first. A job that cannot wait
-/// for a slot until a second (or half its lease) before its lease ends is
-/// given back, its attempt uncounted.
+/// jobs are sent as slots come free, after one call checks the leases about
+/// to be used (`hold.lua`): a job deleted, rescheduled, finished or leased
+/// again while it waited is not sent, and a lease that would end before the
+/// request's timeout is extended first. While deliveries end quickly, the
+/// next round's leases are checked while this round's requests are out; a
+/// job whose check is older than [`FRESH`] is checked again. A job that
+/// cannot wait for a slot until a second (or half its lease) before its
+/// lease ends is given back, its attempt uncounted.
 pub(super) struct Lanes {
     pub(super) queue: Queue,
     pub(super) client: reqwest::Client,
@@ -98,6 +115,23 @@ pub(super) struct Lanes {
     pub(super) finishes: mpsc::UnboundedSender<Finish>,
 }
 
+/// Jobs leased and not sent, oldest first.
+#[derive(Default)]
+struct Queued {
+    /// Not checked yet, or checked too long ago.
+    unchecked: VecDeque<Waiting>,
+    /// Found held by a check less than [`FRESH`] ago.
+    checked: VecDeque<Waiting>,
+    /// At Redis in the check under way.
+    checking: usize,
+}
+
+impl Queued {
+    fn len(&self) -> usize {
+        self.unchecked.len() + self.checked.len() + self.checking
+    }
+}
+
 impl Lanes {
     pub(super) async fn run(self, shutdown: Shutdown) {
         let c = self.hook.concurrency;
@@ -106,36 +140,59 @@ impl Lanes {
         // extended before its job is sent.
         let margin = self.hook.timeout + Duration::from_secs(1);
         let poll_wait = Duration::from_secs(30);
-        let mut waiting: VecDeque<Waiting> = VecDeque::new();
+        let mut q = Queued::default();
         let mut popping: Option<BoxFuture<'static, Popped>> = None;
         let mut checking: Option<BoxFuture<'static, Checked>> = None;
-        let mut checking_jobs = 0;
         // The last pop ahead found nothing: none again until a delivery ends.
         let mut dry = false;
         let mut ahead_from = Instant::now();
+        let mut last_end: Option<Instant> = None;
         let mut failing = Backoff::starting_at(Duration::from_millis(50));
         let mut calm_from = Instant::now();
         loop {
-            // Deliveries that end together free their slots into one check.
+            // Deliveries that end together free their slots at once.
             tokio::task::yield_now().await;
             let now = Instant::now();
-            if checking.is_none() && !waiting.is_empty() && now >= calm_from {
-                let mut batch = Vec::new();
-                while batch.len() < waiting.len() {
-                    let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                        break;
-                    };
-                    batch.push(slot);
-                }
-                if !batch.is_empty() {
-                    let batch: Vec<_> = waiting.drain(..batch.len()).zip(batch).collect();
-                    checking_jobs = batch.len();
+            // Checked too long ago to be sent on that check.
+            let stale = q
+                .checked
+                .iter()
+                .take_while(|w| w.checked.is_some_and(|at| at + FRESH < now))
+                .count();
+            for w in q.checked.drain(..stale).rev().collect::<Vec<_>>() {
+                q.unchecked.push_front(w);
+            }
+            while !q.checked.is_empty() {
+                let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+                    break;
+                };
+                let w = q.checked.pop_front().expect("not empty");
+                let ends = w.ends;
+                self.send(w, slot, ends);
+            }
+            if checking.is_none() && !q.unchecked.is_empty() && now >= calm_from {
+                let free = self.slots.available_permits();
+                // Slots turning over fast: the next round is checked while
+                // this one's requests are out. Otherwise only as many as
+                // there are free slots (a slow receiver's jobs would be
+                // checked again and again).
+                let turning = last_end.is_some_and(|at| at + FRESH > now);
+                let n = if turning && q.checked.len() < c {
+                    2 * c
+                } else {
+                    free
+                };
+                let n = n.min(q.unchecked.len()).min(MAX_CHECK);
+                if n > 0 {
+                    let batch: Vec<_> = q.unchecked.drain(..n).collect();
+                    q.checking = batch.len();
                     checking = Some(Box::pin(check(self.queue.clone(), batch, margin)));
                 }
             }
             // What cannot wait for a slot any longer goes back.
-            let (late, kept): (Vec<_>, Vec<_>) = waiting.drain(..).partition(|w| w.use_by <= now);
-            waiting = kept.into();
+            let (late, kept): (Vec<_>, Vec<_>) =
+                q.unchecked.drain(..).partition(|w| w.use_by <= now);
+            q.unchecked = kept.into();
             if !late.is_empty() {
                 ahead_from = now + AHEAD_PAUSE;
                 tracing::debug!(
@@ -146,7 +203,7 @@ impl Lanes {
                 tokio::spawn(give_back(self.queue.clone(), late));
             }
             if popping.is_none() && now >= calm_from {
-                let unsent = waiting.len() + checking_jobs;
+                let unsent = q.len();
                 let free = self.slots.available_permits();
                 let pop = if unsent == 0 && free > 0 {
                     // Idle slots: wait for jobs, for them alone (a long
@@ -176,7 +233,7 @@ impl Lanes {
                     }));
                 }
             }
-            let next_use_by = waiting.iter().map(|w| w.use_by).min();
+            let next_use_by = q.unchecked.iter().map(|w| w.use_by).min();
             tokio::select! {
                 _ = shutdown.wait() => break,
                 (sent, waited, got, held) = async { popping.as_mut().unwrap().await }, if popping.is_some() => {
@@ -188,7 +245,23 @@ impl Lanes {
                                 dry = true;
                             }
                             for (job, held) in jobs.into_iter().zip(held) {
-                                waiting.push_back(Waiting::new(job, held, sent));
+                                let w = Waiting::new(job, held, sent);
+                                // Straight from its pop to a free slot, its
+                                // lease long enough: it never waited, so
+                                // there is nothing to check. A pop ahead
+                                // whose reply took longer than FRESH is
+                                // checked (its jobs waited in the reply).
+                                let now = Instant::now();
+                                let direct = q.len() == 0
+                                    && w.ends >= now + margin
+                                    && (waited || now.saturating_duration_since(sent) <= FRESH);
+                                match direct.then(|| self.slots.clone().try_acquire_owned().ok()).flatten() {
+                                    Some(slot) => {
+                                        let ends = w.ends;
+                                        self.send(w, slot, ends);
+                                    }
+                                    None => q.unchecked.push_back(w),
+                                }
                             }
                         }
                         Err(e) => {
@@ -199,10 +272,13 @@ impl Lanes {
                 }
                 (sent, batch, found) = async { checking.as_mut().unwrap().await }, if checking.is_some() => {
                     checking = None;
-                    checking_jobs = 0;
-                    self.checked(sent, batch, found, &mut waiting, &mut failing, &mut calm_from);
+                    q.checking = 0;
+                    self.checked(sent, batch, found, &mut q, &mut failing, &mut calm_from);
                 }
-                _ = self.ended.notified() => dry = false,
+                _ = self.ended.notified() => {
+                    dry = false;
+                    last_end = Some(Instant::now());
+                }
                 _ = tokio::time::sleep_until(next_use_by.unwrap_or(now)), if next_use_by.is_some() => {}
                 _ = tokio::time::sleep_until(calm_from), if calm_from > now => {}
             }
@@ -213,60 +289,56 @@ impl Lanes {
         drop(popping);
         if let Some(check) = checking {
             let (sent, batch, found) = check.await;
-            self.checked(
-                sent,
-                batch,
-                found,
-                &mut waiting,
-                &mut failing,
-                &mut calm_from,
-            );
+            self.checked(sent, batch, found, &mut q, &mut failing, &mut calm_from);
         }
-        give_back(self.queue.clone(), waiting.into()).await;
+        let unsent: Vec<Waiting> = q.checked.into_iter().chain(q.unchecked).collect();
+        give_back(self.queue.clone(), unsent).await;
         let _ = self.slots.acquire_many(self.hook.concurrency as u32).await;
     }
 
-    /// Sends each job whose lease the check found held; puts back the jobs
-    /// of a check that failed.
+    /// Files each job of a check: held (to send), not held (dropped: not
+    /// ours any more), or unknown (to check again).
     fn checked(
         &self,
         sent: Instant,
-        batch: Vec<(Waiting, OwnedSemaphorePermit)>,
+        batch: Vec<Waiting>,
         found: crate::Result<Vec<crate::Result<(i64, i64)>>>,
-        waiting: &mut VecDeque<Waiting>,
+        q: &mut Queued,
         failing: &mut Backoff,
         calm_from: &mut Instant,
     ) {
+        let now = Instant::now();
         let found = match found {
             Ok(found) => found,
             Err(e) => {
                 tracing::warn!(topic = %self.hook.topic, error = %e, "webhook cannot check its leases; trying again");
-                *calm_from = Instant::now() + failing.wait();
-                for (w, _) in batch.into_iter().rev() {
-                    waiting.push_front(w);
+                *calm_from = now + failing.wait();
+                for w in batch.into_iter().rev() {
+                    q.unchecked.push_front(w);
                 }
                 return;
             }
         };
         let mut again = Vec::new();
-        for ((w, slot), found) in batch.into_iter().zip(found) {
+        for (mut w, found) in batch.into_iter().zip(found) {
             match found {
                 Ok((_, left_ms)) => {
-                    let lease_ends = sent + Duration::from_millis(left_ms.max(0) as u64);
-                    self.send(w, slot, lease_ends);
+                    w.lease_left(sent, left_ms);
+                    w.checked = Some(now);
+                    q.checked.push_back(w);
                 }
                 Err(e @ (crate::Error::StaleLease(_) | crate::Error::NotFound(_))) => {
                     tracing::debug!(id = %w.job.id, error = %e, "not sent: deleted, rescheduled or leased again while it waited");
                 }
                 Err(e) => {
                     tracing::warn!(id = %w.job.id, error = %e, "webhook cannot check a lease; trying again");
-                    *calm_from = Instant::now() + failing.wait();
+                    *calm_from = now + failing.wait();
                     again.push(w);
                 }
             }
         }
         for w in again.into_iter().rev() {
-            waiting.push_front(w);
+            q.unchecked.push_front(w);
         }
     }
 
@@ -311,16 +383,15 @@ impl Lanes {
     }
 }
 
+/// Most leases in one check (hold.lua's batches are as large).
+const MAX_CHECK: usize = 256;
+
 /// Checks the leases of `batch`, about to be sent: one call for all.
-async fn check(
-    queue: Queue,
-    batch: Vec<(Waiting, OwnedSemaphorePermit)>,
-    margin: Duration,
-) -> Checked {
+async fn check(queue: Queue, batch: Vec<Waiting>, margin: Duration) -> Checked {
     let sent = Instant::now();
     let leases: Vec<(&str, &str, u32)> = batch
         .iter()
-        .map(|(w, _)| (w.job.id.as_str(), w.job.token.as_str(), w.job.attempts))
+        .map(|w| (w.job.id.as_str(), w.job.token.as_str(), w.job.attempts))
         .collect();
     let found = queue.hold_many(&leases, margin).await;
     drop(leases);

@@ -146,3 +146,88 @@ async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_from_the_pr
 async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_with_redis_replies_late() {
     changed_while_waiting(Duration::from_millis(300)).await;
 }
+
+/// One slot, its request held by the receiver past the ttr (2 s) of the
+/// jobs leased ahead behind it: a job that cannot wait for a slot until a
+/// second before its lease ends is given back, its attempt uncounted, not
+/// left to run out its lease (a failed attempt with no delivery). Once the
+/// slot is free every job is delivered once, on attempt 1. Through
+/// `proxy_delay` of lateness on every Redis reply: the lease is counted
+/// from when the pop was sent, not from its reply.
+async fn short_leases_waiting(proxy_delay: Duration) {
+    let redis = RedisServer::start();
+    let direct = queue(&redis);
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = queue_at(proxy.url());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (url, seen) = gated_receiver(gate.clone()).await;
+    let ids = ["sh-0", "sh-1", "sh-2", "sh-3"];
+    push_ready(&direct, "short", &ids, 2_000).await;
+    proxy.set_delay(proxy_delay);
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 1,
+        timeout: Duration::from_secs(30),
+        ..Webhook::new("short", &url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
+        let s = untimed(&seen);
+        let w = waiting(&direct, &ids, &s).await;
+        (s.len() == 1 && !w.is_empty()).then_some(w)
+    })
+    .await;
+    // They leave their lease, given back or run out (the request still
+    // held): either way no longer reserved.
+    for id in &ahead {
+        let j = eventually(
+            Duration::from_secs(60),
+            "the job out of its lease",
+            || async {
+                direct
+                    .get(id)
+                    .await
+                    .unwrap()
+                    .filter(|j| j.state != JobState::Reserved)
+            },
+        )
+        .await;
+        assert_eq!(
+            (j.attempts, j.state),
+            (0, JobState::Ready),
+            "{id} given back uncounted"
+        );
+    }
+    assert_eq!(untimed(&seen).len(), 1, "the first request still held");
+    gate.add_permits(1000);
+    eventually(Duration::from_secs(60), "every job finished", || async {
+        for id in ids {
+            if direct.get(id).await.unwrap().is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the webhook stops")
+        .unwrap();
+    let mut seen = untimed(&seen);
+    seen.sort();
+    let want: Vec<(String, String)> = ids.iter().map(|id| (id.to_string(), "1".into())).collect();
+    assert_eq!(seen, want, "each job delivered once, on attempt 1");
+    q.close().await;
+    direct.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leased_ahead_that_cannot_wait_for_a_slot_goes_back_uncounted() {
+    short_leases_waiting(Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leased_ahead_that_cannot_wait_goes_back_uncounted_with_redis_replies_late() {
+    short_leases_waiting(Duration::from_millis(400)).await;
+}
