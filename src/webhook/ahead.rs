@@ -205,12 +205,15 @@ impl Lanes {
             if popping.is_none() && now >= calm_from {
                 let unsent = q.len();
                 let free = self.slots.available_permits();
-                let pop = if unsent == 0 && free > 0 {
-                    // Idle slots: wait for jobs, for them alone (a long
-                    // wait says little about when Redis leased them).
-                    Some((free, poll_wait))
-                } else if !dry && now >= ahead_from && unsent <= c {
+                let pop = if !dry && now >= ahead_from && unsent <= c {
+                    // Jobs flowing: a look for the free slots and the
+                    // next rounds, at least a round's worth.
                     Some((AHEAD * c - unsent, Duration::ZERO))
+                } else if unsent == 0 && free > 0 {
+                    // Nothing ready at the last look (or leasing ahead
+                    // paused): wait for jobs, for the idle slots alone (a
+                    // long wait says little about when Redis leased them).
+                    Some((free, poll_wait))
                 } else {
                     None
                 };
@@ -241,9 +244,7 @@ impl Lanes {
                     match got {
                         Ok(jobs) => {
                             failing.reset();
-                            if jobs.is_empty() && !waited {
-                                dry = true;
-                            }
+                            dry = jobs.is_empty() && !waited;
                             for (job, held) in jobs.into_iter().zip(held) {
                                 let w = Waiting::new(job, held, sent);
                                 // Straight from its pop to a free slot, its
