@@ -46,6 +46,17 @@ const POP_MAX: usize = 100;
 /// Every way's drain must end within this after the due instant.
 const DRAIN_BOUND: Duration = Duration::from_secs(120);
 
+/// The burst's redis-server arguments: `redis-conf/redis.conf` as is (AOF,
+/// appendfsync always), or with `DELAYQ_BENCH_BURST_NO_PERSIST=1` no
+/// persistence at all (what a burst costs without the fsync).
+pub(crate) fn redis_args() -> &'static [&'static str] {
+    if std::env::var_os("DELAYQ_BENCH_BURST_NO_PERSIST").is_some_and(|v| v == "1") {
+        &["--appendonly", "no", "--save", ""]
+    } else {
+        &[]
+    }
+}
+
 /// One way's figures.
 pub(crate) struct Run {
     pub(crate) way: String,
@@ -190,7 +201,7 @@ async fn drained(due: i64, every: Duration, done: impl Fn() -> bool) -> f64 {
 
 /// (a) the library: a `Consumer` at concurrency 64 in this process.
 async fn library(pending: usize, n: usize) -> Run {
-    let redis = Redis::start_tcp(&[]);
+    let redis = Redis::start_tcp(redis_args());
     let q = queue(&redis);
     let run = library_on(&redis, &q, pending, n).await;
     q.close().await;
@@ -263,6 +274,9 @@ pub(crate) fn bullmq_figures(r: &Value, n: usize) -> Run {
 
 pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
     println!();
+    if !redis_args().is_empty() {
+        println!("burst: redis-server without persistence (DELAYQ_BENCH_BURST_NO_PERSIST=1)");
+    }
     println!(
         "burst: {n} jobs pushed in batches of {BATCH}, all due at one instant {:.1} s ahead, drained one way per run, each on a fresh redis-server (redis-conf/redis.conf: AOF, appendfsync always; the same for BullMQ); Redis CPU from the due instant to the last finish, idle subtracted; lateness of each job's first delivery (hand-over minus due)",
         lead_ms(n) as f64 / 1000.0

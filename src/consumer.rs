@@ -157,7 +157,7 @@ impl Consumer {
             async move {
                 let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
                 let result = handler(job).await.map_err(|e| e.to_string());
-                let outcome = match result {
+                match result {
                     Ok(()) => {
                         drop(slot);
                         let finish = Finish {
@@ -171,33 +171,7 @@ impl Consumer {
                         let _ = finishes.send(finish);
                         return;
                     }
-                    Err(e) => {
-                        let delay = match &backoff {
-                            Some(b) => match queue.get(&id).await {
-                                Ok(Some(j)) if j.retry.intervals.is_empty() => {
-                                    Some(b.interval_after(attempt))
-                                }
-                                _ => None,
-                            },
-                            None => None,
-                        };
-                        queue.nack(&id, &token, delay, &e).await.map(|n| {
-                        // Every failure is told, with what happens next.
-                        match n.state {
-                            JobState::Dead => error!(error = %e, "job failed and is dead: its attempts are used up"),
-                            JobState::Delayed => warn!(error = %e, retry_at_ms = n.due_ms, "job failed; retrying later"),
-                            _ => warn!(error = %e, "job failed; retrying now"),
-                        }
-                    })
-                    }
-                };
-                match outcome {
-                    // Cancelled while it ran: nothing to settle, no retry.
-                    Err(e @ Error::Cancelled(_)) => info!(error = %e, "the job was cancelled"),
-                    // Stale lease (the ttr ran out first) or Redis away:
-                    // the lease brings the job back; nothing is lost.
-                    Err(e) => warn!(error = %e, "could not settle the job"),
-                    Ok(_) => {}
+                    Err(e) => fail(&queue, backoff.as_ref(), &id, &token, attempt, &e).await,
                 }
                 drop((slot, held));
             }
@@ -206,14 +180,52 @@ impl Consumer {
     }
 }
 
+/// Nacks a failed attempt (`e`, attempt number `attempt`) and says what
+/// happens next. A job whose own policy has no intervals waits those of
+/// `backoff`, if given.
+pub(crate) async fn fail(
+    queue: &Queue,
+    backoff: Option<&RetryPolicy>,
+    id: &str,
+    token: &str,
+    attempt: u32,
+    e: &str,
+) {
+    let delay = match backoff {
+        Some(b) => match queue.get(id).await {
+            Ok(Some(j)) if j.retry.intervals.is_empty() => Some(b.interval_after(attempt)),
+            _ => None,
+        },
+        None => None,
+    };
+    match queue.nack(id, token, delay, e).await {
+        // Every failure is told, with what happens next.
+        Ok(n) => match n.state {
+            JobState::Dead => {
+                error!(error = %e, "job failed and is dead: its attempts are used up")
+            }
+            JobState::Delayed => {
+                warn!(error = %e, retry_at_ms = n.due_ms, "job failed; retrying later")
+            }
+            _ => warn!(error = %e, "job failed; retrying now"),
+        },
+        // Cancelled while it ran: nothing to settle, no retry.
+        Err(e @ Error::Cancelled(_)) => info!(error = %e, "the job was cancelled"),
+        // Stale lease (the ttr ran out first) or Redis away: the lease
+        // brings the job back; nothing is lost.
+        Err(e) => warn!(error = %e, "could not settle the job"),
+    }
+}
+
 /// A handled job waiting for its finish.
-struct Finish {
-    id: String,
-    token: String,
-    lease_ends: Instant,
+pub(crate) struct Finish {
+    pub(crate) id: String,
+    pub(crate) token: String,
+    /// When its lease ends, on this host's clock.
+    pub(crate) lease_ends: Instant,
     /// Its place among the jobs leased to the consumer, given back once
     /// the finish is settled.
-    _held: OwnedSemaphorePermit,
+    pub(crate) _held: OwnedSemaphorePermit,
 }
 
 /// Most finishes in one call (remove.lua's batches are as large).
@@ -222,7 +234,7 @@ const FINISH_BATCH: usize = 256;
 /// Finishes jobs as their handlers hand them over: the finishes that come
 /// while a call is at Redis go together in the next one (group commit: no
 /// waiting for a batch to fill). Ends when every handler is gone.
-async fn finish_batches(queue: Queue, mut to_finish: mpsc::UnboundedReceiver<Finish>) {
+pub(crate) async fn finish_batches(queue: Queue, mut to_finish: mpsc::UnboundedReceiver<Finish>) {
     let mut batch = Vec::with_capacity(FINISH_BATCH);
     while to_finish.recv_many(&mut batch, FINISH_BATCH).await > 0 {
         settle(&queue, std::mem::take(&mut batch)).await;

@@ -49,8 +49,12 @@ const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
         "a consumer's handlers, and its finisher, which ends with it",
     ),
     (
-        "webhook.rs",
-        "a webhook's flusher, which ends with its consumer",
+        "webhook/mod.rs",
+        "a webhook's finisher and status flusher, which end with it",
+    ),
+    (
+        "webhook/ahead.rs",
+        "a webhook's deliveries and give-backs, each ending when done",
     ),
     ("http/mod.rs", "one task per HTTP connection"),
     (

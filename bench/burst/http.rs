@@ -6,7 +6,7 @@ use super::*;
 /// (b) a sidecar: 8 clients, each popping up to 100 and finishing them in
 /// one request.
 pub(super) async fn sidecar(pending: usize, n: usize) -> Run {
-    let redis = Redis::start_tcp(&[]);
+    let redis = Redis::start_tcp(super::redis_args());
     let http = http_client();
     let server = serve(&redis, &[], &http).await;
     let q = queue(&redis);
@@ -129,7 +129,7 @@ async fn finished_total(http: &reqwest::Client, base: &str) -> f64 {
 
 /// (c) a webhook at `concurrency`, to a receiver in this process.
 pub(super) async fn webhook(pending: usize, n: usize, concurrency: usize) -> Run {
-    let redis = Redis::start_tcp(&[]);
+    let redis = Redis::start_tcp(super::redis_args());
     let http = http_client();
     let seen = Arc::new(Seen::default());
     let (url, receiving) = receiver(seen.clone()).await;

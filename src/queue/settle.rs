@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{check_due_at, Nacked};
+use crate::store::hold::Hold;
 use crate::store::remove::Fence;
 use crate::store::Status;
 
@@ -218,6 +219,43 @@ impl Queue {
             Status::Cancelled => Err(Error::Cancelled(id.to_owned())),
             _ => Err(Error::NotFound(id.to_owned())),
         }
+    }
+
+    /// Checks many leases at once, right before their jobs are sent: per
+    /// `(id, token, attempt)`, whether the lease is still held (the job was
+    /// not deleted, rescheduled, finished, nacked or leased again
+    /// meanwhile), and a held lease ending within `length` is extended to
+    /// end then. A job rescheduled meanwhile has its attempt uncounted.
+    /// One call per partition; per lease, its end (Unix ms) and the ms
+    /// left when Redis looked, or [`Error::StaleLease`] /
+    /// [`Error::NotFound`]. A long enough lease is only read.
+    pub(crate) async fn hold_many(
+        &self,
+        leases: &[(&str, &str, u32)],
+        length: Duration,
+    ) -> Result<Vec<Result<(i64, i64)>>> {
+        let holds: Vec<Hold> = leases
+            .iter()
+            .map(|(id, token, attempt)| Hold {
+                id: (*id).to_owned(),
+                token: (*token).to_owned(),
+                length,
+                attempt: *attempt,
+            })
+            .collect();
+        let checked = self.store().hold_many(&holds).await?;
+        Ok(leases
+            .iter()
+            .zip(checked)
+            .map(|((id, _, _), c)| {
+                let c = c?;
+                match c.status {
+                    Status::Done => Ok((c.lease_until_ms, c.left_ms)),
+                    Status::Stale => Err(Error::StaleLease((*id).to_owned())),
+                    _ => Err(Error::NotFound((*id).to_owned())),
+                }
+            })
+            .collect())
     }
 
     /// Gives a job a new due time (`due_at_ms`, or `delay` from now) and,

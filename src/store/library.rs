@@ -46,6 +46,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::release::SCRIPT,
     &super::nack::SCRIPT,
     &super::touch::SCRIPT,
+    &super::hold::SCRIPT,
     &super::reschedule::SCRIPT,
     &super::requeue::SCRIPT,
     &super::purge::SCRIPT,

@@ -56,6 +56,7 @@ pub mod cancel;
 pub mod dispatch;
 pub mod events;
 pub mod history;
+pub mod hold;
 pub(crate) mod leader;
 pub mod list;
 pub mod nack;

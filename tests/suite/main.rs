@@ -35,7 +35,9 @@
 //! - [`security`]: bearer tokens, Redis passwords and ACL users.
 //! - [`webhooks`]: [`webhooks::delivery`] by POST, [`webhooks::receivers`] that
 //!   hang, redirect or misbehave, [`webhooks::status`] metrics and view,
-//!   [`webhooks::settings`] checked at start.
+//!   [`webhooks::settings`] checked at start, [`webhooks::ahead`]: jobs
+//!   leased ahead of the slots, deleted, rescheduled or short of lease
+//!   while they wait.
 //! - [`trace`]: W3C trace context kept and handed on; OTLP export.
 //! - [`dashboard`]: `/ui/` driven in a headless browser: [`dashboard::actions`],
 //!   [`dashboard::views`], [`dashboard::layout`] (language, window widths).

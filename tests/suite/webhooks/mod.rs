@@ -14,6 +14,7 @@ use delayq::webhook::{self, Secret, Webhook};
 use delayq::{JobState, NewJob, Queue, RetryPolicy, Shutdown};
 use serde_json::Value;
 
+mod ahead;
 mod delivery;
 mod receivers;
 mod settings;

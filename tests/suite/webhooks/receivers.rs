@@ -5,11 +5,11 @@
 use super::*;
 
 /// (id, attempt) of each request a receiver saw, in order.
-type Seen = Arc<Mutex<Vec<(String, String)>>>;
+pub(super) type Seen = Arc<Mutex<Vec<(String, String)>>>;
 
 /// A receiver that holds each request until the test adds a permit to
 /// `gate`, then answers 200.
-async fn gated_receiver(gate: Arc<tokio::sync::Semaphore>) -> (String, Seen) {
+pub(super) async fn gated_receiver(gate: Arc<tokio::sync::Semaphore>) -> (String, Seen) {
     let seen: Seen = Default::default();
     let hits = seen.clone();
     let app = Router::new().route(
@@ -56,7 +56,7 @@ async fn slow_receiver(hold: Option<Duration>) -> (String, Seen) {
 /// Each job's deliveries carry attempts 1, 2, 3, ... in order: no attempt
 /// was counted without a delivery, and none was delivered twice under one
 /// lease. Returns what breaks it.
-fn attempts_in_step(seen: &[(String, String)]) -> Result<(), String> {
+pub(super) fn attempts_in_step(seen: &[(String, String)]) -> Result<(), String> {
     let mut next: std::collections::HashMap<&str, u32> = Default::default();
     for (id, attempt) in seen {
         let want = next.entry(id).or_insert(1);
@@ -70,13 +70,13 @@ fn attempts_in_step(seen: &[(String, String)]) -> Result<(), String> {
     Ok(())
 }
 
-async fn counts(q: &Queue, topic: &str) -> (u64, u64) {
+pub(super) async fn counts(q: &Queue, topic: &str) -> (u64, u64) {
     let o = q.topics().await.unwrap();
     let c = o.topics.get(topic).copied().unwrap_or_default();
     (c.ready, c.reserved)
 }
 
-async fn push_ready(q: &Queue, topic: &str, ids: &[&str], ttr_ms: u64) {
+pub(super) async fn push_ready(q: &Queue, topic: &str, ids: &[&str], ttr_ms: u64) {
     let jobs: Vec<_> = ids.iter().map(|id| job(id, topic, 0, ttr_ms)).collect();
     for r in q.push_many(&jobs).await.unwrap() {
         r.unwrap();

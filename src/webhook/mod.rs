@@ -29,19 +29,24 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use tracing::Instrument;
+use tokio::sync::{mpsc, Notify, Semaphore};
 
-use crate::consumer::Consumer;
+use crate::consumer::finish_batches;
 use crate::duration::show_duration;
-use crate::job::{Delivery, Limits};
+use crate::job::Limits;
 use crate::queue::Queue;
 use crate::retry::RetryPolicy;
 use crate::shutdown::Shutdown;
 use crate::store::instances::WebhookNote;
+
+mod ahead;
+mod request;
+
+use ahead::{Lanes, AHEAD};
 
 /// A secret that never shows in logs or debug output.
 #[derive(Clone, PartialEq, Eq)]
@@ -213,9 +218,6 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("an HTTP client with a timeout");
-    let consumer = Consumer::new(queue.clone(), &[hook.topic.as_str()])
-        .concurrency(hook.concurrency)
-        .backoff(Webhook::default_retry());
     let hook = Arc::new(hook);
     let seen = Seen::default();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -225,27 +227,32 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         seen.clone(),
         finished,
     ));
+    let (finishes, to_finish) = mpsc::unbounded_channel();
+    let finisher = tokio::spawn(finish_batches(queue.clone(), to_finish));
+    let lanes = Lanes {
+        slots: Arc::new(Semaphore::new(hook.concurrency)),
+        leased: Arc::new(Semaphore::new((AHEAD + 2) * hook.concurrency)),
+        ended: Arc::new(Notify::new()),
+        queue,
+        client,
+        hook,
+        seen,
+        finishes,
+    };
     // Its waiting pops are delayq's own, not a client's (`/v1/topics`
     // shows them apart).
-    crate::waiters::as_own(consumer.run(
-        move |job| {
-            let (queue, client, hook, seen) =
-                (queue.clone(), client.clone(), hook.clone(), seen.clone());
-            async move { deliver(&queue, &client, &hook, job, &seen).await }
-        },
-        shutdown,
-    ))
-    .await;
-    // The last deliveries' status is written too.
+    crate::waiters::as_own(lanes.run(shutdown)).await;
+    // The last finishes are sent, and the last deliveries' status written.
+    let _ = finisher.await;
     let _ = done.send(());
     let _ = flusher.await;
 }
 
 /// What this process saw of a topic's deliveries since it last wrote.
-type Seen = Arc<Mutex<WebhookNote>>;
+pub(crate) type Seen = Arc<Mutex<WebhookNote>>;
 
 /// Notes one delivery (status: the HTTP code, or what kept it from one).
-fn note(seen: &Seen, at_ms: i64, status: String, error: Option<String>) {
+pub(crate) fn note(seen: &Seen, at_ms: i64, status: String, error: Option<String>) {
     let minute = at_ms.div_euclid(60_000);
     let ok = error.is_none();
     let mut n = seen.lock().unwrap();
@@ -295,156 +302,6 @@ async fn flush(
         if last {
             return;
         }
-    }
-}
-
-/// One delivery: Ok on 2xx, otherwise the error that goes into the job's
-/// history.
-async fn deliver(
-    queue: &Queue,
-    client: &reqwest::Client,
-    hook: &Webhook,
-    job: Delivery,
-    seen: &Seen,
-) -> Result<(), String> {
-    // The lease must outlast the request, or the job would be delivered
-    // again while this delivery is still waiting for an answer. Counted
-    // from now on Redis's clock as this process knows it.
-    let margin = hook.timeout + Duration::from_secs(1);
-    let lease_left = job.lease_until_ms - queue.clock().now_estimate_ms();
-    if lease_left < margin.as_millis() as i64 {
-        queue
-            .touch(&job.id, &job.token, Some(margin))
-            .await
-            .map_err(|e| format!("could not extend the lease: {e}"))?;
-    }
-    let body = serde_json::to_vec(&serde_json::json!({
-        "id": job.id,
-        "topic": job.topic,
-        "body": job.body,
-        "attempt": job.attempts,
-        "due_at_ms": job.due_ms,
-    }))
-    .expect("JSON of strings and numbers");
-    let mut req = client
-        .post(&hook.url)
-        .header("content-type", "application/json")
-        .header("x-delayq-id", &job.id)
-        .header("x-delayq-topic", &job.topic)
-        .header("x-delayq-attempt", job.attempts.to_string());
-    // A traced job's request carries its context (W3C headers); the
-    // request is a span of that trace.
-    let (traceparent, span) = job.hand_over(crate::trace::HopKind::Webhook);
-    if let Some(tp) = traceparent {
-        req = req.header("traceparent", tp);
-        if let Some(ts) = &job.tracestate {
-            req = req.header("tracestate", ts);
-        }
-    }
-    if let Some(secret) = &hook.secret {
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        req = req
-            .header("x-delayq-timestamp", ts.to_string())
-            .header("x-delayq-signature", sign(&secret.0, ts, &body));
-    }
-    let started = Instant::now();
-    let result = req.body(body).send().instrument(span.clone()).await;
-    let m = queue.metrics();
-    m.webhook_duration
-        .observe([&job.topic], started.elapsed().as_secs_f64());
-    let mut status = None;
-    let (outcome, verdict) = match result {
-        Ok(resp) if resp.status().is_success() => {
-            status = Some(resp.status().as_u16().to_string());
-            ("success", Ok(()))
-        }
-        Ok(resp) if resp.status().is_redirection() => {
-            let code = resp.status().as_u16();
-            status = Some(code.to_string());
-            let to = resp
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned())
-                .unwrap_or_default();
-            let to: String = to.chars().take(ERROR_BODY_CHARS).collect();
-            (
-                "http_error",
-                Err(format!(
-                    "HTTP {code}: redirect to {to:?} not followed (only a 2xx to the POST \
-                     finishes a job)"
-                )),
-            )
-        }
-        Ok(resp) => {
-            let code = resp.status().as_u16();
-            status = Some(code.to_string());
-            let body = error_body(resp, started + hook.timeout).await;
-            ("http_error", Err(format!("HTTP {code}: {body}")))
-        }
-        Err(e) if e.is_timeout() => (
-            "timeout",
-            Err(format!("timed out after {:?}", hook.timeout)),
-        ),
-        Err(e) => {
-            // The causes too: "invalid peer certificate: UnknownIssuer" is
-            // what tells a user to set SSL_CERT_FILE. The URL as shown, not
-            // reqwest's: the error is kept with the job and in the webhook
-            // status, and the URL's query may hold a secret.
-            let e = e.without_url();
-            let mut why = format!("connection error: {}: {e}", hook.shown_url());
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                why = format!("{why}: {c}");
-                cause = c.source();
-            }
-            ("connection_error", Err(why))
-        }
-    };
-    m.webhook_deliveries.inc([&job.topic, outcome], 1);
-    // Redis time as this process knows it from its replies: a round trip
-    // per delivery for a status note was one more step each delivery
-    // waited for before its slot was free.
-    let at_ms = queue.clock().now_estimate_ms();
-    let status = status.unwrap_or_else(|| outcome.to_owned());
-    note(seen, at_ms, status, verdict.clone().err());
-    tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");
-    verdict
-}
-
-/// The start of a failed reply's body, for its error: at most
-/// [`ERROR_BODY_BYTES`] are read, none after `deadline` (the delivery's
-/// timeout), and the connection is dropped with the rest unread.
-async fn error_body(mut resp: reqwest::Response, deadline: Instant) -> String {
-    let mut got = Vec::new();
-    let mut unread = None;
-    while got.len() < ERROR_BODY_BYTES {
-        let next = tokio::time::timeout_at(deadline.into(), resp.chunk()).await;
-        match next {
-            Ok(Ok(Some(chunk))) => {
-                got.extend_from_slice(&chunk[..chunk.len().min(ERROR_BODY_BYTES - got.len())])
-            }
-            Ok(Ok(None)) => break,
-            Ok(Err(e)) if !e.is_timeout() => {
-                unread = Some(format!("the body cut off: {}", e.without_url()));
-                break;
-            }
-            Ok(Err(_)) | Err(_) => {
-                unread = Some("the rest of the body timed out".to_owned());
-                break;
-            }
-        }
-    }
-    drop(resp);
-    let text: String = String::from_utf8_lossy(&got)
-        .chars()
-        .take(ERROR_BODY_CHARS)
-        .collect();
-    match unread {
-        Some(why) => format!("{text} ({why})"),
-        None => text,
     }
 }
 

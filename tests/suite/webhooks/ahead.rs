@@ -1,0 +1,233 @@
+//! Jobs leased ahead of a webhook's slots wait in the process; one call
+//! checks their leases right before they are sent. Each test holds a
+//! promise that waiting could break, with Redis near and far.
+
+use super::receivers::{attempts_in_step, push_ready};
+use super::*;
+
+/// (id, attempt, when) of each request a receiver saw, in order.
+type Timed = Arc<Mutex<Vec<(String, String, Instant)>>>;
+
+/// A receiver that holds each request until the test adds a permit to
+/// `gate`, then answers 200; requests are recorded as they arrive.
+async fn gated_receiver(gate: Arc<tokio::sync::Semaphore>) -> (String, Timed) {
+    let seen: Timed = Default::default();
+    let hits = seen.clone();
+    let app = Router::new().route(
+        "/hook",
+        routing::post(move |headers: HeaderMap| {
+            let (hits, gate) = (hits.clone(), gate.clone());
+            async move {
+                let h = |n: &str| headers[n].to_str().unwrap().to_owned();
+                hits.lock().unwrap().push((
+                    h("x-delayq-id"),
+                    h("x-delayq-attempt"),
+                    Instant::now(),
+                ));
+                gate.acquire().await.unwrap().forget();
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+fn untimed(seen: &Timed) -> Vec<(String, String)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|(id, a, _)| (id.clone(), a.clone()))
+        .collect()
+}
+
+/// The jobs of `ids` that are reserved and not among those `seen`: leased
+/// ahead, waiting for a slot.
+async fn waiting(q: &Queue, ids: &[&str], seen: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in ids {
+        let reserved = q
+            .get(id)
+            .await
+            .unwrap()
+            .is_some_and(|j| j.state == JobState::Reserved);
+        if reserved && !seen.iter().any(|(s, _)| s == id) {
+            out.push(id.to_string());
+        }
+    }
+    out
+}
+
+/// One slot, its request held by the receiver, so jobs leased ahead wait:
+/// one is deleted and one rescheduled 3 s on while they wait. Neither is
+/// sent from the process: the deleted one never, the rescheduled one only
+/// once due again, on attempt 1 (the attempt its first lease counted is
+/// uncounted, since it was never sent); every other job once, attempts in
+/// step. Through `proxy_delay` of lateness on every Redis reply.
+async fn changed_while_waiting(proxy_delay: Duration) {
+    let redis = RedisServer::start();
+    let direct = queue(&redis);
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = queue_at(proxy.url());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (url, seen) = gated_receiver(gate.clone()).await;
+    let ids = ["ah-0", "ah-1", "ah-2", "ah-3", "ah-4", "ah-5"];
+    push_ready(&direct, "ahead", &ids, 600_000).await;
+    proxy.set_delay(proxy_delay);
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 1,
+        ..Webhook::new("ahead", &url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    // One request held, two jobs leased ahead of the slot.
+    let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
+        let s = untimed(&seen);
+        let w = waiting(&direct, &ids, &s).await;
+        (s.len() == 1 && w.len() == 2).then_some(w)
+    })
+    .await;
+    let (deleted, moved) = (ahead[0].clone(), ahead[1].clone());
+    assert!(direct.delete(&deleted).await.unwrap());
+    let moved_at = Instant::now();
+    direct
+        .reschedule(&moved, Duration::from_secs(3), None, None)
+        .await
+        .unwrap();
+    gate.add_permits(1000);
+    eventually(Duration::from_secs(60), "every job finished", || async {
+        for id in ids {
+            if direct.get(id).await.unwrap().is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the webhook stops")
+        .unwrap();
+    let timed = seen.lock().unwrap().clone();
+    let seen = untimed(&seen);
+    assert!(
+        !seen.iter().any(|(id, _)| *id == deleted),
+        "{deleted} sent after it was deleted: {seen:?}"
+    );
+    let sent: Vec<_> = seen.iter().filter(|(id, _)| *id == moved).collect();
+    assert_eq!(
+        sent,
+        [&(moved.clone(), "1".to_owned())],
+        "the rescheduled job sent once, on attempt 1: {seen:?}"
+    );
+    attempts_in_step(&seen).unwrap();
+    assert_eq!(seen.len(), ids.len() - 1, "{seen:?}");
+    // Not early: sent after its new due time, at least 3 s after the
+    // reschedule was asked for (this host's clock is Redis's).
+    let (_, _, at) = timed.iter().find(|(id, _, _)| *id == moved).unwrap();
+    let after = at.duration_since(moved_at);
+    assert!(
+        after >= Duration::from_secs(3),
+        "sent {after:?} after the reschedule"
+    );
+    q.close().await;
+    direct.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_from_the_process() {
+    changed_while_waiting(Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_with_redis_replies_late() {
+    changed_while_waiting(Duration::from_millis(300)).await;
+}
+
+/// One slot, its request held by the receiver past the ttr (2 s) of the
+/// jobs leased ahead behind it: a job that cannot wait for a slot until a
+/// second before its lease ends is given back, its attempt uncounted, not
+/// left to run out its lease (a failed attempt with no delivery). Once the
+/// slot is free every job is delivered once, on attempt 1. Through
+/// `proxy_delay` of lateness on every Redis reply: the lease is counted
+/// from when the pop was sent, not from its reply.
+async fn short_leases_waiting(proxy_delay: Duration) {
+    let redis = RedisServer::start();
+    let direct = queue(&redis);
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = queue_at(proxy.url());
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (url, seen) = gated_receiver(gate.clone()).await;
+    let ids = ["sh-0", "sh-1", "sh-2", "sh-3"];
+    push_ready(&direct, "short", &ids, 2_000).await;
+    proxy.set_delay(proxy_delay);
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 1,
+        timeout: Duration::from_secs(30),
+        ..Webhook::new("short", &url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
+        let s = untimed(&seen);
+        let w = waiting(&direct, &ids, &s).await;
+        (s.len() == 1 && !w.is_empty()).then_some(w)
+    })
+    .await;
+    // They leave their lease, given back or run out (the request still
+    // held): either way no longer reserved.
+    for id in &ahead {
+        let j = eventually(
+            Duration::from_secs(60),
+            "the job out of its lease",
+            || async {
+                direct
+                    .get(id)
+                    .await
+                    .unwrap()
+                    .filter(|j| j.state != JobState::Reserved)
+            },
+        )
+        .await;
+        assert_eq!(
+            (j.attempts, j.state),
+            (0, JobState::Ready),
+            "{id} given back uncounted"
+        );
+    }
+    assert_eq!(untimed(&seen).len(), 1, "the first request still held");
+    gate.add_permits(1000);
+    eventually(Duration::from_secs(60), "every job finished", || async {
+        for id in ids {
+            if direct.get(id).await.unwrap().is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the webhook stops")
+        .unwrap();
+    let mut seen = untimed(&seen);
+    seen.sort();
+    let want: Vec<(String, String)> = ids.iter().map(|id| (id.to_string(), "1".into())).collect();
+    assert_eq!(seen, want, "each job delivered once, on attempt 1");
+    q.close().await;
+    direct.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leased_ahead_that_cannot_wait_for_a_slot_goes_back_uncounted() {
+    short_leases_waiting(Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leased_ahead_that_cannot_wait_goes_back_uncounted_with_redis_replies_late() {
+    short_leases_waiting(Duration::from_millis(400)).await;
+}
