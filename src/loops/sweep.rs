@@ -14,6 +14,13 @@
 //! idle sweep costs one call every ten minutes; while the subscriber is
 //! down, one per [`DEAF_EVERY`].
 //!
+//! The sweep also writes the trigger keys of jobs that come within the
+//! trigger horizon (pushed beyond it, they got none): the dispatch script
+//! arms a batch after the watermark, and says when the next job without
+//! one is due; the sweep wakes for it when that is half the horizon away.
+//! So a schedule of far-future jobs costs a call per half horizon, and
+//! none while nothing lies beyond it.
+//!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
@@ -80,8 +87,9 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     failing = false;
                 }
                 backoff.reset();
-                if out.moved >= h.batch {
-                    // More is due than one call may move: go on at once.
+                if out.moved >= h.batch || out.armed >= h.batch {
+                    // More is due (or comes within the horizon) than one
+                    // call may take: go on at once.
                     continue;
                 }
                 // Redis read now_us between `sent` and now. Counted from
@@ -114,7 +122,19 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 } else {
                     DEAF_EVERY
                 };
-                from + wait.min(most)
+                // Arming: once the first job without its trigger key is due
+                // within half the horizon, so each key is written between
+                // half the horizon and all of it ahead, a batch at a time.
+                let arm = out.next_arm_ms.map(|at| {
+                    let half = (h.trigger_horizon / 2).as_millis() as i64;
+                    Duration::from_micros(
+                        at.saturating_sub(half)
+                            .saturating_mul(1000)
+                            .saturating_sub(out.now_us)
+                            .max(0) as u64,
+                    )
+                });
+                from + wait.min(most).min(arm.unwrap_or(MAX_IDLE))
             }
             Err(e) => {
                 if !failing {
