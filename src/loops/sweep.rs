@@ -15,11 +15,12 @@
 //! down, one per [`DEAF_EVERY`].
 //!
 //! The sweep also writes the trigger keys of jobs that come within the
-//! trigger horizon (pushed beyond it, they got none): the dispatch script
-//! arms a batch after the watermark, and says when the next job without
-//! one is due; the sweep wakes for it when that is half the horizon away.
-//! So a schedule of far-future jobs costs a call per half horizon, and
-//! none while nothing lies beyond it.
+//! trigger horizon (pushed beyond it, they got none): when the watermark
+//! is less than half the horizon ahead, the dispatch script arms the jobs
+//! after it due within the horizon, a batch a call, and moves it; it says
+//! when to arm again (half a horizon later, or at once after a full
+//! batch). So arming costs a call per half horizon: at the default hour,
+//! fewer than an idle sweep makes anyway.
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
@@ -87,9 +88,8 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     failing = false;
                 }
                 backoff.reset();
-                if out.moved >= h.batch || out.armed >= h.batch {
-                    // More is due (or comes within the horizon) than one
-                    // call may take: go on at once.
+                if out.moved >= h.batch {
+                    // More is due than one call may move: go on at once.
                     continue;
                 }
                 // Redis read now_us between `sent` and now. Counted from
@@ -122,16 +122,15 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 } else {
                     DEAF_EVERY
                 };
-                // Arming: once the first job without its trigger key is due
-                // within half the horizon, so each key is written between
-                // half the horizon and all of it ahead, a batch at a time.
+                // Arming again when the script says: the watermark half the
+                // horizon away (each key is written between half the horizon
+                // and all of it ahead), or now after a full batch.
+                if out.armed > 0 {
+                    tracing::debug!(entries = out.armed, "trigger keys armed");
+                }
                 let arm = out.next_arm_ms.map(|at| {
-                    let half = (h.trigger_horizon / 2).as_millis() as i64;
                     Duration::from_micros(
-                        at.saturating_sub(half)
-                            .saturating_mul(1000)
-                            .saturating_sub(out.now_us)
-                            .max(0) as u64,
+                        at.saturating_mul(1000).saturating_sub(out.now_us).max(0) as u64,
                     )
                 });
                 from + wait.min(most).min(arm.unwrap_or(MAX_IDLE))

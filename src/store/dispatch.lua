@@ -25,9 +25,9 @@
 -- arm_ahead.
 --
 -- Returns { DONE, now_us, moved, next_due_ms or -1, armed (schedule entries
---           the sweep's arming looked at, at most ARGV[2]: that many means
---           more may be waiting), next_arm_ms (due time of the first job
---           left without its trigger key, or -1), #topics,
+--           the sweep's arming looked at, at most ARGV[2]), next_arm_ms
+--           (Redis time at which the sweep should arm again, or -1: a call
+--           with ids), #topics,
 --           then per topic: topic, moved, retried, died, local (ready
 --           jobs left to the caller's waiters, not announced),
 --           then per moved job: lateness in us (now - due), grouped by
@@ -127,7 +127,7 @@ end
 -- moves); the event path arms nothing.
 local armed, next_arm = 0, -1
 if sweeping and horizon > 0 then
-  armed, next_arm = arm_ahead(now_ms, now_ms + horizon, limit)
+  armed, next_arm = arm_ahead(now_ms, horizon, limit)
 end
 
 local reply = { DONE, now, moved, next_due(), armed, next_arm, #topics }

@@ -25,10 +25,9 @@ pub(crate) struct Dispatched {
     pub moved: usize,
     /// Due time (ms) of the earliest job still in the schedule.
     pub next_due_ms: Option<i64>,
-    /// Schedule entries the sweep's arming looked at: the batch size means
-    /// more may be waiting.
+    /// Schedule entries the sweep's arming looked at.
     pub armed: usize,
-    /// Due time (ms) of the first job left without its trigger key.
+    /// When (Redis ms) the sweep should arm trigger keys again.
     pub next_arm_ms: Option<i64>,
     pub topics: Vec<TopicMoves>,
     /// Per job moved: how late, in microseconds, grouped by topic in the

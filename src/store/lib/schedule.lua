@@ -32,15 +32,23 @@ local function schedule(id, due)
   end
 end
 
--- The sweep's arming, after it moved what is due: trigger keys for the
--- delayed jobs after the watermark due by `till` (ms), at most `limit`
--- schedule entries looked at, then the watermark moved past them. A
--- watermark behind `now_ms` restarts at now: what is due is the sweep's.
--- Returns the entries looked at (`limit`: more may be waiting) and the
--- due time of the first job left unarmed, or -1.
-local function arm_ahead(now_ms, till, limit)
+-- The sweep's arming, after it moved what is due. While the watermark is
+-- at least half the horizon ahead, nothing: one GET, no write. Otherwise
+-- trigger keys for the delayed jobs after the watermark due within the
+-- horizon (`horizon` ms from `now_ms`), at most `limit` schedule entries
+-- looked at, then the watermark moved past them. A watermark behind
+-- `now_ms` restarts at now: what is due is the sweep's to move.
+-- Returns the entries looked at and when (Redis ms) to arm again: once the
+-- watermark is half the horizon away, or now if a batch was full.
+local function arm_ahead(now_ms, horizon, limit)
+  local half = math.floor(horizon / 2)
   local upto, after = armed_upto()
-  if upto == nil or upto < now_ms then upto, after = now_ms, nil end
+  if upto == nil or upto < now_ms then
+    upto, after = now_ms, nil
+  elseif not after and upto >= now_ms + half then
+    return 0, upto - half
+  end
+  local till = math.max(now_ms + horizon, upto)
   local start
   if after then
     -- Resume after the last id armed, within its due time; if it left
@@ -58,10 +66,7 @@ local function arm_ahead(now_ms, till, limit)
   local seen, last_id, last_due = 0, nil, nil
   for i = 1, #got, 2 do
     local due = tonumber(got[i + 1])
-    if due > till then
-      redis.call('SET', P .. ARMED_KEY, string.format('%d', math.max(till, upto)))
-      return seen, due
-    end
+    if due > till then break end
     local id = got[i]
     -- A delayed job has no state field; a lease's end gets no key.
     if due > now_ms and not redis.call('HGET', job_key(id), STATE) then
@@ -69,12 +74,12 @@ local function arm_ahead(now_ms, till, limit)
     end
     seen, last_id, last_due = seen + 1, id, due
   end
-  if seen < limit then
-    redis.call('SET', P .. ARMED_KEY, string.format('%d', math.max(till, upto)))
-    return seen, -1
+  if seen == limit then
+    redis.call('SET', P .. ARMED_KEY, string.format('%d:%s', last_due, last_id))
+    return seen, now_ms
   end
-  redis.call('SET', P .. ARMED_KEY, string.format('%d:%s', last_due, last_id))
-  return seen, last_due
+  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  return seen, till - half
 end
 
 local function unschedule(id)
