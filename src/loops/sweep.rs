@@ -130,7 +130,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 }
                 let arm = out.next_arm_ms.map(|at| {
                     Duration::from_micros(
-                        at.saturating_mul(1000).saturating_sub(out.now_us).max(0) as u64,
+                        at.saturating_mul(1000).saturating_sub(out.now_us).max(0) as u64
                     )
                 });
                 from + wait.min(most).min(arm.unwrap_or(MAX_IDLE))

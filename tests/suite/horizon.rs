@@ -265,3 +265,22 @@ async fn an_old_style_trigger_key_beyond_the_horizon_is_still_fine() {
     assert_eq!(trigger_at(&redis, "old").await, None);
     q.close().await;
 }
+
+/// A horizon out of its bounds is refused, naming it, before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_horizon_out_of_bounds_is_refused() {
+    let redis = RedisServer::start();
+    for bad in [Duration::from_millis(999), Duration::from_secs(86_401)] {
+        let e = Queue::connect(Config {
+            trigger_horizon: bad,
+            ..config(&redis)
+        })
+        .err()
+        .expect("refused");
+        assert!(
+            matches!(e, delayq::Error::Invalid(ref m) if m.contains("trigger_horizon")),
+            "{e}"
+        );
+    }
+    assert_eq!(redis.data_keys().await, 0);
+}
