@@ -284,3 +284,53 @@ async fn a_trigger_horizon_out_of_bounds_is_refused() {
     }
     assert_eq!(redis.data_keys().await, 0);
 }
+
+/// More jobs share one due time than a dispatch call takes: the sweep
+/// arms them a batch at a time, resuming after the last id it armed, and
+/// every one has its key before the due time and fires once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_sharing_a_due_time_beyond_a_batch_are_all_armed() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        trigger_horizon: HORIZON,
+        dispatch_batch: 10,
+        ..config(&redis)
+    })
+    .unwrap();
+    watermark(&redis).await;
+    let due = redis.time_ms().await + 9_000;
+    let n = 35;
+    let jobs: Vec<delayq::NewJob> = (0..n)
+        .map(|i| delayq::NewJob {
+            due_at_ms: Some(due),
+            ..job(&format!("s{i:02}"), "t", 0, 60_000)
+        })
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let keys = || async {
+        let mut armed = 0;
+        for i in 0..n {
+            armed += usize::from(trigger_at(&redis, &format!("s{i:02}")).await == Some(due));
+        }
+        armed
+    };
+    assert_eq!(keys().await, 0, "armed at push");
+    eventually(Duration::from_secs(20), "every key armed", || async {
+        (keys().await == n).then_some(())
+    })
+    .await;
+    assert!(redis.time_ms().await < due, "armed only after the due time");
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        let got = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every job fires");
+        assert!(got.popped_at_us >= due * 1000, "{} early", got.id);
+        assert!(seen.insert(got.id.clone()), "{} twice", got.id);
+    }
+    q.close().await;
+}

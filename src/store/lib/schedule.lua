@@ -49,20 +49,22 @@ local function arm_ahead(now_ms, horizon, limit)
     return 0, upto - half
   end
   local till = math.max(now_ms + horizon, upto)
-  local start
+  local got
   if after then
-    -- Resume after the last id armed, within its due time; if it left
-    -- that time, that time's jobs are armed again from their first.
+    -- Resume after the last id armed, within its due time (by rank: a
+    -- due time many jobs share); if it left that time, that time's jobs
+    -- are armed again from their first.
+    local start
     local s = redis.call('ZSCORE', SCHEDULE, after)
     if s and tonumber(s) == upto then
       start = redis.call('ZRANK', SCHEDULE, after) + 1
     else
-      start = redis.call('ZCOUNT', SCHEDULE, '-inf', '(' .. upto)
+      start = redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', upto))
     end
+    got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
   else
-    start = redis.call('ZCOUNT', SCHEDULE, '-inf', upto)
+    got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
   end
-  local got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
   local seen, last_id, last_due = 0, nil, nil
   for i = 1, #got, 2 do
     local due = tonumber(got[i + 1])
