@@ -58,6 +58,11 @@ pub const MAX_PARTITIONS: usize = 1024;
 pub const REPLICA_ACKS: usize = 0;
 /// Most jobs one dispatch script call moves.
 pub const DISPATCH_BATCH: usize = 1000;
+/// A delayed job gets its trigger key once due within this (see
+/// docs/DESIGN.md, "Trigger keys within a horizon").
+pub const TRIGGER_HORIZON: Span = span("1h");
+/// The longest trigger horizon: a day.
+pub const MAX_TRIGGER_HORIZON: Duration = Duration::from_secs(86_400);
 /// Dead letters kept per topic.
 pub const DEAD_MAX: usize = 10_000;
 /// Dead letters older than this are dropped.
@@ -101,7 +106,7 @@ mod tests {
 
     #[test]
     fn spans_are_their_text() {
-        for s in [REDIS_TIMEOUT, DEAD_MAX_AGE, POP_TIMEOUT] {
+        for s in [REDIS_TIMEOUT, DEAD_MAX_AGE, POP_TIMEOUT, TRIGGER_HORIZON] {
             assert_eq!(crate::duration::parse_duration(s.text), Ok(s.value));
         }
         assert_eq!(DEAD_MAX_AGE.value, Duration::from_secs(7 * 86_400));

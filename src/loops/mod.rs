@@ -115,6 +115,7 @@ pub(crate) struct Handles {
     pub leader: Arc<leader::Leadership>,
     /// Most jobs one dispatch call moves.
     pub batch: usize,
+    pub trigger_horizon: std::time::Duration,
     pub retention: Retention,
     /// Retry policies of jobs pushed without one (recurring ticks).
     pub retries: Arc<Retries>,
@@ -173,7 +174,14 @@ impl Handles {
         // instance's (bounded: at most MAX_LOCAL_TOPICS pairs).
         let waiting = self.waiters.available(MAX_LOCAL_TOPICS);
         let d = match (self.store)
-            .dispatch(part, ids, self.batch, self.retention, &waiting)
+            .dispatch(
+                part,
+                ids,
+                self.batch,
+                self.retention,
+                self.trigger_horizon,
+                &waiting,
+            )
             .await
         {
             Ok(d) => d,

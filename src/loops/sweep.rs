@@ -14,6 +14,14 @@
 //! idle sweep costs one call every ten minutes; while the subscriber is
 //! down, one per [`DEAF_EVERY`].
 //!
+//! The sweep also writes the trigger keys of jobs that come within the
+//! trigger horizon (pushed beyond it, they got none): when the watermark
+//! is less than half the horizon ahead, the dispatch script arms the jobs
+//! after it due within the horizon, a batch a call, and moves it; it says
+//! when to arm again (half a horizon later, or at once after a full
+//! batch). So arming costs a call per half horizon: at the default hour,
+//! fewer than an idle sweep makes anyway.
+//!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
 //! sweep at once for a moment (a lease changing hands) are harmless: the
@@ -114,7 +122,18 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 } else {
                     DEAF_EVERY
                 };
-                from + wait.min(most)
+                // Arming again when the script says: the watermark half the
+                // horizon away (each key is written between half the horizon
+                // and all of it ahead), or now after a full batch.
+                if out.armed > 0 {
+                    tracing::debug!(entries = out.armed, "trigger keys armed");
+                }
+                let arm = out.next_arm_ms.map(|at| {
+                    Duration::from_micros(
+                        at.saturating_mul(1000).saturating_sub(out.now_us).max(0) as u64
+                    )
+                });
+                from + wait.min(most).min(arm.unwrap_or(MAX_IDLE))
             }
             Err(e) => {
                 if !failing {

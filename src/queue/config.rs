@@ -44,6 +44,11 @@ pub struct Config {
     pub dispatch: bool,
     /// Most jobs one dispatch script call moves.
     pub dispatch_batch: usize,
+    /// A delayed job due further ahead than this gets no trigger key (no
+    /// key with a TTL for Redis to walk) until the sweep arms it, between
+    /// half of it and all of it ahead of its due time; one due within it
+    /// gets its key at push. 1 s to a day; default an hour.
+    pub trigger_horizon: Duration,
     pub limits: Limits,
     /// Retry policy of jobs pushed without one, per topic...
     pub topic_retry: HashMap<String, RetryPolicy>,
@@ -91,6 +96,7 @@ impl Default for Config {
             redis_timeout: defaults::REDIS_TIMEOUT.value,
             dispatch: true,
             dispatch_batch: defaults::DISPATCH_BATCH,
+            trigger_horizon: defaults::TRIGGER_HORIZON.value,
             limits: Limits::default(),
             topic_retry: HashMap::new(),
             default_retry: RetryPolicy::default(),

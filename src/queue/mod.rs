@@ -84,6 +84,14 @@ impl Queue {
         if config.dispatch_batch == 0 {
             return Err(Error::Invalid("dispatch_batch must be at least 1".into()));
         }
+        if config.trigger_horizon < std::time::Duration::from_secs(1)
+            || config.trigger_horizon > crate::defaults::MAX_TRIGGER_HORIZON
+        {
+            return Err(Error::Invalid(format!(
+                "trigger_horizon must be from 1s to 1d, got {:?}",
+                config.trigger_horizon
+            )));
+        }
         if let Some(keep) = config.keep_finished {
             crate::job::check_keep_finished(keep).map_err(Error::Invalid)?;
         }
@@ -119,6 +127,7 @@ impl Queue {
             dispatch: config.dispatch,
             leader: Arc::new(crate::loops::leader::Leadership::new(parts)),
             batch: config.dispatch_batch,
+            trigger_horizon: config.trigger_horizon,
             retention: Retention {
                 max_per_topic: config.dead_max_per_topic,
                 max_age: config.dead_max_age,

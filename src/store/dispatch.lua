@@ -11,16 +11,23 @@
 -- ARGV[2]  most jobs to move in this call (bounds the script's run time)
 -- ARGV[3]  dead-letter retention: most dead jobs per topic
 -- ARGV[4]  dead-letter retention: longest age, ms
--- ARGV[5]  m: topics the caller has idle waiters on, then m pairs
+-- ARGV[5]  trigger horizon, ms: a sweep arms the trigger keys of the jobs
+--          due within it (0: arms none)
+-- ARGV[6]  m: topics the caller has idle waiters on, then m pairs
 --          (topic, how many): jobs made ready on them are the caller's to
 --          wake its own waiters for, up to that many, and not announced
--- ARGV[6+2m..] ids to check (optional; none = sweep the schedule)
+-- ARGV[7+2m..] ids to check (optional; none = sweep the schedule)
 --
--- Touches: schedule, trigger keys, job hashes, ready lists, dead sets,
--- count hash. Publishes: ready (one notice per topic).
--- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due.
+-- Touches: schedule, trigger keys, the watermark ({p}:armed), job hashes,
+-- ready lists, dead sets, count hash. Publishes: ready (one notice per
+-- topic).
+-- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due,
+-- arm_ahead.
 --
--- Returns { DONE, now_us, moved, next_due_ms or -1, #topics,
+-- Returns { DONE, now_us, moved, next_due_ms or -1, armed (schedule entries
+--           the sweep's arming looked at, at most ARGV[2]), next_arm_ms
+--           (Redis time at which the sweep should arm again, or -1: a call
+--           with ids), #topics,
 --           then per topic: topic, moved, retried, died, local (ready
 --           jobs left to the caller's waiters, not announced),
 --           then per moved job: lateness in us (now - due), grouped by
@@ -40,10 +47,11 @@ local dead_max, dead_age = tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- The sweep reads the due entries with their scores; ids from expired
 -- events are looked up together.
+local horizon = tonumber(ARGV[5])
 local waiting = {}
-local m = tonumber(ARGV[5])
-for i = 6, 5 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
-local first_id = 6 + 2 * m
+local m = tonumber(ARGV[6])
+for i = 7, 6 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local first_id = 7 + 2 * m
 local ids, scores = {}, {}
 local sweeping = #ARGV < first_id
 if not sweeping then
@@ -115,7 +123,14 @@ for k, id in ipairs(ids) do
   end
 end
 
-local reply = { DONE, now, moved, next_due(), #topics }
+-- The sweep arms the jobs that came within the horizon (bounded like the
+-- moves); the event path arms nothing.
+local armed, next_arm = 0, -1
+if sweeping and horizon > 0 then
+  armed, next_arm = arm_ahead(now_ms, horizon, limit)
+end
+
+local reply = { DONE, now, moved, next_due(), armed, next_arm, #topics }
 for _, topic in ipairs(topics) do
   local here = math.min(ready[topic], waiting[topic] or 0)
   if ready[topic] > here then notify_ready(topic, ready[topic] - here) end

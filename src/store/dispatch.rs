@@ -25,6 +25,10 @@ pub(crate) struct Dispatched {
     pub moved: usize,
     /// Due time (ms) of the earliest job still in the schedule.
     pub next_due_ms: Option<i64>,
+    /// Schedule entries the sweep's arming looked at.
+    pub armed: usize,
+    /// When (Redis ms) the sweep should arm trigger keys again.
+    pub next_arm_ms: Option<i64>,
     pub topics: Vec<TopicMoves>,
     /// Per job moved: how late, in microseconds, grouped by topic in the
     /// order of `topics` (each topic's `moved` of them).
@@ -63,6 +67,8 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
     let now_us = f.int()?;
     let moved = f.int()?.max(0) as usize;
     let next = f.int()?;
+    let armed = f.int()?.max(0) as usize;
+    let next_arm = f.int()?;
     let n = f.int()?.max(0) as usize;
     let mut topics = Vec::with_capacity(n);
     for _ in 0..n {
@@ -82,6 +88,8 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Dispatched> {
         now_us,
         moved,
         next_due_ms: (next >= 0).then_some(next),
+        armed,
+        next_arm_ms: (next_arm >= 0).then_some(next_arm),
         topics,
         lateness_us,
     })
@@ -91,19 +99,24 @@ impl Store {
     /// Dispatches `ids` (from expired events), or everything due when `ids`
     /// is empty (the sweep): at most `batch` jobs. `waiting`: per topic,
     /// the caller's idle waiters, who get that many of the jobs made ready
-    /// without a notice. The reply's Redis time sets the clock.
+    /// without a notice. A sweep also arms the trigger keys of the jobs
+    /// due within `horizon` (zero: none). The reply's Redis time sets the
+    /// clock.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn dispatch(
         &self,
         part: usize,
         ids: &[String],
         batch: usize,
         retention: Retention,
+        horizon: std::time::Duration,
         waiting: &[(String, usize)],
     ) -> Result<Dispatched> {
         let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(batch)
             .arg(retention.max_per_topic)
             .arg(retention.max_age.as_millis() as u64)
+            .arg(horizon.as_millis() as u64)
             .arg(waiting.len());
         for (topic, n) in waiting {
             cmd.arg(topic).arg(*n);
@@ -146,11 +159,12 @@ mod tests {
     fn decodes_topics_and_lateness() {
         let d = |r: &[&str]| decode(Fields::parse("dispatch", sample(r)).unwrap());
         let got = d(&[
-            "0", "5000000", "3", "-1", "2", "order", "2", "1", "0", "1", "sms", "1", "0", "1", "0",
-            "1500", "900", "2100",
+            "0", "5000000", "3", "-1", "1000", "90000", "2", "order", "2", "1", "0", "1", "sms",
+            "1", "0", "1", "0", "1500", "900", "2100",
         ])
         .unwrap();
         assert_eq!((got.moved, got.next_due_ms), (3, None));
+        assert_eq!((got.armed, got.next_arm_ms), (1000, Some(90000)));
         assert_eq!(got.topics.len(), 2);
         assert_eq!(
             got.topics[1],
@@ -166,9 +180,11 @@ mod tests {
         let by: Vec<_> = got.lateness_by_topic().collect();
         assert_eq!(by, vec![("order", &[1500, 900][..]), ("sms", &[2100][..])]);
         assert_eq!(
-            d(&["0", "1", "0", "77", "0"]).unwrap().next_due_ms,
+            d(&["0", "1", "0", "77", "0", "-1", "0"])
+                .unwrap()
+                .next_due_ms,
             Some(77)
         );
-        assert!(d(&["0", "1", "0", "77", "1", "order"]).is_err());
+        assert!(d(&["0", "1", "0", "77", "0", "-1", "1", "order"]).is_err());
     }
 }

@@ -16,6 +16,9 @@
 //! | `{p}:j:<id>`             | hash   | the job; fields in [`field`]                  |
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
+//! | `{p}:armed`              | string | "<ms>" or "<ms>:<id>": every delayed job up to |
+//! |                          |        | it (due time, then id) has its trigger key;   |
+//! |                          |        | absent: every delayed job has one             |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
 //! |                          |        | (priority 0, the default)                     |
 //! | `{p}:readyp:<n>:<topic>` | list   | the same for priority n (1 to 9): the number  |
@@ -123,6 +126,8 @@ pub mod kind {
     pub const DEDUP: &str = "dedup:";
     pub const TAG: &str = "tag:";
     pub const CANARY: &str = "canary:";
+    /// The trigger keys' watermark (see `arm_ahead` in lib/schedule.lua).
+    pub const ARMED: &str = "armed";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -352,6 +357,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("DEDUP", field::DEDUP),
     ("TAG_KEY", kind::TAG),
     ("TAGS", field::TAGS),
+    ("ARMED_KEY", kind::ARMED),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -16,6 +16,8 @@
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
+//! - [`horizon`]: trigger keys written only within the horizon, armed by
+//!   the sweep ahead of the due time, by every path that schedules a job.
 //! - [`idle`]: what an idle queue costs Redis; its sleeping dispatcher still
 //!   hands over and fires on time.
 //! - [`idle_faults`]: an idle queue's faults: a cluster master killed, the
@@ -100,6 +102,7 @@ mod failover;
 mod fault_suite;
 mod faults;
 mod history;
+mod horizon;
 mod idle;
 mod idle_faults;
 mod import;

@@ -205,6 +205,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_DEAD_MAX_AGE", default_value = defaults::DEAD_MAX_AGE.text, value_parser = positive_duration)]
     pub(super) dead_max_age: Duration,
 
+    /// A delayed job due further ahead than this gets its trigger key (a
+    /// key with a TTL) only once the sweep arms it, half of this to all of
+    /// it before its due time: 1s to 1d.
+    #[arg(long, env = "DELAYQ_TRIGGER_HORIZON", default_value = defaults::TRIGGER_HORIZON.text, value_parser = trigger_horizon)]
+    pub(super) trigger_horizon: Duration,
+
     /// Keep a finished job's record (state finished: when, by which
     /// attempt, the last error; not the body) for this long, e.g. 7d; the
     /// config file's keep_finished sets it per topic. Without it a finished
@@ -252,6 +258,16 @@ impl ServeArgs {
 fn positive_duration(s: &str) -> Result<Duration, String> {
     match parse_duration(s)? {
         d if d.is_zero() => Err("must be above 0 (e.g. 500ms, 2s, 1m)".into()),
+        d => Ok(d),
+    }
+}
+
+/// A trigger horizon: 1s to 1d.
+fn trigger_horizon(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d < Duration::from_secs(1) || d > defaults::MAX_TRIGGER_HORIZON => {
+            Err("must be from 1s to 1d (e.g. 10m, 1h)".into())
+        }
         d => Ok(d),
     }
 }

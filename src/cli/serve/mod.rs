@@ -173,6 +173,7 @@ async fn serve(
         topic_retry: topics.topic_retry,
         dead_max_per_topic: args.dead_max,
         dead_max_age: args.dead_max_age,
+        trigger_horizon: args.trigger_horizon,
         keep_finished: args.keep_finished.or(topics.keep_finished),
         topic_keep_finished: topics.topic_keep_finished,
         events,

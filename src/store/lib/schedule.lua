@@ -1,13 +1,87 @@
 -- lib/schedule.lua: scheduling and leases: a job into and out of the
 -- schedule and its trigger key, a lease, ready and detached, the sweep's
--- wake-up; creating, replacing, delaying and giving back jobs.
+-- wake-up and its arming of trigger keys within the horizon; creating,
+-- replacing, delaying and giving back jobs.
 
--- A delayed job goes into the schedule and gets a trigger key: the sweep
--- and the key's expiry both fire at due. The trigger's value is 1: Redis
--- shares small integers, so it costs no value object.
+-- Trigger keys within a horizon: a job due far ahead gets its trigger key
+-- only once it comes within the horizon, so Redis's active expiry does not
+-- walk a TTL'd key per far-future job. `{p}:armed` is the watermark, "<ms>"
+-- or "<ms>:<id>": every delayed job up to it in the schedule's order (due
+-- time, then id) has its trigger key. Absent (a Redis that only older
+-- builds wrote to): every job has one. Arming more than that is harmless;
+-- a job left unarmed is still fired by the sweep, which is the clock.
+local function armed_upto()
+  local w = redis.call('GET', P .. ARMED_KEY)
+  if not w then return nil end
+  local colon = string.find(w, ':', 1, true)
+  if colon then return tonumber(string.sub(w, 1, colon - 1)), string.sub(w, colon + 1) end
+  return tonumber(w), nil
+end
+
+-- A delayed job goes into the schedule and, within the watermark, gets a
+-- trigger key: the sweep and the key's expiry both fire at due (one due
+-- at the watermark's own time is armed whatever its id). The trigger's
+-- value is 1: Redis shares small integers, so it costs no value object.
+-- Every caller has taken the job out of the schedule first (a key it
+-- had is gone).
 local function schedule(id, due)
   redis.call('ZADD', SCHEDULE, due, id)
-  redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+  local upto = armed_upto()
+  if upto == nil or tonumber(due) <= upto then
+    redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+  end
+end
+
+-- The sweep's arming, after it moved what is due. While the watermark is
+-- at least half the horizon ahead, nothing: one GET, no write. Otherwise
+-- trigger keys for the delayed jobs after the watermark due within the
+-- horizon (`horizon` ms from `now_ms`), at most `limit` schedule entries
+-- looked at, then the watermark moved past them. A watermark behind
+-- `now_ms` restarts at now: what is due is the sweep's to move.
+-- Returns the entries looked at and when (Redis ms) to arm again: once the
+-- watermark is half the horizon away, or now if a batch was full.
+local function arm_ahead(now_ms, horizon, limit)
+  local half = math.floor(horizon / 2)
+  local upto, after = armed_upto()
+  if upto == nil or upto < now_ms then
+    upto, after = now_ms, nil
+  elseif not after and upto >= now_ms + half then
+    return 0, upto - half
+  end
+  local till = math.max(now_ms + horizon, upto)
+  local got
+  if after then
+    -- Resume after the last id armed, within its due time (by rank: a
+    -- due time many jobs share); if it left that time, that time's jobs
+    -- are armed again from their first.
+    local start
+    local s = redis.call('ZSCORE', SCHEDULE, after)
+    if s and tonumber(s) == upto then
+      start = redis.call('ZRANK', SCHEDULE, after) + 1
+    else
+      start = redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', upto))
+    end
+    got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
+  else
+    got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+  end
+  local seen, last_id, last_due = 0, nil, nil
+  for i = 1, #got, 2 do
+    local due = tonumber(got[i + 1])
+    if due > till then break end
+    local id = got[i]
+    -- A delayed job has no state field; a lease's end gets no key.
+    if due > now_ms and not redis.call('HGET', job_key(id), STATE) then
+      redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+    end
+    seen, last_id, last_due = seen + 1, id, due
+  end
+  if seen == limit then
+    redis.call('SET', P .. ARMED_KEY, string.format('%d:%s', last_due, last_id))
+    return seen, now_ms
+  end
+  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  return seen, till - half
 end
 
 local function unschedule(id)

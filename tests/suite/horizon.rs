@@ -1,0 +1,336 @@
+//! Trigger keys within a horizon: a job due beyond it gets no trigger key
+//! at push; the partition leader's sweep arms it ahead of its due time, and
+//! every path that schedules a job follows the watermark.
+
+use std::time::Duration;
+
+use delayq::{Config, JobState, Queue};
+use futures::StreamExt;
+
+use crate::common::{config, eventually, job, topics, DelayqProcess, RedisServer};
+
+const HORIZON: Duration = Duration::from_secs(4);
+
+fn horizon_queue(redis: &RedisServer) -> Queue {
+    Queue::connect(Config {
+        trigger_horizon: HORIZON,
+        ..config(redis)
+    })
+    .unwrap()
+}
+
+fn trigger(id: &str) -> String {
+    format!("{{dq}}:t:{id}")
+}
+
+/// The trigger key's expiry (Unix ms), or None without one.
+async fn trigger_at(redis: &RedisServer, id: &str) -> Option<i64> {
+    let at: i64 = redis.cmd(&["PEXPIRETIME", &trigger(id)]).await;
+    (at >= 0).then_some(at)
+}
+
+/// Waits until the leader's sweep has written the watermark: from then on
+/// a push beyond the horizon writes no trigger key.
+async fn watermark(redis: &RedisServer) {
+    eventually(Duration::from_secs(30), "the trigger watermark", || async {
+        let w: Option<String> = redis.cmd(&["GET", "{dq}:armed"]).await;
+        w.map(|_| ())
+    })
+    .await;
+}
+
+/// Pops `id` and checks it was handed over at or after `due_ms` (Redis
+/// time) and within `late_ms` of it.
+async fn fires_on_time(q: &Queue, topic: &str, id: &str, due_ms: i64, late_ms: i64) {
+    let got = q
+        .pop(&topics(&[topic]), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{id} never fired"));
+    assert_eq!(got.id, id);
+    assert_eq!(got.due_ms, due_ms);
+    let at_ms = got.popped_at_us / 1000;
+    assert!(
+        got.popped_at_us >= due_ms * 1000,
+        "{id} handed out {} us early",
+        due_ms * 1000 - got.popped_at_us
+    );
+    assert!(
+        at_ms - due_ms <= late_ms,
+        "{id} handed out {} ms late",
+        at_ms - due_ms
+    );
+}
+
+/// A job pushed beyond the horizon has no trigger key; the sweep writes it
+/// (expiring at the due time) while the job is still ahead, Redis
+/// publishes its expired event at the due time, and the job fires on
+/// time. Without expired events, the sweep alone fires it on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_beyond_the_horizon_gets_its_trigger_key_ahead_of_its_due_time() {
+    for events in ["Ex", ""] {
+        let redis = RedisServer::start_with(&["--notify-keyspace-events", events]);
+        let q = horizon_queue(&redis);
+        watermark(&redis).await;
+        // Hear the expired events as the leader's subscriber does.
+        let mut sub = redis.client().get_async_pubsub().await.unwrap();
+        sub.psubscribe("__keyevent@*__:expired").await.unwrap();
+        let pushed = q.push(&job("far", "t", 9_000, 60_000)).await.unwrap();
+        let due = pushed.due_ms;
+        assert_eq!(trigger_at(&redis, "far").await, None, "armed at push");
+        let armed = eventually(Duration::from_secs(20), "the trigger key", || async {
+            trigger_at(&redis, "far").await
+        })
+        .await;
+        let armed_at = redis.time_ms().await;
+        assert_eq!(armed, due, "the key expires at the due time");
+        assert!(
+            armed_at <= due - 1_000,
+            "events {events:?}: armed only {} ms before due",
+            due - armed_at
+        );
+        fires_on_time(&q, "t", "far", due, 1_000).await;
+        if events == "Ex" {
+            let mut msgs = sub.on_message();
+            let heard = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    let m = msgs.next().await.unwrap();
+                    if m.get_payload::<String>().unwrap() == trigger("far") {
+                        return;
+                    }
+                }
+            })
+            .await;
+            assert!(heard.is_ok(), "no expired event for the armed key");
+        } else {
+            drop(sub);
+        }
+        assert_eq!(trigger_at(&redis, "far").await, None);
+        q.close().await;
+    }
+}
+
+/// Rescheduled from inside the horizon to beyond it, a job loses its
+/// trigger key; back inside, it gets one again, and it fires once, on
+/// time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reschedule_across_the_horizon_moves_the_trigger_key() {
+    let redis = RedisServer::start();
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    let near = q.push(&job("r", "t", 2_000, 60_000)).await.unwrap();
+    assert_eq!(trigger_at(&redis, "r").await, Some(near.due_ms));
+    let far = q
+        .reschedule("r", Duration::from_secs(3600), None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        trigger_at(&redis, "r").await,
+        None,
+        "a far job kept its key"
+    );
+    assert_eq!(q.get("r").await.unwrap().unwrap().state, JobState::Delayed);
+    assert!(far > near.due_ms);
+    let back = q
+        .reschedule("r", Duration::from_millis(2_500), None, None)
+        .await
+        .unwrap();
+    assert_eq!(trigger_at(&redis, "r").await, Some(back));
+    fires_on_time(&q, "t", "r", back, 1_000).await;
+    // Once: nothing else comes.
+    let again = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(again.is_none(), "fired twice");
+    q.close().await;
+}
+
+/// A retry delay beyond the horizon schedules the job without a trigger
+/// key; the sweep arms it and the next attempt comes on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_delay_beyond_the_horizon_is_armed_later() {
+    let redis = RedisServer::start();
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    q.push(&job("n", "t", 0, 60_000)).await.unwrap();
+    let first = q
+        .pop(&topics(&["t"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("first attempt");
+    q.nack("n", &first.token, Some(Duration::from_secs(9)), "later")
+        .await
+        .unwrap();
+    let due: i64 = redis.cmd(&["ZSCORE", "{dq}:schedule", "n"]).await;
+    assert_eq!(trigger_at(&redis, "n").await, None, "armed at the nack");
+    let armed = eventually(Duration::from_secs(20), "the trigger key", || async {
+        trigger_at(&redis, "n").await
+    })
+    .await;
+    assert_eq!(armed, due);
+    fires_on_time(&q, "t", "n", due, 1_000).await;
+    q.close().await;
+}
+
+/// The leader is SIGKILLed while jobs cross into the horizon: the standby
+/// takes the partition over, arms and fires them, none early, none lost,
+/// none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_leaves_no_job_early_or_lost() {
+    let redis = RedisServer::start();
+    let leader = DelayqProcess::start(&redis, &["--trigger-horizon", "4s"]);
+    watermark(&redis).await;
+    let q = horizon_queue(&redis);
+    // Jobs due from 5 s to 11 s: beyond the horizon when pushed.
+    let n = 60;
+    let mut due = std::collections::HashMap::new();
+    for i in 0..n {
+        let p = q
+            .push(&job(&format!("k{i}"), "t", 5_000 + i * 100, 60_000))
+            .await
+            .unwrap();
+        due.insert(format!("k{i}"), p.due_ms);
+    }
+    // Killed as the first jobs come within the horizon.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    leader.kill9();
+    // The standby arms the jobs as they come within the horizon: the last
+    // one's key is written ahead of its due time.
+    let last = due["k59"];
+    assert_eq!(trigger_at(&redis, "k59").await, None, "armed at push");
+    let armed = eventually(Duration::from_secs(20), "the last job's key", || async {
+        trigger_at(&redis, "k59").await
+    })
+    .await;
+    assert_eq!(armed, last);
+    assert!(
+        redis.time_ms().await < last,
+        "armed only after its due time"
+    );
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n as usize {
+        let got = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every job fires");
+        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
+        assert_eq!(got.due_ms, due[&got.id]);
+        assert!(
+            got.popped_at_us >= got.due_ms * 1000,
+            "{} handed out {} us early",
+            got.id,
+            got.due_ms * 1000 - got.popped_at_us
+        );
+        q.finish(&got.id, &got.token).await.unwrap();
+    }
+    let extra = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(extra.is_none(), "a job fired twice");
+    q.close().await;
+}
+
+/// A job an older build pushed (its trigger key set though it is due
+/// beyond the horizon) still fires once, on time; rescheduled, it follows
+/// the watermark like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_style_trigger_key_beyond_the_horizon_is_still_fine() {
+    let redis = RedisServer::start();
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    let old = q.push(&job("old", "t", 8_000, 60_000)).await.unwrap();
+    let also = q.push(&job("moved", "t", 8_000, 60_000)).await.unwrap();
+    // As an older build writes them: a key at push, whatever the due time.
+    for (id, at) in [("old", old.due_ms), ("moved", also.due_ms)] {
+        let _: () = redis
+            .cmd(&["SET", &trigger(id), "1", "PXAT", &at.to_string()])
+            .await;
+    }
+    let moved = q
+        .reschedule("moved", Duration::from_secs(3600), None, None)
+        .await
+        .unwrap();
+    assert!(moved > also.due_ms);
+    assert_eq!(trigger_at(&redis, "moved").await, None);
+    assert_eq!(trigger_at(&redis, "old").await, Some(old.due_ms));
+    fires_on_time(&q, "t", "old", old.due_ms, 1_000).await;
+    let again = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(again.is_none(), "fired twice");
+    assert_eq!(trigger_at(&redis, "old").await, None);
+    q.close().await;
+}
+
+/// A horizon out of its bounds is refused, naming it, before anything runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_horizon_out_of_bounds_is_refused() {
+    let redis = RedisServer::start();
+    for bad in [Duration::from_millis(999), Duration::from_secs(86_401)] {
+        let e = Queue::connect(Config {
+            trigger_horizon: bad,
+            ..config(&redis)
+        })
+        .err()
+        .expect("refused");
+        assert!(
+            matches!(e, delayq::Error::Invalid(ref m) if m.contains("trigger_horizon")),
+            "{e}"
+        );
+    }
+    assert_eq!(redis.data_keys().await, 0);
+}
+
+/// More jobs share one due time than a dispatch call takes: the sweep
+/// arms them a batch at a time, resuming after the last id it armed, and
+/// every one has its key before the due time and fires once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_sharing_a_due_time_beyond_a_batch_are_all_armed() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        trigger_horizon: HORIZON,
+        dispatch_batch: 10,
+        ..config(&redis)
+    })
+    .unwrap();
+    watermark(&redis).await;
+    let due = redis.time_ms().await + 9_000;
+    let n = 35;
+    let jobs: Vec<delayq::NewJob> = (0..n)
+        .map(|i| delayq::NewJob {
+            due_at_ms: Some(due),
+            ..job(&format!("s{i:02}"), "t", 0, 60_000)
+        })
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let keys = || async {
+        let mut armed = 0;
+        for i in 0..n {
+            armed += usize::from(trigger_at(&redis, &format!("s{i:02}")).await == Some(due));
+        }
+        armed
+    };
+    assert_eq!(keys().await, 0, "armed at push");
+    eventually(Duration::from_secs(20), "every key armed", || async {
+        (keys().await == n).then_some(())
+    })
+    .await;
+    assert!(redis.time_ms().await < due, "armed only after the due time");
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        let got = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every job fires");
+        assert!(got.popped_at_us >= due * 1000, "{} early", got.id);
+        assert!(seen.insert(got.id.clone()), "{} twice", got.id);
+    }
+    q.close().await;
+}
