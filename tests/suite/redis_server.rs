@@ -64,7 +64,34 @@ impl RedisServer {
 
     /// On a free loopback TCP port (for clients that cannot use a socket).
     pub fn start_tcp(extra: &[&str]) -> RedisServer {
-        Self::launch(Listen::Port(free_port()), extra, String::new())
+        Self::on_free_ports(|| (free_port(), extra.iter().map(|s| s.to_string()).collect()))
+    }
+
+    /// Starts a server on the port (and arguments) `pick` chooses, picking
+    /// again if it exits at start: a port found free may be taken by
+    /// another test before the server binds it.
+    fn on_free_ports(pick: impl Fn() -> (u16, Vec<String>)) -> RedisServer {
+        for _ in 0..4 {
+            let (port, args) = pick();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Self::launch(Listen::Port(port), &args, String::new())
+            }));
+            match started {
+                Ok(server) => return server,
+                Err(e) => {
+                    let said = e
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| e.downcast_ref::<&str>().copied())
+                        .unwrap_or("");
+                    if !said.contains("exited at start") {
+                        std::panic::resume_unwind(e);
+                    }
+                }
+            }
+        }
+        panic!("redis-server exited at start four times: no free port held");
     }
 
     /// A Redis Cluster node on a free loopback port (its bus on another),
@@ -80,16 +107,23 @@ impl RedisServer {
             "--cluster-node-timeout",
             "1500",
         ];
-        let bus;
-        let port = if has_cluster_port() {
-            bus = free_port().to_string();
-            args.extend(["--cluster-port", &bus]);
-            free_port()
-        } else {
-            free_port_with_bus()
-        };
         args.extend_from_slice(extra);
-        Self::launch(Listen::Port(port), &args, String::new())
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        Self::on_free_ports(|| {
+            let mut args = args.clone();
+            let port = if has_cluster_port() {
+                let port = free_port();
+                // Not the same port found free twice.
+                let bus = std::iter::repeat_with(free_port)
+                    .find(|&b| b != port)
+                    .unwrap();
+                args.extend(["--cluster-port".into(), bus.to_string()]);
+                port
+            } else {
+                free_port_with_bus()
+            };
+            (port, args)
+        })
     }
 
     /// The TCP port (None on a unix socket).
@@ -180,12 +214,24 @@ impl RedisServer {
         self.wait_ready();
     }
 
-    fn wait_ready(&self) {
+    /// Whether the server exited before it answered (a port it was given
+    /// was taken meanwhile by another test's connection or server).
+    fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
+    fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         if let Listen::Tls(port) = self.listen {
             // Whether a client gets in depends on its certificates: wait
             // for the port.
             while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    !self.exited(),
+                    "redis-server exited at start (port {port} taken?)"
+                );
                 assert!(Instant::now() < deadline, "redis-server did not start");
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -198,6 +244,10 @@ impl RedisServer {
                     return;
                 }
             }
+            assert!(
+                !self.exited(),
+                "redis-server exited at start (a port taken?)"
+            );
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(10));
         }
