@@ -11,8 +11,8 @@
 //! channel in others), and so does a subscriber reconnect, after which
 //! events and notices may have been missed; the leader's term renewal
 //! reads the schedule's head and wakes a sweep that aims past it. So an
-//! idle sweep costs one call every ten minutes; while the subscriber is
-//! down, one per [`DEAF_EVERY`].
+//! idle sweep costs one call a minute; while the subscriber is down, one
+//! per [`DEAF_EVERY`].
 //!
 //! The sweep also writes the trigger keys of jobs that come within the
 //! trigger horizon (pushed beyond it, they got none): when the watermark
@@ -40,9 +40,10 @@ use crate::backoff::Backoff;
 /// that makes a job earlier wakes the sweep (in this process, or by the
 /// wake notice, and a subscriber reconnect wakes every sweep), and the
 /// holder's term renewal, about once a minute while idle, reads the
-/// schedule's head and wakes a sweep that aims past it (a notice it
-/// missed). So this bounds only a sleep on an aim nothing corrected.
-const MAX_IDLE: Duration = Duration::from_secs(600);
+/// schedule's head and wakes a sweep that aims past it. So this is a
+/// backstop only (a wake lost while Redis restarted, a term lost and
+/// taken again), and what an idle sweep costs: one call a minute.
+const MAX_IDLE: Duration = super::leader::IDLE_LENGTH;
 
 /// While the subscriber is down, wake notices go unheard (a job pushed by
 /// another instance may be the new earliest): the sweep looks at least
