@@ -138,16 +138,20 @@ async fn breakdown_of(
     const ENTRY: f64 = 24.0;
     const OBJECT: f64 = 16.0;
     let trigger = format!("{{dq}}:t:{one}");
-    // OBJECT REFCOUNT of a shared integer is INT_MAX.
-    let refcount: i64 = redis.cmd(&["OBJECT", "REFCOUNT", &trigger]).await;
-    let shared = refcount == i32::MAX as i64;
+    // OBJECT REFCOUNT of a shared integer is INT_MAX. A job beyond the
+    // trigger horizon has no trigger key yet (None).
+    let refcount: Option<i64> = redis.cmd(&["OBJECT", "REFCOUNT", &trigger]).await;
+    let shared = refcount == Some(i32::MAX as i64);
     let own_object = if shared { 0.0 } else { OBJECT };
     let schedule = usage("{dq}:schedule".into()).await;
     // The columns use Redis's sizes; jemalloc has no 24-byte class, so each
     // table entry takes 32 B: the rest column is mostly those 8 B each.
     let mut b = Breakdown {
         hash: usage(format!("{{dq}}:j:{one}")).await - ENTRY - OBJECT,
-        trigger: usage(trigger).await - ENTRY - OBJECT,
+        trigger: match refcount {
+            Some(_) => usage(trigger).await - ENTRY - OBJECT,
+            None => 0.0,
+        },
         // The warm-up's 100 jobs are in the schedule too.
         schedule: schedule / (n + 100) as f64,
         // MEMORY STATS counts an object for the trigger even when shared.
