@@ -41,6 +41,22 @@ async fn commands(redis: &RedisServer) -> u64 {
     calls(redis, |name| name != "info").await
 }
 
+/// An idle instance `a` that holds the term (one job an hour away) and a
+/// second, `b`, that dispatches nothing.
+pub async fn idle_pair(redis: &RedisServer) -> (delayq::Queue, delayq::Queue) {
+    let a = queue(redis);
+    a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
+        .await
+        .unwrap();
+    idle_holder(redis).await;
+    let b = delayq::Queue::connect(delayq::Config {
+        dispatch: false,
+        ..crate::common::config(redis)
+    })
+    .unwrap();
+    (a, b)
+}
+
 /// Waits until the holder of the lease took it for longer than a busy
 /// lease (the dispatcher is idle), and returns the holder.
 pub async fn idle_holder(redis: &RedisServer) -> String {
@@ -157,17 +173,7 @@ async fn a_killed_idle_dispatcher_hands_over_by_the_next_due_time() {
 async fn a_job_pushed_elsewhere_fires_on_time_while_the_dispatcher_idles() {
     for events in ["Ex", ""] {
         let redis = RedisServer::start_with(&["--notify-keyspace-events", events]);
-        let a = queue(&redis);
-        a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
-            .await
-            .unwrap();
-        idle_holder(&redis).await;
-        // The second instance pushes only: it dispatches nothing.
-        let b = delayq::Queue::connect(delayq::Config {
-            dispatch: false,
-            ..crate::common::config(&redis)
-        })
-        .unwrap();
+        let (a, b) = idle_pair(&redis).await;
         let pushed = redis.time_ms().await;
         b.push(&job("soon", "s", 2_000, 60_000)).await.unwrap();
         let got = a

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::{eventually, job, post, topics, DelayqProcess};
-use crate::idle::idle_holder;
+use crate::idle::{idle_holder, idle_pair};
 use crate::redis_server::RedisServer;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -424,16 +424,7 @@ async fn a_schedule_put_while_the_subscriber_reconnects_ticks_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_topic_wakes_a_waiting_pop_of_another_instance_at_once() {
     let redis = RedisServer::start();
-    let a = crate::common::queue(&redis);
-    a.push(&job("later", "t", HOUR.as_millis() as u64, 60_000))
-        .await
-        .unwrap();
-    idle_holder(&redis).await;
-    let b = delayq::Queue::connect(delayq::Config {
-        dispatch: false,
-        ..crate::common::config(&redis)
-    })
-    .unwrap();
+    let (a, b) = idle_pair(&redis).await;
     a.pause("p").await.unwrap();
     let waiting = {
         let b = b.clone();
