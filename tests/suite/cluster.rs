@@ -62,7 +62,10 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
     assert_eq!(listed.len(), 120);
     let clock = cluster.nodes[0].client();
     let now_ms = || async {
-        let mut c = clock.get_multiplexed_async_connection().await.unwrap();
+        let mut c = clock
+            .get_multiplexed_async_connection_with_config(&crate::redis_server::patient())
+            .await
+            .unwrap();
         let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
         s * 1000 + us / 1000
     };
@@ -115,7 +118,10 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
     a.check_connection().await.unwrap();
     let clock = cluster.nodes[0].client();
     let now_ms = || async {
-        let mut c = clock.get_multiplexed_async_connection().await.unwrap();
+        let mut c = clock
+            .get_multiplexed_async_connection_with_config(&crate::redis_server::patient())
+            .await
+            .unwrap();
         let (s, us): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
         s * 1000 + us / 1000
     };

@@ -214,11 +214,7 @@ async fn finishes_cut_off_on_their_way_are_sent_again_and_nothing_runs_twice() {
     let cut_after = calls.lock().unwrap().len();
     proxy.cut();
     // Read beside the proxy: every job gone from Redis.
-    let direct = redis
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let direct = redis.conn().await;
     eventually(Duration::from_secs(60), "every job finished", || {
         let mut c = direct.clone();
         async move {

@@ -32,9 +32,8 @@ async fn jobs_fire_while_the_subscriber_connection_keeps_being_killed() {
     }
     // Kill every pub/sub connection every 100 ms while the jobs fall due.
     let killer = {
-        let client = redis.client();
+        let mut c = redis.conn().await;
         tokio::spawn(async move {
-            let mut c = client.get_multiplexed_async_connection().await.unwrap();
             let mut kills = 0u32;
             for _ in 0..40 {
                 let killed: i64 = redis::cmd("CLIENT")
@@ -292,11 +291,7 @@ async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
         tokio::spawn(async move { q.try_pop(&topics(&["lost"]), 1).await })
     };
     // The pop ran: Redis holds the lease (read beside the proxy).
-    let direct = redis
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let direct = redis.conn().await;
     eventually(Duration::from_secs(30), "the pop to run in redis", || {
         let mut c = direct.clone();
         async move {

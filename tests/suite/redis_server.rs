@@ -277,9 +277,14 @@ impl RedisServer {
         redis::Client::open(self.url()).unwrap()
     }
 
+    /// A connection for a test's own reads and writes. Patient: redis-rs
+    /// gives up on a reply after 500 ms by default, and a test that reads
+    /// Redis beside delayq on a busy machine (a SLOWLOG of thousands of
+    /// entries, a KEYS while a burst runs) must wait for its answer, not
+    /// fail for the machine's speed.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
         self.client()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&patient())
             .await
             .unwrap()
     }
@@ -372,4 +377,12 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Connection settings for a test's own calls: a minute for a reply, ten
+/// seconds to connect (see [`RedisServer::conn`]).
+pub fn patient() -> redis::AsyncConnectionConfig {
+    redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(Duration::from_secs(60)))
+        .set_connection_timeout(Some(Duration::from_secs(10)))
 }

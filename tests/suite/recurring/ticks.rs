@@ -205,13 +205,7 @@ async fn thousands_of_every_second_schedules_push_every_tick_once_without_missed
     let first = (redis.time_ms().await / 1000 + 4) * 1000;
     let last = first + 5000;
     // No response timeout: the check is one big pipeline on a busy Redis.
-    let conn = redis
-        .client()
-        .get_multiplexed_async_connection_with_config(
-            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
-        )
-        .await
-        .unwrap();
+    let conn = patient_conn(&redis).await;
     let keys = delayq::testing::Keys::new(&delayq::Config::default().prefix);
     let mut pipe = redis::pipe();
     for i in 0..N {
