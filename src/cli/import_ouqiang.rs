@@ -70,6 +70,14 @@ pub struct ImportArgs {
     remove: bool,
 }
 
+/// How long a reply of the old Redis is waited for. The Redis client's
+/// own default is half a second, and an import reads whole ready lists
+/// from a server that is often busy in production: giving up half way
+/// would leave the operator a run to repeat, not a faster one.
+const OLD_REDIS_REPLY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long connecting to the old Redis may take.
+const OLD_REDIS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Jobs per round trip.
 const BATCH: usize = 500;
 
@@ -128,7 +136,11 @@ pub async fn run(args: ImportArgs) -> Result<()> {
     }
     let mut old = redis::Client::open(args.from.as_str())
         .context("--from")?
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new()
+                .set_response_timeout(Some(OLD_REDIS_REPLY_TIMEOUT))
+                .set_connection_timeout(Some(OLD_REDIS_CONNECT_TIMEOUT)),
+        )
         .await
         .with_context(|| {
             format!(

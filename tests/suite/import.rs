@@ -3,6 +3,7 @@
 //! sets, `dq_queue_<topic>` lists.
 
 use std::process::Command;
+use std::time::Duration;
 
 use crate::common::*;
 use delayq::JobState;
@@ -71,9 +72,14 @@ async fn fill(old: &RedisServer) -> i64 {
 }
 
 fn import(old: &RedisServer, new: &RedisServer, extra: &[&str]) -> String {
-    let from = format!("{}?db=0", old.url());
+    import_from(&old.url(), &new.url(), extra)
+}
+
+/// `delayq import-ouqiang` from the old Redis at `old_url`.
+fn import_from(old_url: &str, new_url: &str, extra: &[&str]) -> String {
+    let from = format!("{old_url}?db=0");
     let out = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["import-ouqiang", "--from", &from, "--redis", &new.url()])
+        .args(["import-ouqiang", "--from", &from, "--redis", new_url])
         .args(extra)
         .env("DELAYQ_LOG", "warn")
         .output()
@@ -131,7 +137,7 @@ async fn every_pending_job_moves_once_with_its_due_time() {
     );
     // Ready jobs are due at once and get delivered.
     let got = q
-        .pop_many(&topics(&["order"]), 2, std::time::Duration::from_secs(5))
+        .pop_many(&topics(&["order"]), 2, Duration::from_secs(5))
         .await
         .unwrap();
     assert!(!got.is_empty() && got.iter().all(|d| d.id.starts_with('q')));
@@ -403,4 +409,22 @@ async fn each_skipped_job_is_named_by_its_id_and_where_it_was_found() {
             "{id} not named under {reason:?}: {report}"
         );
     }
+}
+
+/// The old Redis far away or busy (every reply 800 ms late): the import
+/// waits for its answers instead of giving up after half a second with
+/// "timed out" half way through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_redis_that_answers_slowly_is_waited_for() {
+    let old = RedisServer::start();
+    let new = RedisServer::start();
+    fill(&old).await;
+    let slow = SlowProxy::start(&old, Duration::from_millis(800)).await;
+    let report = tokio::task::spawn_blocking({
+        let (old_url, new_url) = (slow.url(), new.url());
+        move || import_from(&old_url, &new_url, &[])
+    })
+    .await
+    .unwrap();
+    assert!(report.contains("imported 54"), "{report}");
 }
