@@ -304,3 +304,57 @@ async fn the_root_leads_to_the_dashboard() {
     s.stop().await;
     q.close().await;
 }
+
+/// A running job's page offers "cancel": confirmed, the lease ends, the
+/// holder's finish is answered "cancelled" and changes nothing, and the job
+/// is not handed out again. A job that is not running offers no cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_cancelled_from_its_page() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push(&job("close-7", "orders", 0, 600_000)).await.unwrap();
+    q.push(&job("close-8", "orders", 3_600_000, 600_000))
+        .await
+        .unwrap();
+    let held = q
+        .pop(&["orders".to_string()], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(held.id, "close-7");
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let Some(b) = Browser::start().await else {
+        s.stop().await;
+        return;
+    };
+    b.go(&format!("{}/ui/#/job/close-8", s.base)).await;
+    b.wait_text("#job-id", "close-8").await;
+    assert!(
+        b.try_find("#cancel").await.is_none(),
+        "a delayed job offers no cancel"
+    );
+    b.go(&format!("{}/ui/#/job/close-7", s.base)).await;
+    b.wait_text("#job-id", "close-7").await;
+    assert_eq!(b.text("#job dd[data-field=state]").await, "reserved");
+    b.click("#cancel").await;
+    b.accept().await;
+    eventually(Duration::from_secs(30), "close-7 cancelled", || async {
+        let j = q.get("close-7").await.unwrap();
+        j.is_none_or(|j| j.state != JobState::Reserved)
+            .then_some(())
+    })
+    .await;
+    let finished = q.finish(&held.id, &held.token).await;
+    assert!(
+        matches!(finished, Err(delayq::Error::Cancelled(_))),
+        "the holder's finish after a cancel: {finished:?}"
+    );
+    let again = q
+        .pop(&["orders".to_string()], Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(again.is_none(), "handed out again: {again:?}");
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
