@@ -117,7 +117,7 @@ pub(super) async fn touch(
     params(super::JobId), request_body = ProgressSpec,
     responses(
         (status = 204, description = "Set"),
-        (status = 400, description = "Too large, or null (invalid)", body = ErrorReply),
+        (status = 422, description = "Too large, or null (invalid)", body = ErrorReply),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
         (status = 409, description = "Stale or ended lease (stale_lease), or cancelled (cancelled)", body = ErrorReply),
     ))]
@@ -143,7 +143,7 @@ pub(super) async fn progress(
     params(super::JobId), request_body = LogSpec,
     responses(
         (status = 204, description = "Appended"),
-        (status = 400, description = "Too long, or a control character (invalid)", body = ErrorReply),
+        (status = 422, description = "Too long, or a control character (invalid)", body = ErrorReply),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
         (status = 409, description = "Stale or ended lease (stale_lease), or cancelled (cancelled)", body = ErrorReply),
     ))]
