@@ -76,6 +76,13 @@ pub const MAX_EVENTS_KEPT: u64 = 100_000_000;
 pub const TAG_PAGE: usize = 500;
 /// Most jobs one page of a tag may look at (the scripts check it too).
 pub const MAX_TAG_PAGE: usize = 1000;
+/// A running job's progress: at most this many bytes of JSON.
+pub const MAX_PROGRESS_BYTES: usize = 1024;
+/// One log line of a running job: at most this many bytes.
+pub const MAX_LOG_LINE_BYTES: usize = 1024;
+/// A job's log keeps its last this many lines (older ones are dropped as
+/// new ones come).
+pub const LOG_LINES_KEPT: usize = 100;
 
 /// Where `delayq serve` listens.
 pub const LISTEN: &str = "127.0.0.1:9277";

@@ -106,7 +106,7 @@ pub struct Event {
     /// requeued (dead back to ready), released (a reservation that never
     /// reached its consumer, back to ready uncounted), cancelled (gone,
     /// whatever its state; a running job's holder is told at its next
-    /// touch, nack or finish).
+    /// touch, nack or finish), progress (its holder reported progress).
     pub event: String,
     /// The job's id.
     pub id: String,
@@ -124,6 +124,9 @@ pub struct Event {
     /// failed: the attempt's error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// progress: the value its holder reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
 }
 
 /// One webhook topic an instance delivers.

@@ -101,8 +101,8 @@ pub use consumer::Consumer;
 pub use defaults::MAX_PARTITIONS;
 pub use error::{Error, Result};
 pub use job::{
-    Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, Nacked, NewJob,
-    PushOutcome, Pushed,
+    Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, LogLine, Nacked,
+    NewJob, PushOutcome, Pushed,
 };
 pub use loops::DispatchPath;
 pub use queue::{Config, Queue, Resolution, TagChange, TagMove};

@@ -1,7 +1,9 @@
 //! `delayq work TOPIC -- CMD ARGS...`: a consumer with no code to write.
 //! Each job runs CMD once: the body on its stdin, the job's id, topic and
 //! attempt in `DELAYQ_JOB_ID`, `DELAYQ_JOB_TOPIC`, `DELAYQ_JOB_ATTEMPT`,
-//! and a traced job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
+//! its lease token and the server in `DELAYQ_JOB_LEASE` and
+//! `DELAYQ_SERVER` (for `delayq progress` and `delayq log`), and a traced
+//! job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
 //! Exit status 0 finishes the job; anything else nacks it with the last
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next (a job with none backs off: the nack gives no
@@ -190,7 +192,7 @@ async fn handle(
             }
         }
     };
-    let run = run_command(command, job, cancelled.notified());
+    let run = run_command(command, job, c.base(), cancelled.notified());
     let outcome = tokio::select! {
         o = running.one_at_a_time(id, run) => o,
         _ = touch => unreachable!("the touch loop never ends"),
@@ -286,6 +288,7 @@ fn check_program(program: &str) -> Result<()> {
 async fn run_command(
     command: &[String],
     job: &DeliveryBody,
+    server: &str,
     cancel: impl std::future::Future<Output = ()>,
 ) -> std::result::Result<(), Failure> {
     let mut cmd = tokio::process::Command::new(&command[0]);
@@ -328,6 +331,9 @@ async fn run_command(
         .env("DELAYQ_JOB_ID", &job.id)
         .env("DELAYQ_JOB_TOPIC", &job.topic)
         .env("DELAYQ_JOB_ATTEMPT", job.attempts.to_string())
+        // What `delayq progress` and `delayq log` need to report for it.
+        .env("DELAYQ_JOB_LEASE", &job.token)
+        .env("DELAYQ_SERVER", server)
         .stdin(Stdio::piped())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())

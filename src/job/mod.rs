@@ -208,6 +208,14 @@ pub struct FailedAttempt {
     pub error: String,
 }
 
+/// One line of a running job's log ([`Queue::log`](crate::Queue::log)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// When it was written, Unix ms (Redis clock).
+    pub at_ms: i64,
+    pub line: String,
+}
+
 /// A stored job, as `get` sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
@@ -243,6 +251,10 @@ pub struct Job {
     pub tracestate: Option<String>,
     /// Its tags (none on a finished job's record).
     pub tags: Vec<String>,
+    /// The progress its holder last reported
+    /// ([`Queue::progress`](crate::Queue::progress)); it stays across
+    /// attempts and in a finished job's record.
+    pub progress: Option<serde_json::Value>,
     /// Listings only: the body's size in bytes when the listing left it out
     /// (`body` is then empty): a body over [`LIST_BODY_BYTES`], or one past
     /// [`LIST_PAGE_BODY_BYTES`] of bodies in the page. `get` reads it whole.

@@ -110,6 +110,15 @@ impl Queue {
             if !topics.is_empty() && !topics.contains(&e.topic) {
                 continue;
             }
+            // A progress event's value travels in the entry's error field.
+            let (error, progress) = if e.kind == crate::store::layout::event::PROGRESS {
+                let p = e
+                    .error
+                    .map(|v| serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v)));
+                (None, p)
+            } else {
+                (e.error, None)
+            };
             let event = Event {
                 event: e.kind,
                 id: e.id,
@@ -117,7 +126,8 @@ impl Queue {
                 attempt: e.attempt,
                 at_ms: key(&e.pos).0,
                 due_ms: e.due_ms,
-                error: e.error,
+                error,
+                progress,
             };
             out.events.push((pos.join(","), event));
         }

@@ -19,6 +19,7 @@ mod pop;
 mod push;
 mod read;
 mod recurring;
+mod running;
 mod settle;
 mod stats;
 mod tags;

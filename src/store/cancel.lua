@@ -10,7 +10,7 @@
 -- ARGV[3]  grace, ms: how much longer than the lease what is left of a
 --          running job stays
 --
--- Touches: the job hash, whichever of trigger key, schedule, ready list or
+-- Touches: the job hash and its log, whichever of trigger key, schedule, ready list or
 -- dead set holds it, its tags' indexes, its simple dedup record, the count
 -- hash. Events: cancelled. Helpers: now_us, detach, untag, dedup_release,
 -- emit, state_of.
@@ -34,7 +34,7 @@ if EVENTS > 0 then emit(EV_CANCELLED, id, topic) end
 detach(id, state, topic)
 untag(id, f[5])
 dedup_release(id, f[4])
-redis.call('DEL', job)
+redis.call('DEL', job, log_key(id))
 if state == RESERVED then
   local now_ms = math.floor(now_us() / 1000)
   local left = math.max((tonumber(f[6]) or now_ms) - now_ms, 0) + grace

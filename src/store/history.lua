@@ -6,7 +6,7 @@
 -- ARGV[3]  the topic's keep_finished window, ms (0: this process keeps
 --          none; only entries whose record is gone are dropped)
 --
--- Touches: the topic's finished index, job hashes (records past the
+-- Touches: the topic's finished index, job hashes and logs (records past the
 -- window), count hash. Publishes: nothing.
 -- Helpers: trim_finished.
 --

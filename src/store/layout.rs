@@ -81,8 +81,11 @@
 //! |                          |        | the job                                       |
 //! | `{p}:canary:<instance>`  | string | "1", PX 50 ms: the expired-events canary      |
 //! |                          |        | (dispatch::canary), gone once it expired      |
+//! | `{p}:log:<id>`           | list   | a job's log, "<ms> TAB <line>", oldest first, |
+//! |                          |        | the last [`LOG_LINES_KEPT`]; goes with the    |
+//! |                          |        | job, expires with its kept record             |
 
-use crate::defaults::MAX_TAG_PAGE;
+use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
 mod keys;
 
@@ -128,6 +131,8 @@ pub mod kind {
     pub const CANARY: &str = "canary:";
     /// The trigger keys' watermark (see `arm_ahead` in lib/schedule.lua).
     pub const ARMED: &str = "armed";
+    /// A job's log lines (`log:<id>`).
+    pub const LOG: &str = "log:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -183,6 +188,9 @@ pub mod field {
     /// (state finished, its lease token, no body) answers its holder's
     /// touch, nack and finish "cancelled" until its lease would have ended.
     pub const CANCELLED: &str = "c";
+    /// The progress its holder last reported (JSON); stays across
+    /// attempts and in a finished job's record.
+    pub const PROGRESS: &str = "n";
 
     /// Every field but BODY: what a listing reads first (a body is read
     /// only if it fits the page, see `store::read`).
@@ -206,6 +214,7 @@ pub mod field {
         PRIORITY,
         DEDUP,
         CANCELLED,
+        PROGRESS,
     ];
 }
 
@@ -243,6 +252,8 @@ pub mod event {
     /// Cancelled (whatever its state; a running job's holder hears it at
     /// its next touch, nack or finish).
     pub const CANCELLED: &str = "cancelled";
+    /// A running job's holder reported progress: `e` is the value (JSON).
+    pub const PROGRESS: &str = "progress";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).
@@ -358,6 +369,9 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("TAG_KEY", kind::TAG),
     ("TAGS", field::TAGS),
     ("ARMED_KEY", kind::ARMED),
+    ("LOG_KEY", kind::LOG),
+    ("PROGRESS", field::PROGRESS),
+    ("EV_PROGRESS", event::PROGRESS),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -377,6 +391,13 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
+    out.push_str(&format!(
+        "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
+    ));
+    out.push_str(&format!(
+        "local MAX_LOG_LINE_BYTES = {MAX_LOG_LINE_BYTES}\n"
+    ));
     out.push_str(&format!(
         "local TERM_FLOOR_MS = {}\n",
         crate::defaults::LEADER_TERM_MIN.as_millis()

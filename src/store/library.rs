@@ -35,6 +35,7 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/retries", include_str!("lib/retries.lua")),
     ("lib/rate_limits", include_str!("lib/rate_limits.lua")),
     ("lib/finished", include_str!("lib/finished.lua")),
+    ("lib/running", include_str!("lib/running.lua")),
 ];
 
 /// Every transition, one script each.
@@ -63,6 +64,8 @@ pub(crate) const ALL: &[&Script] = &[
     &super::tag_cancel::SCRIPT,
     &super::tag_reschedule::SCRIPT,
     &super::cancel::SCRIPT,
+    &super::progress::PROGRESS,
+    &super::progress::LOG,
 ];
 
 struct Library {

@@ -62,6 +62,7 @@ pub mod list;
 pub mod nack;
 mod pause;
 pub mod pop;
+pub mod progress;
 pub mod purge;
 pub mod push;
 pub mod rate;

@@ -5,7 +5,7 @@
 -- ARGV[2]  topic
 -- ARGV[3]  most jobs to delete in this call (callers repeat until 0)
 --
--- Touches: the topic's dead set, job hashes, their tags' indexes (one HMGET
+-- Touches: the topic's dead set, job hashes and logs, their tags' indexes (one HMGET
 -- per job for its tags and dedup key), count hash. Publishes: nothing.
 -- Events: deleted, per job. Helpers: delete_job.
 --

@@ -16,7 +16,7 @@
 -- Cost per job: O(1) commands, plus O(log N) in the schedule; a traced
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
--- Touches: job hashes, trigger keys, schedule, count hash; an existing
+-- Touches: job hashes (a replaced job's log goes), trigger keys, schedule, count hash; an existing
 -- job's ready list (of its priority, and the topic's levels) or dead set;
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
 -- job without tags). Publishes: wake (when one of the jobs is the

@@ -87,6 +87,9 @@ fn decode_job(
             .unwrap_or_default(),
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
+        progress: f
+            .remove(field::PROGRESS)
+            .map(|p| serde_json::from_str(&p).unwrap_or(serde_json::Value::String(p))),
         body_left_out: None,
     }))
 }

@@ -12,7 +12,7 @@
 --          "any": delete whatever the state (a kept record too);
 --          lease token (with "lease"; "" otherwise)
 --
--- Touches: job hashes, and whichever of trigger key, schedule, ready list,
+-- Touches: job hashes and their logs, and whichever of trigger key, schedule, ready list,
 -- dead set or finished index holds each; its tags' indexes; count hash.
 -- Publishes: nothing. Events: finished, or deleted ("any").
 -- Helpers: detach, delete_job, state_of, invalid, keep_record,
@@ -90,7 +90,7 @@ for j = 1, n do
         t.finishes = t.finishes + 1
         kept[topic] = t
       else
-        redis.call('DEL', job)
+        redis.call('DEL', job, log_key(id))
       end
       dedup_release(id, f[4]) -- a simple dedup ends with its job
     end

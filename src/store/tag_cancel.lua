@@ -7,7 +7,7 @@
 -- ARGV[3]  cursor: the last id of the previous page ("" from the start)
 -- ARGV[4]  most entries to look at (1..MAX_TAG_PAGE)
 --
--- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
+-- Touches: the tag's index, the jobs' hashes and logs, trigger keys, the schedule,
 -- ready lists and dead sets, the other indexes of their tags; count hash.
 -- Publishes: nothing. Events: deleted, per job. Helpers: tag_page,
 -- delete_job.

@@ -6,7 +6,7 @@
 -- ARGV[3]  most dead jobs to keep
 -- ARGV[4]  longest age of a dead job, ms
 --
--- Touches: the topic's dead set, job hashes, count hash. Publishes: nothing.
+-- Touches: the topic's dead set, job hashes and logs, count hash. Publishes: nothing.
 -- Helpers: trim_dead.
 --
 -- Returns { DONE, number of dead jobs dropped } (at most 200 a call;

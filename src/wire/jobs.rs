@@ -303,6 +303,15 @@ pub struct JobBody {
     /// Its tags (none on a finished job's record).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The progress its holder last reported (`POST
+    /// /v1/jobs/{id}/progress`); it stays across attempts and in a
+    /// finished job's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
+    /// `GET /v1/jobs/{id}` only: its log, oldest line first (the last 100
+    /// lines, each at most 1024 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs: Option<Vec<super::LogLineBody>>,
     /// In listings only: the body's size in bytes when the listing left it
     /// out (`body` is then ""): a body over 64 KiB, or one past 4 MiB of
     /// bodies in the page. `GET /v1/jobs/{id}` returns it whole.

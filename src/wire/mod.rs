@@ -21,6 +21,7 @@ pub mod ops;
 pub mod pop;
 pub mod rate;
 pub mod recurring;
+pub mod running;
 pub mod stats;
 pub mod tags;
 pub mod topics;
@@ -39,6 +40,7 @@ pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use rate::{Rate, RateLimit, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
+pub use running::{LogLineBody, LogSpec, ProgressSpec};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{

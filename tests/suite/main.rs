@@ -28,6 +28,9 @@
 //! - [`tags`]: tagged jobs listed, cancelled and rescheduled a page at a time.
 //! - [`stats`]: throughput, backlog age and lateness; `/metrics` series bounded.
 //!
+//! - [`running`]: a running job's progress and log lines, fenced by its
+//!   lease, bounded, gone with the job.
+//!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
 //! - [`native_api`]: the `/v1` API: [`native_api::requests`] what each request
@@ -113,6 +116,7 @@ mod priority;
 mod ready_lists;
 mod recurring;
 mod retry;
+mod running;
 mod security;
 mod sentinel;
 mod serve_cli;

@@ -36,6 +36,11 @@ impl Client {
         }
     }
 
+    /// The server's base URL.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
     /// Sends a request and reads the reply as `T` (a wire type).
     pub(crate) async fn call<T: DeserializeOwned>(
         &self,

@@ -174,12 +174,27 @@ impl Get {
                 ("last_error", j.last_error.clone()),
                 ("traceparent", j.traceparent.clone()),
                 ("tracestate", j.tracestate.clone()),
+                ("progress", j.progress.as_ref().map(|p| p.to_string())),
                 ("body", Some(j.body.clone())),
             ];
             for (key, shown) in fields {
                 if let Some(shown) = shown {
                     outln!(o, "{key:>15}: {shown}");
                 }
+            }
+            // The last lines of its log (`--json` has all it keeps).
+            let logs = j.logs.as_deref().unwrap_or_default();
+            if !logs.is_empty() {
+                outln!(
+                    o,
+                    "{:>15}: last {} of {}",
+                    "log",
+                    logs.len().min(10),
+                    logs.len()
+                );
+            }
+            for l in logs.iter().skip(logs.len().saturating_sub(10)) {
+                outln!(o, "{:>15}  {}", local_time(Some(l.at_ms)), l.line);
             }
         })
     }

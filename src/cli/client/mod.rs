@@ -4,7 +4,7 @@
 //! Requests and replies are the types of [`delayq::wire`], the ones the
 //! server reads and writes. One module per group of commands: [`jobs`]
 //! (push, get, delete, reschedule, list), [`lease`] (pop, finish, nack,
-//! touch), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
+//! touch), [`running`] (progress, log), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
 //! (recurring schedules), [`rate`] (rate limits); [`http`] sends, [`out`]
 //! prints.
 
@@ -15,6 +15,7 @@ mod lease;
 mod out;
 mod rate;
 mod recurring;
+mod running;
 mod tags;
 mod topics;
 
@@ -99,6 +100,10 @@ pub enum ClientCommand {
     Events(events::Events),
     /// List, cancel or reschedule a tag's jobs, every page.
     Tags(tags::Tags),
+    /// Report a leased job's progress (JSON; `delayq get` shows it).
+    Progress(running::Progress),
+    /// Append a line to a leased job's log (`delayq get` shows the last).
+    Log(running::Log),
 }
 
 #[derive(Args, Debug)]
@@ -134,6 +139,8 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Rate(c) => c.run().await,
         ClientCommand::Events(c) => c.run().await,
         ClientCommand::Tags(c) => c.run().await,
+        ClientCommand::Progress(c) => c.run().await,
+        ClientCommand::Log(c) => c.run().await,
         ClientCommand::Work(w) => {
             if w.client.json {
                 bail!("work prints no replies: --json does not apply to it");

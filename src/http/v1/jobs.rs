@@ -276,7 +276,11 @@ pub(super) async fn get_job(
     Segment(id): Segment,
 ) -> ApiResult<Json<wire::JobBody>> {
     let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
-    Ok(Json(job.into()))
+    // Bounded: at most 100 lines of 1 KiB.
+    let logs = state.queue.logs(&id).await?;
+    let mut body: wire::JobBody = job.into();
+    body.logs = Some(logs.into_iter().map(Into::into).collect());
+    Ok(Json(body))
 }
 
 /// Delete a job from any state
@@ -369,6 +373,8 @@ impl From<crate::job::Job> for wire::JobBody {
             body: j.body,
             priority: (j.priority > 0).then_some(j.priority),
             tags: j.tags,
+            progress: j.progress,
+            logs: None,
             body_left_out: j.body_left_out,
         }
     }

@@ -1,4 +1,5 @@
-//! `/v1/jobs/{id}/...` for the lease holder: finish, release, nack, touch.
+//! `/v1/jobs/{id}/...` for the lease holder: finish, release, nack, touch,
+//! progress, log.
 
 use std::time::Duration;
 
@@ -10,7 +11,9 @@ use axum::Json;
 
 use super::{parse, ApiResult, Segment};
 use crate::http::AppState;
-use crate::wire::{ErrorReply, NackSpec, NackedBody, TokenSpec, TouchSpec, Touched};
+use crate::wire::{
+    ErrorReply, LogSpec, NackSpec, NackedBody, ProgressSpec, TokenSpec, TouchSpec, Touched,
+};
 
 /// Finish a leased job
 #[utoipa::path(post, path = "/v1/jobs/{id}/finish", operation_id = "finishJob",
@@ -103,4 +106,53 @@ pub(super) async fn touch(
         id,
         lease_until_ms: until,
     }))
+}
+
+/// Report a running job's progress
+///
+/// Any JSON value but null (a number such as 42, or a small object), at
+/// most 1024 bytes serialized; it replaces the last one and `GET
+/// /v1/jobs/{id}` shows it. Fenced by the lease as touch is.
+#[utoipa::path(post, path = "/v1/jobs/{id}/progress", operation_id = "reportProgress",
+    params(super::JobId), request_body = ProgressSpec,
+    responses(
+        (status = 204, description = "Set"),
+        (status = 422, description = "Too large, or null (invalid)", body = ErrorReply),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale or ended lease (stale_lease), or cancelled (cancelled)", body = ErrorReply),
+    ))]
+pub(super) async fn progress(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: ProgressSpec = parse(&state, body)?;
+    state
+        .queue
+        .progress(&id, &spec.token, &spec.progress)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Append a line to a running job's log
+///
+/// At most 1024 bytes, no control character but tab; the job keeps its
+/// last 100 lines, across attempts, as long as the job (or its finished
+/// record). Fenced by the lease as touch is.
+#[utoipa::path(post, path = "/v1/jobs/{id}/log", operation_id = "appendLog",
+    params(super::JobId), request_body = LogSpec,
+    responses(
+        (status = 204, description = "Appended"),
+        (status = 422, description = "Too long, or a control character (invalid)", body = ErrorReply),
+        (status = 404, description = "No such job (not_found)", body = ErrorReply),
+        (status = 409, description = "Stale or ended lease (stale_lease), or cancelled (cancelled)", body = ErrorReply),
+    ))]
+pub(super) async fn log(
+    State(state): State<AppState>,
+    Segment(id): Segment,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let spec: LogSpec = parse(&state, body)?;
+    state.queue.log(&id, &spec.token, &spec.line).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

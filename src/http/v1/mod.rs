@@ -144,6 +144,8 @@ pub const ROUTES: &[Route] = &[
     route("get", "/healthz", || get(ops::healthz)),
     route("get", "/readyz", || get(ops::readyz)),
     route("get", "/metrics", || get(ops::metrics)),
+    write("post", "/v1/jobs/{id}/progress", || post(lease::progress)),
+    write("post", "/v1/jobs/{id}/log", || post(lease::log)),
 ];
 
 /// The path segments routes take, for the OpenAPI document.

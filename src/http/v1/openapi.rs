@@ -40,6 +40,7 @@ use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
         stats::throughput,
         events::events,
         tags::jobs, tags::cancel, tags::reschedule,
+        lease::progress, lease::log,
     ),
     components(schemas(crate::wire::ErrorReply, crate::wire::EventGap)),
     modifiers(&Shared),

@@ -135,6 +135,9 @@ impl Keys {
     pub fn job(&self, id: &str) -> String {
         format!("{}{}{id}", self.base, kind::JOB)
     }
+    pub fn log(&self, id: &str) -> String {
+        format!("{}{}{id}", self.base, kind::LOG)
+    }
     pub fn trigger(&self, id: &str) -> String {
         format!("{}{}{id}", self.base, kind::TRIGGER)
     }

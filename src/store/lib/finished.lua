@@ -37,7 +37,7 @@ local function trim_finished(topic, now_ms, keep_ms, limit)
   end
   for k, id in ipairs(drop) do
     redis.call('ZREM', key, id)
-    if k <= aged and is_record(id, topic) then redis.call('DEL', job_key(id)) end
+    if k <= aged and is_record(id, topic) then redis.call('DEL', job_key(id), log_key(id)) end
   end
   if #drop > 0 then count(FINISHED, topic, -#drop) end
   return #drop
@@ -45,12 +45,13 @@ end
 
 -- Replaces the job `id` (already detached from its state's structures) by
 -- its finished record, kept for keep_ms: topic, ttr, due time, attempts
--- (the last is the one that finished it), retry policy, last error and when
--- it finished. The body, lease and history go: a record costs the same
--- whatever the body was.
+-- (the last is the one that finished it), retry policy, last error, the
+-- last progress reported and when it finished. The body, lease and history
+-- go: a record costs the same whatever the body was. The job's log (if
+-- any) stays as long as the record: the same expiry.
 local function keep_record(id, topic, now_ms, keep_ms)
   local job = job_key(id)
-  local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR }
+  local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR, PROGRESS }
   local f = redis.call('HMGET', job, unpack(kept))
   local fields = { TOPIC, topic, STATE, FINISHED, FINISHED_AT, now_ms }
   for i, name in ipairs(kept) do
@@ -61,6 +62,7 @@ local function keep_record(id, topic, now_ms, keep_ms)
   redis.call('DEL', job)
   redis.call('HSET', job, unpack(fields))
   redis.call('PEXPIRE', job, keep_ms)
+  redis.call('PEXPIRE', log_key(id), keep_ms)
   if redis.call('ZADD', finished_key(topic), MAX_TIME_MS - now_ms, id) == 1 then
     count(FINISHED, topic, 1)
   end

@@ -13,7 +13,7 @@ local function delete_job(id, state, topic, tags, dedup)
   detach(id, state, topic)
   untag(id, tags)
   dedup_release(id, dedup)
-  redis.call('DEL', job_key(id))
+  redis.call('DEL', job_key(id), log_key(id))
 end
 
 -- Removes `id` if it is still delayed (never handed over). 1 if removed.

@@ -185,7 +185,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     if not record then status = REPLACED end
     detach(id, state_of(old[1]), old[2])
     untag(id, redis.call('HGET', job, TAGS))
-    redis.call('DEL', job)
+    redis.call('DEL', job, log_key(id))
   end
   -- One HSET whatever the fields: a policy's fields only when it has them.
   if retry == '' and max == '0' and not extra then

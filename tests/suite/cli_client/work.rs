@@ -543,3 +543,41 @@ async fn delayq_work_stops_the_command_of_a_job_cancelled_while_it_runs() {
         .is_none_or(|j| j.cancelled_at_ms.is_some()));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_reports_progress_and_log_lines_with_delayq_progress_and_log() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    s.queue
+        .push(&delayq::NewJob {
+            retry: Some(RetryPolicy {
+                intervals: vec![],
+                max_attempts: Some(1),
+            }),
+            ..job("r1", "reports", 0, 60_000)
+        })
+        .await
+        .unwrap();
+    // It fails after reporting, so the job (dead) keeps what it reported.
+    let bin = env!("CARGO_BIN_EXE_delayq");
+    let script = format!(
+        "'{bin}' progress \"$DELAYQ_JOB_ID\" --lease \"$DELAYQ_JOB_LEASE\" '{{\"done\":1}}' \
+         && '{bin}' log \"$DELAYQ_JOB_ID\" --lease \"$DELAYQ_JOB_LEASE\" 'from the command' \
+         && exit 3"
+    );
+    let _worker = work(&s.base, "reports", 1, &script);
+    let dead = eventually(std::time::Duration::from_secs(20), "r1 is dead", || async {
+        let j = s.queue.get("r1").await.unwrap()?;
+        (j.state == delayq::JobState::Dead).then_some(j)
+    })
+    .await;
+    assert_eq!(dead.progress, Some(serde_json::json!({"done": 1})));
+    let logs = s.queue.logs("r1").await.unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0].line, "from the command");
+    let (ok, out, err) = delayq_cli(&s.base, &["get", "r1"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("progress: {\"done\":1}"), "{out}");
+    assert!(out.contains("from the command"), "{out}");
+    s.stop().await;
+}

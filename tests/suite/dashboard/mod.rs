@@ -448,6 +448,12 @@ async fn sample(redis: &RedisServer, server: ServerConfig) -> (Queue, TestServer
         .await
         .unwrap()
         .unwrap();
+    q.progress(&d.id, &d.token, &serde_json::json!({"sent": 2}))
+        .await
+        .unwrap();
+    q.log(&d.id, &d.token, "<b>calling</b> the provider")
+        .await
+        .unwrap();
     q.nack(&d.id, &d.token, None, "provider said 503")
         .await
         .unwrap();

@@ -271,6 +271,13 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     );
     let history = b.texts("#history tr td:nth-child(3)").await;
     assert_eq!(history, vec!["provider said 503".to_owned()]);
+    // Its progress, and its log as text (markup shown, not run).
+    assert_eq!(
+        b.text("#job dd[data-field=progress]").await,
+        r#"{"sent":2}"#
+    );
+    let logs = b.texts("#logs tr td:nth-child(2)").await;
+    assert_eq!(logs, vec!["<b>calling</b> the provider".to_owned()]);
     assert_eq!(
         b.text("#refresh-note").await,
         "",

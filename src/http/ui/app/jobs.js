@@ -27,14 +27,17 @@ async function jobPage(mine, id) {
     ["finished", "f.finished", has(j.finished_at_ms) ? whenRel(j.finished_at_ms) : t("none")],
     ["last error", "f.error", j.last_error ? masked(j.last_error) : t("none")],
     ["tags", "f.tags", (j.tags || []).join(", ") || t("none")],
+    ["progress", "f.progress", has(j.progress) ? JSON.stringify(j.progress) : t("none")],
   ];
   // Every other field the server sends, as it sends it (nulls left out).
-  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags"]);
+  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags", "progress", "logs"]);
   for (const [k, v] of Object.entries(j)) {
     if (known.has(k) || !has(v)) continue;
     const shown = typeof v === "object" ? JSON.stringify(v, (_, x) => (x === null ? undefined : x)) : String(v);
     fields.push([k, null, /_ms$/.test(k) && typeof v === "number" && v > 1e12 ? whenRel(v) : shown]);
   }
+  // Lines as text nodes (el escapes them), newest last, as written.
+  const logs = (j.logs || []).map((l) => el("tr", {}, el("td", {}, when(l.at_ms)), el("td", { class: "wrap" }, l.line)));
   const history = (j.history || []).map((h) => el("tr", {}, el("td", { class: "num" }, num(h.attempt)), el("td", {}, when(h.at_ms)), el("td", { class: "wrap" }, masked(h.error))));
   const actions = [];
   if (!config.read_only) {
@@ -69,6 +72,8 @@ async function jobPage(mine, id) {
     el("h2", {}, t("job.history")),
     history.length ? table("history", [[t("col.attempts"), "num"], t("col.when"), t("col.error")], history)
       : el("p", { class: "muted" }, t("job.history.none")),
+    el("h2", {}, t("job.log", logs.length)),
+    logs.length ? table("logs", [t("col.when"), ""], logs) : el("p", { class: "muted", id: "logs-none" }, t("job.log.none")),
     // A finished job's record keeps no body.
     j.state === "finished" ? [el("h2", {}, t("job.body", 0)), el("p", { class: "muted", id: "body" }, t("job.body.gone"))] : [
       el("h2", {}, body.length > BODY_SHOWN ? t("job.body.cut", body.length, BODY_SHOWN) : t("job.body", body.length)),
