@@ -81,6 +81,11 @@
 //! |                          |        | the job                                       |
 //! | `{p}:canary:<instance>`  | string | "1", PX 50 ms: the expired-events canary      |
 //! |                          |        | (dispatch::canary), gone once it expired      |
+//! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
+//! |                          |        | (ms), beside the schedule; a topic's listing  |
+//! |                          |        | and next due time read it                     |
+//! | `{p}:indexed`            | hash   | the topic schedules' backfill: `at` (where    |
+//! |                          |        | the pass under way is), `done` (a pass ended) |
 
 use crate::defaults::MAX_TAG_PAGE;
 
@@ -128,6 +133,10 @@ pub mod kind {
     pub const CANARY: &str = "canary:";
     /// The trigger keys' watermark (see `arm_ahead` in lib/schedule.lua).
     pub const ARMED: &str = "armed";
+    /// A topic's own schedule of delayed jobs (`s:<topic>`).
+    pub const TOPIC_SCHEDULE: &str = "s:";
+    /// The topic schedules' backfill (see `index.lua`).
+    pub const INDEXED: &str = "indexed";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -358,6 +367,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("TAG_KEY", kind::TAG),
     ("TAGS", field::TAGS),
     ("ARMED_KEY", kind::ARMED),
+    ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
+    ("INDEXED_KEY", kind::INDEXED),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

@@ -63,6 +63,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::tag_cancel::SCRIPT,
     &super::tag_reschedule::SCRIPT,
     &super::cancel::SCRIPT,
+    &super::index::SCRIPT,
 ];
 
 struct Library {

@@ -43,6 +43,8 @@ local function job_key(id) return P .. JOB_KEY .. id end
 local function trigger_key(id) return P .. TRIGGER_KEY .. id end
 local function ready_key(topic) return P .. READY_KEY .. topic end
 local function dead_key(topic) return P .. DEAD_KEY .. topic end
+-- A topic's own schedule: its delayed jobs only, id -> due ms.
+local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
 
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
