@@ -83,7 +83,7 @@ pub(super) async fn flush_stats(store: Arc<Store>, rec: Arc<Recorder>, stop: Shu
 
 /// How often the topic schedules' backfill looks whether an instance of an
 /// older build runs (one read of the heartbeats, only on a leader).
-const INDEX_EVERY: Duration = Duration::from_secs(30);
+const INDEX_EVERY: Duration = Duration::from_secs(60);
 
 /// Keeps every topic's schedule whole on the partitions this instance
 /// leads, until `stop`: runs `index.lua` a batch at a time until a pass

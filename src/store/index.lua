@@ -12,9 +12,9 @@
 --          have written since the last); 0: only finish the one under way
 --          or the first
 --
--- Touches: {p}:indexed (fields phase, at, topic, rank, done), the topics'
+-- Touches: {p}:indexed (fields phase, after, topic, rank, done), the topics'
 -- schedules; reads the schedule, job hashes, the count hash's names.
--- Publishes: nothing.
+-- Publishes: nothing. Helpers: job_key, topic_schedule_key.
 --
 -- Returns { DONE, entries looked at, 1 if no pass is under way after this
 -- call (it ended one, or had none to do) else 0 }.
@@ -28,7 +28,7 @@
 -- topic's listing reads its topic schedule.
 local IX = P .. INDEXED_KEY
 local budget = tonumber(ARGV[2])
-local st = redis.call('HMGET', IX, 'phase', 'at', 'topic', 'rank', 'done')
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done')
 local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
 if not phase then
   if done == '1' and ARGV[3] ~= '1' then return { DONE, 0, 1 } end
@@ -64,7 +64,7 @@ if phase == '1' then
   end
   looked = #got / 2
   if looked == budget then
-    redis.call('HSET', IX, 'phase', '1', 'at', got[#got] .. ' ' .. got[#got - 1])
+    redis.call('HSET', IX, 'phase', '1', 'after', got[#got] .. ' ' .. got[#got - 1])
     return { DONE, looked, 0 }
   end
   budget = budget - looked
@@ -107,6 +107,6 @@ for _, t in ipairs(topics) do
     end
   end
 end
-redis.call('HDEL', IX, 'phase', 'at', 'topic', 'rank')
+redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
 redis.call('HSET', IX, 'done', '1')
 return { DONE, looked, 1 }

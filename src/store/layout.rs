@@ -84,7 +84,7 @@
 //! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
 //! |                          |        | (ms), beside the schedule; a topic's listing  |
 //! |                          |        | and next due time read it                     |
-//! | `{p}:indexed`            | hash   | the topic schedules' backfill: `at` (where    |
+//! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
 //! |                          |        | the pass under way is), `done` (a pass ended) |
 
 use crate::defaults::MAX_TAG_PAGE;

@@ -115,7 +115,8 @@ local key = SCHEDULE
 if from_dead then key = dead_key(topic) end
 -- A topic's delayed jobs: its own schedule, in due order, whatever other
 -- topics hold; each entry is checked against the job.
-local own = indexed and ARGV[2] == 'schedule' and topic ~= '' and want_state == DELAYED
+local own = indexed and key == SCHEDULE and ARGV[2] ~= 'history' and topic ~= ''
+  and want_state == DELAYED
 if own then key = topic_schedule_key(topic) end
 -- A topic's finished index (newest first): entries whose record expired
 -- or was taken by a new job are skipped, as the schedule's of another
