@@ -38,6 +38,11 @@ pub struct TopicCounts {
     /// Fire lateness of this topic, every instance, last hour.
     #[serde(default)]
     pub lateness_ms: Lateness,
+    /// The topic's earliest due time among its delayed jobs, Unix ms (null:
+    /// none delayed, or not known yet: a Redis an older build wrote to
+    /// before its topic schedules are backfilled).
+    #[serde(default)]
+    pub next_due_ms: Option<i64>,
 }
 
 impl TopicCounts {
@@ -165,6 +170,11 @@ pub struct Instance {
     /// an instance too old to say.
     #[serde(default)]
     pub events: Option<bool>,
+    /// It keeps each topic's schedule of delayed jobs (`{p}:s:<topic>`).
+    /// Null from an older build: while one runs, the leaders backfill
+    /// the topic schedules again and again.
+    #[serde(default)]
+    pub topic_schedules: Option<bool>,
 }
 
 /// A webhook topic: where it goes and how its deliveries went, across the

@@ -45,6 +45,7 @@ pub fn this_process(
         dispatching: Vec::new(),
         last_seen_ms: 0,
         events: Some(events),
+        topic_schedules: Some(true),
     }
 }
 

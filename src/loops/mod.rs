@@ -294,6 +294,7 @@ impl Loops {
             tasks.push(tokio::spawn(sweep::retention(handles.clone())));
             let (store, stop) = (handles.store.clone(), handles.stop.clone());
             tasks.push(tokio::spawn(upkeep::trim_history(store, stop)));
+            tasks.push(tokio::spawn(upkeep::index_topics(handles.clone())));
         }
         Loops {
             stop: handles.stop,

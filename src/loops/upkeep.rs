@@ -80,3 +80,63 @@ pub(super) async fn flush_stats(store: Arc<Store>, rec: Arc<Recorder>, stop: Shu
         }
     }
 }
+
+/// How often the topic schedules' backfill looks whether an instance of an
+/// older build runs (one read of the heartbeats, only on a leader).
+const INDEX_EVERY: Duration = Duration::from_secs(60);
+
+/// Keeps every topic's schedule whole on the partitions this instance
+/// leads, until `stop`: runs `index.lua` a batch at a time until a pass
+/// has ended (at once on taking a term), and begins a new pass every
+/// [`INDEX_EVERY`] while a heartbeat says an older build, which keeps no
+/// topic schedules, is alive.
+pub(super) async fn index_topics(h: super::Handles) {
+    let mut any = h.leader.any();
+    // Partitions whose pass ended here with no older build alive.
+    let mut whole = vec![false; h.store.parts().len()];
+    loop {
+        let held = h.leader.held();
+        if !held.is_empty() {
+            let older = older_build_alive(&h.store).await;
+            for part in held {
+                if whole[part] && !older {
+                    continue;
+                }
+                loop {
+                    match h.store.index_topics(part, older).await {
+                        Ok((_, true)) => {
+                            whole[part] = !older;
+                            break;
+                        }
+                        Ok((_, false)) if !h.stop.is_triggered() => tokio::task::yield_now().await,
+                        Ok(_) => return,
+                        Err(e) => {
+                            tracing::debug!(error = %e, part, "backfilling topic schedules failed; trying again later");
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(INDEX_EVERY) => {}
+            r = any.changed() => if r.is_err() { return },
+            _ = h.stop.wait() => return,
+        }
+    }
+}
+
+/// Whether a live instance's heartbeat lacks `topic_schedules` (an older
+/// build). An unreadable list counts as yes: a pass more costs little.
+async fn older_build_alive(store: &Store) -> bool {
+    let Ok(now_ms) = store.clock().now_ms().await else {
+        return true;
+    };
+    match store.instances(now_ms).await {
+        Ok(beats) => beats.iter().any(|b| {
+            serde_json::from_str::<crate::figures::Instance>(b)
+                .map_or(true, |i| i.topic_schedules != Some(true))
+        }),
+        Err(_) => true,
+    }
+}

@@ -87,11 +87,12 @@ for k, id in ipairs(ids) do
     if state == DELAYED then
       moved = moved + 1
       if sweeping then
-        unschedule(id)
+        unschedule(id, topic)
       else
         -- Called with the ids of expired triggers: there is no trigger
         -- key left to delete.
         redis.call('ZREM', SCHEDULE, id)
+        redis.call('ZREM', topic_schedule_key(topic), id)
       end
       make_ready(id, topic, DELAYED, score, level_of(f[4]))
       if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
@@ -103,8 +104,9 @@ for k, id in ipairs(ids) do
         'lease expired (ttr ' .. f[3] .. ' ms)', nil, dead_max, dead_age)
       emit_failed(id, topic, became)
     else
-      -- No job behind the entry: nothing to hand over.
-      unschedule(id)
+      -- No job behind the entry: nothing to hand over. (Its topic is
+      -- unknown; the topic's listing skips an entry whose job is gone.)
+      unschedule(id, topic)
     end
     if became then
       if not per[topic] then

@@ -84,6 +84,11 @@
 //! | `{p}:log:<id>`           | list   | a job's log, "<ms> TAB <line>", oldest first, |
 //! |                          |        | the last [`LOG_LINES_KEPT`]; goes with the    |
 //! |                          |        | job, expires with its kept record             |
+//! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
+//! |                          |        | (ms), beside the schedule; a topic's listing  |
+//! |                          |        | and next due time read it                     |
+//! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
+//! |                          |        | the pass under way is), `done` (a pass ended) |
 
 use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
@@ -133,6 +138,10 @@ pub mod kind {
     pub const ARMED: &str = "armed";
     /// A job's log lines (`log:<id>`).
     pub const LOG: &str = "log:";
+    /// A topic's own schedule of delayed jobs (`s:<topic>`).
+    pub const TOPIC_SCHEDULE: &str = "s:";
+    /// The topic schedules' backfill (see `index.lua`).
+    pub const INDEXED: &str = "indexed";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -372,6 +381,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("LOG_KEY", kind::LOG),
     ("PROGRESS", field::PROGRESS),
     ("EV_PROGRESS", event::PROGRESS),
+    ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
+    ("INDEXED_KEY", kind::INDEXED),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function

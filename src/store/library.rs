@@ -66,6 +66,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::cancel::SCRIPT,
     &super::progress::PROGRESS,
     &super::progress::LOG,
+    &super::index::SCRIPT,
 ];
 
 struct Library {

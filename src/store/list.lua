@@ -6,7 +6,8 @@
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  "schedule", "dead-letters", "history" (a topic's kept records of
---          finished jobs) or "ready-list"
+--          finished jobs), "ready-list" or "heads" (each topic's earliest
+--          due time: ARGV[3..] are topics)
 -- ARGV[3]  topic ("" with schedule: every topic)
 -- With "schedule", "dead-letters" and "history":
 -- ARGV[4]  state wanted: "delayed" or "reserved" (schedule), "finished"
@@ -19,8 +20,12 @@
 -- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
 -- ARGV[8]  the priority level to list (0: the default list)
 --
--- Touches: reads the schedule, a dead set or a finished index and job
--- hashes, or a ready list and the topic's levels index. Publishes: nothing.
+-- A topic's delayed jobs are read from its own schedule ({p}:s:<topic>),
+-- once index.lua has ended a pass ({p}:indexed), else from the schedule.
+--
+-- Touches: reads the schedule, a topic's schedule, a dead set or a
+-- finished index and job hashes, or a ready list and the topic's levels
+-- index. Publishes: nothing.
 -- Helpers: job_key, dead_key, level_key, levels_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
@@ -71,10 +76,48 @@ if ARGV[2] == 'ready-list' then
   return reply
 end
 
+-- A topic's own schedule holds exactly its delayed jobs once the backfill
+-- (index.lua) has ended a pass; before, the schedule is walked.
+local indexed = redis.call('HGET', P .. INDEXED_KEY, 'done') == '1'
+
+-- Whether `id` is a delayed job of `topic` due at `due`: an entry an older
+-- build left in the topic's schedule may not be (its job gone, handed
+-- over, or due at another time).
+local function delayed_at(id, topic, due)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+  if f[2] ~= topic or f[1] then return false end
+  local s = redis.call('ZSCORE', SCHEDULE, id)
+  return s ~= false and tonumber(s) == tonumber(due)
+end
+
+if ARGV[2] == 'heads' then
+  -- Each topic's (ARGV[3..]) earliest due time, -1 if it has no delayed
+  -- job, -2 if unknown here (not indexed yet, or its first 8 entries
+  -- stale): O(log N) per topic.
+  local reply = { DONE }
+  for i = 3, #ARGV do
+    local due = -2
+    if indexed then
+      local got = redis.call('ZRANGE', topic_schedule_key(ARGV[i]), 0, 7, 'WITHSCORES')
+      if #got == 0 then due = -1 end
+      for j = 1, #got, 2 do
+        if delayed_at(got[j], ARGV[i], got[j + 1]) then due = tonumber(got[j + 1]) break end
+      end
+    end
+    reply[#reply + 1] = due
+  end
+  return reply
+end
+
 local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE
 if from_dead then key = dead_key(topic) end
+-- A topic's delayed jobs: its own schedule, in due order, whatever other
+-- topics hold; each entry is checked against the job.
+local own = indexed and key == SCHEDULE and ARGV[2] ~= 'history' and topic ~= ''
+  and want_state == DELAYED
+if own then key = topic_schedule_key(topic) end
 -- A topic's finished index (newest first): entries whose record expired
 -- or was taken by a new job are skipped, as the schedule's of another
 -- state are.
@@ -128,7 +171,9 @@ while #found < limit * 2 and seen < cap do
     seen = seen + 1
     last_score, last_id = score, id
     local take = from_dead
-    if not from_dead then
+    if own then
+      take = delayed_at(id, topic, score)
+    elseif not from_dead then
       local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
       local st = f[1] or DELAYED
       take = f[2] and st == want_state and (topic == '' or f[2] == topic)

@@ -242,6 +242,45 @@ impl Store {
         })
     }
 
+    /// Each of `topics`' earliest due time over every partition, from the
+    /// heads of their topic schedules: O(log N) per topic and partition,
+    /// 500 topics a call. A topic left out has none delayed, or is not
+    /// known yet (see list.lua's "heads").
+    pub(crate) async fn topic_heads(
+        &self,
+        topics: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>> {
+        let mut out = std::collections::HashMap::new();
+        let mut unknown = std::collections::HashSet::new();
+        for chunk in topics.chunks(500) {
+            for part in 0..self.parts().len() {
+                let mut cmd = self.script(&SCRIPT, part);
+                cmd.arg("heads");
+                for t in chunk {
+                    cmd.arg(t);
+                }
+                let (status, mut f) = self.send(cmd).await?;
+                if status != Status::Done {
+                    return Err(Error::protocol("heads", format!("status {status:?}")));
+                }
+                for t in chunk {
+                    match f.int()? {
+                        -2 => {
+                            unknown.insert(t.clone());
+                        }
+                        due if due >= 0 => {
+                            let d = out.entry(t.clone()).or_insert(due);
+                            *d = (*d).min(due);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out.retain(|t, _| !unknown.contains(t));
+        Ok(out)
+    }
+
     /// A page of `topic`'s ready jobs, next to be handed out first,
     /// partition after partition.
     pub(crate) async fn list_ready(

@@ -57,6 +57,7 @@ pub mod dispatch;
 pub mod events;
 pub mod history;
 pub mod hold;
+pub(crate) mod index;
 pub(crate) mod leader;
 pub mod list;
 pub mod nack;

@@ -338,6 +338,23 @@ impl Store {
             }
         }
         let mut topics = decode_counts(counts);
+        // Each topic's next due time, from its topic schedule's head.
+        if unavailable_partitions.is_empty() {
+            let delayed: Vec<String> = (topics.iter())
+                .filter(|(_, c)| c.delayed > 0)
+                .map(|(t, _)| t.clone())
+                .collect();
+            match self.topic_heads(&delayed).await {
+                Ok(heads) => {
+                    for (t, due) in heads {
+                        if let Some(c) = topics.get_mut(&t) {
+                            c.next_due_ms = Some(due);
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "topics' next due times not read"),
+            }
+        }
         match self.paused().await {
             Ok(paused) => {
                 for t in paused {

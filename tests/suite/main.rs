@@ -27,6 +27,8 @@
 //! - [`dedup`]: deduplication windows (simple, throttle, debounce).
 //! - [`tags`]: tagged jobs listed, cancelled and rescheduled a page at a time.
 //! - [`stats`]: throughput, backlog age and lateness; `/metrics` series bounded.
+//! - [`topic_schedule`]: each topic's own schedule of delayed jobs: listed
+//!   from its first page, kept exact, backfilled on a Redis without them.
 //!
 //! - [`running`]: a running job's progress and log lines, fenced by its
 //!   lease, bounded, gone with the job.
@@ -126,6 +128,7 @@ mod stats;
 mod steering;
 mod tags;
 mod tls;
+mod topic_schedule;
 mod trace;
 mod upgrade;
 mod webhooks;

@@ -176,6 +176,14 @@ impl Keys {
     pub fn wake_channel(&self) -> String {
         format!("{}{}", self.base, kind::WAKE_CHANNEL)
     }
+    /// `topic`'s own schedule: its delayed jobs only, by due time.
+    pub fn topic_schedule(&self, topic: &str) -> String {
+        format!("{}{}{topic}", self.base, kind::TOPIC_SCHEDULE)
+    }
+    /// Where the topic schedules' backfill stands.
+    pub fn indexed(&self) -> String {
+        format!("{}{}", self.base, kind::INDEXED)
+    }
 }
 
 /// Hash slots in a Redis Cluster.

@@ -45,6 +45,8 @@ local function ready_key(topic) return P .. READY_KEY .. topic end
 local function dead_key(topic) return P .. DEAD_KEY .. topic end
 -- A job's log (log.lua): it goes wherever the job's hash goes.
 local function log_key(id) return P .. LOG_KEY .. id end
+-- A topic's own schedule: its delayed jobs only, id -> due ms.
+local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
 
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end

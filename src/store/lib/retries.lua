@@ -99,7 +99,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   end
   local due = now_ms + wait
   redis.call('HDEL', job, STATE, DUE)
-  schedule(id, due)
+  schedule(id, due, topic)
   move_count(topic, RESERVED, DELAYED)
   return DELAYED, due
 end

@@ -23,9 +23,11 @@ end
 -- at the watermark's own time is armed whatever its id). The trigger's
 -- value is 1: Redis shares small integers, so it costs no value object.
 -- Every caller has taken the job out of the schedule first (a key it
--- had is gone).
-local function schedule(id, due)
+-- had is gone). The job also goes into its topic's own schedule, which
+-- holds exactly the topic's delayed jobs: a topic's listing reads it.
+local function schedule(id, due, topic)
   redis.call('ZADD', SCHEDULE, due, id)
+  redis.call('ZADD', topic_schedule_key(topic), due, id)
   local upto = armed_upto()
   if upto == nil or tonumber(due) <= upto then
     redis.call('SET', trigger_key(id), 1, 'PXAT', due)
@@ -84,8 +86,10 @@ local function arm_ahead(now_ms, horizon, limit)
   return seen, till - half
 end
 
-local function unschedule(id)
+-- `topic` nil: no job behind the entry, so no topic schedule holds it.
+local function unschedule(id, topic)
   redis.call('ZREM', SCHEDULE, id)
+  if topic then redis.call('ZREM', topic_schedule_key(topic), id) end
   redis.call('DEL', trigger_key(id))
 end
 
@@ -125,7 +129,7 @@ local function detach(id, state, topic)
     -- A kept record: its index entry is what counts it.
     if redis.call('ZREM', P .. FINISHED_KEY .. topic, id) == 0 then return end
   else
-    unschedule(id)
+    unschedule(id, topic)
   end
   move_count(topic, state, nil)
 end
@@ -211,7 +215,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     end
     redis.call('HSET', job, unpack(fields))
   end
-  schedule(id, due)
+  schedule(id, due, topic)
   count(DELAYED, topic, 1)
   return status, due, true
 end
@@ -242,7 +246,7 @@ local function delay_job(id, state, topic, due)
     redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
   end
   redis.call('HDEL', job, STATE, TOKEN, DUE)
-  schedule(id, due)
+  schedule(id, due, topic)
   move_count(topic, nil, DELAYED)
   if EVENTS > 0 then emit(EV_RESCHEDULED, id, topic, nil, due) end
 end

@@ -20,6 +20,8 @@ async function overview(mine) {
   for (const j of upcoming.jobs) if (!(j.topic in next)) next[j.topic] = j.due_at_ms;
   const last = upcoming.jobs.length ? upcoming.jobs[upcoming.jobs.length - 1].due_at_ms : null;
   const nextDue = (tp, c) => {
+    // The topic's own next due time, where the server read it.
+    if (c.next_due_ms != null) return whenRel(c.next_due_ms);
     if (tp in next) return whenRel(next[tp]);
     if (!c.delayed) return t("none");
     const list = "#/topic/" + enc(tp) + "/delayed";

@@ -1,0 +1,112 @@
+-- index.lua: the topic schedules' backfill. A Redis that older builds
+-- wrote to has delayed jobs in the schedule and none in their topics'
+-- schedules ({p}:s:<topic>); older builds still running beside newer ones
+-- keep writing so. A pass puts every delayed job of the schedule into its
+-- topic's schedule at its due time, then drops every topic-schedule entry
+-- whose job is not delayed at that time, a bounded batch per call.
+--
+-- KEYS[1]  schedule zset   {p}:schedule
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  most entries to look at in this call
+-- ARGV[3]  1: begin a new pass if none is under way (an older build may
+--          have written since the last); 0: only finish the one under way
+--          or the first
+--
+-- Touches: {p}:indexed (fields phase, after, topic, rank, done), the topics'
+-- schedules; reads the schedule, job hashes, the count hash's names.
+-- Publishes: nothing. Helpers: job_key, topic_schedule_key.
+--
+-- Returns { DONE, entries looked at, 1 if no pass is under way after this
+-- call (it ended one, or had none to do) else 0 }.
+--
+-- Guarantees: each call costs at most ARGV[2] entries (O(log N) each) and
+-- one read of the count hash's names; nothing but topic schedules changes.
+-- Phase 1 resumes after its last (due, id), so entries that stay put are
+-- each looked at once; phase 2 resumes at a rank, so an entry that moved
+-- ahead of it between calls waits for the next pass (a listing skips such
+-- an entry anyway). `done` is set once the first pass ends: from then on a
+-- topic's listing reads its topic schedule.
+local IX = P .. INDEXED_KEY
+local budget = tonumber(ARGV[2])
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done')
+local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
+if not phase then
+  if done == '1' and ARGV[3] ~= '1' then return { DONE, 0, 1 } end
+  phase, at = '1', ''
+end
+local looked = 0
+
+if phase == '1' then
+  -- Delayed jobs of the schedule into their topics' schedules; a leased
+  -- job's entry out of its topic's (an older build popped it).
+  local pos = 0
+  if at ~= '' then
+    local sp = string.find(at, ' ', 1, true)
+    local score, id = tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1)
+    local own = redis.call('ZSCORE', SCHEDULE, id)
+    if own and tonumber(own) == score then
+      pos = redis.call('ZRANK', SCHEDULE, id) + 1
+    else
+      pos = redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', score))
+    end
+  end
+  local got = redis.call('ZRANGE', SCHEDULE, pos, pos + budget - 1, 'WITHSCORES')
+  for i = 1, #got, 2 do
+    local id = got[i]
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+    if f[2] then
+      if not f[1] then
+        redis.call('ZADD', topic_schedule_key(f[2]), got[i + 1], id)
+      else
+        redis.call('ZREM', topic_schedule_key(f[2]), id)
+      end
+    end
+  end
+  looked = #got / 2
+  if looked == budget then
+    redis.call('HSET', IX, 'phase', '1', 'after', got[#got] .. ' ' .. got[#got - 1])
+    return { DONE, looked, 0 }
+  end
+  budget = budget - looked
+  phase, topic_at, rank = '2', '', 0
+end
+
+-- Phase 2: every topic's schedule (the topics the count hash names, in
+-- byte order) loses the entries whose job is not delayed at that time.
+local seen, topics = {}, {}
+for _, field in ipairs(redis.call('HKEYS', P .. COUNT_KEY)) do
+  local colon = string.find(field, ':', 1, true)
+  if colon then
+    local t = string.sub(field, colon + 1)
+    if not seen[t] then seen[t] = true; topics[#topics + 1] = t end
+  end
+end
+table.sort(topics)
+for _, t in ipairs(topics) do
+  if t >= topic_at then
+    if t ~= topic_at then rank = 0 end
+    local key = topic_schedule_key(t)
+    while true do
+      if budget <= 0 then
+        redis.call('HSET', IX, 'phase', '2', 'topic', t, 'rank', rank)
+        return { DONE, looked, 0 }
+      end
+      local got = redis.call('ZRANGE', key, rank, rank + math.min(budget, 100) - 1, 'WITHSCORES')
+      if #got == 0 then break end
+      for i = 1, #got, 2 do
+        local id, due = got[i], tonumber(got[i + 1])
+        local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+        local s = redis.call('ZSCORE', SCHEDULE, id)
+        if f[2] == t and not f[1] and s and tonumber(s) == due then
+          rank = rank + 1
+        else
+          redis.call('ZREM', key, id)
+        end
+        looked, budget = looked + 1, budget - 1
+      end
+    end
+  end
+end
+redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
+redis.call('HSET', IX, 'done', '1')
+return { DONE, looked, 1 }
