@@ -275,10 +275,20 @@ async fn topic_defaults_keep_mode_reschedule_and_dead_letter_retention() {
         counts,
         TopicCounts {
             delayed: 1,
+            next_due_ms: Some(due),
             ..Default::default()
         }
     );
     q.close().await;
+}
+
+/// The earliest due time among jobs `ids`: a topic's next due time.
+async fn earliest(q: &Queue, ids: &[&str]) -> Option<i64> {
+    let mut dues = Vec::new();
+    for id in ids {
+        dues.push(q.get(id).await.unwrap().unwrap().due_ms);
+    }
+    dues.into_iter().min()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,6 +315,7 @@ async fn counts_follow_every_transition() {
         TopicCounts {
             delayed: 2,
             ready: 2,
+            next_due_ms: earliest(&q, &["c2", "c3"]).await,
             ..Default::default()
         }
     );
@@ -316,6 +327,7 @@ async fn counts_follow_every_transition() {
             delayed: 2,
             ready: 1,
             reserved: 1,
+            next_due_ms: earliest(&q, &["c2", "c3"]).await,
             ..Default::default()
         }
     );
@@ -331,6 +343,7 @@ async fn counts_follow_every_transition() {
         o.topics["cnt"],
         TopicCounts {
             delayed: 2,
+            next_due_ms: earliest(&q, &["c3", ready_id]).await,
             ..Default::default()
         }
     );

@@ -655,7 +655,12 @@ async fn a_tag_costs_what_the_readme_says() {
             let jobs: Vec<NewJob> = (0..N)
                 .map(|i| NewJob {
                     tags: tag(i).into_iter().collect(),
-                    ..job(&format!("{run}-{i:034}"), "mem", 600_000, 60_000)
+                    ..job(
+                        &format!("{run}-{i:034}"),
+                        &format!("mem-{run}"),
+                        600_000,
+                        60_000,
+                    )
                 })
                 .collect();
             for chunk in jobs.chunks(1000) {
