@@ -55,6 +55,8 @@ struct Breakdown {
     trigger: f64,
     /// MEMORY USAGE of the schedule (every entry) per job.
     schedule: f64,
+    /// MEMORY USAGE of the jobs' topic schedule (`{dq}:s:mem`) per job.
+    topic_schedule: f64,
     /// Keyspace table per job: two entries, the hash's object, buckets.
     keyspace: f64,
     /// Expiry table per job: the trigger's TTL entry and buckets.
@@ -154,6 +156,7 @@ async fn breakdown_of(
         },
         // The warm-up's 100 jobs are in the schedule too.
         schedule: schedule / (n + 100) as f64,
+        topic_schedule: usage("{dq}:s:mem".into()).await / n as f64,
         // MEMORY STATS counts an object for the trigger even when shared.
         keyspace: (tables_after.0 - tables.0) / n as f64 - (OBJECT - own_object),
         expires: (tables_after.1 - tables.1) / n as f64,
@@ -250,18 +253,25 @@ pub(crate) async fn sizes(n: usize, with_bullmq: bool) {
         );
     }
     println!();
-    println!("delayq's bytes per job by structure: job hash (its name and value) and trigger key (its name; its value is a shared integer) from MEMORY USAGE of one, less what the tables count; schedule: MEMORY USAGE SAMPLES 0 / jobs; keyspace (two entries, the hash's object, buckets) and expiry tables: MEMORY STATS deltas / jobs; rest: the used_memory figure less these. Then used_memory freed per job by deleting every trigger key, and then the schedule");
-    println!("| body bytes | per job | job hash | trigger key | schedule entry | keyspace table | expiry table | rest | freed: trigger keys | freed: schedule |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("delayq's bytes per job by structure: job hash (its name and value) and trigger key (its name; its value is a shared integer) from MEMORY USAGE of one, less what the tables count; schedule and topic schedule: MEMORY USAGE SAMPLES 0 / jobs; keyspace (two entries, the hash's object, buckets) and expiry tables: MEMORY STATS deltas / jobs; rest: the used_memory figure less these. Then used_memory freed per job by deleting every trigger key, and then the schedule");
+    println!("| body bytes | per job | job hash | trigger key | schedule entry | topic schedule entry | keyspace table | expiry table | rest | freed: trigger keys | freed: schedule |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (size, d, _, _) in &rows {
         if let Some(k) = &d.breakdown {
-            let rest = d.per_job - k.hash - k.trigger - k.schedule - k.keyspace - k.expires;
+            let rest = d.per_job
+                - k.hash
+                - k.trigger
+                - k.schedule
+                - k.topic_schedule
+                - k.keyspace
+                - k.expires;
             println!(
-                "| {size} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                "| {size} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
                 d.per_job,
                 k.hash,
                 k.trigger,
                 k.schedule,
+                k.topic_schedule,
                 k.keyspace,
                 k.expires,
                 rest,
