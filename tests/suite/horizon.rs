@@ -573,3 +573,43 @@ fn serve_refuses_a_trigger_horizon_out_of_bounds() {
         );
     }
 }
+
+/// A trigger key that says the wrong time (left by an operator or another
+/// tool, expiring long before its job's due time) publishes its expired
+/// event early: the event's dispatch finds the job not yet due and leaves
+/// it; the job fires at its own due time, once. A stale key of a job that
+/// already fired, expiring after, fires nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_trigger_key_never_fires_its_job_early_or_twice() {
+    let redis = RedisServer::start_with(&["--notify-keyspace-events", "Ex"]);
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    let p = q.push(&job("st", "t", 6_000, 60_000)).await.unwrap();
+    assert_eq!(trigger_at(&redis, "st").await, None, "armed at push");
+    let _: () = redis.cmd(&["SET", &trigger("st"), "1", "PX", "100"]).await;
+    // Read until Redis has expired it (and published its event), then watch
+    // the job stay delayed until shortly before its due time.
+    eventually(Duration::from_secs(10), "the stale key expired", || async {
+        let v: Option<String> = redis.cmd(&["GET", &trigger("st")]).await;
+        v.is_none().then_some(())
+    })
+    .await;
+    while redis.time_ms().await < p.due_ms - 500 {
+        let state = q.get("st").await.unwrap().unwrap().state;
+        assert_eq!(state, JobState::Delayed, "fired early by a stale key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fires_on_time(&q, "t", "st", p.due_ms, 1_000).await;
+    let _: () = redis.cmd(&["SET", &trigger("st"), "1", "PX", "1"]).await;
+    eventually(Duration::from_secs(10), "the late key expired", || async {
+        let v: Option<String> = redis.cmd(&["GET", &trigger("st")]).await;
+        v.is_none().then_some(())
+    })
+    .await;
+    let again = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(again.is_none(), "fired twice");
+    q.close().await;
+}
