@@ -10,13 +10,16 @@
 --
 -- Touches: job hashes (read; the lease end of those extended, the
 -- attempts of those rescheduled while their job waited), schedule
--- (the lease ends extended), the partition leader's term expiry (see
+-- (the lease ends extended), the paused set (read), ready lists (a paused
+-- topic's jobs given back), the partition leader's term expiry (see
 -- new_head). Publishes: wake (when an extended lease end is the new
--- earliest). Helpers: now_us, lease, wake_if_head.
+-- earliest), ready (a job given back). Helpers: now_us, lease,
+-- wake_if_head, unreserve.
 --
 -- Returns { DONE, then per lease: status, lease end (Unix ms), ms left }:
 -- status DONE (held: still reserved under this token; deleted,
--- rescheduled, finished, nacked or leased again is not), MISSING (no job,
+-- rescheduled, finished, nacked or leased again is not; one whose topic
+-- is paused is given back, uncounted, and is not), MISSING (no job,
 -- or a finished job's record) or STALE; 0 and 0 when not held.
 --
 -- Guarantees: only the current lease holder's lease is extended, never
@@ -39,6 +42,13 @@ for i = 2, #ARGV, 4 do
   end
 end
 local now = math.ceil(now_us() / 1000)
+local paused = {}
+local function topic_paused(topic)
+  if paused[topic] == nil then
+    paused[topic] = redis.call('SISMEMBER', P .. PAUSED_KEY, topic) == 1
+  end
+  return paused[topic]
+end
 local out = { DONE }
 for i = 2, #ARGV, 4 do
   local id = ARGV[i]
@@ -47,6 +57,13 @@ for i = 2, #ARGV, 4 do
   local f = redis.call('HMGET', job, STATE, TOKEN, LEASE, TOPIC, ATTEMPTS)
   if not f[4] or f[1] == FINISHED then
     out[#out + 1] = MISSING
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  elseif f[1] == RESERVED and f[2] == ARGV[i + 1] and topic_paused(f[4]) then
+    -- Its topic was paused while it waited: a pause stops what is not yet
+    -- sent, so it goes back to the head of its list, its attempt uncounted.
+    unreserve(id, f[4], nil)
+    out[#out + 1] = STALE
     out[#out + 1] = 0
     out[#out + 1] = 0
   elseif f[1] ~= RESERVED or f[2] ~= ARGV[i + 1] then

@@ -329,7 +329,7 @@ impl Lanes {
                     q.checked.push_back(w);
                 }
                 Err(e @ (crate::Error::StaleLease(_) | crate::Error::NotFound(_))) => {
-                    tracing::debug!(id = %w.job.id, error = %e, "not sent: deleted, rescheduled or leased again while it waited");
+                    tracing::debug!(id = %w.job.id, error = %e, "not sent: deleted, rescheduled, leased again or its topic paused while it waited");
                 }
                 Err(e) => {
                     tracing::warn!(id = %w.job.id, error = %e, "webhook cannot check a lease; trying again");

@@ -487,3 +487,132 @@ async fn a_second_push_batch_goes_while_the_first_is_at_redis_and_each_caller_ke
     q.close().await;
     direct.close().await;
 }
+
+/// Two push batches at Redis at once (the first's reply held 4 s), the
+/// second carrying the same id as the first (replaced, then kept) and a
+/// push with the first's dedup key: each caller's answer is what Redis
+/// holds. The first created; the replace replaced it (its body and due
+/// time stored); the dedup push names the first and stored nothing; a
+/// keep beside a later slow batch kept it (body unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_redis_holds() {
+    let redis = RedisServer::start();
+    let proxy = crate::common::SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: Duration::from_secs(60),
+        dispatch: false,
+        ..Config::default()
+    })
+    .unwrap();
+    let direct = Queue::connect(Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&job("warm", "s", 3_600_000, 60_000)).await.unwrap();
+    proxy.set_delay(Duration::from_secs(4));
+    let dedup = |id: &str| delayq::NewJob {
+        dedup: Some(delayq::Dedup {
+            key: "k".into(),
+            mode: delayq::DedupMode::Simple,
+            window: None,
+            max_wait: None,
+        }),
+        ..job(id, "s", 3_600_000, 60_000)
+    };
+    let first = {
+        let (q, j) = (q.clone(), dedup("dup"));
+        tokio::spawn(async move { q.push(&j).await })
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the first batch in redis",
+        || async { direct.get("dup").await.unwrap().map(|_| ()) },
+    )
+    .await;
+    // The same id and the same dedup key first in the crowd: in the
+    // second batch, which goes once 16 wait (join_all submits in order).
+    let mut crowd = vec![
+        delayq::NewJob {
+            body: "two".into(),
+            ..job("dup", "s", 7_200_000, 60_000)
+        },
+        dedup("other"),
+    ];
+    crowd.extend((0..20).map(|i| job(&format!("c{i}"), "s", 3_600_000, 60_000)));
+    let pushes = {
+        let q = q.clone();
+        tokio::spawn(async move { join_all(crowd.iter().map(|j| q.push(j))).await })
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the second batch in redis",
+        || async {
+            let j = direct.get("dup").await.unwrap()?;
+            (j.body == "two").then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !first.is_finished(),
+        "the first batch was answered: not two at once"
+    );
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.outcome, PushOutcome::Created);
+    let answers: Vec<_> = pushes
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let replace = &answers[0];
+    assert_eq!(
+        (replace.id.as_str(), replace.outcome),
+        ("dup", PushOutcome::Replaced)
+    );
+    let stored = direct.get("dup").await.unwrap().unwrap();
+    assert_eq!(
+        (stored.body.as_str(), stored.due_ms),
+        ("two", replace.due_ms)
+    );
+    assert!(replace.due_ms > first.due_ms + 3_000_000);
+    // The key still names "dup" (replaced, it lives): nothing stored.
+    let other = &answers[1];
+    assert_eq!(
+        (other.id.as_str(), other.outcome),
+        ("dup", PushOutcome::Deduplicated)
+    );
+    assert!(direct.get("other").await.unwrap().is_none());
+    // The id kept, in a batch beside a slow one: its answer is the job
+    // Redis holds.
+    let keep = delayq::NewJob {
+        if_exists: IfExists::Keep,
+        body: "three".into(),
+        ..job("dup", "s", 0, 60_000)
+    };
+    let slow = {
+        let q = q.clone();
+        tokio::spawn(async move { q.push(&job("slow", "s", 3_600_000, 60_000)).await })
+    };
+    eventually(
+        Duration::from_secs(30),
+        "a first batch in redis",
+        || async { direct.get("slow").await.unwrap().map(|_| ()) },
+    )
+    .await;
+    let pushes = (0..20)
+        .map(|i| job(&format!("d{i}"), "s", 3_600_000, 60_000))
+        .chain([keep])
+        .collect::<Vec<_>>();
+    let b = join_all(pushes.iter().map(|j| q.push(j))).await;
+    slow.await.unwrap().unwrap();
+    let kept = b.last().unwrap().as_ref().unwrap();
+    assert_eq!(
+        (kept.outcome, kept.due_ms),
+        (PushOutcome::Kept, replace.due_ms)
+    );
+    assert_eq!(direct.get("dup").await.unwrap().unwrap().body, "two");
+    q.close().await;
+    direct.close().await;
+}

@@ -317,3 +317,299 @@ async fn jobs_sharing_a_due_time_beyond_a_batch_are_all_armed() {
     }
     q.close().await;
 }
+
+/// The ways an operator can break the watermark: garbage, a number that
+/// is no time, far behind or far ahead, deleted, another type of key.
+const BROKEN: [(&str, Option<&str>); 9] = [
+    ("garbage", Some("garbage")),
+    ("empty", Some("")),
+    ("nan", Some("nan")),
+    ("inf", Some("inf")),
+    ("a colon only", Some("x:y")),
+    ("far behind", Some("1")),
+    ("far ahead", Some("99999999999999")),
+    ("deleted", None),
+    ("a hash", None),
+];
+
+/// An operator breaks the watermark while jobs wait on both sides of the
+/// horizon: pushes go on, every job fires once and never early, and the
+/// sweep writes a sound watermark again ("<ms>" within a horizon of now).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watermark_an_operator_broke_fires_nothing_early_and_is_written_again() {
+    let redis = RedisServer::start();
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    let mut due = std::collections::HashMap::new();
+    for (i, (what, value)) in BROKEN.iter().enumerate() {
+        let _: () = redis.cmd(&["DEL", "{dq}:armed"]).await;
+        match (value, *what) {
+            (Some(v), _) => redis.cmd::<()>(&["SET", "{dq}:armed", v]).await,
+            (None, "a hash") => redis.cmd::<()>(&["HSET", "{dq}:armed", "f", "1"]).await,
+            (None, _) => {}
+        }
+        // One within the horizon, one beyond it.
+        for (id, delay) in [(format!("near{i}"), 1_500), (format!("far{i}"), 6_000)] {
+            let p = q
+                .push(&job(&id, "t", delay, 60_000))
+                .await
+                .unwrap_or_else(|e| panic!("watermark {what}: push refused: {e}"));
+            due.insert(id, p.due_ms);
+        }
+        // The near job is the new head: the sweep runs and arms.
+        let sound = eventually(
+            Duration::from_secs(20),
+            &format!("the watermark ({what}) written again"),
+            || async {
+                let kind: String = redis.cmd(&["TYPE", "{dq}:armed"]).await;
+                if kind != "string" {
+                    return None;
+                }
+                let w: Option<String> = redis.cmd(&["GET", "{dq}:armed"]).await;
+                let ms: i64 = w?.parse().ok()?;
+                let now = redis.time_ms().await;
+                (ms >= now && ms <= now + HORIZON.as_millis() as i64).then_some(ms)
+            },
+        )
+        .await;
+        assert!(sound > 0, "watermark {what}");
+    }
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < due.len() {
+        let got = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every job fires");
+        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
+        assert_eq!(got.due_ms, due[&got.id]);
+        assert!(
+            got.popped_at_us >= got.due_ms * 1000,
+            "{} handed out {} us early",
+            got.id,
+            got.due_ms * 1000 - got.popped_at_us
+        );
+        q.finish(&got.id, &got.token).await.unwrap();
+    }
+    let extra = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(extra.is_none(), "a job fired twice");
+    q.close().await;
+}
+
+/// A tiny horizon (2 s), a small batch (50) and 2000 jobs due over 10 s,
+/// 200 at each of ten milliseconds; while they wait (some armed, some
+/// not) a tenth are deleted, a tenth rescheduled and a tenth replaced with
+/// a new due time. Every job left fires once, at its latest due time,
+/// never early; the deleted ones never; the last millisecond's jobs all
+/// have their keys before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_jobs_sharing_due_times_beyond_a_tiny_horizon_fire_once() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        trigger_horizon: Duration::from_secs(2),
+        dispatch_batch: 50,
+        ..config(&redis)
+    })
+    .unwrap();
+    watermark(&redis).await;
+    let base = redis.time_ms().await + 4_000;
+    let n = 2_000;
+    let id = |i: usize| format!("m{i:04}");
+    let mut due: std::collections::HashMap<String, i64> = (0..n)
+        .map(|i| (id(i), base + (i % 10) as i64 * 1_000))
+        .collect();
+    let jobs: Vec<delayq::NewJob> = (0..n)
+        .map(|i| delayq::NewJob {
+            due_at_ms: Some(due[&id(i)]),
+            ..job(&id(i), "t", 0, 60_000)
+        })
+        .collect();
+    for chunk in jobs.chunks(500) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    // Changed at the first due time: the next ones armed, the far ones not.
+    while redis.time_ms().await < base {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in (0..n).filter(|i| i % 10 != 0) {
+        let (id, was) = (id(i), due[&id(i)]);
+        match (i / 10) % 10 {
+            1 => {
+                assert!(q.delete(&id).await.unwrap(), "{id} deleted");
+                due.remove(&id);
+            }
+            2 => {
+                let at = was + 1_500;
+                let got = q.reschedule(&id, Duration::ZERO, Some(at), None).await;
+                assert_eq!(got.unwrap(), at);
+                due.insert(id, at);
+            }
+            3 => {
+                let at = was - 500;
+                let p = q
+                    .push(&delayq::NewJob {
+                        due_at_ms: Some(at),
+                        ..job(&id, "t", 0, 60_000)
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(p.due_ms, at);
+                due.insert(id, at);
+            }
+            _ => {}
+        }
+    }
+    let last = base + 9_000;
+    let last_ids: Vec<String> = (0..n)
+        .map(id)
+        .filter(|i| due.get(i) == Some(&last))
+        .collect();
+    eventually(Duration::from_secs(20), "the last jobs armed", || async {
+        for i in &last_ids {
+            if trigger_at(&redis, i).await != Some(last) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert!(
+        redis.time_ms().await < last,
+        "armed only after the due time"
+    );
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < due.len() {
+        let got = q
+            .pop_many(&topics(&["t"]), 100, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(!got.is_empty(), "{} of {} fired", seen.len(), due.len());
+        for j in got {
+            let want = due
+                .get(&j.id)
+                .unwrap_or_else(|| panic!("{} deleted, fired", j.id));
+            assert_eq!(j.due_ms, *want, "{}", j.id);
+            assert!(j.popped_at_us >= j.due_ms * 1000, "{} early", j.id);
+            assert!(seen.insert(j.id.clone()), "{} fired twice", j.id);
+            q.finish(&j.id, &j.token).await.unwrap();
+        }
+    }
+    let extra = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(extra.is_none(), "a job fired twice or a deleted one fired");
+    q.close().await;
+}
+
+/// Two instances with different horizons on one Redis (2 s and an hour):
+/// the first leads and arms, then stops; the other takes over with its own
+/// horizon and the shared watermark. Every job fires once, never early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_with_different_horizons_share_the_watermark() {
+    let redis = RedisServer::start();
+    let short = DelayqProcess::start(&redis, &["--trigger-horizon", "2s"]);
+    watermark(&redis).await;
+    let q = Queue::connect(Config {
+        trigger_horizon: Duration::from_secs(3600),
+        ..config(&redis)
+    })
+    .unwrap();
+    let mut due = std::collections::HashMap::new();
+    for i in 0..100u64 {
+        let p = q
+            .push(&job(&format!("d{i}"), "t", 3_000 + i * 60, 60_000))
+            .await
+            .unwrap();
+        due.insert(format!("d{i}"), p.due_ms);
+    }
+    // The short horizon's leader arms the first ones, then stops.
+    eventually(Duration::from_secs(20), "the first job armed", || async {
+        trigger_at(&redis, "d0").await
+    })
+    .await;
+    short.terminate();
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < due.len() {
+        let got = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every job fires");
+        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
+        assert_eq!(got.due_ms, due[&got.id]);
+        assert!(got.popped_at_us >= got.due_ms * 1000, "{} early", got.id);
+        q.finish(&got.id, &got.token).await.unwrap();
+    }
+    // The hour's horizon now leads: a job 30 min ahead is armed at push.
+    let far = q.push(&job("later", "t", 1_800_000, 60_000)).await.unwrap();
+    eventually(Duration::from_secs(20), "the far job armed", || async {
+        (trigger_at(&redis, "later").await == Some(far.due_ms)).then_some(())
+    })
+    .await;
+    q.close().await;
+}
+
+/// A horizon of 0 or beyond a day on the command line (or in its
+/// variable) stops `serve` before it starts, naming the flag and its bounds.
+#[test]
+fn serve_refuses_a_trigger_horizon_out_of_bounds() {
+    for (args, env) in [
+        (vec!["serve", "--trigger-horizon", "0"], vec![]),
+        (vec!["serve", "--trigger-horizon", "2d"], vec![]),
+        (vec!["serve"], vec![("DELAYQ_TRIGGER_HORIZON", "500ms")]),
+    ] {
+        let out = crate::common::delayq_run(&args, &env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} {env:?} ran");
+        assert!(
+            err.contains("--trigger-horizon") && err.contains("from 1s to 1d"),
+            "{args:?} {env:?}: {err}"
+        );
+    }
+}
+
+/// A trigger key that says the wrong time (left by an operator or another
+/// tool, expiring long before its job's due time) publishes its expired
+/// event early: the event's dispatch finds the job not yet due and leaves
+/// it; the job fires at its own due time, once. A stale key of a job that
+/// already fired, expiring after, fires nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_trigger_key_never_fires_its_job_early_or_twice() {
+    let redis = RedisServer::start_with(&["--notify-keyspace-events", "Ex"]);
+    let q = horizon_queue(&redis);
+    watermark(&redis).await;
+    let p = q.push(&job("st", "t", 6_000, 60_000)).await.unwrap();
+    assert_eq!(trigger_at(&redis, "st").await, None, "armed at push");
+    let _: () = redis.cmd(&["SET", &trigger("st"), "1", "PX", "100"]).await;
+    // Read until Redis has expired it (and published its event), then watch
+    // the job stay delayed until shortly before its due time.
+    eventually(Duration::from_secs(10), "the stale key expired", || async {
+        let v: Option<String> = redis.cmd(&["GET", &trigger("st")]).await;
+        v.is_none().then_some(())
+    })
+    .await;
+    while redis.time_ms().await < p.due_ms - 500 {
+        let state = q.get("st").await.unwrap().unwrap().state;
+        assert_eq!(state, JobState::Delayed, "fired early by a stale key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fires_on_time(&q, "t", "st", p.due_ms, 1_000).await;
+    let _: () = redis.cmd(&["SET", &trigger("st"), "1", "PX", "1"]).await;
+    eventually(Duration::from_secs(10), "the late key expired", || async {
+        let v: Option<String> = redis.cmd(&["GET", &trigger("st")]).await;
+        v.is_none().then_some(())
+    })
+    .await;
+    let again = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(again.is_none(), "fired twice");
+    q.close().await;
+}

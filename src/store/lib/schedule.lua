@@ -10,12 +10,17 @@
 -- time, then id) has its trigger key. Absent (a Redis that only older
 -- builds wrote to): every job has one. Arming more than that is harmless;
 -- a job left unarmed is still fired by the sweep, which is the clock.
+-- A watermark an operator broke (another type of key, no finite time)
+-- reads as absent: every push arms, and the sweep writes it again.
 local function armed_upto()
-  local w = redis.call('GET', P .. ARMED_KEY)
-  if not w then return nil end
+  local w = redis.pcall('GET', P .. ARMED_KEY)
+  if type(w) ~= 'string' then return nil end
   local colon = string.find(w, ':', 1, true)
-  if colon then return tonumber(string.sub(w, 1, colon - 1)), string.sub(w, colon + 1) end
-  return tonumber(w), nil
+  local ms, after = w, nil
+  if colon then ms, after = string.sub(w, 1, colon - 1), string.sub(w, colon + 1) end
+  ms = tonumber(ms)
+  if not ms or ms ~= ms or ms == math.huge or ms == -math.huge then return nil end
+  return ms, after
 end
 
 -- A delayed job goes into the schedule and, within the watermark, gets a
@@ -45,7 +50,9 @@ end
 local function arm_ahead(now_ms, horizon, limit)
   local half = math.floor(horizon / 2)
   local upto, after = armed_upto()
-  if upto == nil or upto < now_ms then
+  -- No sweep writes one further ahead than its horizon (a day at most):
+  -- beyond two days it is an operator's or a clock's jump, and restarts.
+  if upto == nil or upto < now_ms or upto > now_ms + 2 * 86400000 then
     upto, after = now_ms, nil
   elseif not after and upto >= now_ms + half then
     return 0, upto - half

@@ -231,3 +231,139 @@ async fn a_job_leased_ahead_that_cannot_wait_for_a_slot_goes_back_uncounted() {
 async fn a_job_leased_ahead_that_cannot_wait_goes_back_uncounted_with_redis_replies_late() {
     short_leases_waiting(Duration::from_millis(400)).await;
 }
+
+/// The state and attempts of `id` (None: gone).
+async fn state_of(q: &Queue, id: &str) -> Option<(JobState, u32)> {
+    q.get(id).await.unwrap().map(|j| (j.state, j.attempts))
+}
+
+/// One slot, its request held: of the two jobs leased ahead, one is
+/// cancelled while it waits and is never sent; the topic is then paused
+/// and the other, still waiting, is given back uncounted rather than sent
+/// to a paused topic's receiver. Resumed, it is delivered on attempt 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_leased_ahead_is_not_sent_once_cancelled_or_its_topic_paused() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (url, seen) = gated_receiver(gate.clone()).await;
+    let ids = ["cp-0", "cp-1", "cp-2"];
+    push_ready(&q, "held", &ids, 600_000).await;
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 1,
+        ..Webhook::new("held", &url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
+        let s = untimed(&seen);
+        let w = waiting(&q, &ids, &s).await;
+        (s.len() == 1 && w.len() == 2).then_some(w)
+    })
+    .await;
+    let first = untimed(&seen)[0].0.clone();
+    let (cancelled, paused) = (&ahead[0], &ahead[1]);
+    assert_eq!(q.cancel(cancelled).await.unwrap(), Some(JobState::Reserved));
+    q.pause("held").await.unwrap();
+    // The request in flight is answered; the slot comes free.
+    gate.add_permits(1);
+    eventually(Duration::from_secs(30), "the first finished", || async {
+        state_of(&q, &first).await.is_none().then_some(())
+    })
+    .await;
+    let back = eventually(
+        Duration::from_secs(30),
+        "the paused job given back",
+        || async {
+            let sent = untimed(&seen);
+            assert_eq!(sent.len(), 1, "sent while paused or cancelled: {sent:?}");
+            state_of(&q, paused)
+                .await
+                .filter(|(s, _)| *s != JobState::Reserved)
+        },
+    )
+    .await;
+    assert_eq!(back, (JobState::Ready, 0), "{paused} given back uncounted");
+    q.resume("held").await.unwrap();
+    gate.add_permits(1000);
+    eventually(
+        Duration::from_secs(30),
+        "the paused job delivered",
+        || async { state_of(&q, paused).await.is_none().then_some(()) },
+    )
+    .await;
+    shutdown.trigger();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the webhook stops")
+        .unwrap();
+    let seen = untimed(&seen);
+    assert_eq!(
+        seen,
+        [(first, "1".to_owned()), (paused.clone(), "1".to_owned())],
+        "{cancelled} never sent"
+    );
+    q.close().await;
+}
+
+/// A receiver that accepts and never answers, one slot, two jobs leased
+/// ahead: at shutdown those two are given back at once, uncounted, not
+/// left to their (10 minute) lease nor kept until the hung request's
+/// timeout; the shutdown ends with that timeout, the hung job's attempt
+/// failed and retried later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_gives_jobs_leased_ahead_back_while_a_request_hangs() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let hang = Receiver::start(|_| Reply::Hang).await;
+    let ids = ["hg-0", "hg-1", "hg-2"];
+    push_ready(&q, "hung", &ids, 600_000).await;
+    let shutdown = Shutdown::new();
+    let hook = Webhook {
+        concurrency: 1,
+        timeout: Duration::from_secs(8),
+        ..Webhook::new("hung", &hang.url)
+    };
+    let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
+    let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
+        let hits = hang.hits();
+        let s: Vec<(String, String)> = hits
+            .iter()
+            .map(|h| {
+                (
+                    h.headers["x-delayq-id"].to_str().unwrap().to_owned(),
+                    String::new(),
+                )
+            })
+            .collect();
+        let w = waiting(&q, &ids, &s).await;
+        (s.len() == 1 && w.len() == 2).then(|| (s[0].0.clone(), w))
+    })
+    .await;
+    let (hung, ahead) = ahead;
+    let stopped = Instant::now();
+    shutdown.trigger();
+    for id in &ahead {
+        let got = eventually(Duration::from_secs(30), "given back", || async {
+            state_of(&q, id)
+                .await
+                .filter(|(s, _)| *s != JobState::Reserved)
+        })
+        .await;
+        assert_eq!(got, (JobState::Ready, 0), "{id} given back uncounted");
+    }
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "given back {took:?} after the shutdown, not at once"
+    );
+    tokio::time::timeout(Duration::from_secs(60), task)
+        .await
+        .expect("the webhook stops after its request's timeout")
+        .unwrap();
+    assert_eq!(hang.hits().len(), 1, "nothing sent after the shutdown");
+    let (state, attempts) = state_of(&q, &hung).await.expect("the hung job kept");
+    assert_eq!(attempts, 1, "{hung}");
+    assert_ne!(state, JobState::Reserved, "{hung} left to its lease");
+    q.close().await;
+}
