@@ -87,7 +87,7 @@ async fn a_refresh_costs_redis_what_the_page_shows_and_every_topic_with_delayed_
         .text("#topics tr[data-topic=late] td[data-col=next_due]")
         .await;
     assert!(
-        next.contains("(in 120 min)") || next.contains("(in 119 min)"),
+        next.contains("(in 2 h)") || next.contains("(in 119 min)"),
         "{next:?}"
     );
     // The first topic's next due is the first job's.
