@@ -55,7 +55,7 @@ struct Breakdown {
     trigger: f64,
     /// MEMORY USAGE of the schedule (every entry) per job.
     schedule: f64,
-    /// MEMORY USAGE of the jobs' topic schedule (`{dq}:s:mem`) per job.
+    /// MEMORY USAGE of the jobs' topic schedule (`{dq}:s:t`) per job.
     topic_schedule: f64,
     /// Keyspace table per job: two entries, the hash's object, buckets.
     keyspace: f64,
@@ -156,7 +156,8 @@ async fn breakdown_of(
         },
         // The warm-up's 100 jobs are in the schedule too.
         schedule: schedule / (n + 100) as f64,
-        topic_schedule: usage("{dq}:s:mem".into()).await / n as f64,
+        // Every job, the warm-up's too, is of topic "t".
+        topic_schedule: usage("{dq}:s:t".into()).await / (n + 100) as f64,
         // MEMORY STATS counts an object for the trigger even when shared.
         keyspace: (tables_after.0 - tables.0) / n as f64 - (OBJECT - own_object),
         expires: (tables_after.1 - tables.1) / n as f64,
