@@ -52,6 +52,11 @@ pub(crate) async fn run(jobs: usize) {
         .buffer_unordered(4)
         .for_each(|_| async {})
         .await;
+    // One job of topic "one", due after every other topic's jobs: the
+    // small topic beside big ones whose listing must start with it.
+    q.push(&new_job("one-1".into(), "one", 3 * HOUR))
+        .await
+        .expect("push");
     let loaded = load.elapsed();
     let counted: u64 = q
         .topics()
@@ -61,7 +66,7 @@ pub(crate) async fn run(jobs: usize) {
         .values()
         .map(|c| c.delayed)
         .sum();
-    assert_eq!(counted, jobs as u64, "every job loaded");
+    assert_eq!(counted, jobs as u64 + 1, "every job loaded");
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -115,7 +120,92 @@ pub(crate) async fn run(jobs: usize) {
             t0.elapsed().as_secs_f64() * 1000.0 / REFRESHES as f64
         );
     }
+    listings(&redis, &q, &http, &base).await;
     shutdown.trigger();
     let _ = server.await;
     q.close().await;
+}
+
+/// Topics whose first page is read: three of the hundred and the one-job
+/// topic due after all of them.
+const LISTED: &[&str] = &["topic-0", "topic-37", "topic-99", "one"];
+
+/// Each of [`LISTED`]'s first page of delayed jobs (100 a page) over HTTP:
+/// it must start with the topic's earliest job (the one-job topic's only
+/// job), and each listing call's Redis time is read from SLOWLOG (every
+/// command logged while the pages are read).
+async fn listings(redis: &Redis, q: &delayq::Queue, http: &reqwest::Client, base: &str) {
+    let next_due = q.topics().await.expect("topics").topics;
+    let _: () = redis
+        .cmd(&["CONFIG", "SET", "slowlog-max-len", "10000"])
+        .await;
+    let _: () = redis
+        .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"])
+        .await;
+    let _: () = redis.cmd(&["SLOWLOG", "RESET"]).await;
+    let mut firsts = Vec::new();
+    for topic in LISTED {
+        for _ in 0..REFRESHES {
+            let page: serde_json::Value = http
+                .get(format!(
+                    "{base}/v1/topics/{topic}/jobs?state=delayed&limit=100"
+                ))
+                .send()
+                .await
+                .expect("GET")
+                .json()
+                .await
+                .expect("JSON");
+            let jobs = page["jobs"].as_array().expect("jobs");
+            let first = jobs.first().expect("a first page with jobs");
+            assert_eq!(
+                first["due_at_ms"].as_i64(),
+                next_due[*topic].next_due_ms,
+                "{topic}'s first page starts with its earliest job"
+            );
+            firsts.push((
+                topic,
+                jobs.len(),
+                first["id"].as_str().unwrap_or("").to_owned(),
+            ));
+        }
+    }
+    let log: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "10000"]).await;
+    let _: () = redis
+        .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"])
+        .await;
+    // An entry: id, time, duration (µs), [command, args...], ...
+    let mut micros: Vec<i64> = log
+        .iter()
+        .filter_map(|e| {
+            let redis::Value::Array(f) = e else {
+                return None;
+            };
+            let (Some(redis::Value::Int(us)), Some(redis::Value::Array(args))) =
+                (f.get(2), f.get(3))
+            else {
+                return None;
+            };
+            let name = args.get(1).and_then(|a| match a {
+                redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                _ => None,
+            })?;
+            name.starts_with("dq_list_").then_some(*us)
+        })
+        .collect();
+    micros.sort_unstable();
+    let (max, median) = (
+        micros.last().copied().unwrap_or(0),
+        micros.get(micros.len() / 2).copied().unwrap_or(0),
+    );
+    println!(
+        "\na topic's first page of delayed jobs (100 a page, {REFRESHES} reads each of {LISTED:?}): \
+         {} listing calls, Redis time per call median {median} µs, max {max} µs (SLOWLOG)",
+        micros.len()
+    );
+    println!("| topic | jobs on its first page | first job |");
+    println!("|---|---:|---|");
+    for (topic, n, first) in firsts.iter().step_by(REFRESHES) {
+        println!("| {topic} | {n} | {first} |");
+    }
 }
