@@ -78,6 +78,9 @@ pub const TAG_PAGE: usize = 500;
 pub const MAX_TAG_PAGE: usize = 1000;
 /// A running job's progress: at most this many bytes of JSON.
 pub const MAX_PROGRESS_BYTES: usize = 1024;
+/// A running job's progress: at most this many levels of arrays and
+/// objects, well within what a job read can parse back.
+pub const MAX_PROGRESS_DEPTH: usize = 64;
 /// One log line of a running job: at most this many bytes.
 pub const MAX_LOG_LINE_BYTES: usize = 1024;
 /// A job's log keeps its last this many lines (older ones are dropped as

@@ -62,6 +62,9 @@ pub(crate) struct Leadership {
     /// Whether this instance holds any partition's term (the expired-events
     /// connection runs only then).
     any: watch::Sender<bool>,
+    /// How many partitions' terms this instance has taken so far: it
+    /// changes with each one taken, where `any` changes with the first.
+    taken: watch::Sender<u64>,
     /// Per partition: the earliest due time its sweep last saw here.
     due: Vec<Mutex<Due>>,
     /// Per partition: ask Redis again now (see [`Leadership::ask`]).
@@ -89,6 +92,7 @@ impl Leadership {
             ),
             held_until: (0..partitions).map(|_| Mutex::new(None)).collect(),
             any: watch::Sender::new(false),
+            taken: watch::Sender::new(0),
             due: (0..partitions).map(|_| Mutex::new(Due::Unknown)).collect(),
             asked: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
             ask: Notify::new(),
@@ -167,8 +171,18 @@ impl Leadership {
         self.any.subscribe()
     }
 
+    /// Changes each time this instance takes a partition's term it did not
+    /// hold (work per held partition starts on it).
+    pub fn taken(&self) -> watch::Receiver<u64> {
+        self.taken.subscribe()
+    }
+
     fn set(&self, part: usize, until: Option<Instant>) {
+        let was = self.holds(part);
         *self.held_until[part].lock().unwrap() = until;
+        if !was && self.holds(part) {
+            self.taken.send_modify(|n| *n += 1);
+        }
         self.note_any();
     }
 

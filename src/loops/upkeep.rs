@@ -91,7 +91,8 @@ const INDEX_EVERY: Duration = Duration::from_secs(60);
 /// [`INDEX_EVERY`] while a heartbeat says an older build, which keeps no
 /// topic schedules, is alive.
 pub(super) async fn index_topics(h: super::Handles) {
-    let mut any = h.leader.any();
+    // Each partition taken starts its pass, not only the first one.
+    let mut taken = h.leader.taken();
     // Partitions whose pass ended here with no older build alive.
     let mut whole = vec![false; h.store.parts().len()];
     loop {
@@ -123,7 +124,7 @@ pub(super) async fn index_topics(h: super::Handles) {
         }
         tokio::select! {
             _ = tokio::time::sleep(INDEX_EVERY) => {}
-            r = any.changed() => if r.is_err() { return },
+            r = taken.changed() => if r.is_err() { return },
             _ = h.stop.wait() => return,
         }
     }

@@ -2,7 +2,7 @@
 //! log lines, each fenced by the lease token as a touch is.
 
 use super::Queue;
-use crate::defaults::{MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES};
+use crate::defaults::{MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_PROGRESS_DEPTH};
 use crate::error::{Error, Result};
 use crate::job::LogLine;
 use crate::store::Status;
@@ -12,6 +12,14 @@ pub fn check_progress(value: &serde_json::Value) -> std::result::Result<String, 
     if value.is_null() {
         return Err("progress is null; give a number or a JSON value".into());
     }
+    // Checked before serializing: a read parses the stored text with a
+    // bounded depth, and one deeper would come back as a string.
+    let depth = depth(value);
+    if depth > MAX_PROGRESS_DEPTH {
+        return Err(format!(
+            "progress nests {depth} levels of arrays and objects; at most {MAX_PROGRESS_DEPTH}"
+        ));
+    }
     let json = value.to_string();
     if json.len() > MAX_PROGRESS_BYTES {
         return Err(format!(
@@ -20,6 +28,23 @@ pub fn check_progress(value: &serde_json::Value) -> std::result::Result<String, 
         ));
     }
     Ok(json)
+}
+
+/// Levels of arrays and objects in `value` (a scalar: 0), without
+/// recursion, so any depth a caller built is measured.
+fn depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut open = vec![(value, 1)];
+    while let Some((v, d)) = open.pop() {
+        let inner: Box<dyn Iterator<Item = &serde_json::Value>> = match v {
+            serde_json::Value::Array(a) => Box::new(a.iter()),
+            serde_json::Value::Object(o) => Box::new(o.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(d);
+        open.extend(inner.map(|i| (i, d + 1)));
+    }
+    deepest
 }
 
 /// Checks a log line: bounded, one line, no control character but tab.
@@ -42,7 +67,8 @@ pub fn check_log_line(line: &str) -> std::result::Result<(), String> {
 impl Queue {
     /// Sets the progress of the job that lease `token` holds: any JSON
     /// value (a number, or a small object) of at most
-    /// [`MAX_PROGRESS_BYTES`] serialized. It replaces the last one, stays
+    /// [`MAX_PROGRESS_BYTES`] serialized and [`MAX_PROGRESS_DEPTH`] levels
+    /// of arrays and objects. It replaces the last one, stays
     /// across attempts, and is kept in a finished job's record;
     /// [`get`](Self::get) reads it. Fails as [`touch`](Self::touch) does
     /// when the lease is not the job's current one or has ended

@@ -21,6 +21,17 @@ async fn exists(redis: &RedisServer, key: &str) -> bool {
     redis.cmd::<i64>(&["EXISTS", key]).await == 1
 }
 
+/// POSTs `body` as it is (no JSON value could hold it): status and text.
+async fn post_text(base: &str, path: &str, body: String) -> (u16, String) {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
 fn lines(logs: &[delayq::LogLine]) -> Vec<&str> {
     logs.iter().map(|l| l.line.as_str()).collect()
 }
@@ -386,5 +397,179 @@ async fn over_http_progress_and_log_lines_show_in_the_job_read() {
     let (st, e) = post("log", json!({"token": d.token, "line": "x"})).await;
     assert_eq!((st, e["error"]["code"].as_str()), (409, Some("cancelled")));
     s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_line_limit_counts_bytes_of_multibyte_text() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    q.push(&job("u", "t", 0, 60_000)).await.unwrap();
+    let d = pop_one(&q, "t").await;
+    // 341 three-byte characters and one byte: 1,024 bytes, kept whole.
+    let at = format!("{}a", "€".repeat(341));
+    q.log("u", &d.token, &at).await.unwrap();
+    // 342 of them: 1,026 bytes (342 characters), refused by bytes.
+    match q.log("u", &d.token, &"€".repeat(342)).await {
+        Err(Error::Invalid(m)) => assert!(m.contains("1026 bytes"), "{m}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    let url = "/v1/jobs/u/log";
+    // A character split by a lone surrogate escape is no text: refused.
+    let body = format!(r#"{{"token":"{}","line":"ab\ud800"}}"#, d.token);
+    let (st, reply) = post_text(&s.base, url, body).await;
+    assert_eq!(st, 400, "{reply}");
+    assert!(
+        reply.contains("invalid JSON") && reply.contains("escape"),
+        "{reply}"
+    );
+    let body = format!(r#"{{"token":"{}","line":"{}é"}}"#, d.token, "é".repeat(512));
+    let (st, reply) = post_text(&s.base, url, body).await;
+    assert_eq!(st, 422, "{reply}");
+    assert!(reply.contains("1026 bytes"), "{reply}");
+    assert_eq!(lines(&q.logs("u").await.unwrap()), [at.as_str()]);
+    s.stop().await;
+    q.close().await;
+}
+
+/// `depth` arrays nested in one another: 2 * depth bytes of JSON.
+fn nested(depth: usize) -> Value {
+    let mut v = json!([]);
+    for _ in 1..depth {
+        v = Value::Array(vec![v]);
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_progress_is_refused_and_one_within_the_depth_reads_back_equal() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    q.push(&job("n", "t", 0, 60_000)).await.unwrap();
+    let d = pop_one(&q, "t").await;
+    // 500 levels in 1,000 bytes: within the size limit, too deep to read.
+    match q.progress("n", &d.token, &nested(500)).await {
+        Err(Error::Invalid(m)) => assert!(m.contains("levels"), "{m}"),
+        other => {
+            let read = q.get("n").await.unwrap().unwrap().progress;
+            let text = read.as_ref().is_some_and(Value::is_string);
+            panic!("not refused: {other:?}; it reads back as a string: {text}");
+        }
+    }
+    assert_eq!(q.get("n").await.unwrap().unwrap().progress, None);
+    let ok = nested(64);
+    q.progress("n", &d.token, &ok).await.unwrap();
+    assert_eq!(
+        q.get("n").await.unwrap().unwrap().progress,
+        Some(ok.clone())
+    );
+    let body = format!(r#"{{"token":"{}","progress":{}}}"#, d.token, nested(500));
+    let (st, reply) = post_text(&s.base, "/v1/jobs/n/progress", body).await;
+    assert_eq!(st, 400, "{reply}");
+    assert!(reply.contains("recursion limit"), "{reply}");
+    let body = format!(r#"{{"token":"{}","progress":{}}}"#, d.token, nested(100));
+    let (st, reply) = post_text(&s.base, "/v1/jobs/n/progress", body).await;
+    assert_eq!(st, 422, "{reply}");
+    assert!(reply.contains("levels"), "{reply}");
+    let (_, j) = get_json(&s.base, "/v1/jobs/n").await;
+    assert_eq!(j["progress"], ok);
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_holder_of_a_finished_or_replaced_job_logs_nothing() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        keep_finished: Some(Duration::from_secs(600)),
+        ..config(&redis)
+    })
+    .unwrap();
+    q.push(&job("f", "t", 0, 60_000)).await.unwrap();
+    let d = pop_one(&q, "t").await;
+    q.log("f", &d.token, "done soon").await.unwrap();
+    q.finish("f", &d.token).await.unwrap();
+    let kept = q.logs("f").await.unwrap();
+    assert_eq!(lines(&kept), ["done soon"]);
+    for token in [d.token.as_str(), "other"] {
+        assert!(matches!(
+            q.log("f", token, "after").await,
+            Err(Error::NotFound(_))
+        ));
+        assert!(matches!(
+            q.progress("f", token, &json!(1)).await,
+            Err(Error::NotFound(_))
+        ));
+    }
+    assert_eq!(lines(&q.logs("f").await.unwrap()), ["done soon"]);
+    assert_eq!(q.get("f").await.unwrap().unwrap().state, JobState::Finished);
+
+    // Replaced while its holder runs: the new job's log starts empty and
+    // the old holder cannot write into it, before or after its pop.
+    q.push(&job("r", "t", 0, 60_000)).await.unwrap();
+    let old = pop_one(&q, "t").await;
+    q.log("r", &old.token, "old").await.unwrap();
+    q.push(&job("r", "t", 0, 60_000)).await.unwrap();
+    assert!(matches!(
+        q.log("r", &old.token, "old again").await,
+        Err(Error::StaleLease(_))
+    ));
+    let new = pop_one(&q, "t").await;
+    assert!(matches!(
+        q.log("r", &old.token, "old again").await,
+        Err(Error::StaleLease(_))
+    ));
+    q.log("r", &new.token, "new").await.unwrap();
+    assert_eq!(lines(&q.logs("r").await.unwrap()), ["new"]);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_log_calls_on_a_partitioned_queue_are_all_kept_in_the_jobs_partition() {
+    let redis = RedisServer::start();
+    let cfg = Config {
+        partitions: 4,
+        ..config(&redis)
+    };
+    let q = Queue::connect(cfg.clone()).unwrap();
+    let keys = delayq::testing::Keys::partitions(&cfg.prefix, cfg.partitions);
+    // Ids in every partition.
+    let ids: Vec<String> = (0..16).map(|i| format!("p{i}")).collect();
+    let mut parts = std::collections::BTreeSet::new();
+    for id in &ids {
+        q.push(&job(id, "t", 0, 60_000)).await.unwrap();
+        parts.insert(delayq::testing::partition_of(id, cfg.partitions));
+    }
+    assert_eq!(parts.len(), 4, "ids over every partition");
+    let mut held = Vec::new();
+    for _ in &ids {
+        held.push(pop_one(&q, "t").await);
+    }
+    for d in &held {
+        q.log(&d.id, &d.token, "one").await.unwrap();
+        let part = delayq::testing::partition_of(&d.id, cfg.partitions);
+        for (p, k) in keys.iter().enumerate() {
+            assert_eq!(exists(&redis, &k.log(&d.id)).await, p == part, "{}", d.id);
+        }
+    }
+    // 100 calls at once on one job: every line kept, each once, in the
+    // order Redis took them (their times never go back).
+    let d = &held[0];
+    let calls = (0..100).map(|i| {
+        let q = q.clone();
+        let (id, token) = (d.id.clone(), d.token.clone());
+        async move { q.log(&id, &token, &format!("c{i}")).await }
+    });
+    for r in futures::future::join_all(calls).await {
+        r.unwrap();
+    }
+    let logs = q.logs(&d.id).await.unwrap();
+    assert_eq!(logs.len(), 100);
+    assert!(logs.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    let got: std::collections::BTreeSet<&str> = lines(&logs).into_iter().collect();
+    let want: Vec<String> = (0..100).map(|i| format!("c{i}")).collect();
+    assert_eq!(got, want.iter().map(String::as_str).collect());
     q.close().await;
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common::*;
-use delayq::{JobState, NewJob, Queue, TagMove};
+use delayq::{Config, JobState, NewJob, Queue, TagMove};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -314,5 +314,280 @@ async fn a_redis_without_topic_schedules_gets_them_back_from_the_upkeep() {
     let (jobs, _) = q.list_jobs("b", JobState::Delayed, None, 2).await.unwrap();
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, ["b-0", "b-1"]);
+    q.close().await;
+}
+
+async fn delayed_ids(q: &Queue, topic: &str) -> Vec<String> {
+    let (jobs, next) = q
+        .list_jobs(topic, JobState::Delayed, None, 50)
+        .await
+        .unwrap();
+    assert_eq!(next, None);
+    jobs.into_iter().map(|j| j.id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_named_at_the_limits_each_list_and_head_only_their_own_jobs() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let base = now_ms() + 3_600_000;
+    let longest = "x".repeat(128);
+    // Prefixes of each other, names like other key kinds, unicode, the
+    // longest allowed.
+    let names = [
+        "a",
+        "ab",
+        "a:b",
+        "a:",
+        "s:a",
+        "j:a",
+        "schedule",
+        "count",
+        "t",
+        "{dq}",
+        "日本語 トピック",
+        "é",
+        longest.as_str(),
+    ];
+    for (i, t) in names.iter().enumerate() {
+        q.push(&NewJob {
+            due_at_ms: Some(base + i as i64),
+            ..job(&format!("id-{i}"), t, 0, 60_000)
+        })
+        .await
+        .unwrap();
+    }
+    // Before "a"'s job, one whose hash an operator deleted by hand.
+    q.push(&NewJob {
+        due_at_ms: Some(base - 1_000),
+        ..job("gone", "a", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    redis.cmd::<i64>(&["DEL", "{dq}:j:gone"]).await;
+    indexed(&redis).await;
+    let overview = q.topics().await.unwrap();
+    for (i, t) in names.iter().enumerate() {
+        assert_eq!(delayed_ids(&q, t).await, [format!("id-{i}")], "{t}");
+        let c = overview.topics.get(*t).unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(c.next_due_ms, Some(base + i as i64), "{t}'s next due time");
+    }
+    q.close().await;
+}
+
+/// Each partition's key prefix ("{tag}:").
+fn part_prefixes(partitions: usize) -> Vec<String> {
+    delayq::testing::Keys::partitions("dq", partitions)
+        .iter()
+        .map(|k| k.log("").trim_end_matches("log:").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_topic_lists_in_due_order_with_a_cursor_while_jobs_move_between_topics() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let base = now_ms() + 3_600_000;
+    // 60 jobs of "p", three to a due time, beside 60 of "other".
+    let mut want = Vec::new();
+    for i in 0..60 {
+        let due = base + (i / 3) as i64 * 1_000;
+        for (t, id) in [("p", format!("p{i:02}")), ("other", format!("o{i:02}"))] {
+            q.push(&NewJob {
+                due_at_ms: Some(due),
+                ..job(&id, t, 0, 60_000)
+            })
+            .await
+            .unwrap();
+        }
+        want.push((due, format!("p{i:02}")));
+    }
+    let c = redis.conn().await;
+    // Every partition's backfill, not only the first one taken, ends soon
+    // after its term is taken.
+    for p in part_prefixes(4) {
+        eventually(
+            Duration::from_secs(20),
+            "every partition backfilled",
+            || {
+                let key = format!("{p}indexed");
+                let mut c = c.clone();
+                async move {
+                    let done: Option<String> = redis::cmd("HGET")
+                        .arg(&key)
+                        .arg("done")
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                    (done.as_deref() == Some("1")).then_some(())
+                }
+            },
+        )
+        .await;
+    }
+    let mut got: Vec<(i64, String)> = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let (jobs, next) = q
+            .list_jobs("p", JobState::Delayed, cursor.as_deref(), 7)
+            .await
+            .unwrap();
+        pages += 1;
+        got.extend(jobs.iter().map(|j| (j.due_ms, j.id.clone())));
+        if pages == 2 {
+            // One listed already and one not yet move to "other"; one of
+            // "other" moves in, due after the cursor.
+            for (id, t, due) in [
+                ("p01", "other", base),
+                ("p50", "other", base),
+                ("o30", "p", base + 40_000),
+            ] {
+                q.push(&NewJob {
+                    due_at_ms: Some(due),
+                    ..job(id, t, 0, 60_000)
+                })
+                .await
+                .unwrap();
+            }
+        }
+        match next {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+        assert!(pages < 30, "the listing ends");
+    }
+    want.retain(|(_, id)| id != "p50");
+    want.push((base + 40_000, "o30".into()));
+    want.sort();
+    assert_eq!(got, want, "each job once, in due order then id");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let base = now_ms() + 3_600_000;
+    let names: Vec<String> = (0..2000).map(|i| format!("topic-{i:04}")).collect();
+    for chunk in names.chunks(500) {
+        let jobs: Vec<NewJob> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, t)| NewJob {
+                due_at_ms: Some(base + i as i64),
+                ..job(t, t, 0, 60_000)
+            })
+            .collect();
+        for r in q.push_many(&jobs).await.unwrap() {
+            r.unwrap();
+        }
+    }
+    indexed(&redis).await;
+    arm_slowlog(&redis, 10_000).await;
+    let started = std::time::Instant::now();
+    let overview = q.topics().await.unwrap();
+    let took = started.elapsed();
+    for (i, t) in names.iter().enumerate() {
+        let c = &overview.topics[t];
+        assert_eq!(c.next_due_ms, Some(base + (i % 500) as i64), "{t}");
+    }
+    // The next due times take 4 calls of 500 topics each, each bounded
+    // however many topics there are.
+    let mut c = redis.conn().await;
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(10_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let heads = redis::Value::BulkString(b"heads".to_vec());
+    let (mut calls, mut longest) = (0, 0i64);
+    for entry in &log {
+        if let redis::Value::Array(f) = entry {
+            if let (redis::Value::Int(us), redis::Value::Array(args)) = (&f[2], &f[3]) {
+                if args.contains(&heads) {
+                    calls += 1;
+                    longest = longest.max(*us);
+                }
+            }
+        }
+    }
+    println!("overview of 2,000 topics: {took:?}; {calls} heads calls, the longest {longest} us");
+    assert_eq!(calls, 4);
+    assert!(longest < 250_000, "a call took {longest} us");
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backfill_beside_pushes_and_fires_ends_exact() {
+    let redis = RedisServer::start();
+    let base = now_ms() + 3_600_000;
+    let topics = ["a", "b", "c", "d", "e"];
+    {
+        let q = queue(&redis);
+        fill(&q, &topics, 1000, base).await;
+        indexed(&redis).await;
+        q.close().await;
+    }
+    // As an older build left it.
+    let mut c = redis.conn().await;
+    let _: () = redis::cmd("DEL")
+        .arg("{dq}:s:a")
+        .arg("{dq}:s:b")
+        .arg("{dq}:s:c")
+        .arg("{dq}:s:d")
+        .arg("{dq}:s:e")
+        .arg("{dq}:indexed")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let q = queue(&redis);
+    // While the pass runs: new jobs, jobs that fire within a second,
+    // replaces into other topics, deletes.
+    let soon = now_ms() + 300;
+    for i in 0..1000usize {
+        let t = topics[i % 5];
+        let j = match i % 4 {
+            0 => NewJob {
+                due_at_ms: Some(base + 5_000 + i as i64),
+                ..job(&format!("new-{i}"), t, 0, 60_000)
+            },
+            1 => NewJob {
+                due_at_ms: Some(soon + (i % 50) as i64),
+                ..job(&format!("fires-{i}"), t, 0, 60_000)
+            },
+            2 => NewJob {
+                due_at_ms: Some(base + 7_000),
+                ..job(&format!("{t}-{i}"), topics[(i + 1) % 5], 0, 60_000)
+            },
+            _ => {
+                assert!(q.delete(&format!("{t}-{i}")).await.unwrap());
+                continue;
+            }
+        };
+        q.push(&j).await.unwrap();
+    }
+    indexed(&redis).await;
+    eventually(LONG, "the short jobs fired", || async {
+        let ready: i64 = redis
+            .cmd(&["ZCOUNT", "{dq}:schedule", "-inf", &(base - 1).to_string()])
+            .await;
+        (ready == 0).then_some(())
+    })
+    .await;
+    for t in topics {
+        exact(&redis, t, "the backfill beside pushes and fires").await;
+    }
+    let (own, _) = both(&redis, "a").await;
+    assert_eq!(
+        own.len(),
+        1000,
+        "a: 50 new, 50 moved in, 50 moved out, 50 deleted"
+    );
     q.close().await;
 }

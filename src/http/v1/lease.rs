@@ -111,7 +111,7 @@ pub(super) async fn touch(
 /// Report a running job's progress
 ///
 /// Any JSON value but null (a number such as 42, or a small object), at
-/// most 1024 bytes serialized; it replaces the last one and `GET
+/// most 1024 bytes serialized and 64 levels deep; it replaces the last one and `GET
 /// /v1/jobs/{id}` shows it. Fenced by the lease as touch is.
 #[utoipa::path(post, path = "/v1/jobs/{id}/progress", operation_id = "reportProgress",
     params(super::JobId), request_body = ProgressSpec,
