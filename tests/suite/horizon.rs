@@ -191,28 +191,8 @@ async fn a_killed_leader_leaves_no_job_early_or_lost() {
         redis.time_ms().await < last,
         "armed only after its due time"
     );
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < n as usize {
-        let got = q
-            .pop(&topics(&["t"]), Duration::from_secs(30))
-            .await
-            .unwrap()
-            .expect("every job fires");
-        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
-        assert_eq!(got.due_ms, due[&got.id]);
-        assert!(
-            got.popped_at_us >= got.due_ms * 1000,
-            "{} handed out {} us early",
-            got.id,
-            got.due_ms * 1000 - got.popped_at_us
-        );
-        q.finish(&got.id, &got.token).await.unwrap();
-    }
-    let extra = q
-        .pop(&topics(&["t"]), Duration::from_millis(1_500))
-        .await
-        .unwrap();
-    assert!(extra.is_none(), "a job fired twice");
+    assert_eq!(due.len(), n as usize);
+    each_fires_once_on_time(&q, &due).await;
     q.close().await;
 }
 
@@ -374,28 +354,7 @@ async fn a_watermark_an_operator_broke_fires_nothing_early_and_is_written_again(
         .await;
         assert!(sound > 0, "watermark {what}");
     }
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < due.len() {
-        let got = q
-            .pop(&topics(&["t"]), Duration::from_secs(30))
-            .await
-            .unwrap()
-            .expect("every job fires");
-        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
-        assert_eq!(got.due_ms, due[&got.id]);
-        assert!(
-            got.popped_at_us >= got.due_ms * 1000,
-            "{} handed out {} us early",
-            got.id,
-            got.due_ms * 1000 - got.popped_at_us
-        );
-        q.finish(&got.id, &got.token).await.unwrap();
-    }
-    let extra = q
-        .pop(&topics(&["t"]), Duration::from_millis(1_500))
-        .await
-        .unwrap();
-    assert!(extra.is_none(), "a job fired twice");
+    each_fires_once_on_time(&q, &due).await;
     q.close().await;
 }
 
@@ -482,28 +441,7 @@ async fn thousands_of_jobs_sharing_due_times_beyond_a_tiny_horizon_fire_once() {
         redis.time_ms().await < last,
         "armed only after the due time"
     );
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < due.len() {
-        let got = q
-            .pop_many(&topics(&["t"]), 100, Duration::from_secs(30))
-            .await
-            .unwrap();
-        assert!(!got.is_empty(), "{} of {} fired", seen.len(), due.len());
-        for j in got {
-            let want = due
-                .get(&j.id)
-                .unwrap_or_else(|| panic!("{} deleted, fired", j.id));
-            assert_eq!(j.due_ms, *want, "{}", j.id);
-            assert!(j.popped_at_us >= j.due_ms * 1000, "{} early", j.id);
-            assert!(seen.insert(j.id.clone()), "{} fired twice", j.id);
-            q.finish(&j.id, &j.token).await.unwrap();
-        }
-    }
-    let extra = q
-        .pop(&topics(&["t"]), Duration::from_millis(1_500))
-        .await
-        .unwrap();
-    assert!(extra.is_none(), "a job fired twice or a deleted one fired");
+    each_fires_once_on_time(&q, &due).await;
     q.close().await;
 }
 
@@ -534,18 +472,7 @@ async fn instances_with_different_horizons_share_the_watermark() {
     })
     .await;
     short.terminate();
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < due.len() {
-        let got = q
-            .pop(&topics(&["t"]), Duration::from_secs(30))
-            .await
-            .unwrap()
-            .expect("every job fires");
-        assert!(seen.insert(got.id.clone()), "{} fired twice", got.id);
-        assert_eq!(got.due_ms, due[&got.id]);
-        assert!(got.popped_at_us >= got.due_ms * 1000, "{} early", got.id);
-        q.finish(&got.id, &got.token).await.unwrap();
-    }
+    each_fires_once_on_time(&q, &due).await;
     // The hour's horizon now leads: a job 30 min ahead is armed at push.
     let far = q.push(&job("later", "t", 1_800_000, 60_000)).await.unwrap();
     eventually(Duration::from_secs(20), "the far job armed", || async {
@@ -612,4 +539,40 @@ async fn a_stale_trigger_key_never_fires_its_job_early_or_twice() {
         .unwrap();
     assert!(again.is_none(), "fired twice");
     q.close().await;
+}
+
+/// Pops topic "t" until every job of `due` (id -> due ms) was handed out:
+/// each once, at the due time it has, never before it; finishes each; then
+/// nothing more comes (no job twice, no deleted job).
+async fn each_fires_once_on_time(q: &Queue, due: &std::collections::HashMap<String, i64>) {
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < due.len() {
+        let got = q
+            .pop_many(&topics(&["t"]), 100, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(!got.is_empty(), "{} of {} fired", seen.len(), due.len());
+        for j in got {
+            let want = due
+                .get(&j.id)
+                .unwrap_or_else(|| panic!("{} fired, not expected", j.id));
+            assert_eq!(j.due_ms, *want, "{}", j.id);
+            assert!(
+                j.popped_at_us >= j.due_ms * 1000,
+                "{} handed out {} us early",
+                j.id,
+                j.due_ms * 1000 - j.popped_at_us
+            );
+            assert!(seen.insert(j.id.clone()), "{} fired twice", j.id);
+            q.finish(&j.id, &j.token).await.unwrap();
+        }
+    }
+    let extra = q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    assert!(
+        extra.is_none(),
+        "a job fired twice or a deleted one fired: {extra:?}"
+    );
 }
