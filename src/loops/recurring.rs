@@ -42,7 +42,7 @@ const MAX_IDLE: Duration = Duration::from_secs(1);
 /// said is that old once it lands, and with the sleep before the next
 /// look (MAX_IDLE) the gap stays within OUTAGE_MS.
 const HELD_UP: Duration = Duration::from_secs(1);
-/// Longest sleep with no schedule, or none that can tick.
+/// Longest sleep with no schedule.
 const NONE_IDLE: Duration = super::leader::IDLE_LENGTH;
 /// Due schedules read per call.
 const DUE_PER_READ: usize = 1_000;
@@ -107,7 +107,9 @@ impl Outage {
     }
 }
 
-/// One look at every due schedule; returns the earliest pending tick.
+/// One look at every due schedule; returns the earliest pending tick
+/// (i64::MAX for none: looked at again within [`MAX_IDLE`]), None with no
+/// schedule.
 async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Option<i64>> {
     // The look's time is taken before any call: a call held up by Redis
     // (writes paused, the connection queued behind one) is this look
@@ -144,7 +146,11 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
     // The look lasted until now (the calls above may have waited long on
     // Redis): the next look measures its gap from here, not the start.
     note_look(h, outage).await?;
-    Ok(wake)
+    // Nothing pending here (the due ticks were pushed by another instance
+    // first, or failed) is no reason for the long sleep: every instance
+    // looks once a second while schedules exist, or the one still looking
+    // could be the next to stop, leaving the ticks to a loop asleep.
+    Ok(Some(wake.unwrap_or(i64::MAX)))
 }
 
 /// Brings partition `part`'s due schedules up to date; returns the earliest

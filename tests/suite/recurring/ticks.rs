@@ -491,3 +491,86 @@ async fn a_note_of_the_look_held_up_by_redis_is_not_taken_for_an_outage() {
     drop(proxy);
     q.close().await;
 }
+
+/// The ticks an instance logged as pushed (its recurring loop's debug
+/// lines) since last read.
+fn ticks_pushed(logs: &std::sync::mpsc::Receiver<String>) -> Vec<i64> {
+    logs.try_iter()
+        .filter(|l| l.contains("recurring tick pushed"))
+        .filter_map(|l| {
+            let at = l.split("tick=").nth(1)?.split_whitespace().next()?;
+            at.parse().ok()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_lost_a_tick_race_takes_over_when_the_ticker_stops() {
+    // Two instances, each behind a link that holds every reply 150 ms:
+    // looking at the same moment, the later one reads the schedule as due
+    // and sends its tick after the other's landed (a race lost nearly
+    // every second, not once in a while).
+    let redis = RedisServer::start();
+    let pa = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    let pb = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    const LOG: &str = "warn,delayq::loops::recurring=debug";
+    let (a, a_logs) = DelayqProcess::spawn_logged_at(&["--redis", &pa.url()], LOG);
+    let (b, b_logs) = DelayqProcess::spawn_logged_at(&["--redis", &pb.url()], LOG);
+    let q = consumer_queue(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (task, seen) = consume(q.clone(), "beat", stop.clone());
+    put(
+        &a.base,
+        "beat",
+        json!({"topic": "beat", "cron": "* * * * * *"}),
+    )
+    .await;
+    eventually(Duration::from_secs(30), "five ticks", || async {
+        (seen.lock().unwrap().len() >= 5).then_some(())
+    })
+    .await;
+
+    // The instance that pushed the latest tick stops, as in a rolling
+    // upgrade; the other goes on ticking.
+    let (a_last, b_last) = (
+        ticks_pushed(&a_logs).into_iter().max(),
+        ticks_pushed(&b_logs).into_iter().max(),
+    );
+    let (ticker, other) = if a_last >= b_last { (a, b) } else { (b, a) };
+    let stopped_at = redis.time_ms().await;
+    ticker.terminate();
+    // Bounded past the loop's longest sleep (a minute), so that a pause
+    // is measured rather than cut short.
+    eventually(
+        Duration::from_secs(90),
+        "a tick 8 s after the ticker stopped",
+        || async {
+            let s = seen.lock().unwrap();
+            s.iter()
+                .any(|(id, _)| tick_of(id) > stopped_at + 8_000)
+                .then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+
+    let mut ticks: Vec<i64> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| tick_of(id))
+        .collect();
+    ticks.sort();
+    let longest = ticks.windows(2).max_by_key(|w| w[1] - w[0]).unwrap();
+    assert!(
+        longest[1] - longest[0] <= 5_000,
+        "the schedule paused {} ms between ticks {} and {} (the ticker stopped at {stopped_at}; \
+         latest ticks pushed: a {a_last:?}, b {b_last:?})",
+        longest[1] - longest[0],
+        longest[0],
+        longest[1]
+    );
+    drop(other);
+    q.close().await;
+}
