@@ -11,7 +11,9 @@
 //! second while there are schedules, and at once when a schedule is put
 //! (through this process, or another's: recur_put.lua publishes a wake
 //! notice). With no schedule it sleeps until then (a minute at most: a
-//! backstop for a notice lost while the subscriber was down).
+//! backstop for a notice lost while the subscriber was down). A loop that
+//! stops while there are schedules publishes the same notice, so that the
+//! others (an older delayq's asleep) take over at once.
 //!
 //! Missed ticks: each look notes its time (Redis clock) in
 //! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
@@ -63,12 +65,16 @@ pub(crate) async fn run(h: Handles) {
     let mut first = true;
     let mut cache = Cache::new();
     let mut looks: u64 = 0;
+    // Whether the last look found schedules (or could not tell).
+    let mut any;
     loop {
         // Schedules stored before the due index (or by an older delayq)
         // get their entry: checked at the first look and every 10th.
         let reindex = looks.is_multiple_of(10);
         looks += 1;
-        let wait = match pass(&h, &mut cache, reindex).await {
+        let looked = pass(&h, &mut cache, reindex).await;
+        any = !matches!(looked, Ok(None));
+        let wait = match looked {
             Ok(Some(next_ms)) => {
                 let now = h.store.clock().estimate_us().map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
@@ -89,8 +95,15 @@ pub(crate) async fn run(h: Handles) {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = h.recurring_changed.notified() => {}
-            _ = h.stop.wait() => return,
+            _ = h.stop.wait() => break,
         }
+    }
+    if any {
+        // Handing over: the other instances look at once. An older delayq
+        // sleeps up to NONE_IDLE after another instance pushed the tick it
+        // was about to push, and would leave the schedule paused that long
+        // were this instance the one still ticking.
+        h.store.recur_notice(super::subscriber::RECUR_NOTICE).await;
     }
 }
 
