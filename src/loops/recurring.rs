@@ -11,7 +11,9 @@
 //! second while there are schedules, and at once when a schedule is put
 //! (through this process, or another's: recur_put.lua publishes a wake
 //! notice). With no schedule it sleeps until then (a minute at most: a
-//! backstop for a notice lost while the subscriber was down).
+//! backstop for a notice lost while the subscriber was down). A loop that
+//! stops while there are schedules publishes the same notice, so that the
+//! others (an older delayq's asleep) take over at once.
 //!
 //! Missed ticks: each look notes its time (Redis clock) in
 //! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
@@ -42,7 +44,7 @@ const MAX_IDLE: Duration = Duration::from_secs(1);
 /// said is that old once it lands, and with the sleep before the next
 /// look (MAX_IDLE) the gap stays within OUTAGE_MS.
 const HELD_UP: Duration = Duration::from_secs(1);
-/// Longest sleep with no schedule, or none that can tick.
+/// Longest sleep with no schedule.
 const NONE_IDLE: Duration = super::leader::IDLE_LENGTH;
 /// Due schedules read per call.
 const DUE_PER_READ: usize = 1_000;
@@ -63,12 +65,16 @@ pub(crate) async fn run(h: Handles) {
     let mut first = true;
     let mut cache = Cache::new();
     let mut looks: u64 = 0;
+    // Whether the last look found schedules (or could not tell).
+    let mut any;
     loop {
         // Schedules stored before the due index (or by an older delayq)
         // get their entry: checked at the first look and every 10th.
         let reindex = looks.is_multiple_of(10);
         looks += 1;
-        let wait = match pass(&h, &mut cache, reindex).await {
+        let looked = pass(&h, &mut cache, reindex).await;
+        any = !matches!(looked, Ok(None));
+        let wait = match looked {
             Ok(Some(next_ms)) => {
                 let now = h.store.clock().estimate_us().map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
@@ -89,8 +95,15 @@ pub(crate) async fn run(h: Handles) {
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = h.recurring_changed.notified() => {}
-            _ = h.stop.wait() => return,
+            _ = h.stop.wait() => break,
         }
+    }
+    if any {
+        // Handing over: the other instances look at once. An older delayq
+        // sleeps up to NONE_IDLE after another instance pushed the tick it
+        // was about to push, and would leave the schedule paused that long
+        // were this instance the one still ticking.
+        h.store.recur_notice(super::subscriber::RECUR_NOTICE).await;
     }
 }
 
@@ -107,7 +120,9 @@ impl Outage {
     }
 }
 
-/// One look at every due schedule; returns the earliest pending tick.
+/// One look at every due schedule; returns the earliest pending tick
+/// (i64::MAX for none: looked at again within [`MAX_IDLE`]), None with no
+/// schedule.
 async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Option<i64>> {
     // The look's time is taken before any call: a call held up by Redis
     // (writes paused, the connection queued behind one) is this look
@@ -144,7 +159,11 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
     // The look lasted until now (the calls above may have waited long on
     // Redis): the next look measures its gap from here, not the start.
     note_look(h, outage).await?;
-    Ok(wake)
+    // Nothing pending here (the due ticks were pushed by another instance
+    // first, or failed) is no reason for the long sleep: every instance
+    // looks once a second while schedules exist, or the one still looking
+    // could be the next to stop, leaving the ticks to a loop asleep.
+    Ok(Some(wake.unwrap_or(i64::MAX)))
 }
 
 /// Brings partition `part`'s due schedules up to date; returns the earliest

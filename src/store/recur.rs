@@ -158,6 +158,23 @@ impl Store {
         Ok((seen, any))
     }
 
+    /// Publishes `notice` (the recurring loops' wake notice) on the first
+    /// partition's wake channel, which every instance hears. A failure is
+    /// only logged: it costs a pause, not a tick.
+    pub(crate) async fn recur_notice(&self, notice: &str) {
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(self.parts()[0].wake_channel()).arg(notice);
+        if let Err(e) = self
+            .call(
+                "recurring notice",
+                publish.query_async::<i64>(&mut self.conn()),
+            )
+            .await
+        {
+            tracing::debug!(error = %e, "recurring wake notice not sent");
+        }
+    }
+
     /// Notes a look at `now_ms`, looks having followed each other since
     /// `since_ms`.
     pub(crate) async fn recur_look(&self, since_ms: i64, now_ms: i64) -> Result<()> {

@@ -93,14 +93,30 @@ impl DelayqProcess {
     /// Like [`spawn`](Self::spawn), logging at info; its log lines (stderr)
     /// arrive on the channel returned.
     pub fn spawn_logged(args: &[&str]) -> (DelayqProcess, std::sync::mpsc::Receiver<String>) {
-        use std::io::BufRead;
-        let mut p = Self::spawn_from(
+        Self::spawn_logged_at(args, "info")
+    }
+
+    /// Like [`spawn_logged`](Self::spawn_logged), with `filter` as
+    /// DELAYQ_LOG (e.g. "warn,delayq::loops::recurring=debug").
+    pub fn spawn_logged_at(
+        args: &[&str],
+        filter: &str,
+    ) -> (DelayqProcess, std::sync::mpsc::Receiver<String>) {
+        Self::spawn_logged_from(
             Command::new(env!("CARGO_BIN_EXE_delayq"))
                 .args(["serve", "--listen", "127.0.0.1:0"])
                 .args(args)
-                .env("DELAYQ_LOG", "info")
-                .stderr(Stdio::piped()),
-        );
+                .env("DELAYQ_LOG", filter),
+        )
+    }
+
+    /// Like [`spawn_from`](Self::spawn_from); its log lines (stderr) arrive
+    /// on the channel returned.
+    pub fn spawn_logged_from(
+        cmd: &mut Command,
+    ) -> (DelayqProcess, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let mut p = Self::spawn_from(cmd.stderr(Stdio::piped()));
         let stderr = p.child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

@@ -51,14 +51,30 @@ pub fn start_new(redis: &RedisServer, extra: &[&str]) -> DelayqProcess {
 }
 
 fn start_binary(bin: &Path, redis: &RedisServer, extra: &[&str]) -> DelayqProcess {
-    DelayqProcess::spawn_from(
-        Command::new(bin)
-            .args(["serve", "--listen", "127.0.0.1:0", "--redis", &redis.url()])
-            .args(extra)
-            .env("DELAYQ_LOG", "warn")
-            .env_remove("DELAYQ_AUTH_TOKEN")
-            .stderr(Stdio::inherit()),
-    )
+    DelayqProcess::spawn_from(serve(bin, &redis.url(), extra).stderr(Stdio::inherit()))
+}
+
+/// `delayq serve` of the old build (`old`) or this one on the Redis at
+/// `url`, logging as `filter` says; its log lines arrive on the channel.
+pub fn start_logged(
+    old: bool,
+    url: &str,
+    filter: &str,
+) -> (DelayqProcess, std::sync::mpsc::Receiver<String>) {
+    let bin = match old {
+        true => old_binary(),
+        false => PathBuf::from(env!("CARGO_BIN_EXE_delayq")),
+    };
+    DelayqProcess::spawn_logged_from(serve(&bin, url, &[]).env("DELAYQ_LOG", filter))
+}
+
+fn serve(bin: &Path, url: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--redis", url])
+        .args(extra)
+        .env("DELAYQ_LOG", "warn")
+        .env_remove("DELAYQ_AUTH_TOKEN");
+    cmd
 }
 
 fn build(commit: &str) -> PathBuf {

@@ -445,8 +445,12 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     // Built (the first time: minutes) before anything runs.
     old_binary();
     let redis = RedisServer::start();
+    // When each instance started and stopped (Redis ms), for a failure to
+    // tell what happened around it.
+    let mut timeline: Vec<(i64, &str)> = Vec::new();
     let old1 = start_old(&redis, FLAGS);
     let old2 = start_old(&redis, FLAGS);
+    timeline.push((redis.time_ms().await, "old1, old2 started"));
     let pool = Arc::new(Pool::default());
     pool.add(&old1, Build::Old);
     pool.add(&old2, Build::Old);
@@ -473,9 +477,11 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
 
     // The rolling upgrade: one instance at a time.
     let new1 = start_new(&redis, FLAGS);
+    timeline.push((redis.time_ms().await, "new1 started"));
     pool.add(&new1, Build::New);
     step(&ledger, &workers, 30).await;
     pool.drain(&old1).await;
+    timeline.push((redis.time_ms().await, "old1 stopping"));
     old1.terminate();
     // Leases the old build handed out end through the new one.
     for job in &seeded.leases[..2] {
@@ -483,9 +489,11 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
     }
     step(&ledger, &workers, 30).await;
     let new2 = start_new(&redis, FLAGS);
+    timeline.push((redis.time_ms().await, "new2 started"));
     pool.add(&new2, Build::New);
     step(&ledger, &workers, 30).await;
     pool.drain(&old2).await;
+    timeline.push((redis.time_ms().await, "old2 stopping"));
     old2.terminate();
     step(&ledger, &workers, 30).await;
 
@@ -556,15 +564,19 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
 
     // The way back: the old build again, one instance at a time.
     let old3 = start_old(&redis, FLAGS);
+    timeline.push((redis.time_ms().await, "old3 started"));
     pool.add(&old3, Build::Old);
     step(&ledger, &workers, 30).await;
     pool.drain(&new1).await;
+    timeline.push((redis.time_ms().await, "new1 stopping"));
     new1.terminate();
     step(&ledger, &workers, 30).await;
     let old4 = start_old(&redis, FLAGS);
+    timeline.push((redis.time_ms().await, "old4 started"));
     pool.add(&old4, Build::Old);
     step(&ledger, &workers, 30).await;
     pool.drain(&new2).await;
+    timeline.push((redis.time_ms().await, "new2 stopping"));
     new2.terminate();
     step(&ledger, &workers, 30).await;
 
@@ -661,17 +673,21 @@ async fn a_rolling_upgrade_and_back_loses_nothing_and_never_pauses() {
         assert_eq!(delivered.get(id.as_str()), Some(&1), "{id} delivered once");
         assert_eq!(finished.get(id), Some(&1), "{id} finished once");
     }
-    let mut ticks: Vec<i64> = deliveries
+    let mut ticks: Vec<(i64, Build)> = deliveries
         .iter()
         .filter(|d| d.topic == "rec")
-        .map(|d| d.due)
+        .map(|d| (d.due, d.build))
         .collect();
-    ticks.sort();
+    ticks.sort_by_key(|t| t.0);
     assert!(ticks.len() >= 10, "the schedule ticked: {ticks:?}");
-    let longest = ticks.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    let gap = ticks.windows(2).max_by_key(|w| w[1].0 - w[0].0).unwrap();
+    let longest = gap[1].0 - gap[0].0;
     assert!(
         longest <= MAX_LATE_MS,
-        "the recurring schedule paused {longest} ms between ticks"
+        "the recurring schedule paused {longest} ms between ticks {:?} and {:?} \
+         (tick, build that delivered it); instances: {timeline:?}",
+        gap[0],
+        gap[1]
     );
     for build in [Build::Old, Build::New] {
         assert!(

@@ -491,3 +491,136 @@ async fn a_note_of_the_look_held_up_by_redis_is_not_taken_for_an_outage() {
     drop(proxy);
     q.close().await;
 }
+
+/// The ticks an instance logged as pushed (its recurring loop's debug
+/// lines) since last read.
+fn ticks_pushed(logs: &std::sync::mpsc::Receiver<String>) -> Vec<i64> {
+    logs.try_iter()
+        .filter(|l| l.contains("recurring tick pushed"))
+        .filter_map(|l| {
+            let at = l.split("tick=").nth(1)?.split_whitespace().next()?;
+            at.parse().ok()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_lost_a_tick_race_takes_over_when_the_ticker_stops() {
+    // Two instances, each behind a link that holds every reply 150 ms:
+    // looking at the same moment, the later one reads the schedule as due
+    // and sends its tick after the other's landed (a race lost nearly
+    // every second, not once in a while).
+    let redis = RedisServer::start();
+    let pa = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    let pb = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    const LOG: &str = "warn,delayq::loops::recurring=debug";
+    let (a, a_logs) = DelayqProcess::spawn_logged_at(&["--redis", &pa.url()], LOG);
+    let (b, b_logs) = DelayqProcess::spawn_logged_at(&["--redis", &pb.url()], LOG);
+    let q = consumer_queue(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (task, seen) = consume(q.clone(), "beat", stop.clone());
+    put(
+        &a.base,
+        "beat",
+        json!({"topic": "beat", "cron": "* * * * * *"}),
+    )
+    .await;
+    eventually(Duration::from_secs(30), "five ticks", || async {
+        (seen.lock().unwrap().len() >= 5).then_some(())
+    })
+    .await;
+
+    // The instance that pushed the latest tick stops, as in a rolling
+    // upgrade; the other goes on ticking.
+    let (a_last, b_last) = (
+        ticks_pushed(&a_logs).into_iter().max(),
+        ticks_pushed(&b_logs).into_iter().max(),
+    );
+    let (ticker, other) = if a_last >= b_last { (a, b) } else { (b, a) };
+    let what = format!("latest ticks pushed: a {a_last:?}, b {b_last:?}");
+    ticks_go_on_past(&redis, ticker, &seen, &what).await;
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+    drop(other);
+    q.close().await;
+}
+
+/// Stops `ticker` (SIGTERM, as a rolling upgrade does) and waits for a
+/// tick 8 s later; the schedule's ticks (`seen`) paused no more than 5 s.
+async fn ticks_go_on_past(redis: &RedisServer, ticker: DelayqProcess, seen: &Seen, what: &str) {
+    let stopped_at = redis.time_ms().await;
+    ticker.terminate();
+    // Bounded past the loop's longest sleep (a minute), so that a pause
+    // is measured rather than cut short.
+    eventually(
+        Duration::from_secs(90),
+        "a tick 8 s after the ticker stopped",
+        || async {
+            let s = seen.lock().unwrap();
+            s.iter()
+                .any(|(id, _)| tick_of(id) > stopped_at + 8_000)
+                .then_some(())
+        },
+    )
+    .await;
+    let mut ticks: Vec<i64> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| tick_of(id))
+        .collect();
+    ticks.sort();
+    let longest = ticks.windows(2).max_by_key(|w| w[1] - w[0]).unwrap();
+    assert!(
+        longest[1] - longest[0] <= 5_000,
+        "the schedule paused {} ms between ticks {} and {} (the ticker stopped at \
+         {stopped_at}; {what})",
+        longest[1] - longest[0],
+        longest[0],
+        longest[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_build_instance_asleep_after_a_lost_tick_race_takes_over_when_this_build_stops() {
+    // Built (the first time: minutes) before anything runs.
+    crate::old_build::old_binary();
+    // As above: each instance behind a link holding replies 150 ms, so
+    // that they race for each tick. The old build sleeps up to a minute
+    // after losing one (nothing left pending for it).
+    let redis = RedisServer::start();
+    let po = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    let pn = SlowProxy::start(&redis, Duration::from_millis(150)).await;
+    const LOG: &str = "warn,delayq::loops::recurring=debug";
+    let (old, old_logs) = crate::old_build::start_logged(true, &po.url(), LOG);
+    let (new, new_logs) = crate::old_build::start_logged(false, &pn.url(), LOG);
+    let q = consumer_queue(&redis);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (task, seen) = consume(q.clone(), "beat", stop.clone());
+    put(
+        &new.base,
+        "beat",
+        json!({"topic": "beat", "cron": "* * * * * *"}),
+    )
+    .await;
+    // The old instance lost a race and sleeps: this build alone pushed
+    // the last three ticks.
+    let (mut old_last, mut new_ticks) = (None, Vec::new());
+    eventually(
+        Duration::from_secs(60),
+        "this build alone ticking for 3 s",
+        || {
+            old_last = old_last.max(ticks_pushed(&old_logs).into_iter().max());
+            new_ticks.extend(ticks_pushed(&new_logs));
+            let alone = new_ticks.iter().filter(|&&t| Some(t) > old_last).count();
+            async move { (alone >= 3).then_some(()) }
+        },
+    )
+    .await;
+    let what = format!("the old build's latest tick pushed: {old_last:?}");
+    ticks_go_on_past(&redis, new, &seen, &what).await;
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+    drop(old);
+    q.close().await;
+}
