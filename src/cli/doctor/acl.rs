@@ -47,6 +47,8 @@ const PROBES: &[Probe] = &[
     p("xadd", "@stream", true),
     p("del", "@keyspace", true),
     p("pexpire", "@keyspace", true),
+    // A new earliest job shortens an idle leader's term to its due time.
+    p("pexpireat", "@keyspace", true),
     p("scan", "@keyspace", true),
     p("publish", "@pubsub", true),
     p("psubscribe", "@pubsub", true),
@@ -76,6 +78,8 @@ fn args(name: &str, key: &str, channel: &str, lib: &str) -> Vec<String> {
         "xadd" => v(&["XADD", key, "*", "f", "v"]),
         "del" => v(&["DEL", key]),
         "pexpire" => v(&["PEXPIRE", key, "30000"]),
+        // Far ahead: the key keeps its life for the probes after it.
+        "pexpireat" => v(&["PEXPIREAT", key, "32503680000000"]),
         "scan" => v(&["SCAN", "0", "COUNT", "1"]),
         "publish" => v(&["PUBLISH", channel, "doctor"]),
         "psubscribe" => v(&["PSUBSCRIBE", "__keyevent@*__:expired"]),
@@ -147,9 +151,9 @@ async fn try_each(
                 };
                 p.psubscribe("__keyevent@*__:expired").await
             }
-            // DEL and PEXPIRE go last: the string key must stay for the
+            // DEL, PEXPIRE and PEXPIREAT go last: the string key must stay for the
             // writes that are meant to fail on it.
-            "del" | "pexpire" => Ok(()),
+            "del" | "pexpire" | "pexpireat" => Ok(()),
             name => cmd(&args(name, key, channel, lib))
                 .query_async::<redis::Value>(&mut conn)
                 .await
@@ -161,7 +165,7 @@ async fn try_each(
         });
     }
     for (i, probe) in probes.iter().enumerate() {
-        if matches!(probe.name, "pexpire" | "del") {
+        if matches!(probe.name, "pexpire" | "pexpireat" | "del") {
             let r = cmd(&args(probe.name, key, channel, lib))
                 .query_async::<redis::Value>(&mut conn)
                 .await;

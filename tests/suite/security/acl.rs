@@ -100,6 +100,18 @@ async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
         q.subscriber_connected().then_some(())
     })
     .await;
+    // An idle leader holds its term up to the earliest due time (a minute
+    // with nothing due); a push due sooner shortens it (PEXPIREAT). Wait
+    // for the long term, so that the push below takes that path.
+    eventually(
+        Duration::from_secs(60),
+        "an idle leader's long term",
+        || async {
+            let left: i64 = redis.cmd(&["PTTL", "{dq}:dispatcher"]).await;
+            (left > 5_000).then_some(())
+        },
+    )
+    .await;
     // Fired (by an expired event or the sweep, whichever comes first),
     // popped, finished.
     q.push(&job("a", "acl", 300, 60_000)).await.unwrap();
