@@ -14,7 +14,7 @@
 --
 -- Touches: {p}:indexed (fields phase, after, topic, rank, done), the topics'
 -- schedules; reads the schedule, job hashes, the count hash's names.
--- Publishes: nothing. Helpers: job_key, topic_schedule_key.
+-- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after.
 --
 -- Returns { DONE, entries looked at, 1 if no pass is under way after this
 -- call (it ended one, or had none to do) else 0 }.
@@ -42,13 +42,7 @@ if phase == '1' then
   local pos = 0
   if at ~= '' then
     local sp = string.find(at, ' ', 1, true)
-    local score, id = tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1)
-    local own = redis.call('ZSCORE', SCHEDULE, id)
-    if own and tonumber(own) == score then
-      pos = redis.call('ZRANK', SCHEDULE, id) + 1
-    else
-      pos = redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', score))
-    end
+    pos = rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1))
   end
   local got = redis.call('ZRANGE', SCHEDULE, pos, pos + budget - 1, 'WITHSCORES')
   for i = 1, #got, 2 do

@@ -39,6 +39,18 @@ local function schedule(id, due, topic)
   end
 end
 
+-- The rank in the schedule of the first entry after a cursor (`score`,
+-- `id`), resumed by rank because many jobs may share a due time: right
+-- after `id` while it is still at `score`; if it left that time, the first
+-- entry of that time (those are looked at again). O(log N).
+local function rank_after(score, id)
+  local own = redis.call('ZSCORE', SCHEDULE, id)
+  if own and tonumber(own) == score then
+    return redis.call('ZRANK', SCHEDULE, id) + 1
+  end
+  return redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', score))
+end
+
 -- The sweep's arming, after it moved what is due. While the watermark is
 -- at least half the horizon ahead, nothing: one GET, no write. Otherwise
 -- trigger keys for the delayed jobs after the watermark due within the
@@ -60,16 +72,8 @@ local function arm_ahead(now_ms, horizon, limit)
   local till = math.max(now_ms + horizon, upto)
   local got
   if after then
-    -- Resume after the last id armed, within its due time (by rank: a
-    -- due time many jobs share); if it left that time, that time's jobs
-    -- are armed again from their first.
-    local start
-    local s = redis.call('ZSCORE', SCHEDULE, after)
-    if s and tonumber(s) == upto then
-      start = redis.call('ZRANK', SCHEDULE, after) + 1
-    else
-      start = redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', upto))
-    end
+    -- Resume after the last id armed (see rank_after).
+    local start = rank_after(upto, after)
     got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
   else
     got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
