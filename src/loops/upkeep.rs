@@ -98,6 +98,7 @@ pub(super) async fn index_topics(h: super::Handles) {
     loop {
         let held = h.leader.held();
         if !held.is_empty() {
+            keep_layout(&h.store, &held).await;
             let older = older_build_alive(&h.store).await;
             for part in held {
                 if whole[part] && !older {
@@ -136,6 +137,69 @@ pub(super) async fn index_topics(h: super::Handles) {
 /// and the calls of the queue's users wait behind one batch at most.
 fn index_pause(took: Duration) -> Duration {
     (took * 3).clamp(Duration::from_millis(1), Duration::from_millis(500))
+}
+
+/// Keeps the layout flag of each partition in `parts` (those this
+/// instance leads) right for the live instances: raised to the highest
+/// layout every one of them reads, and lowered (with an error logged) when
+/// one reads less than the layout in force, so that no more data it cannot
+/// read is written. A flag the operator holds is left alone. Nothing
+/// changes when the heartbeats cannot be read.
+async fn keep_layout(store: &Store, parts: &[usize]) {
+    let Ok(now_ms) = store.clock().now_ms().await else {
+        return;
+    };
+    let Ok(beats) = store.instances(now_ms).await else {
+        return;
+    };
+    let live: Vec<crate::figures::Instance> = beats
+        .iter()
+        .filter_map(|b| serde_json::from_str(b).ok())
+        .collect();
+    let readable = live
+        .iter()
+        .map(|i| i.layout_read())
+        .min()
+        .unwrap_or(crate::store::layout::LAYOUT_READ)
+        .min(crate::store::layout::LAYOUT_READ);
+    let Ok(flags) = store.layout_flags().await else {
+        return;
+    };
+    for &part in parts {
+        let Some(&flag) = flags.get(part) else {
+            continue;
+        };
+        if flag.layout > readable {
+            let older: Vec<&str> = (live.iter())
+                .filter(|i| i.layout_read() < flag.layout)
+                .map(|i| i.id.as_str())
+                .collect();
+            tracing::error!(
+                part,
+                layout = flag.layout,
+                instances = ?older,
+                "instances that cannot read the storage layout in force are running: jobs written in it are unreadable to them; stop them, run `delayq layout --hold 1`, then start them again"
+            );
+        }
+        if flag.held || flag.layout == readable {
+            continue;
+        }
+        let to = crate::store::relayout::Flag {
+            layout: readable,
+            held: false,
+        };
+        match store.set_layout_flag(part, to).await {
+            Ok(()) => tracing::info!(
+                part,
+                from = flag.layout,
+                to = readable,
+                "storage layout changed"
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, part, "storage layout not changed; trying again later")
+            }
+        }
+    }
 }
 
 /// Whether a live instance's heartbeat lacks `topic_schedules` (an older

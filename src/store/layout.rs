@@ -89,6 +89,10 @@
 //! |                          |        | and next due time read it                     |
 //! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
 //! |                          |        | the pass under way is), `done` (a pass ended) |
+//! | `{p}:layout`             | string | the layout writers write: absent = 1 (bodies  |
+//! |                          |        | whole), "2" (long bodies in pieces, see       |
+//! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
+//! |                          |        | operator's, the upkeep leaves it alone        |
 
 use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
@@ -142,7 +146,26 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
+    /// The layout writers write (see [`super::LAYOUT_READ`]).
+    pub const LAYOUT: &str = "layout";
 }
+
+/// The highest layout this build reads (it reads every one up to it).
+/// Layout 1: a body in one field, [`field::BODY`]. Layout 2: a body of
+/// more than [`PIECE_BYTES`] and at most [`PIECED_MAX_BYTES`] in pieces.
+/// `{p}:layout` says which one writers write; the upkeep raises it once
+/// every live instance reads the next (see `loops::upkeep`).
+pub const LAYOUT_READ: u8 = 2;
+
+/// The longest piece of a pieced body: Redis's default
+/// `hash-max-listpack-value`, so the job's hash stays a listpack.
+pub const PIECE_BYTES: usize = 64;
+
+/// The longest body kept in pieces: 32 pieces, well within Redis's default
+/// `hash-max-listpack-entries` (128 fields) beside a job's other fields.
+/// A longer body stays whole (its hash a hashtable: the ~215 B step is
+/// small beside it).
+pub const PIECED_MAX_BYTES: usize = 2048;
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
 /// lost (the connection broke, or a failover came between the script and
@@ -156,7 +179,12 @@ pub const POPS_KEPT: usize = 4096;
 /// these names.
 pub mod field {
     pub const TOPIC: &str = "q";
+    /// The body, whole (every body in layout 1; in layout 2 those of at
+    /// most [`super::PIECE_BYTES`] or over [`super::PIECED_MAX_BYTES`]).
     pub const BODY: &str = "b";
+    /// A pieced body's length in bytes; its pieces are in the fields "1",
+    /// "2", ... ([`super::PIECE_BYTES`] each, the last what is left).
+    pub const BODY_SIZE: &str = "z";
     /// Time to run, ms.
     pub const TTR: &str = "r";
     /// Due time, Unix ms; absent while delayed, when the schedule holds it.
@@ -205,6 +233,7 @@ pub mod field {
     /// only if it fits the page, see `store::read`).
     pub const ALL_BUT_BODY: &[&str] = &[
         TOPIC,
+        BODY_SIZE,
         TTR,
         DUE,
         STATE,
@@ -383,6 +412,8 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
+    ("LAYOUT_KEY", kind::LAYOUT),
+    ("BODY_SIZE", field::BODY_SIZE),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -402,6 +433,8 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    out.push_str(&format!("local PIECE_BYTES = {PIECE_BYTES}\n"));
+    out.push_str(&format!("local PIECED_MAX_BYTES = {PIECED_MAX_BYTES}\n"));
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"

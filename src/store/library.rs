@@ -27,6 +27,7 @@ use super::{layout, Keys, Script, Status};
 /// seen only by what comes after it, so each file uses only those above.
 const HELPERS: &[(&str, &str)] = &[
     ("lib/call", include_str!("lib/call.lua")),
+    ("lib/body", include_str!("lib/body.lua")),
     ("lib/ready", include_str!("lib/ready.lua")),
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
@@ -67,6 +68,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::progress::PROGRESS,
     &super::progress::LOG,
     &super::index::SCRIPT,
+    &super::relayout::SCRIPT,
 ];
 
 struct Library {
@@ -94,7 +96,7 @@ struct EvalScript {
 /// returns.
 fn wrapper(name: &str) -> String {
     format!(
-        "P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
+        "P, SCHEDULE, NOW, COUNTS, LAYOUT = ARGV[1], KEYS[1], nil, {{}}, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\

@@ -39,7 +39,7 @@ fn verdict(checks: &HashMap<String, (String, String, String)>, name: &str) -> St
 }
 
 /// Every check the doctor runs on a reachable server.
-const ALL: [&str; 11] = [
+const ALL: [&str; 12] = [
     "tls",
     "engine",
     "scripting",
@@ -51,6 +51,7 @@ const ALL: [&str; 11] = [
     "cluster",
     "events",
     "acl",
+    "storage layout",
 ];
 
 /// Every verdict ok; the round trip's depends on the machine's load (a
