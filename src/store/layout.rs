@@ -412,8 +412,6 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
-    ("LAYOUT_KEY", kind::LAYOUT),
-    ("BODY_SIZE", field::BODY_SIZE),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -433,8 +431,13 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
-    out.push_str(&format!("local PIECE_BYTES = {PIECE_BYTES}\n"));
-    out.push_str(&format!("local PIECED_MAX_BYTES = {PIECED_MAX_BYTES}\n"));
+    // One local for what lib/body.lua needs: Lua allows a function (the
+    // library's main chunk) 200 locals.
+    out.push_str(&format!(
+        "local BODIES = {{ piece = {PIECE_BYTES}, max = {PIECED_MAX_BYTES}, size = '{}', key = '{}' }}\n",
+        field::BODY_SIZE,
+        kind::LAYOUT
+    ));
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
@@ -456,7 +459,10 @@ pub(crate) fn lua_prelude() -> String {
 /// Every value the scripts must name through the prelude.
 #[cfg(test)]
 pub(crate) fn values() -> impl Iterator<Item = &'static str> {
-    LUA_NAMES.iter().map(|(_, v)| *v).chain([kind::SCHEDULE])
+    LUA_NAMES
+        .iter()
+        .map(|(_, v)| *v)
+        .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])
 }
 
 /// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".

@@ -96,7 +96,7 @@ struct EvalScript {
 /// returns.
 fn wrapper(name: &str) -> String {
     format!(
-        "P, SCHEDULE, NOW, COUNTS, LAYOUT = ARGV[1], KEYS[1], nil, {{}}, nil\n\
+        "P, SCHEDULE, NOW, COUNTS, BODIES.layout = ARGV[1], KEYS[1], nil, {{}}, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\

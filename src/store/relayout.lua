@@ -9,7 +9,7 @@
 -- ARGV[3]  how many keys SCAN looks at in this call
 --
 -- Touches: job hashes with a pieced body (the pieces go, BODY comes).
--- Publishes: nothing. Helpers: body_of, drop_body.
+-- Publishes: nothing. Helpers: BODIES.of, BODIES.drop.
 --
 -- Returns { DONE, next cursor ("0": the walk ended), bodies rewritten }.
 --
@@ -21,9 +21,9 @@ local pattern = string.gsub(P .. JOB_KEY, '[%*%?%[%]\\]', '\\%0') .. '*'
 local got = redis.call('SCAN', ARGV[2], 'MATCH', pattern, 'COUNT', tonumber(ARGV[3]))
 local rewritten = 0
 for _, job in ipairs(got[2]) do
-  if redis.call('HEXISTS', job, BODY_SIZE) == 1 then
-    local body = body_of(job, nil)
-    drop_body(job)
+  if redis.call('HEXISTS', job, BODIES.size) == 1 then
+    local body = BODIES.of(job, nil)
+    BODIES.drop(job)
     redis.call('HSET', job, BODY, body)
     rewritten = rewritten + 1
   end

@@ -7,7 +7,10 @@ use crate::common::delayq_run;
 use crate::redis_server::RedisServer;
 
 /// Runs doctor --json: (exit success, check name -> (verdict, found, fix)).
-fn doctor(url: &str, extra: &[&str]) -> (bool, HashMap<String, (String, String, String)>) {
+pub(crate) fn doctor(
+    url: &str,
+    extra: &[&str],
+) -> (bool, HashMap<String, (String, String, String)>) {
     let mut args = vec!["doctor", "--redis", url, "--json"];
     args.extend_from_slice(extra);
     let out = delayq_run(&args, &[("DELAYQ_REDIS", "")]);
