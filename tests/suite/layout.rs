@@ -1,4 +1,4 @@
-//! The storage layout: bodies of 65 to 2,048 bytes kept in 64-byte pieces
+//! The storage layout: bodies of 65 to 1,024 bytes kept in 64-byte pieces
 //! (layout 2) round-trip through every path that reads or writes a body,
 //! and keep the job's hash a listpack; the switch that writes layout 2
 //! only once every running instance reads it, and the way back
@@ -19,7 +19,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The lengths around every edge: empty, the one-field limit, one piece
 /// more, the most pieces, and past them.
-const LENGTHS: [usize; 8] = [0, 63, 64, 65, 100, 1000, 2048, 2049];
+const LENGTHS: [usize; 8] = [0, 63, 64, 65, 100, 1000, 1024, 1025];
 
 /// A body of exactly `len` bytes whose 64-byte boundaries each cut a
 /// three-byte character, with two-byte ones between.
@@ -40,7 +40,7 @@ pub fn body(len: usize) -> String {
 }
 
 fn pieced(len: usize) -> bool {
-    (65..=2048).contains(&len)
+    (65..=1024).contains(&len)
 }
 
 /// The fields a body of `len` bytes takes in layout 2.
@@ -159,7 +159,7 @@ async fn bodies_of_every_length_round_trip_in_pieces_and_keep_the_hash_compact()
         let (encoding, fields) = shape(&mut c, &id).await;
         // Topic, ttr and the body's fields.
         assert_eq!(fields, 2 + body_fields(len), "{id}");
-        let compact = if len <= 2048 { "listpack" } else { "hashtable" };
+        let compact = if len <= 1024 { "listpack" } else { "hashtable" };
         assert_eq!(encoding, compact, "{id}");
         assert_eq!(q.get(&id).await.unwrap().unwrap().body, body(len), "{id}");
     }
@@ -177,9 +177,9 @@ async fn bodies_of_every_length_round_trip_in_pieces_and_keep_the_hash_compact()
     for (id, len) in [
         ("d-1000", 100),
         ("d-100", 1000),
-        ("d-2048", 10),
-        ("d-63", 2049),
-        ("d-2049", 70),
+        ("d-1024", 10),
+        ("d-63", 1025),
+        ("d-1025", 70),
     ] {
         q.reschedule(id, Duration::from_millis(HOUR_MS), None, Some(&body(len)))
             .await
@@ -188,7 +188,7 @@ async fn bodies_of_every_length_round_trip_in_pieces_and_keep_the_hash_compact()
         assert_eq!(fields, 2 + body_fields(len), "{id} to {len}");
         if pieced(len) || len <= 64 {
             // Once a hashtable, a hash stays one (Redis never converts back).
-            if id != "d-2049" {
+            if id != "d-1025" {
                 assert_eq!(encoding, "listpack", "{id} to {len}");
             }
         }
@@ -331,7 +331,7 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     for (id, len) in [
         ("delayed", 1000),
         ("ready", 200),
-        ("reserved", 2048),
+        ("reserved", 1024),
         ("dead", 65),
         ("short", 10),
     ] {
@@ -374,7 +374,7 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     for (id, len) in [
         ("delayed", 1000),
         ("ready", 200),
-        ("reserved", 2048),
+        ("reserved", 1024),
         ("dead", 65),
         ("short", 10),
     ] {
