@@ -2,8 +2,6 @@
 //! going back to an older one before an older build starts (see
 //! `store::layout::LAYOUT_READ` and the README's "Upgrading").
 
-use std::time::{Duration, Instant};
-
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::store::layout::LAYOUT_READ;
@@ -60,19 +58,7 @@ impl Queue {
         let mut rewritten = 0;
         if layout == 1 {
             for part in 0..store.parts().len() {
-                let mut cursor = "0".to_owned();
-                loop {
-                    let call = Instant::now();
-                    let (next, n) = store.relayout_batch(part, &cursor).await?;
-                    rewritten += n;
-                    if next == "0" {
-                        break;
-                    }
-                    cursor = next;
-                    let pause = (call.elapsed() * 3)
-                        .clamp(Duration::from_millis(1), Duration::from_millis(500));
-                    tokio::time::sleep(pause).await;
-                }
+                rewritten += store.relayout_all(part).await?;
             }
         }
         Ok(rewritten)

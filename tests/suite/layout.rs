@@ -2,16 +2,20 @@
 //! (layout 2) round-trip through every path that reads or writes a body,
 //! and keep the job's hash a listpack; the switch that writes layout 2
 //! only once every running instance reads it, and the way back
-//! (`delayq layout --hold 1`) before an older build starts.
+//! (`delayq layout --hold 1`) before an older build starts, with the
+//! older build itself (see [`crate::old_build`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use delayq::{Config, JobState, NewJob, Queue};
 use redis::aio::MultiplexedConnection;
+use reqwest::Method;
 use serde_json::json;
 
-use crate::common::{config, delayq_run, eventually, queue, topics};
+use crate::common::{config, delayq_run, eventually, queue, request_json, topics};
 use crate::doctor::doctor;
+use crate::old_build::{old_binary, start_new, start_old};
 use crate::redis_server::RedisServer;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -287,8 +291,9 @@ async fn layout_2_waits_for_every_instance_and_doctor_names_an_older_one() {
     assert_eq!(shape(&mut c, "pieces").await, ("listpack".into(), 2 + 17));
     q.close().await;
 
-    // An older build started without going back: doctor fails naming it,
-    // and the leader lowers the flag so nothing more is written in pieces.
+    // An older build started without going back: doctor fails naming it;
+    // the leader lowers the flag so nothing more is written in pieces, and
+    // rewrites what was (an older build's pop of a pieced job fails).
     older_heartbeat(&mut c, "old-2").await;
     let (passed, checks) = doctor(&redis.url(), &[]);
     let (verdict, found, fix) = &checks["storage layout"];
@@ -304,8 +309,11 @@ async fn layout_2_waits_for_every_instance_and_doctor_names_an_older_one() {
     q.push(&delayed("after", "t", body(1000))).await.unwrap();
     let whole: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:j:after", "b"]).await;
     assert_eq!(whole, Some(body(1000)));
-    // This build still reads what was written in pieces.
+    // What was written in pieces is rewritten whole for it.
+    let whole: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:j:pieces", "b"]).await;
+    assert_eq!(whole, Some(body(1000)));
     assert_eq!(q.get("pieces").await.unwrap().unwrap().body, body(1000));
+    assert_eq!(doctor(&redis.url(), &[]).1["storage layout"].0, "ok");
     q.close().await;
 }
 
@@ -406,4 +414,89 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     let q = queue_after_upkeep(&redis, config(&redis)).await;
     assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
     q.close().await;
+}
+
+/// Pushes `body` as job `id` of `topic` through `base` (any build).
+async fn http_push(base: &str, id: &str, topic: &str, body: &str, delay_ms: u64) {
+    let job =
+        json!({"id": id, "topic": topic, "body": body, "delay_ms": delay_ms, "ttr_ms": 60_000});
+    let (status, reply) = request_json(Method::POST, format!("{base}/v1/jobs"), Some(job)).await;
+    assert_eq!(status, 201, "push {id}: {reply}");
+}
+
+/// Pops every one of `n` jobs of `topic` through `base`: id -> body.
+async fn http_pop(base: &str, topic: &str, n: usize) -> BTreeMap<String, String> {
+    let mut got = BTreeMap::new();
+    let deadline = std::time::Instant::now() + LIMIT;
+    while got.len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} popped",
+            got.len()
+        );
+        let ask = json!({"topics": [topic], "max": n - got.len(), "wait_ms": 1000});
+        let (status, reply) = request_json(Method::POST, format!("{base}/v1/pop"), Some(ask)).await;
+        assert_eq!(status, 200, "pop: {reply}");
+        for j in reply["jobs"].as_array().unwrap() {
+            let (id, body) = (j["id"].as_str().unwrap(), j["body"].as_str().unwrap());
+            got.insert(id.to_owned(), body.to_owned());
+        }
+    }
+    got
+}
+
+/// Bodies of 100 to 300 bytes, one per id.
+fn bodies(prefix: &str, n: usize) -> BTreeMap<String, String> {
+    (0..n)
+        .map(|i| (format!("{prefix}-{i}"), body(100 + i * 200 / n.max(1))))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_older_build_beside_this_one_and_after_a_hold_reads_every_body() {
+    // Built (the first time: minutes) before anything runs.
+    old_binary();
+    let redis = RedisServer::start();
+    let mut c = redis.conn().await;
+    // The older build first: it leads the partition.
+    let old = start_old(&redis, &[]);
+    let new = start_new(&redis, &[]);
+    // Side by side: each pushes, each pops the other's, every body whole.
+    let mixed = bodies("mixed", 20);
+    for (i, (id, b)) in mixed.iter().enumerate() {
+        let through = if i % 2 == 0 { &old.base } else { &new.base };
+        http_push(through, id, "mixed", b, 0).await;
+    }
+    let mut popped = http_pop(&old.base, "mixed", 10).await;
+    popped.extend(http_pop(&new.base, "mixed", 10).await);
+    assert_eq!(popped, mixed);
+    let waiting = bodies("waiting", 10);
+    for (id, b) in &waiting {
+        http_push(&new.base, id, "waiting", b, 0).await;
+    }
+    assert_eq!(flag(&mut c).await, None, "an older build runs");
+    let whole: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:j:waiting-0", "b"]).await;
+    assert_eq!(whole.as_ref(), waiting.get("waiting-0"));
+
+    // The older build gone, this one's leader raises the layout.
+    old.terminate();
+    wait_flag(&mut c, "2").await;
+    let pieced = bodies("pieced", 10);
+    for (id, b) in &pieced {
+        http_push(&new.base, id, "pieced", b, 0).await;
+    }
+    let (encoding, _) = shape(&mut c, "pieced-9").await;
+    assert_eq!(encoding, "listpack");
+    let size: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:j:pieced-9", "z"]).await;
+    assert!(size.is_some(), "written in pieces");
+
+    // Going back: the hold, then the older build again.
+    let (ok, out, err) = layout_cli(&redis, &["--hold", "1"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("10 pieced bodies rewritten whole"), "{out}");
+    new.terminate();
+    let old = start_old(&redis, &[]);
+    assert_eq!(http_pop(&old.base, "pieced", 10).await, pieced);
+    assert_eq!(http_pop(&old.base, "waiting", 10).await, waiting);
+    old.terminate();
 }

@@ -1,6 +1,6 @@
 //! The storage layout: a running instance that cannot read the layout in
 //! force (an older build started without `delayq layout --hold 1` first)
-//! gets jobs it reads wrong.
+//! fails to pop a job written in it.
 
 use delayq::figures::Instance;
 use delayq::StoreKeys;
@@ -82,7 +82,7 @@ pub async fn check(t: &Target) -> Check {
     Check::fail(
         C,
         format!(
-            "layout {in_force} in force, and running instances read less: {}; they read jobs written in it wrong",
+            "layout {in_force} in force, and running instances read less: {}; their pops fail on jobs written in it",
             older.join(", ")
         ),
         "stop them, run `delayq layout --hold 1` (it rewrites every job in layout 1), then start them again",
