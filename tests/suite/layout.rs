@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::common::{config, delayq_run, eventually, queue, request_json, topics};
 use crate::doctor::doctor;
 use crate::old_build::{old_binary, start_new, start_old};
+use crate::redis_cluster::TestCluster;
 use crate::redis_server::RedisServer;
 
 const HOUR_MS: u64 = 3_600_000;
@@ -499,4 +500,50 @@ async fn an_older_build_beside_this_one_and_after_a_hold_reads_every_body() {
     assert_eq!(http_pop(&old.base, "pieced", 10).await, pieced);
     assert_eq!(http_pop(&old.base, "waiting", 10).await, waiting);
     old.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_every_partition_is_raised_and_held() {
+    let cluster = TestCluster::start(3);
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, 6)).unwrap();
+    let all_at = |q: Queue, layout: u8, held: bool| async move {
+        let l = q.layouts().await.ok()?;
+        (l.len() == 6 && l.iter().all(|p| (p.layout, p.held) == (layout, held))).then_some(())
+    };
+    eventually(LIMIT, "every partition at layout 2", || {
+        all_at(q.clone(), 2, false)
+    })
+    .await;
+    let jobs: BTreeMap<String, String> = bodies("c", 30);
+    for (id, b) in &jobs {
+        q.push(&delayed(id, "t", b.clone())).await.unwrap();
+    }
+    let seeds = cluster.seeds().join(",");
+    let args = [
+        "layout",
+        "--redis-cluster",
+        &seeds,
+        "--partitions",
+        "6",
+        "--hold",
+        "1",
+    ];
+    let out = delayq_run(&args, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("30 pieced bodies rewritten whole"), "{text}");
+    eventually(LIMIT, "every partition held at 1", || {
+        all_at(q.clone(), 1, true)
+    })
+    .await;
+    for (id, b) in &jobs {
+        assert_eq!(&q.get(id).await.unwrap().unwrap().body, b, "{id}");
+    }
+    let out = delayq_run(&args, &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 pieced bodies"));
+    q.close().await;
 }
