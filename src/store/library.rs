@@ -401,6 +401,27 @@ mod tests {
         }
     }
 
+    /// Lua allows one function 200 locals, and the library's main chunk
+    /// is one function: the prelude's names, the helpers' top-level locals
+    /// and one per transition. Past it, FUNCTION LOAD fails on every server.
+    #[test]
+    fn the_librarys_main_chunk_holds_fewer_than_200_locals() {
+        let prelude = format!("{}{}", layout::lua_prelude(), Status::lua_prelude());
+        let top = std::iter::once(prelude.as_str()).chain(HELPERS.iter().map(|(_, s)| *s));
+        let mut locals = ALL.len();
+        for text in top {
+            for line in text.lines() {
+                let Some(decl) = line.strip_prefix("local ") else {
+                    continue;
+                };
+                let names = decl.strip_prefix("function ").unwrap_or(decl);
+                let names = names.split(['=', '(']).next().unwrap_or("");
+                locals += names.split(',').filter(|n| !n.trim().is_empty()).count();
+            }
+        }
+        assert!(locals < 200, "{locals} locals in the library's main chunk");
+    }
+
     #[test]
     fn names_the_engine_and_its_version() {
         let valkey =
