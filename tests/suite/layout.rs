@@ -69,13 +69,18 @@ async fn flag(c: &mut MultiplexedConnection) -> Option<String> {
     q_cmd(c, &["GET", "{dq}:layout"]).await
 }
 
-/// (OBJECT ENCODING, HLEN) of job `id`'s hash.
+/// (OBJECT ENCODING, HLEN) of job `id`'s hash. Redis 6.2's compact
+/// encoding is the ziplist (with the same 64-byte limit): named listpack
+/// here.
 async fn shape(c: &mut MultiplexedConnection, id: &str) -> (String, i64) {
     let key = format!("{{dq}}:j:{id}");
-    (
-        q_cmd(c, &["OBJECT", "ENCODING", &key]).await,
-        q_cmd(c, &["HLEN", &key]).await,
-    )
+    let encoding: String = q_cmd(c, &["OBJECT", "ENCODING", &key]).await;
+    let encoding = if encoding == "ziplist" {
+        "listpack".to_owned()
+    } else {
+        encoding
+    };
+    (encoding, q_cmd(c, &["HLEN", &key]).await)
 }
 
 async fn wait_flag(c: &mut MultiplexedConnection, want: &str) {
