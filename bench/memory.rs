@@ -73,18 +73,31 @@ async fn measure(system: System, n: usize, body_len: usize, breakdown: bool) -> 
     match system {
         System::Delayq => {
             let q = queue(&redis);
+            // The layout new data is written in: the leader raises it at
+            // its first upkeep pass (no older build runs here).
+            let start = std::time::Instant::now();
+            while redis
+                .cmd::<Option<String>>(&["GET", "{dq}:layout"])
+                .await
+                .is_none()
+            {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(60),
+                    "layout never raised"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
             add_bulk_body(&q, "warm", 100, HOUR, 100, &body).await;
             let before = redis.info("memory", "used_memory");
             let tables = hashtables(&redis);
             add_bulk_body(&q, "mem", n, HOUR, 1000, &body).await;
             let after = redis.info("memory", "used_memory");
             let tables_after = hashtables(&redis);
-            q.close().await;
             // The default prefix "dq", one partition.
             let one = crate::common::id("mem", 0);
-            // "b": the job hash's body field (src/store/layout.rs).
-            let stored: String = redis.cmd(&["HGET", &format!("{{dq}}:j:{one}"), "b"]).await;
+            let stored = q.get(&one).await.unwrap().unwrap().body;
             assert_eq!(stored, body, "delayq keeps the body as given");
+            q.close().await;
             let encoding: String = redis
                 .cmd(&["OBJECT", "ENCODING", &format!("{{dq}}:j:{one}")])
                 .await;

@@ -175,6 +175,19 @@ pub struct Instance {
     /// the topic schedules again and again.
     #[serde(default)]
     pub topic_schedules: Option<bool>,
+    /// The highest storage layout it reads (2: bodies in pieces too).
+    /// Null from an older build, which reads layout 1 only: while one runs,
+    /// the partition leaders keep layout 1 in force.
+    #[serde(default)]
+    pub layout: Option<u8>,
+}
+
+impl Instance {
+    /// The highest storage layout it reads (1 when its heartbeat does not
+    /// say: an older build).
+    pub fn layout_read(&self) -> u8 {
+        self.layout.unwrap_or(1)
+    }
 }
 
 /// A webhook topic: where it goes and how its deliveries went, across the

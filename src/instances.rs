@@ -46,6 +46,7 @@ pub fn this_process(
         last_seen_ms: 0,
         events: Some(events),
         topic_schedules: Some(true),
+        layout: Some(crate::queue::LAYOUT),
     }
 }
 

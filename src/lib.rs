@@ -113,7 +113,12 @@ pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;
 #[doc(hidden)]
-pub use store::{layout::validate_prefix, library::engine_of, testing};
+pub use store::{
+    layout::{validate_prefix, Keys as StoreKeys},
+    library::engine_of,
+    relayout::layout_keys,
+    testing,
+};
 pub use store::{Memory, Overview, Redis, Settings, Tls, TopicCounts};
 
 /// The client for a Redis URL (`redis://`, `rediss://` with `tls` applied,

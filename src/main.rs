@@ -39,6 +39,9 @@ enum Command {
     ImportOuqiang(cli::import_ouqiang::ImportArgs),
     /// Check a Redis server before trusting it with jobs.
     Doctor(cli::doctor::DoctorArgs),
+    /// Show the storage layout; hold it (`--hold 1` before starting an
+    /// older build) or release it.
+    Layout(cli::layout::LayoutArgs),
     #[command(flatten)]
     Client(Box<cli::client::ClientCommand>),
 }
@@ -119,6 +122,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::ImportOuqiang(args) => cli::import_ouqiang::run(args).await,
         Command::Doctor(args) => cli::doctor::run(args).await,
+        Command::Layout(args) => cli::layout::run(args).await,
         Command::Client(command) => cli::client::run(*command).await,
     }
 }

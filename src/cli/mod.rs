@@ -5,6 +5,7 @@ pub mod client;
 pub mod config;
 pub mod doctor;
 pub mod import_ouqiang;
+pub mod layout;
 pub mod private_redis;
 pub mod redis_checks;
 pub mod redis_tls;

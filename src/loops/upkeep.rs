@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::figures::Instance;
 use crate::shutdown::Shutdown;
 use crate::stats::{Recorder, FLUSH_EVERY};
 use crate::store::Store;
@@ -98,7 +99,12 @@ pub(super) async fn index_topics(h: super::Handles) {
     loop {
         let held = h.leader.held();
         if !held.is_empty() {
-            let older = older_build_alive(&h.store).await;
+            // One read of the heartbeats serves both.
+            let beats = live_instances(&h.store).await;
+            if let Some(live) = &beats {
+                keep_layout(&h.store, &held, live).await;
+            }
+            let older = older_build_alive(beats.as_deref());
             for part in held {
                 if whole[part] && !older {
                     continue;
@@ -138,17 +144,90 @@ fn index_pause(took: Duration) -> Duration {
     (took * 3).clamp(Duration::from_millis(1), Duration::from_millis(500))
 }
 
-/// Whether a live instance's heartbeat lacks `topic_schedules` (an older
-/// build). An unreadable list counts as yes: a pass more costs little.
-async fn older_build_alive(store: &Store) -> bool {
-    let Ok(now_ms) = store.clock().now_ms().await else {
-        return true;
+/// Keeps the layout flag of each partition in `parts` (those this
+/// instance leads) right for the live instances: raised to the highest
+/// layout every one of them reads, and lowered (with an error logged) when
+/// one reads less than the layout in force, so that no more data it cannot
+/// read is written, and what was is rewritten whole (paced). A flag the
+/// operator holds is left alone. Nothing changes when the heartbeats cannot
+/// be read.
+async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
+    let live: Vec<Instance> = (beats.iter())
+        .filter_map(|b| serde_json::from_str(b).ok())
+        .collect();
+    let readable = live
+        .iter()
+        .map(|i| i.layout_read())
+        .min()
+        .unwrap_or(crate::store::layout::LAYOUT_READ)
+        .min(crate::store::layout::LAYOUT_READ);
+    let Ok(flags) = store.layout_flags().await else {
+        return;
     };
-    match store.instances(now_ms).await {
-        Ok(beats) => beats.iter().any(|b| {
-            serde_json::from_str::<crate::figures::Instance>(b)
-                .map_or(true, |i| i.topic_schedules != Some(true))
-        }),
-        Err(_) => true,
+    for &part in parts {
+        let Some(&flag) = flags.get(part) else {
+            continue;
+        };
+        if flag.layout > readable {
+            let older: Vec<&str> = (live.iter())
+                .filter(|i| i.layout_read() < flag.layout)
+                .map(|i| i.id.as_str())
+                .collect();
+            tracing::error!(
+                part,
+                layout = flag.layout,
+                instances = ?older,
+                "instances that cannot read the storage layout in force are running: jobs written in it are unreadable to them; stop them, run `delayq layout --hold 1`, then start them again"
+            );
+        }
+        if flag.held || flag.layout == readable {
+            continue;
+        }
+        let to = crate::store::relayout::Flag {
+            layout: readable,
+            held: false,
+        };
+        if let Err(e) = store.set_layout_flag(part, to).await {
+            tracing::debug!(error = %e, part, "storage layout not changed; trying again later");
+            continue;
+        }
+        tracing::info!(
+            part,
+            from = flag.layout,
+            to = readable,
+            "storage layout changed"
+        );
+        // Lowered: what was written in pieces is rewritten whole, so that
+        // the instances that cannot read pieces (a pop of one fails) can.
+        if readable < flag.layout {
+            match store.relayout_all(part).await {
+                Ok(n) => tracing::warn!(
+                    part,
+                    rewritten = n,
+                    "pieced bodies rewritten whole for instances of an older build"
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, part, "pieced bodies not rewritten whole; run `delayq layout --hold 1`")
+                }
+            }
+        }
     }
+}
+
+/// The live instances' heartbeats (JSON), or None when they cannot be
+/// read.
+async fn live_instances(store: &Store) -> Option<Vec<String>> {
+    let now_ms = store.clock().now_ms().await.ok()?;
+    store.instances(now_ms).await.ok()
+}
+
+/// Whether a live instance's heartbeat lacks `topic_schedules` (an older
+/// build). Unread or unreadable heartbeats count as yes: a pass more costs
+/// little.
+fn older_build_alive(beats: Option<&[String]>) -> bool {
+    beats.is_none_or(|beats| {
+        beats.iter().any(|b| {
+            serde_json::from_str::<Instance>(b).map_or(true, |i| i.topic_schedules != Some(true))
+        })
+    })
 }

@@ -15,6 +15,7 @@ mod admin;
 mod config;
 mod events;
 mod instances;
+mod layout;
 mod pop;
 mod push;
 mod read;
@@ -43,6 +44,7 @@ pub use crate::store::events::{
 };
 pub use config::Config;
 pub use events::{EventRead, EVENTS_OFF};
+pub use layout::{PartitionLayout, LAYOUT};
 pub use stats::Resolution;
 pub use tags::{TagChange, TagMove, MAX_TAG_PAGE, TAG_PAGE};
 

@@ -89,6 +89,10 @@
 //! |                          |        | and next due time read it                     |
 //! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
 //! |                          |        | the pass under way is), `done` (a pass ended) |
+//! | `{p}:layout`             | string | the layout writers write: absent = 1 (bodies  |
+//! |                          |        | whole), "2" (long bodies in pieces, see       |
+//! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
+//! |                          |        | operator's, the upkeep leaves it alone        |
 
 use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
@@ -142,7 +146,26 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
+    /// The layout writers write (see [`super::LAYOUT_READ`]).
+    pub const LAYOUT: &str = "layout";
 }
+
+/// The highest layout this build reads (it reads every one up to it).
+/// Layout 1: a body in one field, [`field::BODY`]. Layout 2: a body of
+/// more than [`PIECE_BYTES`] and at most [`PIECED_MAX_BYTES`] in pieces.
+/// `{p}:layout` says which one writers write; the upkeep raises it once
+/// every live instance reads the next (see `loops::upkeep`).
+pub const LAYOUT_READ: u8 = 2;
+
+/// The longest piece of a pieced body: Redis's default
+/// `hash-max-listpack-value`, so the job's hash stays a listpack.
+pub const PIECE_BYTES: usize = 64;
+
+/// The longest body kept in pieces (16; Redis's default
+/// `hash-max-listpack-entries` is 128 fields). Past about 1 KiB pieces save
+/// nothing on average (about 5 B each, and a listpack's one allocation is
+/// rounded to size classes 256 B apart), and a pop reads them one by one.
+pub const PIECED_MAX_BYTES: usize = 1024;
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
 /// lost (the connection broke, or a failover came between the script and
@@ -156,7 +179,12 @@ pub const POPS_KEPT: usize = 4096;
 /// these names.
 pub mod field {
     pub const TOPIC: &str = "q";
+    /// The body, whole (every body in layout 1; in layout 2 those of at
+    /// most [`super::PIECE_BYTES`] or over [`super::PIECED_MAX_BYTES`]).
     pub const BODY: &str = "b";
+    /// A pieced body's length in bytes; its pieces are in the fields "1",
+    /// "2", ... ([`super::PIECE_BYTES`] each, the last what is left).
+    pub const BODY_SIZE: &str = "z";
     /// Time to run, ms.
     pub const TTR: &str = "r";
     /// Due time, Unix ms; absent while delayed, when the schedule holds it.
@@ -205,6 +233,7 @@ pub mod field {
     /// only if it fits the page, see `store::read`).
     pub const ALL_BUT_BODY: &[&str] = &[
         TOPIC,
+        BODY_SIZE,
         TTR,
         DUE,
         STATE,
@@ -402,6 +431,13 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    // One local for what lib/body.lua needs: Lua allows a function (the
+    // library's main chunk) 200 locals.
+    out.push_str(&format!(
+        "local BODIES = {{ piece = {PIECE_BYTES}, max = {PIECED_MAX_BYTES}, size = '{}', key = '{}' }}\n",
+        field::BODY_SIZE,
+        kind::LAYOUT
+    ));
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
@@ -423,7 +459,10 @@ pub(crate) fn lua_prelude() -> String {
 /// Every value the scripts must name through the prelude.
 #[cfg(test)]
 pub(crate) fn values() -> impl Iterator<Item = &'static str> {
-    LUA_NAMES.iter().map(|(_, v)| *v).chain([kind::SCHEDULE])
+    LUA_NAMES
+        .iter()
+        .map(|(_, v)| *v)
+        .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])
 }
 
 /// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".

@@ -27,6 +27,7 @@ use super::{layout, Keys, Script, Status};
 /// seen only by what comes after it, so each file uses only those above.
 const HELPERS: &[(&str, &str)] = &[
     ("lib/call", include_str!("lib/call.lua")),
+    ("lib/body", include_str!("lib/body.lua")),
     ("lib/ready", include_str!("lib/ready.lua")),
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
@@ -67,6 +68,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::progress::PROGRESS,
     &super::progress::LOG,
     &super::index::SCRIPT,
+    &super::relayout::SCRIPT,
 ];
 
 struct Library {
@@ -94,7 +96,7 @@ struct EvalScript {
 /// returns.
 fn wrapper(name: &str) -> String {
     format!(
-        "P, SCHEDULE, NOW, COUNTS = ARGV[1], KEYS[1], nil, {{}}\n\
+        "P, SCHEDULE, NOW, COUNTS, BODIES.layout = ARGV[1], KEYS[1], nil, {{}}, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\
@@ -397,6 +399,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Lua allows one function 200 locals, and the library's main chunk
+    /// is one function: the prelude's names, the helpers' top-level locals
+    /// and one per transition. Past it, FUNCTION LOAD fails on every server.
+    #[test]
+    fn the_librarys_main_chunk_holds_fewer_than_200_locals() {
+        let prelude = format!("{}{}", layout::lua_prelude(), Status::lua_prelude());
+        let top = std::iter::once(prelude.as_str()).chain(HELPERS.iter().map(|(_, s)| *s));
+        let mut locals = ALL.len();
+        for text in top {
+            for line in text.lines() {
+                let Some(decl) = line.strip_prefix("local ") else {
+                    continue;
+                };
+                let names = decl.strip_prefix("function ").unwrap_or(decl);
+                let names = names.split(['=', '(']).next().unwrap_or("");
+                locals += names.split(',').filter(|n| !n.trim().is_empty()).count();
+            }
+        }
+        assert!(locals < 200, "{locals} locals in the library's main chunk");
     }
 
     #[test]

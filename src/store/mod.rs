@@ -32,6 +32,7 @@
 
 mod acl;
 mod batch;
+mod body;
 mod client;
 pub mod clock;
 pub mod cluster;
@@ -46,6 +47,7 @@ pub mod library;
 mod link;
 mod parts;
 pub(crate) mod read;
+pub(crate) mod relayout;
 mod reply;
 pub mod sentinel;
 mod sessions;

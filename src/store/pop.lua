@@ -19,7 +19,7 @@
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
 -- also ends the leader's term by then).
--- Helpers: now_us, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
+-- Helpers: now_us, BODIES.of, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
@@ -112,6 +112,7 @@ for i = 6, #ARGV do
       stale = stale + 1
       if stale >= STALE_SKIP_MAX then break end
     else
+      f[3] = BODIES.of(job, f[3])
       local token = nonce .. '.' .. got
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use super::body::{split_body, RawHash};
 use super::layout::{field, state};
 use super::{Keys, Store};
 use crate::error::{Error, Result};
@@ -164,48 +165,34 @@ impl Store {
         let reads = groups
             .iter()
             .map(|(&part, ids)| self.heads_in(&self.parts()[part], ids));
-        let mut found: HashMap<String, (Job, u64)> = HashMap::new();
+        let mut found: HashMap<String, (Job, u64, bool)> = HashMap::new();
         for heads in futures::future::join_all(reads).await {
-            found.extend(heads?.into_iter().map(|(j, len)| (j.id.clone(), (j, len))));
+            found.extend(heads?.into_iter().map(|h| (h.0.id.clone(), h)));
         }
-        let mut jobs: Vec<(Job, u64)> = ids.iter().filter_map(|id| found.remove(id)).collect();
-        // In page order, the bodies that fit.
-        let mut wanted: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
-        for (j, len) in &mut jobs {
+        let mut jobs: Vec<(Job, u64, bool)> =
+            ids.iter().filter_map(|id| found.remove(id)).collect();
+        // In page order, the bodies that fit: (id, its length if pieced).
+        let mut wanted: BTreeMap<usize, Vec<(&String, Option<u64>)>> = BTreeMap::new();
+        for (j, len, pieced) in &mut jobs {
             if *len == 0 {
                 continue;
             }
             if *len <= LIST_BODY_BYTES as u64 && *len <= *room {
                 *room -= *len;
-                wanted.entry(self.part_of(&j.id)).or_default().push(&j.id);
+                let pieces = pieced.then_some(*len);
+                (wanted.entry(self.part_of(&j.id)).or_default()).push((&j.id, pieces));
             } else {
                 j.body_left_out = Some(*len);
             }
         }
-        let reads = wanted.iter().map(|(&part, ids)| async move {
-            let mut pipe = redis::pipe();
-            for id in ids {
-                pipe.cmd("HGET")
-                    .arg(self.parts()[part].job(id))
-                    .arg(field::BODY);
-            }
-            let bodies: Vec<Option<String>> = self
-                .call("list", pipe.query_async(&mut self.conn()))
-                .await?;
-            Ok::<_, Error>(
-                ids.iter()
-                    .map(|id| (*id).clone())
-                    .zip(bodies)
-                    .collect::<Vec<_>>(),
-            )
-        });
+        let reads = (wanted.iter()).map(|(&part, ids)| self.bodies_in(&self.parts()[part], ids));
         let mut bodies: HashMap<String, String> = HashMap::new();
         for got in futures::future::join_all(reads).await {
             bodies.extend(got?.into_iter().filter_map(|(id, b)| Some((id, b?))));
         }
         Ok(jobs
             .into_iter()
-            .map(|(mut j, _)| {
+            .map(|(mut j, _, _)| {
                 if let Some(b) = bodies.remove(&j.id) {
                     j.body = b;
                 }
@@ -215,8 +202,8 @@ impl Store {
     }
 
     /// A listing's first read of one partition: each job's fields but the
-    /// body, and the body's length.
-    async fn heads_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<(Job, u64)>> {
+    /// body, the body's length, and whether it is in pieces.
+    async fn heads_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<(Job, u64, bool)>> {
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HMGET")
@@ -240,13 +227,17 @@ impl Store {
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
             let score: Option<f64> = redis::from_redis_value(three[2].clone())
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
-            let f: HashMap<String, String> = field::ALL_BUT_BODY
+            let mut f: HashMap<String, String> = field::ALL_BUT_BODY
                 .iter()
                 .zip(fields)
                 .filter_map(|(k, v)| Some(((*k).to_owned(), v?)))
                 .collect();
+            // A pieced body's length is its own field (HSTRLEN read 0).
+            let pieced = f
+                .remove(field::BODY_SIZE)
+                .and_then(|z| z.parse::<u64>().ok());
             if let Some(j) = decode_job(id, f, score)? {
-                out.push((j, len));
+                out.push((j, pieced.unwrap_or(len), pieced.is_some()));
             }
         }
         Ok(out)
@@ -262,7 +253,7 @@ impl Store {
                 .arg(part.schedule())
                 .arg(*id);
         }
-        let replies: Vec<(HashMap<String, String>, Option<f64>)> = {
+        let replies: Vec<(RawHash, Option<f64>)> = {
             let flat: Vec<redis::Value> =
                 self.call("get", pipe.query_async(&mut self.conn())).await?;
             flat.chunks(2)
@@ -276,7 +267,11 @@ impl Store {
                 .collect::<Result<_>>()?
         };
         let mut jobs = Vec::with_capacity(ids.len());
-        for (id, (f, scheduled)) in ids.iter().zip(replies) {
+        for (id, (raw, scheduled)) in ids.iter().zip(replies) {
+            let (mut f, body) = split_body(raw)?;
+            if let Some(body) = body {
+                f.insert(field::BODY.to_owned(), body);
+            }
             if let Some(j) = decode_job(id, f, scheduled)? {
                 jobs.push(j);
             }

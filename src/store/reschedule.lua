@@ -10,7 +10,7 @@
 -- Touches: job hash, trigger key, schedule, and the ready list or dead set
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
 -- Events: rescheduled.
--- Helpers: due_time, invalid, delay_job, wake_if_head.
+-- Helpers: due_time, invalid, BODIES.set, delay_job, wake_if_head.
 --
 -- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
 -- finished job's record).
@@ -26,6 +26,6 @@ local f = redis.call('HMGET', job, STATE, TOPIC)
 if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
 local due, bad = due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
-if ARGV[5] == '1' then redis.call('HSET', job, BODY, ARGV[6]) end
+if ARGV[5] == '1' then BODIES.set(job, ARGV[6]) end
 delay_job(id, state_of(f[1]), f[2], due)
 return { DONE, due, wake_if_head(id, due) }

@@ -7,7 +7,10 @@ use crate::common::delayq_run;
 use crate::redis_server::RedisServer;
 
 /// Runs doctor --json: (exit success, check name -> (verdict, found, fix)).
-fn doctor(url: &str, extra: &[&str]) -> (bool, HashMap<String, (String, String, String)>) {
+pub(crate) fn doctor(
+    url: &str,
+    extra: &[&str],
+) -> (bool, HashMap<String, (String, String, String)>) {
     let mut args = vec!["doctor", "--redis", url, "--json"];
     args.extend_from_slice(extra);
     let out = delayq_run(&args, &[("DELAYQ_REDIS", "")]);
@@ -39,7 +42,7 @@ fn verdict(checks: &HashMap<String, (String, String, String)>, name: &str) -> St
 }
 
 /// Every check the doctor runs on a reachable server.
-const ALL: [&str; 11] = [
+const ALL: [&str; 12] = [
     "tls",
     "engine",
     "scripting",
@@ -51,6 +54,7 @@ const ALL: [&str; 11] = [
     "cluster",
     "events",
     "acl",
+    "storage layout",
 ];
 
 /// Every verdict ok; the round trip's depends on the machine's load (a

@@ -32,6 +32,9 @@
 //!
 //! - [`running`]: a running job's progress and log lines, fenced by its
 //!   lease, bounded, gone with the job.
+//! - [`layout`]: long bodies in pieces (layout 2) through every path that
+//!   reads or writes a body; the layout switch, `delayq layout --hold 1`
+//!   back to whole bodies, doctor naming an instance that reads less.
 //!
 //! The HTTP APIs and the dashboard:
 //! - [`compat_contract`]: the ouqiang/delay-queue contract, message by message.
@@ -112,6 +115,7 @@ mod idle;
 mod idle_faults;
 mod import;
 mod instances;
+mod layout;
 mod load;
 mod native_api;
 mod priority;

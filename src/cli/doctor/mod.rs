@@ -12,6 +12,7 @@
 mod acl;
 mod cluster;
 mod events;
+mod layout;
 mod server;
 mod tls;
 
@@ -224,6 +225,7 @@ pub async fn run(args: DoctorArgs) -> Result<()> {
             checks.extend(server::checks(&target).await);
             checks.push(events::check(&target, args.events_wait).await);
             checks.push(acl::check(&target).await);
+            checks.push(layout::check(&target).await);
         }
         Err(e) => {
             let cause = e.to_string();

@@ -184,6 +184,10 @@ impl Keys {
     pub fn indexed(&self) -> String {
         format!("{}{}", self.base, kind::INDEXED)
     }
+    /// The layout writers write in this partition.
+    pub fn layout(&self) -> String {
+        format!("{}{}", self.base, kind::LAYOUT)
+    }
 }
 
 /// Hash slots in a Redis Cluster.

@@ -205,9 +205,9 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   -- One HSET whatever the fields: a policy's fields only when it has them.
   if retry == '' and max == '0' and not extra then
     -- A plain job, most of them: no table of fields to build and unpack.
-    redis.call('HSET', job, TOPIC, topic, BODY, body, TTR, ttr)
+    redis.call('HSET', job, TOPIC, topic, TTR, ttr, BODIES.fields(body))
   else
-    local fields = { TOPIC, topic, BODY, body, TTR, ttr }
+    local fields = { TOPIC, topic, TTR, ttr, BODIES.fields(body) }
     if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
     if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
     -- Priorities: stored only when not the default (push.lua checked it).
