@@ -92,6 +92,7 @@
 
 use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
+mod group;
 mod keys;
 
 pub use keys::{partition_of, slot, validate_prefix, Keys};
@@ -142,6 +143,16 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
+    /// Groups: a group's line of ready jobs (`gready:<topic>\n<group>`,
+    /// a zset: a topic holds no control character, so the newline keeps
+    /// every topic and group pair apart).
+    pub const GROUP_READY: &str = "gready:";
+    /// A group's hash (`grp:<topic>\n<group>`): settings, slots in use.
+    pub const GROUP: &str = "grp:";
+    /// A topic's rotation of groups that may hand out a job (a list).
+    pub const GROUP_TURNS: &str = "gturns:";
+    /// A topic's index of its groups (a zset, group -> 0).
+    pub const GROUPS: &str = "groups:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
@@ -200,6 +211,8 @@ pub mod field {
     /// The progress its holder last reported (JSON); stays across
     /// attempts and in a finished job's record.
     pub const PROGRESS: &str = "n";
+    /// Groups: the job's group key; absent without a group.
+    pub const GROUP: &str = "o";
 
     /// Every field but BODY: what a listing reads first (a body is read
     /// only if it fits the page, see `store::read`).
@@ -224,6 +237,7 @@ pub mod field {
         DEDUP,
         CANCELLED,
         PROGRESS,
+        GROUP,
     ];
 }
 
@@ -383,6 +397,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
+    ("GROUP", field::GROUP),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -402,6 +417,7 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
+    out.push_str(&group::lua_table());
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
@@ -423,7 +439,9 @@ pub(crate) fn lua_prelude() -> String {
 /// Every value the scripts must name through the prelude.
 #[cfg(test)]
 pub(crate) fn values() -> impl Iterator<Item = &'static str> {
-    LUA_NAMES.iter().map(|(_, v)| *v).chain([kind::SCHEDULE])
+    (LUA_NAMES.iter().chain(group::LUA_NAMES))
+        .map(|(_, v)| *v)
+        .chain([kind::SCHEDULE])
 }
 
 /// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".

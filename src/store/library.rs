@@ -27,6 +27,7 @@ use super::{layout, Keys, Script, Status};
 /// seen only by what comes after it, so each file uses only those above.
 const HELPERS: &[(&str, &str)] = &[
     ("lib/call", include_str!("lib/call.lua")),
+    ("lib/groups", include_str!("lib/groups.lua")),
     ("lib/ready", include_str!("lib/ready.lua")),
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
@@ -67,6 +68,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::progress::PROGRESS,
     &super::progress::LOG,
     &super::index::SCRIPT,
+    &super::group::SCRIPT,
 ];
 
 struct Library {

@@ -13,6 +13,7 @@
 //!   [`recurring::ticks`], [`recurring::rate_limits`], [`recurring::definitions`],
 //!   [`recurring::pausing`].
 //! - [`priority`]: priorities among ready jobs, per partition on a split queue.
+//! - [`groups`]: per-group concurrency limits, turns over groups, group pauses.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
@@ -106,6 +107,7 @@ mod events_canary;
 mod failover;
 mod fault_suite;
 mod faults;
+mod groups;
 mod history;
 mod horizon;
 mod idle;

@@ -1,0 +1,157 @@
+//! Groups: a group's settings and figures, and a page of a topic's groups
+//! (`group.lua`). Groups live in a queue of one partition (a grouped push
+//! on a split queue is refused), so every call goes to partition 0.
+
+use super::reply::Fields;
+use super::{Script, Status, Store};
+use crate::error::{Error, Result};
+
+pub const SCRIPT: Script = Script {
+    name: "group",
+    source: include_str!("group.lua"),
+    when_full: true,
+    acked: false,
+    late_unknown: true,
+};
+
+/// A group of a topic: its settings and what its jobs are doing.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Group {
+    /// The group key.
+    pub group: String,
+    /// Jobs ready in the group's line (held ones included).
+    pub ready: u64,
+    /// Jobs reserved now: the slots in use.
+    pub reserved: u64,
+    /// Ready jobs its pause or its limit keeps back now.
+    pub held: u64,
+    /// Most jobs of the group reserved at once; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// A paused group hands out none of its jobs.
+    pub paused: bool,
+}
+
+/// A group's settings, as set (both at once).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// Most jobs of the group reserved at once (1 or more); None: no limit.
+    pub concurrency: Option<u32>,
+    pub paused: bool,
+}
+
+/// A page of a topic's groups, in byte order of their keys.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct GroupPage {
+    pub groups: Vec<Group>,
+    /// The cursor of the next page (`after`); none: this was the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+fn figures(group: String, f: &mut Fields) -> Result<Group> {
+    let count = |v: i64| v.max(0) as u64;
+    Ok(Group {
+        group,
+        ready: count(f.int()?),
+        reserved: count(f.int()?),
+        held: count(f.int()?),
+        concurrency: u32::try_from(f.int()?).ok(),
+        paused: f.int()? == 1,
+    })
+}
+
+fn decode_one(group: &str, (status, mut f): (Status, Fields)) -> Result<Group> {
+    if status != Status::Done {
+        return Err(Error::protocol("group", format!("status {status:?}")));
+    }
+    figures(group.to_owned(), &mut f)
+}
+
+fn decode_page((status, mut f): (Status, Fields)) -> Result<GroupPage> {
+    if status != Status::Done {
+        return Err(Error::protocol("groups", format!("status {status:?}")));
+    }
+    let last = f.string()?;
+    let mut groups = Vec::new();
+    while f.left() > 0 {
+        let name = f.string()?;
+        groups.push(figures(name, &mut f)?);
+    }
+    Ok(GroupPage {
+        groups,
+        next: (!last.is_empty()).then_some(last),
+    })
+}
+
+impl Store {
+    /// A group's figures and settings (all zero for a group never seen).
+    pub(crate) async fn group(&self, topic: &str, group: &str) -> Result<Group> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("get").arg(topic).arg(group);
+        decode_one(group, self.send(cmd).await?)
+    }
+
+    /// Sets a group's settings; returns its figures after.
+    pub(crate) async fn set_group(
+        &self,
+        topic: &str,
+        group: &str,
+        concurrency: Option<Option<u32>>,
+        paused: Option<bool>,
+    ) -> Result<Group> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("set").arg(topic).arg(group);
+        match concurrency {
+            None => cmd.arg("-"),
+            Some(None) => cmd.arg(""),
+            Some(Some(n)) => cmd.arg(n),
+        };
+        match paused {
+            None => cmd.arg("-"),
+            Some(p) => cmd.arg(if p { "1" } else { "0" }),
+        };
+        decode_one(group, self.send(cmd).await?)
+    }
+
+    /// A page of `topic`'s groups after `after` ("" from the start).
+    pub(crate) async fn groups(&self, topic: &str, after: &str, limit: usize) -> Result<GroupPage> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("list").arg(topic).arg(after).arg(limit);
+        decode_page(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_figures_and_pages() {
+        let one = |r: &[&str]| decode_one("g", Fields::parse("group", sample(r)).unwrap());
+        let g = one(&["0", "5", "2", "5", "2", "1"]).unwrap();
+        assert_eq!((g.ready, g.reserved, g.held), (5, 2, 5));
+        assert_eq!((g.concurrency, g.paused), (Some(2), true));
+        assert_eq!(
+            one(&["0", "0", "0", "0", "-1", "0"]).unwrap().concurrency,
+            None
+        );
+        assert!(one(&["0", "1"]).is_err());
+        let page = |r: &[&str]| decode_page(Fields::parse("groups", sample(r)).unwrap());
+        let p = page(&[
+            "0", "b", "a", "1", "0", "0", "-1", "0", "b", "0", "1", "0", "3", "0",
+        ])
+        .unwrap();
+        assert_eq!(p.next.as_deref(), Some("b"));
+        assert_eq!(p.groups.len(), 2);
+        assert_eq!(p.groups[1].reserved, 1);
+        assert_eq!(
+            page(&["0", ""]).unwrap(),
+            GroupPage {
+                groups: vec![],
+                next: None
+            }
+        );
+    }
+}
