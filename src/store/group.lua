@@ -15,23 +15,25 @@
 -- groups index, the levels index (set: a group that may hand out jobs
 -- again goes into the rotation). Publishes: ready (set: when that let the
 -- group's ready jobs out).
--- Helpers: invalid, G.figures, G.reopen, G.tidy, G.index_key,
+-- Helpers: now_us, invalid, G.figures, G.reopen, G.tidy, G.index_key,
 -- G.key, notify_ready.
 --
 -- Returns get and set: { DONE, ready, reserved, held, limit (-1: none),
--- paused }; list: { DONE, last group ('' when the index ends here), then
--- per group: name and the five figures }.
+-- paused, head age in ms (-1: none ready) }; list: { DONE, last group (''
+-- when the index ends here), then per group: name and the six figures }.
 -- Cost: get and set O(1) commands (set: a lowered limit or a pause takes
 -- the group out of the rotation when a pop reaches it, not here); list
--- one ZRANGEBYLEX, O(log N + page), and an HMGET and a ZCARD per group.
+-- one ZRANGEBYLEX, O(log N + page), and an HMGET, a ZCARD, a ZRANGE and an
+-- HGET per group.
 --
 -- Guarantees: set checks its arguments before its first write; a raised
 -- limit or a resume lets the group's ready jobs out at once (waiting
 -- consumers hear of it); a lowered limit takes no lease back: no new job
 -- of the group is handed out until fewer than the limit are reserved.
 local op, topic = ARGV[2], ARGV[3]
+local now_ms = math.floor(now_us() / 1000)
 if op == 'get' then
-  local reply = G.figures(topic, ARGV[4])
+  local reply = G.figures(topic, ARGV[4], now_ms)
   table.insert(reply, 1, DONE)
   return reply
 end
@@ -48,7 +50,7 @@ if op == 'list' then
   local reply = { DONE, last }
   for _, g in ipairs(names) do
     reply[#reply + 1] = g
-    for _, v in ipairs(G.figures(topic, g)) do reply[#reply + 1] = v end
+    for _, v in ipairs(G.figures(topic, g, now_ms)) do reply[#reply + 1] = v end
   end
   return reply
 end
@@ -81,6 +83,6 @@ if redis.call('HEXISTS', gkey, G.LIMIT) == 1 or redis.call('HEXISTS', gkey, G.PA
 end
 if G.reopen(topic, group) then notify_ready(topic, 1) end
 G.tidy(topic, group)
-local reply = G.figures(topic, group)
+local reply = G.figures(topic, group, now_ms)
 table.insert(reply, 1, DONE)
 return reply

@@ -30,6 +30,11 @@ pub struct Group {
     pub concurrency: Option<u32>,
     /// A paused group hands out none of its jobs.
     pub paused: bool,
+    /// How long the job at the head of the group's line has waited since
+    /// it fell due, ms (the oldest ready job unless priorities put a newer
+    /// one first); none: nothing ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_ready_ms: Option<u64>,
 }
 
 /// A group's settings, as set (both at once).
@@ -58,6 +63,7 @@ fn figures(group: String, f: &mut Fields) -> Result<Group> {
         held: count(f.int()?),
         concurrency: u32::try_from(f.int()?).ok(),
         paused: f.int()? == 1,
+        oldest_ready_ms: u64::try_from(f.int()?).ok(),
     })
 }
 
@@ -130,17 +136,20 @@ mod tests {
     #[test]
     fn decodes_figures_and_pages() {
         let one = |r: &[&str]| decode_one("g", Fields::parse("group", sample(r)).unwrap());
-        let g = one(&["0", "5", "2", "5", "2", "1"]).unwrap();
+        let g = one(&["0", "5", "2", "5", "2", "1", "70"]).unwrap();
+        assert_eq!(g.oldest_ready_ms, Some(70));
         assert_eq!((g.ready, g.reserved, g.held), (5, 2, 5));
         assert_eq!((g.concurrency, g.paused), (Some(2), true));
         assert_eq!(
-            one(&["0", "0", "0", "0", "-1", "0"]).unwrap().concurrency,
+            one(&["0", "0", "0", "0", "-1", "0", "-1"])
+                .unwrap()
+                .concurrency,
             None
         );
         assert!(one(&["0", "1"]).is_err());
         let page = |r: &[&str]| decode_page(Fields::parse("groups", sample(r)).unwrap());
         let p = page(&[
-            "0", "b", "a", "1", "0", "0", "-1", "0", "b", "0", "1", "0", "3", "0",
+            "0", "b", "a", "1", "0", "0", "-1", "0", "5", "b", "0", "1", "0", "3", "0", "-1",
         ])
         .unwrap();
         assert_eq!(p.next.as_deref(), Some("b"));

@@ -241,7 +241,11 @@ impl Store {
                     }
                     let found = replies.next().unwrap_or(redis::Value::Nil);
                     for l in value::<Vec<u8>>("backlog", found).unwrap_or_default() {
-                        levels.push((t.clone(), l));
+                        // Groups' rotation is the level after the last
+                        // priority: no ready list of its own.
+                        if l <= crate::job::MAX_PRIORITY {
+                            levels.push((t.clone(), l));
+                        }
                     }
                 }
                 if !levels.is_empty() {

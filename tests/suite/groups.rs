@@ -343,6 +343,13 @@ async fn one_group_pauses_and_resumes_alone() {
         3,
         "a's jobs wait in ready"
     );
+    assert_eq!(q.group("rem", "b").await.unwrap().oldest_ready_ms, None);
+    // Its head's wait grows while it is held.
+    eventually(LIMIT, "a's head waiting 200 ms", || async {
+        let g = q.group("rem", "a").await.ok()?;
+        (g.oldest_ready_ms? >= 200).then_some(())
+    })
+    .await;
     q.resume_group("rem", "a").await.unwrap();
     let d = pop1(&q, "rem").await.expect("a's jobs go out once resumed");
     assert_eq!(d.id, "a0");
@@ -654,4 +661,47 @@ async fn groups_over_http_and_the_cli() {
     assert_eq!(st, 422);
     q.finish(&d.id, &d.token).await.unwrap();
     s.stop().await;
+}
+
+/// A pop whose reply was lost (the connection cut before it arrived) gives
+/// its job back uncounted, and its group's slot with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_whose_reply_was_lost_gives_the_groups_slot_back() {
+    let redis = RedisServer::start();
+    let proxy = CutProxy::start(&redis).await;
+    let q = queue_at(proxy.url());
+    q.push(&NewJob {
+        ttr: Duration::from_secs(600),
+        ..grouped("lost1", "lost", "g")
+    })
+    .await
+    .unwrap();
+    limit(&q, "lost", "g", 1).await;
+    ready(&q, "lost", 1).await;
+    // A pop of nothing first: by EVALSHA each script loads at its first call.
+    assert!(q.try_pop(&topics(&["none"]), 1).await.unwrap().is_empty());
+    proxy.swallow_replies(true);
+    let popping = {
+        let q = q.clone();
+        tokio::spawn(async move { q.try_pop(&topics(&["lost"]), 1).await })
+    };
+    let direct = queue(&redis);
+    eventually(LIMIT, "the pop to run in redis", || async {
+        (direct.group("lost", "g").await.ok()?.reserved == 1).then_some(())
+    })
+    .await;
+    proxy.cut();
+    let reply = popping.await.unwrap();
+    assert!(
+        !reply.as_ref().is_ok_and(|got| !got.is_empty()),
+        "{reply:?}"
+    );
+    // The ttr is 10 minutes: out again within the bound only if the slot
+    // came back with the job.
+    let again = eventually(LIMIT, "the job out again", || async {
+        direct.try_pop(&topics(&["lost"]), 1).await.ok()?.pop()
+    })
+    .await;
+    assert_eq!((again.id.as_str(), again.attempts), ("lost1", 1));
+    assert_eq!(direct.group("lost", "g").await.unwrap().reserved, 1);
 }

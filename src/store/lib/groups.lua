@@ -159,14 +159,22 @@ function G.unready(id, topic, group)
 end
 
 -- A group's figures: { ready, reserved, held, limit (-1: none), paused (0
--- or 1) }; held: its ready jobs that its pause or its limit keeps back now.
--- HMGET, ZCARD.
-function G.figures(topic, group)
+-- or 1), head age (ms since the job at the head of its line fell due; -1:
+-- none ready) }; held: its ready jobs that its pause or its limit keeps
+-- back now. HMGET, ZCARD, and a ZRANGE and an HGET with jobs ready.
+function G.figures(topic, group, now_ms)
   local m = redis.call('HMGET', G.key(topic, group), G.LIMIT, G.PAUSED, G.USED)
-  local ready = redis.call('ZCARD', G.line_key(topic, group))
+  local line = G.line_key(topic, group)
+  local ready = redis.call('ZCARD', line)
   local held = 0
   if not G.open(m[1], m[2], m[3]) then held = ready end
   local paused = 0
   if m[2] then paused = 1 end
-  return { ready, tonumber(m[3]) or 0, held, tonumber(m[1]) or -1, paused }
+  local age = -1
+  if ready > 0 then
+    local head = redis.call('ZRANGE', line, 0, 0)[1]
+    local due = head and tonumber(redis.call('HGET', job_key(head), DUE))
+    if due then age = math.max(now_ms - due, 0) end
+  end
+  return { ready, tonumber(m[3]) or 0, held, tonumber(m[1]) or -1, paused, age }
 end
