@@ -21,8 +21,8 @@ impl Queue {
         self.store().group(topic, group).await
     }
 
-    /// Sets a group's concurrency limit (None: none) and pause, on every
-    /// instance at once. A lowered limit takes no lease back: no new job of
+    /// Sets a group's concurrency limit, pause and rate limit (None: none),
+    /// on every instance at once. A lowered limit takes no lease back: no new job of
     /// the group goes out until fewer than the limit are reserved. Returns
     /// the group's figures after.
     pub async fn set_group(&self, topic: &str, group: &str, s: GroupSettings) -> Result<Group> {
@@ -32,9 +32,19 @@ impl Queue {
                 "concurrency must be 1 or more (pause the group to hand out none)".into(),
             ));
         }
+        if let Some(r) = &s.rate {
+            r.check()
+                .map_err(|e| Error::Invalid(format!("rate: {e}")))?;
+        }
         let g = self
             .store()
-            .set_group(topic, group, Some(s.concurrency), Some(s.paused))
+            .set_group(
+                topic,
+                group,
+                Some(s.concurrency),
+                Some(s.paused),
+                Some(s.rate),
+            )
             .await?;
         self.inner.h.waiters.wake_all();
         Ok(g)
@@ -44,7 +54,9 @@ impl Queue {
     /// stay); they wait in ready.
     pub async fn pause_group(&self, topic: &str, group: &str) -> Result<Group> {
         self.check_group_args(topic, group)?;
-        self.store().set_group(topic, group, None, Some(true)).await
+        self.store()
+            .set_group(topic, group, None, Some(true), None)
+            .await
     }
 
     /// Hands `group`'s jobs out again, at once.
@@ -52,7 +64,7 @@ impl Queue {
         self.check_group_args(topic, group)?;
         let g = self
             .store()
-            .set_group(topic, group, None, Some(false))
+            .set_group(topic, group, None, Some(false), None)
             .await?;
         self.inner.h.waiters.wake_all();
         Ok(g)

@@ -7,7 +7,8 @@
 -- ARGV[3]  topic
 -- get:  ARGV[4] group
 -- set:  ARGV[4] group, ARGV[5] concurrency limit ("": none; "-": as it
---       is), ARGV[6] paused ("1", "0"; "-": as it is)
+--       is), ARGV[6] paused ("1", "0"; "-": as it is), ARGV[7] rate, jobs
+--       a second ("": none; "-": as it is), ARGV[8] its burst
 -- list: ARGV[4] the last group of the previous page ("": from the start),
 --       ARGV[5] most groups (1 to MAX_TAG_PAGE)
 --
@@ -19,8 +20,9 @@
 -- G.key, notify_ready.
 --
 -- Returns get and set: { DONE, ready, reserved, held, limit (-1: none),
--- paused, head age in ms (-1: none ready) }; list: { DONE, last group (''
--- when the index ends here), then per group: name and the six figures }.
+-- paused, head age in ms (-1: none ready), rate (-1: none), burst }; list:
+-- { DONE, last group ('' when the index ends here), then per group: name
+-- and the eight figures }.
 -- Cost: get and set O(1) commands (set: a lowered limit or a pause takes
 -- the group out of the rotation when a pop reaches it, not here); list
 -- one ZRANGEBYLEX, O(log N + page), and an HMGET, a ZCARD, a ZRANGE and an
@@ -66,6 +68,12 @@ end
 if paused ~= '1' and paused ~= '0' and paused ~= '-' then
   return invalid('paused must be 1 or 0')
 end
+local rate, burst = ARGV[7], tonumber(ARGV[8])
+local per_s = tonumber(rate)
+if rate ~= '' and rate ~= '-' and not (per_s and per_s > 0 and per_s <= 1000000
+  and burst and burst >= 1 and burst <= 1000000 and burst == math.floor(burst)) then
+  return invalid('rate must be above 0 and at most 1000000 a second, burst 1 to 1000000')
+end
 local gkey = G.key(topic, group)
 if n then
   redis.call('HSET', gkey, G.LIMIT, n)
@@ -77,8 +85,24 @@ if paused == '1' then
 elseif paused == '0' then
   redis.call('HDEL', gkey, G.PAUSED)
 end
+if rate ~= '-' then
+  -- A new rate starts with a full bucket; a group waiting for a token of
+  -- the old one goes back to the rotation (it may go now).
+  if per_s then
+    redis.call('HSET', gkey, G.RATE_PER_S, per_s, G.RATE_BURST, burst, G.RATE_TOKENS, burst * 1000)
+    redis.call('HDEL', gkey, G.RATE_AT)
+  else
+    redis.call('HDEL', gkey, G.RATE_PER_S, G.RATE_BURST, G.RATE_TOKENS, G.RATE_AT)
+  end
+  if redis.call('ZREM', G.wait_key(topic), group) == 1 then
+    redis.call('LPUSH', G.turns_key(topic), group)
+    redis.call('ZADD', P .. LEVELS_KEY .. topic, G.LEVEL, G.LEVEL)
+    notify_ready(topic, 1)
+  end
+end
 -- A group with settings is listed even with no jobs.
-if redis.call('HEXISTS', gkey, G.LIMIT) == 1 or redis.call('HEXISTS', gkey, G.PAUSED) == 1 then
+if redis.call('HEXISTS', gkey, G.LIMIT) == 1 or redis.call('HEXISTS', gkey, G.PAUSED) == 1
+  or redis.call('HEXISTS', gkey, G.RATE_PER_S) == 1 then
   redis.call('ZADD', G.index_key(topic), 0, group)
 end
 if G.reopen(topic, group) then notify_ready(topic, 1) end

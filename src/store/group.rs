@@ -2,6 +2,7 @@
 //! (`group.lua`). Groups live in a queue of one partition (a grouped push
 //! on a split queue is refused), so every call goes to partition 0.
 
+use super::rate::RateLimit;
 use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
@@ -15,7 +16,7 @@ pub const SCRIPT: Script = Script {
 };
 
 /// A group of a topic: its settings and what its jobs are doing.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Group {
     /// The group key.
     pub group: String,
@@ -35,18 +36,24 @@ pub struct Group {
     /// one first); none: nothing ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oldest_ready_ms: Option<u64>,
+    /// How fast the group's jobs are handed out, across every instance
+    /// (the topic's own limit holds beside it); none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateLimit>,
 }
 
 /// A group's settings, as set (both at once).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GroupSettings {
     /// Most jobs of the group reserved at once (1 or more); None: no limit.
     pub concurrency: Option<u32>,
     pub paused: bool,
+    /// How fast the group's jobs are handed out; None: no limit.
+    pub rate: Option<RateLimit>,
 }
 
 /// A page of a topic's groups, in byte order of their keys.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct GroupPage {
     pub groups: Vec<Group>,
     /// The cursor of the next page (`after`); none: this was the last.
@@ -64,6 +71,17 @@ fn figures(group: String, f: &mut Fields) -> Result<Group> {
         concurrency: u32::try_from(f.int()?).ok(),
         paused: f.int()? == 1,
         oldest_ready_ms: u64::try_from(f.int()?).ok(),
+        rate: {
+            let per_second: f64 = f
+                .string()?
+                .parse()
+                .map_err(|_| Error::protocol("group", "a rate that is no number".into()))?;
+            let burst = f.int()?;
+            (per_second > 0.0).then_some(RateLimit {
+                per_second,
+                burst: burst.clamp(1, u32::MAX.into()) as u32,
+            })
+        },
     })
 }
 
@@ -105,6 +123,7 @@ impl Store {
         group: &str,
         concurrency: Option<Option<u32>>,
         paused: Option<bool>,
+        rate: Option<Option<RateLimit>>,
     ) -> Result<Group> {
         let mut cmd = self.script(&SCRIPT, 0);
         cmd.arg("set").arg(topic).arg(group);
@@ -116,6 +135,11 @@ impl Store {
         match paused {
             None => cmd.arg("-"),
             Some(p) => cmd.arg(if p { "1" } else { "0" }),
+        };
+        match rate {
+            None => cmd.arg("-").arg(0),
+            Some(None) => cmd.arg("").arg(0),
+            Some(Some(r)) => cmd.arg(r.per_second).arg(r.burst),
         };
         decode_one(group, self.send(cmd).await?)
     }
@@ -136,12 +160,19 @@ mod tests {
     #[test]
     fn decodes_figures_and_pages() {
         let one = |r: &[&str]| decode_one("g", Fields::parse("group", sample(r)).unwrap());
-        let g = one(&["0", "5", "2", "5", "2", "1", "70"]).unwrap();
+        let g = one(&["0", "5", "2", "5", "2", "1", "70", "2.5", "3"]).unwrap();
         assert_eq!(g.oldest_ready_ms, Some(70));
+        assert_eq!(
+            g.rate,
+            Some(RateLimit {
+                per_second: 2.5,
+                burst: 3
+            })
+        );
         assert_eq!((g.ready, g.reserved, g.held), (5, 2, 5));
         assert_eq!((g.concurrency, g.paused), (Some(2), true));
         assert_eq!(
-            one(&["0", "0", "0", "0", "-1", "0", "-1"])
+            one(&["0", "0", "0", "0", "-1", "0", "-1", "-1", "0"])
                 .unwrap()
                 .concurrency,
             None
@@ -149,7 +180,8 @@ mod tests {
         assert!(one(&["0", "1"]).is_err());
         let page = |r: &[&str]| decode_page(Fields::parse("groups", sample(r)).unwrap());
         let p = page(&[
-            "0", "b", "a", "1", "0", "0", "-1", "0", "5", "b", "0", "1", "0", "3", "0", "-1",
+            "0", "b", "a", "1", "0", "0", "-1", "0", "5", "-1", "0", "b", "0", "1", "0", "3", "0",
+            "-1", "-1", "0",
         ])
         .unwrap();
         assert_eq!(p.next.as_deref(), Some("b"));

@@ -153,6 +153,9 @@ pub mod kind {
     pub const GROUP_TURNS: &str = "gturns:";
     /// A topic's index of its groups (a zset, group -> 0).
     pub const GROUPS: &str = "groups:";
+    /// A topic's groups waiting for a token of their rate limit (a zset,
+    /// group -> when).
+    pub const GROUP_WAIT: &str = "gwait:";
 }
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was

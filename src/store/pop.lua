@@ -15,7 +15,8 @@
 --
 -- Touches: the topics' ready lists (every priority level) and their levels
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
--- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
+-- count hash, the latest pops list (one entry, trimmed to POPS_KEPT);
+-- groups: their lines, hashes, the topics' rotations and waiting sets.
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
 -- also ends the leader's term by then).
@@ -39,7 +40,11 @@
 -- change that put it in) RPOP, HMGET, HDEL, HMGET, and an EXISTS, DEL and
 -- ZREM if it is left with nothing; counted with the stale entries. A pop
 -- that takes a plain job runs what it ran before groups (one more field
--- in its HMGET).
+-- in its HMGET). A grouped pop call also runs G.wake's ZRANGEBYSCORE once
+-- per topic (groups whose rate limit's token came back to the rotation),
+-- with a rate one HSET more per job, and a ZRANGE when the rotation is
+-- empty; a group out of tokens waits out of the rotation (one ZADD), and a
+-- pop that found nothing else reports it as held, retry_ms its next token.
 -- Per call that took jobs: one ZRANGE of the schedule's head (is the
 -- earliest lease end the new earliest?), and a PUBLISH, a PTTL and perhaps a
 -- PEXPIREAT only when it is.
@@ -94,7 +99,7 @@ local leased = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
   local topic = ARGV[i]
-  local at = { level = 0 }
+  local at = { level = 0, now = now_ms }
   local bucket, allowed, limited
   if ARGV[5] == '' then
     bucket = rate_bucket(topic, now_ms)
@@ -127,7 +132,7 @@ for i = 6, #ARGV do
       if stale >= STALE_SKIP_MAX then break end
     else
       local job = job_key(id)
-      if at.group then G.taken(topic, at.group) end
+      if at.group then G.taken(topic, at.group, at) end
       local token = nonce .. '.' .. got
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1
@@ -155,6 +160,11 @@ for i = 6, #ARGV do
     end
   end
   ready_taken(topic, at)
+  -- Groups: the topic's grouped jobs wait for a group's next token.
+  if at.retry and got < want then
+    held = held + 1
+    if retry == 0 or at.retry < retry then retry = at.retry end
+  end
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.

@@ -37,4 +37,8 @@ pub struct GroupSpec {
     /// A paused group hands out none of its jobs (default false).
     #[serde(default)]
     pub paused: bool,
+    /// How fast the group's jobs are handed out, across every instance
+    /// (the topic's limit holds beside it); absent or null: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<super::RateSpec>,
 }

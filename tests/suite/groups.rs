@@ -45,6 +45,7 @@ async fn limit(q: &Queue, topic: &str, group: &str, n: u32) {
         GroupSettings {
             concurrency: Some(n),
             paused: false,
+            rate: None,
         },
     )
     .await
@@ -434,6 +435,7 @@ async fn a_bad_group_key_is_refused_and_changes_nothing() {
             GroupSettings {
                 concurrency: Some(0),
                 paused: false,
+                rate: None,
             },
         )
         .await
@@ -704,4 +706,83 @@ async fn a_pop_whose_reply_was_lost_gives_the_groups_slot_back() {
     .await;
     assert_eq!((again.id.as_str(), again.attempts), ("lost1", 1));
     assert_eq!(direct.group("lost", "g").await.unwrap().reserved, 1);
+}
+
+/// A group's rate limit: its jobs go out no faster than it, a waiting pop
+/// gets the next one when its token comes, and other groups go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_rate_limit_holds_its_jobs_alone() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let mut jobs: Vec<NewJob> = (0..4)
+        .map(|i| grouped(&format!("s{i}"), "sms", "slow"))
+        .collect();
+    jobs.extend((0..4).map(|i| grouped(&format!("f{i}"), "sms", "free")));
+    push_all(&q, &jobs).await;
+    let rate = delayq::RateLimit {
+        per_second: 4.0,
+        burst: 2,
+    };
+    let g = q
+        .set_group(
+            "sms",
+            "slow",
+            GroupSettings {
+                rate: Some(rate),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(g.rate, Some(rate));
+    ready(&q, "sms", 8).await;
+    let mut got = Vec::new();
+    while let Some(d) = pop1(&q, "sms").await {
+        q.finish(&d.id, &d.token).await.unwrap();
+        got.push(d.id);
+    }
+    let slow: Vec<&String> = got.iter().filter(|id| id.starts_with('s')).collect();
+    assert_eq!(slow, ["s0", "s1"], "the burst, then held: {got:?}");
+    assert_eq!(got.len(), 6, "every free job went: {got:?}");
+    let g = q.group("sms", "slow").await.unwrap();
+    assert_eq!((g.ready, g.held), (2, 2));
+    // A waiting pop gets the next when its token is due: 250 ms apart.
+    let start = std::time::Instant::now();
+    let d = q
+        .pop(&topics(&["sms"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the next token");
+    assert_eq!(d.id, "s2");
+    q.finish(&d.id, &d.token).await.unwrap();
+    let d = q
+        .pop(&topics(&["sms"]), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the next token");
+    assert_eq!(d.id, "s3");
+    assert!(
+        start.elapsed() >= Duration::from_millis(240),
+        "{:?}",
+        start.elapsed()
+    );
+    // Bad rates are refused, naming it.
+    let e = q
+        .set_group(
+            "sms",
+            "slow",
+            GroupSettings {
+                rate: Some(delayq::RateLimit {
+                    per_second: 0.0,
+                    burst: 1,
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Invalid(m) if m.starts_with("rate")),
+        "{e:?}"
+    );
 }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use delayq::wire::{self, GroupSpec};
+use delayq::wire::{self, GroupSpec, RateSpec};
 use reqwest::Method;
 
 use super::http::{encode, group_path, topic_path, Client, Reply};
@@ -35,6 +35,13 @@ pub enum GroupCommand {
         /// Hand out none of the group's jobs.
         #[arg(long)]
         paused: bool,
+        /// Most of the group's jobs handed out a second, across every
+        /// instance.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// With --rate: most at once after a quiet spell (default: the rate).
+        #[arg(long, requires = "rate")]
+        burst: Option<u32>,
     },
     /// Stop handing out a group's jobs.
     Pause { topic: String, group: String },
@@ -47,9 +54,15 @@ fn line(g: &wire::Group, o: &mut String) {
         .concurrency
         .map_or("no limit".to_owned(), |n| format!("limit {n}"));
     let paused = if g.paused { ", paused" } else { "" };
+    let rate = g.rate.map_or(String::new(), |r| {
+        format!(
+            ", at most {} a second (bursts of {})",
+            r.per_second, r.burst
+        )
+    });
     outln!(
         o,
-        "{}: {} ready ({} held), {} reserved; {limit}{paused}",
+        "{}: {} ready ({} held), {} reserved; {limit}{rate}{paused}",
         g.group,
         g.ready,
         g.held,
@@ -103,10 +116,13 @@ impl Group {
                 group,
                 concurrency,
                 paused,
+                rate,
+                burst,
             } => {
                 let spec = GroupSpec {
                     concurrency,
                     paused,
+                    rate: rate.map(|per_second| RateSpec { per_second, burst }),
                 };
                 c.call::<wire::Group>(Method::PUT, &group_path(&topic, &group), Some(&spec))
                     .await?

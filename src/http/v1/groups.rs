@@ -75,6 +75,12 @@ pub(super) async fn put(
     let settings = GroupSettings {
         concurrency: spec.concurrency,
         paused: spec.paused,
+        rate: spec.rate.map(|r| crate::RateLimit {
+            per_second: r.per_second,
+            burst: r
+                .burst
+                .unwrap_or_else(|| r.per_second.ceil().max(1.0) as u32),
+        }),
     };
     Ok(Json(state.queue.set_group(&topic, &group, settings).await?))
 }

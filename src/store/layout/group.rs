@@ -13,8 +13,15 @@ pub mod group_field {
     pub const USED: &str = "r";
     /// The counter that orders the group's line.
     pub const SEQ: &str = "s";
-    /// Present while the group is in its topic's rotation.
+    /// Present while the group is in its topic's rotation (or waits in
+    /// it for a token).
     pub const TURN: &str = "t";
+    /// The group's rate limit: jobs a second, burst, tokens left
+    /// (thousandths), when last taken (ms).
+    pub const RATE_PER_S: &str = "rr";
+    pub const RATE_BURST: &str = "rb";
+    pub const RATE_TOKENS: &str = "rt";
+    pub const RATE_AT: &str = "ra";
 }
 
 /// Groups' names, as fields of one Lua table `G` (which lib/groups.lua
@@ -30,6 +37,11 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("USED", group_field::USED),
     ("SEQ", group_field::SEQ),
     ("TURN", group_field::TURN),
+    ("RATE_PER_S", group_field::RATE_PER_S),
+    ("RATE_BURST", group_field::RATE_BURST),
+    ("RATE_TOKENS", group_field::RATE_TOKENS),
+    ("RATE_AT", group_field::RATE_AT),
+    ("WAIT_KEY", kind::GROUP_WAIT),
 ];
 
 /// `local G = { ... }` for the prelude.

@@ -60,8 +60,8 @@ end
 -- no key behind. One HMGET, and an EXISTS when that is so.
 function G.tidy(topic, group)
   local gkey = G.key(topic, group)
-  local m = redis.call('HMGET', gkey, G.LIMIT, G.PAUSED, G.USED, G.TURN)
-  if m[1] or m[2] or m[3] or m[4] then return end
+  local m = redis.call('HMGET', gkey, G.LIMIT, G.PAUSED, G.USED, G.TURN, G.RATE_PER_S)
+  if m[1] or m[2] or m[3] or m[4] or m[5] then return end
   if redis.call('EXISTS', G.line_key(topic, group)) == 1 then return end
   redis.call('DEL', gkey)
   redis.call('ZREM', G.index_key(topic), group)
@@ -92,39 +92,107 @@ function G.push(id, topic, group, level, front)
 end
 
 -- The rotation's next job: the group at its front and the first job of its
--- line. Returns id, group; false (a group that may not hand out left the
--- rotation: the caller counts it as a skipped entry); or nil (the rotation
--- is empty, and has left the levels index). The group is out of the
--- rotation until G.taken (or G.untaken) puts it back. Cost: RPOP,
--- HMGET, ZPOPMIN.
-function G.take(topic)
+-- line. `at` is the pop's place (ready_take's): `at.now` its time (ms);
+-- G.take sets `at.tokens` and `at.rate` for G.taken, and `at.retry` (ms)
+-- when the rotation is empty but groups wait for a token. Returns id,
+-- group; false (a group that may not hand out left the rotation, or waits
+-- for a token: the caller counts it as a skipped entry); or nil (the
+-- rotation is empty; the levels index keeps it only while groups wait for
+-- a token). The group is out of the rotation until G.taken (or G.untaken)
+-- puts it back. Cost: RPOP, HMGET, ZPOPMIN; once per pop call G.wake.
+function G.take(topic, at)
+  if not at.woke then
+    at.woke = true
+    G.wake(topic, at.now)
+  end
   local group = redis.call('RPOP', G.turns_key(topic))
   if not group then
-    redis.call('ZREM', P .. LEVELS_KEY .. topic, G.LEVEL)
+    local nxt = redis.call('ZRANGE', G.wait_key(topic), 0, 0, 'WITHSCORES')
+    if nxt[2] then
+      at.retry = math.max(tonumber(nxt[2]) - at.now, 1)
+    else
+      redis.call('ZREM', P .. LEVELS_KEY .. topic, G.LEVEL)
+    end
     return nil
   end
-  local m = redis.call('HMGET', G.key(topic, group), G.LIMIT, G.PAUSED, G.USED)
+  local gkey = G.key(topic, group)
+  local m = redis.call('HMGET', gkey, G.LIMIT, G.PAUSED, G.USED, G.RATE_PER_S, G.RATE_BURST,
+    G.RATE_TOKENS, G.RATE_AT)
   if G.open(m[1], m[2], m[3]) then
+    local tokens
+    if m[4] then
+      tokens = G.tokens(m, at.now)
+      if tokens < 1000 then
+        G.park(topic, group, tonumber(m[4]), tokens, at.now)
+        return false
+      end
+    end
     local got = redis.call('ZPOPMIN', G.line_key(topic, group))
-    if got[1] then return got[1], group end
+    if got[1] then
+      at.tokens, at.rate = tokens, tonumber(m[4])
+      return got[1], group
+    end
   end
-  redis.call('HDEL', G.key(topic, group), G.TURN)
+  redis.call('HDEL', gkey, G.TURN)
   G.tidy(topic, group)
   return false
 end
 
--- After G.take's job was leased: one slot more in use, and the group
--- back at the end of the rotation if it may hand out another job (HINCRBY,
--- HMGET, EXISTS, LPUSH), else out of it (HDEL).
-function G.taken(topic, group)
+-- After G.take's job was leased: one slot more in use, a token used (with
+-- a rate), and the group back at the end of the rotation if it may hand
+-- out another job (HINCRBY, HMGET, EXISTS, LPUSH; with a rate one HSET
+-- more), else out of it (HDEL), or waiting for its next token (ZADD).
+function G.taken(topic, group, at)
   local gkey = G.key(topic, group)
   local used = redis.call('HINCRBY', gkey, G.USED, 1)
   local m = redis.call('HMGET', gkey, G.LIMIT, G.PAUSED)
-  if G.open(m[1], m[2], used) and redis.call('EXISTS', G.line_key(topic, group)) == 1 then
+  local more = G.open(m[1], m[2], used) and redis.call('EXISTS', G.line_key(topic, group)) == 1
+  if at.rate then
+    local left = at.tokens - 1000
+    redis.call('HSET', gkey, G.RATE_TOKENS, left, G.RATE_AT, at.now)
+    if more and left < 1000 then
+      G.park(topic, group, at.rate, left, at.now)
+      return
+    end
+  end
+  if more then
     redis.call('LPUSH', G.turns_key(topic), group)
   else
     redis.call('HDEL', gkey, G.TURN)
   end
+end
+
+-- Per-group rate limits: a group's token bucket is in its hash (G.RATE_*:
+-- jobs a second, burst, tokens in thousandths, when last taken). A group
+-- out of tokens leaves the rotation for G.wait_key(topic), a zset group ->
+-- when its next token is due, still marked G.TURN; the first G.take of a
+-- pop call puts back those whose time came (G.wake). The topic's rate limit
+-- holds beside it (pop.lua counts every job against it).
+function G.wait_key(topic) return P .. G.WAIT_KEY .. topic end
+
+-- The group's tokens now, from its HMGET's rate fields m[4..7].
+function G.tokens(m, now_ms)
+  local per_s, burst = tonumber(m[4]), tonumber(m[5])
+  local tokens = tonumber(m[6]) or burst * 1000
+  local at = tonumber(m[7]) or now_ms
+  if now_ms > at then tokens = math.min(burst * 1000, tokens + (now_ms - at) * per_s) end
+  return tokens
+end
+
+-- The group waits for its next token (one ZADD).
+function G.park(topic, group, per_s, tokens, now_ms)
+  redis.call('ZADD', G.wait_key(topic), now_ms + math.ceil((1000 - tokens) / per_s), group)
+end
+
+-- Groups whose next token is due go back to the rotation (a hundred at
+-- most a call: the rest at the next): one ZRANGEBYSCORE, and a ZREM and an
+-- LPUSH when some are.
+function G.wake(topic, now_ms)
+  local key = G.wait_key(topic)
+  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms, 'LIMIT', 0, 100)
+  if #due == 0 then return end
+  redis.call('ZREM', key, unpack(due))
+  redis.call('LPUSH', G.turns_key(topic), unpack(due))
 end
 
 -- After G.take's job turned out not to be ready there (it should not
@@ -160,14 +228,18 @@ end
 
 -- A group's figures: { ready, reserved, held, limit (-1: none), paused (0
 -- or 1), head age (ms since the job at the head of its line fell due; -1:
--- none ready) }; held: its ready jobs that its pause or its limit keeps
--- back now. HMGET, ZCARD, and a ZRANGE and an HGET with jobs ready.
+-- none ready), rate (jobs a second, -1: none), burst }; held: its ready
+-- jobs that its pause, its limit or its rate keeps back now. HMGET, ZCARD,
+-- ZSCORE, and a ZRANGE and an HGET with jobs ready.
 function G.figures(topic, group, now_ms)
-  local m = redis.call('HMGET', G.key(topic, group), G.LIMIT, G.PAUSED, G.USED)
+  local m = redis.call('HMGET', G.key(topic, group), G.LIMIT, G.PAUSED, G.USED, G.RATE_PER_S,
+    G.RATE_BURST)
   local line = G.line_key(topic, group)
   local ready = redis.call('ZCARD', line)
   local held = 0
-  if not G.open(m[1], m[2], m[3]) then held = ready end
+  if not G.open(m[1], m[2], m[3]) or redis.call('ZSCORE', G.wait_key(topic), group) then
+    held = ready
+  end
   local paused = 0
   if m[2] then paused = 1 end
   local age = -1
@@ -176,5 +248,6 @@ function G.figures(topic, group, now_ms)
     local due = head and tonumber(redis.call('HGET', job_key(head), DUE))
     if due then age = math.max(now_ms - due, 0) end
   end
-  return { ready, tonumber(m[3]) or 0, held, tonumber(m[1]) or -1, paused, age }
+  return { ready, tonumber(m[3]) or 0, held, tonumber(m[1]) or -1, paused, age,
+    m[4] or -1, tonumber(m[5]) or 0 }
 end

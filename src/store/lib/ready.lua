@@ -58,7 +58,7 @@ end
 local function ready_take(topic, at)
   while at.level do
     if at.level == G.LEVEL then
-      local id, group = G.take(topic)
+      local id, group = G.take(topic, at)
       if id == nil then at.level = nil end
       at.group = group
       return id
