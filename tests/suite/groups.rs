@@ -786,3 +786,27 @@ async fn a_groups_rate_limit_holds_its_jobs_alone() {
         "{e:?}"
     );
 }
+
+/// Groups cost a plain job nothing: a pop of one plain job runs the 12
+/// Redis commands (TIME included) that the build before groups ran,
+/// measured the same way, with groups of the same topic waiting behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_pop_runs_what_it_ran_before_groups() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let mut jobs: Vec<NewJob> = (0..6)
+        .map(|i| job(&format!("p{i}"), "t", 0, 60_000))
+        .collect();
+    jobs.extend((0..3).map(|i| grouped(&format!("g{i}"), "t", "g")));
+    push_all(&q, &jobs).await;
+    ready(&q, "t", 9).await;
+    let mut least = u64::MAX;
+    for _ in 0..3 {
+        let before = commandstats(&redis).await;
+        let got = q.try_pop(&topics(&["t"]), 1).await.unwrap();
+        let after = commandstats(&redis).await;
+        assert!(got[0].id.starts_with('p'), "ungrouped jobs first");
+        least = least.min(ran(&before, &after));
+    }
+    assert_eq!(least, 12, "the same count as the build before groups");
+}
