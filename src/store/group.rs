@@ -4,8 +4,9 @@
 
 use super::rate::RateLimit;
 use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{layout, Script, Status, Store};
 use crate::error::{Error, Result};
+use std::collections::BTreeMap;
 
 pub const SCRIPT: Script = Script {
     name: "group",
@@ -142,6 +143,45 @@ impl Store {
             Some(Some(r)) => cmd.arg(r.per_second).arg(r.burst),
         };
         decode_one(group, self.send(cmd).await?)
+    }
+
+    /// Per topic of `topics` that has groups: how many, how many in turn,
+    /// how many waiting for a token. Three reads a topic, pipelined; none
+    /// on a queue of more than one partition (it has no groups).
+    pub(crate) async fn group_gauges(
+        &self,
+        topics: &[String],
+    ) -> Result<BTreeMap<String, crate::figures::GroupGauges>> {
+        let mut out = BTreeMap::new();
+        if self.parts().len() != 1 || topics.is_empty() {
+            return Ok(out);
+        }
+        let part = &self.parts()[0];
+        let mut pipe = redis::pipe();
+        for t in topics {
+            pipe.cmd("ZCARD")
+                .arg(part.groups_of(layout::kind::GROUPS, t))
+                .cmd("LLEN")
+                .arg(part.groups_of(layout::kind::GROUP_TURNS, t))
+                .cmd("ZCARD")
+                .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
+        }
+        let got: Vec<u64> = self
+            .call("group gauges", pipe.query_async(&mut self.conn()))
+            .await?;
+        for (t, n) in topics.iter().zip(got.chunks(3)) {
+            if n.iter().any(|v| *v > 0) {
+                out.insert(
+                    t.clone(),
+                    crate::figures::GroupGauges {
+                        known: n[0],
+                        in_turn: n[1],
+                        waiting_token: n[2],
+                    },
+                );
+            }
+        }
+        Ok(out)
     }
 
     /// A page of `topic`'s groups after `after` ("" from the start).
