@@ -298,7 +298,9 @@ impl Store {
                         .arg(field::STATE);
                 }
                 let mut ages: Vec<(String, Option<i64>, Option<i64>)> = Vec::new();
-                if !heads.is_empty() || !due.is_empty() {
+                // A topic whose ready jobs are all in groups has no list
+                // entries to look at: nothing to send then.
+                if heads.iter().any(|(_, ids)| !ids.is_empty()) || !due.is_empty() {
                     let replies: Vec<redis::Value> = self
                         .call("backlog", pipe.query_async(&mut self.conn()))
                         .await?;

@@ -115,6 +115,13 @@ async fn groups_over_http_and_the_cli() {
     .await;
     assert!(ok, "{err}");
     ready(&q, "t", 2).await;
+    // A topic whose ready jobs are all grouped reads as any other.
+    let (st, topics) = get_json(b, "/v1/topics").await;
+    assert_eq!(
+        (st, topics["topics"]["t"]["ready"].as_u64()),
+        (200, Some(2)),
+        "{topics}"
+    );
     let path = "/v1/topics/t/groups/acct%3A1";
     let (st, g) = request_json(
         reqwest::Method::PUT,
