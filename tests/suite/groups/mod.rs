@@ -640,3 +640,44 @@ async fn a_plain_pop_runs_what_it_ran_before_groups() {
         assert_eq!(least["plain"], 12, "the count of the build before groups");
     }
 }
+
+/// Ready grouped jobs that leave ready without a pop leave their group's
+/// line at once (a tag cancel, a reschedule), and a dead grouped job
+/// requeued goes back to its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_leaving_ready_leave_their_group_and_a_requeued_one_returns() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let tagged = NewJob {
+        tags: vec!["bulk".into()],
+        ..grouped("tagged", "t", "g")
+    };
+    let dies = NewJob {
+        retry: Some(RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(1),
+        }),
+        ..grouped("dies", "t", "g")
+    };
+    push_all(&q, &[tagged, grouped("moved", "t", "g"), dies]).await;
+    ready(&q, "t", 3).await;
+    assert_eq!(q.group("t", "g").await.unwrap().ready, 3);
+    q.cancel_tag("bulk", None, 100).await.unwrap();
+    q.reschedule("moved", Duration::from_secs(3600), None, None)
+        .await
+        .unwrap();
+    assert_eq!(q.group("t", "g").await.unwrap().ready, 1);
+    let d = pop1(&q, "t").await.unwrap();
+    assert_eq!(d.id, "dies");
+    q.nack(&d.id, &d.token, None, "no").await.unwrap();
+    let g = q.group("t", "g").await.unwrap();
+    assert_eq!((g.ready, g.reserved), (0, 0));
+    assert_eq!(q.requeue_dead("t", &[]).await.unwrap(), 1);
+    assert_eq!(q.group("t", "g").await.unwrap().ready, 1);
+    let d = pop1(&q, "t")
+        .await
+        .expect("the requeued job, from its group");
+    assert_eq!(d.id, "dies");
+    q.finish(&d.id, &d.token).await.unwrap();
+    assert!(pop1(&q, "t").await.is_none());
+}
