@@ -40,7 +40,7 @@ pub const MAX_GROUP_BYTES: usize = 128;
 
 /// Checks a group key: 1 to [`MAX_GROUP_BYTES`] bytes, no control
 /// characters (a newline separates topic and group in the group's keys),
-/// not blank.
+/// not blank, not `.` or `..`.
 pub fn check_group(group: &str) -> Result<(), String> {
     if group.trim().is_empty() {
         return Err("group: the group key is empty or blank".into());
@@ -56,7 +56,8 @@ pub fn check_group(group: &str) -> Result<(), String> {
             "group: group {group:?} contains {c:?}; control characters are not allowed"
         ));
     }
-    Ok(())
+    // `/v1/topics/{topic}/groups/{group}` must be able to name it.
+    check_not_dot_segment("group: group", group)
 }
 
 /// Checks a job's tags: at most [`MAX_TAGS`] different ones (a tag given

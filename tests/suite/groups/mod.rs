@@ -417,6 +417,8 @@ async fn a_bad_group_key_is_refused_and_changes_nothing() {
         ("x".repeat(129), "129 bytes"),
         ("a\nb".into(), "control"),
         ("a\u{7}".into(), "control"),
+        (".".into(), "a dot segment: no URL can name it"),
+        ("..".into(), "a dot segment: no URL can name it"),
     ] {
         let e = q.push(&grouped("j", "t", &bad)).await.unwrap_err();
         let Error::Invalid(msg) = e else {
