@@ -683,3 +683,42 @@ async fn jobs_leaving_ready_leave_their_group_and_a_requeued_one_returns() {
     q.finish(&d.id, &d.token).await.unwrap();
     assert!(pop1(&q, "t").await.is_none());
 }
+
+/// A topic's ready listing goes on from its ungrouped jobs to its groups'
+/// (by group key, then each group's hand-out order), a page at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topics_ready_listing_takes_in_its_groups() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let mut jobs = vec![job("plain", "t", 0, 60_000)];
+    for (g, n) in [("b", 2), ("a", 3), ("c", 1)] {
+        jobs.extend((0..n).map(|i| grouped(&format!("{g}{i}"), "t", g)));
+    }
+    push_all(&q, &jobs).await;
+    ready(&q, "t", 7).await;
+    let listed = |after: Option<String>| {
+        let q = q.clone();
+        async move {
+            q.list_jobs("t", delayq::JobState::Ready, after.as_deref(), 2)
+                .await
+                .unwrap()
+        }
+    };
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = listed(cursor).await;
+        assert!(page.len() <= 2);
+        all.extend(page.into_iter().map(|j| j.id));
+        match next {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(all, ["plain", "a0", "a1", "a2", "b0", "b1", "c0"]);
+    let d = pop1(&q, "t").await.unwrap();
+    assert_eq!(d.id, "plain");
+    let d = pop1(&q, "t").await.unwrap();
+    let (page, _) = listed(None).await;
+    assert!(!page.iter().any(|j| j.id == d.id), "{} is reserved", d.id);
+}
