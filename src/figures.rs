@@ -213,3 +213,13 @@ pub struct WebhookStatus {
     /// How many running instances deliver it.
     pub instances: u64,
 }
+
+/// A topic's groups, as `/metrics` shows them: known (listed: with ready
+/// or reserved jobs, or settings), in turn (may hand out a job now),
+/// waiting for a token of their rate limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupGauges {
+    pub known: u64,
+    pub in_turn: u64,
+    pub waiting_token: u64,
+}

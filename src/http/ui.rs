@@ -36,6 +36,7 @@ const APP: &str = concat!(
     include_str!("ui/app/common.js"),
     include_str!("ui/app/overview.js"),
     include_str!("ui/app/topics.js"),
+    include_str!("ui/app/groups.js"),
     include_str!("ui/app/jobs.js"),
     include_str!("ui/app/server.js"),
     include_str!("ui/app.js"),

@@ -35,6 +35,31 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
     check_not_dot_segment("tags: tag", tag)
 }
 
+/// Longest group key, bytes.
+pub const MAX_GROUP_BYTES: usize = 128;
+
+/// Checks a group key: 1 to [`MAX_GROUP_BYTES`] bytes, no control
+/// characters (a newline separates topic and group in the group's keys),
+/// not blank, not `.` or `..`.
+pub fn check_group(group: &str) -> Result<(), String> {
+    if group.trim().is_empty() {
+        return Err("group: the group key is empty or blank".into());
+    }
+    if group.len() > MAX_GROUP_BYTES {
+        return Err(format!(
+            "group: the group key is {} bytes; the limit is {MAX_GROUP_BYTES}",
+            group.len()
+        ));
+    }
+    if let Some(c) = group.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "group: group {group:?} contains {c:?}; control characters are not allowed"
+        ));
+    }
+    // `/v1/topics/{topic}/groups/{group}` must be able to name it.
+    check_not_dot_segment("group: group", group)
+}
+
 /// Checks a job's tags: at most [`MAX_TAGS`] different ones (a tag given
 /// twice counts once), each as [`check_tag`] wants.
 pub fn check_tags(tags: &[String]) -> Result<(), String> {
@@ -180,6 +205,9 @@ impl Limits {
         }
         check_trace(job)?;
         check_tags(&job.tags)?;
+        if let Some(g) = &job.group {
+            check_group(g)?;
+        }
         Ok(())
     }
 

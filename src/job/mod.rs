@@ -19,9 +19,9 @@ use crate::retry::RetryPolicy;
 use crate::trace::HopKind;
 
 pub use limits::{
-    check_due_at, check_keep_finished, check_priority, check_tag, check_tags, Limits,
-    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_KEEP_FINISHED, MAX_PRIORITY,
-    MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
+    check_due_at, check_group, check_keep_finished, check_priority, check_tag, check_tags, Limits,
+    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_KEEP_FINISHED,
+    MAX_PRIORITY, MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
 };
 
 /// The ttr of a job, or of a schedule's ticks, pushed without one.
@@ -58,6 +58,12 @@ pub struct NewJob {
     /// Tags (at most [`MAX_TAGS`], each 1 to [`MAX_TAG_BYTES`] bytes): the
     /// job is listed, cancelled and rescheduled with the tag's other jobs.
     pub tags: Vec<String>,
+    /// Groups: the job's group within its topic (1 to [`MAX_GROUP_BYTES`]
+    /// bytes, no control characters): at most the group's concurrency
+    /// limit of its jobs are reserved at once, pops take turns over the
+    /// groups with ready jobs, and a group can be paused on its own. Not
+    /// on a queue split into partitions.
+    pub group: Option<String>,
 }
 
 impl Default for NewJob {
@@ -76,6 +82,7 @@ impl Default for NewJob {
             traceparent: None,
             tracestate: None,
             tags: Vec::new(),
+            group: None,
         }
     }
 }
@@ -251,6 +258,8 @@ pub struct Job {
     pub tracestate: Option<String>,
     /// Its tags (none on a finished job's record).
     pub tags: Vec<String>,
+    /// Its group, if it has one.
+    pub group: Option<String>,
     /// The progress its holder last reported
     /// ([`Queue::progress`](crate::Queue::progress)); it stays across
     /// attempts and in a finished job's record.

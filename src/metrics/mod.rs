@@ -25,8 +25,11 @@
 //! A std mutex guards each series: updates hold it for a map lookup, never
 //! across an await.
 
+mod groups;
 mod series;
 mod topics;
+
+pub use crate::figures::GroupGauges;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -68,6 +71,8 @@ pub struct Gauges {
     pub webhook_pops: usize,
     /// Each shard's state (watched with replica acks or on a cluster).
     pub shards: Vec<crate::store::health::Shard>,
+    /// Groups per topic (topics that have some).
+    pub groups: BTreeMap<String, GroupGauges>,
 }
 
 /// Every series delayq exports.
@@ -284,6 +289,7 @@ impl Metrics {
             let l = paused.labels(&[label(topic, c)], None);
             let _ = writeln!(out, "delayq_topic_paused{l} 1");
         }
+        groups::render(&self.topics, &g.groups, &mut out);
         for (name, help, age) in [
             (
                 "delayq_topic_oldest_ready_seconds",

@@ -169,15 +169,24 @@ impl Queue {
     /// The gauges `/metrics` shows, read now (queue depths are left out
     /// while Redis is away; `delayq_redis_errors_total` says so).
     pub async fn gauges(&self) -> Gauges {
+        let jobs = match self.topics().await {
+            Ok(mut o) => {
+                // Backlog ages are left out if they cannot be read.
+                let _ = self.store().backlog(&mut o, &Default::default()).await;
+                Some(o.topics)
+            }
+            Err(_) => None,
+        };
+        // Groups' gauges of the topics with jobs, left out if unreadable.
+        let with_jobs: Vec<String> = jobs.iter().flatten().map(|(t, _)| t.clone()).collect();
+        let groups = self
+            .store()
+            .group_gauges(&with_jobs)
+            .await
+            .unwrap_or_default();
         Gauges {
-            jobs: match self.topics().await {
-                Ok(mut o) => {
-                    // Backlog ages are left out if they cannot be read.
-                    let _ = self.store().backlog(&mut o, &Default::default()).await;
-                    Some(o.topics)
-                }
-                Err(_) => None,
-            },
+            jobs,
+            groups,
             subscriber_connected: self.subscriber_connected(),
             expired_events: self.expired_events_heard(),
             waiting_pops: self

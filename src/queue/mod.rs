@@ -14,6 +14,7 @@
 mod admin;
 mod config;
 mod events;
+mod groups;
 mod instances;
 mod layout;
 mod pop;

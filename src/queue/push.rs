@@ -117,6 +117,7 @@ impl Queue {
                 dedup: job.dedup.as_ref().map(Into::into),
                 priority: (job.priority > 0).then_some(job.priority),
                 tags: distinct(&job.tags),
+                group: job.group.clone(),
             },
         }
     }
@@ -127,6 +128,9 @@ impl Queue {
     /// queue, refused unless the id is in the key's partition. Any other
     /// push is taken as it is.
     fn placed<'a>(&self, job: &'a NewJob) -> Result<std::borrow::Cow<'a, NewJob>, String> {
+        if job.group.is_some() {
+            check_groups_here(self.store().parts().len())?;
+        }
         let Some(d) = &job.dedup else {
             return Ok(std::borrow::Cow::Borrowed(job));
         };
@@ -252,4 +256,17 @@ fn distinct(tags: &[String]) -> Vec<String> {
 
 fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// Groups: a group's limit and turns hold across its jobs only when they
+/// share one partition, and a job's partition comes from its id: a queue
+/// split into partitions refuses groups.
+pub(crate) fn check_groups_here(partitions: usize) -> std::result::Result<(), String> {
+    if partitions > 1 {
+        return Err(format!(
+            "group: groups need a queue of one partition (this one has {partitions}): \
+             a group's concurrency limit holds only while its jobs share a partition"
+        ));
+    }
+    Ok(())
 }

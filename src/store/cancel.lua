@@ -14,6 +14,8 @@
 -- dead set holds it, its tags' indexes, its simple dedup record, the count
 -- hash. Events: cancelled. Helpers: now_us, detach, untag, dedup_release,
 -- emit, state_of.
+-- Groups: as remove.lua (G.free or the line's ZREM); a plain job: one
+-- field more in its HMGET.
 --
 -- Returns { status, state }: DONE and the state the job was in, or
 -- MISSING (no job; a finished job's record is none either).
@@ -27,11 +29,11 @@ local id = ARGV[2]
 local grace = tonumber(ARGV[3])
 if not grace or grace < 0 then return invalid('cancel takes a grace in ms') end
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE, GROUP)
 if not f[2] or f[1] == FINISHED then return { MISSING, '' } end
 local state, topic = state_of(f[1]), f[2]
 if EVENTS > 0 then emit(EV_CANCELLED, id, topic) end
-detach(id, state, topic)
+detach(id, state, topic, f[7])
 untag(id, f[5])
 dedup_release(id, f[4])
 redis.call('DEL', job, log_key(id))

@@ -23,6 +23,11 @@
 -- topic).
 -- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due,
 -- arm_ahead.
+-- Groups: a grouped job due goes to its group's line (G.push: HINCRBY,
+-- ZADD, HMGET, and HSETNX, LPUSH, ZADD when its group enters the
+-- rotation); a grouped lease that ran out gives its slot back (G.free:
+-- HINCRBY, HMGET, EXISTS, at most HSETNX, LPUSH, ZADD, PUBLISH). A plain
+-- job: one field more in its HMGET, nothing else.
 --
 -- Returns { DONE, now_us, moved, next_due_ms or -1, armed (schedule entries
 --           the sweep's arming looked at, at most ARGV[2]), next_arm_ms
@@ -80,7 +85,7 @@ for k, id in ipairs(ids) do
   local score = scores[k]
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY)
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP)
     local topic = f[2]
     local state = topic and state_of(f[1])
     local became
@@ -94,7 +99,7 @@ for k, id in ipairs(ids) do
         redis.call('ZREM', SCHEDULE, id)
         redis.call('ZREM', topic_schedule_key(topic), id)
       end
-      make_ready(id, topic, DELAYED, score, level_of(f[4]))
+      make_ready(id, topic, DELAYED, score, level_of(f[4]), f[5])
       if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
       became = READY
     elseif state == RESERVED then

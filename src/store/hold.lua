@@ -15,6 +15,8 @@
 -- new_head). Publishes: wake (when an extended lease end is the new
 -- earliest), ready (a job given back). Helpers: now_us, lease,
 -- wake_if_head, unreserve.
+-- Groups: a job given back (its topic paused) reads its priority and
+-- group in one HMGET, and a grouped one gives its slot back (G.free).
 --
 -- Returns { DONE, then per lease: status, lease end (Unix ms), ms left }:
 -- status DONE (held: still reserved under this token; deleted,

@@ -96,8 +96,11 @@
 
 use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
 
+mod body;
+mod group;
 mod keys;
 
+pub use body::{LAYOUT_READ, PIECE_BYTES};
 pub use keys::{partition_of, slot, validate_prefix, Keys};
 
 /// Key kinds and channel names, after the prefix.
@@ -148,24 +151,20 @@ pub mod kind {
     pub const INDEXED: &str = "indexed";
     /// The layout writers write (see [`super::LAYOUT_READ`]).
     pub const LAYOUT: &str = "layout";
+    /// Groups: a group's line of ready jobs (`gready:<topic>\n<group>`,
+    /// a zset: a topic holds no control character, so the newline keeps
+    /// every topic and group pair apart).
+    pub const GROUP_READY: &str = "gready:";
+    /// A group's hash (`grp:<topic>\n<group>`): settings, slots in use.
+    pub const GROUP: &str = "grp:";
+    /// A topic's rotation of groups that may hand out a job (a list).
+    pub const GROUP_TURNS: &str = "gturns:";
+    /// A topic's index of its groups (a zset, group -> 0).
+    pub const GROUPS: &str = "groups:";
+    /// A topic's groups waiting for a token of their rate limit (a zset,
+    /// group -> when).
+    pub const GROUP_WAIT: &str = "gwait:";
 }
-
-/// The highest layout this build reads (it reads every one up to it).
-/// Layout 1: a body in one field, [`field::BODY`]. Layout 2: a body of
-/// more than [`PIECE_BYTES`] and at most [`PIECED_MAX_BYTES`] in pieces.
-/// `{p}:layout` says which one writers write; the upkeep raises it once
-/// every live instance reads the next (see `loops::upkeep`).
-pub const LAYOUT_READ: u8 = 2;
-
-/// The longest piece of a pieced body: Redis's default
-/// `hash-max-listpack-value`, so the job's hash stays a listpack.
-pub const PIECE_BYTES: usize = 64;
-
-/// The longest body kept in pieces (16; Redis's default
-/// `hash-max-listpack-entries` is 128 fields). Past about 1 KiB pieces save
-/// nothing on average (about 5 B each, and a listpack's one allocation is
-/// rounded to size classes 256 B apart), and a pop reads them one by one.
-pub const PIECED_MAX_BYTES: usize = 1024;
 
 /// How many of the latest pops `{p}:pops` remembers. A pop whose reply was
 /// lost (the connection broke, or a failover came between the script and
@@ -228,6 +227,8 @@ pub mod field {
     /// The progress its holder last reported (JSON); stays across
     /// attempts and in a finished job's record.
     pub const PROGRESS: &str = "n";
+    /// Groups: the job's group key; absent without a group.
+    pub const GROUP: &str = "o";
 
     /// Every field but BODY: what a listing reads first (a body is read
     /// only if it fits the page, see `store::read`).
@@ -253,6 +254,7 @@ pub mod field {
         DEDUP,
         CANCELLED,
         PROGRESS,
+        GROUP,
     ];
 }
 
@@ -412,6 +414,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
+    ("GROUP", field::GROUP),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -431,13 +434,8 @@ pub(crate) fn lua_prelude() -> String {
         crate::job::MAX_PRIORITY
     ));
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
-    // One local for what lib/body.lua needs: Lua allows a function (the
-    // library's main chunk) 200 locals.
-    out.push_str(&format!(
-        "local BODIES = {{ piece = {PIECE_BYTES}, max = {PIECED_MAX_BYTES}, size = '{}', key = '{}' }}\n",
-        field::BODY_SIZE,
-        kind::LAYOUT
-    ));
+    out.push_str(&body::lua_table());
+    out.push_str(&group::lua_table());
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
@@ -459,8 +457,7 @@ pub(crate) fn lua_prelude() -> String {
 /// Every value the scripts must name through the prelude.
 #[cfg(test)]
 pub(crate) fn values() -> impl Iterator<Item = &'static str> {
-    LUA_NAMES
-        .iter()
+    (LUA_NAMES.iter().chain(group::LUA_NAMES))
         .map(|(_, v)| *v)
         .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])
 }

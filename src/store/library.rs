@@ -28,6 +28,7 @@ use super::{layout, Keys, Script, Status};
 const HELPERS: &[(&str, &str)] = &[
     ("lib/call", include_str!("lib/call.lua")),
     ("lib/body", include_str!("lib/body.lua")),
+    ("lib/groups", include_str!("lib/groups.lua")),
     ("lib/ready", include_str!("lib/ready.lua")),
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
@@ -69,6 +70,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::progress::LOG,
     &super::index::SCRIPT,
     &super::relayout::SCRIPT,
+    &super::group::SCRIPT,
 ];
 
 struct Library {

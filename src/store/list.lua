@@ -18,7 +18,8 @@
 -- ARGV[4]  where the cursor's job was (index from the push end)
 -- ARGV[5]  cursor's job id ("": from the front)
 -- ARGV[6]  most ids to return   ARGV[7] how far from ARGV[4] to look for it
--- ARGV[8]  the priority level to list (0: the default list)
+-- ARGV[8]  the priority level to list (0: the default list; G.LEVEL: the
+--          topic's groups, see below)
 --
 -- A topic's delayed jobs are read from its own schedule ({p}:s:<topic>),
 -- once index.lua has ended a pass ({p}:indexed), else from the schedule.
@@ -26,7 +27,7 @@
 -- Touches: reads the schedule, a topic's schedule, a dead set or a
 -- finished index and job hashes, or a ready list and the topic's levels
 -- index. Publishes: nothing.
--- Helpers: job_key, dead_key, level_key, levels_key.
+-- Helpers: job_key, dead_key, level_key, levels_key, G.line_key, G.index_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
 -- entry looked at), last score looked at, last id looked at, then id,
@@ -44,6 +45,43 @@
 -- job has gone, pops took it and every job before it, and the page starts
 -- again at the front; only if it was deleted, or more than ARGV[7] jobs
 -- came or went before it, are jobs listed again.
+-- Groups (level G.LEVEL): the topic's groups by name, each one's line in
+-- hand-out order; ARGV[5] is then the position "<group>\n<last id>" ("": from
+-- the first group), ARGV[7] the most groups looked at. Returns { DONE,
+-- more (0: the last group was reached), position, then ids }. A position
+-- whose job has left its line resumes at the head of that group's line.
+if ARGV[2] == 'ready-list' and tonumber(ARGV[8]) == G.LEVEL then
+  local topic, pos, want, cap = ARGV[3], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+  local reply = { DONE, 1, '' }
+  local got = 0
+  local function take(g, from)
+    local ids = redis.call('ZRANGE', G.line_key(topic, g), from, from + want - got - 1)
+    for _, id in ipairs(ids) do reply[#reply + 1] = id end
+    got = got + #ids
+    reply[3] = g .. '\n' .. (ids[#ids] or '')
+  end
+  local after = '-'
+  local nl = string.find(pos, '\n', 1, true)
+  if nl then
+    local g, last = string.sub(pos, 1, nl - 1), string.sub(pos, nl + 1)
+    local rank = last ~= '' and redis.call('ZRANK', G.line_key(topic, g), last)
+    take(g, rank and rank + 1 or 0)
+    after = '(' .. g
+  end
+  local looked = 0
+  while got < want and looked < cap do
+    local names = redis.call('ZRANGEBYLEX', G.index_key(topic), after, '+', 'LIMIT', 0,
+      math.min(100, cap - looked))
+    if #names == 0 then reply[2] = 0 break end
+    for _, g in ipairs(names) do
+      looked = looked + 1
+      take(g, 0)
+      after = '(' .. g
+      if got >= want then break end
+    end
+  end
+  return reply
+end
 if ARGV[2] == 'ready-list' then
   local level = tonumber(ARGV[8]) or 0
   local list = level_key(ARGV[3], level)

@@ -36,6 +36,9 @@ pub enum Cursor {
     },
 }
 
+/// The level after every priority: the topic's groups (lib/groups.lua).
+const GROUPS_LEVEL: u8 = crate::job::MAX_PRIORITY + 1;
+
 /// Scores are Unix milliseconds: whole, never negative, exact in a double.
 const MAX_SCORE: i64 = 1 << 53;
 /// A Redis list holds fewer entries than this.
@@ -96,7 +99,7 @@ impl Cursor {
             "r" | "p" => {
                 let part = number(parts.next(), u16::MAX as u64, "partition")? as usize;
                 let level = match kind {
-                    "p" => number(parts.next(), crate::job::MAX_PRIORITY.into(), "priority")? as u8,
+                    "p" => number(parts.next(), GROUPS_LEVEL.into(), "priority")? as u8,
                     _ => 0,
                 };
                 let index = number(parts.next(), MAX_INDEX as u64, "index")? as usize;
@@ -314,6 +317,32 @@ impl Store {
         while part < self.parts().len() && ids.len() < limit {
             let want = limit - ids.len();
             let (index, id) = after.take().unwrap_or((0, String::new()));
+            if level == GROUPS_LEVEL {
+                // Groups: a page across the topic's groups, at most
+                // SCAN_CAP of them looked at a call (a short page then
+                // carries its cursor on).
+                let mut cmd = self.script(&SCRIPT, part);
+                cmd.arg("ready-list").arg(topic).arg(0).arg(&id).arg(want);
+                cmd.arg(SCAN_CAP).arg(level);
+                let (_, mut f) = self.send(cmd).await?;
+                let more = f.int()? == 1;
+                let pos = f.string()?;
+                let before = ids.len();
+                while f.left() > 0 {
+                    ids.push((f.string()?, 0));
+                }
+                if !more && ids.len() - before < want {
+                    (part, level, next) = (part + 1, 0, None);
+                    continue;
+                }
+                next = Some(Cursor::At {
+                    part,
+                    level,
+                    index: 0,
+                    id: pos,
+                });
+                break;
+            }
             let mut cmd = self.script(&SCRIPT, part);
             // Costs the page and a look around the cursor's job of at most
             // 2 * SCAN_CAP entries, and one look at the priority levels.
@@ -338,7 +367,7 @@ impl Store {
                 // This level is done: the next one with jobs, or the next
                 // partition.
                 match u8::try_from(next_level) {
-                    Ok(l) if l > level && l <= crate::job::MAX_PRIORITY => level = l,
+                    Ok(l) if l > level && l <= GROUPS_LEVEL => level = l,
                     _ => {
                         part += 1;
                         level = 0;
@@ -404,7 +433,7 @@ mod tests {
             "r\n-1\n0\nid",
             "r\n0\n18446744073709551615\nid",
             "q\n0\n0",
-            "p\n0\n10\n0\nid",
+            "p\n0\n11\n0\nid",
             "p\n0\n\n0\nid",
             "p\n0\n1\n0",
         ] {

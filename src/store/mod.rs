@@ -57,6 +57,7 @@ pub(crate) mod stats;
 pub mod cancel;
 pub mod dispatch;
 pub mod events;
+pub mod group;
 pub mod history;
 pub mod hold;
 pub(crate) mod index;

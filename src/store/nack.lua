@@ -14,6 +14,9 @@
 -- Touches: job hash, schedule, trigger key, the topic's ready list or dead
 -- set, count hash. Publishes: ready or wake.
 -- Helpers: fail_attempt (and what it uses), notify_ready, wake_if_head.
+-- Groups: in fail_attempt: a grouped job's slot back (G.free) and, if
+-- ready again, into its group's line (G.push); a plain job: one field more
+-- in its HMGET.
 --
 -- Returns { status, state, due_ms, topic }: DONE, MISSING (no job, or a
 -- finished job's record), STALE (the token is not the job's current

@@ -15,12 +15,14 @@
 --
 -- Touches: the topics' ready lists (every priority level) and their levels
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
--- count hash, the latest pops list (one entry, trimmed to POPS_KEPT).
+-- count hash, the latest pops list (one entry, trimmed to POPS_KEPT);
+-- groups: their lines, hashes, the topics' rotations and waiting sets.
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
 -- also ends the leader's term by then).
 -- Helpers: now_us, BODIES.of, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
--- ready_take, ready_entry_live, ready_taken, ready_count.
+-- ready_take, ready_entry_live, ready_taken, ready_count; groups: G.take,
+-- G.taken, G.untaken.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
 -- job taken RPOP, HMGET, HSET, ZADD; one RPOP that finds the default list
@@ -30,6 +32,19 @@
 -- more RPOP per level found empty, and one LLEN after taking from a level
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
 -- priorities; one that empties the default list runs one ZRANGE more.
+-- Groups: once the topic's ungrouped jobs are out (the rotation is the
+-- last level: one ZRANGE more, as for a priority), per grouped job RPOP of
+-- the rotation, HMGET of the group, ZPOPMIN of its line, HINCRBY, HMGET,
+-- EXISTS and LPUSH (or HDEL) besides the job's own; per group found that
+-- may not hand out (paused, full, empty: it leaves the rotation, once per
+-- change that put it in) RPOP, HMGET, HDEL, HMGET, and an EXISTS, DEL and
+-- ZREM if it is left with nothing; counted with the stale entries. A pop
+-- that takes a plain job runs what it ran before groups (one more field
+-- in its HMGET). A grouped pop call also runs G.wake's ZRANGEBYSCORE once
+-- per topic (groups whose rate limit's token came back to the rotation),
+-- with a rate one HSET more per job, and a ZRANGE when the rotation is
+-- empty; a group out of tokens waits out of the rotation (one ZADD), and a
+-- pop that found nothing else reports it as held, retry_ms its next token.
 -- Per call that took jobs: one ZRANGE of the schedule's head (is the
 -- earliest lease end the new earliest?), and a PUBLISH, a PTTL and perhaps a
 -- PEXPIREAT only when it is.
@@ -48,7 +63,10 @@
 -- Guarantees: a job is taken from its ready list and leased in one step, so
 -- it is never handed to two consumers at once. Within a topic, jobs of
 -- priority 0 go first, then 1, 2, ...; first in, first out within each
--- (topics are still tried in the order given). The lease's end goes into
+-- (topics are still tried in the order given). Grouped jobs come after
+-- the topic's ungrouped ones: one job per group in turn (see
+-- lib/groups.lua), by priority then arrival within a group, never more of
+-- a group reserved at once than its limit, none of a paused group. The lease's end goes into
 -- the schedule (no trigger key: the sweep is the clock), so a consumer that
 -- dies without finishing counts as a failed attempt after ttr, not before.
 -- Every delivery carries a new token (the caller's random nonce and the
@@ -81,7 +99,7 @@ local leased = {}
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
   local topic = ARGV[i]
-  local at = { level = 0 }
+  local at = { level = 0, now = now_ms }
   local bucket, allowed, limited
   if ARGV[5] == '' then
     bucket = rate_bucket(topic, now_ms)
@@ -103,16 +121,19 @@ for i = 6, #ARGV do
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
     local id = ready_take(topic, at)
-    if not id then break end
-    local job = job_key(id)
-    local f = redis.call('HMGET', job, STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS, TRACEPARENT,
-      TRACESTATE, PRIORITY)
-    if not ready_entry_live(at, f[1], f[2], topic, f[9]) then
-      -- Stale (see ready_take): skipped, a bounded number per call.
+    if id == nil then break end
+    local f = id and redis.call('HMGET', job_key(id), STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS,
+      TRACEPARENT, TRACESTATE, PRIORITY, GROUP)
+    if not f or not ready_entry_live(at, f[1], f[2], topic, f[9], f[10]) then
+      -- Stale (see ready_take), or a group that may not hand out left the
+      -- rotation: skipped, a bounded number per call.
+      if f and at.group then G.untaken(topic, at.group) end
       stale = stale + 1
       if stale >= STALE_SKIP_MAX then break end
     else
+      local job = job_key(id)
       f[3] = BODIES.of(job, f[3])
+      if at.group then G.taken(topic, at.group, at) end
       local token = nonce .. '.' .. got
       local lease_until = lease_from + tonumber(f[4])
       local attempts = (tonumber(f[6]) or 0) + 1
@@ -140,6 +161,11 @@ for i = 6, #ARGV do
     end
   end
   ready_taken(topic, at)
+  -- Groups: the topic's grouped jobs wait for a group's next token.
+  if at.retry and got < want then
+    held = held + 1
+    if retry == 0 or at.retry < retry then retry = at.retry end
+  end
   -- The limit held jobs back whenever it ran out with jobs still ready,
   -- also when it had no token at all: the caller needs to know when to
   -- look again.

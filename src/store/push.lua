@@ -10,7 +10,7 @@
 --          max attempts (0 = no limit beyond the intervals),
 --          "replace" or "keep": what to do when the id exists,
 --          extra: a JSON object of what the job asks beyond these (tags,
---          dedup, priority, trace context), "" for none: a plain job
+--          dedup, priority, trace context, group), "" for none: a plain job
 --          costs no decoding
 --
 -- Cost per job: O(1) commands, plus O(log N) in the schedule; a traced
@@ -31,7 +31,10 @@
 -- may also get DEDUPLICATED (nothing changed) or DEBOUNCED (the key's
 -- pending job took the push), and then a fourth field: that job's id.
 --
--- Cost: a plain job as before (extra "" is never decoded). A dedup push
+-- Cost: a plain job as before (extra "" is never decoded). A grouped job
+-- (extra.group): one field more in its HSET, and a replaced job's HMGET
+-- reads its old group (nothing is written to the group until the job is
+-- ready). A dedup push
 -- (dedup_push in lib/dedup.lua): one GET of the key's record, at most one HMGET
 -- (+ ZSCORE) of the job it names, then either nothing (deduplicated) or
 -- the upsert plus one SET (simple: and one HSET). Its end (finish, delete,
@@ -68,6 +71,12 @@ for j = 1, n do
     local pr = x.priority
     if pr ~= nil and (type(pr) ~= 'number' or pr ~= math.floor(pr) or pr < 0 or pr > MAX_PRIORITY) then
       return invalid('job ' .. j .. ': priority must be a whole number from 0 to ' .. MAX_PRIORITY)
+    end
+    -- Groups: 1 to G.MAX_BYTES bytes, no control character (the
+    -- caller checked it; this keeps the group's keys sane whoever calls).
+    local g = x.group
+    if g ~= nil and (type(g) ~= 'string' or #g < 1 or #g > G.MAX_BYTES or string.find(g, '%c')) then
+      return invalid('job ' .. j .. ': group must be 1 to ' .. G.MAX_BYTES .. ' bytes without control characters')
     end
     extras[j] = x
     local d = x.dedup

@@ -59,6 +59,9 @@ pub(crate) struct Extra {
     pub priority: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dedup: Option<DedupArg>,
+    /// Groups: the job's group key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// A push's dedup settings as push.lua reads them (`extra.dedup`).

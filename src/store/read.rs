@@ -86,6 +86,7 @@ fn decode_job(
             .remove(field::TAGS)
             .map(|t| t.lines().map(str::to_owned).collect())
             .unwrap_or_default(),
+        group: f.remove(field::GROUP),
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
         progress: f

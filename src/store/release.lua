@@ -11,6 +11,8 @@
 -- count hash. Publishes: ready. Events:
 -- released, per job.
 -- Helpers: unreserve.
+-- Groups: a grouped job's slot back (G.free) and to the head of its
+-- group's line (G.push); a plain job: one field more in its HMGET.
 --
 -- Returns { status }: DONE (released) or STALE (finished, replaced or
 -- leased again: nothing to do).
@@ -20,7 +22,7 @@
 -- waiting consumers are woken.
 local id = ARGV[2]
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, PRIORITY)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, PRIORITY, GROUP)
 if f[1] ~= RESERVED or f[3] ~= ARGV[3] then return { STALE } end
-unreserve(id, f[2], level_of(f[4]))
+unreserve(id, f[2], level_of(f[4]), f[5])
 return { DONE }

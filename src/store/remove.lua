@@ -18,6 +18,9 @@
 -- Helpers: detach, delete_job, state_of, invalid, keep_record,
 -- trim_finished, untag, dedup_release (a GET and a DEL only for a job
 -- pushed with simple dedup).
+-- Groups: a grouped reserved job's end gives its slot back (G.free), a
+-- grouped ready job leaves its group's line (ZREM, and G.tidy's HMGET); a
+-- plain job: one field more in its HMGET, nothing else.
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
@@ -54,7 +57,7 @@ for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT)
+  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT, GROUP)
   local record = f[1] == FINISHED
   if f[6] and mode == 'lease' and f[3] == token then
     -- Cancelled under this lease: the holder's finish changes nothing.
@@ -74,13 +77,13 @@ for j = 1, n do
   else
     local topic, state = f[2], state_of(f[1])
     if mode == 'any' then
-      delete_job(id, state, topic, f[5], f[4])
+      delete_job(id, state, topic, f[5], f[4], f[7])
     else
       local keep = keeps[topic] or default_keep
       local due
       if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
       if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
-      detach(id, state, topic)
+      detach(id, state, topic, f[7])
       if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
       if keep > 0 then
         now_ms = now_ms or math.floor(now_us() / 1000)

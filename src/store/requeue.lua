@@ -9,6 +9,8 @@
 -- Touches: the topic's dead set and ready list, job hashes, count hash.
 -- Publishes: ready. Events: requeued, per job.
 -- Helpers: make_ready, notify_ready, emit.
+-- Groups: each job's priority and group in one HMGET (as before: one
+-- HGET); a grouped one goes to its group's line (G.push).
 --
 -- Returns { DONE, number of jobs requeued }.
 --

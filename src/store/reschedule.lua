@@ -11,6 +11,8 @@
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
 -- Events: rescheduled.
 -- Helpers: due_time, invalid, BODIES.set, delay_job, wake_if_head.
+-- Groups: a ready or reserved job's group is read (one HGET) to leave its
+-- group's line or give its slot back.
 --
 -- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
 -- finished job's record).

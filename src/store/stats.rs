@@ -241,7 +241,11 @@ impl Store {
                     }
                     let found = replies.next().unwrap_or(redis::Value::Nil);
                     for l in value::<Vec<u8>>("backlog", found).unwrap_or_default() {
-                        levels.push((t.clone(), l));
+                        // Groups' rotation is the level after the last
+                        // priority: no ready list of its own.
+                        if l <= crate::job::MAX_PRIORITY {
+                            levels.push((t.clone(), l));
+                        }
                     }
                 }
                 if !levels.is_empty() {
@@ -294,7 +298,9 @@ impl Store {
                         .arg(field::STATE);
                 }
                 let mut ages: Vec<(String, Option<i64>, Option<i64>)> = Vec::new();
-                if !heads.is_empty() || !due.is_empty() {
+                // A topic whose ready jobs are all in groups has no list
+                // entries to look at: nothing to send then.
+                if heads.iter().any(|(_, ids)| !ids.is_empty()) || !due.is_empty() {
                     let replies: Vec<redis::Value> = self
                         .call("backlog", pipe.query_async(&mut self.conn()))
                         .await?;

@@ -11,6 +11,8 @@
 -- ready lists and dead sets, the other indexes of their tags; count hash.
 -- Publishes: nothing. Events: deleted, per job. Helpers: tag_page,
 -- delete_job.
+-- Groups: a ready or reserved job's group is read (one HGET) to leave its
+-- group's line or give its slot back.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- how many jobs were deleted, then id, state of each job left alone }.

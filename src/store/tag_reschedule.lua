@@ -16,6 +16,8 @@
 -- ready lists; count hash. Publishes: wake (when one of the jobs is the new
 -- earliest; new_head). Events: rescheduled, per job moved. Helpers: tag_page,
 -- due_time, invalid, delay_job.
+-- Groups: a ready or reserved job's group is read (one HGET) to leave its
+-- group's line or give its slot back.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- how many jobs were moved (checked: would be), new_head (1: one of them is now the earliest),

@@ -11,6 +11,8 @@
 -- the topics' ready lists, count hash. Publishes: ready. Events:
 -- released, per job.
 -- Helpers: unreserve.
+-- Groups: per grouped job, its slot back (G.free) and to the head of its
+-- group's line (G.push); a plain job: one field more in its HMGET.
 --
 -- Returns { DONE, jobs given back }.
 --
@@ -33,9 +35,9 @@ for _, entry in ipairs(redis.call('LRANGE', P .. POPS_KEY, 0, -1)) do
       if first then
         first = false
       else
-        local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN, PRIORITY)
+        local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN, PRIORITY, GROUP)
         if f[1] == RESERVED and f[3] and string.sub(f[3], 1, #prefix) == prefix then
-          unreserve(id, f[2], level_of(f[4]))
+          unreserve(id, f[2], level_of(f[4]), f[5])
           given = given + 1
         end
       end

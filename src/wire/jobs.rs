@@ -46,6 +46,14 @@ pub struct JobSpec {
     )]
     #[schema(max_items = 8)]
     pub tags: Vec<String>,
+    /// Its group within the topic (1 to 128 bytes, no control
+    /// characters): at most the group's concurrency of its jobs run at
+    /// once, pops take turns over the topic's groups, and a group can be
+    /// paused (`/v1/topics/{topic}/groups/{group}`). Not on a queue split
+    /// into partitions (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 128)]
+    pub group: Option<String>,
     /// W3C trace context, kept with the job and handed on; overrides the
     /// request's `traceparent` header. Invalid: 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +311,9 @@ pub struct JobBody {
     /// Its tags (none on a finished job's record).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Its group, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// The progress its holder last reported (`POST
     /// /v1/jobs/{id}/progress`); it stays across attempts and in a
     /// finished job's record.

@@ -16,6 +16,7 @@
 
 pub mod due;
 pub mod events;
+pub mod groups;
 pub mod jobs;
 pub mod ops;
 pub mod pop;
@@ -31,6 +32,7 @@ use utoipa::ToSchema;
 
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
+pub use groups::{Group, GroupPage, GroupSpec, GroupsQuery};
 pub use jobs::{
     Attempt, BatchReply, BatchResult, BatchSpec, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec,
     Interval, JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec,

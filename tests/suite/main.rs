@@ -13,6 +13,8 @@
 //!   [`recurring::ticks`], [`recurring::rate_limits`], [`recurring::definitions`],
 //!   [`recurring::pausing`].
 //! - [`priority`]: priorities among ready jobs, per partition on a split queue.
+//! - [`groups`]: per-group concurrency limits, turns over groups, group pauses
+//!   and rate limits; [`groups::surfaces`] over HTTP, the CLI and /metrics.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).
@@ -109,6 +111,7 @@ mod events_canary;
 mod failover;
 mod fault_suite;
 mod faults;
+mod groups;
 mod history;
 mod horizon;
 mod idle;

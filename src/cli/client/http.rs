@@ -214,6 +214,10 @@ pub(super) fn topic_path(topic: &str) -> String {
     format!("/v1/topics/{}", encode(topic))
 }
 
+pub(super) fn group_path(topic: &str, group: &str) -> String {
+    format!("{}/groups/{}", topic_path(topic), encode(group))
+}
+
 pub(super) fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
 }

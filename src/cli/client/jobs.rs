@@ -77,6 +77,9 @@ pub struct Push {
     /// A tag (repeat for more, at most 8).
     #[arg(long = "tag")]
     tags: Vec<String>,
+    /// The job's group within its topic (see `delayq group`).
+    #[arg(long)]
+    group: Option<String>,
 }
 
 /// The trace context in the environment, taken as a request's headers
@@ -136,6 +139,7 @@ impl Push {
             traceparent,
             tracestate,
             tags: self.tags,
+            group: self.group,
         };
         let reply = c
             .call::<PushedBody>(Method::POST, "/v1/jobs", Some(&spec))

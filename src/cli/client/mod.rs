@@ -5,10 +5,11 @@
 //! server reads and writes. One module per group of commands: [`jobs`]
 //! (push, get, delete, reschedule, list), [`lease`] (pop, finish, nack,
 //! touch), [`running`] (progress, log), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
-//! (recurring schedules), [`rate`] (rate limits); [`http`] sends, [`out`]
+//! (recurring schedules), [`rate`] (rate limits), [`groups`] (groups); [`http`] sends, [`out`]
 //! prints.
 
 mod events;
+mod groups;
 mod http;
 mod jobs;
 mod lease;
@@ -96,6 +97,8 @@ pub enum ClientCommand {
     Recurring(recurring::Recurring),
     /// A topic's rate limit.
     Rate(rate::Rate),
+    /// A topic's groups: their figures, concurrency limits and pauses.
+    Group(groups::Group),
     /// Follow the event stream (the server needs --events) until Ctrl-C.
     Events(events::Events),
     /// List, cancel or reschedule a tag's jobs, every page.
@@ -137,6 +140,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Resume(c) => c.run().await,
         ClientCommand::Recurring(c) => c.run().await,
         ClientCommand::Rate(c) => c.run().await,
+        ClientCommand::Group(c) => c.run().await,
         ClientCommand::Events(c) => c.run().await,
         ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Progress(c) => c.run().await,

@@ -126,6 +126,7 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
             .map_err(ApiError::invalid)?
             .unwrap_or(0),
         tags: spec.tags.clone(),
+        group: spec.group.clone(),
     })
 }
 
@@ -373,6 +374,7 @@ impl From<crate::job::Job> for wire::JobBody {
             body: j.body,
             priority: (j.priority > 0).then_some(j.priority),
             tags: j.tags,
+            group: j.group,
             progress: j.progress,
             logs: None,
             body_left_out: j.body_left_out,

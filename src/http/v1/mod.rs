@@ -24,6 +24,7 @@
 //! the wire types) against it.
 
 pub mod events;
+pub mod groups;
 pub mod instances;
 pub mod jobs;
 pub mod lease;
@@ -114,6 +115,19 @@ pub const ROUTES: &[Route] = &[
     route("get", "/v1/topics/{topic}/jobs", || get(topics::jobs)),
     write("post", "/v1/topics/{topic}/pause", || post(topics::pause)),
     write("post", "/v1/topics/{topic}/resume", || post(topics::resume)),
+    route("get", "/v1/topics/{topic}/groups", || get(groups::list)),
+    route("get", "/v1/topics/{topic}/groups/{group}", || {
+        get(groups::get_one)
+    }),
+    write("put", "/v1/topics/{topic}/groups/{group}", || {
+        put(groups::put)
+    }),
+    write("post", "/v1/topics/{topic}/groups/{group}/pause", || {
+        post(groups::pause)
+    }),
+    write("post", "/v1/topics/{topic}/groups/{group}/resume", || {
+        post(groups::resume)
+    }),
     route("get", "/v1/schedule", || get(topics::schedule)),
     route("get", "/v1/stats/throughput", || get(stats::throughput)),
     route("get", "/v1/topics/{topic}/rate", || get(rate::get)),
@@ -163,6 +177,16 @@ struct JobId {
 struct TopicName {
     #[param(max_length = 128)]
     topic: String,
+}
+
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct GroupPath {
+    #[param(max_length = 128)]
+    topic: String,
+    #[param(max_length = 128)]
+    group: String,
 }
 
 #[derive(utoipa::IntoParams)]

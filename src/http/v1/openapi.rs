@@ -15,7 +15,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{events, stats};
+use super::{events, groups, stats};
 use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
 
 #[derive(OpenApi)]
@@ -40,6 +40,7 @@ use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
         stats::throughput,
         events::events,
         tags::jobs, tags::cancel, tags::reschedule,
+        groups::list, groups::get_one, groups::put, groups::pause, groups::resume,
         lease::progress, lease::log,
     ),
     components(schemas(crate::wire::ErrorReply, crate::wire::EventGap)),

@@ -123,6 +123,11 @@ impl Keys {
     pub fn rate(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::RATE)
     }
+    /// A topic's key of group `kind` (its groups' index, rotation, or
+    /// waiting set).
+    pub fn groups_of(&self, kind: &str, topic: &str) -> String {
+        format!("{}{kind}{topic}", self.base)
+    }
 
     /// A key of this partition's slot that never exists (see the table).
     pub fn moving(&self) -> String {

@@ -10,16 +10,13 @@
 -- and a level leaves it when its list is seen empty. Pops take level 0
 -- first, then 1, 2, ...; FIFO within each. Every use of a ready list goes
 -- through these helpers; a caller that has the job's PRIORITY field at hand
--- passes it (level_of), else (nil) it is read (one HGET).
+-- passes it (level_of), else (nil) it is read (in one HMGET with its GROUP).
 local function level_of(stored) return tonumber(stored) or 0 end
 local function level_key(topic, level)
   if level == 0 then return ready_key(topic) end
   return P .. READY_LEVEL_KEY .. level .. ':' .. topic
 end
 local function levels_key(topic) return P .. LEVELS_KEY .. topic end
-local function known_level(id, level)
-  return level or level_of(redis.call('HGET', job_key(id), PRIORITY))
-end
 
 -- Puts `id` at the back of its level's list, or at the front (`front`: it
 -- was first in line). One LPUSH/RPUSH; a level's first job also one ZADD.
@@ -29,9 +26,11 @@ local function list_push(key, id, front)
   if front then return redis.call('RPUSH', key, id) end
   return redis.call('LPUSH', key, id)
 end
-local function ready_push(id, topic, level, front)
+local function ready_push(id, topic, level, front, group)
   -- Level 0 (every job of a queue without priorities) the short way.
-  if level == 0 then return list_push(ready_key(topic), id, front) end
+  if level == 0 and not group then return list_push(ready_key(topic), id, front) end
+  -- Groups: a grouped job waits in its group's line (lib/groups.lua).
+  if group then return G.push(id, topic, group, level, front) end
   if list_push(level_key(topic, level), id, front) == 1 then
     redis.call('ZADD', levels_key(topic), level, level)
   end
@@ -53,8 +52,17 @@ end
 -- one ZRANGE (O(log levels)), one RPOP and, for a level found empty, one
 -- ZREM: bounded by MAX_PRIORITY, never by the backlog. An entry may be
 -- stale (see above): the caller checks it with ready_entry_live.
+-- Groups: after the last level, the rotation of groups (G.LEVEL, see
+-- lib/groups.lua): `at.group` is the taken job's group; false is a group
+-- skipped (counted by the caller as a stale entry).
 local function ready_take(topic, at)
   while at.level do
+    if at.level == G.LEVEL then
+      local id, group = G.take(topic, at)
+      if id == nil then at.level = nil end
+      at.group = group
+      return id
+    end
     local id = redis.call('RPOP', level_key(topic, at.level))
     if id then return id end
     if at.level ~= 0 then redis.call('ZREM', levels_key(topic), at.level) end
@@ -65,9 +73,12 @@ end
 
 -- Whether an entry taken from `topic`'s list of level `at.level` names a job
 -- that is ready there now: `state`, `job_topic` and `priority` are the
--- job's STATE, TOPIC and PRIORITY fields (nil for a job that is gone).
-local function ready_entry_live(at, state, job_topic, topic, priority)
-  return state == READY and job_topic == topic and level_of(priority) == at.level
+-- job's STATE, TOPIC, PRIORITY and GROUP fields (nil for a job that is
+-- gone). A grouped job is live only in its group's line.
+local function ready_entry_live(at, state, job_topic, topic, priority, group)
+  if state ~= READY or job_topic ~= topic then return false end
+  if at.level == G.LEVEL then return group == at.group end
+  return not group and level_of(priority) == at.level
 end
 
 -- The most stale entries one pop skips before it stops (and tells its
@@ -78,7 +89,8 @@ local STALE_SKIP_MAX = 1000
 -- After a pop's last ready_take of `topic`: a level other than 0 that it
 -- emptied leaves the index now, not at the next pop (one LLEN).
 local function ready_taken(topic, at)
-  if at.level and at.level ~= 0 and redis.call('LLEN', level_key(topic, at.level)) == 0 then
+  if at.level and at.level ~= 0 and at.level ~= G.LEVEL
+    and redis.call('LLEN', level_key(topic, at.level)) == 0 then
     redis.call('ZREM', levels_key(topic), at.level)
   end
 end

@@ -2,15 +2,15 @@
 -- letters and their retention.
 
 -- Deletes job `id` (in `state`, of `topic`; `tags` and `dedup` its TAGS
--- and DEDUP fields) for good, keeping no record: out of the structure its
+-- and DEDUP fields; `group` its GROUP field, nil: read if needed) for good, keeping no record: out of the structure its
 -- state keeps it in, its tags' indexes and its simple dedup record, then
 -- the hash; the event "deleted". The one way a job is deleted: DELETE, a
 -- tag cancel, a dead-letter purge, dead-letter retention, and a recurring
 -- schedule's pending tick dropped (drop_if_delayed).
-local function delete_job(id, state, topic, tags, dedup)
+local function delete_job(id, state, topic, tags, dedup, group)
   -- A finished job's kept record going is no change of a job.
   if EVENTS > 0 and state ~= FINISHED then emit(EV_DELETED, id, topic) end
-  detach(id, state, topic)
+  detach(id, state, topic, group)
   untag(id, tags)
   dedup_release(id, dedup)
   redis.call('DEL', job_key(id), log_key(id))
@@ -50,7 +50,7 @@ end
 -- Returns state, due_ms.
 local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age, fallback)
   local job = job_key(id)
-  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY)
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY, GROUP)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -76,6 +76,8 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   end
   redis.call('HSET', job, ERR, err, HIST, hist, TOKEN, '')
   unlease(id)
+  -- Groups: the attempt's slot comes back whatever follows.
+  if f[7] then G.free(topic, f[7]) end
 
   if max > 0 and attempts >= max then
     -- dedup: death ends a simple dedup (GET + DEL only for such jobs).
@@ -94,7 +96,7 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   -- whatever a stored job holds.
   wait = math.min(wait, MAX_TIME_MS - now_ms)
   if wait <= 0 then
-    make_ready(id, topic, RESERVED, nil, level_of(f[6]))
+    make_ready(id, topic, RESERVED, nil, level_of(f[6]), f[7])
     return READY, now_ms
   end
   local due = now_ms + wait

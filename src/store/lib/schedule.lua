@@ -115,27 +115,39 @@ local function unlease(id)
 end
 
 -- A job that is out of the schedule joins the back of its ready list (of
--- its priority `level`: nil reads it); `due` (if given) records when it
--- fell due.
-local function make_ready(id, topic, from, due, level)
+-- its priority `level`, or its group's line: `group` false for none; nil
+-- reads both); `due` (if given) records when it fell due.
+local function make_ready(id, topic, from, due, level, group)
   if due then
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '', DUE, due)
   else
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   end
-  if level ~= 0 then level = known_level(id, level) end
-  ready_push(id, topic, level, false)
+  if level == nil or group == nil then
+    local f = redis.call('HMGET', job_key(id), PRIORITY, GROUP)
+    level, group = level_of(f[1]), f[2]
+  end
+  ready_push(id, topic, level, false, group)
   move_count(topic, from, READY)
 end
 
--- Takes a job out of whatever structure its state keeps it in.
-local function detach(id, state, topic)
-  if state == READY then
+-- Takes a job out of whatever structure its state keeps it in. `group`:
+-- its GROUP field, false for none, nil to read it (one HGET, only for a
+-- ready or reserved job): a grouped job leaves its group's line, or gives
+-- its slot back.
+local function detach(id, state, topic, group)
+  if group == nil and (state == READY or state == RESERVED) then
+    group = redis.call('HGET', job_key(id), GROUP)
+  end
+  if group and state == READY then
+    G.unready(id, topic, group)
+  elseif state == READY then
     -- The list's entry stays, stale (see ready_take).
   elseif state == DEAD then
     redis.call('ZREM', dead_key(topic), id)
   elseif state == RESERVED then
     unlease(id)
+    if group then G.free(topic, group) end
   elseif state == FINISHED then
     -- A kept record: its index entry is what counts it.
     if redis.call('ZREM', P .. FINISHED_KEY .. topic, id) == 0 then return end
@@ -189,7 +201,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
   local job = job_key(id)
   -- A new id (the usual push) asks its absent hash for three fields only;
   -- a replace reads the priority (detach, if ready) and tags besides.
-  local old = redis.call('HMGET', job, STATE, TOPIC, DUE)
+  local old = redis.call('HMGET', job, STATE, TOPIC, DUE, GROUP)
   local status = DONE
   if old[2] then
     -- A finished job's kept record is no job: a push creates a new one.
@@ -198,7 +210,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
       return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
     end
     if not record then status = REPLACED end
-    detach(id, state_of(old[1]), old[2])
+    detach(id, state_of(old[1]), old[2], old[4])
     untag(id, redis.call('HGET', job, TAGS))
     redis.call('DEL', job, log_key(id))
   end
@@ -224,6 +236,10 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
       for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
       fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
     end
+    -- Groups: the group key, checked by push.lua.
+    if extra and extra.group then
+      fields[#fields + 1] = GROUP; fields[#fields + 1] = extra.group
+    end
     redis.call('HSET', job, unpack(fields))
   end
   schedule(id, due, topic)
@@ -232,13 +248,19 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
 end
 
 -- Gives back a reservation that never reached its consumer: the job goes
--- to the head of its ready list (of its priority `level`, nil reads it: it
--- was first in line), the attempt uncounted, and waiting consumers are woken.
-local function unreserve(id, topic, level)
+-- to the head of its ready list (of its priority `level`, or its group's
+-- line, `group` false for none; nil reads both: it was first in line), its
+-- group's slot back, the attempt uncounted, and waiting consumers are woken.
+local function unreserve(id, topic, level, group)
   unlease(id)
   redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   local attempts = redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
-  ready_push(id, topic, known_level(id, level), true)
+  if level == nil or group == nil then
+    local f = redis.call('HMGET', job_key(id), PRIORITY, GROUP)
+    level, group = level_of(f[1]), f[2]
+  end
+  if group then G.free(topic, group) end
+  ready_push(id, topic, level, true, group)
   move_count(topic, RESERVED, READY)
   notify_ready(topic, 1)
   if EVENTS > 0 then emit(EV_RELEASED, id, topic, attempts) end

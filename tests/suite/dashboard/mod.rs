@@ -15,6 +15,7 @@ use delayq::{JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
 mod actions;
+mod groups;
 mod layout;
 mod views;
 

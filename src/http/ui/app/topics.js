@@ -1,5 +1,5 @@
 // app/topics.js, part of app.js: a topic's page (its heading, rate limit,
-// pause, chart and states) and its dead letters.
+// pause, chart, states and groups) and its dead letters.
 
 // A topic's heading, what holds it, its rate limit (editable), pause and
 // resume, its chart and the tabs of its states.
@@ -59,9 +59,10 @@ async function topicPage(mine, topic, state, cursor) {
       if (state === "finished" && e instanceof ApiError && (e.status === 400 || e.status === 422)) return null;
       throw e;
     });
-  const [topics, p, tp] = await Promise.all([
+  const [topics, p, tp, groups] = await Promise.all([
     api("GET", "v1/topics"), listing,
     optional(api("GET", "v1/stats/throughput?resolution=" + chartRes + "&topic=" + enc(topic))),
+    optional(api("GET", "v1/topics/" + enc(topic) + "/groups?limit=50")),
   ]);
   const time = state === "finished" ? (j) => j.finished_at_ms : (j) => j.due_at_ms;
   const rows = p ? p.jobs.map((j) => el("tr", { "data-id": j.id },
@@ -82,6 +83,7 @@ async function topicPage(mine, topic, state, cursor) {
     el("p", { class: "pager" },
       cursor ? link(base, t("topic.first.page")) : null, cursor && p && p.next_cursor ? " · " : null,
       p && p.next_cursor ? link(base + "/" + enc(p.next_cursor), t("topic.next.page")) : null),
+    groupsSection(topic, groups),
   );
 }
 

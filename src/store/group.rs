@@ -1,0 +1,238 @@
+//! Groups: a group's settings and figures, and a page of a topic's groups
+//! (`group.lua`). Groups live in a queue of one partition (a grouped push
+//! on a split queue is refused), so every call goes to partition 0.
+
+use super::rate::RateLimit;
+use super::reply::Fields;
+use super::{layout, Script, Status, Store};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
+pub const SCRIPT: Script = Script {
+    name: "group",
+    source: include_str!("group.lua"),
+    when_full: true,
+    acked: false,
+    late_unknown: true,
+};
+
+/// A group of a topic: its settings and what its jobs are doing.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Group {
+    /// The group key.
+    pub group: String,
+    /// Jobs ready in the group's line (held ones included).
+    pub ready: u64,
+    /// Jobs reserved now: the slots in use.
+    pub reserved: u64,
+    /// Ready jobs its pause or its limit keeps back now.
+    pub held: u64,
+    /// Most jobs of the group reserved at once; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// A paused group hands out none of its jobs.
+    pub paused: bool,
+    /// How long the job at the head of the group's line has waited since
+    /// it fell due, ms (the oldest ready job unless priorities put a newer
+    /// one first); none: nothing ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_ready_ms: Option<u64>,
+    /// How fast the group's jobs are handed out, across every instance
+    /// (the topic's own limit holds beside it); none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateLimit>,
+}
+
+/// A group's settings, as set (both at once).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupSettings {
+    /// Most jobs of the group reserved at once (1 or more); None: no limit.
+    pub concurrency: Option<u32>,
+    pub paused: bool,
+    /// How fast the group's jobs are handed out; None: no limit.
+    pub rate: Option<RateLimit>,
+}
+
+/// A page of a topic's groups, in byte order of their keys.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct GroupPage {
+    pub groups: Vec<Group>,
+    /// The cursor of the next page (`after`); none: this was the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+fn figures(group: String, f: &mut Fields) -> Result<Group> {
+    let count = |v: i64| v.max(0) as u64;
+    Ok(Group {
+        group,
+        ready: count(f.int()?),
+        reserved: count(f.int()?),
+        held: count(f.int()?),
+        concurrency: u32::try_from(f.int()?).ok(),
+        paused: f.int()? == 1,
+        oldest_ready_ms: u64::try_from(f.int()?).ok(),
+        rate: {
+            let per_second: f64 = f
+                .string()?
+                .parse()
+                .map_err(|_| Error::protocol("group", "a rate that is no number".into()))?;
+            let burst = f.int()?;
+            (per_second > 0.0).then_some(RateLimit {
+                per_second,
+                burst: burst.clamp(1, u32::MAX.into()) as u32,
+            })
+        },
+    })
+}
+
+fn decode_one(group: &str, (status, mut f): (Status, Fields)) -> Result<Group> {
+    if status != Status::Done {
+        return Err(Error::protocol("group", format!("status {status:?}")));
+    }
+    figures(group.to_owned(), &mut f)
+}
+
+fn decode_page((status, mut f): (Status, Fields)) -> Result<GroupPage> {
+    if status != Status::Done {
+        return Err(Error::protocol("groups", format!("status {status:?}")));
+    }
+    let last = f.string()?;
+    let mut groups = Vec::new();
+    while f.left() > 0 {
+        let name = f.string()?;
+        groups.push(figures(name, &mut f)?);
+    }
+    Ok(GroupPage {
+        groups,
+        next: (!last.is_empty()).then_some(last),
+    })
+}
+
+impl Store {
+    /// A group's figures and settings (all zero for a group never seen).
+    pub(crate) async fn group(&self, topic: &str, group: &str) -> Result<Group> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("get").arg(topic).arg(group);
+        decode_one(group, self.send(cmd).await?)
+    }
+
+    /// Sets a group's settings; returns its figures after.
+    pub(crate) async fn set_group(
+        &self,
+        topic: &str,
+        group: &str,
+        concurrency: Option<Option<u32>>,
+        paused: Option<bool>,
+        rate: Option<Option<RateLimit>>,
+    ) -> Result<Group> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("set").arg(topic).arg(group);
+        match concurrency {
+            None => cmd.arg("-"),
+            Some(None) => cmd.arg(""),
+            Some(Some(n)) => cmd.arg(n),
+        };
+        match paused {
+            None => cmd.arg("-"),
+            Some(p) => cmd.arg(if p { "1" } else { "0" }),
+        };
+        match rate {
+            None => cmd.arg("-").arg(0),
+            Some(None) => cmd.arg("").arg(0),
+            Some(Some(r)) => cmd.arg(r.per_second).arg(r.burst),
+        };
+        decode_one(group, self.send(cmd).await?)
+    }
+
+    /// Per topic of `topics` that has groups: how many, how many in turn,
+    /// how many waiting for a token. Three reads a topic, pipelined; none
+    /// on a queue of more than one partition (it has no groups).
+    pub(crate) async fn group_gauges(
+        &self,
+        topics: &[String],
+    ) -> Result<BTreeMap<String, crate::figures::GroupGauges>> {
+        let mut out = BTreeMap::new();
+        if self.parts().len() != 1 || topics.is_empty() {
+            return Ok(out);
+        }
+        let part = &self.parts()[0];
+        let mut pipe = redis::pipe();
+        for t in topics {
+            pipe.cmd("ZCARD")
+                .arg(part.groups_of(layout::kind::GROUPS, t))
+                .cmd("LLEN")
+                .arg(part.groups_of(layout::kind::GROUP_TURNS, t))
+                .cmd("ZCARD")
+                .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
+        }
+        let got: Vec<u64> = self
+            .call("group gauges", pipe.query_async(&mut self.conn()))
+            .await?;
+        for (t, n) in topics.iter().zip(got.chunks(3)) {
+            if n.iter().any(|v| *v > 0) {
+                out.insert(
+                    t.clone(),
+                    crate::figures::GroupGauges {
+                        known: n[0],
+                        in_turn: n[1],
+                        waiting_token: n[2],
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// A page of `topic`'s groups after `after` ("" from the start).
+    pub(crate) async fn groups(&self, topic: &str, after: &str, limit: usize) -> Result<GroupPage> {
+        let mut cmd = self.script(&SCRIPT, 0);
+        cmd.arg("list").arg(topic).arg(after).arg(limit);
+        decode_page(self.send(cmd).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::reply::sample;
+
+    #[test]
+    fn decodes_figures_and_pages() {
+        let one = |r: &[&str]| decode_one("g", Fields::parse("group", sample(r)).unwrap());
+        let g = one(&["0", "5", "2", "5", "2", "1", "70", "2.5", "3"]).unwrap();
+        assert_eq!(g.oldest_ready_ms, Some(70));
+        assert_eq!(
+            g.rate,
+            Some(RateLimit {
+                per_second: 2.5,
+                burst: 3
+            })
+        );
+        assert_eq!((g.ready, g.reserved, g.held), (5, 2, 5));
+        assert_eq!((g.concurrency, g.paused), (Some(2), true));
+        assert_eq!(
+            one(&["0", "0", "0", "0", "-1", "0", "-1", "-1", "0"])
+                .unwrap()
+                .concurrency,
+            None
+        );
+        assert!(one(&["0", "1"]).is_err());
+        let page = |r: &[&str]| decode_page(Fields::parse("groups", sample(r)).unwrap());
+        let p = page(&[
+            "0", "b", "a", "1", "0", "0", "-1", "0", "5", "-1", "0", "b", "0", "1", "0", "3", "0",
+            "-1", "-1", "0",
+        ])
+        .unwrap();
+        assert_eq!(p.next.as_deref(), Some("b"));
+        assert_eq!(p.groups.len(), 2);
+        assert_eq!(p.groups[1].reserved, 1);
+        assert_eq!(
+            page(&["0", ""]).unwrap(),
+            GroupPage {
+                groups: vec![],
+                next: None
+            }
+        );
+    }
+}

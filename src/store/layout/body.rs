@@ -1,0 +1,31 @@
+//! Storage layouts and a body's pieces: which layout this build reads, the
+//! size of a piece, and the Lua table `BODIES` that lib/body.lua fills.
+
+use super::{field, kind};
+
+/// The highest layout this build reads (it reads every one up to it).
+/// Layout 1: a body in one field, [`super::field::BODY`]. Layout 2: a body of
+/// more than [`PIECE_BYTES`] and at most [`PIECED_MAX_BYTES`] in pieces.
+/// `{p}:layout` says which one writers write; the upkeep raises it once
+/// every live instance reads the next (see `loops::upkeep`).
+pub const LAYOUT_READ: u8 = 2;
+
+/// The longest piece of a pieced body: Redis's default
+/// `hash-max-listpack-value`, so the job's hash stays a listpack.
+pub const PIECE_BYTES: usize = 64;
+
+/// The longest body kept in pieces (16; Redis's default
+/// `hash-max-listpack-entries` is 128 fields). Past about 1 KiB pieces save
+/// nothing on average (about 5 B each, and a listpack's one allocation is
+/// rounded to size classes 256 B apart), and a pop reads them one by one.
+pub const PIECED_MAX_BYTES: usize = 1024;
+
+/// The table lib/body.lua's helpers live in: one local for all of them,
+/// as Lua allows a function (the library's main chunk) 200 locals.
+pub(super) fn lua_table() -> String {
+    format!(
+        "local BODIES = {{ piece = {PIECE_BYTES}, max = {PIECED_MAX_BYTES}, size = '{}', key = '{}' }}\n",
+        field::BODY_SIZE,
+        kind::LAYOUT
+    )
+}
