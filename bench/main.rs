@@ -2,7 +2,7 @@
 //! redis-server configuration, in the same run.
 //!
 //! ```text
-//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness]
+//! cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|groups|memory|scale|http-lateness]
 //!                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N]
 //!                                        [--settle-rewrites]
 //! ```
@@ -34,6 +34,9 @@
 //! bytes, the same serialized bytes on both sides, and delayq's bytes by
 //! structure ([`memory`]; `memory-delayq` without BullMQ; also after the
 //! main table in a run of both systems or of delayq).
+//! `--only groups`: a burst over 1,000 groups, one holding 90% of it: each
+//! group's lateness, delayq with and without groups, plain BullMQ beside
+//! ([`groups`]; `groups-delayq` without BullMQ).
 //! `--only scale`: 10k, 100k and 1M pending (add rate, bytes per job, idle
 //! Redis CPU), then at 1M a burst of 100,000 and jobs due one by one, BullMQ
 //! beside ([`scale`]; `scale-delayq` without BullMQ; `--pending` sets the
@@ -55,6 +58,7 @@ mod burst;
 mod cluster;
 mod common;
 mod evalsha;
+mod groups;
 mod http_lateness;
 mod http_push;
 mod idle;
@@ -144,6 +148,13 @@ async fn main() {
             println!("burst: no Node here, so no BullMQ beside");
         }
         burst::run(o.burst_jobs, &pending, with_bullmq && node).await;
+    }
+    if let Some(with_bullmq) = o.groups {
+        let node = node_here();
+        if with_bullmq && !node {
+            println!("groups: no Node here, so no BullMQ beside");
+        }
+        groups::run(o.burst_jobs, with_bullmq && node).await;
     }
     if let Some(with_bullmq) = o.scale {
         let mut sizes = o.scale_sizes;

@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|groups]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -26,6 +26,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      away, and of BullMQ's idle Worker, same window; then delayq on a 12-partition cluster;
                      --only idle-delayq: no BullMQ)
                      or evalsha (the scripts' Redis time a job by EVALSHA, as on Redis 6.2, beside FCALL, one server)
+                     or groups (20,000 jobs due at one instant over 1,000 groups, one holding 90%: each group's
+                     lateness, delayq grouped and not, and plain BullMQ; --only groups-delayq: no BullMQ)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
@@ -79,6 +81,9 @@ pub(crate) struct Options {
     pub(crate) sidecar_flow: crate::sidecars::Flow,
     /// Run the burst scenario (Some: with BullMQ beside or not).
     pub(crate) burst: Option<bool>,
+    /// Run the groups scenario (Some: with BullMQ beside or not); its size
+    /// is the burst's.
+    pub(crate) groups: Option<bool>,
     pub(crate) burst_jobs: usize,
     /// Run the scale section (Some: with BullMQ beside or not).
     pub(crate) scale: Option<bool>,
@@ -114,6 +119,7 @@ pub(crate) fn options() -> Options {
             secs: 10,
         },
         burst: None,
+        groups: None,
         idle: None,
         idle_window: std::time::Duration::from_secs(600),
         evalsha: false,
@@ -213,6 +219,14 @@ pub(crate) fn options() -> Options {
                         o.burst = Some(false);
                         (vec![], false, false)
                     }
+                    Some("groups") => {
+                        o.groups = Some(true);
+                        (vec![], false, false)
+                    }
+                    Some("groups-delayq") => {
+                        o.groups = Some(false);
+                        (vec![], false, false)
+                    }
                     Some("scale") => {
                         o.scale = Some(true);
                         (vec![], false, false)
@@ -238,7 +252,7 @@ pub(crate) fn options() -> Options {
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|groups|groups-delayq, not {other:?}"
                 ),
                 }
             }

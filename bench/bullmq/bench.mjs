@@ -246,6 +246,62 @@ const scenarios = {
     };
   },
 
+  // Groups (bench/groups.rs): a burst of `jobs` due at one instant over
+  // `groups` tenants, the first holding `big_share` of them and added
+  // first (a flash sale), the rest spread evenly; a Worker at
+  // `concurrency` spends `work_ms` on each. Plain BullMQ has no groups:
+  // jobs leave in the order they were added. Per group: when its last job
+  // was done, from the due instant.
+  async groups(queue) {
+    const big = Math.round(o.jobs * o.big_share);
+    const groupOf = (i) => (i < big ? 0 : 1 + ((i - big) % (o.groups - 1)));
+    const doneAt = new Map();
+    const late = new Map();
+    let done = 0;
+    let lastDone = 0;
+    const worker = new Worker(queue.name, async (job) => {
+      const l = Date.now() - (job.timestamp + job.opts.delay);
+      const seen = late.get(job.id);
+      if (seen) seen.push(l); else late.set(job.id, [l]);
+      if (o.work_ms > 0) await sleep(o.work_ms);
+      doneAt.set(job.data.g, Date.now());
+    }, { connection, concurrency: o.concurrency });
+    worker.on('completed', () => { done++; lastDone = Date.now(); });
+    await worker.waitUntilReady();
+    const due = Date.now() + o.lead_ms;
+    for (let start = 0; start < o.jobs; start += o.batch) {
+      const jobs = [];
+      for (let i = start; i < Math.min(o.jobs, start + o.batch); i++) {
+        const data = { g: groupOf(i), b: BODY.slice(0, 40) };
+        jobs.push({ name: 'job', data, opts: { ...opts, delay: Math.max(0, due - Date.now()), jobId: id('group', i) } });
+      }
+      await queue.addBulk(jobs);
+    }
+    if (due - Date.now() < 300) throw new Error('the burst took too long to add');
+    const c0 = await redisCpu(queue);
+    const t0 = Date.now();
+    await sleep(due - 5 - Date.now());
+    const c1 = await redisCpu(queue);
+    const idle = (c1 - c0) / ((Date.now() - t0) / 1000);
+    while (done < o.jobs && Date.now() - due < 300_000) await sleep(2);
+    const drain = (lastDone - due) / 1000;
+    const cpu = (await redisCpu(queue)) - c1 - idle * drain;
+    await sleep(200);
+    await worker.close();
+    const first = [...late.values()].map((l) => l[0]);
+    const small = [];
+    for (const [g, at] of doneAt) if (g !== 0) small.push(at - due);
+    return {
+      drain_s: drain,
+      cpu_us_per_job: (cpu * 1e6) / o.jobs,
+      big_done_ms: (doneAt.get(0) ?? NaN) - due,
+      small_done_ms: small,
+      lost: o.jobs - late.size,
+      early: first.filter((l) => l < 0).length,
+      twice: [...late.values()].reduce((n, l) => n + l.length - 1, 0),
+    };
+  },
+
   // The scale section (bench/scale.rs): the pending set grown stage by
   // stage on one Redis, a day away; per stage the add rate, bytes per job
   // and idle Redis CPU with a Worker waiting; then, at the largest size, the
