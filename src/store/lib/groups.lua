@@ -56,6 +56,18 @@ function G.enlist(topic, group)
   return true
 end
 
+-- The groups' level when the topic's levels index has lost it while
+-- groups are in the rotation or wait for a token, put back (else nil).
+-- A build from before groups drops it: its pop finds the level's list (as
+-- it knows levels) empty. One EXISTS, and a ZADD when it was lost: a pop
+-- that finds the index empty asks, so no grouped job waits for a group to
+-- enter the rotation anew.
+function G.relevel(topic)
+  if redis.call('EXISTS', G.turns_key(topic), G.wait_key(topic)) == 0 then return nil end
+  redis.call('ZADD', P .. LEVELS_KEY .. topic, G.LEVEL, G.LEVEL)
+  return G.LEVEL
+end
+
 -- A group with no ready job, no slot in use, no settings and no turn leaves
 -- no key behind. One HMGET, and an EXISTS when that is so.
 function G.tidy(topic, group)
