@@ -68,6 +68,31 @@ function G.relevel(topic)
   return G.LEVEL
 end
 
+-- Why this partition cannot take grouped jobs now, or nil. An instance of
+-- a build from before groups would put one in a plain ready list, leave
+-- its slot taken, and drop the rotation's level. The builds that know
+-- groups read layout G.LAYOUT, so the layout in force says whether one
+-- runs (one GET); a layout never set yet (no
+-- leader looked: a new queue, or one an older build leads) the live
+-- heartbeats say (an older build's has no layout), as the leader would.
+function G.refusal()
+  local why = 'groups need every instance of this queue to run this version (an instance of an older build runs, or the layout is held below ' .. G.LAYOUT .. ')'
+  local flag = redis.call('GET', P .. BODIES.key)
+  if flag then
+    if (tonumber(string.match(flag, '^%d+')) or 1) < G.LAYOUT then return why end
+    return nil
+  end
+  local now_ms = math.floor(now_us() / 1000)
+  local ids = redis.call('ZRANGEBYSCORE', P .. G.INSTANCES_KEY, now_ms, '+inf', 'LIMIT', 0, 1000)
+  for _, id in ipairs(ids) do
+    local beat = redis.call('GET', P .. G.INSTANCE_KEY .. id)
+    local ok, b = pcall(cjson.decode, beat or '{}')
+    local reads = ok and type(b) == 'table' and tonumber(b.layout) or 1
+    if beat and reads < G.LAYOUT then return why end
+  end
+  return nil
+end
+
 -- A group with no ready job, no slot in use, no settings and no turn leaves
 -- no key behind. One HMGET, and an EXISTS when that is so.
 function G.tidy(topic, group)

@@ -57,3 +57,78 @@ async fn an_older_builds_pop_leaves_grouped_jobs_reachable() {
     old.terminate();
     q.close().await;
 }
+
+/// Pushes a plain job and a grouped one of `topic` in one call: the plain
+/// one's result, and the grouped one's error if it was refused.
+async fn push_pair(q: &Queue, topic: &str, n: usize) -> Option<String> {
+    let pair = [
+        job(&format!("plain{n}"), topic, 0, 60_000),
+        grouped(&format!("grouped{n}"), topic, "g"),
+    ];
+    let mut out = q.push_many(&pair).await.unwrap().into_iter();
+    out.next().unwrap().expect("the plain job is taken");
+    match out.next().unwrap() {
+        Ok(_) => None,
+        Err(Error::Invalid(why)) => Some(why),
+        Err(e) => panic!("not a refusal: {e}"),
+    }
+}
+
+const WHY: &str = "groups need every instance of this queue to run this version";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grouped_push_is_refused_while_an_older_build_runs() {
+    old_binary();
+    let redis = RedisServer::start();
+    // The older build first: it leads, and no layout is ever set.
+    let old = start_old(&redis, &[]);
+    let q = queue(&redis);
+    eventually(LIMIT, "the older build's heartbeat", || async {
+        let n: u64 = redis.cmd(&["ZCARD", "{dq}:instances"]).await;
+        (n > 0).then_some(())
+    })
+    .await;
+    let why = push_pair(&q, "t", 0).await.expect("refused");
+    assert!(why.contains(WHY), "{why}");
+    let stored: u64 = redis.cmd(&["EXISTS", "{dq}:j:grouped0"]).await;
+    assert_eq!(stored, 0, "a refused job changes nothing");
+
+    // The older build gone, grouped jobs are taken again.
+    old.terminate();
+    eventually(LIMIT * 3, "a grouped push taken", || async {
+        push_pair(&q, "t", 1).await.is_none().then_some(())
+    })
+    .await;
+
+    // Held back at layout 1 (on the way back to an older build): waiting
+    // grouped jobs still deliver, new ones are refused.
+    let (ok, _, err) = crate::layout::layout_cli(&redis, &["--hold", "1"]);
+    assert!(ok, "{err}");
+    let why = push_pair(&q, "t", 2).await.expect("refused");
+    assert!(why.contains(WHY), "{why}");
+    let mut ids = BTreeSet::new();
+    while let Some(d) = pop1(&q, "t").await {
+        ids.insert(d.id);
+    }
+    let want: BTreeSet<String> = ["plain0", "plain1", "plain2", "grouped1"]
+        .map(String::from)
+        .into();
+    assert_eq!(ids, want);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_any_leader_sets_the_layout_the_heartbeats_decide() {
+    let redis = RedisServer::start();
+    // No leader: a queue that dispatches nothing and never leads.
+    let q = Queue::connect(Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    assert_eq!(push_pair(&q, "t", 0).await, None, "no instance runs");
+    crate::layout::older_heartbeat(&mut redis.conn().await, "old").await;
+    let why = push_pair(&q, "t", 1).await.expect("refused");
+    assert!(why.contains(WHY), "{why}");
+    q.close().await;
+}
