@@ -128,6 +128,11 @@ for i = 6, #ARGV do
       -- Stale (see ready_take), or a group that may not hand out left the
       -- rotation: skipped, a bounded number per call.
       if f and at.group then G.untaken(topic, at.group) end
+      -- A grouped job in a plain list: a build from before groups made it
+      -- ready (see lib/groups.lua). It goes to its group's line, not lost.
+      if f and f[10] and not at.group and f[1] == READY and f[2] == topic then
+        G.push(id, topic, f[10], tonumber(f[9]) or 0)
+      end
       stale = stale + 1
       if stale >= STALE_SKIP_MAX then break end
     else

@@ -132,3 +132,36 @@ async fn before_any_leader_sets_the_layout_the_heartbeats_decide() {
     assert!(why.contains(WHY), "{why}");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grouped_job_an_older_build_made_ready_is_delivered() {
+    old_binary();
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let mut late = grouped("late", "t", "g");
+    late.delay = Duration::from_millis(1500);
+    push_all(&q, &[late]).await;
+    q.close().await;
+
+    // Only the older build runs when it falls due: it puts it in the
+    // topic's plain ready list, knowing no groups.
+    let old = start_old(&redis, &[]);
+    eventually(LIMIT, "in the plain ready list", || async {
+        let n: u64 = redis.cmd(&["LLEN", "{dq}:ready:t"]).await;
+        (n == 1).then_some(())
+    })
+    .await;
+    old.terminate();
+
+    let q = queue(&redis);
+    let d = eventually(LIMIT, "the grouped job popped", || pop1(&q, "t")).await;
+    assert_eq!(d.id, "late");
+    assert!(pop1(&q, "t").await.is_none(), "delivered once");
+    // Its slot is held and given back as any grouped job's.
+    let used: Option<String> = redis.cmd(&["HGET", "{dq}:grp:t\ng", "r"]).await;
+    assert_eq!(used.as_deref(), Some("1"));
+    q.finish(&d.id, &d.token).await.unwrap();
+    let left: u64 = redis.cmd(&["EXISTS", "{dq}:grp:t\ng"]).await;
+    assert_eq!(left, 0, "the group leaves no key");
+    q.close().await;
+}
