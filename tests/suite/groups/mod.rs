@@ -13,6 +13,7 @@ use crate::common::*;
 use delayq::{Config, Error, GroupSettings, NewJob, Queue, RetryPolicy};
 
 mod beside_older;
+mod probes;
 mod surfaces;
 
 const LIMIT: Duration = Duration::from_secs(20);
