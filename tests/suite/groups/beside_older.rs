@@ -44,6 +44,17 @@ async fn an_older_builds_pop_leaves_grouped_jobs_reachable() {
     assert_eq!(old_pop(&old.base, "t").await, 0);
     let level: Option<String> = redis.cmd(&["ZSCORE", "{dq}:levels:t", "10"]).await;
     assert_eq!(level, None, "the older build dropped the groups' level");
+    // A ready listing still reaches the groups.
+    let (page, _) = q
+        .list_jobs("t", delayq::JobState::Ready, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.len(),
+        6,
+        "listed: {:?}",
+        page.iter().map(|j| &j.id).collect::<Vec<_>>()
+    );
 
     // This build still hands out every grouped job, once each.
     let got = std::sync::Mutex::new(BTreeSet::new());
