@@ -88,6 +88,10 @@ if ARGV[2] == 'ready-list' then
   -- One ZRANGEBYSCORE of at most one entry, O(log levels).
   local after_level = redis.call('ZRANGEBYSCORE', levels_key(ARGV[3]), '(' .. level, '+inf',
     'LIMIT', 0, 1)[1]
+  -- The groups' level, also when a build from before groups dropped it.
+  if not after_level and level < G.LEVEL and redis.call('EXISTS', G.index_key(ARGV[3])) == 1 then
+    after_level = G.LEVEL
+  end
   local at, after = tonumber(ARGV[4]), ARGV[5]
   local limit, near = tonumber(ARGV[6]), tonumber(ARGV[7])
   -- The highest index still to list: the front unless the cursor's job is

@@ -45,6 +45,10 @@
 -- with a rate one HSET more per job, and a ZRANGE when the rotation is
 -- empty; a group out of tokens waits out of the rotation (one ZADD), and a
 -- pop that found nothing else reports it as held, retry_ms its next token.
+-- A pop that finds a topic's levels index empty runs one EXISTS (the
+-- groups' level lost to an older build: G.relevel); one that meets a
+-- grouped job in a plain list (an older build made it ready) puts it in
+-- its group's line (G.push), counted as a stale entry.
 -- Per call that took jobs: one ZRANGE of the schedule's head (is the
 -- earliest lease end the new earliest?), and a PUBLISH, a PTTL and perhaps a
 -- PEXPIREAT only when it is.
@@ -128,6 +132,11 @@ for i = 6, #ARGV do
       -- Stale (see ready_take), or a group that may not hand out left the
       -- rotation: skipped, a bounded number per call.
       if f and at.group then G.untaken(topic, at.group) end
+      -- A grouped job in a plain list: a build from before groups made it
+      -- ready (see lib/groups.lua). It goes to its group's line, not lost.
+      if f and f[10] and not at.group and f[1] == READY and f[2] == topic then
+        G.push(id, topic, f[10], tonumber(f[9]) or 0)
+      end
       stale = stale + 1
       if stale >= STALE_SKIP_MAX then break end
     else

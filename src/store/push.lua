@@ -39,8 +39,9 @@
 -- (+ ZSCORE) of the job it names, then either nothing (deduplicated) or
 -- the upsert plus one SET (simple: and one HSET). Its end (finish, delete,
 -- death) costs a GET and a DEL more only for a simple-dedup job.
--- Errors: DQINVALID "job <n>: ..." for a due time past MAX_TIME_MS, before
--- any write.
+-- Errors: DQINVALID "job <n>: ..." for a due time past MAX_TIME_MS, or a
+-- group while an instance of an older build runs (G.refusal), before any
+-- write.
 --
 -- Guarantees: each job is one upsert, applied in the order given (a later
 -- job with the same id sees the earlier one), and the whole call is one
@@ -55,6 +56,9 @@ if n < 1 or n ~= math.floor(n) then
   return invalid('push takes ' .. PUSH_ARGS .. ' arguments per job, got ' .. (#ARGV - 1))
 end
 local dues, extras = {}, {}
+-- Groups: why this partition takes no grouped job now (G.refusal), once a
+-- call; false: it takes them.
+local refused
 for j = 1, n do
   local a = 1 + (j - 1) * PUSH_ARGS
   local due, bad = due_time(ARGV[a + 5], ARGV[a + 6])
@@ -77,6 +81,10 @@ for j = 1, n do
     local g = x.group
     if g ~= nil and (type(g) ~= 'string' or #g < 1 or #g > G.MAX_BYTES or string.find(g, '%c')) then
       return invalid('job ' .. j .. ': group must be 1 to ' .. G.MAX_BYTES .. ' bytes without control characters')
+    end
+    if g ~= nil then
+      if refused == nil then refused = G.refusal() or false end
+      if refused then return invalid('job ' .. j .. ': ' .. refused) end
     end
     extras[j] = x
     local d = x.dedup

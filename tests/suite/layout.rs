@@ -112,7 +112,7 @@ async fn queue_after_upkeep(redis: &RedisServer, cfg: Config) -> Queue {
 }
 
 /// A heartbeat as an older build writes it: no `layout`.
-async fn older_heartbeat(c: &mut MultiplexedConnection, id: &str) {
+pub async fn older_heartbeat(c: &mut MultiplexedConnection, id: &str) {
     let (secs, _): (i64, i64) = q_cmd(c, &["TIME"]).await;
     let now = secs * 1000;
     let beat = json!({"id": id, "host": "old", "pid": 1, "version": "0.1.0",
@@ -323,7 +323,7 @@ async fn layout_2_waits_for_every_instance_and_doctor_names_an_older_one() {
     q.close().await;
 }
 
-fn layout_cli(redis: &RedisServer, args: &[&str]) -> (bool, String, String) {
+pub fn layout_cli(redis: &RedisServer, args: &[&str]) -> (bool, String, String) {
     let url = redis.url();
     let mut all = vec!["layout", "--redis", url.as_str()];
     all.extend_from_slice(args);

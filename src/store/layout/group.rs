@@ -42,6 +42,9 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("RATE_TOKENS", group_field::RATE_TOKENS),
     ("RATE_AT", group_field::RATE_AT),
     ("WAIT_KEY", kind::GROUP_WAIT),
+    // The heartbeats a grouped push reads while no leader set the layout.
+    ("INSTANCE_KEY", kind::INSTANCE),
+    ("INSTANCES_KEY", kind::INSTANCES),
 ];
 
 /// `local G = { ... }` for the prelude.
@@ -50,6 +53,10 @@ pub(super) fn lua_table() -> String {
     for (name, value) in LUA_NAMES {
         out.push_str(&format!("{name} = '{value}', "));
     }
-    out.push_str(&format!("MAX_BYTES = {} }}\n", crate::job::MAX_GROUP_BYTES));
+    out.push_str(&format!(
+        "MAX_BYTES = {}, LAYOUT = {} }}\n",
+        crate::job::MAX_GROUP_BYTES,
+        super::LAYOUT_READ
+    ));
     out
 }

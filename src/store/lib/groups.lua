@@ -56,6 +56,43 @@ function G.enlist(topic, group)
   return true
 end
 
+-- The groups' level when the topic's levels index has lost it while
+-- groups are in the rotation or wait for a token, put back (else nil).
+-- A build from before groups drops it: its pop finds the level's list (as
+-- it knows levels) empty. One EXISTS, and a ZADD when it was lost: a pop
+-- that finds the index empty asks, so no grouped job waits for a group to
+-- enter the rotation anew.
+function G.relevel(topic)
+  if redis.call('EXISTS', G.turns_key(topic), G.wait_key(topic)) == 0 then return nil end
+  redis.call('ZADD', P .. LEVELS_KEY .. topic, G.LEVEL, G.LEVEL)
+  return G.LEVEL
+end
+
+-- Why this partition cannot take grouped jobs now, or nil. An instance of
+-- a build from before groups would put one in a plain ready list, leave
+-- its slot taken, and drop the rotation's level. The builds that know
+-- groups read layout G.LAYOUT, so the layout in force says whether one
+-- runs (one GET); a layout never set yet (no
+-- leader looked: a new queue, or one an older build leads) the live
+-- heartbeats say (an older build's has no layout), as the leader would.
+function G.refusal()
+  local why = 'groups need every instance of this queue to run this version (an instance of an older build runs, or the layout is held below ' .. G.LAYOUT .. ')'
+  local flag = redis.call('GET', P .. BODIES.key)
+  if flag then
+    if (tonumber(string.match(flag, '^%d+')) or 1) < G.LAYOUT then return why end
+    return nil
+  end
+  local now_ms = math.floor(now_us() / 1000)
+  local ids = redis.call('ZRANGEBYSCORE', P .. G.INSTANCES_KEY, now_ms, '+inf', 'LIMIT', 0, 1000)
+  for _, id in ipairs(ids) do
+    local beat = redis.call('GET', P .. G.INSTANCE_KEY .. id)
+    local ok, b = pcall(cjson.decode, beat or '{}')
+    local reads = ok and type(b) == 'table' and tonumber(b.layout) or 1
+    if beat and reads < G.LAYOUT then return why end
+  end
+  return nil
+end
+
 -- A group with no ready job, no slot in use, no settings and no turn leaves
 -- no key behind. One HMGET, and an EXISTS when that is so.
 function G.tidy(topic, group)

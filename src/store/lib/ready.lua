@@ -54,7 +54,8 @@ end
 -- stale (see above): the caller checks it with ready_entry_live.
 -- Groups: after the last level, the rotation of groups (G.LEVEL, see
 -- lib/groups.lua): `at.group` is the taken job's group; false is a group
--- skipped (counted by the caller as a stale entry).
+-- skipped (counted by the caller as a stale entry). A topic whose index
+-- is empty costs one EXISTS more (G.relevel).
 local function ready_take(topic, at)
   while at.level do
     if at.level == G.LEVEL then
@@ -67,6 +68,7 @@ local function ready_take(topic, at)
     if id then return id end
     if at.level ~= 0 then redis.call('ZREM', levels_key(topic), at.level) end
     at.level = tonumber(redis.call('ZRANGE', levels_key(topic), 0, 0)[1])
+    if not at.level then at.level = G.relevel(topic) end
   end
   return nil
 end

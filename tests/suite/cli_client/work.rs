@@ -581,3 +581,142 @@ async fn a_command_reports_progress_and_log_lines_with_delayq_progress_and_log()
     assert!(out.contains("from the command"), "{out}");
     s.stop().await;
 }
+
+const LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sends SIGCONT to a stopped process when dropped, also when the test
+/// fails.
+struct Stopped(u32);
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        // SAFETY: a plain kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGSTOP) }, 0);
+        Stopped(pid)
+    }
+}
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(self.0 as i32, libc::SIGCONT);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_work_holding_a_groups_only_slot_loses_it_and_its_late_finish_changes_nothing() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let settings = delayq::GroupSettings {
+        concurrency: Some(1),
+        paused: false,
+        rate: None,
+    };
+    s.queue.set_group("t", "g", settings).await.unwrap();
+    let again = RetryPolicy {
+        intervals: vec![std::time::Duration::from_millis(100)],
+        max_attempts: Some(5),
+    };
+    for id in ["held", "next"] {
+        s.queue
+            .push(&delayq::NewJob {
+                group: Some("g".into()),
+                retry: Some(again.clone()),
+                ..job(id, "t", 0, 1_500)
+            })
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (seen, go) = (dir.path().join("seen"), dir.path().join("go"));
+    let line = |who: &str| {
+        format!(
+            "echo \"{who} $DELAYQ_JOB_ID $DELAYQ_JOB_ATTEMPT\" >> {}",
+            seen.display()
+        )
+    };
+    let read = || std::fs::read_to_string(&seen).unwrap_or_default();
+    // A holds the group's only slot until told to go on.
+    let a_script = format!(
+        "{}; while [ ! -e {} ]; do sleep 0.05; done",
+        line("A"),
+        go.display()
+    );
+    let mut a = work(&s.base, "t", 1, &a_script);
+    eventually(LIMIT, "A runs a job", || async {
+        read().contains("A held 1").then_some(())
+    })
+    .await;
+    let stopped = Stopped::new(a.0.id());
+
+    // Its lease ends (no touches): B gets both jobs, one at a time.
+    let b = work(&s.base, "t", 2, &line("B"));
+    eventually(LIMIT, "B finished both jobs", || async {
+        let c = s
+            .queue
+            .topics()
+            .await
+            .unwrap()
+            .topics
+            .get("t")
+            .copied()
+            .unwrap_or_default();
+        (c.delayed + c.ready + c.reserved == 0).then_some(())
+    })
+    .await;
+    let g = s.queue.group("t", "g").await.unwrap();
+    assert_eq!((g.ready, g.reserved), (0, 0));
+
+    // A goes on: its command ends, its finish (stale) is refused.
+    std::fs::write(&go, "").unwrap();
+    drop(stopped);
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(a.0.id() as i32, libc::SIGTERM);
+    }
+    exits(&mut a, LIMIT).await;
+    let mut lines: Vec<String> = read().lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["A held 1", "B held 2", "B next 1"]);
+    let c = s
+        .queue
+        .topics()
+        .await
+        .unwrap()
+        .topics
+        .get("t")
+        .copied()
+        .unwrap_or_default();
+    assert_eq!((c.ready, c.reserved, c.dead), (0, 0, 0));
+    let used: Option<String> = redis.cmd(&["HGET", "{dq}:grp:t\ng", "r"]).await;
+    assert_eq!(used, None, "no slot counted");
+    assert!(s.queue.get("held").await.unwrap().is_none());
+    // The limit still holds: one job of the group out at a time.
+    drop(b);
+    for id in ["n1", "n2"] {
+        s.queue
+            .push(&delayq::NewJob {
+                group: Some("g".into()),
+                ..job(id, "t", 0, 60_000)
+            })
+            .await
+            .unwrap();
+    }
+    let first = eventually(LIMIT, "one of the group", || async {
+        s.queue
+            .try_pop(&topics(&["t"]), 2)
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert!(first.id.starts_with('n'));
+    assert!(s
+        .queue
+        .try_pop(&topics(&["t"]), 2)
+        .await
+        .unwrap()
+        .is_empty());
+    s.stop().await;
+}

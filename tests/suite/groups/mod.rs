@@ -12,6 +12,8 @@ use std::time::Duration;
 use crate::common::*;
 use delayq::{Config, Error, GroupSettings, NewJob, Queue, RetryPolicy};
 
+mod beside_older;
+mod probes;
 mod surfaces;
 
 const LIMIT: Duration = Duration::from_secs(20);
