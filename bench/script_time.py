@@ -33,6 +33,9 @@ Call conventions (the part after the colon):
          (the default)
   again  as trail, with the `again` flag before the job count (builds
          that leave stale entries in ready lists, such as ee6a84e)
+  armed  as again, and the dispatch takes a trigger horizon (0 here: it
+         arms none) before the waiters' count (builds with trigger keys
+         within a horizon, such as f19a454)
 """
 import os
 import socket
@@ -119,12 +122,13 @@ def life(r, build, rnd):
         pushes.append(fcall(build, "push", args))
     phase("push", pushes)
     time.sleep(0.005)  # due times round up to the next ms: all due now
-    phase("dispatch", [fcall(build, "dispatch", [1000, 1000, 86400000, 0])] * 3)
+    horizon = [0] if conv == "armed" else []
+    phase("dispatch", [fcall(build, "dispatch", [1000, 1000, 86400000] + horizon + [0])] * 3)
     pops = [fcall(build, "pop", [BATCH, 1 << 20, f"n{k}", "", "orders"]) for k in range(JOBS // BATCH)]
     finishes, got = [], 0
     for reply in phase("pop", pops):
-        if conv in ("trail", "again"):
-            at = 6 if conv == "again" else 5
+        if conv in ("trail", "again", "armed"):
+            at = 6 if conv in ("again", "armed") else 5
             jobs = reply[at + 1 : at + 1 + 7 * reply[at]]
             per_job = 7
         else:
