@@ -322,12 +322,19 @@ async fn a_watermark_an_operator_broke_fires_nothing_early_and_is_written_again(
     watermark(&redis).await;
     let mut due = std::collections::HashMap::new();
     for (i, (what, value)) in BROKEN.iter().enumerate() {
-        let _: () = redis.cmd(&["DEL", "{dq}:armed"]).await;
-        match (value, *what) {
-            (Some(v), _) => redis.cmd::<()>(&["SET", "{dq}:armed", v]).await,
-            (None, "a hash") => redis.cmd::<()>(&["HSET", "{dq}:armed", "f", "1"]).await,
-            (None, _) => {}
-        }
+        // In one step: the sweep may write the watermark at any moment,
+        // and an HSET after it would meet a string.
+        const BREAK: &str = "redis.call('DEL', KEYS[1]) \
+            if ARGV[1] == 'set' then redis.call('SET', KEYS[1], ARGV[2]) \
+            elseif ARGV[1] == 'hash' then redis.call('HSET', KEYS[1], 'f', '1') end";
+        let how = match (value, *what) {
+            (Some(v), _) => ["set", v],
+            (None, "a hash") => ["hash", ""],
+            (None, _) => ["del", ""],
+        };
+        let _: () = redis
+            .cmd(&["EVAL", BREAK, "1", "{dq}:armed", how[0], how[1]])
+            .await;
         // One within the horizon, one beyond it.
         for (id, delay) in [(format!("near{i}"), 1_500), (format!("far{i}"), 6_000)] {
             let p = q
