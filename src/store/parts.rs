@@ -49,6 +49,13 @@ impl Store {
         layout::partition_of(id, self.parts().len())
     }
 
+    /// The partition `group` lives in (its home): every job of the group,
+    /// its line, slots, rate bucket and turn are there, so its limits are
+    /// counted in one place however many partitions the queue has.
+    pub fn group_home(&self, group: &str) -> usize {
+        layout::partition_of(group, self.parts().len())
+    }
+
     /// Where a pop for `topics` starts: the partition that last said it
     /// has ready jobs of one of them, or else each call one partition
     /// later than the last.
