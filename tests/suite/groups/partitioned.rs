@@ -1,7 +1,8 @@
 //! Groups on a queue split into partitions: each group lives whole in its
 //! home partition, so its limit holds across instances and partitions, a
 //! dead holder's slot comes back, groups in different partitions all get
-//! their turns, and a grouped job's id must fall in its group's home.
+//! their turns, listings and gauges take in every partition, and a
+//! grouped job's id must fall in its group's home.
 
 use super::*;
 use crate::cluster::cluster_config;
@@ -158,6 +159,14 @@ async fn groups_in_different_partitions_all_get_turns_and_are_listed_together() 
     }
     push_all(&q, &jobs).await;
     ready(&q, "shop", 215).await;
+    // The gauges add up every partition's groups.
+    let metrics = q.metrics().render(&q.gauges().await);
+    for line in [
+        "delayq_topic_groups{topic=\"shop\",state=\"known\"} 4",
+        "delayq_topic_groups{topic=\"shop\",state=\"in_turn\"} 4",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
     // Another instance pops, one job a call.
     let p = Queue::connect(cfg()).unwrap();
     let mut out = Vec::new();
