@@ -228,3 +228,31 @@ async fn a_grouped_job_outside_its_groups_partition_is_refused_naming_the_form()
     // Plain jobs go anywhere.
     q.push(&job(&id, "t", 0, 60_000)).await.unwrap();
 }
+
+/// Over HTTP, a grouped push without an id gets one in its group's
+/// partition, as a library push does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_push_over_http_without_an_id_lands_in_its_groups_partition() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let s = TestServer::start(q.clone(), delayq::http::ServerConfig::default()).await;
+    let b = &s.base;
+    for _ in 0..4 {
+        let (st, reply) = request_json(
+            reqwest::Method::POST,
+            format!("{b}/v1/jobs"),
+            Some(serde_json::json!({"topic": "t", "body": "x", "group": "acct:7"})),
+        )
+        .await;
+        assert_eq!(st, 201, "{reply}");
+        let id = reply["id"].as_str().unwrap();
+        assert_eq!(partition_of(id, 4), partition_of("acct:7", 4), "{id}");
+    }
+    ready(&q, "t", 4).await;
+    assert_eq!(q.group("t", "acct:7").await.unwrap().ready, 4);
+    s.stop().await;
+}
