@@ -153,11 +153,20 @@ async fn groups_in_different_partitions_all_get_turns_and_are_listed_together() 
     let q = Queue::connect(cfg()).unwrap();
     let groups = spread_groups(4, 6);
     // One big group, three small ones, each in a partition of its own.
-    let mut jobs: Vec<NewJob> = (0..200).map(|_| unnamed("shop", &groups[0])).collect();
+    // The big group's jobs become ready last, a notice from its partition
+    // that every instance hears: a pop that did not wait for it still takes
+    // its turn over the partitions.
+    let mut jobs: Vec<NewJob> = Vec::new();
     for g in &groups[1..] {
         jobs.extend((0..5).map(|_| unnamed("shop", g)));
     }
+    jobs.extend((0..200).map(|_| NewJob {
+        delay: Duration::from_millis(300),
+        ..unnamed("shop", &groups[0])
+    }));
     push_all(&q, &jobs).await;
+    // Another instance pops, one job a call, without waiting.
+    let p = Queue::connect(cfg()).unwrap();
     ready(&q, "shop", 215).await;
     // The gauges add up every partition's groups.
     let metrics = q.metrics().render(&q.gauges().await);
@@ -167,8 +176,6 @@ async fn groups_in_different_partitions_all_get_turns_and_are_listed_together() 
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
-    // Another instance pops, one job a call.
-    let p = Queue::connect(cfg()).unwrap();
     let mut out = Vec::new();
     for _ in 0..60 {
         let d = pop1(&p, "shop").await.expect("jobs are ready");
