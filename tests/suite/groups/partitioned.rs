@@ -232,6 +232,28 @@ async fn a_grouped_job_outside_its_groups_partition_is_refused_naming_the_form()
     assert_eq!(partition_of(&picked, 4), partition_of("acct:7", 4));
     ready(&q, "t", 2).await;
     assert_eq!(q.group("t", "acct:7").await.unwrap().ready, 2);
+    // A dedup key must share the group's partition too.
+    let key = (0..)
+        .map(|i| format!("k{i}"))
+        .find(|k| partition_of(k, 4) != partition_of("acct:7", 4))
+        .unwrap();
+    let e = q
+        .push(&NewJob {
+            dedup: Some(delayq::Dedup {
+                key: key.clone(),
+                mode: delayq::DedupMode::Simple,
+                window: None,
+                max_wait: None,
+            }),
+            ..unnamed("t", "acct:7")
+        })
+        .await
+        .unwrap_err();
+    let Error::Invalid(msg) = e else {
+        panic!("{e:?}")
+    };
+    assert!(msg.contains(&key) && msg.contains("acct:7"), "{msg}");
+    assert_eq!(q.group("t", "acct:7").await.unwrap().ready, 2);
     // Plain jobs go anywhere.
     q.push(&job(&id, "t", 0, 60_000)).await.unwrap();
 }
