@@ -12,7 +12,8 @@ use crate::job::JobState;
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    /// Generated (a UUID) when absent.
+    /// Generated (a UUID) when absent; with a dedup key or a group, in
+    /// the key's or the group's partition of a split queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 256)]
     pub id: Option<String>,
