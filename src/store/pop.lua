@@ -20,12 +20,13 @@
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
 -- also ends the leader's term by then).
--- Helpers: now_us, BODIES.of, lease, new_head, move_count, rate_bucket, rate_allows, rate_use,
+-- Helpers: now_us, BODIES.of, lease, in_chunks, new_head, count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count; groups: G.take,
 -- G.taken, G.untaken.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
--- job taken RPOP, HMGET, HSET, ZADD; one RPOP that finds the default list
+-- job taken RPOP, HMGET, HSET; one ZADD of every lease's end per call (not
+-- per job); one RPOP that finds the default list
 -- empty; per stale entry (a job deleted, rescheduled or cancelled while
 -- ready) RPOP and HMGET, at most STALE_SKIP_MAX per call. Priorities: once the default list (priority 0) is empty, one
 -- ZRANGE of the topic's levels per level looked at, and one ZREM and one
@@ -100,6 +101,9 @@ local got, held, retry, ungranted = 0, 0, 0, 0
 local stale = 0
 local given = {}
 local leased = {}
+-- Leases' ends (until_ms, id, ...): one ZADD for the call (in_chunks);
+-- a pop of one job writes its own (no table to build).
+local leases = want > 1 and {} or nil
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
 for i = 6, #ARGV do
   local topic = ARGV[i]
@@ -148,9 +152,13 @@ for i = 6, #ARGV do
       local attempts = (tonumber(f[6]) or 0) + 1
       redis.call('HSET', job, STATE, RESERVED, TOKEN, token, LEASE, lease_until,
         ATTEMPTS, attempts)
-      lease(id, lease_until)
+      if leases then
+        leases[#leases + 1] = lease_until
+        leases[#leases + 1] = id
+      else
+        lease(id, lease_until)
+      end
       leased[id] = true
-      move_count(topic, READY, RESERVED)
       if EVENTS > 0 then emit(EV_DELIVERED, id, topic, attempts, f[5]) end
       jobs[#jobs + 1] = id
       jobs[#jobs + 1] = topic
@@ -168,6 +176,11 @@ for i = 6, #ARGV do
       took = took + 1
       bytes = bytes + #f[3]
     end
+  end
+  -- Counted once per topic, before ready_count below reads the count.
+  if took > 0 then
+    count(READY, topic, -took)
+    count(RESERVED, topic, took)
   end
   ready_taken(topic, at)
   -- Groups: the topic's grouped jobs wait for a group's next token.
@@ -195,6 +208,9 @@ end
 -- connection breaks, a failover comes first) the caller can give the jobs
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
+  if leases then
+    in_chunks(leases, function(...) redis.call('ZADD', SCHEDULE, ...) end)
+  end
   local ids = { nonce }
   for i = HEADER + 1, #jobs, PER_JOB do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.

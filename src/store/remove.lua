@@ -22,6 +22,10 @@
 -- grouped ready job leaves its group's line (ZREM, and G.tidy's HMGET); a
 -- plain job: one field more in its HMGET, nothing else.
 --
+-- Cost per finish of a plain reserved job: one HMGET; the call's lease
+-- ends go in one ZREM and the keys of its removed jobs in one DEL, so a
+-- batch of finishes costs two calls more, not two per job.
+--
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
 -- is none either), CANCELLED (a finish under the lease the job was
@@ -52,12 +56,22 @@ end
 local reply = { DONE }
 -- Topics that kept records in this call -> { window, finishes }.
 local kept = {}
+-- Many removals: a plain reserved job's lease end and its keys go in one
+-- ZREM and one DEL for the call (in_chunks); `gone` ids are already
+-- removed in this call. One removal writes at once (no tables to build).
+local unleases, dels, gone
+-- What a job removed earlier in this call reads as: nothing.
+local NONE = {}
+if n > 1 then unleases, dels, gone = {}, {}, {} end
 local now_ms
 for j = 1, n do
   local a = first + (j - 1) * 3
   local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local job = job_key(id)
-  local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT, GROUP)
+  local f = NONE
+  if not (gone and gone[id]) then
+    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT, GROUP)
+  end
   local record = f[1] == FINISHED
   if f[6] and mode == 'lease' and f[3] == token then
     -- Cancelled under this lease: the holder's finish changes nothing.
@@ -83,7 +97,12 @@ for j = 1, n do
       local due
       if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
       if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
-      detach(id, state, topic, f[7])
+      if unleases and state == RESERVED and not f[7] then
+        unleases[#unleases + 1] = id
+        move_count(topic, RESERVED, nil)
+      else
+        detach(id, state, topic, f[7])
+      end
       if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
       if keep > 0 then
         now_ms = now_ms or math.floor(now_us() / 1000)
@@ -92,6 +111,10 @@ for j = 1, n do
         local t = kept[topic] or { keep = keep, finishes = 0 }
         t.finishes = t.finishes + 1
         kept[topic] = t
+      elseif dels then
+        dels[#dels + 1] = job
+        dels[#dels + 1] = log_key(id)
+        gone[id] = true
       else
         redis.call('DEL', job, log_key(id))
       end
@@ -101,6 +124,10 @@ for j = 1, n do
     reply[#reply + 1] = topic
     reply[#reply + 1] = state
   end
+end
+if unleases then
+  in_chunks(unleases, function(...) redis.call('ZREM', SCHEDULE, ...) end)
+  in_chunks(dels, function(...) redis.call('DEL', ...) end)
 end
 for topic, t in pairs(kept) do
   trim_finished(topic, now_ms, t.keep, 100 + 2 * t.finishes)

@@ -616,3 +616,58 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
     q.close().await;
     direct.close().await;
 }
+
+/// A remove call writes its plain finishes' lease ends and keys together at
+/// its end. One call that names a job more than once (two finishes under
+/// its lease, then a delete) finishes it once: the later ones find it gone
+/// (not still there, waiting for the call's last write), and its count
+/// moves once.
+#[tokio::test]
+async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
+    use delayq::testing::{fcall, remove, Keys, Status};
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    for i in 0..3 {
+        q.push(&job(&format!("t{i}"), "twice", 0, 60_000))
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        let d = q
+            .pop_many(&topics(&["twice"]), 3, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(!d.is_empty(), "only {} of 3 jobs popped", got.len());
+        got.extend(d);
+    }
+    let mut args = redis::Cmd::new();
+    args.arg(0).arg(0);
+    for d in &got {
+        args.arg(&d.id).arg("lease").arg(&d.token);
+    }
+    args.arg(&got[0].id).arg("lease").arg(&got[0].token);
+    args.arg(&got[0].id).arg("any").arg("");
+    let cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    let statuses: Vec<i64> = reply[1..]
+        .chunks(3)
+        .map(|r| match r[0] {
+            redis::Value::Int(n) => n,
+            ref v => panic!("status {v:?}"),
+        })
+        .collect();
+    let (done, missing) = (Status::Done as i64, Status::Missing as i64);
+    assert_eq!(statuses, [done, done, done, missing, missing]);
+
+    let o = q.topics().await.unwrap();
+    let t = o.topics.get("twice").copied().unwrap_or_default();
+    assert_eq!((t.delayed, t.ready, t.reserved), (0, 0, 0), "{t:?}");
+    let counts: Vec<String> = redis.cmd(&["HKEYS", "{dq}:count"]).await;
+    assert!(counts.iter().all(|f| !f.ends_with(":twice")), "{counts:?}");
+    let left: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
+    assert!(left.is_empty(), "{left:?}");
+    let leases: u64 = redis.cmd(&["ZCARD", "{dq}:schedule"]).await;
+    assert_eq!(leases, 0);
+    q.close().await;
+}

@@ -51,6 +51,15 @@ local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
 
+-- Calls `call(...)` with the items of `list`, up to 1,000 at a time (an
+-- even number, so pairs stay whole), since Lua's unpack has a stack limit.
+-- A script that writes many members or keys of one kind gathers them and
+-- writes once: one command's own cost, not one per item. `call` names its
+-- command literally (see library.rs).
+local function in_chunks(list, call)
+  for i = 1, #list, 1000 do call(unpack(list, i, math.min(i + 999, #list))) end
+end
+
 -- Redis time in microseconds (exact: below 2^53), read once per call: a
 -- script is one atomic step, so one instant serves all of it, and TIME is
 -- a command like any other.
