@@ -15,7 +15,8 @@
 --
 -- Touches: the topics' ready lists (every priority level) and their levels
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
--- count hash, the latest pops list (one entry, trimmed to POPS_KEPT);
+-- count hash, the latest pops list (one entry; trimmed to POPS_KEPT
+-- whenever it holds 64 more);
 -- groups: their lines, hashes, the topics' rotations and waiting sets.
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
@@ -214,8 +215,11 @@ if got > 0 then
   local ids = { nonce }
   for i = HEADER + 1, #jobs, PER_JOB do ids[#ids + 1] = jobs[i] end
   -- Ids hold no control characters: a newline separates them.
-  redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n'))
-  redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
+  -- Trimmed once it holds 64 more than POPS_KEPT, not on every pop: one
+  -- command per pop call, not two.
+  if redis.call('LPUSH', P .. POPS_KEY, table.concat(ids, '\n')) > POPS_KEPT + 64 then
+    redis.call('LTRIM', P .. POPS_KEY, 0, POPS_KEPT - 1)
+  end
   -- A lease end may be the schedule's earliest now: the dispatcher, idle
   -- until a later due time, hears of it (one look per call, not per job).
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')

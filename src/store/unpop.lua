@@ -21,7 +21,7 @@
 -- replaced or leased again meanwhile is left alone, and calling it twice
 -- changes nothing the second time. A pop no longer among the latest
 -- POPS_KEPT is not found: its jobs come back after their ttr. The cost is
--- bounded by the list (POPS_KEPT entries), on a path taken only after a
+-- bounded by the list (POPS_KEPT entries, up to 64 more), on a path taken only after a
 -- lost reply.
 local lost = {}
 for i = 2, #ARGV do lost[ARGV[i]] = true end
