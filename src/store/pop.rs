@@ -142,7 +142,7 @@ impl Store {
     /// finding nothing); waits at most `limit` for the reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the
     /// clock.
     ///
-    /// On one partition, pops that arrive together are batched ([`Pops`]).
+    /// Pops of a partition that arrive together are batched ([`Pops`]).
     /// A partitioned queue's partitions are tried one after another, each
     /// pop starting one partition further on, until `max` jobs are leased:
     /// no partition waits behind another, and no more jobs are reserved
@@ -210,21 +210,37 @@ impl Store {
                 k += 1;
                 continue;
             }
-            let reply = self
-                .pop_call(
-                    part,
-                    topics,
-                    Room {
-                        jobs: max - got.len(),
-                        bytes: max_bytes - bytes,
-                        allowed: &allowed,
-                    },
+            let room = Room {
+                jobs: max - got.len(),
+                bytes: max_bytes - bytes,
+                allowed: &allowed,
+            };
+            let limit = limit.min(self.timeout());
+            // Without a limit's tokens in hand, pops that reach a partition
+            // together go to it as one call (the consumers its ready notice
+            // woke, or those passing by): a call each cost the cluster most
+            // of a job's Redis CPU. Tokens are this pop's own, so a pop
+            // holding some calls alone.
+            let reply = if allowed.iter().all(Option::is_none) {
+                let request = PopRequest {
+                    topics: topics.to_vec(),
+                    max: room.jobs,
+                    max_bytes: room.bytes,
                     until,
-                    limit.min(self.timeout()),
-                )
-                .await;
+                };
+                self.lanes
+                    .pops
+                    .submit(self, part, request, limit)
+                    .await
+                    .map(|(deliveries, held)| (held, deliveries))
+            } else {
+                self.pop_call(part, topics, room, until, limit).await
+            };
             let (part_held, deliveries) = match reply {
-                Ok(r) => r,
+                Ok(r) => {
+                    self.popped_at(part);
+                    r
+                }
                 Err(e) if e.is_unavailable() => {
                     tracing::warn!(part, error = %e, "a partition's pop failed; trying the others");
                     self.health.mark_down(part);
