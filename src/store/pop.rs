@@ -143,10 +143,10 @@ impl Store {
     /// clock.
     ///
     /// Pops of a partition that arrive together are batched ([`Pops`]).
-    /// A partitioned queue's partitions are tried one after another, each
-    /// pop starting one partition further on, until `max` jobs are leased:
-    /// no partition waits behind another, and no more jobs are reserved
-    /// than asked. If a partition fails after others gave jobs, those jobs
+    /// A partitioned queue's partitions are tried one after another, from
+    /// the one whose turn it is (the turn passes at each reply from it),
+    /// until `max` jobs are leased: no partition waits behind another, and
+    /// no more jobs are reserved than asked. If a partition fails after others gave jobs, those jobs
     /// are returned (they are leased: dropping them would strand them).
     pub(crate) async fn pop(
         self: &Arc<Self>,
