@@ -123,9 +123,6 @@ pub(crate) struct Handles {
     pub recurring_ready: tokio_util::sync::CancellationToken,
     /// A schedule was put or deleted through this process.
     pub recurring_changed: Arc<Notify>,
-    /// Ids expired events named, waiting for their partition's dispatch
-    /// call under way.
-    pub due: Arc<subscriber::Due>,
 }
 
 impl Handles {

@@ -99,17 +99,6 @@ impl Triggers {
     }
 }
 
-/// The most ids one event dispatch call takes.
-const EVENT_DISPATCH_MAX: usize = 512;
-
-/// Per partition whose event dispatch call is under way, the ids expired
-/// events named meanwhile: they go together in its next call (the group
-/// commit), one call where a call per batch of events read would be many
-/// (on a cluster, events come over one connection per master, each batch
-/// split over the partitions).
-#[derive(Default)]
-pub(crate) struct Due(std::sync::Mutex<HashMap<usize, Vec<String>>>);
-
 /// Dispatches what expired events named, in tasks of their own: reading
 /// events must not wait on it. Only partitions whose lease this instance
 /// holds: the others are their holders' business.
@@ -118,32 +107,11 @@ fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
         if !h.leader.holds(part) {
             continue;
         }
-        {
-            let mut waiting = h.due.0.lock().unwrap();
-            if let Some(queued) = waiting.get_mut(&part) {
-                queued.extend(ids);
-                continue;
-            }
-            waiting.insert(part, Vec::new());
-        }
         let h = h.clone();
         tokio::spawn(async move {
-            let mut ids = ids;
-            loop {
-                for chunk in ids.chunks(EVENT_DISPATCH_MAX) {
-                    if let Err(e) = h.dispatch(part, chunk, DispatchPath::Event).await {
-                        // The sweep will fire these; nothing is lost.
-                        debug!(error = %e, "event dispatch failed");
-                    }
-                }
-                let mut waiting = h.due.0.lock().unwrap();
-                match waiting.get_mut(&part) {
-                    Some(queued) if !queued.is_empty() => ids = std::mem::take(queued),
-                    _ => {
-                        waiting.remove(&part);
-                        return;
-                    }
-                }
+            if let Err(e) = h.dispatch(part, &ids, DispatchPath::Event).await {
+                // The sweep will fire these; nothing is lost.
+                debug!(error = %e, "event dispatch failed");
             }
         });
     }

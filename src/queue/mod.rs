@@ -142,7 +142,6 @@ impl Queue {
             }),
             recurring_ready: Default::default(),
             recurring_changed: Default::default(),
-            due: Default::default(),
         };
         Ok(Queue {
             inner: Arc::new(Inner {
