@@ -78,7 +78,7 @@ impl Store {
             % self.parts().len()
     }
 
-    /// A pop call at partition `part` answered: if it was that partition's
+    /// A pop call at partition `part` ended (or passed it by): if it was its
     /// turn, the turn passes to the next. Pops that start meanwhile meet
     /// at one partition and go to it as one call (the group commit), where
     /// a turn per pop would spread them one call each over the partitions;

@@ -207,6 +207,7 @@ impl Store {
             // others' jobs keep flowing (the health watch, or the next
             // call after a short while, looks at it again).
             if self.health.is_down(part) {
+                self.popped_at(part);
                 k += 1;
                 continue;
             }
@@ -236,11 +237,11 @@ impl Store {
             } else {
                 self.pop_call(part, topics, room, until, limit).await
             };
+            // Answered or failed, the turn passes: a partition that does
+            // not answer holds up no later pops.
+            self.popped_at(part);
             let (part_held, deliveries) = match reply {
-                Ok(r) => {
-                    self.popped_at(part);
-                    r
-                }
+                Ok(r) => r,
                 Err(e) if e.is_unavailable() => {
                     tracing::warn!(part, error = %e, "a partition's pop failed; trying the others");
                     self.health.mark_down(part);
