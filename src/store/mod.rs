@@ -269,7 +269,7 @@ impl Store {
             lanes: Lanes {
                 pushes: coalesce::Coalescer::new(parts.len()),
                 removes: coalesce::Coalescer::new(parts.len()),
-                pops: coalesce::Coalescer::new(1),
+                pops: coalesce::Coalescer::new(parts.len()),
                 lost: Default::default(),
             },
             parts: parts::Partitions::new(prefix, parts),

@@ -13,7 +13,9 @@ pub(crate) struct Partitions {
     keys: Vec<Keys>,
     /// Set once the partition count stored in Redis was found to match.
     checked: OnceCell<()>,
-    /// Where the next pop starts looking, so partitions take turns.
+    /// Where pops start looking: it moves on at each reply from it, so
+    /// partitions take turns by call while the pops that arrive meanwhile
+    /// meet at one partition, one call for all of them.
     next_pop: std::sync::atomic::AtomicUsize,
     /// Per topic, the partition whose ready notice came last: a pop woken
     /// by it looks there first, one round trip instead of up to one per
@@ -58,11 +60,11 @@ impl Store {
 
     /// Where a pop for `topics` starts: for a pop `woken` by a ready
     /// notice, the partition that last said it has ready jobs of one of
-    /// them; else each call one partition later than the last. Only a woken
-    /// pop follows the notice: it found every partition empty before it
-    /// waited, while a pop that did not wait would take from the noticed
-    /// partition (its groups) call after call, and the other partitions'
-    /// ready jobs would wait until that one ran dry.
+    /// them; else the partition whose turn it is (see [`Self::popped_at`]).
+    /// Only a woken pop follows the notice: it found every partition empty
+    /// before it waited, while a pop that did not wait would take from the
+    /// noticed partition (its groups) call after call, and the other
+    /// partitions' ready jobs would wait until that one ran dry.
     pub(crate) fn pop_start(&self, topics: &[String], woken: bool) -> usize {
         if woken && self.parts().len() > 1 {
             let hints = self.parts.ready_hint.lock().unwrap();
@@ -72,8 +74,27 @@ impl Store {
         }
         self.parts
             .next_pop
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .load(std::sync::atomic::Ordering::Relaxed)
             % self.parts().len()
+    }
+
+    /// A pop call at partition `part` ended (or passed it by): if it was its
+    /// turn, the turn passes to the next. Pops that start meanwhile meet
+    /// at one partition and go to it as one call (the group commit), where
+    /// a turn per pop would spread them one call each over the partitions;
+    /// the turn still passes at every reply, so no partition's ready jobs
+    /// wait behind another's.
+    pub(crate) fn popped_at(&self, part: usize) {
+        let n = self.parts().len();
+        if n == 1 {
+            return;
+        }
+        let _ = self.parts.next_pop.compare_exchange(
+            part,
+            (part + 1) % n,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Partition `part` had nothing ready for `topics`: later pops take

@@ -142,11 +142,11 @@ impl Store {
     /// finding nothing); waits at most `limit` for the reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the
     /// clock.
     ///
-    /// On one partition, pops that arrive together are batched ([`Pops`]).
-    /// A partitioned queue's partitions are tried one after another, each
-    /// pop starting one partition further on, until `max` jobs are leased:
-    /// no partition waits behind another, and no more jobs are reserved
-    /// than asked. If a partition fails after others gave jobs, those jobs
+    /// Pops of a partition that arrive together are batched ([`Pops`]).
+    /// A partitioned queue's partitions are tried one after another, from
+    /// the one whose turn it is (the turn passes at each reply from it),
+    /// until `max` jobs are leased: no partition waits behind another, and
+    /// no more jobs are reserved than asked. If a partition fails after others gave jobs, those jobs
     /// are returned (they are leased: dropping them would strand them).
     pub(crate) async fn pop(
         self: &Arc<Self>,
@@ -207,22 +207,39 @@ impl Store {
             // others' jobs keep flowing (the health watch, or the next
             // call after a short while, looks at it again).
             if self.health.is_down(part) {
+                self.popped_at(part);
                 k += 1;
                 continue;
             }
-            let reply = self
-                .pop_call(
-                    part,
-                    topics,
-                    Room {
-                        jobs: max - got.len(),
-                        bytes: max_bytes - bytes,
-                        allowed: &allowed,
-                    },
+            let room = Room {
+                jobs: max - got.len(),
+                bytes: max_bytes - bytes,
+                allowed: &allowed,
+            };
+            let limit = limit.min(self.timeout());
+            // Without a limit's tokens in hand, pops that reach a partition
+            // together go to it as one call (the consumers its ready notice
+            // woke, or those passing by): a call each cost the cluster most
+            // of a job's Redis CPU. Tokens are this pop's own, so a pop
+            // holding some calls alone.
+            let reply = if allowed.iter().all(Option::is_none) {
+                let request = PopRequest {
+                    topics: topics.to_vec(),
+                    max: room.jobs,
+                    max_bytes: room.bytes,
                     until,
-                    limit.min(self.timeout()),
-                )
-                .await;
+                };
+                self.lanes
+                    .pops
+                    .submit(self, part, request, limit)
+                    .await
+                    .map(|(deliveries, held)| (held, deliveries))
+            } else {
+                self.pop_call(part, topics, room, until, limit).await
+            };
+            // Answered or failed, the turn passes: a partition that does
+            // not answer holds up no later pops.
+            self.popped_at(part);
             let (part_held, deliveries) = match reply {
                 Ok(r) => r,
                 Err(e) if e.is_unavailable() => {

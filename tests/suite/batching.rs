@@ -8,7 +8,9 @@ use delayq::{Config, Error, IfExists, JobState, Limits, PushOutcome, Queue};
 use futures::future::join_all;
 use futures::FutureExt;
 
-use crate::common::{config, eventually, job, queue, topics, CutProxy, RedisServer};
+use crate::common::{
+    arm_slowlog, config, eventually, job, queue, script_calls, topics, CutProxy, RedisServer,
+};
 
 /// How many script calls Redis has run since its start.
 async fn fcalls(redis: &RedisServer) -> u64 {
@@ -238,6 +240,48 @@ async fn consumers_woken_together_pop_in_one_call_and_each_gets_its_own_job() {
     for (id, token) in &got {
         q.finish(id, token).await.unwrap();
     }
+    q.close().await;
+}
+
+/// On a partitioned queue (a cluster's), pops that come together meet at
+/// the partition whose turn it is and go to it as one call, each with its
+/// own job; one that finds it empty goes on to the next with the others.
+/// (A call per pop, from a partition one further on each, was most of a
+/// cluster's Redis CPU per job.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_of_a_partitioned_queue_that_come_together_share_a_call_per_partition() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let n = 48;
+    let jobs: Vec<_> = (0..n)
+        .map(|i| job(&format!("p{i}"), "p", 0, 60_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    eventually(Duration::from_secs(30), "every job ready", || async {
+        let o = q.topics().await.ok()?;
+        (o.topics.get("p")?.ready == n as u64).then_some(())
+    })
+    .await;
+    arm_slowlog(&redis, 10_000).await;
+    let got = join_all((0..n).map(|_| {
+        let q = q.clone();
+        async move { q.try_pop(&topics(&["p"]), 1).await.unwrap() }
+    }))
+    .await;
+    let calls = script_calls(&redis, "dq_pop").await;
+    let ids: std::collections::BTreeSet<_> = got.iter().flatten().map(|d| d.id.clone()).collect();
+    assert!(
+        got.iter().all(|g| g.len() == 1) && ids.len() == n,
+        "each pop gets a job of its own: {got:?}"
+    );
+    // One call per pop would be 48 at least.
+    assert!(calls <= n / 3, "{n} pops took {calls} pop calls");
     q.close().await;
 }
 

@@ -10,7 +10,7 @@ use crate::job::Delivery;
 use crate::store::coalesce::{Batch, Coalesced};
 use crate::store::Store;
 
-/// One caller's pop, as batched on a queue of one partition.
+/// One caller's pop of one partition, as batched.
 pub(crate) struct PopRequest {
     pub(super) topics: Vec<String>,
     pub(super) max: usize,
@@ -19,8 +19,8 @@ pub(crate) struct PopRequest {
     pub(super) until: Instant,
 }
 
-/// Pops of the same topics that arrive together (the consumers a ready
-/// notice woke) go to Redis as one pop for all of them, whose jobs are
+/// Pops of the same topics and partition that arrive together (the
+/// consumers a ready notice woke) go to Redis as one pop for all of them, whose jobs are
 /// shared out in the order the pops came, each taking up to its `max`.
 pub(crate) struct Pops;
 
@@ -69,6 +69,13 @@ impl Coalesced for Pops {
     ) -> Result<Vec<Result<(Vec<Delivery>, Held)>>> {
         let until = items.iter().map(|r| r.until).min().unwrap_or(deadline);
         let max_bytes = items[0].max_bytes;
+        // On a partitioned queue a limit's bucket is the whole queue's:
+        // the partition hands out none of a limited topic's jobs, and says
+        // so (ungranted), for the callers to take tokens and call again.
+        let allowed = match store.parts().len() {
+            1 => Vec::new(),
+            _ => vec![None; items[0].topics.len()],
+        };
         let mut out: Vec<(Vec<Delivery>, Held)> =
             items.iter().map(|_| Default::default()).collect();
         // The pops still without a job: all of them at first; after a call
@@ -85,7 +92,7 @@ impl Coalesced for Pops {
                     Room {
                         jobs: want,
                         bytes: max_bytes,
-                        allowed: &[],
+                        allowed: &allowed,
                     },
                     until,
                     limit,
@@ -120,7 +127,7 @@ impl Coalesced for Pops {
                     } else {
                         0
                     },
-                    ungranted: false,
+                    ungranted: held.ungranted,
                     again: held.again && out[i].0.is_empty(),
                 };
             }
