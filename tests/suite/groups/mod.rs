@@ -2,7 +2,8 @@
 //! by every way a reservation ends, pops taking turns over the groups
 //! (bounded by what they return, never by the number of groups), pause and
 //! resume of one group, counts and listings, bad group keys refused,
-//! retries and priorities inside a group; over HTTP and the CLI.
+//! retries and priorities inside a group; over HTTP and the CLI; a master
+//! killed behind Sentinel.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,6 +14,7 @@ use crate::common::*;
 use delayq::{Config, Error, GroupSettings, NewJob, Queue, RetryPolicy};
 
 mod beside_older;
+mod failover;
 mod partitioned;
 mod probes;
 mod surfaces;
