@@ -1,8 +1,9 @@
 //! Groups through a failover: the master SIGKILLed behind Sentinel while
 //! grouped jobs are reserved and ready, with replica acks. Every job still
 //! comes, none is held by two consumers at once, each group's limit holds
-//! throughout (counted by the consumers themselves and read from Redis),
-//! and every slot comes back once the jobs are done.
+//! throughout (counted by the consumers themselves and read from Redis), a
+//! paused group stays paused, and every slot comes back once the jobs are
+//! done.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
@@ -14,8 +15,9 @@ use crate::sentinel::{master_and_replica, port_of, SentinelServer};
 use delayq::{Redis, Sentinel};
 
 const TOPIC: &str = "gf";
-/// Each group and its limit.
-const GROUPS: [(&str, u32); 2] = [("a", 3), ("b", 2)];
+/// Each group and its limit; the last is paused until the others are done.
+const GROUPS: [(&str, u32); 3] = [("a", 3), ("b", 2), ("p", 1)];
+const PAUSED: usize = 2;
 const TTR: Duration = Duration::from_secs(10);
 /// What a handler takes over a job.
 const WORK: Duration = Duration::from_millis(300);
@@ -36,10 +38,14 @@ struct Ledger {
     at_once: Mutex<Vec<String>>,
     /// Per group, the consumers' handlers holding one of its jobs, and
     /// the most at once.
-    holding: [AtomicI64; 2],
-    peak: [AtomicI64; 2],
+    holding: [AtomicI64; 3],
+    peak: [AtomicI64; 3],
     /// Per group, the most slots in use Redis reported.
-    reserved_peak: [AtomicI64; 2],
+    reserved_peak: [AtomicI64; 3],
+    /// Whether the paused group was resumed, and its jobs handed out
+    /// before that.
+    resumed: AtomicBool,
+    while_paused: Mutex<Vec<String>>,
     /// Finishes that got no answer before the lease ended.
     gave_up: AtomicI64,
     /// Finishes sent again (the first met the outage), and those found
@@ -83,6 +89,9 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
         let received = Instant::now();
         for d in &got {
             let g = group_of(&d.id);
+            if g == PAUSED && !ledger.resumed.load(Ordering::SeqCst) {
+                ledger.while_paused.lock().unwrap().push(d.id.clone());
+            }
             let now = ledger.holding[g].fetch_add(1, Ordering::SeqCst) + 1;
             ledger.peak[g].fetch_max(now, Ordering::SeqCst);
             let popped_ms = d.popped_at_us / 1000;
@@ -173,14 +182,19 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     for (g, n) in GROUPS {
         limit(q, TOPIC, g, n).await;
     }
-    // Per group 20 jobs ready now and 6 due in 4 s (some fall due during
-    // the outage or after it, on the new master).
-    let mut jobs = Vec::new();
-    for (g, _) in GROUPS {
+    let paused = GROUPS[PAUSED].0;
+    q.pause_group(TOPIC, paused).await.unwrap();
+    // Per running group 20 jobs ready now and 6 due in 4 s (some fall due
+    // during the outage or after it, on the new master); 4 of the paused
+    // group ready.
+    let mut jobs: Vec<NewJob> = (0..4)
+        .map(|i| grouped(&format!("{paused}-{i:02}"), TOPIC, paused))
+        .collect();
+    for (g, _) in &GROUPS[..PAUSED] {
         for i in 0..26 {
             let delay_ms = if i < 20 { 0 } else { 4_000 };
             jobs.push(NewJob {
-                group: Some(g.into()),
+                group: Some(g.to_string()),
                 ..job(
                     &format!("{g}-{i:02}"),
                     TOPIC,
@@ -191,8 +205,8 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         }
     }
     push_all(q, &jobs).await;
-    ready(q, TOPIC, 40).await;
-    // The groups' limits are settings, written without waiting for a
+    ready(q, TOPIC, 44).await;
+    // The groups' limits and pause are settings, written without waiting for a
     // replica: on it before the kill.
     replicas_caught_up(&master);
 
@@ -216,11 +230,14 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
             return None;
         }
         let mut reads = Vec::new();
-        for (g, n) in GROUPS {
+        for (g, n) in &GROUPS[..PAUSED] {
             let read = q.group(TOPIC, g).await.ok()?;
-            (read.reserved == n as u64 && read.held > 0).then_some(())?;
+            (read.reserved == *n as u64 && read.held > 0).then_some(())?;
             reads.push(read);
         }
+        let read = q.group(TOPIC, paused).await.ok()?;
+        ((read.ready, read.reserved, read.held) == (4, 0, 4)).then_some(())?;
+        reads.push(read);
         Some(reads)
     })
     .await;
@@ -232,15 +249,33 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     .await;
     let failed_over = killed.elapsed();
 
+    let done = || async { Some(ledger.done.lock().unwrap().len() as u64) };
     let total = jobs.len() as u64;
     until_value(
-        total,
+        total - 4,
         Duration::from_secs(40),
-        "every job delivered and finished",
-        || async { Some(ledger.done.lock().unwrap().len() as u64) },
+        "every running group's job delivered and finished",
+        done,
     )
     .await;
     let drained = killed.elapsed();
+    // The paused group kept its pause and its jobs through the failover;
+    // resumed, it hands them out.
+    let read = q.group(TOPIC, paused).await.unwrap();
+    assert_eq!(
+        (read.paused, read.ready, read.reserved),
+        (true, 4, 0),
+        "the paused group after the failover"
+    );
+    ledger.resumed.store(true, Ordering::SeqCst);
+    q.resume_group(TOPIC, paused).await.unwrap();
+    until_value(
+        total,
+        Duration::from_secs(30),
+        "the resumed group's jobs",
+        done,
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
@@ -275,6 +310,11 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         "no finish met the outage: the kill came with no job reserved"
     );
     assert_eq!(delivered.len(), jobs.len(), "every job delivered");
+    assert_eq!(
+        *ledger.while_paused.lock().unwrap(),
+        Vec::<String>::new(),
+        "handed out while its group was paused"
+    );
     assert_eq!(
         *ledger.at_once.lock().unwrap(),
         Vec::<String>::new(),
