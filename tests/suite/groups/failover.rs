@@ -184,15 +184,15 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     }
     let paused = GROUPS[PAUSED].0;
     q.pause_group(TOPIC, paused).await.unwrap();
-    // Per running group 20 jobs ready now and 6 due in 4 s (some fall due
+    // Per running group 30 jobs ready now and 6 due in 4 s (some fall due
     // during the outage or after it, on the new master); 4 of the paused
     // group ready.
     let mut jobs: Vec<NewJob> = (0..4)
         .map(|i| grouped(&format!("{paused}-{i:02}"), TOPIC, paused))
         .collect();
     for (g, _) in &GROUPS[..PAUSED] {
-        for i in 0..26 {
-            let delay_ms = if i < 20 { 0 } else { 4_000 };
+        for i in 0..36 {
+            let delay_ms = if i < 30 { 0 } else { 4_000 };
             jobs.push(NewJob {
                 group: Some(g.to_string()),
                 ..job(
@@ -205,9 +205,9 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         }
     }
     push_all(q, &jobs).await;
-    ready(q, TOPIC, 44).await;
-    // The groups' limits and pause are settings, written without waiting for a
-    // replica: on it before the kill.
+    ready(q, TOPIC, 64).await;
+    // The groups' limits and pause are settings, written without waiting
+    // for a replica: on it before the kill.
     replicas_caught_up(&master);
 
     let ledger = Arc::new(Ledger::default());
