@@ -639,3 +639,39 @@ pub fn delayq_run(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     }
     cmd.output().unwrap()
 }
+
+/// Polls `ok` every 50 ms until it holds, or panics after `limit` (for
+/// blocking checks: a sentinel's view, a replica's link).
+pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until every replica of `master` has what the master held when
+/// this was called (writes not acknowledged by a replica, too: settings,
+/// dispatches). (Not its offset at each look:
+/// with consumers running the master writes all the time, and chasing a
+/// moving offset on a busy machine put the kill off until the jobs were
+/// all delivered, leaving no outage to measure.)
+pub fn replicas_caught_up(master: &RedisServer) {
+    let info = || -> String {
+        let mut c = master.client().get_connection().unwrap();
+        redis::cmd("INFO").arg("replication").query(&mut c).unwrap()
+    };
+    let target: i64 = info()
+        .lines()
+        .find_map(|l| l.strip_prefix("master_repl_offset:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the master's replication offset");
+    wait_until(Duration::from_secs(20), "replicas in step", || {
+        info().lines().filter(|l| l.starts_with("slave")).all(|l| {
+            l.split(',')
+                .find_map(|f| f.strip_prefix("offset="))
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|o| o >= target)
+        })
+    });
+}

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 use crate::redis_cluster::TestCluster;
-use crate::sentinel::{master_and_replica, port_of, wait_until, SentinelServer};
+use crate::sentinel::{master_and_replica, port_of, SentinelServer};
 
 /// What the consumers saw.
 #[derive(Default)]
@@ -231,31 +231,6 @@ fn consumers(
         .flat_map(|b| (0..3).map(move |_| b.clone()))
         .map(|b| tokio::spawn(consume(b, ledger.clone(), stop.clone())))
         .collect()
-}
-
-/// Waits until every replica of `master` has what the master held when
-/// this was called: the acknowledged pushes. (Not its offset at each look:
-/// with consumers running the master writes all the time, and chasing a
-/// moving offset on a busy machine put the kill off until the jobs were
-/// all delivered, leaving no outage to measure.)
-fn replicas_caught_up(master: &crate::redis_server::RedisServer) {
-    let info = || -> String {
-        let mut c = master.client().get_connection().unwrap();
-        redis::cmd("INFO").arg("replication").query(&mut c).unwrap()
-    };
-    let target: i64 = info()
-        .lines()
-        .find_map(|l| l.strip_prefix("master_repl_offset:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("the master's replication offset");
-    wait_until(Duration::from_secs(20), "replicas in step", || {
-        info().lines().filter(|l| l.starts_with("slave")).all(|l| {
-            l.split(',')
-                .find_map(|f| f.strip_prefix("offset="))
-                .and_then(|v| v.parse::<i64>().ok())
-                .is_some_and(|o| o >= target)
-        })
-    });
 }
 
 struct Figures {

@@ -14,7 +14,8 @@
 //!   [`recurring::pausing`].
 //! - [`priority`]: priorities among ready jobs, per partition on a split queue.
 //! - [`groups`]: per-group concurrency limits, turns over groups, group pauses
-//!   and rate limits; [`groups::surfaces`] over HTTP, the CLI and /metrics.
+//!   and rate limits; [`groups::surfaces`] over HTTP, the CLI and /metrics;
+//!   [`groups::failover`] a master killed behind Sentinel.
 //! - [`steering`]: listings by state, what falls due next, paused topics.
 //! - [`ready_lists`]: jobs leaving a long ready list, bounded by what changes.
 //! - [`history`]: finished jobs' records kept (`--keep-finished`).

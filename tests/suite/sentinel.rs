@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 use delayq::{Config, Error, Queue};
@@ -115,14 +115,6 @@ pub fn port_of(redis: &RedisServer) -> u16 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-pub fn wait_until(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A master on TCP and a replica of it whose first sync has finished.

@@ -1,0 +1,376 @@
+//! Groups through a failover: the master SIGKILLed behind Sentinel while
+//! grouped jobs are reserved and ready, with replica acks. Every job still
+//! comes, none is held by two consumers at once, each group's limit holds
+//! throughout (counted by the consumers themselves and read from Redis), a
+//! paused group stays paused, and every slot comes back once the jobs are
+//! done.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::*;
+use crate::sentinel::{master_and_replica, port_of, SentinelServer};
+use delayq::{Redis, Sentinel};
+
+const TOPIC: &str = "gf";
+/// Each group and its limit; the last is paused until the others are done.
+const GROUPS: [(&str, u32); 3] = [("a", 3), ("b", 2), ("p", 1)];
+const PAUSED: usize = 2;
+const TTR: Duration = Duration::from_secs(10);
+/// What a handler takes over a job.
+const WORK: Duration = Duration::from_millis(300);
+
+/// What the consumers saw.
+#[derive(Default)]
+struct Ledger {
+    /// Per id, each delivery's (hand-over, lease end), Redis ms.
+    delivered: Mutex<HashMap<String, Vec<(i64, i64)>>>,
+    /// Ids whose finish was answered (done, or found gone: a finish that
+    /// got there before its reply was lost).
+    done: Mutex<HashSet<String>>,
+    /// Ids whose finish was answered Ok.
+    finished: Mutex<HashSet<String>>,
+    /// Deliveries of a job whose finish had been acknowledged.
+    after_finish: Mutex<Vec<String>>,
+    /// Deliveries of a job whose previous lease had not ended.
+    at_once: Mutex<Vec<String>>,
+    /// Per group, the consumers' handlers holding one of its jobs, and
+    /// the most at once.
+    holding: [AtomicI64; 3],
+    peak: [AtomicI64; 3],
+    /// Per group, the most slots in use Redis reported.
+    reserved_peak: [AtomicI64; 3],
+    /// Whether the paused group was resumed, and its jobs handed out
+    /// before that.
+    resumed: AtomicBool,
+    while_paused: Mutex<Vec<String>>,
+    /// Finishes that got no answer before the lease ended.
+    gave_up: AtomicI64,
+    /// Finishes sent again (the first met the outage), and those found
+    /// gone (done by an earlier try whose reply was lost).
+    sent_again: AtomicI64,
+    found_gone: AtomicI64,
+}
+
+fn group_index(group: &str) -> usize {
+    GROUPS.iter().position(|(g, _)| *g == group).unwrap()
+}
+
+fn sentinel_config(sentinel: &SentinelServer, replica_acks: usize) -> Config {
+    Config {
+        redis: Redis::Sentinel(Sentinel {
+            sentinels: vec![sentinel.url()],
+            master: "m".into(),
+            db: 0,
+        }),
+        replica_acks,
+        redis_timeout: Duration::from_secs(2),
+        ..Config::default()
+    }
+}
+
+/// Pops up to 2 jobs at a time, holds them for WORK, then finishes each
+/// as a careful consumer does: sent again while Redis is away, until it
+/// is answered or the lease is over.
+async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+    let topics = topics(&[TOPIC]);
+    while !stop.load(Ordering::Relaxed) {
+        let got = match q.pop_many(&topics, 2, Duration::from_millis(500)).await {
+            Ok(got) => got,
+            // The outage: the next pop tries again (a refused connection
+            // answers at once; the pause keeps this loop from spinning).
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let received = Instant::now();
+        for d in &got {
+            let g = group_of(&d.id);
+            if g == PAUSED && !ledger.resumed.load(Ordering::SeqCst) {
+                ledger.while_paused.lock().unwrap().push(d.id.clone());
+            }
+            let now = ledger.holding[g].fetch_add(1, Ordering::SeqCst) + 1;
+            ledger.peak[g].fetch_max(now, Ordering::SeqCst);
+            let popped_ms = d.popped_at_us / 1000;
+            let mut delivered = ledger.delivered.lock().unwrap();
+            let before = delivered.entry(d.id.clone()).or_default();
+            if before.iter().any(|&(_, lease_end)| lease_end > popped_ms) {
+                ledger.at_once.lock().unwrap().push(d.id.clone());
+            }
+            if ledger.finished.lock().unwrap().contains(&d.id) {
+                ledger.after_finish.lock().unwrap().push(d.id.clone());
+            }
+            before.push((popped_ms, d.lease_until_ms));
+        }
+        tokio::time::sleep(WORK).await;
+        // The handlers are done: the slots are Redis's until the finishes.
+        for d in &got {
+            ledger.holding[group_of(&d.id)].fetch_sub(1, Ordering::SeqCst);
+        }
+        let finishes = got.iter().map(|d| {
+            let (q, ledger) = (q.clone(), ledger.clone());
+            let until = received + TTR - Duration::from_millis(500);
+            async move {
+                let mut tries = 0;
+                while Instant::now() < until {
+                    tries += 1;
+                    if tries == 2 {
+                        ledger.sent_again.fetch_add(1, Ordering::SeqCst);
+                    }
+                    match q.finish(&d.id, &d.token).await {
+                        Ok(()) => {
+                            ledger.finished.lock().unwrap().insert(d.id.clone());
+                            ledger.done.lock().unwrap().insert(d.id.clone());
+                            return;
+                        }
+                        Err(Error::NotFound(_)) => {
+                            ledger.found_gone.fetch_add(1, Ordering::SeqCst);
+                            ledger.done.lock().unwrap().insert(d.id.clone());
+                            return;
+                        }
+                        // Leased again after its lease ended: that
+                        // delivery finishes it.
+                        Err(Error::StaleLease(_)) => return,
+                        Err(e) if e.is_unavailable() => {
+                            tokio::time::sleep(Duration::from_millis(100)).await
+                        }
+                        Err(e) => panic!("finishing {}: {e}", d.id),
+                    }
+                }
+                ledger.gave_up.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        futures::future::join_all(finishes).await;
+    }
+}
+
+/// The group of a job named `<group>-<n>`.
+fn group_of(id: &str) -> usize {
+    group_index(id.split('-').next().unwrap())
+}
+
+/// Reads each group's slots in use from Redis until `stop`, keeping the
+/// most seen (reads that meet the outage are skipped).
+async fn watch_slots(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        for (i, (g, _)) in GROUPS.iter().enumerate() {
+            if let Ok(read) = q.group(TOPIC, g).await {
+                ledger.reserved_peak[i].fetch_max(read.reserved as i64, Ordering::SeqCst);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
+    let started = Instant::now();
+    let (mut master, replica) = master_and_replica();
+    let (master_port, replica_port) = (port_of(&master), port_of(&replica));
+    let sentinel = SentinelServer::start_with(master_port, 1);
+    wait_until(Duration::from_secs(20), "the sentinel to see both", || {
+        sentinel.view() == Some((master_port, 1))
+    });
+    // Two instances, each following the sentinel, writes acknowledged by
+    // the replica.
+    let queues = [0, 1].map(|_| Queue::connect(sentinel_config(&sentinel, 1)).unwrap());
+    let q = &queues[0];
+    q.check_connection().await.unwrap();
+    for (g, n) in GROUPS {
+        limit(q, TOPIC, g, n).await;
+    }
+    let paused = GROUPS[PAUSED].0;
+    q.pause_group(TOPIC, paused).await.unwrap();
+    // Per running group 30 jobs ready now and 6 due in 4 s (some fall due
+    // during the outage or after it, on the new master); 4 of the paused
+    // group ready.
+    let mut jobs: Vec<NewJob> = (0..4)
+        .map(|i| grouped(&format!("{paused}-{i:02}"), TOPIC, paused))
+        .collect();
+    for (g, _) in &GROUPS[..PAUSED] {
+        for i in 0..36 {
+            let delay_ms = if i < 30 { 0 } else { 4_000 };
+            jobs.push(NewJob {
+                group: Some(g.to_string()),
+                ..job(
+                    &format!("{g}-{i:02}"),
+                    TOPIC,
+                    delay_ms,
+                    TTR.as_millis() as u64,
+                )
+            });
+        }
+    }
+    push_all(q, &jobs).await;
+    ready(q, TOPIC, 64).await;
+    // The groups' limits and pause are settings, written without waiting
+    // for a replica: on it before the kill.
+    replicas_caught_up(&master);
+
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for q in &queues {
+        for _ in 0..3 {
+            tasks.push(tokio::spawn(consume(
+                q.clone(),
+                ledger.clone(),
+                stop.clone(),
+            )));
+        }
+    }
+    let watcher = tokio::spawn(watch_slots(q.clone(), ledger.clone(), stop.clone()));
+
+    // The kill comes with every slot taken and jobs still ready behind them.
+    let at_kill = eventually(LIMIT, "the groups full, jobs held", || async {
+        if ledger.done.lock().unwrap().len() < 6 {
+            return None;
+        }
+        let mut reads = Vec::new();
+        for (g, n) in &GROUPS[..PAUSED] {
+            let read = q.group(TOPIC, g).await.ok()?;
+            (read.reserved == *n as u64 && read.held > 0).then_some(())?;
+            reads.push(read);
+        }
+        let read = q.group(TOPIC, paused).await.ok()?;
+        ((read.ready, read.reserved, read.held) == (4, 0, 4)).then_some(())?;
+        reads.push(read);
+        Some(reads)
+    })
+    .await;
+    master.kill();
+    let killed = Instant::now();
+    eventually(Duration::from_secs(60), "the failover", || async {
+        (sentinel.view().map(|v| v.0) == Some(replica_port)).then_some(())
+    })
+    .await;
+    let failed_over = killed.elapsed();
+
+    let done = || async { Some(ledger.done.lock().unwrap().len() as u64) };
+    let total = jobs.len() as u64;
+    until_value(
+        total - 4,
+        Duration::from_secs(40),
+        "every running group's job delivered and finished",
+        done,
+    )
+    .await;
+    let drained = killed.elapsed();
+    // The paused group kept its pause and its jobs through the failover;
+    // resumed, it hands them out.
+    let read = q.group(TOPIC, paused).await.unwrap();
+    assert_eq!(
+        (read.paused, read.ready, read.reserved),
+        (true, 4, 0),
+        "the paused group after the failover"
+    );
+    ledger.resumed.store(true, Ordering::SeqCst);
+    q.resume_group(TOPIC, paused).await.unwrap();
+    until_value(
+        total,
+        Duration::from_secs(30),
+        "the resumed group's jobs",
+        done,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    watcher.await.unwrap();
+
+    let delivered = ledger.delivered.lock().unwrap().clone();
+    let repeats: Vec<String> = delivered
+        .iter()
+        .filter(|(_, d)| d.len() > 1)
+        .map(|(id, d)| format!("{id}: {d:?}"))
+        .collect();
+    println!(
+        "groups failover: at the kill {:?}; failover {failed_over:?}, all done {drained:?} after the kill; \
+         delivered {} jobs {} times, repeated after a lease end {repeats:?}; \
+         finishes sent again {}, found gone {}, given up {}; \
+         most held at once by consumers {:?}, most reserved read from Redis {:?}",
+        at_kill
+            .iter()
+            .map(|r| (r.reserved, r.ready, r.held))
+            .collect::<Vec<_>>(),
+        delivered.len(),
+        delivered.values().map(Vec::len).sum::<usize>(),
+        ledger.sent_again.load(Ordering::SeqCst),
+        ledger.found_gone.load(Ordering::SeqCst),
+        ledger.gave_up.load(Ordering::SeqCst),
+        ledger.peak,
+        ledger.reserved_peak,
+    );
+    assert!(
+        ledger.sent_again.load(Ordering::SeqCst) > 0,
+        "no finish met the outage: the kill came with no job reserved"
+    );
+    assert_eq!(delivered.len(), jobs.len(), "every job delivered");
+    assert_eq!(
+        *ledger.while_paused.lock().unwrap(),
+        Vec::<String>::new(),
+        "handed out while its group was paused"
+    );
+    assert_eq!(
+        *ledger.at_once.lock().unwrap(),
+        Vec::<String>::new(),
+        "handed out while an earlier lease of it was live"
+    );
+    assert_eq!(
+        *ledger.after_finish.lock().unwrap(),
+        Vec::<String>::new(),
+        "handed out again after its finish was acknowledged"
+    );
+    for (i, (g, n)) in GROUPS.iter().enumerate() {
+        let (held, reserved) = (
+            ledger.peak[i].load(Ordering::SeqCst),
+            ledger.reserved_peak[i].load(Ordering::SeqCst),
+        );
+        assert!(
+            held <= *n as i64 && reserved <= *n as i64,
+            "group {g} (limit {n}): {held} held by consumers at once, {reserved} reserved"
+        );
+        assert_eq!(held, *n as i64, "group {g} ran at its limit");
+    }
+    // No slot left taken: each group reads empty (a finish given up is
+    // given back by its lease end)...
+    for (g, _) in GROUPS {
+        eventually(LIMIT + TTR, &format!("group {g}'s slots back"), || async {
+            let read = q.group(TOPIC, g).await.ok()?;
+            ((read.ready, read.reserved, read.held) == (0, 0, 0)).then_some(())
+        })
+        .await;
+    }
+    // ...and hands out its whole limit again. (The new master has no
+    // replica: this instance takes pushes without waiting for one.)
+    let after = Queue::connect(sentinel_config(&sentinel, 0)).unwrap();
+    let (g, n) = GROUPS[0];
+    let more: Vec<NewJob> = (0..=n)
+        .map(|i| grouped(&format!("{g}-after-{i}"), TOPIC, g))
+        .collect();
+    push_all(&after, &more).await;
+    eventually(LIMIT, "the new jobs ready", || async {
+        (after.group(TOPIC, g).await.ok()?.ready == more.len() as u64).then_some(())
+    })
+    .await;
+    let mut popped = Vec::new();
+    for _ in 0..=n {
+        popped.extend(after.try_pop(&topics(&[TOPIC]), 1).await.unwrap());
+    }
+    assert_eq!(
+        popped.len(),
+        n as usize,
+        "group {g} hands out {n} at once after the failover: {popped:?}"
+    );
+    for d in &popped {
+        after.finish(&d.id, &d.token).await.unwrap();
+    }
+    for q in queues.iter().chain([&after]) {
+        q.close().await;
+    }
+    println!("run time {:?}", started.elapsed());
+}
