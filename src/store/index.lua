@@ -3,7 +3,9 @@
 -- schedules ({p}:s:<topic>); older builds still running beside newer ones
 -- keep writing so. A pass puts every delayed job of the schedule into its
 -- topic's schedule at its due time, then drops every topic-schedule entry
--- whose job is not delayed at that time, a bounded batch per call.
+-- whose job is not delayed at that time, then reads every topic's head
+-- into the heads ({p}:heads), a bounded batch per call. A Redis whose
+-- pass ended before the heads existed gets the last phase only.
 --
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
@@ -12,15 +14,17 @@
 --          have written since the last); 0: only finish the one under way
 --          or the first
 --
--- Touches: {p}:indexed (fields phase, after, topic, rank, done), the topics'
--- schedules; reads the schedule, job hashes, the count hash's names.
--- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after.
+-- Touches: {p}:indexed (fields phase, after, topic, rank, done, heads), the
+-- topics' schedules, the heads; reads the schedule, job hashes, the count hash's names.
+-- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after, H.add,
+-- H.remove, H.head.
 --
 -- Returns { DONE, entries looked at, 1 if no pass is under way after this
 -- call (it ended one, or had none to do) else 0 }.
 --
 -- Guarantees: each call costs at most ARGV[2] entries (O(log N) each) and
--- one read of the count hash's names; nothing but topic schedules changes.
+-- one read of the count hash's names; nothing but topic schedules and
+-- heads changes.
 -- Phase 1 resumes after its last (due, id), so entries that stay put are
 -- each looked at once; phase 2 resumes at a rank, so an entry that moved
 -- ahead of it between calls waits for the next pass (a listing skips such
@@ -28,13 +32,32 @@
 -- topic's listing reads its topic schedule.
 local IX = P .. INDEXED_KEY
 local budget = tonumber(ARGV[2])
-local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done')
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads')
 local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
 if not phase then
-  if done == '1' and ARGV[3] ~= '1' then return { DONE, 0, 1 } end
-  phase, at = '1', ''
+  if done == '1' and ARGV[3] ~= '1' then
+    if st[6] == '1' then return { DONE, 0, 1 } end
+    -- Topic schedules a build before the heads wrote: their heads only.
+    phase, topic_at = '3', ''
+  else
+    phase, at = '1', ''
+  end
 end
 local looked = 0
+
+-- The topics the count hash names, in byte order.
+local function named()
+  local seen, topics = {}, {}
+  for _, field in ipairs(redis.call('HKEYS', P .. COUNT_KEY)) do
+    local colon = string.find(field, ':', 1, true)
+    if colon then
+      local t = string.sub(field, colon + 1)
+      if not seen[t] then seen[t] = true; topics[#topics + 1] = t end
+    end
+  end
+  table.sort(topics)
+  return topics
+end
 
 if phase == '1' then
   -- Delayed jobs of the schedule into their topics' schedules; a leased
@@ -50,9 +73,9 @@ if phase == '1' then
     local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
     if f[2] then
       if not f[1] then
-        redis.call('ZADD', topic_schedule_key(f[2]), got[i + 1], id)
+        H.add(f[2], got[i + 1], id)
       else
-        redis.call('ZREM', topic_schedule_key(f[2]), id)
+        H.remove(f[2], id)
       end
     end
   end
@@ -67,16 +90,8 @@ end
 
 -- Phase 2: every topic's schedule (the topics the count hash names, in
 -- byte order) loses the entries whose job is not delayed at that time.
-local seen, topics = {}, {}
-for _, field in ipairs(redis.call('HKEYS', P .. COUNT_KEY)) do
-  local colon = string.find(field, ':', 1, true)
-  if colon then
-    local t = string.sub(field, colon + 1)
-    if not seen[t] then seen[t] = true; topics[#topics + 1] = t end
-  end
-end
-table.sort(topics)
-for _, t in ipairs(topics) do
+local topics = named()
+for _, t in ipairs(phase == '2' and topics or {}) do
   if t >= topic_at then
     if t ~= topic_at then rank = 0 end
     local key = topic_schedule_key(t)
@@ -94,13 +109,28 @@ for _, t in ipairs(topics) do
         if f[2] == t and not f[1] and s and tonumber(s) == due then
           rank = rank + 1
         else
-          redis.call('ZREM', key, id)
+          H.remove(t, id)
         end
         looked, budget = looked + 1, budget - 1
       end
     end
   end
 end
+
+-- Phase 3: each topic's head read again from its schedule, a topic per
+-- entry of the budget. The scripts keep the heads from then on; a build
+-- before them wrote topic schedules and no heads, so every pass ends so.
+if phase == '2' then phase, topic_at = '3', '' end
+for _, t in ipairs(topics) do
+  if t > topic_at then
+    if budget <= 0 then
+      redis.call('HSET', IX, 'phase', '3', 'topic', topic_at)
+      return { DONE, looked, 0 }
+    end
+    H.head(t)
+    topic_at, looked, budget = t, looked + 1, budget - 1
+  end
+end
 redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
-redis.call('HSET', IX, 'done', '1')
+redis.call('HSET', IX, 'done', '1', 'heads', '1')
 return { DONE, looked, 1 }

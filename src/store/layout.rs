@@ -87,8 +87,12 @@
 //! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
 //! |                          |        | (ms), beside the schedule; a topic's listing  |
 //! |                          |        | and next due time read it                     |
+//! | `{p}:heads`              | zset   | topic -> the due time (ms) of its topic       |
+//! |                          |        | schedule's head; the sweep's way to every     |
+//! |                          |        | topic's due jobs in O(log T)                  |
 //! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
-//! |                          |        | the pass under way is), `done` (a pass ended) |
+//! |                          |        | the pass under way is), `done` (a pass ended),|
+//! |                          |        | `heads` (the heads built from the schedules)  |
 //! | `{p}:layout`             | string | the layout writers write: absent = 1 (bodies  |
 //! |                          |        | whole), "2" (long bodies in pieces, see       |
 //! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
@@ -149,6 +153,9 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
+    /// Each topic's earliest delayed due time (see `topic_head` in
+    /// lib/schedule.lua).
+    pub const HEADS: &str = "heads";
     /// The layout writers write (see [`super::LAYOUT_READ`]).
     pub const LAYOUT: &str = "layout";
     /// Groups: a group's line of ready jobs (`gready:<topic>\n<group>`,
@@ -414,6 +421,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
+    ("HEADS_KEY", kind::HEADS),
     ("GROUP", field::GROUP),
 ];
 

@@ -30,9 +30,36 @@ end
 -- Every caller has taken the job out of the schedule first (a key it
 -- had is gone). The job also goes into its topic's own schedule, which
 -- holds exactly the topic's delayed jobs: a topic's listing reads it.
+-- The heads, `{p}:heads` (topic -> the due time of its topic schedule's
+-- head), lead the sweep to every topic's due jobs in O(log T) for T topics.
+-- Each write to a topic schedule keeps its topic's head: an entry added
+-- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
+-- library's chunk is near Lua's 200 locals.)
+local H = {}
+function H.add(topic, due, id)
+  redis.call('ZADD', topic_schedule_key(topic), due, id)
+  redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
+end
+
+-- `topic`'s head again from its schedule (gone with its last entry).
+function H.head(topic)
+  local h = redis.call('ZRANGE', topic_schedule_key(topic), 0, 0, 'WITHSCORES')
+  if h[2] then
+    redis.call('ZADD', P .. HEADS_KEY, h[2], topic)
+  else
+    redis.call('ZREM', P .. HEADS_KEY, topic)
+  end
+end
+
+-- Only an entry removed can move the head: one ZRANGE then, a ZADD that
+-- changes nothing unless it was the head.
+function H.remove(topic, id)
+  if redis.call('ZREM', topic_schedule_key(topic), id) == 1 then H.head(topic) end
+end
+
 local function schedule(id, due, topic)
   redis.call('ZADD', SCHEDULE, due, id)
-  redis.call('ZADD', topic_schedule_key(topic), due, id)
+  H.add(topic, due, id)
   local upto = armed_upto()
   if upto == nil or tonumber(due) <= upto then
     redis.call('SET', trigger_key(id), 1, 'PXAT', due)
@@ -100,7 +127,7 @@ end
 -- `topic` nil: no job behind the entry, so no topic schedule holds it.
 local function unschedule(id, topic)
   redis.call('ZREM', SCHEDULE, id)
-  if topic then redis.call('ZREM', topic_schedule_key(topic), id) end
+  if topic then H.remove(topic, id) end
   redis.call('DEL', trigger_key(id))
 end
 
@@ -157,11 +184,20 @@ local function detach(id, state, topic, group)
   move_count(topic, state, nil)
 end
 
--- The earliest due time in the schedule, or -1.
+-- The earliest due time of the schedule (lease ends, and delayed jobs
+-- while the layout keeps them there too) and of the heads (delayed jobs),
+-- or nil: two O(log N) reads.
+function H.earliest()
+  local a = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  local b = redis.call('ZRANGE', P .. HEADS_KEY, 0, 0, 'WITHSCORES')
+  a, b = tonumber(a[2]), tonumber(b[2])
+  if a and b then return math.min(a, b) end
+  return a or b
+end
+
+-- The earliest due time, or -1.
 local function next_due()
-  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-  if head[2] then return tonumber(head[2]) end
-  return -1
+  return H.earliest() or -1
 end
 
 -- A job (or a job lease's end) at `due` became the schedule's earliest:
