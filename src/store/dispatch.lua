@@ -70,6 +70,12 @@ if not sweeping then
     local got = redis.call('ZMSCORE', SCHEDULE, unpack(ids, from, math.min(from + 499, #ids)))
     for j = 1, #got do scores[from + j - 1] = got[j] end
   end
+  -- Layout 3: a delayed job's time is in its topic schedule only.
+  if H.split() then
+    for k, id in ipairs(ids) do
+      if not scores[k] then scores[k] = H.due(id, redis.call('HGET', job_key(id), TOPIC)) end
+    end
+  end
 else
   local due = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, limit)
   local seen = {}
@@ -97,10 +103,16 @@ else
       room = room - 1
     end
   end
+  -- Layout 3: the topic schedules decide (the shared schedule holds no
+  -- delayed job this layout wrote).
+  local split = H.split()
   for from = 1, #found, 500 do
     local part = {}
     for j = from, math.min(from + 499, #found) do part[#part + 1] = found[j][1] end
-    local got = redis.call('ZMSCORE', SCHEDULE, unpack(part))
+    local got = split and {} or redis.call('ZMSCORE', SCHEDULE, unpack(part))
+    if split then
+      for j = 1, #part do got[j] = found[from + j - 1][3] end
+    end
     for j = 1, #got do
       local id, t, own = found[from + j - 1][1], found[from + j - 1][2], found[from + j - 1][3]
       local s = got[j]

@@ -44,6 +44,7 @@ if not phase then
   end
 end
 local looked = 0
+local split = H.split()
 
 -- The topics the count hash names, in byte order.
 local function named()
@@ -105,7 +106,8 @@ for _, t in ipairs(phase == '2' and topics or {}) do
       for i = 1, #got, 2 do
         local id, due = got[i], tonumber(got[i + 1])
         local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
-        local s = redis.call('ZSCORE', SCHEDULE, id)
+        -- Layout 3: the entry is the job's time; else the schedule's is.
+        local s = split and due or redis.call('ZSCORE', SCHEDULE, id)
         if f[2] == t and not f[1] and s and tonumber(s) == due then
           rank = rank + 1
         else

@@ -128,7 +128,7 @@ local indexed = redis.call('HGET', P .. INDEXED_KEY, 'done') == '1'
 local function delayed_at(id, topic, due)
   local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
   if f[2] ~= topic or f[1] then return false end
-  local s = redis.call('ZSCORE', SCHEDULE, id)
+  local s = H.due(id, topic)
   return s ~= false and tonumber(s) == tonumber(due)
 end
 

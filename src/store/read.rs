@@ -220,7 +220,7 @@ impl Store {
         let flat: Vec<redis::Value> = self
             .call("list", pipe.query_async(&mut self.conn()))
             .await?;
-        let mut out = Vec::with_capacity(ids.len());
+        let mut rows = Vec::with_capacity(ids.len());
         for (id, three) in ids.iter().zip(flat.chunks(3)) {
             let fields: Vec<Option<String>> = redis::from_redis_value(three[0].clone())
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
@@ -237,6 +237,14 @@ impl Store {
             let pieced = f
                 .remove(field::BODY_SIZE)
                 .and_then(|z| z.parse::<u64>().ok());
+            rows.push((*id, f, score, len, pieced));
+        }
+        let mut scores: Vec<Option<f64>> = rows.iter().map(|r| r.2).collect();
+        let fields: Vec<&HashMap<String, String>> = rows.iter().map(|r| &r.1).collect();
+        self.topic_dues("list", part, ids, &fields, &mut scores)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for ((id, f, _, len, pieced), score) in rows.into_iter().zip(scores) {
             if let Some(j) = decode_job(id, f, score)? {
                 out.push((j, pieced.unwrap_or(len), pieced.is_some()));
             }
@@ -267,17 +275,59 @@ impl Store {
                 })
                 .collect::<Result<_>>()?
         };
-        let mut jobs = Vec::with_capacity(ids.len());
-        for (id, (raw, scheduled)) in ids.iter().zip(replies) {
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut scores = Vec::with_capacity(ids.len());
+        for (raw, scheduled) in replies {
             let (mut f, body) = split_body(raw)?;
             if let Some(body) = body {
                 f.insert(field::BODY.to_owned(), body);
             }
+            rows.push(f);
+            scores.push(scheduled);
+        }
+        let fields: Vec<&HashMap<String, String>> = rows.iter().collect();
+        self.topic_dues("get", part, ids, &fields, &mut scores)
+            .await?;
+        let mut jobs = Vec::with_capacity(ids.len());
+        for ((id, f), scheduled) in ids.iter().zip(rows).zip(scores) {
             if let Some(j) = decode_job(id, f, scheduled)? {
                 jobs.push(j);
             }
         }
         Ok(jobs)
+    }
+
+    /// Layout 3 keeps a delayed job's due time in its topic schedule only:
+    /// each delayed job (no state field, no due field) whose shared
+    /// schedule score is missing gets it from there, in one more round
+    /// trip. In layouts 1 and 2 none is missing and nothing is sent.
+    async fn topic_dues(
+        &self,
+        op: &'static str,
+        part: &Keys,
+        ids: &[&String],
+        fields: &[&HashMap<String, String>],
+        scores: &mut [Option<f64>],
+    ) -> Result<()> {
+        let mut pipe = redis::pipe();
+        let mut at = Vec::new();
+        for (i, f) in fields.iter().enumerate() {
+            let delayed = !f.contains_key(field::STATE) && !f.contains_key(field::DUE);
+            if let (true, None, Some(topic)) = (delayed, scores[i], f.get(field::TOPIC)) {
+                pipe.cmd("ZSCORE")
+                    .arg(part.topic_schedule(topic))
+                    .arg(ids[i].as_str());
+                at.push(i);
+            }
+        }
+        if at.is_empty() {
+            return Ok(());
+        }
+        let got: Vec<Option<f64>> = self.call(op, pipe.query_async(&mut self.conn())).await?;
+        for (i, s) in at.into_iter().zip(got) {
+            scores[i] = s;
+        }
+        Ok(())
     }
 
     /// Counts per topic and state, and the earliest due time, over every

@@ -81,7 +81,7 @@ for j = 1, n do
     else
       local keep = keeps[topic] or default_keep
       local due
-      if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
+      if keep > 0 and state == DELAYED then due = H.due(id, topic) end
       if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
       detach(id, state, topic, f[7])
       if f[5] then untag(id, f[5]) end -- tags: a kept record carries none

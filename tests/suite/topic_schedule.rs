@@ -763,3 +763,93 @@ async fn the_backfill_beside_pushes_and_fires_ends_exact() {
     );
     q.close().await;
 }
+
+/// Layout 3 (the split), held by hand until the build reads it: delayed
+/// jobs are kept in their topic schedules only, the shared schedule keeps
+/// leases' ends, and every read and move takes a job's time from its
+/// topic schedule; a job an earlier layout left in both moves once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
+    let redis = RedisServer::start();
+    // Held from the start: the upkeep leaves a held flag alone.
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "1 held"]).await;
+    let q = queue(&redis);
+    // Written in layout 1: in both schedules.
+    let old_due = redis.time_ms().await + 1_500;
+    q.push(&NewJob {
+        due_at_ms: Some(old_due),
+        ..job("old", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let later = now_ms() + 3_600_000;
+    let at = |id: &str, topic: &str, due: i64| NewJob {
+        due_at_ms: Some(due),
+        ..job(id, topic, 0, 60_000)
+    };
+    q.push(&at("far", "t", later)).await.unwrap();
+    q.push(&at("other", "u", later + 5)).await.unwrap();
+    let soon_due = redis.time_ms().await + 2_000;
+    q.push(&at("soon", "t", soon_due)).await.unwrap();
+    let redis = &redis;
+    let in_shared = |id: &'static str| async move {
+        let s: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", id]).await;
+        s
+    };
+    for id in ["far", "other", "soon"] {
+        assert_eq!(in_shared(id).await, None, "{id} in the shared schedule");
+    }
+    assert_eq!(in_shared("old").await, Some(old_due));
+    heads_exact(&redis, "pushes in layout 3").await;
+    assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later);
+    let (jobs, _) = q.list_jobs("t", JobState::Delayed, None, 10).await.unwrap();
+    let listed: Vec<(&str, i64)> = jobs.iter().map(|j| (j.id.as_str(), j.due_ms)).collect();
+    assert_eq!(
+        listed,
+        [("old", old_due), ("soon", soon_due), ("far", later)]
+    );
+    q.reschedule("far", Duration::ZERO, Some(later + 100), None)
+        .await
+        .unwrap();
+    assert_eq!(in_shared("far").await, None);
+    assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later + 100);
+    // Both fire once each, never early; the lease's end is shared.
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let d = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("a job fired");
+        let now = redis.time_ms().await;
+        let due = if d.id == "old" { old_due } else { soon_due };
+        assert!(now >= due, "{} handed over {} ms early", d.id, due - now);
+        assert!(in_shared(if d.id == "old" { "old" } else { "soon" })
+            .await
+            .is_some());
+        got.push(d);
+    }
+    let mut ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["old", "soon"]);
+    assert!(q
+        .pop(&topics(&["t"]), Duration::from_millis(1500))
+        .await
+        .unwrap()
+        .is_none());
+    // A retry delay: delayed again, in its topic schedule only.
+    let d = got.iter().find(|d| d.id == "soon").unwrap();
+    q.nack("soon", &d.token, Some(Duration::from_secs(3600)), "again")
+        .await
+        .unwrap();
+    assert_eq!(in_shared("soon").await, None);
+    let due = q.get("soon").await.unwrap().unwrap().due_ms;
+    let own: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:s:t", "soon"]).await;
+    assert_eq!(own, Some(due));
+    assert!(q.delete("far").await.unwrap());
+    heads_exact(&redis, "a nack and a delete in layout 3").await;
+    let counts = q.topics().await.unwrap().topics["t"];
+    assert_eq!((counts.delayed, counts.next_due_ms), (1, Some(due)));
+    q.close().await;
+}

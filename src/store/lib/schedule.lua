@@ -34,8 +34,7 @@ end
 -- head), lead the sweep to every topic's due jobs in O(log T) for T topics.
 -- Each write to a topic schedule keeps its topic's head: an entry added
 -- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
--- library's chunk is near Lua's 200 locals.)
-local H = {}
+-- library's chunk is near Lua's 200 locals; H is made in lib/call.lua.)
 function H.add(topic, due, id)
   redis.call('ZADD', topic_schedule_key(topic), due, id)
   redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
@@ -57,8 +56,24 @@ function H.remove(topic, id)
   if redis.call('ZREM', topic_schedule_key(topic), id) == 1 then H.head(topic) end
 end
 
+-- Layout 3 (the split): delayed jobs are in their topic schedules only;
+-- the shared schedule keeps leases' ends (and delayed entries an earlier
+-- layout left, until they are moved or taken out).
+function H.split() return BODIES.in_force() >= 3 end
+
+-- A delayed job's due time (a string, or false): its topic schedule's
+-- entry in layout 3 (the shared one's if an earlier layout left only
+-- that), else the shared schedule's.
+function H.due(id, topic)
+  if topic and H.split() then
+    local s = redis.call('ZSCORE', topic_schedule_key(topic), id)
+    if s then return s end
+  end
+  return redis.call('ZSCORE', SCHEDULE, id)
+end
+
 local function schedule(id, due, topic)
-  redis.call('ZADD', SCHEDULE, due, id)
+  if not H.split() then redis.call('ZADD', SCHEDULE, due, id) end
   H.add(topic, due, id)
   local upto = armed_upto()
   if upto == nil or tonumber(due) <= upto then
@@ -195,6 +210,23 @@ function H.earliest()
   return a or b
 end
 
+-- Of `dues` (id -> due time, just scheduled), the id that is the earliest
+-- of all now, or nil: the shared schedule's head, or in layout 3 one due
+-- at the earliest time (another job at the same time may be the head: a
+-- wake notice more).
+function H.head_among(dues)
+  if H.split() then
+    local e = H.earliest()
+    for id, due in pairs(dues) do
+      if tonumber(due) == e then return id end
+    end
+    return nil
+  end
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
+  if head[1] and dues[head[1]] then return head[1] end
+  return nil
+end
+
 -- The earliest due time, or -1.
 local function next_due()
   return H.earliest() or -1
@@ -219,8 +251,8 @@ end
 -- After scheduling `id` at `due`: if it is now the earliest job, see
 -- new_head. Returns 1 if so.
 local function wake_if_head(id, due)
-  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
-  if head[1] == id then
+  local at = H.head_among({ [id] = due })
+  if at then
     new_head(due)
     return 1
   end
@@ -243,7 +275,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     -- A finished job's kept record is no job: a push creates a new one.
     local record = old[1] == FINISHED
     if mode == 'keep' and not record then
-      return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
+      return KEPT, tonumber(old[3] or H.due(id, old[2])), false
     end
     if not record then status = REPLACED end
     detach(id, state_of(old[1]), old[2], old[4])
