@@ -801,7 +801,7 @@ async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
         assert_eq!(in_shared(id).await, None, "{id} in the shared schedule");
     }
     assert_eq!(in_shared("old").await, Some(old_due));
-    heads_exact(&redis, "pushes in layout 3").await;
+    heads_exact(redis, "pushes in layout 3").await;
     assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later);
     let (jobs, _) = q.list_jobs("t", JobState::Delayed, None, 10).await.unwrap();
     let listed: Vec<(&str, i64)> = jobs.iter().map(|j| (j.id.as_str(), j.due_ms)).collect();
@@ -848,7 +848,7 @@ async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
     let own: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:s:t", "soon"]).await;
     assert_eq!(own, Some(due));
     assert!(q.delete("far").await.unwrap());
-    heads_exact(&redis, "a nack and a delete in layout 3").await;
+    heads_exact(redis, "a nack and a delete in layout 3").await;
     let counts = q.topics().await.unwrap().topics["t"];
     assert_eq!((counts.delayed, counts.next_due_ms), (1, Some(due)));
     q.close().await;
