@@ -96,6 +96,9 @@ pub(super) async fn index_topics(h: super::Handles) {
     let mut taken = h.leader.taken();
     // Partitions whose pass ended here with no older build alive.
     let mut whole = vec![false; h.store.parts().len()];
+    // The layout each partition's last pass saw: a pass more when it
+    // crosses 3 (delayed jobs out of the shared schedule, or back).
+    let mut seen = vec![0u8; h.store.parts().len()];
     loop {
         let held = h.leader.held();
         if !held.is_empty() {
@@ -103,6 +106,15 @@ pub(super) async fn index_topics(h: super::Handles) {
             let beats = live_instances(&h.store).await;
             if let Some(live) = &beats {
                 keep_layout(&h.store, &held, live).await;
+            }
+            if let Ok(flags) = h.store.layout_flags().await {
+                for &part in &held {
+                    let now = flags.get(part).map_or(1, |f| f.layout);
+                    if (now >= 3) != (seen[part] >= 3) {
+                        whole[part] = false;
+                    }
+                    seen[part] = now;
+                }
             }
             let older = older_build_alive(beats.as_deref());
             for part in held {

@@ -61,6 +61,14 @@ impl Queue {
                 rewritten += store.relayout_all(part).await?;
             }
         }
+        // Below layout 3: delayed jobs back into the shared schedule, which
+        // an older build fires from (a pass under way ends first, then the
+        // way back: two rounds).
+        for part in 0..store.parts().len() {
+            for _ in 0..2 {
+                store.index_all(part).await?;
+            }
+        }
         Ok(rewritten)
     }
 

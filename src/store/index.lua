@@ -32,10 +32,17 @@
 -- topic's listing reads its topic schedule.
 local IX = P .. INDEXED_KEY
 local budget = tonumber(ARGV[2])
-local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads')
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads', 'split')
 local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
+local split = H.split()
 if not phase then
-  if done == '1' and ARGV[3] ~= '1' then
+  if split and st[7] ~= '1' then
+    -- Layout 3 came: a pass takes the delayed jobs out of the schedule.
+    phase, at = '1', ''
+  elseif not split and st[7] == '1' then
+    -- Back below 3: every topic schedule's jobs into the schedule again.
+    phase, topic_at, at = 'b', '', ''
+  elseif done == '1' and ARGV[3] ~= '1' then
     if st[6] == '1' then return { DONE, 0, 1 } end
     -- Topic schedules a build before the heads wrote: their heads only.
     phase, topic_at = '3', ''
@@ -44,7 +51,6 @@ if not phase then
   end
 end
 local looked = 0
-local split = H.split()
 
 -- The topics the count hash names, in byte order.
 local function named()
@@ -58,6 +64,40 @@ local function named()
   end
   table.sort(topics)
   return topics
+end
+
+if phase == 'b' then
+  -- Each topic's delayed jobs (its schedule's entries whose job is
+  -- delayed in it) into the schedule at their time, resumed after the
+  -- last (topic, due, id): entries that leave meanwhile shift no one past
+  -- the cursor, and those added meanwhile are written to both.
+  for _, t in ipairs(named()) do
+    if t >= topic_at then
+      if t ~= topic_at then at = '' end
+      local key = topic_schedule_key(t)
+      while true do
+        if budget <= 0 then
+          redis.call('HSET', IX, 'phase', 'b', 'topic', t, 'after', at)
+          return { DONE, looked, 0 }
+        end
+        local pos = 0
+        if at ~= '' then
+          local sp = string.find(at, ' ', 1, true)
+          pos = rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1), key)
+        end
+        local got = redis.call('ZRANGE', key, pos, pos + math.min(budget, 100) - 1, 'WITHSCORES')
+        if #got == 0 then break end
+        for i = 1, #got, 2 do
+          local f = redis.call('HMGET', job_key(got[i]), STATE, TOPIC)
+          if f[2] == t and not f[1] then redis.call('ZADD', SCHEDULE, got[i + 1], got[i]) end
+        end
+        at = got[#got] .. ' ' .. got[#got - 1]
+        looked, budget = looked + #got / 2, budget - #got / 2
+      end
+    end
+  end
+  redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank', 'split')
+  return { DONE, looked, 1 }
 end
 
 if phase == '1' then
@@ -75,6 +115,8 @@ if phase == '1' then
     if f[2] then
       if not f[1] then
         H.add(f[2], got[i + 1], id)
+        -- Layout 3: its topic schedule is where it lives.
+        if split then redis.call('ZREM', SCHEDULE, id) end
       else
         H.remove(f[2], id)
       end
@@ -135,4 +177,5 @@ for _, t in ipairs(topics) do
 end
 redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
 redis.call('HSET', IX, 'done', '1', 'heads', '1')
+if split then redis.call('HSET', IX, 'split', '1') end
 return { DONE, looked, 1 }

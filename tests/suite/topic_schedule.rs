@@ -800,7 +800,8 @@ async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
     for id in ["far", "other", "soon"] {
         assert_eq!(in_shared(id).await, None, "{id} in the shared schedule");
     }
-    assert_eq!(in_shared("old").await, Some(old_due));
+    // "old" stays in the shared schedule until the leader's pass for
+    // layout 3 takes it out: either way it moves once.
     heads_exact(redis, "pushes in layout 3").await;
     assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later);
     let (jobs, _) = q.list_jobs("t", JobState::Delayed, None, 10).await.unwrap();
@@ -851,5 +852,51 @@ async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
     heads_exact(redis, "a nack and a delete in layout 3").await;
     let counts = q.topics().await.unwrap().topics["t"];
     assert_eq!((counts.delayed, counts.next_due_ms), (1, Some(due)));
+    q.close().await;
+}
+
+/// Layout 3 reached with delayed jobs an earlier layout left in the shared
+/// schedule: the leader's pass takes them out (a lease's end stays), and
+/// holding layout 2 puts every one back before an older build may start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_3_takes_delayed_jobs_out_of_the_shared_schedule_and_holding_2_puts_them_back() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "1 held"]).await;
+    let base = now_ms() + 3_600_000;
+    {
+        let q = queue(&redis);
+        fill(&q, &["a", "b", "c"], 700, base).await;
+        q.push(&job("leased", "a", 0, 3_600_000)).await.unwrap();
+        q.pop(&topics(&["a"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("leased fired");
+        indexed(&redis).await;
+        q.close().await;
+    }
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    // A new leader begins the pass at once.
+    let q = queue(&redis);
+    eventually(LONG, "the split pass ended", || async {
+        let s: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "split"]).await;
+        (s.as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    let shared: Vec<String> = redis.cmd(&["ZRANGE", "{dq}:schedule", "0", "-1"]).await;
+    assert_eq!(shared, ["leased"]);
+    heads_exact(&redis, "the split pass").await;
+    let n: usize = redis.cmd(&["ZCARD", "{dq}:s:b"]).await;
+    assert_eq!(n, 700);
+    assert_eq!(q.get("b-5").await.unwrap().unwrap().due_ms, base + 5);
+    q.hold_layout(2).await.unwrap();
+    let s: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "split"]).await;
+    assert_eq!(s, None);
+    for t in ["a", "b", "c"] {
+        exact(&redis, t, "holding layout 2").await;
+        let (own, _) = both(&redis, t).await;
+        assert_eq!(own.len(), 700, "{t}");
+    }
+    let n: usize = redis.cmd(&["ZCARD", "{dq}:schedule"]).await;
+    assert_eq!(n, 2101);
     q.close().await;
 }

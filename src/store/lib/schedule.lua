@@ -85,12 +85,14 @@ end
 -- `id`), resumed by rank because many jobs may share a due time: right
 -- after `id` while it is still at `score`; if it left that time, the first
 -- entry of that time (those are looked at again). O(log N).
-local function rank_after(score, id)
-  local own = redis.call('ZSCORE', SCHEDULE, id)
+-- `key`: another zset of due times than the schedule.
+local function rank_after(score, id, key)
+  key = key or SCHEDULE
+  local own = redis.call('ZSCORE', key, id)
   if own and tonumber(own) == score then
-    return redis.call('ZRANK', SCHEDULE, id) + 1
+    return redis.call('ZRANK', key, id) + 1
   end
-  return redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', score))
+  return redis.call('ZCOUNT', key, '-inf', string.format('(%d', score))
 end
 
 -- The sweep's arming, after it moved what is due. While the watermark is
