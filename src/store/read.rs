@@ -25,7 +25,8 @@ pub use memory::Memory;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overview {
     pub topics: BTreeMap<String, TopicCounts>,
-    /// The earliest due time (or lease end) in the schedule, Unix ms.
+    /// The earliest due time (or lease end) in the schedule and the heads,
+    /// Unix ms.
     pub next_due_ms: Option<i64>,
     /// Partitions whose master did not answer: their jobs are not in the
     /// counts (the rest of the queue is).
@@ -346,11 +347,24 @@ impl Store {
                 .arg(part.schedule())
                 .arg(0)
                 .arg(0)
+                .arg("WITHSCORES")
+                // Layout 3 keeps delayed jobs out of the schedule: their
+                // earliest is the heads' first.
+                .cmd("ZRANGE")
+                .arg(part.heads())
+                .arg(0)
+                .arg(0)
                 .arg("WITHSCORES");
-            let r: (HashMap<String, i64>, Vec<(String, f64)>) = self
+            let (c, mut head, heads): (
+                HashMap<String, i64>,
+                Vec<(String, f64)>,
+                Vec<(String, f64)>,
+            ) = self
                 .call("topics", pipe.query_async(&mut self.conn()))
                 .await?;
-            Ok::<_, Error>(r)
+            head.extend(heads);
+            head.sort_by(|a, b| a.1.total_cmp(&b.1));
+            Ok::<_, Error>((c, head))
         });
         let mut counts: HashMap<String, i64> = HashMap::new();
         let mut next_due_ms: Option<i64> = None;

@@ -888,6 +888,8 @@ async fn layout_3_takes_delayed_jobs_out_of_the_shared_schedule_and_holding_2_pu
     let n: usize = redis.cmd(&["ZCARD", "{dq}:s:b"]).await;
     assert_eq!(n, 700);
     assert_eq!(q.get("b-5").await.unwrap().unwrap().due_ms, base + 5);
+    // The queue's earliest: a delayed job's (in the heads), not the lease's.
+    assert_eq!(q.topics().await.unwrap().next_due_ms, Some(base));
     q.hold_layout(2).await.unwrap();
     let s: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "split"]).await;
     assert_eq!(s, None);
