@@ -355,11 +355,8 @@ impl Store {
                 .arg(0)
                 .arg(0)
                 .arg("WITHSCORES");
-            let (c, mut head, heads): (
-                HashMap<String, i64>,
-                Vec<(String, f64)>,
-                Vec<(String, f64)>,
-            ) = self
+            type Head = Vec<(String, f64)>;
+            let (c, mut head, heads): (HashMap<String, i64>, Head, Head) = self
                 .call("topics", pipe.query_async(&mut self.conn()))
                 .await?;
             head.extend(heads);
