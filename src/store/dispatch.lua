@@ -85,13 +85,14 @@ else
     seen[due[i]] = true
   end
   -- The delayed jobs due, through the heads: the topics whose earliest job
-  -- is due, then each one's due entries, `limit` at most in all. While
+  -- is due, then each one's due entries. While
   -- the schedule holds delayed jobs too (layouts 1 and 2) it decides: an
   -- entry found here moves at the schedule's time, once whichever set
   -- listed it; one that disagrees (an older build, which keeps no topic
   -- schedule, moved the job) is put right here, so that no stale head
-  -- stays due.
-  local room = limit
+  -- stays due. The schedule's due entries count against `limit`: a call
+  -- looks at `limit` entries at most, whichever sets list them.
+  local room = limit - #due / 2
   local found = {}
   for _, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
     if room <= 0 then break end
