@@ -137,13 +137,19 @@ pub(crate) fn lead_ms(n: usize) -> i64 {
 /// instant; returns that instant (Unix ms).
 async fn load(q: &Queue, pending: usize, n: usize) -> i64 {
     add_bulk(q, "far", pending, 24 * HOUR, BATCH).await;
+    push_burst(q, n, |i| new_job(id("burst", i), TOPIC, Duration::ZERO)).await
+}
+
+/// Pushes `n` jobs (`job(i)`, its due time set here), in batches, all due
+/// at one instant [`lead_ms`] ahead; returns that instant (Unix ms).
+pub(crate) async fn push_burst(q: &Queue, n: usize, job: impl Fn(usize) -> NewJob) -> i64 {
     // This host's clock is Redis's (loopback).
     let due = now_ms() as i64 + lead_ms(n);
     for from in (0..n).step_by(BATCH) {
         let jobs: Vec<NewJob> = (from..(from + BATCH).min(n))
             .map(|i| NewJob {
                 due_at_ms: Some(due),
-                ..new_job(id("burst", i), TOPIC, Duration::ZERO)
+                ..job(i)
             })
             .collect();
         for (r, job) in q.push_many(&jobs).await.unwrap().into_iter().zip(&jobs) {

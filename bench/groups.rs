@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use delayq::{Consumer, Delivery, NewJob, Queue, Shutdown};
 use serde_json::{json, Value};
 
-use crate::burst::lead_ms;
-use crate::common::{bullmq, cpu, id, new_job, percentile, push, queue};
+use crate::burst::{lead_ms, push_burst};
+use crate::common::{bullmq, cpu, id, new_job, percentile, queue};
 use crate::Redis;
 
 const TOPIC: &str = "t";
@@ -146,32 +146,15 @@ async fn delayq_way(n: usize, grouped: bool) -> Run {
 
 /// Pushes the burst, big group first, due at one instant; returns it.
 async fn load(q: &Queue, n: usize, grouped: bool) -> i64 {
-    let due = now_ms() as i64 + lead_ms(n);
-    for from in (0..n).step_by(BATCH) {
-        let jobs: Vec<NewJob> = (from..(from + BATCH).min(n))
-            .map(|i| {
-                let mut job = NewJob {
-                    due_at_ms: Some(due),
-                    ..new_job(id("group", i), TOPIC, Duration::ZERO)
-                };
-                if grouped {
-                    job = with_group(job, group_of(i, n));
-                }
-                job
-            })
-            .collect();
-        for (r, job) in q.push_many(&jobs).await.unwrap().into_iter().zip(&jobs) {
-            if r.is_err() {
-                push(q, job).await;
-            }
+    push_burst(q, n, |i| {
+        let job = new_job(id("group", i), TOPIC, Duration::ZERO);
+        if grouped {
+            with_group(job, group_of(i, n))
+        } else {
+            job
         }
-    }
-    let left = due as f64 - now_ms();
-    assert!(
-        left > 300.0,
-        "the burst took too long to push ({left:.0} ms left)"
-    );
-    due
+    })
+    .await
 }
 
 /// `job` in group `g`.

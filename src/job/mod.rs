@@ -61,8 +61,10 @@ pub struct NewJob {
     /// Groups: the job's group within its topic (1 to [`MAX_GROUP_BYTES`]
     /// bytes, no control characters): at most the group's concurrency
     /// limit of its jobs are reserved at once, pops take turns over the
-    /// groups with ready jobs, and a group can be paused on its own. Not
-    /// on a queue split into partitions.
+    /// groups with ready jobs, and a group can be paused on its own. On a
+    /// queue split into partitions the job lives in its group's partition:
+    /// its id carries the group's hash tag (`{acct:7}:r1`), or is left
+    /// empty for delayq to pick one there.
     pub group: Option<String>,
 }
 

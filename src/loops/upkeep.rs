@@ -199,9 +199,21 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
             layout: readable,
             held: false,
         };
-        if let Err(e) = store.set_layout_flag(part, to).await {
-            tracing::debug!(error = %e, part, "storage layout not changed; trying again later");
-            continue;
+        // Only if the flag is still as read: an operator's hold written
+        // meanwhile stays.
+        match store.swap_layout_flag(part, flag, to).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(
+                    part,
+                    "storage layout changed meanwhile; looking again later"
+                );
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, part, "storage layout not changed; trying again later");
+                continue;
+            }
         }
         tracing::info!(
             part,

@@ -6,12 +6,10 @@ use crate::error::{Error, Result};
 use crate::store::group::{Group, GroupPage, GroupSettings};
 
 impl Queue {
-    /// Checks a topic and group key, and that this queue can hold groups
-    /// (one partition).
+    /// Checks a topic and group key.
     fn check_group_args(&self, topic: &str, group: &str) -> Result<()> {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
-        crate::job::check_group(group).map_err(Error::Invalid)?;
-        super::push::check_groups_here(self.store().parts().len()).map_err(Error::Invalid)
+        crate::job::check_group(group).map_err(Error::Invalid)
     }
 
     /// A group's figures (ready, reserved, held) and settings; a group
@@ -81,12 +79,6 @@ impl Queue {
                 "limit {limit} is out of range: 1 to {}",
                 crate::defaults::MAX_TAG_PAGE
             )));
-        }
-        if self.store().parts().len() > 1 {
-            return Ok(GroupPage {
-                groups: Vec::new(),
-                next: None,
-            });
         }
         self.store().groups(topic, after, limit).await
     }

@@ -25,7 +25,7 @@ impl Queue {
         // ended is not handed over, and jobs of a dropped call go back.
         loop {
             let (got, held) = self
-                .pop_guarded(topics, max, self.store().timeout())
+                .pop_guarded(topics, max, self.store().timeout(), false)
                 .await?;
             // Stale entries the call stopped skipping: look again (each
             // look consumes a bounded number of them, so this ends).
@@ -75,6 +75,8 @@ impl Queue {
         let deadline = Instant::now() + wait;
         let guard = self.inner.h.waiters.enter(topics);
         let stop = &self.inner.h.stop;
+        // Whether this look follows a ready notice (see Store::pop_start).
+        let mut woken_look = false;
         loop {
             // Register for wake-ups before looking, so a job that becomes
             // ready between the look and the wait is not missed.
@@ -94,7 +96,8 @@ impl Queue {
                 self.store().timeout() + LATE_REPLY_GRACE,
             );
             let sent = Instant::now();
-            let result = self.pop_guarded(topics, max, patience).await;
+            let result = self.pop_guarded(topics, max, patience, woken_look).await;
+            woken_look = false;
             let empty = matches!(&result, Ok((got, held)) if got.is_empty() && !held.again);
             // A look made for every pop waiting on these topics wakes the
             // others unless it found them empty.
@@ -158,6 +161,7 @@ impl Queue {
                     _ = stop.wait() => None,
                 };
                 guard.unpark(woken);
+                woken_look = woken.is_some();
                 if woken.is_none() && stop.is_triggered() {
                     return Ok(Vec::new());
                 }
@@ -188,6 +192,7 @@ impl Queue {
         topics: &[String],
         max: usize,
         patience: Duration,
+        woken: bool,
     ) -> Result<(Vec<Delivery>, Held)> {
         let (tx, rx) = oneshot::channel();
         let queue = self.clone();
@@ -201,6 +206,7 @@ impl Queue {
                     queue.limits().max_pop_bytes,
                     patience,
                     patience + LATE_REPLY_GRACE,
+                    woken,
                 )
                 .await;
             if let Err(Ok((unclaimed, _))) = tx.send(result) {

@@ -122,28 +122,52 @@ impl Queue {
         }
     }
 
-    /// A dedup push's job, placed so its key's record is in the job's
-    /// partition (one script call holds both: atomic): with no id, a UUID
-    /// that lands in the key's partition; with an id on a partitioned
-    /// queue, refused unless the id is in the key's partition. Any other
-    /// push is taken as it is.
+    /// A push's job, placed in the partition its dedup key's record or its
+    /// group must share with it (one script call holds both: atomic; a
+    /// group's jobs all live in its home partition, where its limits are
+    /// counted). With no id, a UUID that lands there; with an id on a
+    /// partitioned queue, refused unless the id is there. Any other push
+    /// is taken as it is.
     fn placed<'a>(&self, job: &'a NewJob) -> Result<std::borrow::Cow<'a, NewJob>, String> {
-        if job.group.is_some() {
-            check_groups_here(self.store().parts().len())?;
-        }
-        let Some(d) = &job.dedup else {
-            return Ok(std::borrow::Cow::Borrowed(job));
-        };
         let store = self.store();
-        let home = store.part_of(&d.key);
+        let key_home = job.dedup.as_ref().map(|d| store.part_of(&d.key));
+        let group_home = job.group.as_deref().map(|g| store.group_home(g));
+        let home =
+            match (key_home, group_home) {
+                (None, None) => return Ok(std::borrow::Cow::Borrowed(job)),
+                (Some(k), Some(g)) if k != g => {
+                    return Err(format!(
+                    "dedup.key {:?} and group {:?} fall in different partitions of this queue, \
+                     and both must live with the job: give them the same hash tag, \
+                     e.g. key \"{{acct:7}}:order-9\" with group \"{{acct:7}}\"",
+                    job.dedup.as_ref().map(|d| d.key.as_str()).unwrap_or_default(),
+                    job.group.as_deref().unwrap_or_default()
+                ))
+                }
+                (Some(h), _) | (None, Some(h)) => h,
+            };
         if !job.id.is_empty() {
-            if store.part_of(&job.id) != home {
-                return Err(format!(
-                    "id {:?} and dedup.key {:?} fall in different partitions of this queue,                      and the key's record must live with its job: leave id out (delayq picks                      one in the key's partition) or give id and key the same hash tag,                      e.g. id \"{{member:77}}:r1\" with key \"{{member:77}}\"",
-                    job.id, d.key
-                ));
+            if store.part_of(&job.id) == home {
+                return Ok(std::borrow::Cow::Borrowed(job));
             }
-            return Ok(std::borrow::Cow::Borrowed(job));
+            return Err(match (&job.dedup, &job.group) {
+                (Some(d), _) => format!(
+                    "id {:?} and dedup.key {:?} fall in different partitions of this queue, \
+                     and the key's record must live with its job: leave id out (delayq picks \
+                     one in the key's partition) or give id and key the same hash tag, \
+                     e.g. id \"{{member:77}}:r1\" with key \"{{member:77}}\"",
+                    job.id, d.key
+                ),
+                (None, Some(g)) => format!(
+                    "id {:?} falls outside group {g:?}'s partition of this queue, and a \
+                     group's jobs all live in its partition (where its limits are counted): \
+                     leave id out (delayq picks one there) or give the id the group's hash \
+                     tag, e.g. id \"{{{}}}:r1\" for this group",
+                    job.id,
+                    hash_tag(g)
+                ),
+                (None, None) => unreachable!("a home comes from a key or a group"),
+            });
         }
         // A uniform hash: on average one try per partition.
         let id = std::iter::repeat_with(|| uuid::Uuid::new_v4().to_string())
@@ -258,15 +282,8 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
-/// Groups: a group's limit and turns hold across its jobs only when they
-/// share one partition, and a job's partition comes from its id: a queue
-/// split into partitions refuses groups.
-pub(crate) fn check_groups_here(partitions: usize) -> std::result::Result<(), String> {
-    if partitions > 1 {
-        return Err(format!(
-            "group: groups need a queue of one partition (this one has {partitions}): \
-             a group's concurrency limit holds only while its jobs share a partition"
-        ));
-    }
-    Ok(())
+/// The part of `key` that decides its partition (its hash tag).
+fn hash_tag(key: &str) -> &str {
+    // Split at ASCII braces: still UTF-8.
+    std::str::from_utf8(crate::store::layout::hash_tag(key.as_bytes())).unwrap_or(key)
 }

@@ -1,6 +1,7 @@
 //! Groups: a group's settings and figures, and a page of a topic's groups
-//! (`group.lua`). Groups live in a queue of one partition (a grouped push
-//! on a split queue is refused), so every call goes to partition 0.
+//! (`group.lua`). A group lives whole in its home partition
+//! ([`Store::group_home`]): a group's calls go there, a topic's listing and
+//! gauges read every partition.
 
 use super::rate::RateLimit;
 use super::reply::Fields;
@@ -112,7 +113,7 @@ fn decode_page((status, mut f): (Status, Fields)) -> Result<GroupPage> {
 impl Store {
     /// A group's figures and settings (all zero for a group never seen).
     pub(crate) async fn group(&self, topic: &str, group: &str) -> Result<Group> {
-        let mut cmd = self.script(&SCRIPT, 0);
+        let mut cmd = self.script(&SCRIPT, self.group_home(group));
         cmd.arg("get").arg(topic).arg(group);
         decode_one(group, self.send(cmd).await?)
     }
@@ -126,7 +127,7 @@ impl Store {
         paused: Option<bool>,
         rate: Option<Option<RateLimit>>,
     ) -> Result<Group> {
-        let mut cmd = self.script(&SCRIPT, 0);
+        let mut cmd = self.script(&SCRIPT, self.group_home(group));
         cmd.arg("set").arg(topic).arg(group);
         match concurrency {
             None => cmd.arg("-"),
@@ -146,49 +147,62 @@ impl Store {
     }
 
     /// Per topic of `topics` that has groups: how many, how many in turn,
-    /// how many waiting for a token. Three reads a topic, pipelined; none
-    /// on a queue of more than one partition (it has no groups).
+    /// how many waiting for a token, over every partition. Three reads a
+    /// topic and partition, pipelined per partition.
     pub(crate) async fn group_gauges(
         &self,
         topics: &[String],
     ) -> Result<BTreeMap<String, crate::figures::GroupGauges>> {
         let mut out = BTreeMap::new();
-        if self.parts().len() != 1 || topics.is_empty() {
+        if topics.is_empty() {
             return Ok(out);
         }
-        let part = &self.parts()[0];
-        let mut pipe = redis::pipe();
-        for t in topics {
-            pipe.cmd("ZCARD")
-                .arg(part.groups_of(layout::kind::GROUPS, t))
-                .cmd("LLEN")
-                .arg(part.groups_of(layout::kind::GROUP_TURNS, t))
-                .cmd("ZCARD")
-                .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
-        }
-        let got: Vec<u64> = self
-            .call("group gauges", pipe.query_async(&mut self.conn()))
-            .await?;
-        for (t, n) in topics.iter().zip(got.chunks(3)) {
-            if n.iter().any(|v| *v > 0) {
-                out.insert(
-                    t.clone(),
-                    crate::figures::GroupGauges {
-                        known: n[0],
-                        in_turn: n[1],
-                        waiting_token: n[2],
-                    },
-                );
+        for part in self.parts() {
+            let mut pipe = redis::pipe();
+            for t in topics {
+                pipe.cmd("ZCARD")
+                    .arg(part.groups_of(layout::kind::GROUPS, t))
+                    .cmd("LLEN")
+                    .arg(part.groups_of(layout::kind::GROUP_TURNS, t))
+                    .cmd("ZCARD")
+                    .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
+            }
+            let got: Vec<u64> = self
+                .call("group gauges", pipe.query_async(&mut self.conn()))
+                .await?;
+            for (t, n) in topics.iter().zip(got.chunks(3)) {
+                if n.iter().any(|v| *v > 0) {
+                    let g: &mut crate::figures::GroupGauges = out.entry(t.clone()).or_default();
+                    g.known += n[0];
+                    g.in_turn += n[1];
+                    g.waiting_token += n[2];
+                }
             }
         }
         Ok(out)
     }
 
-    /// A page of `topic`'s groups after `after` ("" from the start).
+    /// A page of `topic`'s groups after `after` ("" from the start): a page
+    /// from every partition (each group is whole in one), merged by name.
     pub(crate) async fn groups(&self, topic: &str, after: &str, limit: usize) -> Result<GroupPage> {
-        let mut cmd = self.script(&SCRIPT, 0);
-        cmd.arg("list").arg(topic).arg(after).arg(limit);
-        decode_page(self.send(cmd).await?)
+        let mut all = Vec::new();
+        let mut more = false;
+        for part in 0..self.parts().len() {
+            let mut cmd = self.script(&SCRIPT, part);
+            cmd.arg("list").arg(topic).arg(after).arg(limit);
+            let page = decode_page(self.send(cmd).await?)?;
+            more |= page.next.is_some();
+            all.extend(page.groups);
+        }
+        all.sort_by(|a, b| a.group.cmp(&b.group));
+        more |= all.len() > limit;
+        all.truncate(limit);
+        let next = if more {
+            all.last().map(|g| g.group.clone())
+        } else {
+            None
+        };
+        Ok(GroupPage { groups: all, next })
     }
 }
 

@@ -105,6 +105,7 @@ mod group;
 mod keys;
 
 pub use body::{LAYOUT_READ, PIECE_BYTES};
+pub(crate) use keys::hash_tag;
 pub use keys::{partition_of, slot, validate_prefix, Keys};
 
 /// Key kinds and channel names, after the prefix.

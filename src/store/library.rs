@@ -70,6 +70,7 @@ pub(crate) const ALL: &[&Script] = &[
     &super::progress::LOG,
     &super::index::SCRIPT,
     &super::relayout::SCRIPT,
+    &super::relayout::SWAP,
     &super::group::SCRIPT,
 ];
 

@@ -47,7 +47,7 @@ pub mod library;
 mod link;
 mod parts;
 pub(crate) mod read;
-pub(crate) mod relayout;
+pub mod relayout;
 mod reply;
 pub mod sentinel;
 mod sessions;
@@ -88,7 +88,7 @@ pub mod unpop;
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
     pub use super::library::{call, eval_script_of, eval_shas, fcall, Path};
-    pub use super::{pop, push, remove, Script, Status};
+    pub use super::{pop, push, relayout, remove, Script, Status};
 }
 
 use std::sync::Arc;

@@ -49,11 +49,22 @@ impl Store {
         layout::partition_of(id, self.parts().len())
     }
 
-    /// Where a pop for `topics` starts: the partition that last said it
-    /// has ready jobs of one of them, or else each call one partition
-    /// later than the last.
-    pub(crate) fn pop_start(&self, topics: &[String]) -> usize {
-        if self.parts().len() > 1 {
+    /// The partition `group` lives in (its home): every job of the group,
+    /// its line, slots, rate bucket and turn are there, so its limits are
+    /// counted in one place however many partitions the queue has.
+    pub fn group_home(&self, group: &str) -> usize {
+        layout::partition_of(group, self.parts().len())
+    }
+
+    /// Where a pop for `topics` starts: for a pop `woken` by a ready
+    /// notice, the partition that last said it has ready jobs of one of
+    /// them; else each call one partition later than the last. Only a woken
+    /// pop follows the notice: it found every partition empty before it
+    /// waited, while a pop that did not wait would take from the noticed
+    /// partition (its groups) call after call, and the other partitions'
+    /// ready jobs would wait until that one ran dry.
+    pub(crate) fn pop_start(&self, topics: &[String], woken: bool) -> usize {
+        if woken && self.parts().len() > 1 {
             let hints = self.parts.ready_hint.lock().unwrap();
             if let Some(&p) = topics.iter().find_map(|t| hints.get(t)) {
                 return p;

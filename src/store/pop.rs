@@ -138,8 +138,8 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
 impl Store {
     /// Leadership up to `max` ready jobs (bodies of at most `max_bytes` in all,
     /// and always one when one is ready) from `topics`, tried in order,
-    /// for a caller who waits `patience`; waits at most `limit` for the
-    /// reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the
+    /// for a caller who waits `patience` (`woken`: by a ready notice, after
+    /// finding nothing); waits at most `limit` for the reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the
     /// clock.
     ///
     /// On one partition, pops that arrive together are batched ([`Pops`]).
@@ -155,6 +155,7 @@ impl Store {
         max_bytes: usize,
         patience: Duration,
         limit: Duration,
+        woken: bool,
     ) -> Result<(Vec<Delivery>, Held)> {
         let n = self.parts().len();
         // Redis must not reserve jobs after the caller stopped waiting.
@@ -195,7 +196,7 @@ impl Store {
             grants.iter().map(|g| g.map(|g| g.granted as u64)).collect();
         let mut learned = false;
         let mut held = Held::default();
-        let start = self.pop_start(topics);
+        let start = self.pop_start(topics, woken);
         let mut got: Vec<Delivery> = Vec::new();
         let mut bytes = 0;
         let mut first_error = None;

@@ -15,6 +15,15 @@ pub const SCRIPT: Script = Script {
     late_unknown: true,
 };
 
+/// The leader's compare-and-set of a partition's layout flag.
+pub const SWAP: Script = Script {
+    name: "layout_swap",
+    source: include_str!("layout_swap.lua"),
+    when_full: false,
+    acked: false,
+    late_unknown: true,
+};
+
 /// Keys SCAN looks at per call.
 pub const BATCH: usize = 500;
 
@@ -100,6 +109,20 @@ impl Store {
             .call("layout", cmd.query_async(&mut self.conn()))
             .await?;
         Ok(())
+    }
+
+    /// Sets partition `part`'s layout flag to `to` only if it is still
+    /// `from` (what the caller read): false, nothing written, if an
+    /// operator's hold (or another leader) changed it in between.
+    pub(crate) async fn swap_layout_flag(&self, part: usize, from: Flag, to: Flag) -> Result<bool> {
+        let mut cmd = self.script(&SWAP, part);
+        cmd.arg(from.value().unwrap_or_default())
+            .arg(to.value().unwrap_or_default());
+        let (status, mut f) = self.send(cmd).await?;
+        if status != Status::Done {
+            return Err(Error::protocol("layout_swap", format!("status {status:?}")));
+        }
+        Ok(f.int()? == 1)
     }
 
     /// Partition `part`'s whole walk back to layout 1, paced: after each

@@ -12,7 +12,8 @@ use crate::job::JobState;
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    /// Generated (a UUID) when absent.
+    /// Generated (a UUID) when absent; with a dedup key or a group, in
+    /// the key's or the group's partition of a split queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 256)]
     pub id: Option<String>,
@@ -49,8 +50,10 @@ pub struct JobSpec {
     /// Its group within the topic (1 to 128 bytes, no control
     /// characters): at most the group's concurrency of its jobs run at
     /// once, pops take turns over the topic's groups, and a group can be
-    /// paused (`/v1/topics/{topic}/groups/{group}`). Not on a queue split
-    /// into partitions (400).
+    /// paused (`/v1/topics/{topic}/groups/{group}`). On a queue split
+    /// into partitions a grouped job lives in its group's partition: an
+    /// id of its own carries the group's hash tag (`{acct:7}:r1` for group
+    /// `acct:7`), else 422; without an id delayq picks one there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 128)]
     pub group: Option<String>,

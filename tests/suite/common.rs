@@ -211,6 +211,22 @@ pub fn log_line(logs: &std::sync::mpsc::Receiver<String>, text: &str, limit: Dur
     }
 }
 
+/// Waits for the partition leader's first upkeep pass on `redis` (prefix
+/// `dq`) to have ended: the storage layout's flag, then the topic
+/// schedules' backfill, which ends with an HSET. A test that counts
+/// Redis's writes or memory starts after it, so they are not its own.
+pub async fn upkeep_pass_done(redis: &RedisServer) {
+    eventually(
+        Duration::from_secs(60),
+        "the upkeep's first pass",
+        || async {
+            let done: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "done"]).await;
+            done.map(|_| ())
+        },
+    )
+    .await;
+}
+
 /// Polls `check` every few ms until it returns Some, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where

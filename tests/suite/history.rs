@@ -175,15 +175,7 @@ async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_writte
     // The leader's first upkeep pass (the layout, the topic schedules'
     // backfill, which ends with an HSET) is over: its writes are not the
     // finish's.
-    eventually(
-        Duration::from_secs(60),
-        "the upkeep's first pass",
-        || async {
-            let done: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "done"]).await;
-            done.map(|_| ())
-        },
-    )
-    .await;
+    upkeep_pass_done(&redis).await;
     let writes = ["zadd", "hset", "pexpire", "zrevrangebyscore"];
     let before: Vec<u64> = writes.iter().map(|c| calls(&redis, c)).collect();
     q.finish(&d.id, &d.token).await.unwrap();

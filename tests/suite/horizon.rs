@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use delayq::{Config, JobState, Queue};
+use futures::stream::{self, StreamExt};
 
 use crate::common::{config, eventually, job, topics, DelayqProcess, RedisServer};
 
@@ -322,12 +323,19 @@ async fn a_watermark_an_operator_broke_fires_nothing_early_and_is_written_again(
     watermark(&redis).await;
     let mut due = std::collections::HashMap::new();
     for (i, (what, value)) in BROKEN.iter().enumerate() {
-        let _: () = redis.cmd(&["DEL", "{dq}:armed"]).await;
-        match (value, *what) {
-            (Some(v), _) => redis.cmd::<()>(&["SET", "{dq}:armed", v]).await,
-            (None, "a hash") => redis.cmd::<()>(&["HSET", "{dq}:armed", "f", "1"]).await,
-            (None, _) => {}
-        }
+        // In one step: the sweep may write the watermark at any moment,
+        // and an HSET after it would meet a string.
+        const BREAK: &str = "redis.call('DEL', KEYS[1]) \
+            if ARGV[1] == 'set' then redis.call('SET', KEYS[1], ARGV[2]) \
+            elseif ARGV[1] == 'hash' then redis.call('HSET', KEYS[1], 'f', '1') end";
+        let how = match (value, *what) {
+            (Some(v), _) => ["set", v],
+            (None, "a hash") => ["hash", ""],
+            (None, _) => ["del", ""],
+        };
+        let _: () = redis
+            .cmd(&["EVAL", BREAK, "1", "{dq}:armed", how[0], how[1]])
+            .await;
         // One within the horizon, one beyond it.
         for (id, delay) in [(format!("near{i}"), 1_500), (format!("far{i}"), 6_000)] {
             let p = q
@@ -395,33 +403,47 @@ async fn thousands_of_jobs_sharing_due_times_beyond_a_tiny_horizon_fire_once() {
     while redis.time_ms().await < base {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    for i in (0..n).filter(|i| i % 10 != 0) {
-        let (id, was) = (id(i), due[&id(i)]);
-        match (i / 10) % 10 {
-            1 => {
-                assert!(q.delete(&id).await.unwrap(), "{id} deleted");
-                due.remove(&id);
+    // 32 at a time, so that the changes are done well before the last due
+    // time even on a busy machine (one by one they took seconds there).
+    let changes = (0..n).filter(|i| i % 10 != 0).map(|i| {
+        let (q, id, was) = (q.clone(), id(i), due[&id(i)]);
+        async move {
+            match (i / 10) % 10 {
+                1 => {
+                    assert!(q.delete(&id).await.unwrap(), "{id} deleted");
+                    (id, None)
+                }
+                2 => {
+                    let at = was + 1_500;
+                    let got = q.reschedule(&id, Duration::ZERO, Some(at), None).await;
+                    assert_eq!(got.unwrap(), at);
+                    (id, Some(at))
+                }
+                3 => {
+                    // Earlier; if that is past already (a busy machine),
+                    // it means now: the job's due is what the push says.
+                    let at = was - 500;
+                    let p = q
+                        .push(&delayq::NewJob {
+                            due_at_ms: Some(at),
+                            ..job(&id, "t", 0, 60_000)
+                        })
+                        .await
+                        .unwrap();
+                    assert!(p.due_ms >= at, "{id}: due {} before {at}", p.due_ms);
+                    (id, Some(p.due_ms))
+                }
+                _ => (id, Some(was)),
             }
-            2 => {
-                let at = was + 1_500;
-                let got = q.reschedule(&id, Duration::ZERO, Some(at), None).await;
-                assert_eq!(got.unwrap(), at);
-                due.insert(id, at);
-            }
-            3 => {
-                let at = was - 500;
-                let p = q
-                    .push(&delayq::NewJob {
-                        due_at_ms: Some(at),
-                        ..job(&id, "t", 0, 60_000)
-                    })
-                    .await
-                    .unwrap();
-                assert_eq!(p.due_ms, at);
-                due.insert(id, at);
-            }
-            _ => {}
         }
+    });
+    let changed: Vec<(String, Option<i64>)> =
+        stream::iter(changes).buffer_unordered(32).collect().await;
+    for (id, at) in changed {
+        match at {
+            Some(at) => due.insert(id, at),
+            None => due.remove(&id),
+        };
     }
     let last = base + 9_000;
     let last_ids: Vec<String> = (0..n)

@@ -13,14 +13,15 @@ use redis::aio::MultiplexedConnection;
 use reqwest::Method;
 use serde_json::json;
 
-use crate::common::{config, delayq_run, eventually, queue, request_json, topics};
+use crate::common::{config, delayq_run, eventually, queue, request_json, script_path, topics};
 use crate::doctor::doctor;
 use crate::old_build::{old_binary, start_new, start_old};
 use crate::redis_cluster::TestCluster;
 use crate::redis_server::RedisServer;
 
 const HOUR_MS: u64 = 3_600_000;
-const LIMIT: Duration = Duration::from_secs(60);
+/// Generous: a leader looks at the layout once a minute.
+const LIMIT: Duration = Duration::from_secs(150);
 
 /// The lengths around every edge: empty, the one-field limit, one piece
 /// more, the most pieces, and past them.
@@ -551,4 +552,40 @@ async fn on_a_cluster_every_partition_is_raised_and_held() {
     let out = delayq_run(&args, &[]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 pieced bodies"));
     q.close().await;
+}
+
+/// The leader changes the flag only if it is still what it read: an
+/// operator's hold written between the leader's read and its write stays
+/// (`layout_swap.lua`). The race itself cannot be timed from here, so the
+/// script is called as a leader that read the flag before the hold would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_change_of_the_flag_leaves_a_hold_written_after_its_read() {
+    use delayq::testing::{call, relayout, Keys};
+    let redis = RedisServer::start();
+    let mut c = redis.conn().await;
+    let q = queue_after_upkeep(&redis, config(&redis)).await;
+    wait_flag(&mut c, "2").await;
+    // No leader of its own beside the calls below.
+    q.close().await;
+    let path = script_path(&redis, &relayout::SWAP).await;
+    let swap = |from: &str, to: &str| {
+        let mut args = redis::Cmd::new();
+        args.arg(from).arg(to);
+        call(path, &relayout::SWAP, &Keys::new("dq"), false, 0, &args)
+    };
+    // The operator holds layout 1 after the leader read "2".
+    let _: () = q_cmd(&mut c, &["SET", "{dq}:layout", "1 held"]).await;
+    let r: (i64, i64) = swap("2", "").query_async(&mut c).await.unwrap();
+    assert_eq!(r, (0, 0), "a stale read writes nothing");
+    assert_eq!(flag(&mut c).await.as_deref(), Some("1 held"));
+    // What it read is what is there: written.
+    let r: (i64, i64) = swap("1 held", "2").query_async(&mut c).await.unwrap();
+    assert_eq!(r, (0, 1));
+    assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
+    // A flag an operator broke reads as layout 1, not held.
+    let _: () = q_cmd(&mut c, &["DEL", "{dq}:layout"]).await;
+    let _: () = q_cmd(&mut c, &["HSET", "{dq}:layout", "f", "1"]).await;
+    let r: (i64, i64) = swap("", "2").query_async(&mut c).await.unwrap();
+    assert_eq!(r, (0, 1));
+    assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
 }

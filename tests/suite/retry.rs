@@ -305,7 +305,7 @@ async fn counts_follow_every_transition() {
         .await
         .unwrap();
     }
-    let counts = eventually(Duration::from_secs(5), "two ready", || async {
+    let counts = eventually(Duration::from_secs(30), "two ready", || async {
         let c = q.topics().await.unwrap().topics["cnt"];
         (c.ready == 2).then_some(c)
     })

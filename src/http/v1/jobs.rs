@@ -100,11 +100,12 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
     Ok(NewJob {
         traceparent,
         tracestate,
-        // With dedup and no id, the queue picks one in the key's partition.
-        id: match (&spec.id, &dedup) {
-            (Some(id), _) => id.clone(),
-            (None, Some(_)) => String::new(),
-            (None, None) => uuid::Uuid::new_v4().to_string(),
+        // With dedup or a group and no id, the queue picks one in the key's
+        // or the group's partition.
+        id: match &spec.id {
+            Some(id) => id.clone(),
+            None if dedup.is_some() || spec.group.is_some() => String::new(),
+            None => uuid::Uuid::new_v4().to_string(),
         },
         topic: spec.topic.clone(),
         body: spec.body.clone(),

@@ -205,7 +205,7 @@ pub const SLOTS: usize = 16384;
 /// What of `key` counts for its slot, as Redis reads hash tags: the part
 /// between the first `{` and the next `}` when that is not empty, else all
 /// of it.
-fn hash_tag(key: &[u8]) -> &[u8] {
+pub(crate) fn hash_tag(key: &[u8]) -> &[u8] {
     key.iter()
         .position(|&b| b == b'{')
         .and_then(|open| {

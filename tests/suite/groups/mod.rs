@@ -13,6 +13,7 @@ use crate::common::*;
 use delayq::{Config, Error, GroupSettings, NewJob, Queue, RetryPolicy};
 
 mod beside_older;
+mod partitioned;
 mod probes;
 mod surfaces;
 
@@ -550,24 +551,6 @@ async fn retries_priorities_and_dead_letters_keep_their_meaning_inside_a_group()
         v
     };
     assert_eq!(order, ["high", "mid", "low"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queue_split_into_partitions_refuses_grouped_pushes() {
-    let redis = RedisServer::start();
-    let q = Queue::connect(Config {
-        partitions: 4,
-        ..config(&redis)
-    })
-    .unwrap();
-    let e = q.push(&grouped("j", "t", "g")).await.unwrap_err();
-    let Error::Invalid(msg) = e else {
-        panic!("{e:?}")
-    };
-    assert!(msg.contains("one partition"), "{msg}");
-    assert!(q.get("j").await.unwrap().is_none());
-    // Plain jobs are fine.
-    q.push(&job("p", "t", 0, 60_000)).await.unwrap();
 }
 
 /// A pop whose reply was lost (the connection cut before it arrived) gives
