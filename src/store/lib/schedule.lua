@@ -95,6 +95,71 @@ local function rank_after(score, id, key)
   return redis.call('ZCOUNT', key, '-inf', string.format('(%d', score))
 end
 
+-- Layout 3's arming: the delayed jobs are in the topic schedules, so the
+-- walk goes topic by topic (byte order) through those whose head is due
+-- by `till`, arming each one's entries in (`from`, `till`]. A call that
+-- runs out of `limit` (entries and topics looked at) leaves the watermark
+-- "<till>:\n<from>\n<topic>\n<due>\n<id>" (no topic or id holds a control
+-- character): the walk's end comes first, so a push due by it arms
+-- itself (a topic already walked misses none; arming more is harmless),
+-- and the next call resumes after (topic, due, id), also inside one
+-- millisecond. `cursor` is that tail (after the first "\n"), or nil.
+local function arm_topics(now_ms, half, limit, from, till, cursor)
+  local c_topic, c_due, c_id = '', nil, nil
+  if cursor then
+    local f, pos = {}, 1
+    while true do
+      local nl = string.find(cursor, '\n', pos, true)
+      if not nl then f[#f + 1] = string.sub(cursor, pos); break end
+      f[#f + 1] = string.sub(cursor, pos, nl - 1)
+      pos = nl + 1
+    end
+    from, c_topic, c_due, c_id = tonumber(f[1]) or till, f[2] or '', tonumber(f[3] or ''), f[4]
+    if c_id == '' or not c_due then c_id = nil end
+  end
+  local topics = redis.call('ZRANGE', P .. HEADS_KEY, '-inf', till, 'BYSCORE')
+  table.sort(topics)
+  local budget, armed = limit, 0
+  for _, t in ipairs(topics) do
+    if t >= c_topic then
+      local key = topic_schedule_key(t)
+      local due_at, id_at = nil, nil
+      if t == c_topic then due_at, id_at = c_due, c_id end
+      while true do
+        if budget <= 0 then
+          redis.call('SET', P .. ARMED_KEY,
+            string.format('%d:\n%d\n%s\n%s\n%s', till, from, t, due_at or '', id_at or ''))
+          return armed, now_ms
+        end
+        -- Each read counts, so many topics with nothing to arm still end a call.
+        local n = math.min(budget, 100)
+        budget = budget - 1
+        local got
+        if id_at then
+          local start = rank_after(due_at, id_at, key)
+          got = redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
+        else
+          got = redis.call('ZRANGE', key, string.format('(%d', from), till, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+        end
+        local ended = #got < 2 * n
+        for i = 1, #got, 2 do
+          local due = tonumber(got[i + 1])
+          if due > till then ended = true; break end
+          local id = got[i]
+          -- A stale entry (an older build moved its job) gets no key.
+          if due > from and due > now_ms and not redis.call('HGET', job_key(id), STATE) then
+            redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+          end
+          due_at, id_at, armed, budget = due, id, armed + 1, budget - 1
+        end
+        if ended then break end
+      end
+    end
+  end
+  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  return armed, till - half
+end
+
 -- The sweep's arming, after it moved what is due. While the watermark is
 -- at least half the horizon ahead, nothing: one GET, no write. Otherwise
 -- trigger keys for the delayed jobs after the watermark due within the
@@ -112,6 +177,14 @@ local function arm_ahead(now_ms, horizon, limit)
     upto, after = now_ms, nil
   elseif not after and upto >= now_ms + half then
     return 0, upto - half
+  end
+  -- A walk of the other layout (the flag changed under it) starts again
+  -- from now: what it armed stays armed, what it had not is walked.
+  local topics_walk = after and string.sub(after, 1, 1) == '\n'
+  if after and topics_walk ~= H.split() then upto, after = now_ms, nil end
+  if H.split() then
+    if after then return arm_topics(now_ms, half, limit, nil, upto, string.sub(after, 2)) end
+    return arm_topics(now_ms, half, limit, upto, math.max(now_ms + horizon, upto), nil)
   end
   local till = math.max(now_ms + horizon, upto)
   local got
