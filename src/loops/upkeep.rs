@@ -86,6 +86,12 @@ pub(super) async fn flush_stats(store: Arc<Store>, rec: Arc<Recorder>, stop: Shu
 /// older build runs (one read of the heartbeats, only on a leader).
 const INDEX_EVERY: Duration = Duration::from_secs(60);
 
+/// How often instead while a led partition is in layout 3 and no older
+/// build runs: an older build that starts then fires no delayed job
+/// (they are out of the shared schedule), so the flag is lowered and the
+/// jobs put back within about this long (one read of the heartbeats).
+const SPLIT_WATCH_EVERY: Duration = Duration::from_secs(3);
+
 /// Keeps every topic's schedule whole on the partitions this instance
 /// leads, until `stop`: runs `index.lua` a batch at a time until a pass
 /// has ended (at once on taking a term), and begins a new pass every
@@ -100,6 +106,7 @@ pub(super) async fn index_topics(h: super::Handles) {
     // crosses 3 (delayed jobs out of the shared schedule, or back).
     let mut seen = vec![0u8; h.store.parts().len()];
     loop {
+        let mut watch = false;
         let held = h.leader.held();
         if !held.is_empty() {
             // One read of the heartbeats serves both.
@@ -117,6 +124,7 @@ pub(super) async fn index_topics(h: super::Handles) {
                 }
             }
             let older = older_build_alive(beats.as_deref());
+            watch = !older && held.iter().any(|&p| seen[p] >= 3);
             for part in held {
                 if whole[part] && !older {
                     continue;
@@ -140,8 +148,13 @@ pub(super) async fn index_topics(h: super::Handles) {
                 }
             }
         }
+        let every = if watch {
+            SPLIT_WATCH_EVERY
+        } else {
+            INDEX_EVERY
+        };
         tokio::select! {
-            _ = tokio::time::sleep(INDEX_EVERY) => {}
+            _ = tokio::time::sleep(every) => {}
             r = taken.changed() => if r.is_err() { return },
             _ = h.stop.wait() => return,
         }
@@ -221,9 +234,11 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
             to = readable,
             "storage layout changed"
         );
-        // Lowered: what was written in pieces is rewritten whole, so that
-        // the instances that cannot read pieces (a pop of one fails) can.
-        if readable < flag.layout {
+        // Lowered below 3: the index pass that follows (the flag crossed
+        // 3) puts the delayed jobs back into the shared schedule. Below 2:
+        // what was written in pieces is rewritten whole, so that the
+        // instances that cannot read pieces (a pop of one fails) can.
+        if readable < 2 && flag.layout >= 2 {
             match store.relayout_all(part).await {
                 Ok(n) => tracing::warn!(
                     part,

@@ -104,19 +104,28 @@ else
       room = room - 1
     end
   end
-  -- Layout 3: the topic schedules decide (the shared schedule holds no
-  -- delayed job this layout wrote).
+  -- An entry the shared schedule lacks is the job's time if the job is
+  -- delayed in this topic: layout 3 keeps delayed jobs there only, and
+  -- the way back from it puts them into the shared schedule a batch at a
+  -- time. (An older build writes the shared entry of every job it
+  -- delays: one it lacks that decides was moved by it.) In layout 3 the
+  -- entry is trusted without the HMGET: the move below checks the state.
   local split = H.split()
   for from = 1, #found, 500 do
     local part = {}
     for j = from, math.min(from + 499, #found) do part[#part + 1] = found[j][1] end
-    local got = split and {} or redis.call('ZMSCORE', SCHEDULE, unpack(part))
-    if split then
-      for j = 1, #part do got[j] = found[from + j - 1][3] end
-    end
-    for j = 1, #got do
+    local got = redis.call('ZMSCORE', SCHEDULE, unpack(part))
+    for j = 1, #part do
       local id, t, own = found[from + j - 1][1], found[from + j - 1][2], found[from + j - 1][3]
       local s = got[j]
+      if not s then
+        if split then
+          s = own
+        else
+          local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+          if not f[1] and f[2] == t then s = own end
+        end
+      end
       if s and tonumber(s) == tonumber(own) then
         if not seen[id] then
           seen[id] = true

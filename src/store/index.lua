@@ -14,7 +14,8 @@
 --          have written since the last); 0: only finish the one under way
 --          or the first
 --
--- Touches: {p}:indexed (fields phase, after, topic, rank, done, heads), the
+-- Touches: {p}:indexed (fields phase, after, topic, rank, done, heads,
+-- split, out: see below), the
 -- topics' schedules, the heads; reads the schedule, job hashes, the count hash's names.
 -- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after, H.add,
 -- H.remove, H.head.
@@ -29,17 +30,22 @@
 -- each looked at once; phase 2 resumes at a rank, so an entry that moved
 -- ahead of it between calls waits for the next pass (a listing skips such
 -- an entry anyway). `done` is set once the first pass ends: from then on a
--- topic's listing reads its topic schedule.
+-- topic's listing reads its topic schedule. `split` is set once a pass in
+-- layout 3 took the delayed jobs out of the schedule; `out` once delayed
+-- jobs may be missing from it (the flag's raise to 3 sets it, before any
+-- writer sees 3): below 3 either one begins the way back (phase b), which
+-- clears both.
 local IX = P .. INDEXED_KEY
 local budget = tonumber(ARGV[2])
-local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads', 'split')
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads', 'split', 'out')
 local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
 local split = H.split()
 if not phase then
   if split and st[7] ~= '1' then
     -- Layout 3 came: a pass takes the delayed jobs out of the schedule.
     phase, at = '1', ''
-  elseif not split and st[7] == '1' then
+    redis.call('HSET', IX, 'out', '1')
+  elseif not split and (st[7] == '1' or st[8] == '1') then
     -- Back below 3: every topic schedule's jobs into the schedule again.
     phase, topic_at, at = 'b', '', ''
   elseif done == '1' and ARGV[3] ~= '1' then
@@ -96,7 +102,13 @@ if phase == 'b' then
       end
     end
   end
-  redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank', 'split')
+  if split then
+    -- Raised to 3 again meanwhile: the pass out of the schedule next.
+    redis.call('HSET', IX, 'phase', '1', 'after', '', 'out', '1')
+    redis.call('HDEL', IX, 'split')
+    return { DONE, looked, 0 }
+  end
+  redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank', 'split', 'out')
   return { DONE, looked, 1 }
 end
 
@@ -177,5 +189,11 @@ for _, t in ipairs(topics) do
 end
 redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
 redis.call('HSET', IX, 'done', '1', 'heads', '1')
-if split then redis.call('HSET', IX, 'split', '1') end
+if split then
+  redis.call('HSET', IX, 'split', '1')
+elseif st[7] == '1' or st[8] == '1' then
+  -- Below 3 again meanwhile: the way back next.
+  redis.call('HSET', IX, 'phase', 'b', 'topic', '', 'after', '')
+  return { DONE, looked, 0 }
+end
 return { DONE, looked, 1 }

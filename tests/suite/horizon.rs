@@ -7,7 +7,7 @@ use std::time::Duration;
 use delayq::{Config, JobState, Queue};
 use futures::stream::{self, StreamExt};
 
-use crate::common::{config, eventually, job, topics, DelayqProcess, RedisServer};
+use crate::common::{config, eventually, job, scheduled_due, topics, DelayqProcess, RedisServer};
 
 const HORIZON: Duration = Duration::from_secs(4);
 
@@ -146,7 +146,7 @@ async fn a_retry_delay_beyond_the_horizon_is_armed_later() {
     q.nack("n", &first.token, Some(Duration::from_secs(9)), "later")
         .await
         .unwrap();
-    let due: i64 = redis.cmd(&["ZSCORE", "{dq}:schedule", "n"]).await;
+    let due = scheduled_due(&redis, "n").await.expect("n scheduled");
     assert_eq!(trigger_at(&redis, "n").await, None, "armed at the nack");
     let armed = eventually(Duration::from_secs(20), "the trigger key", || async {
         trigger_at(&redis, "n").await

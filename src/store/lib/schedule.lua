@@ -63,13 +63,16 @@ function H.split() return BODIES.in_force() >= 3 end
 
 -- A delayed job's due time (a string, or false): its topic schedule's
 -- entry in layout 3 (the shared one's if an earlier layout left only
--- that), else the shared schedule's.
+-- that), else the shared schedule's (the topic schedule's if the way back
+-- from layout 3 has not put it back yet).
 function H.due(id, topic)
   if topic and H.split() then
     local s = redis.call('ZSCORE', topic_schedule_key(topic), id)
     if s then return s end
   end
-  return redis.call('ZSCORE', SCHEDULE, id)
+  local s = redis.call('ZSCORE', SCHEDULE, id)
+  if s or not topic or H.split() then return s end
+  return redis.call('ZSCORE', topic_schedule_key(topic), id)
 end
 
 local function schedule(id, due, topic)
