@@ -160,9 +160,12 @@ for _, t in ipairs(phase == '2' and topics or {}) do
       for i = 1, #got, 2 do
         local id, due = got[i], tonumber(got[i + 1])
         local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
-        -- Layout 3: the entry is the job's time; else the schedule's is.
-        local s = split and due or redis.call('ZSCORE', SCHEDULE, id)
-        if f[2] == t and not f[1] and s and tonumber(s) == due then
+        -- Layout 3: the entry is the job's time; else the schedule's is,
+        -- unless it lacks the job: the way back from layout 3 has not put
+        -- it there yet (an older build writes the schedule's entry of every
+        -- job it delays).
+        local s = split and due or redis.call('ZSCORE', SCHEDULE, id) or due
+        if f[2] == t and not f[1] and tonumber(s) == due then
           rank = rank + 1
         else
           H.remove(t, id)

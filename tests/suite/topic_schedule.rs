@@ -940,3 +940,43 @@ async fn layout_3_takes_delayed_jobs_out_of_the_shared_schedule_and_holding_2_pu
     assert_eq!(n, 2101);
     q.close().await;
 }
+
+/// The flag below 3 again before the way back reached a delayed job (in
+/// its topic schedule only, the shared schedule lacks it): neither the
+/// backfill's pass nor the sweep takes its entry for a stale one; the job
+/// fires once, on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_job_not_yet_put_back_from_layout_3_still_fires_on_time() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = queue(&redis);
+    indexed(&redis).await;
+    let due = redis.time_ms().await + 4_000;
+    q.push(&NewJob {
+        due_at_ms: Some(due),
+        ..job("only", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let shared: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", "only"]).await;
+    assert_eq!(shared, None);
+    // Lowered, the way back not begun (its marks gone): the leader's next
+    // look sees the flag cross 3 and runs a pass.
+    let _: () = redis.cmd(&["HDEL", "{dq}:indexed", "split", "out"]).await;
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "2 held"]).await;
+    let d = q
+        .pop(&topics(&["t"]), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the job fired");
+    assert_eq!(d.id, "only");
+    assert!(d.popped_at_us >= due * 1000, "handed over early");
+    let late = d.popped_at_us / 1000 - due;
+    assert!(late <= 2_000, "handed over {late} ms late");
+    assert!(q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap()
+        .is_none());
+    q.close().await;
+}
