@@ -253,8 +253,40 @@ impl Store {
         Ok(out)
     }
 
-    /// Jobs of one partition in one round trip.
+    /// Jobs of one partition in one round trip (in layout 3 two). A job
+    /// read delayed whose topic schedule no longer lists it when looked up
+    /// in the second was moved in between (it fell due): read again, a
+    /// few times at most.
     async fn get_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<Job>> {
+        let mut tries = 0;
+        loop {
+            let (rows, scores) = self.get_in_once(part, ids).await?;
+            let moved = rows.iter().zip(&scores).any(|(f, s)| {
+                s.is_none()
+                    && f.contains_key(field::TOPIC)
+                    && !f.contains_key(field::STATE)
+                    && !f.contains_key(field::DUE)
+            });
+            if !moved || tries == 3 {
+                let mut jobs = Vec::with_capacity(ids.len());
+                for ((id, f), scheduled) in ids.iter().zip(rows).zip(scores) {
+                    if let Some(j) = decode_job(id, f, scheduled)? {
+                        jobs.push(j);
+                    }
+                }
+                return Ok(jobs);
+            }
+            tries += 1;
+        }
+    }
+
+    /// One read of [`get_in`](Self::get_in): each job's fields and due time.
+    #[allow(clippy::type_complexity)]
+    async fn get_in_once(
+        &self,
+        part: &Keys,
+        ids: &[&String],
+    ) -> Result<(Vec<HashMap<String, String>>, Vec<Option<f64>>)> {
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HGETALL")
@@ -289,13 +321,7 @@ impl Store {
         let fields: Vec<&HashMap<String, String>> = rows.iter().collect();
         self.topic_dues("get", part, ids, &fields, &mut scores)
             .await?;
-        let mut jobs = Vec::with_capacity(ids.len());
-        for ((id, f), scheduled) in ids.iter().zip(rows).zip(scores) {
-            if let Some(j) = decode_job(id, f, scheduled)? {
-                jobs.push(j);
-            }
-        }
-        Ok(jobs)
+        Ok((rows, scores))
     }
 
     /// Layout 3 keeps a delayed job's due time in its topic schedule only:
