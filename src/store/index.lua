@@ -14,7 +14,7 @@
 --          have written since the last); 0: only finish the one under way
 --          or the first
 --
--- Touches: {p}:indexed (fields phase, after, topic, rank, done, heads,
+-- Touches: {p}:indexed (fields phase, after, topic, rank, done, headed,
 -- split, out: see below), the
 -- topics' schedules, the heads; reads the schedule, job hashes, the count hash's names.
 -- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after, H.add,
@@ -33,11 +33,11 @@
 -- topic's listing reads its topic schedule. `split` is set once a pass in
 -- layout 3 took the delayed jobs out of the schedule; `out` once delayed
 -- jobs may be missing from it (the flag's raise to 3 sets it, before any
--- writer sees 3): below 3 either one begins the way back (phase b), which
+-- writer sees 3): below 3 either one begins the way back (phase back), which
 -- clears both.
 local IX = P .. INDEXED_KEY
 local budget = tonumber(ARGV[2])
-local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'heads', 'split', 'out')
+local st = redis.call('HMGET', IX, 'phase', 'after', 'topic', 'rank', 'done', 'headed', 'split', 'out')
 local phase, at, topic_at, rank, done = st[1], st[2] or '', st[3], tonumber(st[4]) or 0, st[5]
 local split = H.split()
 if not phase then
@@ -47,7 +47,7 @@ if not phase then
     redis.call('HSET', IX, 'out', '1')
   elseif not split and (st[7] == '1' or st[8] == '1') then
     -- Back below 3: every topic schedule's jobs into the schedule again.
-    phase, topic_at, at = 'b', '', ''
+    phase, topic_at, at = 'back', '', ''
   elseif done == '1' and ARGV[3] ~= '1' then
     if st[6] == '1' then return { DONE, 0, 1 } end
     -- Topic schedules a build before the heads wrote: their heads only.
@@ -72,7 +72,7 @@ local function named()
   return topics
 end
 
-if phase == 'b' then
+if phase == 'back' then
   -- Each topic's delayed jobs (its schedule's entries whose job is
   -- delayed in it) into the schedule at their time, resumed after the
   -- last (topic, due, id): entries that leave meanwhile shift no one past
@@ -83,7 +83,7 @@ if phase == 'b' then
       local key = topic_schedule_key(t)
       while true do
         if budget <= 0 then
-          redis.call('HSET', IX, 'phase', 'b', 'topic', t, 'after', at)
+          redis.call('HSET', IX, 'phase', 'back', 'topic', t, 'after', at)
           return { DONE, looked, 0 }
         end
         local pos = 0
@@ -191,12 +191,12 @@ for _, t in ipairs(topics) do
   end
 end
 redis.call('HDEL', IX, 'phase', 'after', 'topic', 'rank')
-redis.call('HSET', IX, 'done', '1', 'heads', '1')
+redis.call('HSET', IX, 'done', '1', 'headed', '1')
 if split then
   redis.call('HSET', IX, 'split', '1')
 elseif st[7] == '1' or st[8] == '1' then
   -- Below 3 again meanwhile: the way back next.
-  redis.call('HSET', IX, 'phase', 'b', 'topic', '', 'after', '')
+  redis.call('HSET', IX, 'phase', 'back', 'topic', '', 'after', '')
   return { DONE, looked, 0 }
 end
 return { DONE, looked, 1 }

@@ -6,7 +6,7 @@
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  "schedule", "dead-letters", "history" (a topic's kept records of
---          finished jobs), "ready-list" or "heads" (each topic's earliest
+--          finished jobs), "ready-list" or "next-dues" (each topic's earliest
 --          due time: ARGV[3..] are topics)
 -- ARGV[3]  topic ("" with schedule: every topic)
 -- With "schedule", "dead-letters" and "history":
@@ -134,7 +134,7 @@ local function delayed_at(id, topic, due)
   return s ~= false and tonumber(s) == tonumber(due)
 end
 
-if ARGV[2] == 'heads' then
+if ARGV[2] == 'next-dues' then
   -- Each topic's (ARGV[3..]) earliest due time, -1 if it has no delayed
   -- job, -2 if unknown here (not indexed yet, or its first 8 entries
   -- stale): O(log N) per topic.

@@ -107,7 +107,7 @@ end
 -- itself (a topic already walked misses none; arming more is harmless),
 -- and the next call resumes after (topic, due, id), also inside one
 -- millisecond. `cursor` is that tail (after the first "\n"), or nil.
-local function arm_topics(now_ms, half, limit, from, till, cursor)
+function H.arm_topics(now_ms, half, limit, from, till, cursor)
   local c_topic, c_due, c_id = '', nil, nil
   if cursor then
     local f, pos = {}, 1
@@ -186,8 +186,8 @@ local function arm_ahead(now_ms, horizon, limit)
   local topics_walk = after and string.sub(after, 1, 1) == '\n'
   if after and topics_walk ~= H.split() then upto, after = now_ms, nil end
   if H.split() then
-    if after then return arm_topics(now_ms, half, limit, nil, upto, string.sub(after, 2)) end
-    return arm_topics(now_ms, half, limit, upto, math.max(now_ms + horizon, upto), nil)
+    if after then return H.arm_topics(now_ms, half, limit, nil, upto, string.sub(after, 2)) end
+    return H.arm_topics(now_ms, half, limit, upto, math.max(now_ms + horizon, upto), nil)
   end
   local till = math.max(now_ms + horizon, upto)
   local got
