@@ -86,10 +86,11 @@ pub(super) async fn flush_stats(store: Arc<Store>, rec: Arc<Recorder>, stop: Shu
 /// older build runs (one read of the heartbeats, only on a leader).
 const INDEX_EVERY: Duration = Duration::from_secs(60);
 
-/// How often instead while a led partition is in layout 3 and no older
-/// build runs: an older build that starts then fires no delayed job
-/// (they are out of the shared schedule), so the flag is lowered and the
-/// jobs put back within about this long (one read of the heartbeats).
+/// How often, besides, while a led partition is in layout 3 and no older
+/// build runs, the leader looks whether an instance started (one ZRANGE
+/// of the instances' ids), and if so reads the heartbeats at once: an
+/// older build fires no delayed job (they are out of the shared schedule),
+/// so the flag is lowered and the jobs put back within about this long.
 const SPLIT_WATCH_EVERY: Duration = Duration::from_secs(3);
 
 /// Keeps every topic's schedule whole on the partitions this instance
@@ -148,17 +149,29 @@ pub(super) async fn index_topics(h: super::Handles) {
                 }
             }
         }
-        let every = if watch {
-            SPLIT_WATCH_EVERY
-        } else {
-            INDEX_EVERY
-        };
         tokio::select! {
-            _ = tokio::time::sleep(every) => {}
+            _ = next_look(&h.store, watch) => {}
             r = taken.changed() => if r.is_err() { return },
             _ = h.stop.wait() => return,
         }
     }
+}
+
+/// Waits until the next look: [`INDEX_EVERY`], or sooner when `watch`
+/// and the instances' ids change (an instance started).
+async fn next_look(store: &Store, watch: bool) {
+    let end = tokio::time::Instant::now() + INDEX_EVERY;
+    if !watch {
+        return tokio::time::sleep_until(end).await;
+    }
+    let known = store.instance_ids().await.ok();
+    while tokio::time::Instant::now() + SPLIT_WATCH_EVERY < end {
+        tokio::time::sleep(SPLIT_WATCH_EVERY).await;
+        if store.instance_ids().await.ok() != known {
+            return;
+        }
+    }
+    tokio::time::sleep_until(end).await;
 }
 
 /// The pause after a backfill call that took `took`: three times as
