@@ -1,7 +1,8 @@
 //! `delayq layout`: which storage layout each partition's writers write
-//! and which layout each running instance reads; `--hold 1` goes back to
-//! layout 1 (bodies whole) before an older build starts, `--release`
-//! lets the upkeep raise it again.
+//! and which layout each running instance reads; `--hold 2` or `--hold 1`
+//! goes back (delayed jobs into the shared schedule; with 1, bodies whole)
+//! before an older build starts, `--release` lets the upkeep raise it
+//! again.
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -33,8 +34,10 @@ pub struct LayoutArgs {
     #[arg(long, env = "DELAYQ_PREFIX", default_value = defaults::PREFIX)]
     prefix: String,
 
-    /// Hold every partition at this layout (1: bodies whole, what older
-    /// builds read; 2: long bodies in pieces); holding 1 rewrites every
+    /// Hold every partition at this layout (1: bodies whole, what the
+    /// oldest builds read; 2: long bodies in pieces; 3: besides, delayed
+    /// jobs in their topic schedules only); holding 2 or 1 puts every
+    /// delayed job back into the shared schedule, and 1 rewrites every
     /// pieced body whole. The upkeep leaves a held layout alone.
     #[arg(long, value_name = "N", conflicts_with = "release")]
     hold: Option<u8>,
@@ -49,8 +52,7 @@ pub async fn run(args: LayoutArgs) -> Result<()> {
     if let Some(n) = args.hold {
         if !(1..=delayq::queue::LAYOUT).contains(&n) {
             anyhow::bail!(
-                "--hold {n}: no such layout; this build knows 1 (bodies whole) and {} (long bodies in pieces); nothing was changed",
-                delayq::queue::LAYOUT
+                "--hold {n}: no such layout; this build knows 1 (bodies whole), 2 (long bodies in pieces) and 3 (delayed jobs in their topic schedules only); nothing was changed"
             );
         }
     }

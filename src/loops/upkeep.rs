@@ -86,6 +86,13 @@ pub(super) async fn flush_stats(store: Arc<Store>, rec: Arc<Recorder>, stop: Shu
 /// older build runs (one read of the heartbeats, only on a leader).
 const INDEX_EVERY: Duration = Duration::from_secs(60);
 
+/// How often, besides, while a led partition is in layout 3 and no older
+/// build runs, the leader looks whether an instance started (one ZRANGE
+/// of the instances' ids), and if so reads the heartbeats at once: an
+/// older build fires no delayed job (they are out of the shared schedule),
+/// so the flag is lowered and the jobs put back within about this long.
+const SPLIT_WATCH_EVERY: Duration = Duration::from_secs(3);
+
 /// Keeps every topic's schedule whole on the partitions this instance
 /// leads, until `stop`: runs `index.lua` a batch at a time until a pass
 /// has ended (at once on taking a term), and begins a new pass every
@@ -96,7 +103,11 @@ pub(super) async fn index_topics(h: super::Handles) {
     let mut taken = h.leader.taken();
     // Partitions whose pass ended here with no older build alive.
     let mut whole = vec![false; h.store.parts().len()];
+    // The layout each partition's last pass saw: a pass more when it
+    // crosses 3 (delayed jobs out of the shared schedule, or back).
+    let mut seen = vec![0u8; h.store.parts().len()];
     loop {
+        let mut watch = false;
         let held = h.leader.held();
         if !held.is_empty() {
             // One read of the heartbeats serves both.
@@ -104,7 +115,17 @@ pub(super) async fn index_topics(h: super::Handles) {
             if let Some(live) = &beats {
                 keep_layout(&h.store, &held, live).await;
             }
+            if let Ok(flags) = h.store.layout_flags().await {
+                for &part in &held {
+                    let now = flags.get(part).map_or(1, |f| f.layout);
+                    if (now >= 3) != (seen[part] >= 3) {
+                        whole[part] = false;
+                    }
+                    seen[part] = now;
+                }
+            }
             let older = older_build_alive(beats.as_deref());
+            watch = !older && held.iter().any(|&p| seen[p] >= 3);
             for part in held {
                 if whole[part] && !older {
                     continue;
@@ -129,11 +150,28 @@ pub(super) async fn index_topics(h: super::Handles) {
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(INDEX_EVERY) => {}
+            _ = next_look(&h.store, watch) => {}
             r = taken.changed() => if r.is_err() { return },
             _ = h.stop.wait() => return,
         }
     }
+}
+
+/// Waits until the next look: [`INDEX_EVERY`], or sooner when `watch`
+/// and the instances' ids change (an instance started).
+async fn next_look(store: &Store, watch: bool) {
+    let end = tokio::time::Instant::now() + INDEX_EVERY;
+    if !watch {
+        return tokio::time::sleep_until(end).await;
+    }
+    let known = store.instance_ids().await.ok();
+    while tokio::time::Instant::now() + SPLIT_WATCH_EVERY < end {
+        tokio::time::sleep(SPLIT_WATCH_EVERY).await;
+        if store.instance_ids().await.ok() != known {
+            return;
+        }
+    }
+    tokio::time::sleep_until(end).await;
 }
 
 /// The pause after a backfill call that took `took`: three times as
@@ -209,9 +247,11 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
             to = readable,
             "storage layout changed"
         );
-        // Lowered: what was written in pieces is rewritten whole, so that
-        // the instances that cannot read pieces (a pop of one fails) can.
-        if readable < flag.layout {
+        // Lowered below 3: the index pass that follows (the flag crossed
+        // 3) puts the delayed jobs back into the shared schedule. Below 2:
+        // what was written in pieces is rewritten whole, so that the
+        // instances that cannot read pieces (a pop of one fails) can.
+        if readable < 2 && flag.layout >= 2 {
             match store.relayout_all(part).await {
                 Ok(n) => tracing::warn!(
                     part,

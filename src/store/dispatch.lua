@@ -18,10 +18,12 @@
 --          wake its own waiters for, up to that many, and not announced
 -- ARGV[7+2m..] ids to check (optional; none = sweep the schedule)
 --
--- Touches: schedule, trigger keys, the watermark ({p}:armed), job hashes,
--- ready lists, dead sets, count hash. Publishes: ready (one notice per
+-- Touches: schedule, topic schedules and heads ({p}:s:<topic>,
+-- {p}:heads), trigger keys, the watermark ({p}:armed), job hashes, ready
+-- lists, dead sets, count hash. Publishes: ready (one notice per
 -- topic).
--- Helpers: unschedule, make_ready, fail_attempt, notify_ready, next_due,
+-- Helpers: unschedule, H.remove, H.head, make_ready, fail_attempt,
+-- notify_ready, next_due,
 -- arm_ahead.
 -- Groups: a grouped job due goes to its group's line (G.push: HINCRBY,
 -- ZADD, HMGET, and HSETNX, LPUSH, ZADD when its group enters the
@@ -57,7 +59,7 @@ local waiting = {}
 local m = tonumber(ARGV[6])
 for i = 7, 6 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local first_id = 7 + 2 * m
-local ids, scores = {}, {}
+local ids, scores, from_topic = {}, {}, {}
 local sweeping = #ARGV < first_id
 if not sweeping then
   for i = first_id, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -68,11 +70,98 @@ if not sweeping then
     local got = redis.call('ZMSCORE', SCHEDULE, unpack(ids, from, math.min(from + 499, #ids)))
     for j = 1, #got do scores[from + j - 1] = got[j] end
   end
+  -- Layout 3: a delayed job's time is in its topic schedule only. The
+  -- ids the schedule lacks: only a delayed job's is looked up, one
+  -- ZMSCORE per topic and 500 ids (a late event's job has mostly moved).
+  if H.split() then
+    local by_topic, order = {}, {}
+    for k, id in ipairs(ids) do
+      if not scores[k] then
+        local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+        if f[2] and not f[1] then
+          if not by_topic[f[2]] then by_topic[f[2]] = {}; order[#order + 1] = f[2] end
+          local l = by_topic[f[2]]
+          l[#l + 1] = k
+        end
+      end
+    end
+    for _, t in ipairs(order) do
+      local l = by_topic[t]
+      for from = 1, #l, 500 do
+        local part = {}
+        for j = from, math.min(from + 499, #l) do part[#part + 1] = ids[l[j]] end
+        local got = redis.call('ZMSCORE', topic_schedule_key(t), unpack(part))
+        for j = 1, #got do scores[l[from + j - 1]] = got[j] end
+      end
+    end
+  end
 else
   local due = redis.call('ZRANGEBYSCORE', SCHEDULE, '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0, limit)
+  local seen = {}
   for i = 1, #due, 2 do
     ids[#ids + 1] = due[i]
     scores[#ids] = due[i + 1]
+    seen[due[i]] = true
+  end
+  -- The delayed jobs due, through the heads: the topics whose earliest job
+  -- is due, then each one's due entries. While
+  -- the schedule holds delayed jobs too (layouts 1 and 2) it decides: an
+  -- entry found here moves at the schedule's time, once whichever set
+  -- listed it; one that disagrees (an older build, which keeps no topic
+  -- schedule, moved the job) is put right here, so that no stale head
+  -- stays due. The schedule's due entries count against `limit`: a call
+  -- looks at `limit` entries at most, whichever sets list them.
+  local room = limit - #due / 2
+  local found = {}
+  for _, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
+    if room <= 0 then break end
+    local got = redis.call('ZRANGE', topic_schedule_key(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
+    -- A head with nothing due behind it: read again.
+    if #got == 0 then H.head(t) end
+    for i = 1, #got, 2 do
+      found[#found + 1] = { got[i], t, got[i + 1] }
+      room = room - 1
+    end
+  end
+  -- An entry the shared schedule lacks is the job's time if the job is
+  -- delayed in this topic: layout 3 keeps delayed jobs there only, and
+  -- the way back from it puts them into the shared schedule a batch at a
+  -- time. (An older build writes the shared entry of every job it
+  -- delays: one it lacks that decides was moved by it.) In layout 3 the
+  -- entry is trusted without the HMGET: the move below checks the state.
+  local split = H.split()
+  for from = 1, #found, 500 do
+    local part = {}
+    for j = from, math.min(from + 499, #found) do part[#part + 1] = found[j][1] end
+    local got = redis.call('ZMSCORE', SCHEDULE, unpack(part))
+    for j = 1, #part do
+      local id, t, own = found[from + j - 1][1], found[from + j - 1][2], found[from + j - 1][3]
+      local s = got[j]
+      if not s then
+        if split then
+          s = own
+        else
+          local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+          if not f[1] and f[2] == t then s = own end
+        end
+      end
+      if s and tonumber(s) == tonumber(own) then
+        if not seen[id] then
+          seen[id] = true
+          ids[#ids + 1] = id
+          scores[#ids] = s
+          from_topic[id] = t
+        end
+      else
+        local f = s and redis.call('HMGET', job_key(id), STATE, TOPIC)
+        if f and not f[1] and f[2] == t then
+          redis.call('ZADD', topic_schedule_key(t), s, id)
+          H.head(t)
+        else
+          H.remove(t, id)
+        end
+      end
+    end
   end
 end
 
@@ -97,7 +186,7 @@ for k, id in ipairs(ids) do
         -- Called with the ids of expired triggers: there is no trigger
         -- key left to delete.
         redis.call('ZREM', SCHEDULE, id)
-        redis.call('ZREM', topic_schedule_key(topic), id)
+        H.remove(topic, id)
       end
       make_ready(id, topic, DELAYED, score, level_of(f[4]), f[5])
       if EVENTS > 0 then emit(EV_FIRED, id, topic, nil, score) end
@@ -110,9 +199,13 @@ for k, id in ipairs(ids) do
       emit_failed(id, topic, became)
     else
       -- No job behind the entry: nothing to hand over. (Its topic is
-      -- unknown; the topic's listing skips an entry whose job is gone.)
-      unschedule(id, topic)
+      -- unknown unless a topic schedule listed it; the topic's listing
+      -- skips an entry whose job is gone.)
+      unschedule(id, topic or from_topic[id])
     end
+    -- Listed by another topic's schedule than the job's own: stale there.
+    local via = from_topic[id]
+    if via and topic and via ~= topic then H.remove(via, id) end
     if became then
       if not per[topic] then
         per[topic] = { 0, 0, 0, {} }

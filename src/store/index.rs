@@ -28,6 +28,22 @@ fn decode((status, mut f): (Status, Fields)) -> Result<(u64, bool)> {
 }
 
 impl Store {
+    /// Runs `index.lua` on partition `part` until no pass is under way,
+    /// paced like the upkeep's calls (about a quarter of Redis's time).
+    pub(crate) async fn index_all(&self, part: usize) -> Result<()> {
+        loop {
+            let call = std::time::Instant::now();
+            if self.index_topics(part, false).await?.1 {
+                return Ok(());
+            }
+            let pause = (call.elapsed() * 3).clamp(
+                std::time::Duration::from_millis(1),
+                std::time::Duration::from_millis(500),
+            );
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     /// One batch of partition `part`'s backfill; `again`: begin a new pass
     /// if none is under way. Returns the entries looked at and whether no
     /// pass is under way after it.

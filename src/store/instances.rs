@@ -84,6 +84,21 @@ impl Store {
     /// heartbeat expired before `now_ms` (each dead instance's one id,
     /// once), then reads at most [`MAX_INSTANCES`]: the cost is that of the
     /// live instances, never a SCAN.
+    /// The ids in the instances' index (lapsed ones too, until a read of
+    /// the heartbeats prunes them), sorted: one command, for a cheap look
+    /// whether an instance started.
+    pub(crate) async fn instance_ids(&self) -> Result<Vec<String>> {
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(Keys::instances(self.prefix()))
+            .arg(0)
+            .arg(MAX_INSTANCES - 1);
+        let mut ids: Vec<String> = self
+            .call("instances", cmd.query_async(&mut self.conn()))
+            .await?;
+        ids.sort();
+        Ok(ids)
+    }
+
     pub(crate) async fn instances(&self, now_ms: i64) -> Result<Vec<String>> {
         let index = Keys::instances(self.prefix());
         let mut pipe = redis::pipe();

@@ -15,16 +15,14 @@
 //! |--------------------------|--------|-----------------------------------------------|
 //! | `{p}:j:<id>`             | hash   | the job; fields in [`field`]                  |
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
-//! | `{p}:schedule`           | zset   | id -> due time (ms): delayed and leased jobs  |
-//! | `{p}:armed`              | string | "<ms>" or "<ms>:<id>": every delayed job up to |
-//! |                          |        | it (due time, then id) has its trigger key;   |
-//! |                          |        | absent: every delayed job has one             |
+//! | `{p}:schedule`           | zset   | id -> lease end (ms); below layout 3 also id  |
+//! |                          |        | -> due time of each delayed job               |
+//! | `{p}:armed`              | string | the trigger keys' watermark (lib/schedule.lua) |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
 //! |                          |        | (priority 0, the default)                     |
 //! | `{p}:readyp:<n>:<topic>` | list   | the same for priority n (1 to 9): the number  |
 //! |                          |        | before the topic, so no topic names another's |
-//! | `{p}:levels:<topic>`     | zset   | priority n -> n of each readyp list that may  |
-//! |                          |        | hold jobs (absent while none does)            |
+//! | `{p}:levels:<topic>`     | zset   | priority n -> n of each non-empty readyp list |
 //! | `{p}:dead:<topic>`       | zset   | dead job ids -> time of death (ms)            |
 //! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
 //! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
@@ -87,8 +85,12 @@
 //! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
 //! |                          |        | (ms), beside the schedule; a topic's listing  |
 //! |                          |        | and next due time read it                     |
+//! | `{p}:heads`              | zset   | topic -> the due time (ms) of its topic       |
+//! |                          |        | schedule's head; the sweep's way to every     |
+//! |                          |        | topic's due jobs in O(log T)                  |
 //! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
-//! |                          |        | the pass under way is), `done` (a pass ended) |
+//! |                          |        | the pass under way is), `done` (a pass ended),|
+//! |                          |        | `heads` (the heads built from the schedules)  |
 //! | `{p}:layout`             | string | the layout writers write: absent = 1 (bodies  |
 //! |                          |        | whole), "2" (long bodies in pieces, see       |
 //! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
@@ -150,11 +152,12 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
+    /// Each topic's earliest delayed due time (see `H.add`, lib/schedule.lua).
+    pub const HEADS: &str = "heads";
     /// The layout writers write (see [`super::LAYOUT_READ`]).
     pub const LAYOUT: &str = "layout";
-    /// Groups: a group's line of ready jobs (`gready:<topic>\n<group>`,
-    /// a zset: a topic holds no control character, so the newline keeps
-    /// every topic and group pair apart).
+    /// A group's line of ready jobs (a zset, `gready:<topic>\n<group>`: no
+    /// topic holds a control character, so the pairs stay apart).
     pub const GROUP_READY: &str = "gready:";
     /// A group's hash (`grp:<topic>\n<group>`): settings, slots in use.
     pub const GROUP: &str = "grp:";
@@ -162,8 +165,7 @@ pub mod kind {
     pub const GROUP_TURNS: &str = "gturns:";
     /// A topic's index of its groups (a zset, group -> 0).
     pub const GROUPS: &str = "groups:";
-    /// A topic's groups waiting for a token of their rate limit (a zset,
-    /// group -> when).
+    /// A topic's groups waiting for a rate-limit token (zset, group -> when).
     pub const GROUP_WAIT: &str = "gwait:";
 }
 
@@ -416,6 +418,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("EV_PROGRESS", event::PROGRESS),
     ("TOPIC_SCHEDULE_KEY", kind::TOPIC_SCHEDULE),
     ("INDEXED_KEY", kind::INDEXED),
+    ("HEADS_KEY", kind::HEADS),
     ("GROUP", field::GROUP),
 ];
 

@@ -8,7 +8,8 @@
 --          layout 1 not held: no key)
 -- ARGV[3]  the flag to write, in the same form ("": delete the key)
 --
--- Touches: the layout flag. Cost: one GET, at most one SET or DEL.
+-- Touches: the layout flag; {p}:indexed's `out` when raising to 3 (see
+-- index.lua). Cost: one GET, at most one SET or DEL and one HSET.
 -- Helpers: none (BODIES.key names the flag).
 --
 -- Returns { DONE, 1 } when written, { DONE, 0 } when the flag had changed
@@ -25,5 +26,10 @@ local held = string.sub(v, -5) == ' held'
 local now = ''
 if held then now = layout .. ' held' elseif layout ~= 1 then now = tostring(layout) end
 if now ~= ARGV[2] then return { DONE, 0 } end
+-- Raised to 3: delayed jobs may leave the schedule from the next call on,
+-- so the way back is owed from now (index.lua's `out`).
+if (tonumber(string.match(ARGV[3], '^%d+') or '') or 1) >= 3 then
+  redis.call('HSET', P .. INDEXED_KEY, 'out', '1')
+end
 if ARGV[3] == '' then redis.call('DEL', key) else redis.call('SET', key, ARGV[3]) end
 return { DONE, 1 }

@@ -7,9 +7,9 @@
 -- ARGV[2]  the caller's instance id
 -- ARGV[3]  term length in ms; 0: give the term up
 --
--- Touches: the term key {p}:dispatcher. Publishes: wake, "0" (a term
+-- Touches: the term key {p}:dispatcher; reads the schedule and the heads. Publishes: wake, "0" (a term
 -- given up: the standbys, asleep until its end, ask at once).
--- Helpers: now_us, TERM_FLOOR_MS.
+-- Helpers: now_us, H.earliest, TERM_FLOOR_MS.
 --
 -- Returns { DONE, held, ms [, head] }: held 1 if the caller holds the term
 -- for ms from now (ARGV[3], or less: a term longer than TERM_FLOOR_MS ends
@@ -37,9 +37,9 @@ if ms <= 0 then
 end
 local until_due
 if ms > TERM_FLOOR_MS then
-  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-  if head[2] then
-    until_due = tonumber(head[2]) - math.floor(now_us() / 1000)
+  local head = H.earliest()
+  if head then
+    until_due = head - math.floor(now_us() / 1000)
     ms = math.max(TERM_FLOOR_MS, math.min(ms, until_due))
   end
 end

@@ -6,7 +6,7 @@
 -- KEYS[1]  schedule zset   {p}:schedule
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  "schedule", "dead-letters", "history" (a topic's kept records of
---          finished jobs), "ready-list" or "heads" (each topic's earliest
+--          finished jobs), "ready-list" or "next-dues" (each topic's earliest
 --          due time: ARGV[3..] are topics)
 -- ARGV[3]  topic ("" with schedule: every topic)
 -- With "schedule", "dead-letters" and "history":
@@ -26,7 +26,8 @@
 --
 -- Touches: reads the schedule, a topic's schedule, a dead set or a
 -- finished index and job hashes, or a ready list and the topic's levels
--- index. Publishes: nothing.
+-- index; in layout 3 every topic's delayed jobs through the heads and the
+-- topic schedules. Publishes: nothing.
 -- Helpers: job_key, dead_key, level_key, levels_key, G.line_key, G.index_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
@@ -119,8 +120,9 @@ if ARGV[2] == 'ready-list' then
 end
 
 -- A topic's own schedule holds exactly its delayed jobs once the backfill
--- (index.lua) has ended a pass; before, the schedule is walked.
-local indexed = redis.call('HGET', P .. INDEXED_KEY, 'done') == '1'
+-- (index.lua) has ended a pass; before, the schedule is walked, unless the
+-- layout is 3 (it holds no delayed job this layout wrote).
+local indexed = redis.call('HGET', P .. INDEXED_KEY, 'done') == '1' or H.split()
 
 -- Whether `id` is a delayed job of `topic` due at `due`: an entry an older
 -- build left in the topic's schedule may not be (its job gone, handed
@@ -128,11 +130,11 @@ local indexed = redis.call('HGET', P .. INDEXED_KEY, 'done') == '1'
 local function delayed_at(id, topic, due)
   local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
   if f[2] ~= topic or f[1] then return false end
-  local s = redis.call('ZSCORE', SCHEDULE, id)
+  local s = H.due(id, topic)
   return s ~= false and tonumber(s) == tonumber(due)
 end
 
-if ARGV[2] == 'heads' then
+if ARGV[2] == 'next-dues' then
   -- Each topic's (ARGV[3..]) earliest due time, -1 if it has no delayed
   -- job, -2 if unknown here (not indexed yet, or its first 8 entries
   -- stale): O(log N) per topic.
@@ -175,6 +177,58 @@ local function bytes_before(a, b)
     if x ~= y then return x < y end
   end
   return #a < #b
+end
+
+-- Every topic's delayed jobs in layout 3: they are in the topic schedules
+-- only (an earlier layout wrote them to both). A merge led by the heads: the topics in head order,
+-- each one's entries after the cursor, until a head comes after the
+-- page's last; each entry is checked against the job. O(log N) a topic
+-- whose head is before the page's end.
+if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
+  local after = function(s, id)
+    if after_score == '-inf' then return true end
+    local c = tonumber(after_score)
+    return s > c or (s == c and bytes_before(after_id, id))
+  end
+  local cands, seen_ids = {}, {}
+  local function page_end()
+    if #cands < limit then return nil end
+    return cands[limit][1]
+  end
+  local function consider(id, s, t)
+    if seen_ids[id] or not after(s, id) then return end
+    if delayed_at(id, t, s) then
+      seen_ids[id] = true
+      cands[#cands + 1] = { s, id }
+    end
+  end
+  local function from(k, t)
+    local pos = 0
+    if after_score ~= '-inf' then pos = rank_after(tonumber(after_score), after_id, k) end
+    local got = redis.call('ZRANGE', k, pos, pos + limit - 1, 'WITHSCORES')
+    for i = 1, #got, 2 do
+      local id, s = got[i], tonumber(got[i + 1])
+      consider(id, s, t)
+    end
+    table.sort(cands, function(a, b)
+      if a[1] ~= b[1] then return a[1] < b[1] end
+      return bytes_before(a[2], b[2])
+    end)
+    for i = #cands, limit + 1, -1 do seen_ids[cands[i][2]] = nil; cands[i] = nil end
+  end
+  local heads = redis.call('ZRANGE', P .. HEADS_KEY, 0, -1, 'WITHSCORES')
+  for i = 1, #heads, 2 do
+    local e = page_end()
+    if e and tonumber(heads[i + 1]) > e then break end
+    from(topic_schedule_key(heads[i]), heads[i])
+  end
+  local reply = { DONE, #cands < limit and 1 or 0, after_score, after_id }
+  if #cands > 0 then reply[3], reply[4] = cands[#cands][1], cands[#cands][2] end
+  for _, c in ipairs(cands) do
+    reply[#reply + 1] = c[2]
+    reply[#reply + 1] = c[1]
+  end
+  return reply
 end
 
 -- The rank of the first entry after the cursor, found without reading the

@@ -248,7 +248,7 @@ impl Store {
     /// Each of `topics`' earliest due time over every partition, from the
     /// heads of their topic schedules: O(log N) per topic and partition,
     /// 500 topics a call. A topic left out has none delayed, or is not
-    /// known yet (see list.lua's "heads").
+    /// known yet (see list.lua's "next-dues").
     pub(crate) async fn topic_heads(
         &self,
         topics: &[String],
@@ -258,7 +258,7 @@ impl Store {
         for chunk in topics.chunks(500) {
             for part in 0..self.parts().len() {
                 let mut cmd = self.script(&SCRIPT, part);
-                cmd.arg("heads");
+                cmd.arg("next-dues");
                 for t in chunk {
                     cmd.arg(t);
                 }

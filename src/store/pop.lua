@@ -16,7 +16,8 @@
 -- Touches: the topics' ready lists (every priority level) and their levels
 -- index, rate limits, the paused set, job hashes, schedule (lease ends),
 -- count hash, the latest pops list (one entry; trimmed to POPS_KEPT
--- whenever it holds 64 more);
+-- whenever it holds 64 more), the heads (read: a lease end is the
+-- earliest only before every delayed job);
 -- groups: their lines, hashes, the topics' rotations and waiting sets.
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
@@ -222,8 +223,12 @@ if got > 0 then
   end
   -- A lease end may be the schedule's earliest now: the dispatcher, idle
   -- until a later due time, hears of it (one look per call, not per job).
+  -- The heads hold the delayed jobs' earliest (all of them in layout 3).
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-  if head[1] and leased[head[1]] then new_head(head[2]) end
+  if head[1] and leased[head[1]] then
+    local first = redis.call('ZRANGE', P .. HEADS_KEY, 0, 0, 'WITHSCORES')
+    if not first[2] or tonumber(head[2]) <= tonumber(first[2]) then new_head(head[2]) end
+  end
 end
 local again = 0
 if stale >= STALE_SKIP_MAX then again = 1 end

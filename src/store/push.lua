@@ -122,10 +122,11 @@ for j = 1, n do
 end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.
-local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-local at = head[1] and scheduled[head[1]]
-if at then
-  new_head(head[2])
-  reply[at] = 1
+local dues = {}
+for id, slot in pairs(scheduled) do dues[id] = reply[slot - 1] end
+local head = H.head_among(dues)
+if head then
+  new_head(dues[head])
+  reply[scheduled[head]] = 1
 end
 return reply

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use super::body::{split_body, RawHash};
 use super::layout::{field, state};
 use super::{Keys, Store};
 use crate::error::{Error, Result};
@@ -15,6 +14,7 @@ use crate::retry::RetryPolicy;
 /// the store read.
 pub use crate::figures::TopicCounts;
 
+mod get;
 mod memory;
 
 pub(crate) use memory::evicting;
@@ -25,7 +25,8 @@ pub use memory::Memory;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overview {
     pub topics: BTreeMap<String, TopicCounts>,
-    /// The earliest due time (or lease end) in the schedule, Unix ms.
+    /// The earliest due time (or lease end) in the schedule and the heads,
+    /// Unix ms.
     pub next_due_ms: Option<i64>,
     /// Partitions whose master did not answer: their jobs are not in the
     /// counts (the rest of the queue is).
@@ -220,7 +221,7 @@ impl Store {
         let flat: Vec<redis::Value> = self
             .call("list", pipe.query_async(&mut self.conn()))
             .await?;
-        let mut out = Vec::with_capacity(ids.len());
+        let mut rows = Vec::with_capacity(ids.len());
         for (id, three) in ids.iter().zip(flat.chunks(3)) {
             let fields: Vec<Option<String>> = redis::from_redis_value(three[0].clone())
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
@@ -237,47 +238,19 @@ impl Store {
             let pieced = f
                 .remove(field::BODY_SIZE)
                 .and_then(|z| z.parse::<u64>().ok());
+            rows.push((*id, f, score, len, pieced));
+        }
+        let mut scores: Vec<Option<f64>> = rows.iter().map(|r| r.2).collect();
+        let fields: Vec<&HashMap<String, String>> = rows.iter().map(|r| &r.1).collect();
+        self.topic_dues("list", part, ids, &fields, &mut scores)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for ((id, f, _, len, pieced), score) in rows.into_iter().zip(scores) {
             if let Some(j) = decode_job(id, f, score)? {
                 out.push((j, pieced.unwrap_or(len), pieced.is_some()));
             }
         }
         Ok(out)
-    }
-
-    /// Jobs of one partition in one round trip.
-    async fn get_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<Job>> {
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.cmd("HGETALL")
-                .arg(part.job(id))
-                .cmd("ZSCORE")
-                .arg(part.schedule())
-                .arg(*id);
-        }
-        let replies: Vec<(RawHash, Option<f64>)> = {
-            let flat: Vec<redis::Value> =
-                self.call("get", pipe.query_async(&mut self.conn())).await?;
-            flat.chunks(2)
-                .map(|pair| {
-                    let hash = redis::from_redis_value(pair[0].clone())
-                        .map_err(|e| Error::protocol("get", e.to_string()))?;
-                    let score = redis::from_redis_value(pair[1].clone())
-                        .map_err(|e| Error::protocol("get", e.to_string()))?;
-                    Ok((hash, score))
-                })
-                .collect::<Result<_>>()?
-        };
-        let mut jobs = Vec::with_capacity(ids.len());
-        for (id, (raw, scheduled)) in ids.iter().zip(replies) {
-            let (mut f, body) = split_body(raw)?;
-            if let Some(body) = body {
-                f.insert(field::BODY.to_owned(), body);
-            }
-            if let Some(j) = decode_job(id, f, scheduled)? {
-                jobs.push(j);
-            }
-        }
-        Ok(jobs)
     }
 
     /// Counts per topic and state, and the earliest due time, over every
@@ -296,11 +269,21 @@ impl Store {
                 .arg(part.schedule())
                 .arg(0)
                 .arg(0)
+                .arg("WITHSCORES")
+                // Layout 3 keeps delayed jobs out of the schedule: their
+                // earliest is the heads' first.
+                .cmd("ZRANGE")
+                .arg(part.heads())
+                .arg(0)
+                .arg(0)
                 .arg("WITHSCORES");
-            let r: (HashMap<String, i64>, Vec<(String, f64)>) = self
+            type Head = Vec<(String, f64)>;
+            let (c, mut head, heads): (HashMap<String, i64>, Head, Head) = self
                 .call("topics", pipe.query_async(&mut self.conn()))
                 .await?;
-            Ok::<_, Error>(r)
+            head.extend(heads);
+            head.sort_by(|a, b| a.1.total_cmp(&b.1));
+            Ok::<_, Error>((c, head))
         });
         let mut counts: HashMap<String, i64> = HashMap::new();
         let mut next_due_ms: Option<i64> = None;

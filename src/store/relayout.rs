@@ -111,6 +111,19 @@ impl Store {
         Ok(())
     }
 
+    /// Marks partition `part`'s delayed jobs as possibly out of the shared
+    /// schedule (`{p}:indexed` field `out`, see index.lua): the next
+    /// backfill call below layout 3 puts them back. Written before a flag
+    /// of 3, so that no job leaves the schedule unmarked.
+    pub(crate) async fn mark_split(&self, part: usize) -> Result<()> {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(self.parts()[part].indexed()).arg("out").arg("1");
+        let _: redis::Value = self
+            .call("layout", cmd.query_async(&mut self.conn()))
+            .await?;
+        Ok(())
+    }
+
     /// Sets partition `part`'s layout flag to `to` only if it is still
     /// `from` (what the caller read): false, nothing written, if an
     /// operator's hold (or another leader) changed it in between.

@@ -95,7 +95,7 @@ for j = 1, n do
     else
       local keep = keeps[topic] or default_keep
       local due
-      if keep > 0 and state == DELAYED then due = redis.call('ZSCORE', SCHEDULE, id) end
+      if keep > 0 and state == DELAYED then due = H.due(id, topic) end
       if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id

@@ -50,7 +50,7 @@ for _, j in ipairs(live) do
     else
       local old
       if j.state == DELAYED then
-        old = tonumber(redis.call('ZSCORE', SCHEDULE, j.id))
+        old = tonumber(H.due(j.id, j.topic))
       else
         old = tonumber(redis.call('HGET', job_key(j.id), DUE))
       end
@@ -65,16 +65,16 @@ for _, j in ipairs(live) do
   end
 end
 if ARGV[7] == '1' then return { DONE, last, #moves, 0 } end
-local moved = {}
 for _, m in ipairs(moves) do
   delay_job(m.j.id, m.j.state, m.j.topic, m.due)
-  moved[m.j.id] = true
 end
 -- One look at the head for the page, as push.lua does.
 local head_moved = 0
-local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-if head[1] and moved[head[1]] then
-  new_head(head[2])
+local dues = {}
+for _, m in ipairs(moves) do dues[m.j.id] = m.due end
+local head = H.head_among(dues)
+if head then
+  new_head(dues[head])
   head_moved = 1
 end
 local reply = { DONE, last, #moves, head_moved }

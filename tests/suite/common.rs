@@ -675,3 +675,18 @@ pub fn replicas_caught_up(master: &RedisServer) {
         })
     });
 }
+
+/// Job `id`'s due time (queue prefix `dq`, one partition) wherever its
+/// layout keeps it: the shared schedule (layouts 1 and 2, and a lease's
+/// end), else its topic's schedule (layout 3 keeps a delayed job there
+/// only). None when neither has it.
+pub async fn scheduled_due(redis: &RedisServer, id: &str) -> Option<i64> {
+    let shared: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", id]).await;
+    if shared.is_some() {
+        return shared;
+    }
+    let topic: Option<String> = redis.cmd(&["HGET", &format!("{{dq}}:j:{id}"), "q"]).await;
+    redis
+        .cmd(&["ZSCORE", &format!("{{dq}}:s:{}", topic?), id])
+        .await
+}

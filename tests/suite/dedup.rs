@@ -267,6 +267,7 @@ async fn a_stale_simple_record_does_not_dedup() {
     );
     let _: i64 = redis.cmd(&["DEL", &job, &trigger]).await;
     let _: i64 = redis.cmd(&["ZREM", "{dq}:schedule", &first.id]).await;
+    let _: i64 = redis.cmd(&["ZREM", "{dq}:s:t", &first.id]).await;
     let p = q
         .push(&dedup_job(
             "",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use delayq::{Config, JobState, Queue};
 use futures::stream::{self, StreamExt};
 
-use crate::common::{config, eventually, job, topics, DelayqProcess, RedisServer};
+use crate::common::{config, eventually, job, scheduled_due, topics, DelayqProcess, RedisServer};
 
 const HORIZON: Duration = Duration::from_secs(4);
 
@@ -146,7 +146,7 @@ async fn a_retry_delay_beyond_the_horizon_is_armed_later() {
     q.nack("n", &first.token, Some(Duration::from_secs(9)), "later")
         .await
         .unwrap();
-    let due: i64 = redis.cmd(&["ZSCORE", "{dq}:schedule", "n"]).await;
+    let due = scheduled_due(&redis, "n").await.expect("n scheduled");
     assert_eq!(trigger_at(&redis, "n").await, None, "armed at the nack");
     let armed = eventually(Duration::from_secs(20), "the trigger key", || async {
         trigger_at(&redis, "n").await
@@ -597,4 +597,100 @@ async fn each_fires_once_on_time(q: &Queue, due: &std::collections::HashMap<Stri
         extra.is_none(),
         "a job fired twice or a deleted one fired: {extra:?}"
     );
+}
+
+/// Layout 3: delayed jobs are in their topic schedules only, so the sweep's
+/// arming walks the heads and each topic schedule. Jobs beyond the horizon
+/// at push, in three topics (one with ':' in its name), many sharing one
+/// due millisecond (more than a batch: the walk stops inside it), all get
+/// their trigger keys ahead of their due time and fire once, on time,
+/// through the expired events and the sweep; a job farther ahead gets its
+/// key once the horizon reaches it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_layout_3_the_arming_walks_the_topic_schedules() {
+    let redis = RedisServer::start_with(&["--notify-keyspace-events", "Ex"]);
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = Queue::connect(Config {
+        trigger_horizon: HORIZON,
+        dispatch_batch: 10,
+        ..config(&redis)
+    })
+    .unwrap();
+    watermark(&redis).await;
+    let due = redis.time_ms().await + 9_000;
+    let names = ["t", "a:b", "u"];
+    let mut jobs: Vec<delayq::NewJob> = Vec::new();
+    for (k, topic) in names.iter().enumerate() {
+        for i in 0..12 {
+            jobs.push(delayq::NewJob {
+                // Most at one millisecond, some a little later.
+                due_at_ms: Some(due + if i < 9 { 0 } else { i as i64 }),
+                ..job(&format!("j{k}-{i:02}"), topic, 0, 60_000)
+            });
+        }
+    }
+    let far_due = due + 8_000;
+    jobs.push(delayq::NewJob {
+        due_at_ms: Some(far_due),
+        ..job("far", "u", 0, 60_000)
+    });
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    for j in &jobs {
+        let shared: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", &j.id]).await;
+        assert_eq!(shared, None, "{} in the shared schedule", j.id);
+        assert_eq!(
+            trigger_at(&redis, &j.id).await,
+            None,
+            "{} armed at push",
+            j.id
+        );
+    }
+    let near = &jobs[..jobs.len() - 1];
+    let armed = || async {
+        let mut n = 0;
+        for j in near {
+            n += usize::from(trigger_at(&redis, &j.id).await == j.due_at_ms);
+        }
+        n
+    };
+    eventually(Duration::from_secs(20), "every near key armed", || async {
+        (armed().await == near.len()).then_some(())
+    })
+    .await;
+    let now = redis.time_ms().await;
+    assert!(now < due, "armed only {} ms after the due time", now - due);
+    assert_eq!(
+        trigger_at(&redis, "far").await,
+        None,
+        "armed beyond the horizon"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for _ in near {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let got = q
+            .pop(&names, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("every near job fires");
+        let want = near.iter().find(|j| j.id == got.id).unwrap();
+        assert_eq!(Some(got.due_ms), want.due_at_ms);
+        assert!(got.popped_at_us >= got.due_ms * 1000, "{} early", got.id);
+        assert!(
+            got.popped_at_us / 1000 - got.due_ms <= 1_000,
+            "{} handed out {} ms late",
+            got.id,
+            got.popped_at_us / 1000 - got.due_ms
+        );
+        assert!(seen.insert(got.id.clone()), "{} twice", got.id);
+    }
+    let armed = eventually(Duration::from_secs(20), "the far key", || async {
+        trigger_at(&redis, "far").await
+    })
+    .await;
+    assert_eq!(armed, far_due);
+    assert!(redis.time_ms().await <= far_due - 1_000, "far armed late");
+    fires_on_time(&q, "u", "far", far_due, 1_000).await;
+    q.close().await;
 }

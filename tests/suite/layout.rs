@@ -163,7 +163,7 @@ async fn bodies_of_every_length_round_trip_in_pieces_and_keep_the_hash_compact()
     })
     .unwrap();
     // No instance reads less: the leader raises the layout.
-    wait_flag(&mut c, "2").await;
+    wait_flag(&mut c, "3").await;
     for len in LENGTHS {
         let id = format!("d-{len}");
         q.push(&delayed(&id, "d", body(len))).await.unwrap();
@@ -257,7 +257,7 @@ async fn a_listing_past_its_page_bytes_gives_a_pieced_bodys_length() {
     let redis = RedisServer::start();
     let mut c = redis.conn().await;
     let q = queue(&redis);
-    wait_flag(&mut c, "2").await;
+    wait_flag(&mut c, "3").await;
     // 64 bodies of 64 KiB take the page's 4 MiB of bodies: the next one,
     // due after them, is listed without its body but with its length.
     let filler = "f".repeat(delayq::job::LIST_BODY_BYTES);
@@ -293,7 +293,7 @@ async fn layout_2_waits_for_every_instance_and_doctor_names_an_older_one() {
     // The older build gone, the next leader's pass raises it.
     forget_heartbeat(&mut c, "old-1").await;
     let q = queue_after_upkeep(&redis, config(&redis)).await;
-    assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
+    assert_eq!(flag(&mut c).await.as_deref(), Some("3"));
     q.push(&delayed("pieces", "t", body(1000))).await.unwrap();
     assert_eq!(shape(&mut c, "pieces").await, ("listpack".into(), 2 + 17));
     q.close().await;
@@ -307,7 +307,7 @@ async fn layout_2_waits_for_every_instance_and_doctor_names_an_older_one() {
     assert!(!passed);
     assert_eq!(verdict, "fail", "{found}");
     assert!(
-        found.contains("old-2") && found.contains("layout 2"),
+        found.contains("old-2") && found.contains("layout 3"),
         "{found}"
     );
     assert!(fix.contains("delayq layout --hold 1"), "{fix}");
@@ -341,7 +341,7 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     let redis = RedisServer::start();
     let mut c = redis.conn().await;
     let q = queue(&redis);
-    wait_flag(&mut c, "2").await;
+    wait_flag(&mut c, "3").await;
     // Pieced jobs delayed, ready, reserved and dead; a whole one besides.
     for (id, len) in [
         ("delayed", 1000),
@@ -373,13 +373,24 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     let (encoding, _) = shape(&mut c, "delayed").await;
     assert_eq!(encoding, "listpack");
 
-    let (ok, _, err) = layout_cli(&redis, &["--hold", "3"]);
+    let (ok, _, err) = layout_cli(&redis, &["--hold", "4"]);
     assert!(!ok);
     assert!(
-        err.contains("--hold 3") && err.contains("nothing was changed"),
+        err.contains("--hold 4") && err.contains("nothing was changed"),
         "{err}"
     );
-    assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
+    assert_eq!(flag(&mut c).await.as_deref(), Some("3"));
+    // Layout 3 keeps the delayed job in its topic schedule only; holding 2
+    // puts it back into the shared schedule before it returns.
+    let due: Option<i64> = q_cmd(&mut c, &["ZSCORE", "{dq}:s:delayed", "delayed"]).await;
+    assert!(due.is_some());
+    let shared: Option<i64> = q_cmd(&mut c, &["ZSCORE", "{dq}:schedule", "delayed"]).await;
+    assert_eq!(shared, None, "layout 3 left it in the shared schedule");
+    let (ok, out, err) = layout_cli(&redis, &["--hold", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("partition 0: layout 2 (held)"), "{out}");
+    let shared: Option<i64> = q_cmd(&mut c, &["ZSCORE", "{dq}:schedule", "delayed"]).await;
+    assert_eq!(shared, due, "holding 2 put it back");
 
     let (ok, out, err) = layout_cli(&redis, &["--hold", "1"]);
     assert!(ok, "{err}");
@@ -419,7 +430,7 @@ async fn holding_layout_1_rewrites_every_pieced_body_whole_and_the_upkeep_leaves
     assert!(ok, "{err}");
     assert_eq!(flag(&mut c).await, None);
     let q = queue_after_upkeep(&redis, config(&redis)).await;
-    assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
+    assert_eq!(flag(&mut c).await.as_deref(), Some("3"));
     q.close().await;
 }
 
@@ -487,7 +498,7 @@ async fn an_older_build_beside_this_one_and_after_a_hold_reads_every_body() {
 
     // The older build gone, this one's leader raises the layout.
     old.terminate();
-    wait_flag(&mut c, "2").await;
+    wait_flag(&mut c, "3").await;
     let pieced = bodies("pieced", 10);
     for (id, b) in &pieced {
         http_push(&new.base, id, "pieced", b, 0).await;
@@ -496,15 +507,28 @@ async fn an_older_build_beside_this_one_and_after_a_hold_reads_every_body() {
     assert_eq!(encoding, "listpack");
     let size: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:j:pieced-9", "z"]).await;
     assert!(size.is_some(), "written in pieces");
+    // Delayed in layout 3: in their topic schedule only.
+    let later = bodies("later", 10);
+    for (id, b) in &later {
+        http_push(&new.base, id, "later", b, 20_000).await;
+        let shared: Option<i64> = q_cmd(&mut c, &["ZSCORE", "{dq}:schedule", id]).await;
+        assert_eq!(shared, None, "{id} in the shared schedule");
+    }
 
-    // Going back: the hold, then the older build again.
+    // Going back: the hold, then the older build again, which fires the
+    // delayed jobs from the shared schedule.
     let (ok, out, err) = layout_cli(&redis, &["--hold", "1"]);
     assert!(ok, "{err}");
-    assert!(out.contains("10 pieced bodies rewritten whole"), "{out}");
+    assert!(out.contains("20 pieced bodies rewritten whole"), "{out}");
+    for id in later.keys() {
+        let shared: Option<i64> = q_cmd(&mut c, &["ZSCORE", "{dq}:schedule", id]).await;
+        assert!(shared.is_some(), "{id} not put back");
+    }
     new.terminate();
     let old = start_old(&redis, &[]);
     assert_eq!(http_pop(&old.base, "pieced", 10).await, pieced);
     assert_eq!(http_pop(&old.base, "waiting", 10).await, waiting);
+    assert_eq!(http_pop(&old.base, "later", 10).await, later);
     old.terminate();
 }
 
@@ -516,8 +540,8 @@ async fn on_a_cluster_every_partition_is_raised_and_held() {
         let l = q.layouts().await.ok()?;
         (l.len() == 6 && l.iter().all(|p| (p.layout, p.held) == (layout, held))).then_some(())
     };
-    eventually(LIMIT, "every partition at layout 2", || {
-        all_at(q.clone(), 2, false)
+    eventually(LIMIT, "every partition at layout 3", || {
+        all_at(q.clone(), 3, false)
     })
     .await;
     let jobs: BTreeMap<String, String> = bodies("c", 30);
@@ -564,7 +588,7 @@ async fn the_leaders_change_of_the_flag_leaves_a_hold_written_after_its_read() {
     let redis = RedisServer::start();
     let mut c = redis.conn().await;
     let q = queue_after_upkeep(&redis, config(&redis)).await;
-    wait_flag(&mut c, "2").await;
+    wait_flag(&mut c, "3").await;
     // No leader of its own beside the calls below.
     q.close().await;
     let path = script_path(&redis, &relayout::SWAP).await;
@@ -573,9 +597,9 @@ async fn the_leaders_change_of_the_flag_leaves_a_hold_written_after_its_read() {
         args.arg(from).arg(to);
         call(path, &relayout::SWAP, &Keys::new("dq"), false, 0, &args)
     };
-    // The operator holds layout 1 after the leader read "2".
+    // The operator holds layout 1 after the leader read "3".
     let _: () = q_cmd(&mut c, &["SET", "{dq}:layout", "1 held"]).await;
-    let r: (i64, i64) = swap("2", "").query_async(&mut c).await.unwrap();
+    let r: (i64, i64) = swap("3", "").query_async(&mut c).await.unwrap();
     assert_eq!(r, (0, 0), "a stale read writes nothing");
     assert_eq!(flag(&mut c).await.as_deref(), Some("1 held"));
     // What it read is what is there: written.
@@ -588,4 +612,78 @@ async fn the_leaders_change_of_the_flag_leaves_a_hold_written_after_its_read() {
     let r: (i64, i64) = swap("", "2").query_async(&mut c).await.unwrap();
     assert_eq!(r, (0, 1));
     assert_eq!(flag(&mut c).await.as_deref(), Some("2"));
+    // A raise to 3 owes the way back from then on (index.lua's `out`).
+    let _: () = q_cmd(&mut c, &["HDEL", "{dq}:indexed", "out"]).await;
+    let r: (i64, i64) = swap("2", "3").query_async(&mut c).await.unwrap();
+    assert_eq!(r, (0, 1));
+    let out: Option<String> = q_cmd(&mut c, &["HGET", "{dq}:indexed", "out"]).await;
+    assert_eq!(out.as_deref(), Some("1"));
+}
+
+/// Layout 3 in force (delayed jobs out of the shared schedule) when an
+/// instance that reads less appears: the leader lowers the flag within
+/// seconds and puts every delayed job back into the shared schedule at its
+/// time, where an older build fires from; nothing is lost or early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_3_is_lowered_and_the_delayed_jobs_put_back_when_an_older_build_appears() {
+    let redis = RedisServer::start();
+    let mut c = redis.conn().await;
+    let q = queue(&redis);
+    wait_flag(&mut c, "3").await;
+    let mut dues = BTreeMap::new();
+    for i in 0..300 {
+        let mut j = delayed(&format!("d{i}"), ["t", "a:b"][i % 2], format!("b{i}"));
+        j.delay = Duration::from_millis(if i == 0 { 8_000 } else { HOUR_MS + i as u64 });
+        dues.insert(j.id.clone(), q.push(&j).await.unwrap().due_ms);
+    }
+    let shared: usize = q_cmd(&mut c, &["ZCARD", "{dq}:schedule"]).await;
+    assert_eq!(shared, 0, "layout 3 wrote to the shared schedule");
+    older_heartbeat(&mut c, "old-1").await;
+    let t0 = std::time::Instant::now();
+    eventually(
+        LIMIT,
+        "every delayed job back in the shared schedule",
+        || {
+            let (mut c, dues) = (c.clone(), &dues);
+            async move {
+                let all: Vec<(String, i64)> = q_cmd(
+                    &mut c,
+                    &["ZRANGE", "{dq}:schedule", "0", "-1", "WITHSCORES"],
+                )
+                .await;
+                let all: BTreeMap<String, i64> = all.into_iter().collect();
+                (&all == dues).then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "put back only after {:?}: the leader did not watch",
+        t0.elapsed()
+    );
+    assert_eq!(
+        flag(&mut c).await,
+        None,
+        "lowered to what the older build reads"
+    );
+    eventually(LIMIT, "the way back ended", || {
+        let mut c = c.clone();
+        async move {
+            let left: Vec<Option<String>> =
+                q_cmd(&mut c, &["HMGET", "{dq}:indexed", "split", "out", "phase"]).await;
+            left.iter().all(Option::is_none).then_some(())
+        }
+    })
+    .await;
+    // Fired once, never early.
+    let d = q
+        .pop(&topics(&["t"]), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("d0 fired");
+    assert_eq!(d.id, "d0");
+    assert!(d.popped_at_us >= dues["d0"] * 1000, "early");
+    forget_heartbeat(&mut c, "old-1").await;
+    q.close().await;
 }

@@ -1,6 +1,7 @@
 //! The storage layout: a running instance that cannot read the layout in
 //! force (an older build started without `delayq layout --hold 1` first)
-//! fails to pop a job written in it.
+//! fails to pop a job written in it (layout 2), or never fires the delayed
+//! jobs (layout 3: they are out of the shared schedule it reads).
 
 use delayq::figures::Instance;
 use delayq::StoreKeys;
@@ -82,9 +83,14 @@ pub async fn check(t: &Target) -> Check {
     Check::fail(
         C,
         format!(
-            "layout {in_force} in force, and running instances read less: {}; their pops fail on jobs written in it",
-            older.join(", ")
+            "layout {in_force} in force, and running instances read less: {}; {}",
+            older.join(", "),
+            if in_force >= 3 {
+                "they see no delayed job written in it (and their pops fail on long bodies in pieces)"
+            } else {
+                "their pops fail on jobs written in it"
+            }
         ),
-        "stop them, run `delayq layout --hold 1` (it rewrites every job in layout 1), then start them again",
+        "stop them, run `delayq layout --hold 1` (it puts every job back in layout 1; `--hold 2` for a build that reads 2), then start them again",
     )
 }

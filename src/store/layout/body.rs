@@ -6,9 +6,11 @@ use super::{field, kind};
 /// The highest layout this build reads (it reads every one up to it).
 /// Layout 1: a body in one field, [`super::field::BODY`]. Layout 2: a body of
 /// more than [`PIECE_BYTES`] and at most [`PIECED_MAX_BYTES`] in pieces.
+/// Layout 3: besides, a delayed job in its topic schedule only (the shared
+/// schedule keeps leases' ends).
 /// `{p}:layout` says which one writers write; the upkeep raises it once
 /// every live instance reads the next (see `loops::upkeep`).
-pub const LAYOUT_READ: u8 = 2;
+pub const LAYOUT_READ: u8 = 3;
 
 /// The longest piece of a pieced body: Redis's default
 /// `hash-max-listpack-value`, so the job's hash stays a listpack.

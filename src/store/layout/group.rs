@@ -47,6 +47,10 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("INSTANCES_KEY", kind::INSTANCES),
 ];
 
+/// The first layout whose builds know groups: a flag or heartbeat below it
+/// means an instance that does not may run.
+pub const GROUPS_LAYOUT: u8 = 2;
+
 /// `local G = { ... }` for the prelude.
 pub(super) fn lua_table() -> String {
     let mut out = String::from("local G = { ");
@@ -56,7 +60,7 @@ pub(super) fn lua_table() -> String {
     out.push_str(&format!(
         "MAX_BYTES = {}, LAYOUT = {} }}\n",
         crate::job::MAX_GROUP_BYTES,
-        super::LAYOUT_READ
+        GROUPS_LAYOUT
     ));
     out
 }

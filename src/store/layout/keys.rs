@@ -185,6 +185,10 @@ impl Keys {
     pub fn topic_schedule(&self, topic: &str) -> String {
         format!("{}{}{topic}", self.base, kind::TOPIC_SCHEDULE)
     }
+    /// Each topic's earliest delayed due time (topic -> ms).
+    pub fn heads(&self) -> String {
+        format!("{}{}", self.base, kind::HEADS)
+    }
     /// Where the topic schedules' backfill stands.
     pub fn indexed(&self) -> String {
         format!("{}{}", self.base, kind::INDEXED)

@@ -47,6 +47,8 @@ local function dead_key(topic) return P .. DEAD_KEY .. topic end
 local function log_key(id) return P .. LOG_KEY .. id end
 -- A topic's own schedule: its delayed jobs only, id -> due ms.
 local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
+-- The topic schedules' heads and the layouts' due times (lib/schedule.lua).
+local H = {}
 
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end

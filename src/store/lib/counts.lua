@@ -60,7 +60,7 @@ local function emit_failed(id, topic, state)
   if state == DEAD then
     emit(EV_DEAD, id, topic, attempt)
   else
-    local due = state == DELAYED and redis.call('ZSCORE', SCHEDULE, id)
+    local due = state == DELAYED and H.due(id, topic)
     emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
   end
 end

@@ -51,7 +51,7 @@ end
 local function dedup_live(id)
   local f = redis.call('HMGET', job_key(id), STATE, TOPIC, DUE, ATTEMPTS)
   if not f[2] or f[1] == FINISHED or f[1] == DEAD then return nil end
-  return state_of(f[1]), tonumber(f[3] or redis.call('ZSCORE', SCHEDULE, id)),
+  return state_of(f[1]), tonumber(f[3] or H.due(id, f[2])),
     tonumber(f[4]) or 0
 end
 

@@ -30,9 +30,54 @@ end
 -- Every caller has taken the job out of the schedule first (a key it
 -- had is gone). The job also goes into its topic's own schedule, which
 -- holds exactly the topic's delayed jobs: a topic's listing reads it.
-local function schedule(id, due, topic)
-  redis.call('ZADD', SCHEDULE, due, id)
+-- The heads, `{p}:heads` (topic -> the due time of its topic schedule's
+-- head), lead the sweep to every topic's due jobs in O(log T) for T topics.
+-- Each write to a topic schedule keeps its topic's head: an entry added
+-- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
+-- library's chunk is near Lua's 200 locals; H is made in lib/call.lua.)
+function H.add(topic, due, id)
   redis.call('ZADD', topic_schedule_key(topic), due, id)
+  redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
+end
+
+-- `topic`'s head again from its schedule (gone with its last entry).
+function H.head(topic)
+  local h = redis.call('ZRANGE', topic_schedule_key(topic), 0, 0, 'WITHSCORES')
+  if h[2] then
+    redis.call('ZADD', P .. HEADS_KEY, h[2], topic)
+  else
+    redis.call('ZREM', P .. HEADS_KEY, topic)
+  end
+end
+
+-- Only an entry removed can move the head: one ZRANGE then, a ZADD that
+-- changes nothing unless it was the head.
+function H.remove(topic, id)
+  if redis.call('ZREM', topic_schedule_key(topic), id) == 1 then H.head(topic) end
+end
+
+-- Layout 3 (the split): delayed jobs are in their topic schedules only;
+-- the shared schedule keeps leases' ends (and delayed entries an earlier
+-- layout left, until they are moved or taken out).
+function H.split() return BODIES.in_force() >= 3 end
+
+-- A delayed job's due time (a string, or false): its topic schedule's
+-- entry in layout 3 (the shared one's if an earlier layout left only
+-- that), else the shared schedule's (the topic schedule's if the way back
+-- from layout 3 has not put it back yet).
+function H.due(id, topic)
+  if topic and H.split() then
+    local s = redis.call('ZSCORE', topic_schedule_key(topic), id)
+    if s then return s end
+  end
+  local s = redis.call('ZSCORE', SCHEDULE, id)
+  if s or not topic or H.split() then return s end
+  return redis.call('ZSCORE', topic_schedule_key(topic), id)
+end
+
+local function schedule(id, due, topic)
+  if not H.split() then redis.call('ZADD', SCHEDULE, due, id) end
+  H.add(topic, due, id)
   local upto = armed_upto()
   if upto == nil or tonumber(due) <= upto then
     redis.call('SET', trigger_key(id), 1, 'PXAT', due)
@@ -43,12 +88,79 @@ end
 -- `id`), resumed by rank because many jobs may share a due time: right
 -- after `id` while it is still at `score`; if it left that time, the first
 -- entry of that time (those are looked at again). O(log N).
-local function rank_after(score, id)
-  local own = redis.call('ZSCORE', SCHEDULE, id)
+-- `key`: another zset of due times than the schedule.
+local function rank_after(score, id, key)
+  key = key or SCHEDULE
+  local own = redis.call('ZSCORE', key, id)
   if own and tonumber(own) == score then
-    return redis.call('ZRANK', SCHEDULE, id) + 1
+    return redis.call('ZRANK', key, id) + 1
   end
-  return redis.call('ZCOUNT', SCHEDULE, '-inf', string.format('(%d', score))
+  return redis.call('ZCOUNT', key, '-inf', string.format('(%d', score))
+end
+
+-- Layout 3's arming: the delayed jobs are in the topic schedules, so the
+-- walk goes topic by topic (byte order) through those whose head is due
+-- by `till`, arming each one's entries in (`from`, `till`]. A call that
+-- runs out of `limit` (entries and topics looked at) leaves the watermark
+-- "<till>:\n<from>\n<topic>\n<due>\n<id>" (no topic or id holds a control
+-- character): the walk's end comes first, so a push due by it arms
+-- itself (a topic already walked misses none; arming more is harmless),
+-- and the next call resumes after (topic, due, id), also inside one
+-- millisecond. `cursor` is that tail (after the first "\n"), or nil.
+function H.arm_topics(now_ms, half, limit, from, till, cursor)
+  local c_topic, c_due, c_id = '', nil, nil
+  if cursor then
+    local f, pos = {}, 1
+    while true do
+      local nl = string.find(cursor, '\n', pos, true)
+      if not nl then f[#f + 1] = string.sub(cursor, pos); break end
+      f[#f + 1] = string.sub(cursor, pos, nl - 1)
+      pos = nl + 1
+    end
+    from, c_topic, c_due, c_id = tonumber(f[1]) or till, f[2] or '', tonumber(f[3] or ''), f[4]
+    if c_id == '' or not c_due then c_id = nil end
+  end
+  local topics = redis.call('ZRANGE', P .. HEADS_KEY, '-inf', till, 'BYSCORE')
+  table.sort(topics)
+  local budget, armed = limit, 0
+  for _, t in ipairs(topics) do
+    if t >= c_topic then
+      local key = topic_schedule_key(t)
+      local due_at, id_at = nil, nil
+      if t == c_topic then due_at, id_at = c_due, c_id end
+      while true do
+        if budget <= 0 then
+          redis.call('SET', P .. ARMED_KEY,
+            string.format('%d:\n%d\n%s\n%s\n%s', till, from, t, due_at or '', id_at or ''))
+          return armed, now_ms
+        end
+        -- Each read counts, so many topics with nothing to arm still end a call.
+        local n = math.min(budget, 100)
+        budget = budget - 1
+        local got
+        if id_at then
+          local start = rank_after(due_at, id_at, key)
+          got = redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
+        else
+          got = redis.call('ZRANGE', key, string.format('(%d', from), till, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
+        end
+        local ended = #got < 2 * n
+        for i = 1, #got, 2 do
+          local due = tonumber(got[i + 1])
+          if due > till then ended = true; break end
+          local id = got[i]
+          -- A stale entry (an older build moved its job) gets no key.
+          if due > from and due > now_ms and not redis.call('HGET', job_key(id), STATE) then
+            redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+          end
+          due_at, id_at, armed, budget = due, id, armed + 1, budget - 1
+        end
+        if ended then break end
+      end
+    end
+  end
+  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  return armed, till - half
 end
 
 -- The sweep's arming, after it moved what is due. While the watermark is
@@ -68,6 +180,14 @@ local function arm_ahead(now_ms, horizon, limit)
     upto, after = now_ms, nil
   elseif not after and upto >= now_ms + half then
     return 0, upto - half
+  end
+  -- A walk of the other layout (the flag changed under it) starts again
+  -- from now: what it armed stays armed, what it had not is walked.
+  local topics_walk = after and string.sub(after, 1, 1) == '\n'
+  if after and topics_walk ~= H.split() then upto, after = now_ms, nil end
+  if H.split() then
+    if after then return H.arm_topics(now_ms, half, limit, nil, upto, string.sub(after, 2)) end
+    return H.arm_topics(now_ms, half, limit, upto, math.max(now_ms + horizon, upto), nil)
   end
   local till = math.max(now_ms + horizon, upto)
   local got
@@ -100,7 +220,7 @@ end
 -- `topic` nil: no job behind the entry, so no topic schedule holds it.
 local function unschedule(id, topic)
   redis.call('ZREM', SCHEDULE, id)
-  if topic then redis.call('ZREM', topic_schedule_key(topic), id) end
+  if topic then H.remove(topic, id) end
   redis.call('DEL', trigger_key(id))
 end
 
@@ -157,11 +277,37 @@ local function detach(id, state, topic, group)
   move_count(topic, state, nil)
 end
 
--- The earliest due time in the schedule, or -1.
+-- The earliest due time of the schedule (lease ends, and delayed jobs
+-- while the layout keeps them there too) and of the heads (delayed jobs),
+-- or nil: two O(log N) reads.
+function H.earliest()
+  local a = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
+  local b = redis.call('ZRANGE', P .. HEADS_KEY, 0, 0, 'WITHSCORES')
+  a, b = tonumber(a[2]), tonumber(b[2])
+  if a and b then return math.min(a, b) end
+  return a or b
+end
+
+-- Of `dues` (id -> due time, just scheduled), the id that is the earliest
+-- of all now, or nil: the shared schedule's head, or in layout 3 one due
+-- at the earliest time (another job at the same time may be the head: a
+-- wake notice more).
+function H.head_among(dues)
+  if H.split() then
+    local e = H.earliest()
+    for id, due in pairs(dues) do
+      if tonumber(due) == e then return id end
+    end
+    return nil
+  end
+  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
+  if head[1] and dues[head[1]] then return head[1] end
+  return nil
+end
+
+-- The earliest due time, or -1.
 local function next_due()
-  local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
-  if head[2] then return tonumber(head[2]) end
-  return -1
+  return H.earliest() or -1
 end
 
 -- A job (or a job lease's end) at `due` became the schedule's earliest:
@@ -183,8 +329,8 @@ end
 -- After scheduling `id` at `due`: if it is now the earliest job, see
 -- new_head. Returns 1 if so.
 local function wake_if_head(id, due)
-  local head = redis.call('ZRANGE', SCHEDULE, 0, 0)
-  if head[1] == id then
+  local at = H.head_among({ [id] = due })
+  if at then
     new_head(due)
     return 1
   end
@@ -207,7 +353,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     -- A finished job's kept record is no job: a push creates a new one.
     local record = old[1] == FINISHED
     if mode == 'keep' and not record then
-      return KEPT, tonumber(old[3] or redis.call('ZSCORE', SCHEDULE, id)), false
+      return KEPT, tonumber(old[3] or H.due(id, old[2])), false
     end
     if not record then status = REPLACED end
     detach(id, state_of(old[1]), old[2], old[4])

@@ -27,9 +27,9 @@ async fn an_older_builds_pop_leaves_grouped_jobs_reachable() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     // The layout raised: every instance (this one) knows groups.
-    eventually(LIMIT * 3, "layout 2", || async {
+    eventually(LIMIT * 3, "layout 2 or more", || async {
         let v: Option<String> = redis.cmd(&["GET", "{dq}:layout"]).await;
-        (v.as_deref() == Some("2")).then_some(())
+        matches!(v.as_deref(), Some("2" | "3")).then_some(())
     })
     .await;
     let jobs: Vec<NewJob> = (0..6)
@@ -152,6 +152,9 @@ async fn a_grouped_job_an_older_build_made_ready_is_delivered() {
     let mut late = grouped("late", "t", "g");
     late.delay = Duration::from_millis(1500);
     push_all(&q, &[late]).await;
+    // Gone back first, as the README says (layout 3 keeps a delayed job
+    // out of the shared schedule the older build fires from).
+    q.hold_layout(1).await.unwrap();
     q.close().await;
 
     // Only the older build runs when it falls due: it puts it in the
@@ -165,6 +168,7 @@ async fn a_grouped_job_an_older_build_made_ready_is_delivered() {
     old.terminate();
 
     let q = queue(&redis);
+    q.release_layout().await.unwrap();
     let d = eventually(LIMIT, "the grouped job popped", || pop1(&q, "t")).await;
     assert_eq!(d.id, "late");
     assert!(pop1(&q, "t").await.is_none(), "delivered once");

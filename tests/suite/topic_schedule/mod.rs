@@ -28,8 +28,39 @@ async fn indexed(redis: &RedisServer) {
 }
 
 /// (id, due) of `topic`'s schedule, and of the shared schedule's delayed
-/// jobs of `topic`: the two must be equal.
+/// jobs of `topic`: the two must be equal. In layout 3, where a delayed job
+/// may be in its topic schedule only, the second is every delayed job of
+/// `topic` (its hash) at the due time either schedule gives (-1: none).
 async fn both(redis: &RedisServer, topic: &str) -> (Vec<(String, i64)>, Vec<(String, i64)>) {
+    let flag: Option<String> = redis.cmd(&["GET", "{dq}:layout"]).await;
+    if flag.is_some_and(|f| f.starts_with('3')) {
+        let own: Vec<(String, i64)> = redis
+            .cmd(&[
+                "ZRANGE",
+                &format!("{{dq}}:s:{topic}"),
+                "0",
+                "-1",
+                "WITHSCORES",
+            ])
+            .await;
+        let keys: Vec<String> = redis.cmd(&["KEYS", "{dq}:j:*"]).await;
+        let mut want = Vec::new();
+        for key in keys {
+            let (t, s): (Option<String>, Option<String>) =
+                redis.cmd(&["HMGET", &key, "q", "s"]).await;
+            if t.as_deref() == Some(topic) && s.is_none() {
+                let id = key["{dq}:j:".len()..].to_owned();
+                let due = crate::common::scheduled_due(redis, &id).await;
+                let due = match own.iter().find(|(o, _)| *o == id) {
+                    Some((_, d)) => Some(*d),
+                    None => due,
+                };
+                want.push((id, due.unwrap_or(-1)));
+            }
+        }
+        want.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        return (own, want);
+    }
     let mut c = redis.conn().await;
     let own: Vec<(String, i64)> = redis::cmd("ZRANGE")
         .arg(format!("{{dq}}:s:{topic}"))
@@ -66,6 +97,43 @@ async fn both(redis: &RedisServer, topic: &str) -> (Vec<(String, i64)>, Vec<(Str
 async fn exact(redis: &RedisServer, topic: &str, after: &str) {
     let (own, want) = both(redis, topic).await;
     assert_eq!(own, want, "{topic}'s schedule after {after}");
+    heads_exact(redis, after).await;
+}
+
+/// The heads (topic -> due) and every topic schedule's first entry: the
+/// two must be equal.
+async fn heads_exact(redis: &RedisServer, after: &str) {
+    let mut c = redis.conn().await;
+    let mut heads: Vec<(String, i64)> = redis::cmd("ZRANGE")
+        .arg("{dq}:heads")
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    heads.sort();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("{dq}:s:*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let mut want = Vec::new();
+    for key in keys {
+        let first: Vec<(String, i64)> = redis::cmd("ZRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        if let Some((_, due)) = first.first() {
+            want.push((key["{dq}:s:".len()..].to_string(), *due));
+        }
+    }
+    want.sort();
+    assert_eq!(heads, want, "the heads after {after}");
 }
 
 /// Pushes `n` jobs of each of `topics`, due from `base_ms` on, 500 a call.
@@ -263,11 +331,48 @@ async fn the_topic_schedule_stays_exact_through_every_change() {
     let (own, _) = both(&redis, "t").await;
     let ids: BTreeSet<&str> = own.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, BTreeSet::from(["j0", "j2", "j5", "other"]));
+    // Recurring ticks: each pushed delayed, then fired by the sweep.
+    q.put_recurring(
+        "every-second",
+        &delayq::Recurring {
+            topic: "beat".into(),
+            cron: "* * * * * *".into(),
+            ..delayq::Recurring::default()
+        },
+    )
+    .await
+    .unwrap();
+    let fired = || async {
+        let r = q.recurring("every-second").await.unwrap().unwrap();
+        r.last_tick_ms
+    };
+    let first = eventually(LONG, "a tick fired", &fired).await;
+    eventually(LONG, "another tick fired", || async {
+        fired().await.filter(|&t| t > first)
+    })
+    .await;
+    exact(&redis, "beat", "recurring ticks").await;
+    // Emptied: the topic's head goes with its last job.
+    for id in ["j0", "j2", "j5", "other"] {
+        assert!(q.delete(id).await.unwrap());
+    }
+    exact(&redis, "t", "deleting every delayed job").await;
+    let mut c = redis.conn().await;
+    let head: Option<i64> = redis::cmd("ZSCORE")
+        .arg("{dq}:heads")
+        .arg("t")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(head, None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_without_topic_schedules_gets_them_back_from_the_upkeep() {
     let redis = RedisServer::start();
+    // An older build ran: the layout is below 3 (the shared schedule holds
+    // every delayed job).
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "2 held"]).await;
     let base = now_ms() + 3_600_000;
     {
         let q = queue(&redis);
@@ -314,6 +419,109 @@ async fn a_redis_without_topic_schedules_gets_them_back_from_the_upkeep() {
     let (jobs, _) = q.list_jobs("b", JobState::Delayed, None, 2).await.unwrap();
     let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     assert_eq!(ids, ["b-0", "b-1"]);
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_with_topic_schedules_and_no_heads_gets_them_from_the_upkeep() {
+    let redis = RedisServer::start();
+    let base = now_ms() + 3_600_000;
+    {
+        let q = queue(&redis);
+        fill(&q, &["a", "b", "c"], 300, base).await;
+        indexed(&redis).await;
+        q.close().await;
+    }
+    // As a build before the heads left it: a pass ended, no heads; one
+    // stale head besides, earlier than its topic's real one.
+    let mut c = redis.conn().await;
+    let _: () = redis::cmd("DEL")
+        .arg("{dq}:heads")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HDEL")
+        .arg("{dq}:indexed")
+        .arg("headed")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("{dq}:heads")
+        .arg(base - 10)
+        .arg("c")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let q = queue(&redis);
+    eventually(LONG, "the heads built", || async {
+        let mut c = redis.conn().await;
+        let done: Option<String> = redis::cmd("HGET")
+            .arg("{dq}:indexed")
+            .arg("headed")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        (done.as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    heads_exact(&redis, "the upkeep's pass").await;
+    let n: usize = redis.cmd(&["ZCARD", "{dq}:heads"]).await;
+    assert_eq!(n, 3);
+    q.close().await;
+}
+
+/// Topic-schedule entries an older build left stale and due (a job gone,
+/// a job it rescheduled later, a job in another topic): the sweep, led to
+/// them by the heads, puts each right and moves no job early or twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_puts_stale_due_topic_entries_right_and_moves_nothing_early() {
+    let redis = RedisServer::start();
+    // An older build ran: the layout is below 3.
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "2 held"]).await;
+    let q = queue(&redis);
+    let later = now_ms() + 3_600_000;
+    q.push(&NewJob {
+        due_at_ms: Some(later),
+        ..job("later", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    q.push(&NewJob {
+        due_at_ms: Some(later),
+        ..job("elsewhere", "u", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    indexed(&redis).await;
+    let _: () = redis
+        .cmd(&[
+            "ZADD",
+            "{dq}:s:t",
+            "5",
+            "later",
+            "1",
+            "ghost",
+            "2",
+            "elsewhere",
+        ])
+        .await;
+    let _: () = redis.cmd(&["ZADD", "{dq}:heads", "1", "t"]).await;
+    eventually(LONG, "the stale head put right", || async {
+        let head: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:heads", "t"]).await;
+        (head == Some(later)).then_some(())
+    })
+    .await;
+    let own: Vec<(String, i64)> = redis
+        .cmd(&["ZRANGE", "{dq}:s:t", "0", "-1", "WITHSCORES"])
+        .await;
+    assert_eq!(own, [("later".to_string(), later)]);
+    for id in ["later", "elsewhere"] {
+        let j = q.get(id).await.unwrap().unwrap();
+        assert_eq!(j.state, JobState::Delayed, "{id}");
+    }
+    exact(&redis, "t", "the sweep").await;
+    exact(&redis, "u", "the sweep").await;
     q.close().await;
 }
 
@@ -505,7 +713,7 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
         .query_async(&mut c)
         .await
         .unwrap();
-    let heads = redis::Value::BulkString(b"heads".to_vec());
+    let heads = redis::Value::BulkString(b"next-dues".to_vec());
     let (mut calls, mut longest) = (0, 0i64);
     for entry in &log {
         if let redis::Value::Array(f) = entry {
@@ -523,71 +731,5 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
     q.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_backfill_beside_pushes_and_fires_ends_exact() {
-    let redis = RedisServer::start();
-    let base = now_ms() + 3_600_000;
-    let topics = ["a", "b", "c", "d", "e"];
-    {
-        let q = queue(&redis);
-        fill(&q, &topics, 1000, base).await;
-        indexed(&redis).await;
-        q.close().await;
-    }
-    // As an older build left it.
-    let mut c = redis.conn().await;
-    let _: () = redis::cmd("DEL")
-        .arg("{dq}:s:a")
-        .arg("{dq}:s:b")
-        .arg("{dq}:s:c")
-        .arg("{dq}:s:d")
-        .arg("{dq}:s:e")
-        .arg("{dq}:indexed")
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    let q = queue(&redis);
-    // While the pass runs: new jobs, jobs that fire within a second,
-    // replaces into other topics, deletes.
-    let soon = now_ms() + 300;
-    for i in 0..1000usize {
-        let t = topics[i % 5];
-        let j = match i % 4 {
-            0 => NewJob {
-                due_at_ms: Some(base + 5_000 + i as i64),
-                ..job(&format!("new-{i}"), t, 0, 60_000)
-            },
-            1 => NewJob {
-                due_at_ms: Some(soon + (i % 50) as i64),
-                ..job(&format!("fires-{i}"), t, 0, 60_000)
-            },
-            2 => NewJob {
-                due_at_ms: Some(base + 7_000),
-                ..job(&format!("{t}-{i}"), topics[(i + 1) % 5], 0, 60_000)
-            },
-            _ => {
-                assert!(q.delete(&format!("{t}-{i}")).await.unwrap());
-                continue;
-            }
-        };
-        q.push(&j).await.unwrap();
-    }
-    indexed(&redis).await;
-    eventually(LONG, "the short jobs fired", || async {
-        let ready: i64 = redis
-            .cmd(&["ZCOUNT", "{dq}:schedule", "-inf", &(base - 1).to_string()])
-            .await;
-        (ready == 0).then_some(())
-    })
-    .await;
-    for t in topics {
-        exact(&redis, t, "the backfill beside pushes and fires").await;
-    }
-    let (own, _) = both(&redis, "a").await;
-    assert_eq!(
-        own.len(),
-        1000,
-        "a: 50 new, 50 moved in, 50 moved out, 50 deleted"
-    );
-    q.close().await;
-}
+mod backfill;
+mod split;

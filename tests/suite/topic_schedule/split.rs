@@ -1,0 +1,183 @@
+//! Layout 3 (the split): delayed jobs in their topic schedules only, the
+//! passes out of the shared schedule and back into it.
+
+use super::*;
+
+/// Layout 3 (the split), held by hand: delayed
+/// jobs are kept in their topic schedules only, the shared schedule keeps
+/// leases' ends, and every read and move takes a job's time from its
+/// topic schedule; a job an earlier layout left in both moves once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_layout_3_delayed_jobs_live_in_their_topic_schedules_only() {
+    let redis = RedisServer::start();
+    // Held from the start: the upkeep leaves a held flag alone.
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "1 held"]).await;
+    let q = queue(&redis);
+    // Written in layout 1: in both schedules.
+    let old_due = redis.time_ms().await + 1_500;
+    q.push(&NewJob {
+        due_at_ms: Some(old_due),
+        ..job("old", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let later = now_ms() + 3_600_000;
+    let at = |id: &str, topic: &str, due: i64| NewJob {
+        due_at_ms: Some(due),
+        ..job(id, topic, 0, 60_000)
+    };
+    q.push(&at("far", "t", later)).await.unwrap();
+    q.push(&at("other", "u", later + 5)).await.unwrap();
+    let soon_due = redis.time_ms().await + 2_000;
+    q.push(&at("soon", "t", soon_due)).await.unwrap();
+    let redis = &redis;
+    let in_shared = |id: &'static str| async move {
+        let s: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", id]).await;
+        s
+    };
+    for id in ["far", "other", "soon"] {
+        assert_eq!(in_shared(id).await, None, "{id} in the shared schedule");
+    }
+    // "old" stays in the shared schedule until the leader's pass for
+    // layout 3 takes it out: either way it moves once.
+    heads_exact(redis, "pushes in layout 3").await;
+    assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later);
+    let (jobs, _) = q.list_jobs("t", JobState::Delayed, None, 10).await.unwrap();
+    let listed: Vec<(&str, i64)> = jobs.iter().map(|j| (j.id.as_str(), j.due_ms)).collect();
+    assert_eq!(
+        listed,
+        [("old", old_due), ("soon", soon_due), ("far", later)]
+    );
+    q.reschedule("far", Duration::ZERO, Some(later + 100), None)
+        .await
+        .unwrap();
+    assert_eq!(in_shared("far").await, None);
+    assert_eq!(q.get("far").await.unwrap().unwrap().due_ms, later + 100);
+    // Both fire once each, never early; the lease's end is shared.
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let d = q
+            .pop(&topics(&["t"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("a job fired");
+        let now = redis.time_ms().await;
+        let due = if d.id == "old" { old_due } else { soon_due };
+        assert!(now >= due, "{} handed over {} ms early", d.id, due - now);
+        assert!(in_shared(if d.id == "old" { "old" } else { "soon" })
+            .await
+            .is_some());
+        got.push(d);
+    }
+    let mut ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["old", "soon"]);
+    assert!(q
+        .pop(&topics(&["t"]), Duration::from_millis(1500))
+        .await
+        .unwrap()
+        .is_none());
+    // A retry delay: delayed again, in its topic schedule only.
+    let d = got.iter().find(|d| d.id == "soon").unwrap();
+    q.nack("soon", &d.token, Some(Duration::from_secs(3600)), "again")
+        .await
+        .unwrap();
+    assert_eq!(in_shared("soon").await, None);
+    let due = q.get("soon").await.unwrap().unwrap().due_ms;
+    let own: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:s:t", "soon"]).await;
+    assert_eq!(own, Some(due));
+    assert!(q.delete("far").await.unwrap());
+    heads_exact(redis, "a nack and a delete in layout 3").await;
+    let counts = q.topics().await.unwrap().topics["t"];
+    assert_eq!((counts.delayed, counts.next_due_ms), (1, Some(due)));
+    q.close().await;
+}
+
+/// Layout 3 reached with delayed jobs an earlier layout left in the shared
+/// schedule: the leader's pass takes them out (a lease's end stays), and
+/// holding layout 2 puts every one back before an older build may start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_3_takes_delayed_jobs_out_of_the_shared_schedule_and_holding_2_puts_them_back() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "1 held"]).await;
+    let base = now_ms() + 3_600_000;
+    {
+        let q = queue(&redis);
+        fill(&q, &["a", "b", "c"], 700, base).await;
+        q.push(&job("leased", "a", 0, 3_600_000)).await.unwrap();
+        q.pop(&topics(&["a"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("leased fired");
+        indexed(&redis).await;
+        q.close().await;
+    }
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    // A new leader begins the pass at once.
+    let q = queue(&redis);
+    eventually(LONG, "the split pass ended", || async {
+        let s: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "split"]).await;
+        (s.as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    let shared: Vec<String> = redis.cmd(&["ZRANGE", "{dq}:schedule", "0", "-1"]).await;
+    assert_eq!(shared, ["leased"]);
+    heads_exact(&redis, "the split pass").await;
+    let n: usize = redis.cmd(&["ZCARD", "{dq}:s:b"]).await;
+    assert_eq!(n, 700);
+    assert_eq!(q.get("b-5").await.unwrap().unwrap().due_ms, base + 5);
+    // The queue's earliest: a delayed job's (in the heads), not the lease's.
+    assert_eq!(q.topics().await.unwrap().next_due_ms, Some(base));
+    q.hold_layout(2).await.unwrap();
+    let s: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", "split"]).await;
+    assert_eq!(s, None);
+    for t in ["a", "b", "c"] {
+        exact(&redis, t, "holding layout 2").await;
+        let (own, _) = both(&redis, t).await;
+        assert_eq!(own.len(), 700, "{t}");
+    }
+    let n: usize = redis.cmd(&["ZCARD", "{dq}:schedule"]).await;
+    assert_eq!(n, 2101);
+    q.close().await;
+}
+
+/// The flag below 3 again before the way back reached a delayed job (in
+/// its topic schedule only, the shared schedule lacks it): neither the
+/// backfill's pass nor the sweep takes its entry for a stale one; the job
+/// fires once, on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_job_not_yet_put_back_from_layout_3_still_fires_on_time() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = queue(&redis);
+    indexed(&redis).await;
+    let due = redis.time_ms().await + 4_000;
+    q.push(&NewJob {
+        due_at_ms: Some(due),
+        ..job("only", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let shared: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", "only"]).await;
+    assert_eq!(shared, None);
+    // Lowered, the way back not begun (its marks gone): the leader's next
+    // look sees the flag cross 3 and runs a pass.
+    let _: () = redis.cmd(&["HDEL", "{dq}:indexed", "split", "out"]).await;
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "2 held"]).await;
+    let d = q
+        .pop(&topics(&["t"]), Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the job fired");
+    assert_eq!(d.id, "only");
+    assert!(d.popped_at_us >= due * 1000, "handed over early");
+    let late = d.popped_at_us / 1000 - due;
+    assert!(late <= 2_000, "handed over {late} ms late");
+    assert!(q
+        .pop(&topics(&["t"]), Duration::from_millis(1_500))
+        .await
+        .unwrap()
+        .is_none());
+    q.close().await;
+}
