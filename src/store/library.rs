@@ -101,7 +101,7 @@ fn wrapper(name: &str) -> String {
     format!(
         "P, SCHEDULE, NOW, COUNTS, BODIES.layout = ARGV[1], KEYS[1], nil, {{}}, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
-         local late = past_deadline(table.remove(ARGV))\n\
+         local late = CALL.past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\
          local reply = dq_{name}(KEYS, ARGV)\n\
          flush_counts()\n\

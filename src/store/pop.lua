@@ -22,7 +22,7 @@
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
 -- partition's leader may be idle until a later one; see new_head, which
 -- also ends the leader's term by then).
--- Helpers: now_us, BODIES.of, lease, in_chunks, new_head, count, rate_bucket, rate_allows, rate_use,
+-- Helpers: now_us, BODIES.of, lease, CALL.in_chunks, new_head, count, rate_bucket, rate_allows, rate_use,
 -- ready_take, ready_entry_live, ready_taken, ready_count; groups: G.take,
 -- G.taken, G.untaken.
 --
@@ -103,7 +103,7 @@ local got, held, retry, ungranted = 0, 0, 0, 0
 local stale = 0
 local given = {}
 local leased = {}
--- Leases' ends (until_ms, id, ...): one ZADD for the call (in_chunks);
+-- Leases' ends (until_ms, id, ...): one ZADD for the call (CALL.in_chunks);
 -- a pop of one job writes its own (no table to build).
 local leases = want > 1 and {} or nil
 for a in string.gmatch(ARGV[5], '[^,]+') do given[#given + 1] = a end
@@ -211,7 +211,7 @@ end
 -- back uncounted (unpop.lua) instead of leaving them leased for nobody.
 if got > 0 then
   if leases then
-    in_chunks(leases, function(...) redis.call('ZADD', SCHEDULE, ...) end)
+    CALL.in_chunks(leases, function(...) redis.call('ZADD', SCHEDULE, ...) end)
   end
   local ids = { nonce }
   for i = HEADER + 1, #jobs, PER_JOB do ids[#ids + 1] = jobs[i] end

@@ -57,7 +57,7 @@ local reply = { DONE }
 -- Topics that kept records in this call -> { window, finishes }.
 local kept = {}
 -- Many removals: a plain reserved job's lease end and its keys go in one
--- ZREM and one DEL for the call (in_chunks); `gone` ids are already
+-- ZREM and one DEL for the call (CALL.in_chunks); `gone` ids are already
 -- removed in this call. One removal writes at once (no tables to build).
 local unleases, dels, gone
 -- What a job removed earlier in this call reads as: nothing.
@@ -126,8 +126,8 @@ for j = 1, n do
   end
 end
 if unleases then
-  in_chunks(unleases, function(...) redis.call('ZREM', SCHEDULE, ...) end)
-  in_chunks(dels, function(...) redis.call('DEL', ...) end)
+  CALL.in_chunks(unleases, function(...) redis.call('ZREM', SCHEDULE, ...) end)
+  CALL.in_chunks(dels, function(...) redis.call('DEL', ...) end)
 end
 for topic, t in pairs(kept) do
   trim_finished(topic, now_ms, t.keep, 100 + 2 * t.finishes)

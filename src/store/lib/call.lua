@@ -53,15 +53,6 @@ local H = {}
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
 
--- Calls `call(...)` with the items of `list`, up to 1,000 at a time (an
--- even number, so pairs stay whole), since Lua's unpack has a stack limit.
--- A script that writes many members or keys of one kind gathers them and
--- writes once: one command's own cost, not one per item. `call` names its
--- command literally (see library.rs).
-local function in_chunks(list, call)
-  for i = 1, #list, 1000 do call(unpack(list, i, math.min(i + 999, #list))) end
-end
-
 -- Redis time in microseconds (exact: below 2^53), read once per call: a
 -- script is one atomic step, so one instant serves all of it, and TIME is
 -- a command like any other.
@@ -77,12 +68,25 @@ end
 -- A call that reaches Redis after its caller gave up must not act: the
 -- caller has already reported failure (and may be retrying). Returns the
 -- error reply to give, or nil to go on.
-local function past_deadline(deadline_us)
+-- How a call runs: its deadline (CALL.past_deadline, which the wrapper in
+-- library.rs checks first) and writes of many items at once
+-- (CALL.in_chunks).
+local CALL = {}
+function CALL.past_deadline(deadline_us)
   local deadline = tonumber(deadline_us) or 0
   if deadline > 0 and now_us() > deadline then
     return redis.error_reply('DQLATE the call reached redis after its caller stopped waiting; nothing was changed')
   end
   return nil
+end
+
+-- Calls `call(...)` with the items of `list`, up to 1,000 at a time (an
+-- even number, so pairs stay whole), since Lua's unpack has a stack limit.
+-- A script that writes many members or keys of one kind gathers them and
+-- writes once: one command's own cost, not one per item. `call` names its
+-- command literally (see library.rs).
+function CALL.in_chunks(list, call)
+  for i = 1, #list, 1000 do call(unpack(list, i, math.min(i + 999, #list))) end
 end
 
 -- MAX_TIME_MS (in the prelude, from job::MAX_DUE_AT_MS) is the latest time
