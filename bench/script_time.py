@@ -16,7 +16,8 @@ round flushes the data, then for each build in turn (the order alternates
 between rounds): JOBS plain jobs (default 400; 36-char ids, 64-byte
 bodies) pushed BATCH a call (default 50), dispatched (the sweep), popped
 BATCH a call and finished with their lease tokens BATCH a call. The
-environment sets JOBS and BATCH. A phase's time is
+environment sets JOBS, BATCH, LAYOUT (the storage layout the round runs
+in, e.g. 3) and DISPATCH (sweep, or events: a dispatch call per job). A phase's time is
 `cmdstat_fcall`'s usec over it (the scripts' own run time, commands inside
 included; no network, no fsync), per job. The figure per build is the
 minimum over the rounds (the least disturbed by anything else on the
@@ -43,6 +44,14 @@ import sys
 import time
 
 JOBS, BATCH = int(os.environ.get("JOBS", 400)), int(os.environ.get("BATCH", 50))
+# The storage layout every round runs in ({dq}:layout after each flush;
+# unset: none, which builds that know layouts read as layout 1). Builds
+# from before layouts ignore it.
+LAYOUT = os.environ.get("LAYOUT")
+# How the jobs fall due: "sweep" (default), one dispatch call that finds
+# them all, or "events", one dispatch call per job naming its id, as the
+# expired-event subscriber makes them (builds with the armed convention).
+DISPATCH = os.environ.get("DISPATCH", "sweep")
 PHASES = ("push", "dispatch", "pop", "finish")
 
 
@@ -123,7 +132,11 @@ def life(r, build, rnd):
     phase("push", pushes)
     time.sleep(0.005)  # due times round up to the next ms: all due now
     horizon = [0] if conv == "armed" else []
-    phase("dispatch", [fcall(build, "dispatch", [1000, 1000, 86400000] + horizon + [0])] * 3)
+    if DISPATCH == "events":
+        ids = [f"{rnd:08d}-aaaa-bbbb-cccc-{i:012d}" for i in range(JOBS)]
+        phase("dispatch", [fcall(build, "dispatch", [1, 1000, 86400000] + horizon + [0, i]) for i in ids])
+    else:
+        phase("dispatch", [fcall(build, "dispatch", [1000, 1000, 86400000] + horizon + [0])] * 3)
     pops = [fcall(build, "pop", [BATCH, 1 << 20, f"n{k}", "", "orders"]) for k in range(JOBS // BATCH)]
     finishes, got = [], 0
     for reply in phase("pop", pops):
@@ -157,6 +170,8 @@ def main():
     for rnd in range(rounds):
         for name in names if rnd % 2 == 0 else names[::-1]:
             r("FLUSHALL")
+            if LAYOUT:
+                r("SET", "{dq}:layout", LAYOUT)
             for p, us in life(r, builds[name], rnd).items():
                 times[name][p].append(us)
     base = {p: min(times[names[0]][p]) for p in PHASES}

@@ -23,15 +23,20 @@
 -- lists, dead sets, count hash. Publishes: ready (one notice per
 -- topic).
 -- Helpers: unschedule, H.remove, H.head, make_ready, fail_attempt,
--- notify_ready, next_due,
--- arm_ahead.
+-- notify_ready, next_due, arm_ahead, CALL.in_chunks.
+-- Cost per delayed job moved: HMGET, HSET, LPUSH (make_ready); a call of
+-- more than one job removes them from the schedules once (one ZREM of the
+-- shared schedule, per topic one ZREM and one head update, one DEL of the
+-- trigger keys), a call of one job per job (ZREM, ZREM and a head update,
+-- DEL).
 -- Groups: a grouped job due goes to its group's line (G.push: HINCRBY,
 -- ZADD, HMGET, and HSETNX, LPUSH, ZADD when its group enters the
 -- rotation); a grouped lease that ran out gives its slot back (G.free:
 -- HINCRBY, HMGET, EXISTS, at most HSETNX, LPUSH, ZADD, PUBLISH). A plain
 -- job: one field more in its HMGET, nothing else.
 --
--- Returns { DONE, now_us, moved, next_due_ms or -1, armed (schedule entries
+-- Returns { DONE, now_us, moved, next_due_ms or -1 (-1 from a call with
+--           ids, which does not look), armed (schedule entries
 --           the sweep's arming looked at, at most ARGV[2]), next_arm_ms
 --           (Redis time at which the sweep should arm again, or -1: a call
 --           with ids), #topics,
@@ -60,6 +65,11 @@ local m = tonumber(ARGV[6])
 for i = 7, 6 + 2 * m, 2 do waiting[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local first_id = 7 + 2 * m
 local ids, scores, from_topic = {}, {}, {}
+-- Event path, layout 3: the job fields read to find a job's topic
+-- schedule (by place in ids), used again by the move below; and the
+-- places whose score the shared schedule gave (only those have an entry
+-- there to remove).
+local fields, shared = {}, {}
 local sweeping = #ARGV < first_id
 if not sweeping then
   for i = first_id, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -68,7 +78,10 @@ if not sweeping then
   -- what their late events cost. (A missing entry reads as false.)
   for from = 1, #ids, 500 do
     local got = redis.call('ZMSCORE', SCHEDULE, unpack(ids, from, math.min(from + 499, #ids)))
-    for j = 1, #got do scores[from + j - 1] = got[j] end
+    for j = 1, #got do
+      scores[from + j - 1] = got[j]
+      shared[from + j - 1] = got[j] and true
+    end
   end
   -- Layout 3: a delayed job's time is in its topic schedule only. The
   -- ids the schedule lacks: only a delayed job's is looked up, one
@@ -77,7 +90,8 @@ if not sweeping then
     local by_topic, order = {}, {}
     for k, id in ipairs(ids) do
       if not scores[k] then
-        local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
+        local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP)
+        fields[k] = f
         if f[2] and not f[1] then
           if not by_topic[f[2]] then by_topic[f[2]] = {}; order[#order + 1] = f[2] end
           local l = by_topic[f[2]]
@@ -169,23 +183,46 @@ local moved = 0
 local ready = {}
 local topics = {}
 local per = {}
+-- A call moving many jobs takes them out of the schedules once at its end:
+-- one ZREM of the shared schedule, one ZREM and one head update per topic
+-- schedule, one DEL of the trigger keys, not those per job. (Nothing in
+-- the loop reads a moved job's entries again; the arming and next due
+-- time below come after.) A call of one job writes as it goes.
+local out, out_of, out_topics, out_triggers
+if #ids > 1 then out, out_of, out_topics, out_triggers = {}, {}, {}, {} end
+local handled = {}
 for k, id in ipairs(ids) do
   if moved >= limit then break end
   local score = scores[k]
   if score and tonumber(score) <= now_ms then
     score = tonumber(score)
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP)
+    -- The fields read above, unless this id came earlier in the call
+    -- (named twice: the first move changed them).
+    local f = not handled[id] and fields[k]
+      or redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP)
+    handled[id] = true
     local topic = f[2]
     local state = topic and state_of(f[1])
     local became
     if state == DELAYED then
       moved = moved + 1
-      if sweeping then
+      if out then
+        if sweeping or shared[k] then out[#out + 1] = id end
+        local l = out_of[topic]
+        if not l then
+          l = {}
+          out_of[topic] = l
+          out_topics[#out_topics + 1] = topic
+        end
+        l[#l + 1] = id
+        if sweeping then out_triggers[#out_triggers + 1] = trigger_key(id) end
+      elseif sweeping then
         unschedule(id, topic)
       else
         -- Called with the ids of expired triggers: there is no trigger
-        -- key left to delete.
-        redis.call('ZREM', SCHEDULE, id)
+        -- key left to delete, and a shared schedule's entry only if it
+        -- gave the score.
+        if shared[k] then redis.call('ZREM', SCHEDULE, id) end
         H.remove(topic, id)
       end
       make_ready(id, topic, DELAYED, score, level_of(f[4]), f[5])
@@ -223,6 +260,16 @@ for k, id in ipairs(ids) do
   end
 end
 
+if out then
+  CALL.in_chunks(out, function(...) redis.call('ZREM', SCHEDULE, ...) end)
+  for _, t in ipairs(out_topics) do
+    local key, removed = topic_schedule_key(t), 0
+    CALL.in_chunks(out_of[t], function(...) removed = removed + redis.call('ZREM', key, ...) end)
+    if removed > 0 then H.head(t) end
+  end
+  CALL.in_chunks(out_triggers, function(...) redis.call('DEL', ...) end)
+end
+
 -- The sweep arms the jobs that came within the horizon (bounded like the
 -- moves); the event path arms nothing.
 local armed, next_arm = 0, -1
@@ -230,7 +277,9 @@ if sweeping and horizon > 0 then
   armed, next_arm = arm_ahead(now_ms, horizon, limit)
 end
 
-local reply = { DONE, now, moved, next_due(), armed, next_arm, #topics }
+-- The next due time is the sweep's to sleep on; a call with ids (the
+-- event path) has no use for it and does not look.
+local reply = { DONE, now, moved, sweeping and next_due() or -1, armed, next_arm, #topics }
 for _, topic in ipairs(topics) do
   local here = math.min(ready[topic], waiting[topic] or 0)
   if ready[topic] > here then notify_ready(topic, ready[topic] - here) end

@@ -23,7 +23,8 @@ pub(crate) struct Dispatched {
     /// Redis time when the script ran, in microseconds.
     pub now_us: i64,
     pub moved: usize,
-    /// Due time (ms) of the earliest job still in the schedule.
+    /// Due time (ms) of the earliest job still in the schedule (a sweep's
+    /// only: a call with ids does not look, and says None).
     pub next_due_ms: Option<i64>,
     /// Schedule entries the sweep's arming looked at.
     pub armed: usize,

@@ -88,7 +88,7 @@ pub mod unpop;
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
     pub use super::library::{call, eval_script_of, eval_shas, fcall, Path};
-    pub use super::{pop, push, relayout, remove, Script, Status};
+    pub use super::{dispatch, pop, push, relayout, remove, Script, Status};
 }
 
 use std::sync::Arc;

@@ -175,14 +175,24 @@ async fn a_tick_missed_while_everything_was_down_fires_once_or_is_skipped() {
     q.close().await;
 }
 
-/// Puts `n` schedules named `{prefix}-{i}`, a few at a time.
+/// Puts `n` schedules named `{prefix}-{i}`, a few at a time. A put whose
+/// reply did not come in time (a busy machine: the ticks of the schedules
+/// already put run beside) is put again: putting a schedule is idempotent.
 async fn put_many(q: &Queue, prefix: &str, n: usize, def: &delayq::Recurring) {
     use futures::StreamExt;
     futures::stream::iter(0..n)
         .map(|i| {
             let (q, def) = (q.clone(), def.clone());
             let name = format!("{prefix}-{i}");
-            async move { q.put_recurring(&name, &def).await.unwrap() }
+            async move {
+                for _ in 0..5 {
+                    match q.put_recurring(&name, &def).await {
+                        Err(delayq::Error::Unknown { .. }) => continue,
+                        r => return r.unwrap(),
+                    }
+                }
+                panic!("schedule {name}: no reply in time, five times");
+            }
         })
         .buffer_unordered(32)
         .collect::<Vec<_>>()

@@ -733,3 +733,47 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
 
 mod backfill;
 mod split;
+
+/// A sweep moving jobs of several topics in one dispatch call takes them
+/// out of the schedules once, at the call's end: every topic schedule and
+/// the heads are exact right after it, each topic's later job its head.
+/// (Called here with no instance running, whose next sweep would put a
+/// stale head right and hide it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_exact() {
+    use delayq::testing::{call, dispatch, Keys};
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let at = now_ms() + 300;
+    let names = ["m1", "m2", "m3"];
+    let mut jobs = Vec::new();
+    for t in names {
+        for i in 0..20 {
+            jobs.push(NewJob {
+                due_at_ms: Some(at),
+                ..job(&format!("{t}-{i}"), t, 0, 60_000)
+            });
+        }
+        jobs.push(job(&format!("{t}-later"), t, 3_600_000, 60_000));
+    }
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    q.close().await;
+    eventually(LONG, "the jobs' due time on Redis's clock", || async {
+        (redis.time_ms().await > at).then_some(())
+    })
+    .await;
+    let path = script_path(&redis, &dispatch::SCRIPT).await;
+    let mut args = redis::Cmd::new();
+    args.arg(1000).arg(1000).arg(86_400_000).arg(0).arg(0);
+    let cmd = call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    assert_eq!(reply[2], redis::Value::Int(60), "{reply:?}");
+    heads_exact(&redis, "a sweep of 60 jobs in one call").await;
+    for t in names {
+        exact(&redis, t, "a sweep of 60 jobs in one call").await;
+        let ready: u64 = redis.cmd(&["LLEN", &format!("{{dq}}:ready:{t}")]).await;
+        assert_eq!(ready, 20, "{t}'s ready list");
+    }
+}
