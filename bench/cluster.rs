@@ -121,23 +121,14 @@ fn commandstats(r: &Redis) -> Stats {
         .arg("commandstats")
         .query(&mut c)
         .unwrap();
-    let mut out = Stats::new();
-    for line in info.lines() {
-        let Some((name, rest)) = line
-            .strip_prefix("cmdstat_")
-            .and_then(|l| l.split_once(':'))
-        else {
-            continue;
-        };
-        let field = |k: &str| {
-            rest.split(',')
-                .find_map(|f| f.strip_prefix(k))
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        out.insert(name.to_owned(), (field("calls="), field("usec=")));
-    }
-    out
+    let usec = crate::sidecars::commandstats_field(&info, "usec=");
+    crate::sidecars::commandstats_field(&info, "calls=")
+        .into_iter()
+        .map(|(name, calls)| {
+            let us = usec.get(&name).copied().unwrap_or(0.0);
+            (name, (calls, us))
+        })
+        .collect()
 }
 
 /// Adds the lifecycle phase (between the third and fourth CPU reads: the

@@ -63,16 +63,21 @@ pub(crate) fn commandstats(redis: &Redis) -> BTreeMap<String, f64> {
 }
 
 pub(crate) fn parse_commandstats(text: &str) -> BTreeMap<String, f64> {
+    commandstats_field(text, "calls=")
+}
+
+/// One field (`calls=`, `usec=`, ...) of each command in `INFO
+/// commandstats` text.
+pub(crate) fn commandstats_field(text: &str, key: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
+            let v = rest
                 .split(',')
-                .next()?
+                .find_map(|f| f.strip_prefix(key))?
                 .parse()
                 .ok()?;
-            Some((name.to_owned(), calls))
+            Some((name.to_owned(), v))
         })
         .collect()
 }

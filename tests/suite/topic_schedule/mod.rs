@@ -14,14 +14,13 @@ const LONG: Duration = Duration::from_secs(60);
 /// Waits until the upkeep's backfill has ended a pass (from then on a
 /// topic's listing reads its own schedule).
 async fn indexed(redis: &RedisServer) {
-    eventually(LONG, "the topic schedules backfilled", || async {
-        let mut c = redis.conn().await;
-        let done: Option<String> = redis::cmd("HGET")
-            .arg("{dq}:indexed")
-            .arg("done")
-            .query_async(&mut c)
-            .await
-            .unwrap();
+    index_mark(redis, "done", "the topic schedules backfilled").await;
+}
+
+/// Waits until the backfill's mark `field` in `{dq}:indexed` reads 1.
+async fn index_mark(redis: &RedisServer, field: &str, what: &str) {
+    eventually(LONG, what, || async {
+        let done: Option<String> = redis.cmd(&["HGET", "{dq}:indexed", field]).await;
         (done.as_deref() == Some("1")).then_some(())
     })
     .await;
@@ -454,17 +453,7 @@ async fn a_redis_with_topic_schedules_and_no_heads_gets_them_from_the_upkeep() {
         .await
         .unwrap();
     let q = queue(&redis);
-    eventually(LONG, "the heads built", || async {
-        let mut c = redis.conn().await;
-        let done: Option<String> = redis::cmd("HGET")
-            .arg("{dq}:indexed")
-            .arg("headed")
-            .query_async(&mut c)
-            .await
-            .unwrap();
-        (done.as_deref() == Some("1")).then_some(())
-    })
-    .await;
+    index_mark(&redis, "headed", "the heads built").await;
     heads_exact(&redis, "the upkeep's pass").await;
     let n: usize = redis.cmd(&["ZCARD", "{dq}:heads"]).await;
     assert_eq!(n, 3);
