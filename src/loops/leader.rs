@@ -274,7 +274,9 @@ pub(crate) async fn run(h: Handles) {
             _ = h.stop.wait() => break,
         }
     }
-    // Stopping gracefully: the standbys take over at once.
+    // Stopping gracefully: an older build that started meanwhile gets the
+    // delayed jobs it can fire, then the standbys take over at once.
+    super::upkeep::last_look(&h.store, &terms.held()).await;
     for part in terms.held() {
         terms.set(part, None);
         if let Err(e) = h.store.take_term(part, &terms.id, Duration::ZERO).await {

@@ -268,6 +268,37 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
     }
 }
 
+/// The last look of a leader stopping gracefully, for the partitions it
+/// still leads, before it gives their terms up. Layout 3 keeps delayed jobs
+/// out of the shared schedule, where an older build fires from: an
+/// instance of one that started since the last look (up to
+/// [`SPLIT_WATCH_EVERY`] ago) would wait forever for them if this was the
+/// last instance that reads 3 (a quick roll back). So the flag is lowered
+/// and the jobs put back now, paced as the backfill; that takes as long as
+/// the delayed jobs are many, and the stop waits for it. Costs one read of
+/// the flags when no partition is in layout 3.
+pub(super) async fn last_look(store: &Store, held: &[usize]) {
+    let Ok(flags) = store.layout_flags().await else {
+        return;
+    };
+    let split = |p: usize| flags.get(p).is_some_and(|f| f.layout >= 3 && !f.held);
+    if !held.iter().any(|&p| split(p)) {
+        return;
+    }
+    let Some(live) = live_instances(store).await else {
+        return;
+    };
+    if !older_build_alive(Some(&live)) {
+        return;
+    }
+    keep_layout(store, held, &live).await;
+    for &part in held {
+        if let Err(e) = store.index_all(part).await {
+            tracing::error!(error = %e, part, "delayed jobs not put back into the shared schedule for an older build; run `delayq layout --hold 2`");
+        }
+    }
+}
+
 /// The live instances' heartbeats (JSON), or None when they cannot be
 /// read.
 async fn live_instances(store: &Store) -> Option<Vec<String>> {
