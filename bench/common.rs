@@ -18,7 +18,18 @@ pub(crate) fn cpu(redis: &Redis) -> f64 {
     redis.info("cpu", "used_cpu_sys") + redis.info("cpu", "used_cpu_user")
 }
 
+/// `--short-ids`: ids like `far0-123456` (as long as a counter's), not
+/// 36 characters; both systems' ids follow it (BullMQ's too, by
+/// [`bullmq_on`]).
+pub(crate) static SHORT_IDS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Job `i` of the jobs tagged `tag`: a UUID's length (36 characters) unless
+/// `--short-ids`.
 pub(crate) fn id(tag: &str, i: usize) -> String {
+    if SHORT_IDS.load(std::sync::atomic::Ordering::Relaxed) {
+        return format!("{tag}-{i}");
+    }
     format!("{tag:0>8}-0000-0000-0000-{i:012}")
 }
 
@@ -180,6 +191,7 @@ pub(crate) fn bullmq_on(scenario: &str, port: u16, options: Value) -> Value {
     }
     let mut o = options;
     o["port"] = json!(port);
+    o["short_ids"] = json!(SHORT_IDS.load(std::sync::atomic::Ordering::Relaxed));
     let out = Command::new("node")
         .arg(dir.join("bench.mjs"))
         .arg(scenario)

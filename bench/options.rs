@@ -32,7 +32,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
   --scale-burst N    the scale section's burst (default 100,000; --quick 10,000, --smoke 500)
-  --idle-secs N      the idle scenario's window (default 600)
+  --idle-secs N      the idle scenario's window (default 600); with --only scale, each stage's idle window (default 5)
+  --short-ids        ids like far0-123456 instead of 36 characters, on both sides (scale, memory, the main table)
+  --no-persistence   the scale section's servers without AOF (default: redis-conf/redis.conf, appendfsync always)
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
   DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
 
@@ -151,6 +153,7 @@ pub(crate) fn options() -> Options {
         label: "full",
     };
     let (mut smoke_run, mut only_given) = (false, false);
+    let (mut idle_given, mut persistence) = (false, true);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -262,8 +265,13 @@ pub(crate) fn options() -> Options {
                     args.next()
                         .and_then(|n| n.parse().ok())
                         .expect("--idle-secs N"),
-                )
+                );
+                idle_given = true;
             }
+            "--short-ids" => {
+                crate::common::SHORT_IDS.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
+            "--no-persistence" => persistence = false,
             "--scale-burst" => {
                 o.scale_sizes.burst = args
                     .next()
@@ -292,6 +300,11 @@ pub(crate) fn options() -> Options {
             other => panic!("unknown argument {other:?}\n{USAGE}"),
         }
     }
+    // After the loop: `--quick` or `--smoke` resets the scale's sizes.
+    if idle_given {
+        o.scale_sizes.idle_ms = o.idle_window.as_millis() as u64;
+    }
+    o.scale_sizes.persistence = persistence;
     if smoke_run && !only_given {
         // The smoke run checks the harness within seconds: building apalis
         // would take minutes (`--smoke --only apalis` still runs it).

@@ -30,6 +30,19 @@ pub(crate) struct Scale {
     pub(crate) late_spread_ms: u64,
     /// The idle window per stage.
     pub(crate) idle_ms: u64,
+    /// AOF as `redis-conf/redis.conf` has it; off with `--no-persistence`.
+    pub(crate) persistence: bool,
+}
+
+impl Scale {
+    /// The servers' arguments beyond the config file.
+    fn redis_args(&self) -> &'static [&'static str] {
+        if self.persistence {
+            &[]
+        } else {
+            &["--appendonly", "no"]
+        }
+    }
 }
 
 /// One stage: (pending, adds/s, bytes per job, idle Redis CPU %).
@@ -84,7 +97,7 @@ fn info_text(redis: &Redis, section: &str) -> String {
 }
 
 async fn delayq_side(s: &Scale) -> Side {
-    let redis = Redis::start_tcp(&[]);
+    let redis = Redis::start_tcp(s.redis_args());
     let q = queue(&redis);
     let mut stages = Vec::new();
     let mut have = 0;
@@ -140,7 +153,7 @@ async fn delayq_side(s: &Scale) -> Side {
 
 fn bullmq_side(s: &Scale) -> Side {
     eprintln!("scale: BullMQ, {:?} pending, then the burst", s.sizes);
-    let redis = Redis::start_tcp(&[]);
+    let redis = Redis::start_tcp(s.redis_args());
     // More lead than delayq's: BullMQ adds more slowly.
     let r = bullmq(
         "scale",
@@ -313,6 +326,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 50,
             late_spread_ms: 2000,
             idle_ms: 1000,
+            persistence: true,
         },
         "quick" => Scale {
             sizes: vec![1000, 10_000, 100_000],
@@ -320,6 +334,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 100,
             late_spread_ms: 5000,
             idle_ms: 3000,
+            persistence: true,
         },
         _ => Scale {
             sizes: vec![10_000, 100_000, 1_000_000],
@@ -327,6 +342,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 300,
             late_spread_ms: 20_000,
             idle_ms: 5000,
+            persistence: true,
         },
     }
 }

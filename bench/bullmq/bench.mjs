@@ -12,7 +12,8 @@ const o = JSON.parse(rawOptions || '{}');
 const connection = { host: '127.0.0.1', port: o.port };
 const BODY = 'b'.repeat(64);
 const opts = { removeOnComplete: true, removeOnFail: true };
-const id = (tag, i) => `${tag.padStart(8, '0')}-0000-0000-0000-${String(i).padStart(12, '0')}`;
+// As bench/common.rs's `id`: 36 characters, or short with --short-ids.
+const id = (tag, i) => (o.short_ids ? `${tag}-${i}` : `${tag.padStart(8, '0')}-0000-0000-0000-${String(i).padStart(12, '0')}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // A plain connection for INFO, apart from BullMQ's own.
