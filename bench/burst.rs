@@ -1,8 +1,8 @@
 //! A burst: N jobs due at one instant (a flash sale's orders timing out
 //! together), pushed in batches a few seconds ahead, drained four ways, each
 //! on a fresh redis-server (`redis-conf/redis.conf`, as the main table):
-//! (a) the library's `Consumer`, concurrency 64, a handler that returns at
-//! once; (b) a `delayq serve` sidecar, 8 clients each popping up to 100
+//! (a) the library's `Consumer` at concurrency 64 and 8 (the webhook's
+//! two, like for like), a handler that returns at once; (b) a `delayq serve` sidecar, 8 clients each popping up to 100
 //! (`/v1/pop`) and finishing them in one `/v1/finish`; (c) a `delayq serve`
 //! webhook at concurrency 64 and 8, to a receiver here that answers 200 at
 //! once; (d) BullMQ, a `Worker` at concurrency 64 completing each.
@@ -47,14 +47,9 @@ const POP_MAX: usize = 100;
 const DRAIN_BOUND: Duration = Duration::from_secs(120);
 
 /// The burst's redis-server arguments: `redis-conf/redis.conf` as is (AOF,
-/// appendfsync always), or with `DELAYQ_BENCH_BURST_NO_PERSIST=1` no
-/// persistence at all (what a burst costs without the fsync).
+/// appendfsync always), or with `--no-persistence` none.
 pub(crate) fn redis_args() -> &'static [&'static str] {
-    if std::env::var_os("DELAYQ_BENCH_BURST_NO_PERSIST").is_some_and(|v| v == "1") {
-        &["--appendonly", "no", "--save", ""]
-    } else {
-        &[]
-    }
+    crate::common::persist().redis_args()
 }
 
 /// One way's figures.
@@ -205,28 +200,38 @@ async fn drained(due: i64, every: Duration, done: impl Fn() -> bool) -> f64 {
     (now_ms() - due as f64) / 1000.0
 }
 
-/// (a) the library: a `Consumer` at concurrency 64 in this process.
-async fn library(pending: usize, n: usize) -> Run {
+/// (a) the library: a `Consumer` at `concurrency` in this process.
+async fn library(pending: usize, n: usize, concurrency: usize) -> Run {
     let redis = Redis::start_tcp(redis_args());
     let q = queue(&redis);
-    let run = library_on(&redis, &q, pending, n).await;
+    let run = library_on(&redis, &q, pending, n, concurrency).await;
     q.close().await;
     run
 }
 
 /// The library's way on a queue already there (the scale section loads its
 /// pending set first); Redis's command stats are left as at the last finish.
-pub(crate) async fn library_on(redis: &Redis, q: &Queue, pending: usize, n: usize) -> Run {
+pub(crate) async fn library_on(
+    redis: &Redis,
+    q: &Queue,
+    pending: usize,
+    n: usize,
+    concurrency: usize,
+) -> Run {
     let seen = Arc::new(Seen::default());
     let shutdown = Shutdown::new();
     let s = seen.clone();
-    let consumer = tokio::spawn(Consumer::new(q.clone(), &[TOPIC]).concurrency(64).run(
-        move |d: Delivery| {
-            s.note(&d.id, (d.popped_at_us - d.due_ms * 1000) as f64 / 1000.0);
-            async { Ok::<(), String>(()) }
-        },
-        shutdown.clone(),
-    ));
+    let consumer = tokio::spawn(
+        Consumer::new(q.clone(), &[TOPIC])
+            .concurrency(concurrency)
+            .run(
+                move |d: Delivery| {
+                    s.note(&d.id, (d.popped_at_us - d.due_ms * 1000) as f64 / 1000.0);
+                    async { Ok::<(), String>(()) }
+                },
+                shutdown.clone(),
+            ),
+    );
     let due = load(q, pending, n).await;
     let (idle, c1) = idle_then_start(redis, due).await;
     // The queue's own count of finishes (no Redis call); counted from here,
@@ -243,7 +248,12 @@ pub(crate) async fn library_on(redis: &Redis, q: &Queue, pending: usize, n: usiz
     let _ = consumer.await;
     Run {
         commands,
-        ..seen.run("library, Consumer, concurrency 64".into(), n, secs, used)
+        ..seen.run(
+            format!("library, Consumer, concurrency {concurrency}"),
+            n,
+            secs,
+            used,
+        )
     }
 }
 
@@ -281,7 +291,7 @@ pub(crate) fn bullmq_figures(r: &Value, n: usize) -> Run {
 pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
     println!();
     if !redis_args().is_empty() {
-        println!("burst: redis-server without persistence (DELAYQ_BENCH_BURST_NO_PERSIST=1)");
+        println!("burst: redis-server without persistence (--no-persistence)");
     }
     println!(
         "burst: {n} jobs pushed in batches of {BATCH}, all due at one instant {:.1} s ahead, drained one way per run, each on a fresh redis-server (redis-conf/redis.conf: AOF, appendfsync always; the same for BullMQ); Redis CPU from the due instant to the last finish, idle subtracted; lateness of each job's first delivery (hand-over minus due)",
@@ -289,24 +299,31 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
     );
     for &p in pending {
         let mut runs = Vec::new();
-        eprintln!("burst: library, {p} pending");
-        runs.push(library(p, n).await);
+        // The library at each of the webhook's concurrencies: a webhook's
+        // rate is compared with the library's at the same one.
+        let mut lib_rate = HashMap::new();
+        for c in [64, 8] {
+            eprintln!("burst: library at {c}, {p} pending");
+            let r = library(p, n, c).await;
+            lib_rate.insert(c, r.rate(n));
+            runs.push((r, None));
+        }
         eprintln!("burst: sidecar, {p} pending");
-        runs.push(sidecar(p, n).await);
+        runs.push((sidecar(p, n).await, None));
         for c in [64, 8] {
             eprintln!("burst: webhook at {c}, {p} pending");
-            runs.push(webhook(p, n, c).await);
+            runs.push((webhook(p, n, c).await, Some(c)));
         }
         let bull = with_bullmq.then(|| {
             eprintln!("burst: BullMQ, {p} pending");
             bullmq_run(p, n)
         });
-        let lib_rate = runs[0].rate(n);
         println!();
         println!("{p} other jobs pending a day away:");
-        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library | Redis commands per job |");
+        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library at its concurrency | Redis commands per job |");
         println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|");
-        for r in runs.iter().chain(bull.iter()) {
+        let bull = bull.map(|b| (b, None));
+        for (r, like) in runs.iter().chain(bull.iter()) {
             let ratio = |a: f64, b: Option<f64>| {
                 b.filter(|b| *b > 0.0 && !r.way.starts_with("BullMQ"))
                     .map_or("-".to_owned(), |b| format!("{:.2}x", a / b))
@@ -322,13 +339,10 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
                 r.early,
                 r.lost,
                 r.twice,
-                ratio(r.rate(n), bull.as_ref().map(|b| b.rate(n))),
-                ratio(r.cpu_us_per_job, bull.as_ref().map(|b| b.cpu_us_per_job)),
-                if r.way.starts_with("webhook") {
-                    format!("{:.2}x", r.rate(n) / lib_rate)
-                } else {
-                    "-".into()
-                },
+                ratio(r.rate(n), bull.as_ref().map(|b| b.0.rate(n))),
+                ratio(r.cpu_us_per_job, bull.as_ref().map(|b| b.0.cpu_us_per_job)),
+                like.and_then(|c| lib_rate.get(&c))
+                    .map_or("-".into(), |l| format!("{:.2}x", r.rate(n) / l)),
                 r.commands,
             );
         }

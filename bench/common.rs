@@ -18,6 +18,45 @@ pub(crate) fn cpu(redis: &Redis) -> f64 {
     redis.info("cpu", "used_cpu_sys") + redis.info("cpu", "used_cpu_user")
 }
 
+/// A benchmark's redis-server persistence: `redis-conf/redis.conf` as it
+/// is (AOF, `appendfsync always`; the config has no RDB saves), or none.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) enum Persist {
+    AofAlways,
+    None,
+}
+
+impl Persist {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Persist::AofAlways => "AOF always",
+            Persist::None => "no persistence",
+        }
+    }
+    /// The server's arguments beyond the config file.
+    pub(crate) fn redis_args(self) -> &'static [&'static str] {
+        match self {
+            Persist::AofAlways => &[],
+            Persist::None => &["--appendonly", "no"],
+        }
+    }
+}
+
+/// `--no-persistence` (or `DELAYQ_BENCH_BURST_NO_PERSIST=1`, the burst's
+/// older switch): see [`persist`].
+pub(crate) static NO_PERSISTENCE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// The persistence of the scale and burst sections' servers.
+pub(crate) fn persist() -> Persist {
+    let env = std::env::var_os("DELAYQ_BENCH_BURST_NO_PERSIST").is_some_and(|v| v == "1");
+    if env || NO_PERSISTENCE.load(std::sync::atomic::Ordering::Relaxed) {
+        Persist::None
+    } else {
+        Persist::AofAlways
+    }
+}
+
 /// `--short-ids`: ids like `far0-123456` (as long as a counter's), not
 /// 36 characters; both systems' ids follow it (BullMQ's too, by
 /// [`bullmq_on`]).

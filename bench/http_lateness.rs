@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::burst::{http_client, serve};
-use crate::common::{id, median, percentile, redis_sync};
+use crate::common::{id, median, percentile, redis_sync, Persist};
 use crate::Redis;
 
 mod trace;
@@ -66,27 +66,6 @@ impl Api {
         match self {
             Api::Compat => "compatible /pop",
             Api::V1 => "native /v1/pop",
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-enum Persist {
-    AofAlways,
-    None,
-}
-
-impl Persist {
-    fn label(self) -> &'static str {
-        match self {
-            Persist::AofAlways => "AOF always",
-            Persist::None => "no persistence",
-        }
-    }
-    fn redis_args(self) -> &'static [&'static str] {
-        match self {
-            Persist::AofAlways => &[],
-            Persist::None => &["--appendonly", "no"],
         }
     }
 }

@@ -34,7 +34,7 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
   --scale-burst N    the scale section's burst (default 100,000; --quick 10,000, --smoke 500)
   --idle-secs N      the idle scenario's window (default 600); with --only scale, each stage's idle window (default 5)
   --short-ids        ids like far0-123456 instead of 36 characters, on both sides (scale, memory, the main table)
-  --no-persistence   the scale section's servers without AOF (default: redis-conf/redis.conf, appendfsync always)
+  --no-persistence   the scale and burst sections' servers without AOF (default: redis-conf/redis.conf, appendfsync always)
   --settle-rewrites  delayq's lateness runs wait for Redis's AOF rewrites first
   DELAYQ_BENCH_SAMPLES=FILE  writes the raw lateness samples to FILE";
 
@@ -153,7 +153,7 @@ pub(crate) fn options() -> Options {
         label: "full",
     };
     let (mut smoke_run, mut only_given) = (false, false);
-    let (mut idle_given, mut persistence) = (false, true);
+    let mut idle_given = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -271,7 +271,9 @@ pub(crate) fn options() -> Options {
             "--short-ids" => {
                 crate::common::SHORT_IDS.store(true, std::sync::atomic::Ordering::Relaxed)
             }
-            "--no-persistence" => persistence = false,
+            "--no-persistence" => {
+                crate::common::NO_PERSISTENCE.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
             "--scale-burst" => {
                 o.scale_sizes.burst = args
                     .next()
@@ -304,7 +306,7 @@ pub(crate) fn options() -> Options {
     if idle_given {
         o.scale_sizes.idle_ms = o.idle_window.as_millis() as u64;
     }
-    o.scale_sizes.persistence = persistence;
+    o.scale_sizes.persist = crate::common::persist();
     if smoke_run && !only_given {
         // The smoke run checks the harness within seconds: building apalis
         // would take minutes (`--smoke --only apalis` still runs it).

@@ -16,7 +16,7 @@ use delayq::{Consumer, Delivery, Shutdown};
 use serde_json::json;
 
 use crate::burst::{bullmq_figures, lead_ms, library_on, Run, BATCH, TOPIC};
-use crate::common::{add_bulk_body, bullmq, cpu, json_body, percentile, queue, HOUR};
+use crate::common::{add_bulk_body, bullmq, cpu, json_body, percentile, queue, Persist, HOUR};
 use crate::lateness::delayq_lateness;
 use crate::Redis;
 
@@ -30,19 +30,8 @@ pub(crate) struct Scale {
     pub(crate) late_spread_ms: u64,
     /// The idle window per stage.
     pub(crate) idle_ms: u64,
-    /// AOF as `redis-conf/redis.conf` has it; off with `--no-persistence`.
-    pub(crate) persistence: bool,
-}
-
-impl Scale {
-    /// The servers' arguments beyond the config file.
-    fn redis_args(&self) -> &'static [&'static str] {
-        if self.persistence {
-            &[]
-        } else {
-            &["--appendonly", "no"]
-        }
-    }
+    /// AOF always, or none with `--no-persistence`.
+    pub(crate) persist: Persist,
 }
 
 /// One stage: (pending, adds/s, bytes per job, idle Redis CPU %).
@@ -97,7 +86,7 @@ fn info_text(redis: &Redis, section: &str) -> String {
 }
 
 async fn delayq_side(s: &Scale) -> Side {
-    let redis = Redis::start_tcp(s.redis_args());
+    let redis = Redis::start_tcp(s.persist.redis_args());
     let q = queue(&redis);
     let mut stages = Vec::new();
     let mut have = 0;
@@ -129,7 +118,7 @@ async fn delayq_side(s: &Scale) -> Side {
         have = size;
     }
     eprintln!("scale: delayq, burst of {} at {have} pending", s.burst);
-    let burst = library_on(&redis, &q, 0, s.burst).await;
+    let burst = library_on(&redis, &q, 0, s.burst, 64).await;
     // Stats were reset at the due instant (the expire cycle's too).
     let time = time_per_job(
         &info_text(&redis, "commandstats"),
@@ -153,7 +142,7 @@ async fn delayq_side(s: &Scale) -> Side {
 
 fn bullmq_side(s: &Scale) -> Side {
     eprintln!("scale: BullMQ, {:?} pending, then the burst", s.sizes);
-    let redis = Redis::start_tcp(s.redis_args());
+    let redis = Redis::start_tcp(s.persist.redis_args());
     // More lead than delayq's: BullMQ adds more slowly.
     let r = bullmq(
         "scale",
@@ -326,7 +315,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 50,
             late_spread_ms: 2000,
             idle_ms: 1000,
-            persistence: true,
+            persist: Persist::AofAlways,
         },
         "quick" => Scale {
             sizes: vec![1000, 10_000, 100_000],
@@ -334,7 +323,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 100,
             late_spread_ms: 5000,
             idle_ms: 3000,
-            persistence: true,
+            persist: Persist::AofAlways,
         },
         _ => Scale {
             sizes: vec![10_000, 100_000, 1_000_000],
@@ -342,7 +331,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_jobs: 300,
             late_spread_ms: 20_000,
             idle_ms: 5000,
-            persistence: true,
+            persist: Persist::AofAlways,
         },
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::figures::Instance;
 use crate::shutdown::Shutdown;
 use crate::stats::{Recorder, FLUSH_EVERY};
+use crate::store::relayout::Flag;
 use crate::store::Store;
 
 /// Follows the master until `stop`.
@@ -223,7 +224,7 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
         if flag.held || flag.layout == readable {
             continue;
         }
-        let to = crate::store::relayout::Flag {
+        let to = Flag {
             layout: readable,
             held: false,
         };
@@ -270,29 +271,32 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
 
 /// The last look of a leader stopping gracefully, for the partitions it
 /// still leads, before it gives their terms up. Layout 3 keeps delayed jobs
-/// out of the shared schedule, where an older build fires from: an
-/// instance of one that started since the last look (up to
-/// [`SPLIT_WATCH_EVERY`] ago) would wait forever for them if this was the
-/// last instance that reads 3 (a quick roll back). So the flag is lowered
-/// and the jobs put back now, paced as the backfill; that takes as long as
-/// the delayed jobs are many, and the stop waits for it. Costs one read of
-/// the flags when no partition is in layout 3.
+/// out of the shared schedule, where an instance that reads less fires
+/// from: one that started since the last look (up to [`SPLIT_WATCH_EVERY`]
+/// ago) would wait forever for them if this was the last instance that
+/// reads 3 (a quick roll back). So the flag is lowered and the jobs put
+/// back now, paced as the backfill; that takes as long as the delayed jobs
+/// are many, and the stop waits for it. Costs one read of the flags when
+/// no led partition is in layout 3.
 pub(super) async fn last_look(store: &Store, held: &[usize]) {
+    let is_split = |flags: &[Flag], p: usize| flags.get(p).is_some_and(|f| f.layout >= 3);
     let Ok(flags) = store.layout_flags().await else {
         return;
     };
-    let split = |p: usize| flags.get(p).is_some_and(|f| f.layout >= 3 && !f.held);
-    if !held.iter().any(|&p| split(p)) {
+    let split: Vec<usize> = (held.iter().copied())
+        .filter(|&p| is_split(&flags, p) && !flags[p].held)
+        .collect();
+    if split.is_empty() {
         return;
     }
     let Some(live) = live_instances(store).await else {
         return;
     };
-    if !older_build_alive(Some(&live)) {
+    keep_layout(store, &split, &live).await;
+    let Ok(flags) = store.layout_flags().await else {
         return;
-    }
-    keep_layout(store, held, &live).await;
-    for &part in held {
+    };
+    for part in split.into_iter().filter(|&p| !is_split(&flags, p)) {
         if let Err(e) = store.index_all(part).await {
             tracing::error!(error = %e, part, "delayed jobs not put back into the shared schedule for an older build; run `delayq layout --hold 2`");
         }

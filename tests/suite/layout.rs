@@ -694,37 +694,54 @@ async fn layout_3_is_lowered_and_the_delayed_jobs_put_back_when_an_older_build_a
 /// reads layout 3 stops before its leader's watch (every 15 s) has seen
 /// it. Stopping, the leader looks once more: the flag is lowered and every
 /// delayed job is back in the shared schedule, where the older build
-/// fires from, before the stop returns.
+/// fires from, before the stop returns. Both older shapes: a build before
+/// topic schedules (reads 1), and one that keeps them and reads 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_last_instance_reading_layout_3_puts_the_delayed_jobs_back_as_it_stops() {
     let redis = RedisServer::start();
     let mut c = redis.conn().await;
-    let q = queue(&redis);
-    wait_flag(&mut c, "3").await;
-    let mut dues = BTreeMap::new();
-    for i in 0..300 {
-        let j = delayed(&format!("d{i}"), ["t", "a:b"][i % 2], format!("b{i}"));
-        dues.insert(j.id.clone(), q.push(&j).await.unwrap().due_ms);
+    for (older, lowered_to) in [("old-1", None), ("old-2", Some("2"))] {
+        let _: () = q_cmd(&mut c, &["FLUSHALL"]).await;
+        let q = queue(&redis);
+        wait_flag(&mut c, "3").await;
+        let mut dues = BTreeMap::new();
+        for i in 0..300 {
+            let j = delayed(&format!("d{i}"), ["t", "a:b"][i % 2], format!("b{i}"));
+            dues.insert(j.id.clone(), q.push(&j).await.unwrap().due_ms);
+        }
+        older_heartbeat(&mut c, older).await;
+        if lowered_to.is_some() {
+            reads_2_with_topic_schedules(&mut c, older).await;
+        }
+        q.close().await;
+        let all: Vec<(String, i64)> = q_cmd(
+            &mut c,
+            &["ZRANGE", "{dq}:schedule", "0", "-1", "WITHSCORES"],
+        )
+        .await;
+        let all: BTreeMap<String, i64> = all.into_iter().collect();
+        let wrong = dues.iter().filter(|(id, due)| all.get(*id) != Some(due));
+        assert_eq!(
+            wrong.count(),
+            0,
+            "{older}: delayed jobs not in the shared schedule at their time"
+        );
+        assert_eq!(all.len(), dues.len(), "{older}");
+        assert_eq!(
+            flag(&mut c).await.as_deref(),
+            lowered_to,
+            "{older}: lowered to what it reads"
+        );
     }
-    older_heartbeat(&mut c, "old-1").await;
-    q.close().await;
-    let all: Vec<(String, i64)> = q_cmd(
-        &mut c,
-        &["ZRANGE", "{dq}:schedule", "0", "-1", "WITHSCORES"],
-    )
-    .await;
-    let all: BTreeMap<String, i64> = all.into_iter().collect();
-    let wrong = dues.iter().filter(|(id, due)| all.get(*id) != Some(due));
-    assert_eq!(
-        wrong.count(),
-        0,
-        "delayed jobs not in the shared schedule at their time"
-    );
-    assert_eq!(all.len(), dues.len());
-    assert_eq!(
-        flag(&mut c).await,
-        None,
-        "lowered to what the older build reads"
-    );
-    forget_heartbeat(&mut c, "old-1").await;
+}
+
+/// Rewrites heartbeat `id` as a build that keeps topic schedules and reads
+/// layout 2 writes it.
+async fn reads_2_with_topic_schedules(c: &mut MultiplexedConnection, id: &str) {
+    let key = format!("{{dq}}:instance:{id}");
+    let beat: String = q_cmd(c, &["GET", &key]).await;
+    let mut beat: serde_json::Value = serde_json::from_str(&beat).unwrap();
+    beat["layout"] = json!(2);
+    beat["topic_schedules"] = json!(true);
+    let _: () = q_cmd(c, &["SET", &key, &beat.to_string(), "PX", "600000"]).await;
 }
