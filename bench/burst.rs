@@ -294,8 +294,9 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
         println!("burst: redis-server without persistence (--no-persistence)");
     }
     println!(
-        "burst: {n} jobs pushed in batches of {BATCH}, all due at one instant {:.1} s ahead, drained one way per run, each on a fresh redis-server (redis-conf/redis.conf: AOF, appendfsync always; the same for BullMQ); Redis CPU from the due instant to the last finish, idle subtracted; lateness of each job's first delivery (hand-over minus due)",
-        lead_ms(n) as f64 / 1000.0
+        "burst: {n} jobs pushed in batches of {BATCH}, all due at one instant {:.1} s ahead, drained one way per run, each on a fresh redis-server (redis-conf/redis.conf, {}; the same for BullMQ); Redis CPU from the due instant to the last finish, idle subtracted; lateness of each job's first delivery (hand-over minus due)",
+        lead_ms(n) as f64 / 1000.0,
+        crate::common::persist().label(),
     );
     for &p in pending {
         let mut runs = Vec::new();

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use delayq::{Config, Queue};
 
-use crate::common::{add_single, cpu, median, queue, HOUR};
+use crate::common::{add_single, cpu, median, queue, settled, HOUR};
 use crate::lifecycle::lifecycle;
 use crate::options::Sizes;
 use crate::Redis;
@@ -55,6 +55,7 @@ pub(crate) async fn run(s: &Sizes, repeats: usize) {
         };
         let cluster = TestCluster::start_with(3, 0, &[]);
         let q = cq(&cluster);
+        settled(&q).await;
         add_single(&q, "warm", 1000, HOUR).await;
         let took = add_single(&q, "one", s.adds, HOUR).await;
         q.close().await;
@@ -73,7 +74,9 @@ pub(crate) async fn run(s: &Sizes, repeats: usize) {
                 .push(masters.iter().map(|m| commandstats(m)).collect());
             masters.iter().map(|m| cpu(m)).sum::<f64>()
         };
-        let v = lifecycle(cq(&cluster), s.cpu_jobs, true, &total).await;
+        let q = cq(&cluster);
+        settled(&q).await;
+        let v = lifecycle(q, s.cpu_jobs, true, &total).await;
         add_phase(&seen, &mut nodes);
         rows.entry("cluster cpu").or_default().push(v);
         // Each master's share of that, by its share of the CPU used.

@@ -215,8 +215,17 @@ fn print_conditions(o: &options::Options) {
         o.label, o.repeats
     );
     println!(
-        "conditions: redis-server {redis_version} on loopback TCP with redis-conf/redis.conf (AOF, appendfsync always), a fresh server per run; {} cores shared by Redis, the system under test and the load; 36-char ids, 64-byte bodies (the memory row: a 64-byte JSON object, the same bytes on both sides); node {}",
+        "conditions: redis-server {redis_version} on loopback TCP with redis-conf/redis.conf ({}), a fresh server per run; {} cores shared by Redis, the system under test and the load; {}, 64-byte bodies (the memory row: a 64-byte JSON object, the same bytes on both sides); node {}",
+        match common::persist() {
+            common::Persist::AofAlways => "AOF, appendfsync always",
+            common::Persist::None => "without AOF in the burst and scale sections (--no-persistence), AOF always elsewhere",
+        },
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        if common::SHORT_IDS.load(std::sync::atomic::Ordering::Relaxed) {
+            "short ids (--short-ids: like far0-123456, on both sides)"
+        } else {
+            "36-char ids"
+        },
         node.as_deref().unwrap_or("absent"),
     );
     if o.systems.contains(&System::Apalis) {

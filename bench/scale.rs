@@ -202,7 +202,8 @@ pub(crate) async fn run(s: &Scale, with_bullmq: bool) {
     let top = *s.sizes.last().unwrap();
     println!();
     println!(
-        "scale: one fresh redis-server per system (redis-conf/redis.conf: AOF, appendfsync always), the pending set grown stage by stage, jobs a day away pushed in batches of {BATCH}; bytes per job = used_memory delta over a stage / its jobs; idle Redis CPU over {:.0} s with a consumer at concurrency 64 waiting; then at {top} pending a burst of {} due at one instant drained at concurrency 64 (delayq: the library's Consumer; BullMQ: a Worker), and {} jobs due evenly over {} s with 16 consumers",
+        "scale: one fresh redis-server per system (redis-conf/redis.conf, {}), the pending set grown stage by stage, jobs a day away pushed in batches of {BATCH}; bytes per job = used_memory delta over a stage / its jobs; idle Redis CPU over {:.0} s with a consumer at concurrency 64 waiting; then at {top} pending a burst of {} due at one instant drained at concurrency 64 (delayq: the library's Consumer; BullMQ: a Worker), and {} jobs due evenly over {} s with 16 consumers",
+        s.persist.label(),
         s.idle_ms as f64 / 1000.0,
         s.burst,
         s.late_jobs,
