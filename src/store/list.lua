@@ -179,11 +179,35 @@ local function bytes_before(a, b)
   return #a < #b
 end
 
+-- The rank in `k` of the first entry after the cursor, found without
+-- reading the entries before it: ZRANK when the cursor's entry is in `k`
+-- at its score, else a binary search among the entries of the cursor's
+-- score (a topic schedule in the merge below holds entries of that score
+-- before and after the cursor's id). Each step costs O(log N), so a page
+-- starts in O(log^2 N) however many entries share a score, and a forged
+-- cursor costs no more than the server's own.
+local function exact_rank_after(k)
+  if after_score == '-inf' then return 0 end
+  local own = redis.call('ZSCORE', k, after_id)
+  if own and tonumber(own) == tonumber(after_score) then
+    return redis.call('ZRANK', k, after_id) + 1
+  end
+  local lo = redis.call('ZCOUNT', k, '-inf', '(' .. after_score)
+  local hi = redis.call('ZCOUNT', k, '-inf', after_score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call('ZRANGE', k, mid, mid)[1]
+    if bytes_before(after_id, m) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
 -- Every topic's delayed jobs in layout 3: they are in the topic schedules
 -- only (an earlier layout wrote them to both). A merge led by the heads: the topics in head order,
--- each one's entries after the cursor, until a head comes after the
--- page's last; each entry is checked against the job. O(log N) a topic
--- whose head is before the page's end.
+-- each one's entries after the cursor (once the page is full, only those
+-- not after its last), until a head comes after the page's last; each
+-- entry is checked against the job. O(log N) a topic whose head is before
+-- the page's end, and about limit x ln(topics) entries read.
 if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
   local after = function(s, id)
     if after_score == '-inf' then return true end
@@ -203,9 +227,14 @@ if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
     end
   end
   local function from(k, t)
-    local pos = 0
-    if after_score ~= '-inf' then pos = rank_after(tonumber(after_score), after_id, k) end
-    local got = redis.call('ZRANGE', k, pos, pos + limit - 1, 'WITHSCORES')
+    local pos = exact_rank_after(k)
+    -- A full page takes from this topic only what is not after its end,
+    -- and the end falls as topics come in: a page reads about
+    -- limit x ln(topics) entries, not limit a topic.
+    local n, e = limit, page_end()
+    if e then n = math.min(n, redis.call('ZCOUNT', k, '-inf', string.format('%.17g', e)) - pos) end
+    if n <= 0 then return end
+    local got = redis.call('ZRANGE', k, pos, pos + n - 1, 'WITHSCORES')
     for i = 1, #got, 2 do
       local id, s = got[i], tonumber(got[i + 1])
       consider(id, s, t)
@@ -231,27 +260,7 @@ if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
   return reply
 end
 
--- The rank of the first entry after the cursor, found without reading the
--- entries before it: ZRANK when the cursor's entry is still there, else a
--- binary search among the entries of the cursor's score. Each step costs
--- O(log N), so a page starts in O(log^2 N) however many entries share a
--- score, and a forged cursor costs no more than the server's own.
-local pos = 0
-if after_score ~= '-inf' then
-  local own = redis.call('ZSCORE', key, after_id)
-  if own and tonumber(own) == tonumber(after_score) then
-    pos = redis.call('ZRANK', key, after_id) + 1
-  else
-    local lo = redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
-    local hi = redis.call('ZCOUNT', key, '-inf', after_score)
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      local m = redis.call('ZRANGE', key, mid, mid)[1]
-      if bytes_before(after_id, m) then hi = mid else lo = mid + 1 end
-    end
-    pos = lo
-  end
-end
+local pos = exact_rank_after(key)
 
 -- Then entries by rank, each read once, at most `cap` of them.
 local found, seen = {}, 0

@@ -181,3 +181,54 @@ async fn a_delayed_job_not_yet_put_back_from_layout_3_still_fires_on_time() {
         .is_none());
     q.close().await;
 }
+
+/// Every topic's delayed jobs listed page by page in layout 3 (a merge of
+/// the topic schedules led by the heads, each topic read only up to the
+/// full page's end): 40 topics whose jobs interleave and share due times,
+/// small pages, every job once, in (due, id) order, whatever the page size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_all_topics_listing_merges_the_topic_schedules_in_order_page_by_page() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = queue(&redis);
+    indexed(&redis).await;
+    let base = redis.time_ms().await + 3_600_000;
+    let mut expect: Vec<(i64, String)> = Vec::new();
+    let mut jobs = Vec::new();
+    for i in 0..600u64 {
+        // 40 topics, 23 due times: many ties within and across topics,
+        // and topics whose heads all come before a page's end.
+        let (id, due) = (
+            format!("j{:03}", (i * 379) % 600),
+            base + ((i * 7) % 23) as i64 * 1000,
+        );
+        jobs.push(NewJob {
+            due_at_ms: Some(due),
+            ..job(&id, &format!("topic-{}", i % 40), 0, 60_000)
+        });
+        expect.push((due, id));
+    }
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    expect.sort();
+    let expect: Vec<String> = expect.into_iter().map(|(_, id)| id).collect();
+    for limit in [1, 7, 50, 1000] {
+        let (mut listed, mut cursor) = (Vec::new(), None::<String>);
+        loop {
+            let (page, next) = q.upcoming(cursor.as_deref(), limit).await.unwrap();
+            assert!(page.len() <= limit);
+            listed.extend(page.into_iter().map(|j| j.id));
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+            assert!(
+                listed.len() <= expect.len(),
+                "limit {limit}: more pages than jobs"
+            );
+        }
+        assert_eq!(listed, expect, "limit {limit}");
+    }
+    q.close().await;
+}
