@@ -168,6 +168,26 @@ impl Error {
         }
     }
 
+    /// True if the call failed for want of a Redis that answers in time
+    /// (no reply, too late, a failover, a broken connection, Redis loading
+    /// or busy): the same call may work later. Not a refusal that stays
+    /// (ACL, no scripting, a script's error).
+    pub(crate) fn may_pass(&self) -> bool {
+        match self {
+            Error::Timeout { .. }
+            | Error::Unknown { .. }
+            | Error::Late { .. }
+            | Error::Moved { .. } => true,
+            Error::Redis { source, .. } => source.code().is_none_or(|code| {
+                matches!(
+                    code,
+                    "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY"
+                )
+            }),
+            _ => false,
+        }
+    }
+
     pub(crate) fn redis(op: &'static str, source: redis::RedisError) -> Error {
         Error::Redis { op, source }
     }

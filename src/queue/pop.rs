@@ -195,6 +195,10 @@ impl Queue {
         woken: bool,
     ) -> Result<(Vec<Delivery>, Held)> {
         let (tx, rx) = oneshot::channel();
+        let mut rx = Unclaimed {
+            rx,
+            queue: self.clone(),
+        };
         let queue = self.clone();
         let owned = topics.to_vec();
         tokio::spawn(async move {
@@ -216,7 +220,7 @@ impl Queue {
                     .await;
             }
         });
-        let (got, held) = match tokio::time::timeout(patience, rx).await {
+        let (got, held) = match tokio::time::timeout(patience, &mut rx.rx).await {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) => {
                 return Err(Error::protocol(
@@ -243,5 +247,36 @@ impl Queue {
         }
         self.count_popped(topics, &live, held);
         Ok((live, held))
+    }
+}
+
+/// The receiving end of a pop's result. A pop whose caller stops waiting,
+/// or goes away, after its result was sent and before taking it leaves
+/// the jobs in the channel: given back here, as the sending task gives
+/// back those it could not send.
+struct Unclaimed {
+    rx: oneshot::Receiver<Result<(Vec<Delivery>, Held)>>,
+    queue: Queue,
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        // Closed first: a result sent from now on goes back to its sender.
+        self.rx.close();
+        let Ok(Ok((jobs, _))) = self.rx.try_recv() else {
+            return;
+        };
+        if jobs.is_empty() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let queue = self.queue.clone();
+        rt.spawn(async move {
+            (queue.store())
+                .release_all(jobs, "its pop's caller had gone")
+                .await
+        });
     }
 }

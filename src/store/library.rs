@@ -96,10 +96,12 @@ struct EvalScript {
 /// same whatever the call's size (taken from the front, every argument
 /// after them would move), so each script sees its own arguments from
 /// ARGV[2] on. The count changes a call gathered are written when it
-/// returns.
+/// returns. What a call keeps for itself (the layout and the arming
+/// watermark it read, heads kept back) is reset first: a library's globals
+/// outlive its calls, and a call that failed part-way left them set.
 fn wrapper(name: &str) -> String {
     format!(
-        "P, SCHEDULE, NOW, COUNTS, BODIES.layout = ARGV[1], KEYS[1], nil, {{}}, nil\n\
+        "P, SCHEDULE, NOW, COUNTS, BODIES.layout, H.armed, H.heads_later = ARGV[1], KEYS[1], nil, {{}}, nil, nil, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = CALL.past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\

@@ -13,7 +13,8 @@
 --          dedup, priority, trace context, group), "" for none: a plain job
 --          costs no decoding
 --
--- Cost per job: O(1) commands, plus O(log N) in the schedule; a traced
+-- Cost per job: O(1) commands, plus O(log N) in the schedule, and one
+-- ZADD of the heads for the call (each topic's earliest); a traced
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
 -- Touches: job hashes (a replaced job's log goes), trigger keys, schedule, count hash; an existing
@@ -100,6 +101,8 @@ for j = 1, n do
 end
 local reply = { DONE }
 local scheduled = {}
+-- The topics' heads once at the end, not once a job.
+H.heads_later = {}
 for j = 1, n do
   local a = 1 + (j - 1) * PUSH_ARGS
   local id = ARGV[a + 1]
@@ -120,6 +123,7 @@ for j = 1, n do
   if put then scheduled[jid or id] = slot end
   if put and EVENTS > 0 then emit(EV_PUSHED, jid or id, ARGV[a + 2], 0, due) end
 end
+H.write_heads()
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.
 local dues = {}

@@ -27,19 +27,6 @@ impl Store {
         let done = decode(self.send(cmd).await?);
         Ok(done)
     }
-
-    /// Gives back jobs that were reserved for a caller who never received
-    /// them (`why` says how), so they do not wait out their ttr.
-    pub(crate) async fn release_all(&self, deliveries: Vec<crate::job::Delivery>, why: &str) {
-        for d in deliveries {
-            match self.release(&d.id, &d.token).await {
-                Ok(_) => tracing::debug!(id = %d.id, why, "released a job nobody received"),
-                Err(e) => {
-                    tracing::warn!(id = %d.id, error = %e, why, "could not release a job nobody received; it returns after its ttr")
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

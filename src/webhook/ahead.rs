@@ -104,6 +104,8 @@ pub(super) struct Lanes {
     pub(super) queue: Queue,
     pub(super) client: reqwest::Client,
     pub(super) hook: Arc<Webhook>,
+    /// The hook's URL, parsed once (see [`deliver`]).
+    pub(super) target: Option<Arc<reqwest::Url>>,
     pub(super) seen: Seen,
     /// Deliveries in flight (the webhook's concurrency).
     pub(super) slots: Arc<Semaphore>,
@@ -346,10 +348,11 @@ impl Lanes {
     /// Delivers a job in a task of its own, holding its slot until the
     /// request is answered and its place until the job is settled.
     fn send(&self, w: Waiting, slot: OwnedSemaphorePermit, lease_ends: Instant) {
-        let (queue, client, hook, seen) = (
+        let (queue, client, hook, target, seen) = (
             self.queue.clone(),
             self.client.clone(),
             self.hook.clone(),
+            self.target.clone(),
             self.seen.clone(),
         );
         let (finishes, ended) = (self.finishes.clone(), self.ended.clone());
@@ -359,7 +362,7 @@ impl Lanes {
         tokio::spawn(
             async move {
                 let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
-                match deliver(&queue, &client, &hook, job, &seen).await {
+                match deliver(&queue, &client, &hook, target.as_deref(), job, &seen).await {
                     Ok(()) => {
                         drop(slot);
                         // Only gone when the finisher is (the runtime is

@@ -218,6 +218,7 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("an HTTP client with a timeout");
+    let target = reqwest::Url::parse(&hook.url).ok().map(Arc::new);
     let hook = Arc::new(hook);
     let seen = Seen::default();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -236,6 +237,7 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         queue,
         client,
         hook,
+        target,
         seen,
         finishes,
     };

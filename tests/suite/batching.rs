@@ -290,7 +290,7 @@ async fn a_pop_dropped_while_its_batch_is_at_redis_gives_its_job_back_at_once() 
     let redis = RedisServer::start();
     let q = Queue::connect(config(&redis)).unwrap();
     q.push(&job("given-back", "g", 0, 600_000)).await.unwrap();
-    eventually(Duration::from_secs(5), "the job ready", || async {
+    eventually(Duration::from_secs(20), "the job ready", || async {
         (q.topics().await.unwrap().topics["g"].ready == 1).then_some(())
     })
     .await;
@@ -305,12 +305,12 @@ async fn a_pop_dropped_while_its_batch_is_at_redis_gives_its_job_back_at_once() 
     // Released (a second script call), not left reserved until its
     // ten-minute ttr.
     eventually(
-        Duration::from_secs(5),
+        Duration::from_secs(20),
         "the pop and its release",
         || async { (fcalls(&redis).await >= before + 2).then_some(()) },
     )
     .await;
-    let job = eventually(Duration::from_secs(5), "the job ready again", || async {
+    let job = eventually(Duration::from_secs(20), "the job ready again", || async {
         q.get("given-back")
             .await
             .unwrap()
@@ -532,7 +532,7 @@ async fn a_second_push_batch_goes_while_the_first_is_at_redis_and_each_caller_ke
     direct.close().await;
 }
 
-/// Two push batches at Redis at once (the first's reply held 4 s), the
+/// Two push batches at Redis at once (the first's reply held), the
 /// second carrying the same id as the first (replaced, then kept) and a
 /// push with the first's dedup key: each caller's answer is what Redis
 /// holds. The first created; the replace replaced it (its body and due
@@ -555,7 +555,10 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
     })
     .unwrap();
     q.push(&job("warm", "s", 3_600_000, 60_000)).await.unwrap();
+    // Replies held: the first batch's until both are in Redis; then 4 s
+    // late each.
     proxy.set_delay(Duration::from_secs(4));
+    proxy.hold(true);
     let dedup = |id: &str| delayq::NewJob {
         dedup: Some(delayq::Dedup {
             key: "k".into(),
@@ -576,7 +579,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
     )
     .await;
     // The same id and the same dedup key first in the crowd: in the
-    // second batch, which goes once 16 wait (join_all submits in order).
+    // second batch, which goes once 32 wait (join_all submits in order).
     let mut crowd = vec![
         delayq::NewJob {
             body: "two".into(),
@@ -584,7 +587,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
         },
         dedup("other"),
     ];
-    crowd.extend((0..20).map(|i| job(&format!("c{i}"), "s", 3_600_000, 60_000)));
+    crowd.extend((0..38).map(|i| job(&format!("c{i}"), "s", 3_600_000, 60_000)));
     let pushes = {
         let q = q.clone();
         tokio::spawn(async move { join_all(crowd.iter().map(|j| q.push(j))).await })
@@ -602,6 +605,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
         !first.is_finished(),
         "the first batch was answered: not two at once"
     );
+    proxy.hold(false);
     let first = first.await.unwrap().unwrap();
     assert_eq!(first.outcome, PushOutcome::Created);
     let answers: Vec<_> = pushes
@@ -645,7 +649,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
         || async { direct.get("slow").await.unwrap().map(|_| ()) },
     )
     .await;
-    let pushes = (0..20)
+    let pushes = (0..38)
         .map(|i| job(&format!("d{i}"), "s", 3_600_000, 60_000))
         .chain([keep])
         .collect::<Vec<_>>();

@@ -243,7 +243,7 @@ async fn pop_tries_topics_in_the_order_given_and_trims_each_name() {
     }
     // Wait until all three are ready.
     let q = s.queue.clone();
-    eventually(Duration::from_secs(5), "three ready jobs", || {
+    eventually(Duration::from_secs(20), "three ready jobs", || {
         let q = q.clone();
         async move {
             let n = ["a1", "b1", "b2"].len();

@@ -10,7 +10,7 @@ use delayq::{Config, JobState, NewJob, Queue};
 
 /// Waits until Redis answers this queue again (after a pause).
 async fn answering(q: &Queue) {
-    eventually(Duration::from_secs(10), "redis to answer", || async {
+    eventually(Duration::from_secs(30), "redis to answer", || async {
         q.topics().await.ok()
     })
     .await;
@@ -32,14 +32,16 @@ async fn calls_that_reach_a_paused_redis_after_their_timeout_change_nothing() {
         .await
         .unwrap();
     }
-    eventually(Duration::from_secs(5), "all ten ready", || async {
+    eventually(Duration::from_secs(20), "all ten ready", || async {
         let o = q.topics().await.ok()?;
         (o.topics.get("paused")?.ready == 10).then_some(())
     })
     .await;
 
-    // Redis stops serving clients for 1.5 s; delayq gives up after 0.5 s.
-    let _: String = redis.cmd(&["CLIENT", "PAUSE", "1500", "ALL"]).await;
+    // Redis stops serving clients for 5 s; delayq gives up after 0.5 s, so
+    // both calls below reach Redis past their deadlines however slowly
+    // this machine sends them.
+    let _: String = redis.cmd(&["CLIENT", "PAUSE", "5000", "ALL"]).await;
     let e = q.try_pop(&topics(&["paused"]), 10).await.unwrap_err();
     assert!(e.is_unavailable(), "{e}");
     // A producer told "unavailable" pushes again, with a new generated id.

@@ -119,7 +119,7 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     let t = topics(&["lease"]);
-    q.push(&job("L", "lease", 0, 700)).await.unwrap();
+    q.push(&job("L", "lease", 0, 2_000)).await.unwrap();
     let first = q
         .pop(&t, Duration::from_secs(5))
         .await
@@ -129,15 +129,15 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     assert_eq!(q.get("L").await.unwrap().unwrap().state, JobState::Reserved);
     // Not finished: delivered again, after the ttr and not before.
     let second = q
-        .pop(&t, Duration::from_secs(5))
+        .pop(&t, Duration::from_secs(15))
         .await
         .unwrap()
         .expect("re-delivery");
     assert_eq!(second.id, "L");
     assert_eq!(second.attempts, 2);
     assert!(
-        second.popped_at_us >= first.popped_at_us + 700_000,
-        "re-delivered {} ms after the first, ttr is 700",
+        second.popped_at_us >= first.popped_at_us + 2_000_000,
+        "re-delivered {} ms after the first, ttr is 2000",
         (second.popped_at_us - first.popped_at_us) / 1000
     );
     assert_ne!(first.token, second.token);
@@ -150,7 +150,7 @@ async fn an_unfinished_job_comes_back_after_its_ttr_and_a_finished_one_never() {
     q.finish("L", &second.token).await.unwrap();
     // Finished: never again, not even after another ttr.
     assert!(q
-        .pop(&t, Duration::from_millis(1500))
+        .pop(&t, Duration::from_millis(2500))
         .await
         .unwrap()
         .is_none());
@@ -181,14 +181,15 @@ async fn pushing_an_existing_id_replaces_the_job_in_every_state() {
     // Ready: out of ready (its list entry stays, skipped by the pop that
     // reaches it while the job is not ready), due again later, one delivery.
     q.push(&job("R", "r", 0, 5000)).await.unwrap();
-    eventually(Duration::from_secs(5), "R ready", || async {
+    eventually(Duration::from_secs(20), "R ready", || async {
         (q.get("R").await.unwrap()?.state == JobState::Ready).then_some(())
     })
     .await;
-    let p = q.push(&job("R", "r", 300, 5000)).await.unwrap();
+    // Due in 2 s: still delayed when read, however busy the machine.
+    let p = q.push(&job("R", "r", 2_000, 5000)).await.unwrap();
     assert_eq!(p.outcome, PushOutcome::Replaced);
     assert_eq!(q.get("R").await.unwrap().unwrap().state, JobState::Delayed);
-    let d = q.pop(&t, Duration::from_secs(5)).await.unwrap().unwrap();
+    let d = q.pop(&t, Duration::from_secs(15)).await.unwrap().unwrap();
     assert_eq!(d.id, "R");
     assert!(d.popped_at_us >= p.due_ms * 1000);
 
@@ -263,24 +264,23 @@ async fn a_long_poll_whose_client_left_takes_no_job() {
     let redis = RedisServer::start();
     let s = TestServer::start(queue(&redis), Default::default()).await;
     let q = s.queue.clone();
-    // A client that gives up after 300 ms while its /pop is held.
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
+    // A client that gives up (its connection dropped) while its /pop is
+    // held.
+    let client = reqwest::Client::new();
     let leaving = tokio::spawn({
         let url = format!("{}/pop", s.base);
         async move { client.post(url).body(r#"{"topic":"gone"}"#).send().await }
     });
-    eventually(Duration::from_secs(5), "the pop to wait", || async {
+    eventually(Duration::from_secs(20), "the pop to wait", || async {
         (q.waiting_pops() == 1).then_some(())
     })
     .await;
+    leaving.abort();
     assert!(
-        leaving.await.unwrap().is_err(),
-        "the client should have timed out"
+        leaving.await.unwrap_err().is_cancelled(),
+        "the pop answered while it should have been held"
     );
-    eventually(Duration::from_secs(5), "the server to notice", || async {
+    eventually(Duration::from_secs(20), "the server to notice", || async {
         (q.waiting_pops() == 0).then_some(())
     })
     .await;

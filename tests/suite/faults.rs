@@ -265,6 +265,27 @@ async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
     s.stop().await;
 }
 
+/// A queue reaching Redis at `url` (a proxy) with the jobs `ids` of
+/// `topic` ready, their ttr 10 minutes (back within a test's bounds only if
+/// given back), and its scripts loaded: a pop of nothing came first, since
+/// by EVALSHA (Redis 6.2) each script loads at its first call, and a
+/// withheld NOSCRIPT would be the lost reply instead of the pop's.
+async fn ready_behind(url: String, topic: &str, ids: &[&str]) -> delayq::Queue {
+    let q = queue_at(url);
+    for id in ids {
+        q.push(&job(id, topic, 0, 600_000)).await.unwrap();
+    }
+    for id in ids {
+        eventually(Duration::from_secs(30), "the jobs ready", || async {
+            let j = q.get(id).await.unwrap()?;
+            (j.state == delayq::JobState::Ready).then_some(())
+        })
+        .await;
+    }
+    assert!(q.try_pop(&topics(&["none"]), 1).await.unwrap().is_empty());
+    q
+}
+
 /// A pop that ran in Redis but whose reply was lost (the connection broke
 /// between the two, as when a master dies and its replica takes over with
 /// the lease) gives its job back as soon as Redis answers again, the
@@ -274,17 +295,7 @@ async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
 async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
     let redis = RedisServer::start();
     let proxy = CutProxy::start(&redis).await;
-    let q = queue_at(proxy.url());
-    q.push(&job("lost1", "lost", 0, 600_000)).await.unwrap();
-    eventually(Duration::from_secs(30), "the job ready", || async {
-        let j = q.get("lost1").await.unwrap()?;
-        (j.state == delayq::JobState::Ready).then_some(())
-    })
-    .await;
-    // A pop first, of nothing: by EVALSHA (Redis 6.2) each script is loaded
-    // at its first call, and a swallowed NOSCRIPT would be the lost reply
-    // instead of the pop's.
-    assert!(q.try_pop(&topics(&["none"]), 1).await.unwrap().is_empty());
+    let q = ready_behind(proxy.url(), "lost", &["lost1"]).await;
     proxy.swallow_replies(true);
     let popping = {
         let q = q.clone();
@@ -322,6 +333,138 @@ async fn a_pop_whose_reply_was_lost_gives_its_job_back_uncounted() {
         (again.id.as_str(), again.attempts),
         ("lost1", 1),
         "the lost pop's attempt was counted"
+    );
+}
+
+/// A pop's reply that comes after its caller stopped waiting hands its jobs
+/// to nobody: delayq gives them back. When Redis stalls just then (here a
+/// CLIENT PAUSE longer than a release's timeout), the releases fail and
+/// are tried again until done, not left to the jobs' ttr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_pops_job_is_given_back_even_when_redis_stalls_as_it_goes_back() {
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let ids = ["late1", "late2", "late3"];
+    let q = ready_behind(proxy.url(), "late", &ids).await;
+    // Replies now held until the pop's caller has stopped waiting (2 s),
+    // well before the pop itself gives up (30 s later).
+    proxy.hold(true);
+    let popping = {
+        let q = q.clone();
+        tokio::spawn(async move { q.try_pop(&topics(&["late"]), 3).await })
+    };
+    let direct = redis.conn().await;
+    // Each job's state, read beside the proxy.
+    let states = || {
+        let mut c = direct.clone();
+        async move {
+            let mut all = Vec::new();
+            for id in ids {
+                let s: Option<String> = redis::cmd("HGET")
+                    .arg(format!("{{dq}}:j:{id}"))
+                    .arg("s")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                all.push(s.unwrap_or_default());
+            }
+            all
+        }
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the pop to run in redis",
+        || async { (states().await == ["reserved"; 3]).then_some(()) },
+    )
+    .await;
+    // Redis stalls for longer than a release's timeout: the releases,
+    // sent when the reply comes, reach Redis past their deadline.
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "8000", "ALL"])
+        .query_async(&mut direct.clone())
+        .await
+        .unwrap();
+    let reply = popping.await.unwrap();
+    assert!(
+        !reply.as_ref().is_ok_and(|got| !got.is_empty()),
+        "the caller had gone, yet it got {reply:?}"
+    );
+    proxy.hold(false);
+    // Their ttr is 10 minutes: ready within 40 s is ready because the
+    // releases were tried again once Redis answered.
+    eventually(Duration::from_secs(40), "the jobs given back", || async {
+        (states().await == ["ready"; 3]).then_some(())
+    })
+    .await;
+    let mut again: Vec<(String, u32)> = (q.try_pop(&topics(&["late"]), 3).await.unwrap())
+        .into_iter()
+        .map(|d| (d.id, d.attempts))
+        .collect();
+    again.sort();
+    assert_eq!(
+        again,
+        ids.map(|id| (id.to_owned(), 1)),
+        "the late pop's attempts were counted"
+    );
+}
+
+/// A pop whose caller goes away once its reply has come, before taking
+/// it (an HTTP long-poll whose client left just then): the jobs in the
+/// reply reached nobody and go back at once, not after their ttr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_dropped_with_its_reply_come_but_not_taken_gives_its_job_back() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// Records that the pop's future was woken.
+    struct Woken(AtomicBool);
+    impl futures::task::ArcWake for Woken {
+        fn wake_by_ref(me: &Arc<Self>) {
+            me.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let redis = RedisServer::start();
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let q = ready_behind(proxy.url(), "drop", &["taken-not"]).await;
+    let direct = queue(&redis);
+    let state = || async { direct.get("taken-not").await.unwrap().unwrap().state };
+    // The pop is polled by hand until it ran in Redis; its reply is held
+    // meanwhile, so no poll can take it.
+    proxy.hold(true);
+    let woken = Arc::new(Woken(AtomicBool::new(false)));
+    let waker = futures::task::waker(woken.clone());
+    let mut cx = std::task::Context::from_waker(&waker);
+    let wanted = topics(&["drop"]);
+    let mut pop = Box::pin(q.pop(&wanted, Duration::from_secs(60)));
+    eventually(Duration::from_secs(30), "the pop to run in redis", || {
+        assert!(pop.as_mut().poll(&mut cx).is_pending());
+        async { (state().await == delayq::JobState::Reserved).then_some(()) }
+    })
+    .await;
+    // The reply is let through; the pop's future is woken when it is
+    // there to take, and dropped instead.
+    woken.0.store(false, Ordering::SeqCst);
+    proxy.hold(false);
+    eventually(
+        Duration::from_secs(30),
+        "the reply there to take",
+        || async { woken.0.load(Ordering::SeqCst).then_some(()) },
+    )
+    .await;
+    drop(pop);
+    eventually(Duration::from_secs(30), "the job given back", || async {
+        (state().await == delayq::JobState::Ready).then_some(())
+    })
+    .await;
+    let again = q.try_pop(&topics(&["drop"]), 1).await.unwrap();
+    assert_eq!(
+        again
+            .iter()
+            .map(|d| (d.id.as_str(), d.attempts))
+            .collect::<Vec<_>>(),
+        [("taken-not", 1)]
     );
 }
 

@@ -176,7 +176,7 @@ async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_writte
     // backfill, which ends with an HSET) is over: its writes are not the
     // finish's.
     upkeep_pass_done(&redis).await;
-    let writes = ["zadd", "hset", "pexpire", "zrevrangebyscore"];
+    let writes = ["zadd", "hset", "pexpire", "pexpireat", "zrevrangebyscore"];
     let before: Vec<u64> = writes.iter().map(|c| calls(&redis, c)).collect();
     q.finish(&d.id, &d.token).await.unwrap();
     let after: Vec<u64> = writes.iter().map(|c| calls(&redis, c)).collect();
@@ -200,14 +200,14 @@ async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_writte
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_expires_with_its_window_and_leaves_the_counts() {
     let redis = RedisServer::start();
-    let q = Queue::connect(keeping(&redis, Duration::from_secs(1))).unwrap();
+    let q = Queue::connect(keeping(&redis, Duration::from_secs(5))).unwrap();
     let s = TestServer::start(q.clone(), Default::default()).await;
     push_ready(&q, "short", "t").await;
     let d = pop_n(&q, "t", 1).await.remove(0);
     q.finish(&d.id, &d.token).await.unwrap();
     let ttl: i64 = redis.cmd(&["PTTL", "{dq}:j:short"]).await;
     assert!(
-        (1..=1000).contains(&ttl),
+        (1..=5000).contains(&ttl),
         "the record carries its window: {ttl}"
     );
     eventually(Duration::from_secs(20), "the record expired", || async {
@@ -470,8 +470,8 @@ async fn keep_finished_refuses_zero_negative_and_huge_naming_the_problem() {
 }
 
 /// The memory a kept record costs (README: "History of finished jobs"):
-/// 10,000 jobs finished with records kept, Redis's used_memory before and
-/// after.
+/// 10,000 jobs finished with records kept, Redis's memory at rest before
+/// and after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_record_costs_a_bounded_number_of_bytes() {
     const N: usize = 10_000;
@@ -481,7 +481,7 @@ async fn a_kept_record_costs_a_bounded_number_of_bytes() {
     push_ready(&q, "warm", "mem").await;
     let d = pop_n(&q, "mem", 1).await.remove(0);
     q.finish(&d.id, &d.token).await.unwrap();
-    let empty = redis.info("memory", "used_memory");
+    let empty = crate::common::memory_at_rest(&redis).await;
     let jobs: Vec<_> = (0..N)
         .map(|i| delayq::NewJob {
             body: "x".repeat(200),
@@ -493,13 +493,13 @@ async fn a_kept_record_costs_a_bounded_number_of_bytes() {
             r.unwrap();
         }
     }
-    let pending = redis.info("memory", "used_memory");
+    let pending = crate::common::memory_at_rest(&redis).await;
     let got = pop_n(&q, "mem", N).await;
     for chunk in got.chunks(500) {
         let done = futures::future::join_all(chunk.iter().map(|d| q.finish(&d.id, &d.token))).await;
         done.into_iter().for_each(|r| r.unwrap());
     }
-    let kept = redis.info("memory", "used_memory");
+    let kept = crate::common::memory_at_rest(&redis).await;
     let per_record = (kept - empty) / N as f64;
     let per_pending = (pending - empty) / N as f64;
     let one: i64 = redis
@@ -510,8 +510,8 @@ async fn a_kept_record_costs_a_bounded_number_of_bytes() {
          the same jobs pending with a 200-byte body: {per_pending:.0} bytes each"
     );
     assert_eq!(finished_count(&q, "mem").await, N as u64 + 1);
-    // Measured: 344 (Redis 7.0, ids of 14 bytes): the hash (listpack),
-    // its key and expiry, and the index entry.
+    // Measured: 370-371 (Redis 7.0, ids of 14 bytes): the hash
+    // (listpack), its key and expiry, and the index entry.
     assert!(per_record < 500.0, "{per_record} bytes per record");
 }
 

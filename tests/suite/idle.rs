@@ -174,19 +174,23 @@ async fn a_job_pushed_elsewhere_fires_on_time_while_the_dispatcher_idles() {
     for events in ["Ex", ""] {
         let redis = RedisServer::start_with(&["--notify-keyspace-events", events]);
         let (a, b) = idle_pair(&redis).await;
-        let pushed = redis.time_ms().await;
         b.push(&job("soon", "s", 2_000, 60_000)).await.unwrap();
         let got = a
             .pop(&topics(&["s"]), Duration::from_secs(20))
             .await
             .unwrap()
             .expect("the job fired");
-        let late = redis.time_ms().await - (pushed + 2000);
+        // Both on Redis's clock; the dispatcher idling towards the hour
+        // would be an hour late, a wake-up lost to the backstop minutes.
+        let late = got.popped_at_us / 1000 - got.due_ms;
         println!(
-            "events {events:?}: {} fired {late} ms after its due time",
+            "events {events:?}: {} handed over {late} ms after its due time",
             got.id
         );
-        assert!(late <= 1_000, "events {events:?}: fired {late} ms late");
+        assert!(
+            (0..=3_000).contains(&late),
+            "events {events:?}: handed over {late} ms after its due time"
+        );
         a.close().await;
         b.close().await;
     }

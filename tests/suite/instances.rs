@@ -109,7 +109,7 @@ async fn every_running_instance_is_listed_and_a_killed_one_drops_out_within_thre
     let killed = Instant::now();
     pop.abort();
     eventually(
-        delayq::instances::TTL + Duration::from_secs(4),
+        delayq::instances::TTL + Duration::from_secs(15),
         "the killed instance gone",
         || async {
             let l = instances(&a.base).await;

@@ -105,7 +105,9 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
     q.push(&NewJob {
         id: "L".into(),
         topic: "lease".into(),
-        ttr: Duration::from_millis(300),
+        // Long enough for the stale calls below to be made well within
+        // the second lease, however busy the machine.
+        ttr: Duration::from_secs(2),
         retry: Some(RetryPolicy {
             intervals: vec![],
             max_attempts: Some(2),
@@ -116,9 +118,9 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
     .unwrap();
     let first = pop1(&q, "lease", Duration::from_secs(5)).await.unwrap();
     // Not finished: the lease runs out, which is attempt 1 failing.
-    let second = pop1(&q, "lease", Duration::from_secs(5)).await.unwrap();
+    let second = pop1(&q, "lease", Duration::from_secs(15)).await.unwrap();
     assert_eq!(second.attempts, 2);
-    assert!(second.popped_at_us >= first.popped_at_us + 300_000);
+    assert!(second.popped_at_us >= first.popped_at_us + 2_000_000);
     let job = q.get("L").await.unwrap().unwrap();
     assert!(job.last_error.unwrap().starts_with("lease expired"));
 
@@ -147,7 +149,7 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
     ));
 
     // The second lease runs out too: attempts used up, dead.
-    let job = eventually(Duration::from_secs(5), "L to die", || async {
+    let job = eventually(Duration::from_secs(20), "L to die", || async {
         let j = q.get("L").await.unwrap()?;
         (j.state == JobState::Dead).then_some(j)
     })
@@ -163,15 +165,15 @@ async fn an_expired_lease_is_a_failed_attempt_and_stale_tokens_change_nothing() 
 async fn touch_extends_a_lease_and_nack_can_override_the_delay() {
     let redis = RedisServer::start();
     let q = queue(&redis);
-    q.push(&job("T", "touch", 0, 400)).await.unwrap();
+    q.push(&job("T", "touch", 0, 2_000)).await.unwrap();
     let d = pop1(&q, "touch", Duration::from_secs(5)).await.unwrap();
     let until = q
-        .touch("T", &d.token, Some(Duration::from_millis(1500)))
+        .touch("T", &d.token, Some(Duration::from_secs(20)))
         .await
         .unwrap();
-    assert!(until * 1000 >= d.popped_at_us + 1_500_000);
-    // Not re-delivered within the extended lease.
-    assert!(pop1(&q, "touch", Duration::from_millis(900))
+    assert!(until * 1000 >= d.popped_at_us + 20_000_000);
+    // Not re-delivered past its ttr: the lease was extended.
+    assert!(pop1(&q, "touch", Duration::from_millis(3_000))
         .await
         .is_none());
     assert_eq!(

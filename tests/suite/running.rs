@@ -278,8 +278,10 @@ async fn the_log_goes_with_its_job_deleted_replaced_or_finished() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_record_keeps_the_progress_and_log_and_expires_with_them() {
     let redis = RedisServer::start();
+    // Long enough for both jobs' lives and the reads below, however busy
+    // the machine; the wait for the expiry allows for it.
     let q = Queue::connect(Config {
-        keep_finished: Some(Duration::from_secs(2)),
+        keep_finished: Some(Duration::from_secs(8)),
         ..config(&redis)
     })
     .unwrap();
@@ -308,6 +310,89 @@ async fn a_finished_record_keeps_the_progress_and_log_and_expires_with_them() {
     })
     .await;
     assert!(!exists(&redis, "{dq}:log:kept").await);
+    q.close().await;
+}
+
+/// A kept record and its log share one deadline, its finish time plus the
+/// window, to the millisecond: a reader who finds the record gone never
+/// finds its log. Finishing a batch in one call is where the clock moves
+/// between one job's writes and the next's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_record_and_its_log_end_at_one_deadline_its_finish_plus_the_window() {
+    let redis = RedisServer::start();
+    let keep = Duration::from_secs(600);
+    let q = Queue::connect(Config {
+        keep_finished: Some(keep),
+        ..config(&redis)
+    })
+    .unwrap();
+    let jobs: Vec<_> = (0..400)
+        .map(|i| job(&format!("j{i}"), "t", 0, 60_000))
+        .collect();
+    for r in q.push_many(&jobs).await.unwrap() {
+        r.unwrap();
+    }
+    let mut leases = Vec::new();
+    while leases.len() < jobs.len() {
+        for d in q
+            .pop_many(&topics(&["t"]), 100, Duration::from_secs(10))
+            .await
+            .unwrap()
+        {
+            q.log(&d.id, &d.token, "done").await.unwrap();
+            leases.push((d.id, d.token));
+        }
+    }
+    let refs: Vec<(&str, &str)> = leases
+        .iter()
+        .map(|(i, t)| (i.as_str(), t.as_str()))
+        .collect();
+    for r in q.finish_many(&refs).await.unwrap() {
+        r.unwrap();
+    }
+    // PEXPIRETIME came with Redis 7.0. On 6.2 (a conformance run) a
+    // deadline can only be read as what is left of it, so each is checked
+    // to be within the window, not compared to the millisecond.
+    let c = redis.conn().await;
+    let deadline = |key: String| {
+        let mut c = c.clone();
+        async move {
+            let mut cmd = redis::cmd("PEXPIRETIME");
+            cmd.arg(&key);
+            cmd.query_async::<i64>(&mut c).await.map_err(|_| key)
+        }
+    };
+    let exact = deadline("{dq}:none".into()).await.is_ok();
+    let mut off = Vec::new();
+    for (id, _) in &leases {
+        let finished = q.get(id).await.unwrap().unwrap().finished_at_ms.unwrap();
+        let (job, log) = (format!("{{dq}}:j:{id}"), format!("{{dq}}:log:{id}"));
+        let want = finished + keep.as_millis() as i64;
+        let got: (i64, i64) = if exact {
+            (deadline(job).await.unwrap(), deadline(log).await.unwrap())
+        } else {
+            let left: Vec<i64> = redis::pipe()
+                .cmd("PTTL")
+                .arg(&job)
+                .cmd("PTTL")
+                .arg(&log)
+                .query_async(&mut c.clone())
+                .await
+                .unwrap();
+            assert!(
+                left.iter().all(|&l| l > 0 && l <= keep.as_millis() as i64),
+                "{id}: {left:?}"
+            );
+            (want, want)
+        };
+        if got != (want, want) {
+            off.push((id.clone(), want, got.0, got.1));
+        }
+    }
+    assert!(
+        off.is_empty(),
+        "(id, finish + window, record's, log's): {off:?}"
+    );
     q.close().await;
 }
 

@@ -79,7 +79,7 @@ async fn jobs_are_listed_by_state_a_page_at_a_time_in_order() {
             .await
             .unwrap();
     }
-    eventually(Duration::from_secs(5), "12 ready", || async {
+    eventually(Duration::from_secs(20), "12 ready", || async {
         (q.topics().await.unwrap().topics["now"].ready == 12).then_some(())
     })
     .await;
@@ -156,8 +156,10 @@ async fn a_paused_topic_keeps_its_jobs_ready_and_resume_hands_them_out_at_once()
     q.resume("sms").await.unwrap();
     let (got, at) = waiting.await.unwrap();
     assert!(got.is_some());
+    // Woken by the resume, not by the backstop (minutes away) nor the
+    // pop's own end (20 s).
     assert!(
-        at.duration_since(resumed) < Duration::from_secs(2),
+        at.duration_since(resumed) < Duration::from_secs(10),
         "{:?}",
         at.duration_since(resumed)
     );

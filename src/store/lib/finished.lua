@@ -4,7 +4,7 @@
 -- FINISHED_KEY .. topic holds id -> MAX_TIME_MS - finished time, so its
 -- score order is newest first (the order listings page in); the count
 -- "finished:<topic>" is the index's size, changed only by what ZADD and
--- ZREM report. The record's hash carries a PEXPIRE of the window, so it
+-- ZREM report. The record's hash expires when the window ends, so it
 -- never outlives it even when no trim runs.
 local function finished_key(topic) return P .. FINISHED_KEY .. topic end
 
@@ -48,7 +48,9 @@ end
 -- (the last is the one that finished it), retry policy, last error, the
 -- last progress reported and when it finished. The body, lease and history
 -- go: a record costs the same whatever the body was. The job's log (if
--- any) stays as long as the record: the same expiry.
+-- any) stays as long as the record: one deadline, now_ms + keep_ms, set by
+-- PEXPIREAT (a PEXPIRE in a script reads the moving clock on Redis 7.0, so
+-- two of them can end a millisecond apart, the log outliving its record).
 local function keep_record(id, topic, now_ms, keep_ms)
   local job = job_key(id)
   local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR, PROGRESS }
@@ -61,8 +63,9 @@ local function keep_record(id, topic, now_ms, keep_ms)
   -- even if the job's body had made it a hashtable.
   redis.call('DEL', job)
   redis.call('HSET', job, unpack(fields))
-  redis.call('PEXPIRE', job, keep_ms)
-  redis.call('PEXPIRE', log_key(id), keep_ms)
+  local deadline = now_ms + keep_ms
+  redis.call('PEXPIREAT', job, deadline)
+  redis.call('PEXPIREAT', log_key(id), deadline)
   if redis.call('ZADD', finished_key(topic), MAX_TIME_MS - now_ms, id) == 1 then
     count(FINISHED, topic, 1)
   end

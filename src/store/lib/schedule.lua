@@ -12,15 +12,30 @@
 -- a job left unarmed is still fired by the sweep, which is the clock.
 -- A watermark an operator broke (another type of key, no finite time)
 -- reads as absent: every push arms, and the sweep writes it again.
+-- Read once per call (a push of many jobs asks for each): H.armed holds
+-- what was read ({} for none) until the call ends (the wrapper resets it)
+-- or moves the watermark (H.write_armed, the one place that writes it).
 local function armed_upto()
-  local w = redis.pcall('GET', P .. ARMED_KEY)
-  if type(w) ~= 'string' then return nil end
-  local colon = string.find(w, ':', 1, true)
-  local ms, after = w, nil
-  if colon then ms, after = string.sub(w, 1, colon - 1), string.sub(w, colon + 1) end
-  ms = tonumber(ms)
-  if not ms or ms ~= ms or ms == math.huge or ms == -math.huge then return nil end
-  return ms, after
+  local c = H.armed
+  if not c then
+    c = {}
+    local w = redis.pcall('GET', P .. ARMED_KEY)
+    if type(w) == 'string' then
+      local colon = string.find(w, ':', 1, true)
+      local ms, after = w, nil
+      if colon then ms, after = string.sub(w, 1, colon - 1), string.sub(w, colon + 1) end
+      ms = tonumber(ms)
+      if ms and ms == ms and ms ~= math.huge and ms ~= -math.huge then c = { ms, after } end
+    end
+    H.armed = c
+  end
+  return c[1], c[2]
+end
+
+-- Moves the watermark to `w`: what this call read of it is void.
+function H.write_armed(w)
+  redis.call('SET', P .. ARMED_KEY, w)
+  H.armed = nil
 end
 
 -- A delayed job goes into the schedule and, within the watermark, gets a
@@ -35,13 +50,35 @@ end
 -- Each write to a topic schedule keeps its topic's head: an entry added
 -- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
 -- library's chunk is near Lua's 200 locals; H is made in lib/call.lua.)
+-- A call that schedules many jobs (a push) sets H.heads_later to a table:
+-- each topic's lowest due time is kept there and written in one ZADD LT
+-- by H.write_heads, instead of one per job (the wrapper resets it).
 function H.add(topic, due, id)
   redis.call('ZADD', topic_schedule_key(topic), due, id)
-  redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
+  local later = H.heads_later
+  if later then
+    local was = later[topic]
+    if not was or tonumber(due) < tonumber(was) then later[topic] = due end
+  else
+    redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
+  end
 end
 
--- `topic`'s head again from its schedule (gone with its last entry).
+-- The heads H.add kept back, written in one command.
+function H.write_heads()
+  local later, args = H.heads_later, {}
+  H.heads_later = nil
+  for topic, due in pairs(later or {}) do
+    args[#args + 1] = due
+    args[#args + 1] = topic
+  end
+  if #args > 0 then redis.call('ZADD', P .. HEADS_KEY, 'LT', unpack(args)) end
+end
+
+-- `topic`'s head again from its schedule (gone with its last entry). It
+-- reads every entry added so far, so a head kept back for it is void.
 function H.head(topic)
+  if H.heads_later then H.heads_later[topic] = nil end
   local h = redis.call('ZRANGE', topic_schedule_key(topic), 0, 0, 'WITHSCORES')
   if h[2] then
     redis.call('ZADD', P .. HEADS_KEY, h[2], topic)
@@ -130,8 +167,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
       if t == c_topic then due_at, id_at = c_due, c_id end
       while true do
         if budget <= 0 then
-          redis.call('SET', P .. ARMED_KEY,
-            string.format('%d:\n%d\n%s\n%s\n%s', till, from, t, due_at or '', id_at or ''))
+          H.write_armed(string.format('%d:\n%d\n%s\n%s\n%s', till, from, t, due_at or '', id_at or ''))
           return armed, now_ms
         end
         -- Each read counts, so many topics with nothing to arm still end a call.
@@ -159,7 +195,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
       end
     end
   end
-  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  H.write_armed(string.format('%d', till))
   return armed, till - half
 end
 
@@ -210,10 +246,10 @@ local function arm_ahead(now_ms, horizon, limit)
     seen, last_id, last_due = seen + 1, id, due
   end
   if seen == limit then
-    redis.call('SET', P .. ARMED_KEY, string.format('%d:%s', last_due, last_id))
+    H.write_armed(string.format('%d:%s', last_due, last_id))
     return seen, now_ms
   end
-  redis.call('SET', P .. ARMED_KEY, string.format('%d', till))
+  H.write_armed(string.format('%d', till))
   return seen, till - half
 end
 

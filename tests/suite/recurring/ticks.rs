@@ -19,24 +19,24 @@ async fn each_tick_fires_once_and_never_early_across_two_instances_and_a_kill() 
         json!({"topic": "beat", "cron": "*/2 * * * * *", "body": "tick"}),
     )
     .await;
-    assert!(created["next_fire_ms"].as_i64().unwrap() > created_ms);
+    // The first tick is the one the put names: a tick between the TIME
+    // read above and the put's own reading of the clock is not the
+    // schedule's.
+    let first = created["next_fire_ms"].as_i64().unwrap();
+    assert!(first > created_ms && first % 2_000 == 0, "{first}");
 
     // One instance is killed and restarted halfway.
     tokio::time::sleep(Duration::from_secs(5)).await;
     a.kill9_in_place();
     tokio::time::sleep(Duration::from_secs(1)).await;
     a = DelayqProcess::start(&redis, &[]);
-    let window_end = created_ms + 10_000;
-    eventually(
-        Duration::from_secs(15),
-        "the tenth second's tick",
-        || async {
-            let s = seen.lock().unwrap();
-            s.iter()
-                .any(|(id, _)| tick_of(id) > window_end)
-                .then_some(())
-        },
-    )
+    let window_end = first + 8_000;
+    eventually(Duration::from_secs(30), "the sixth tick", || async {
+        let s = seen.lock().unwrap();
+        s.iter()
+            .any(|(id, _)| tick_of(id) > window_end)
+            .then_some(())
+    })
     .await;
     stop.store(true, Ordering::Relaxed);
     task.await.unwrap();
@@ -51,10 +51,10 @@ async fn each_tick_fires_once_and_never_early_across_two_instances_and_a_kill() 
     let mut in_window: Vec<i64> = per_tick
         .keys()
         .copied()
-        .filter(|t| *t > created_ms && *t <= window_end)
+        .filter(|t| *t >= first && *t <= window_end)
         .collect();
     in_window.sort();
-    println!("ticks in the 10 s after the schedule was put: {in_window:?}");
+    println!("the first five ticks of the schedule: {in_window:?}");
     assert_eq!(in_window.len(), 5, "one job per tick: {per_tick:?}");
     assert!(in_window.windows(2).all(|w| w[1] - w[0] == 2000));
     assert!(
@@ -176,8 +176,9 @@ async fn a_tick_missed_while_everything_was_down_fires_once_or_is_skipped() {
 }
 
 /// Puts `n` schedules named `{prefix}-{i}`, a few at a time. A put whose
-/// reply did not come in time (a busy machine: the ticks of the schedules
-/// already put run beside) is put again: putting a schedule is idempotent.
+/// reply did not come in time, or that reached Redis too late to run (a
+/// busy machine: the ticks of the schedules already put run beside), is put
+/// again: putting a schedule is idempotent.
 async fn put_many(q: &Queue, prefix: &str, n: usize, def: &delayq::Recurring) {
     use futures::StreamExt;
     futures::stream::iter(0..n)
@@ -187,7 +188,13 @@ async fn put_many(q: &Queue, prefix: &str, n: usize, def: &delayq::Recurring) {
             async move {
                 for _ in 0..5 {
                     match q.put_recurring(&name, &def).await {
-                        Err(delayq::Error::Unknown { .. }) => continue,
+                        // No reply in time, or it reached Redis after its
+                        // deadline and changed nothing.
+                        Err(
+                            delayq::Error::Timeout { .. }
+                            | delayq::Error::Unknown { .. }
+                            | delayq::Error::Late { .. },
+                        ) => continue,
                         r => return r.unwrap(),
                     }
                 }

@@ -125,12 +125,13 @@ async fn changed_while_waiting(proxy_delay: Duration) {
     );
     attempts_in_step(&seen).unwrap();
     assert_eq!(seen.len(), ids.len() - 1, "{seen:?}");
-    // Not early: sent after its new due time, at least 3 s after the
-    // reschedule was asked for (this host's clock is Redis's).
+    // Not early: sent after its new due time, 3 s after the reschedule
+    // was asked for (this host's clock is Redis's; Redis counts whole
+    // milliseconds, so its due time may be up to one before this clock's).
     let (_, _, at) = timed.iter().find(|(id, _, _)| *id == moved).unwrap();
     let after = at.duration_since(moved_at);
     assert!(
-        after >= Duration::from_secs(3),
+        after >= Duration::from_millis(2_999),
         "sent {after:?} after the reschedule"
     );
     q.close().await;

@@ -71,7 +71,20 @@ pub(super) fn attempts_in_step(seen: &[(String, String)]) -> Result<(), String> 
 }
 
 pub(super) async fn counts(q: &Queue, topic: &str) -> (u64, u64) {
-    let o = q.topics().await.unwrap();
+    // A busy machine's Redis may miss the read's timeout: read again, a
+    // few times.
+    let mut tries = 0;
+    let o = loop {
+        match q.topics().await {
+            Ok(o) => break o,
+            Err(
+                delayq::Error::Timeout { .. }
+                | delayq::Error::Unknown { .. }
+                | delayq::Error::Late { .. },
+            ) if tries < 5 => tries += 1,
+            Err(e) => panic!("topics: {e}"),
+        }
+    };
     let c = o.topics.get(topic).copied().unwrap_or_default();
     (c.ready, c.reserved)
 }
@@ -92,40 +105,56 @@ pub(super) async fn push_ready(q: &Queue, topic: &str, ids: &[&str], ttr_ms: u64
 /// leased were never handled, so they are given back like the jobs
 /// waiting for a slot once the reply arrives, not left reserved with their
 /// attempt counted until their lease ends.
+///
+/// The pop is made to happen while replies are held: a webhook parked in a
+/// waiting pop would hear of the new job only through its subscriber,
+/// whose messages the proxy holds too, so instead the first delivery is
+/// kept open until the job is ready, and its end sets off a pop ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_while_a_pop_is_at_redis_gives_its_jobs_back() {
     let redis = RedisServer::start();
     let direct = queue(&redis);
     let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
     let q = queue_at(proxy.url());
-    let gate = Arc::new(tokio::sync::Semaphore::new(100));
-    let (url, seen) = gated_receiver(gate).await;
-    // A first job delivered: the webhook is up, and waits for more.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (url, seen) = gated_receiver(gate.clone()).await;
     push_ready(&direct, "popshut", &["popshut-0"], 600_000).await;
     let shutdown = Shutdown::new();
     let hook = Webhook {
         concurrency: 1,
+        timeout: Duration::from_secs(120),
         ..Webhook::new("popshut", &url)
     };
     let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
-    eventually(Duration::from_secs(30), "the first finished", || async {
-        (counts(&direct, "popshut").await == (0, 0) && seen.lock().unwrap().len() == 1)
-            .then_some(())
+    // The first delivery under way, its one slot taken: the webhook pops
+    // again only once it ends.
+    eventually(Duration::from_secs(30), "the first delivery", || async {
+        (seen.lock().unwrap().len() == 1).then_some(())
     })
     .await;
-    // Replies now come 3 s late: the next pop runs at Redis at once, and
-    // its reply is on its way when shutdown comes.
-    proxy.set_delay(Duration::from_secs(3));
+    proxy.hold(true);
     push_ready(&direct, "popshut", &["popshut-1"], 600_000).await;
-    eventually(Duration::from_secs(30), "the pop at Redis", || async {
+    eventually(Duration::from_secs(30), "the second job ready", || async {
+        (counts(&direct, "popshut").await == (1, 1)).then_some(())
+    })
+    .await;
+    // The first delivery's end sets off a pop ahead (or, if a pop sent
+    // before the hold still waits for its reply, the pop after its
+    // timeout): either runs at Redis while its reply is held.
+    gate.add_permits(1);
+    eventually(Duration::from_secs(60), "the pop at Redis", || async {
         (counts(&direct, "popshut").await == (0, 1)).then_some(())
     })
     .await;
+    // Its stop waits out the finisher's tries of the first job's finish,
+    // whose replies are held too (about 20 s). (A pop reply held past its
+    // patience, 32 s, is given back all the same: as a lost pop.)
     shutdown.trigger();
-    tokio::time::timeout(Duration::from_secs(30), task)
+    tokio::time::timeout(Duration::from_secs(90), task)
         .await
         .expect("the webhook stops")
         .unwrap();
+    proxy.hold(false);
     // The pop's task outlives the consumer: the reply, when it comes, is
     // given back (release, attempt uncounted).
     eventually(Duration::from_secs(30), "the job given back", || async {
@@ -178,7 +207,7 @@ async fn a_hanging_receiver_at_concurrency_1_counts_no_attempt_without_a_deliver
     q.close().await;
 }
 
-/// Runs three jobs of ttr 1.2 s to a webhook whose Redis replies come
+/// Runs three jobs of ttr 2 s to a webhook whose Redis replies come
 /// 700 ms late (one slot, answers after 300 ms) until every one is
 /// finished (panics past a minute); returns the deliveries.
 async fn through_slow_replies() -> Vec<(String, String)> {
@@ -188,7 +217,9 @@ async fn through_slow_replies() -> Vec<(String, String)> {
     let q = queue_at(proxy.url());
     let (url, seen) = slow_receiver(Some(Duration::from_millis(300))).await;
     let ids = ["slow-a", "slow-b", "slow-c"];
-    push_ready(&direct, "slow", &ids, 1_200).await;
+    // A job's lease has 1.3 s left when its pop's reply comes: time for
+    // the check or the give-back to reach Redis on a busy machine.
+    push_ready(&direct, "slow", &ids, 2_000).await;
     proxy.set_delay(Duration::from_millis(700));
     let shutdown = Shutdown::new();
     let hook = Webhook {
@@ -225,7 +256,7 @@ async fn through_slow_replies() -> Vec<(String, String)> {
     seen
 }
 
-/// Replies from Redis 700 ms late (calls reach it at once), ttr 1.2 s: a
+/// Replies from Redis 700 ms late (calls reach it at once), ttr 2 s: a
 /// job's lease counted from the pop's reply would end 700 ms later than
 /// Redis's. Every job is delivered, each on attempt 1, 2, ... in step: none
 /// counted without a delivery. (A webhook consumer that leased jobs ahead
