@@ -227,6 +227,30 @@ pub async fn upkeep_pass_done(redis: &RedisServer) {
     .await;
 }
 
+/// `call`'s result, made again (at most five times in all) while it fails
+/// for want of a reply in time: none came (`Timeout`, `Unknown`), or the
+/// call reached Redis after its deadline and changed nothing (`Late`). A
+/// busy machine's Redis misses a short timeout now and then; a call made
+/// again must be safe to repeat (a read, an idempotent write). Any other
+/// error fails the test with its own message.
+pub async fn retried<T, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = delayq::Result<T>>,
+{
+    for _ in 1..5 {
+        match call().await {
+            Err(
+                delayq::Error::Timeout { .. }
+                | delayq::Error::Unknown { .. }
+                | delayq::Error::Late { .. },
+            ) => continue,
+            r => return r.unwrap_or_else(|e| panic!("{what}: {e}")),
+        }
+    }
+    call().await.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 /// Polls `check` every few ms until it returns Some, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where

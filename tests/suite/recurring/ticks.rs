@@ -185,21 +185,7 @@ async fn put_many(q: &Queue, prefix: &str, n: usize, def: &delayq::Recurring) {
         .map(|i| {
             let (q, def) = (q.clone(), def.clone());
             let name = format!("{prefix}-{i}");
-            async move {
-                for _ in 0..5 {
-                    match q.put_recurring(&name, &def).await {
-                        // No reply in time, or it reached Redis after its
-                        // deadline and changed nothing.
-                        Err(
-                            delayq::Error::Timeout { .. }
-                            | delayq::Error::Unknown { .. }
-                            | delayq::Error::Late { .. },
-                        ) => continue,
-                        r => return r.unwrap(),
-                    }
-                }
-                panic!("schedule {name}: no reply in time, five times");
-            }
+            async move { retried(&format!("schedule {name}"), || q.put_recurring(&name, &def)).await }
         })
         .buffer_unordered(32)
         .collect::<Vec<_>>()

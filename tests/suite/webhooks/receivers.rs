@@ -71,20 +71,7 @@ pub(super) fn attempts_in_step(seen: &[(String, String)]) -> Result<(), String> 
 }
 
 pub(super) async fn counts(q: &Queue, topic: &str) -> (u64, u64) {
-    // A busy machine's Redis may miss the read's timeout: read again, a
-    // few times.
-    let mut tries = 0;
-    let o = loop {
-        match q.topics().await {
-            Ok(o) => break o,
-            Err(
-                delayq::Error::Timeout { .. }
-                | delayq::Error::Unknown { .. }
-                | delayq::Error::Late { .. },
-            ) if tries < 5 => tries += 1,
-            Err(e) => panic!("topics: {e}"),
-        }
-    };
+    let o = retried("topics", || q.topics()).await;
     let c = o.topics.get(topic).copied().unwrap_or_default();
     (c.ready, c.reserved)
 }
