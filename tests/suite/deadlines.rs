@@ -20,14 +20,18 @@ async fn answering(q: &Queue) {
 async fn calls_that_reach_a_paused_redis_after_their_timeout_change_nothing() {
     let redis = RedisServer::start();
     // The queue under test gives up after 0.5 s; the set-up and the checks
-    // go through a patient one, so that only the calls under test are held
-    // to 0.5 s on a busy machine.
+    // go through one that waits 10 s, so that only the calls under test
+    // are held to 0.5 s on a busy machine.
     let q = Queue::connect(Config {
         redis_timeout: Duration::from_millis(500),
         ..config(&redis)
     })
     .unwrap();
-    let patient = queue(&redis);
+    let patient = Queue::connect(Config {
+        redis_timeout: Duration::from_secs(10),
+        ..config(&redis)
+    })
+    .unwrap();
     // Pushes through the queue under test: it has connected, read Redis's
     // clock and the eviction policy, so the calls below are sent at once.
     for i in 0..10 {
@@ -46,6 +50,7 @@ async fn calls_that_reach_a_paused_redis_after_their_timeout_change_nothing() {
     // Redis stops serving clients for 5 s; delayq gives up after 0.5 s, so
     // both calls below reach Redis past their deadlines however slowly
     // this machine sends them.
+    arm_slowlog(&redis, 100_000).await;
     let _: String = redis.cmd(&["CLIENT", "PAUSE", "5000", "ALL"]).await;
     let e = q.try_pop(&topics(&["paused"]), 10).await.unwrap_err();
     assert!(e.is_unavailable(), "{e}");
@@ -56,9 +61,20 @@ async fn calls_that_reach_a_paused_redis_after_their_timeout_change_nothing() {
         .unwrap_err();
     assert!(e.is_unavailable(), "{e}");
     answering(&patient).await;
+    // Both calls reached Redis (and ran, after the pause).
+    eventually(Duration::from_secs(30), "both calls run", || async {
+        (script_calls(&redis, "dq_pop").await >= 1 && script_calls(&redis, "dq_push").await >= 1)
+            .then_some(())
+    })
+    .await;
 
-    // The pop that Redis ran late leased nothing, so nothing is stranded
-    // and no attempt was spent; the push that was refused wrote nothing.
+    // The pop that Redis ran late leased nothing: it left no entry among
+    // the latest pops (a pop that leases writes one, in the same script),
+    // so nothing was stranded, nor given back by this process when the
+    // late reply came; no attempt was spent. The push that was refused
+    // wrote nothing.
+    let pops: usize = redis.cmd(&["LLEN", "{dq}:pops"]).await;
+    assert_eq!(pops, 0, "the late pop leased jobs");
     let o = patient.topics().await.unwrap();
     let c = o.topics["paused"];
     assert_eq!((c.ready, c.reserved, c.dead), (10, 0, 0), "{c:?}");

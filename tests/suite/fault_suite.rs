@@ -453,7 +453,7 @@ pub(crate) async fn judge(
     // job in Redis: that job was finished.
     let mut gone = std::collections::HashSet::new();
     for id in jobs.keys() {
-        if q.get(id).await.unwrap().is_none() {
+        if retried("a ledger read", || q.get(id)).await.is_none() {
             gone.insert(id.clone());
         }
     }

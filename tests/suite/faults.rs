@@ -273,16 +273,20 @@ async fn while_redis_is_away_errors_and_readyz_name_the_cause() {
 async fn ready_behind(url: String, topic: &str, ids: &[&str]) -> delayq::Queue {
     let q = queue_at(url);
     for id in ids {
-        q.push(&job(id, topic, 0, 600_000)).await.unwrap();
+        let j = job(id, topic, 0, 600_000);
+        retried("a push", || q.push(&j)).await;
     }
     for id in ids {
         eventually(Duration::from_secs(30), "the jobs ready", || async {
-            let j = q.get(id).await.unwrap()?;
+            let j = q.get(id).await.ok().flatten()?;
             (j.state == delayq::JobState::Ready).then_some(())
         })
         .await;
     }
-    assert!(q.try_pop(&topics(&["none"]), 1).await.unwrap().is_empty());
+    let none = topics(&["none"]);
+    assert!(retried("a first pop", || q.try_pop(&none, 1))
+        .await
+        .is_empty());
     q
 }
 

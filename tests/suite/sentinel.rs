@@ -159,7 +159,7 @@ async fn failover_ledger(replica_acks: usize) -> (usize, usize) {
         ..Config::default()
     })
     .unwrap();
-    q.check_connection().await.unwrap();
+    retried("the first call", || q.check_connection()).await;
 
     let acked = Arc::new(Mutex::new(Vec::new()));
     let reached_new_master = Arc::new(AtomicBool::new(false));

@@ -178,12 +178,12 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     // the replica.
     let queues = [0, 1].map(|_| Queue::connect(sentinel_config(&sentinel, 1)).unwrap());
     let q = &queues[0];
-    q.check_connection().await.unwrap();
+    retried("the first call", || q.check_connection()).await;
     for (g, n) in GROUPS {
         limit(q, TOPIC, g, n).await;
     }
     let paused = GROUPS[PAUSED].0;
-    q.pause_group(TOPIC, paused).await.unwrap();
+    retried("pause", || q.pause_group(TOPIC, paused)).await;
     // Per running group 30 jobs ready now and 6 due in 4 s (some fall due
     // during the outage or after it, on the new master); 4 of the paused
     // group ready.
@@ -261,14 +261,14 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     let drained = killed.elapsed();
     // The paused group kept its pause and its jobs through the failover;
     // resumed, it hands them out.
-    let read = q.group(TOPIC, paused).await.unwrap();
+    let read = retried("the paused group", || q.group(TOPIC, paused)).await;
     assert_eq!(
         (read.paused, read.ready, read.reserved),
         (true, 4, 0),
         "the paused group after the failover"
     );
     ledger.resumed.store(true, Ordering::SeqCst);
-    q.resume_group(TOPIC, paused).await.unwrap();
+    retried("resume", || q.resume_group(TOPIC, paused)).await;
     until_value(
         total,
         Duration::from_secs(30),
