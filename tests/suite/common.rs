@@ -251,6 +251,15 @@ where
     call().await.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
+/// Pushes `jobs`, a thousand a call, each of which must be taken.
+pub async fn push_all(q: &Queue, jobs: &[delayq::NewJob]) {
+    for chunk in jobs.chunks(1000) {
+        for r in q.push_many(chunk).await.unwrap() {
+            r.unwrap();
+        }
+    }
+}
+
 /// Polls `check` every few ms until it returns Some, or panics after `limit`.
 pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where

@@ -329,9 +329,7 @@ async fn a_finished_record_and_its_log_end_at_one_deadline_its_finish_plus_the_w
     let jobs: Vec<_> = (0..400)
         .map(|i| job(&format!("j{i}"), "t", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let mut leases = Vec::new();
     while leases.len() < jobs.len() {
         for d in q

@@ -37,14 +37,6 @@ async fn ready(q: &Queue, topic: &str, n: u64) {
     .await;
 }
 
-async fn push_all(q: &Queue, jobs: &[NewJob]) {
-    for chunk in jobs.chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
-    }
-}
-
 async fn limit(q: &Queue, topic: &str, group: &str, n: u32) {
     q.set_group(
         topic,
