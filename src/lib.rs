@@ -109,6 +109,9 @@ pub use queue::{Config, Queue, Resolution, TagChange, TagMove};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+/// What delayq's Redis user may run: the commands delayq sends, asked of
+/// the ACL (`serve` at start, `doctor`), and what to add for a refusal.
+pub use store::acl;
 pub use store::group::{Group, GroupPage, GroupSettings};
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;

@@ -111,8 +111,20 @@ async fn problems(queue: &Queue, allow_evicting: bool, fix_events: bool) -> Vec<
     out
 }
 
-/// At start: fatal problems stop delayq, the rest are warned about.
+/// At start: fatal problems stop delayq, the rest are warned about, and
+/// so are the settings CONFIG GET was refused (README: "delayq warns once
+/// and works").
 pub async fn settings_at_start(queue: &Queue, allow_evicting: bool) -> Result<()> {
+    if let Ok(s) = queue.redis_settings().await {
+        if s.persistent.is_none() {
+            tracing::warn!(
+                "redis refuses CONFIG GET to delayq's user (an ACL without +config|get, or CONFIG \
+                 renamed): persistence (appendonly, save) went unchecked, so a redis without it \
+                 (which a restart empties) is not named; the eviction policy is read from INFO, \
+                 and expired events are found out with a canary key"
+            );
+        }
+    }
     for (fatal, message) in problems(queue, allow_evicting, true).await {
         if fatal {
             bail!("{message}");

@@ -36,6 +36,8 @@ const SETTLE: Duration = Duration::from_millis(200);
 const UNKNOWN: u8 = 0;
 const HEARD: u8 = 1;
 const NOT_HEARD: u8 = 2;
+/// The ACL refuses the subscription: no event can be heard.
+const REFUSED: u8 = 3;
 
 /// The canary's state, shared by the check and the connections that listen.
 #[derive(Default)]
@@ -48,6 +50,8 @@ pub(crate) struct Canary {
     /// The canary keys in flight, removed as their events arrive.
     flying: Mutex<HashSet<String>>,
     landed: Notify,
+    /// What the ACL refused, and what to add, while REFUSED.
+    refused: Mutex<Option<String>>,
 }
 
 impl Canary {
@@ -56,13 +60,30 @@ impl Canary {
     pub fn answer(&self) -> Option<bool> {
         match self.answer.load(Ordering::Relaxed) {
             HEARD => Some(true),
-            NOT_HEARD => Some(false),
+            NOT_HEARD | REFUSED => Some(false),
             _ => None,
         }
     }
 
+    /// Why no event can be heard: the ACL refused the subscription
+    /// (what it refused and what to add); None otherwise.
+    pub fn refused(&self) -> Option<String> {
+        self.refused.lock().unwrap().clone()
+    }
+
+    /// The ACL refused the subscription (`why`); false when it was
+    /// refused already (the refusal is said once, not every retry).
+    pub fn refuse(&self, why: String) -> bool {
+        *self.refused.lock().unwrap() = Some(why);
+        self.set(REFUSED) != REFUSED
+    }
+
     /// An expired-events connection subscribed: the canary flies again.
     pub fn connected(&self) {
+        if self.refused.lock().unwrap().take().is_some() {
+            self.set(UNKNOWN);
+            info!("the expired-events subscription is allowed again");
+        }
         self.listening.fetch_add(1, Ordering::Relaxed);
         self.recheck.notify_one();
     }
@@ -121,7 +142,10 @@ pub(crate) async fn run(h: Handles, instance: String) {
             _ = h.stop.wait() => return,
         }
         if h.canary.listening.load(Ordering::Relaxed) == 0 {
-            h.canary.set(UNKNOWN);
+            // A refusal stays reported until a subscription is allowed.
+            if h.canary.refused().is_none() {
+                h.canary.set(UNKNOWN);
+            }
             continue;
         }
         match fly(&h, &instance).await {

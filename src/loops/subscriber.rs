@@ -232,6 +232,7 @@ pub(crate) async fn events(h: Handles) {
     let mut any = h.leader.any();
     let client = h.store.client();
     let mut backoff = Backoff::default();
+    let mut refused = Refused::default();
     loop {
         // Wait for a lease.
         tokio::select! {
@@ -250,9 +251,31 @@ pub(crate) async fn events(h: Handles) {
         };
         debug!(reason = %reason(&ended), "expired events connection ended");
         tokio::select! {
-            _ = tokio::time::sleep(backoff.wait()) => {}
+            _ = tokio::time::sleep(refused.wait(&h, &mut backoff)) => {}
             _ = h.stop.wait() => return,
         }
+    }
+}
+
+/// The wait before the expired events' subscription is tried again: a
+/// connection's [`Backoff`], and while the ACL refuses the subscription
+/// (which only an operator changes) from [`Refused::FIRST`] doubling to
+/// [`Refused::MAX`], so the ACL LOG is not filled with it.
+#[derive(Default)]
+struct Refused(Option<std::time::Duration>);
+
+impl Refused {
+    const FIRST: std::time::Duration = std::time::Duration::from_secs(2);
+    const MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn wait(&mut self, h: &Handles, backoff: &mut Backoff) -> std::time::Duration {
+        if h.canary.refused().is_none() {
+            self.0 = None;
+            return backoff.wait();
+        }
+        let now = self.0.unwrap_or(Self::FIRST);
+        self.0 = Some((now * 2).min(Self::MAX));
+        now
     }
 }
 
@@ -260,10 +283,21 @@ pub(crate) async fn events(h: Handles) {
 /// name, until the connection ends.
 async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
     let mut pubsub = pubsub(h, client).await?;
-    pubsub
-        .psubscribe(EXPIRED_PATTERN)
-        .await
-        .map_err(|e| e.to_string())?;
+    if let Err(e) = pubsub.psubscribe(EXPIRED_PATTERN).await {
+        if crate::store::acl::is_noperm(&e) {
+            let why = format!(
+                "the ACL refuses delayq's user the expired events' channel ({e}): \
+                 add &{EXPIRED_PATTERN} to its ACL (README: Least privilege)"
+            );
+            if h.canary.refuse(why.clone()) {
+                warn!(
+                    "{why}; the expired-events subscription is tried again, less and less often; \
+                     only the sweep fires jobs meanwhile (still on time)"
+                );
+            }
+        }
+        return Err(e.to_string());
+    }
     let _listening = super::canary::Listening::new(&h.canary);
     // Jobs may have fallen due while no connection heard them.
     h.wake.all();
@@ -333,6 +367,7 @@ pub(crate) async fn follow_masters(h: Handles) {
 /// Expired events of one master, reconnecting until `stop`.
 async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
     let mut backoff = Backoff::default();
+    let mut refused = Refused::default();
     loop {
         let session = async {
             let client = h
@@ -350,7 +385,7 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
         // The master may have gone: the health watch looks at once.
         h.store.health.suspect();
         tokio::select! {
-            _ = tokio::time::sleep(backoff.wait()) => {}
+            _ = tokio::time::sleep(refused.wait(&h, &mut backoff)) => {}
             _ = stop.wait() => return,
         }
     }

@@ -200,6 +200,13 @@ impl Queue {
         self.inner.h.canary.answer()
     }
 
+    /// Why expired events cannot be heard here: the ACL refused their
+    /// subscription (what it refused, and what to add to the user's ACL);
+    /// None otherwise. The sweep fires jobs meanwhile.
+    pub fn expired_events_refused(&self) -> Option<String> {
+        self.inner.h.canary.refused()
+    }
+
     /// The partitions this instance dispatches now (their expired events
     /// and sweeps): those it leads. Empty on a
     /// standby, and where `dispatch` is off.

@@ -2,11 +2,17 @@
 //! key or channel named as what to add to the user's ACL. README's "Least
 //! privilege" section has the whole line.
 
+use redis::aio::MultiplexedConnection;
+
 /// Categories of the commands delayq's scripts run. A refusal inside a
 /// script does not say which command it was (Redis 7.0: "The user
 /// executing the script can't run this command or subcommand"), so it
 /// names all of them.
 const SCRIPT_CATEGORIES: &str = "+@hash +@list +@set +@sortedset +@string +@stream +@pubsub";
+
+/// What the scripts' own check of the ACL (lib/call.lua's CALL.refused)
+/// says in its refusal.
+const GUARD: &str = "found before the script's first write";
 
 /// Whether `detail` (an error reply's text after its code) is an ACL
 /// refusal of a command a script ran: Redis's unnamed one, or Valkey's
@@ -24,6 +30,19 @@ fn unnamed_in_script(detail: &str) -> bool {
 /// or a script's refusal).
 pub(crate) fn what_to_add(detail: &str) -> String {
     let lower = detail.to_lowercase();
+    if detail.contains(GUARD) {
+        // The scripts' own check (lib/call.lua), which names the command
+        // and, for PUBLISH, the channel: either may be what is missing.
+        let command = detail.split('\'').nth(1).unwrap_or("").to_lowercase();
+        return match command.as_str() {
+            "publish" => {
+                "+@pubsub, and the channel patterns &{PREFIX}:* &{PREFIX:* if the user lacks them"
+                    .to_owned()
+            }
+            "" => "the commands README's Least privilege line lists".to_owned(),
+            c => format!("+{c}"),
+        };
+    }
     if unnamed_in_script(detail) {
         return format!("{SCRIPT_CATEGORIES} (the commands delayq's scripts run)");
     }
@@ -56,6 +75,272 @@ pub(crate) fn what_to_add(detail: &str) -> String {
     }
 }
 
+/// How much delayq needs a command it sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// Jobs cannot move without it.
+    Needed,
+    /// A feature asks for it: WAIT (`--replica-acks`), CONFIG GET (the
+    /// settings checks).
+    Optional,
+    /// The expired events' subscription: without it the sweep fires jobs
+    /// (still on time).
+    Events,
+    /// Only rewriting bodies back to layout 1 (`delayq layout --hold 1`).
+    Rewrite,
+}
+
+/// One command delayq sends: its name (as ACL DRYRUN and the ACL LOG
+/// name it), its ACL category, the word README's least-privilege line
+/// grants it by, and how much delayq needs it.
+#[derive(Debug)]
+pub struct Probe {
+    pub name: &'static str,
+    pub category: &'static str,
+    pub grant: &'static str,
+    pub need: Need,
+}
+
+const fn p(name: &'static str, category: &'static str, grant: &'static str, need: Need) -> Probe {
+    Probe {
+        name,
+        category,
+        grant,
+        need,
+    }
+}
+
+use Need::*;
+
+/// The script commands of each path: FCALL's, then EVALSHA's.
+pub const FUNCTION_PROBES: &[Probe] = &[
+    p("fcall", "@scripting", "+fcall", Needed),
+    p("function|load", "@scripting", "+function|load", Needed),
+];
+pub const EVAL_PROBES: &[Probe] = &[
+    p("evalsha", "@scripting", "+evalsha", Needed),
+    p("script|load", "@scripting", "+script|load", Needed),
+];
+
+/// The rest of the commands delayq sends (its scripts' own included: a
+/// script runs with its caller's permissions).
+pub const PROBES: &[Probe] = &[
+    p("set", "@string", "+@string", Needed),
+    p("hset", "@hash", "+@hash", Needed),
+    p("zadd", "@sortedset", "+@sortedset", Needed),
+    p("lpush", "@list", "+@list", Needed),
+    p("sadd", "@set", "+@set", Needed),
+    p("xadd", "@stream", "+@stream", Needed),
+    p("del", "@keyspace", "+del", Needed),
+    p("pexpire", "@keyspace", "+pexpire", Needed),
+    // A new earliest job shortens an idle leader's term to its due time.
+    p("pexpireat", "@keyspace", "+pexpireat", Needed),
+    p("scan", "@keyspace", "+scan", Rewrite),
+    p("publish", "@pubsub", "+@pubsub", Needed),
+    p("psubscribe", "@pubsub", "+@pubsub", Events),
+    p("time", "@fast", "+time", Needed),
+    p("info", "@dangerous", "+info", Needed),
+    p("wait", "@connection", "+wait", Optional),
+    p("config|get", "@admin", "+config|get", Optional),
+];
+
+/// Commands the scripts run that `delayq doctor` does not ask about.
+pub const SCRIPT_READS: &[Probe] = &[
+    p("exists", "@keyspace", "+exists", Needed),
+    p("pttl", "@keyspace", "+pttl", Needed),
+];
+
+/// The expired events' pattern, written as is (an ACL allows a pattern
+/// subscription only to the pattern it lists).
+pub const EXPIRED_EVENTS: &str = "__keyevent@*__:expired";
+
+/// The command's arguments: `key` a string key of the caller's own,
+/// `channel` a channel under the prefix, `lib` a library name no one uses.
+fn args(name: &str, key: &str, channel: &str, lib: &str) -> Vec<String> {
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect();
+    match name {
+        "fcall" => v(&["FCALL", lib, "0"]),
+        // Not a library (it registers no function): refused after the ACL.
+        "function|load" => v(&["FUNCTION", "LOAD", &format!("#!lua name={lib}\n")]),
+        // No such script (NOSCRIPT), and one that does not compile: both
+        // refused after the ACL, nothing cached.
+        "evalsha" => v(&["EVALSHA", &"0".repeat(40), "0"]),
+        "script|load" => v(&["SCRIPT", "LOAD", "delayq probe ("]),
+        "set" => v(&["SET", key, "x", "PX", "30000"]),
+        "hset" => v(&["HSET", key, "f", "v"]),
+        "zadd" => v(&["ZADD", key, "0", "m"]),
+        "lpush" => v(&["LPUSH", key, "v"]),
+        "sadd" => v(&["SADD", key, "m"]),
+        "xadd" => v(&["XADD", key, "*", "f", "v"]),
+        "del" => v(&["DEL", key]),
+        "exists" => v(&["EXISTS", key]),
+        "pttl" => v(&["PTTL", key]),
+        "pexpire" => v(&["PEXPIRE", key, "30000"]),
+        // Far ahead: the key keeps its life for the probes after it.
+        "pexpireat" => v(&["PEXPIREAT", key, "32503680000000"]),
+        "scan" => v(&["SCAN", "0", "COUNT", "1"]),
+        "publish" => v(&["PUBLISH", channel, "probe"]),
+        "psubscribe" => v(&["PSUBSCRIBE", EXPIRED_EVENTS]),
+        "time" => v(&["TIME"]),
+        "info" => v(&["INFO", "server"]),
+        "wait" => v(&["WAIT", "0", "1"]),
+        _ => v(&["CONFIG", "GET", "maxmemory-policy"]),
+    }
+}
+
+fn cmd(args: &[String]) -> redis::Cmd {
+    let mut c = redis::cmd(&args[0]);
+    for a in &args[1..] {
+        c.arg(a);
+    }
+    c
+}
+
+/// The ACL refused a command.
+pub fn is_noperm(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOPERM") || e.to_string().contains("NOPERM")
+}
+
+/// Whether FCALL runs for this user (answered "Function not found" for a
+/// function no one has): the path delayq's scripts will take here.
+pub async fn functions_run(conn: &mut MultiplexedConnection) -> bool {
+    let fcall: redis::RedisResult<redis::Value> = redis::cmd("FCALL")
+        .arg("delayq_probe_none")
+        .arg(0)
+        .query_async(conn)
+        .await;
+    match fcall {
+        Err(e) => e.to_string().contains("Function not found"),
+        Ok(_) => true,
+    }
+}
+
+/// Why each refused probe was refused (None: allowed), asked of ACL
+/// DRYRUN; None when DRYRUN cannot be used. Cost: one ACL WHOAMI, one
+/// DRYRUN a probe, each O(1).
+async fn dry_run(
+    conn: &mut MultiplexedConnection,
+    probes: &[&Probe],
+    key: &str,
+    channel: &str,
+    lib: &str,
+) -> Option<Vec<Option<String>>> {
+    let user: String = redis::cmd("ACL")
+        .arg("WHOAMI")
+        .query_async(conn)
+        .await
+        .ok()?;
+    let mut out = Vec::new();
+    for probe in probes {
+        let mut c = redis::cmd("ACL");
+        c.arg("DRYRUN").arg(&user);
+        for a in args(probe.name, key, channel, lib) {
+            c.arg(a);
+        }
+        // "OK", or a sentence saying what is refused; an error: no DRYRUN.
+        let reply: String = c.query_async(conn).await.ok()?;
+        out.push((reply != "OK").then_some(reply));
+    }
+    Some(out)
+}
+
+/// Each probe tried in its harmless form: a write meets the string `key`
+/// and fails with WRONGTYPE, which the ACL check comes before; the
+/// script commands name no function or script. Cost: one O(1) command a
+/// probe (SCAN: one key), and one subscription on a connection of its own.
+async fn try_each(
+    conn: &mut MultiplexedConnection,
+    client: &redis::Client,
+    probes: &[&Probe],
+    key: &str,
+    channel: &str,
+    lib: &str,
+) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for probe in probes {
+        let reply = match probe.name {
+            // A subscription would change the connection's mode.
+            "psubscribe" => match client.get_async_pubsub().await {
+                Ok(mut p) => p.psubscribe(EXPIRED_EVENTS).await,
+                Err(e) => {
+                    out.push(Some(format!("cannot try: {e}")));
+                    continue;
+                }
+            },
+            // DEL, PEXPIRE and PEXPIREAT go last: the string key must stay
+            // for the writes that are meant to fail on it.
+            "del" | "pexpire" | "pexpireat" => Ok(()),
+            name => cmd(&args(name, key, channel, lib))
+                .query_async::<redis::Value>(conn)
+                .await
+                .map(|_| ()),
+        };
+        out.push(match reply {
+            Err(e) if is_noperm(&e) => Some(e.to_string()),
+            _ => None,
+        });
+    }
+    for (i, probe) in probes.iter().enumerate() {
+        if matches!(probe.name, "pexpire" | "pexpireat" | "del") {
+            let r = cmd(&args(probe.name, key, channel, lib))
+                .query_async::<redis::Value>(conn)
+                .await;
+            out[i] = match r {
+                Err(e) if is_noperm(&e) => Some(e.to_string()),
+                _ => None,
+            };
+        }
+    }
+    out
+}
+
+/// Asks the ACL about each of `probes` for the connection's user: with
+/// ACL DRYRUN where `dry_run` and the user may run it (Redis 7+), else by
+/// trying each. (Asking whether DRYRUN is allowed is itself a refusal in
+/// the ACL LOG for a user without it, such as README's.)
+/// Returns how ("ACL DRYRUN" or "tried") and, per probe, why it was
+/// refused (None: allowed). `key` is a string key of the caller's own
+/// (set, then deleted, when tried), `channel` one under the prefix, `lib`
+/// a function library name no one uses.
+pub async fn permissions(
+    conn: &mut MultiplexedConnection,
+    client: &redis::Client,
+    probes: &[&Probe],
+    key: &str,
+    channel: &str,
+    lib: &str,
+    dry_run: bool,
+) -> (&'static str, Vec<Option<String>>) {
+    let asked = match dry_run {
+        true => self::dry_run(conn, probes, key, channel, lib).await,
+        false => None,
+    };
+    match asked {
+        Some(r) => ("ACL DRYRUN", r),
+        None => (
+            "tried",
+            try_each(conn, client, probes, key, channel, lib).await,
+        ),
+    }
+}
+
+/// What a refusal of `probe` (`why`, as [`permissions`] gave it) asks to
+/// add, in README's words: a channel pattern, key patterns, or the
+/// probe's grant.
+pub fn grant_for(probe: &Probe, why: &str, prefix: &str) -> String {
+    if why.contains("channel") {
+        if probe.name == "psubscribe" {
+            format!("&{EXPIRED_EVENTS}")
+        } else {
+            format!("&{{{prefix}}}:* &{{{prefix}:*")
+        }
+    } else if why.contains(" key") {
+        format!("~{{{prefix}}}:* ~{{{prefix}:*")
+    } else {
+        probe.grant.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +366,10 @@ mod tests {
         let valkey = "failure in script: User delayq has no permissions to run the 'hmget' command script: on @user_function:476.";
         assert!(refused_in_script(valkey));
         assert_eq!(what_to_add(valkey), "+@hash");
+        let guard = |c: &str| {
+            format!("this user has no permissions to run the '{c}' command on {{dq}}:wake, {GUARD}: nothing was changed")
+        };
+        assert_eq!(what_to_add(&guard("del")), "+del");
+        assert!(what_to_add(&guard("publish")).starts_with("+@pubsub, and the channel patterns"));
     }
 }

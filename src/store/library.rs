@@ -91,7 +91,8 @@ struct EvalScript {
 /// library's function and the script alike.
 ///
 /// Every call's last two arguments are its deadline (past it, the script
-/// refuses before its first write) and the events setting (EVENTS in
+/// refuses before its first write; so it does when the ACL refuses a
+/// command the scripts run, CALL.refused in lib/call.lua) and the events setting (EVENTS in
 /// lib/counts.lua). They are taken off the end of ARGV, which costs the
 /// same whatever the call's size (taken from the front, every argument
 /// after them would move), so each script sees its own arguments from
@@ -105,6 +106,8 @@ fn wrapper(name: &str) -> String {
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = CALL.past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\
+         local refused = CALL.refused()\n\
+         if refused then return refused end\n\
          local reply = dq_{name}(KEYS, ARGV)\n\
          flush_counts()\n\
          return reply\n"

@@ -30,7 +30,7 @@
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
-mod acl;
+pub mod acl;
 mod batch;
 mod body;
 mod client;

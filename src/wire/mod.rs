@@ -119,6 +119,10 @@ pub struct Readiness {
     /// false); null: not known yet, or no expired-events connection here (a
     /// standby). Readiness does not depend on it: the sweep is the clock.
     pub expired_events: Option<bool>,
+    /// Why expired events cannot be heard: the ACL refuses their channel
+    /// (what to add). Still ready: the sweep fires jobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_events_error: Option<String>,
     /// Why Redis is not ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

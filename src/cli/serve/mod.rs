@@ -19,6 +19,7 @@ use super::redis_checks;
 use super::redis_tls::RedisTlsArgs;
 use super::signals::Signals;
 
+mod acl;
 mod args;
 
 pub use args::ServeArgs;
@@ -188,6 +189,8 @@ async fn serve(
     redis_checks::connect(&queue, &redis_url).await?;
     if single {
         super::doctor::refuse_unscriptable(&redis_url, &args.tls.tls()).await?;
+        acl::refuse_unpermitted(&redis_url, &args.tls.tls(), &args.prefix, args.replica_acks)
+            .await?;
     }
     redis_checks::settings_at_start(&queue, args.allow_evicting_redis).await?;
     same_events_setting(&queue, events, &args.prefix).await?;

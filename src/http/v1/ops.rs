@@ -59,6 +59,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     body.memory = memory.into();
     body.subscriber = q.subscriber_connected();
     body.expired_events = q.expired_events_heard();
+    body.expired_events_error = q.expired_events_refused();
     // As the last script call found: no command of its own.
     let refused = q.scripts_refused();
     body.scripts = refused.is_none();

@@ -317,3 +317,272 @@ async fn the_readmes_acl_user_without_fcall_or_evalsha_is_named_and_not_ready() 
     );
     s.terminate();
 }
+
+/// `ACL SETUSER delayq ...` from README's line without the words `taken`.
+async fn readme_user_without(redis: &RedisServer, taken: &[&str]) {
+    let mut setuser = vec!["ACL".to_owned()];
+    setuser.extend(
+        readme_acl_line("s3cret")
+            .into_iter()
+            .filter(|w| !taken.contains(&w.as_str())),
+    );
+    set_acl_user(redis, &setuser).await;
+}
+
+/// `delayq serve ARGS`'s exit and stderr; a serve still running after
+/// 60 s (it started) is stopped and fails the test.
+fn serve_exit(args: &[&str]) -> (bool, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("DELAYQ_LOG", "warn")
+        .env_remove("DELAYQ_AUTH_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve started (still running after 60 s) where it should have refused");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.success(), stderr)
+}
+
+/// README's ACL line less a command delayq needs: `serve` does not start,
+/// and its error names the one thing to add.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_naming_what_its_acl_user_lacks() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    let url = redis.url_as("delayq", "s3cret");
+    for (taken, named) in [
+        (&["+del"][..], "+del"),
+        (&["+@pubsub"][..], "+@pubsub"),
+        (&["+pexpireat"][..], "+pexpireat"),
+    ] {
+        redis.cmd::<String>(&["ACL", "DELUSER", "delayq"]).await;
+        readme_user_without(&redis, taken).await;
+        let (ok, stderr) = serve_exit(&["--redis", &url]);
+        assert!(!ok, "{stderr}");
+        let fix = stderr
+            .lines()
+            .find(|l| l.contains("ACL SETUSER"))
+            .unwrap_or_else(|| panic!("no ACL SETUSER line for {named}: {stderr}"));
+        assert!(fix.contains(named), "{named} not in: {fix}");
+        assert!(!fix.contains("+@keyspace"), "{fix}");
+    }
+}
+
+/// README's ACL line less CONFIG GET and SET (optional, README says):
+/// serve starts, and warns that persistence went unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_warns_that_config_refused_leaves_persistence_unchecked() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    let url = redis.url_as("delayq", "s3cret");
+    readme_user_without(&redis, &["+config|get", "+config|set"]).await;
+    let (s, logs) = DelayqProcess::spawn_logged_at(&["--redis", &url], "warn");
+    let line = log_line(&logs, "persistence", Duration::from_secs(30));
+    assert!(
+        line.contains("WARN") && line.contains("unchecked"),
+        "{line}"
+    );
+    s.terminate();
+}
+
+/// The job ids that a queue holds in neither a schedule nor a ready list
+/// nor a lease: stranded hashes.
+async fn stranded(redis: &RedisServer, ids: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in ids {
+        let hash: i64 = redis.cmd(&["EXISTS", &format!("{{dq}}:j:{id}")]).await;
+        let scheduled: Option<f64> = redis.cmd(&["ZSCORE", "{dq}:schedule", id]).await;
+        let topic_scheduled: Option<f64> = redis.cmd(&["ZSCORE", "{dq}:s:strand", id]).await;
+        let scheduled = scheduled.or(topic_scheduled);
+        let ready: Vec<String> = redis.cmd(&["LRANGE", "{dq}:ready:strand", "0", "-1"]).await;
+        if hash == 1 && scheduled.is_none() && !ready.contains(id) {
+            out.push(id.clone());
+        }
+    }
+    out
+}
+
+/// README's user loses DEL under a running queue while jobs fall due:
+/// each call refused by the ACL changes nothing (none half done), so no
+/// job is stranded out of every schedule; given back, every job is
+/// delivered, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn del_taken_from_a_running_queue_strands_no_job() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    readme_user_without(&redis, &[]).await;
+    let q = Queue::connect(Config {
+        redis: delayq::Redis::Url(redis.url_as("delayq", "s3cret")),
+        ..Config::default()
+    })
+    .unwrap();
+    let ids: Vec<String> = (0..11).map(|i| format!("s{i}")).collect();
+    let jobs: Vec<_> = (0..11)
+        .map(|i| job(&ids[i], "strand", 1_000 + 100 * i as u64, 60_000))
+        .collect();
+    push_all(&q, &jobs).await;
+    let pushed_at = redis.time_ms().await;
+    let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", "-del"]).await;
+    assert_eq!(ok, "OK");
+    // Every job falls due, and the sweep (and the expired events) try to
+    // move each, refused, for a while.
+    eventually(
+        Duration::from_secs(30),
+        "every job due, and 3 s more",
+        || async { (redis.time_ms().await > pushed_at + 2_000 + 3_000).then_some(()) },
+    )
+    .await;
+    let lost = stranded(&redis, &ids).await;
+    assert!(lost.is_empty(), "stranded: {lost:?} of {}", ids.len());
+    let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", "+del"]).await;
+    assert_eq!(ok, "OK");
+    let mut got = Vec::new();
+    while got.len() < ids.len() {
+        let d = q
+            .pop(&topics(&["strand"]), Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("only {got:?} delivered"));
+        q.finish(&d.id, &d.token).await.unwrap();
+        got.push(d.id);
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), ids.len(), "{got:?}");
+    let more = q
+        .pop(&topics(&["strand"]), Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(more.is_none(), "delivered again: {more:?}");
+    q.close().await;
+}
+
+/// README's user loses +@pubsub under a running serve: a push is refused
+/// (503 redis_refused, naming +@pubsub) and writes nothing, so the client
+/// that repeats it once the ACL is given back gets its job once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_refused_for_pubsub_writes_nothing() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    readme_user_without(&redis, &[]).await;
+    let url = redis.url_as("delayq", "s3cret");
+    let s = DelayqProcess::spawn(&["--redis", &url]);
+    let push = || {
+        request_json(
+            reqwest::Method::POST,
+            format!("{}/v1/jobs", s.base),
+            Some(serde_json::json!({"topic": "once", "id": "p1", "delay_ms": 0, "ttr_ms": 60_000})),
+        )
+    };
+    let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", "-@pubsub"]).await;
+    assert_eq!(ok, "OK");
+    let (status, body) = push().await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.to_string().contains("redis_refused"), "{body}");
+    assert!(body.to_string().contains("+@pubsub"), "{body}");
+    let written: i64 = redis.cmd(&["EXISTS", "{dq}:j:p1"]).await;
+    assert_eq!(written, 0, "the refused push wrote its job");
+    let ok: String = redis.cmd(&["ACL", "SETUSER", "delayq", "+@pubsub"]).await;
+    assert_eq!(ok, "OK");
+    let (status, body) = push().await;
+    assert_eq!(status, 201, "{body}");
+    // Every copy there is, leased for a minute: one.
+    let pop = |wait_ms: u64| {
+        request_json(
+            reqwest::Method::POST,
+            format!("{}/v1/pop", s.base),
+            Some(serde_json::json!({"topics": ["once"], "max": 10, "wait_ms": wait_ms})),
+        )
+    };
+    let (status, popped) = pop(10_000).await;
+    assert_eq!(status, 200, "{popped}");
+    assert_eq!(popped["jobs"].as_array().map(Vec::len), Some(1), "{popped}");
+    assert_eq!(popped["jobs"][0]["id"], "p1", "{popped}");
+    let (_, again) = pop(2_000).await;
+    assert_eq!(
+        again["jobs"].as_array().map(Vec::len),
+        Some(0),
+        "delivered twice: {again}"
+    );
+    s.terminate();
+}
+
+/// README's user without the expired events' channel: the subscription
+/// is refused; serve says so once, as a warning naming the channel, and
+/// keeps trying, further and further apart; /readyz stays ready (the
+/// sweep fires jobs) with `expired_events: false` and the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_expired_events_subscription_is_warned_once_and_reported() {
+    let redis = RedisServer::start_with_password("adm1n", &[]);
+    readme_user_without(&redis, &["&__keyevent@*__:expired"]).await;
+    let url = redis.url_as("delayq", "s3cret");
+    let (s, logs) = DelayqProcess::spawn_logged_at(&["--redis", &url], "warn");
+    let body = eventually(Duration::from_secs(30), "expired_events false", || async {
+        let (status, body) = get_json(&s.base, "/readyz").await;
+        (status == 200 && body["expired_events"] == false).then_some(body)
+    })
+    .await;
+    let why = body["expired_events_error"].as_str().unwrap_or_default();
+    assert!(why.contains("&__keyevent@*__:expired"), "{body}");
+    // Refused again (its retries), warned once, and backed off: the ACL
+    // LOG groups the repeats of a refusal in one entry and counts them.
+    let refusals = || async {
+        let log: Vec<std::collections::HashMap<String, redis::Value>> =
+            redis.cmd(&["ACL", "LOG"]).await;
+        log.iter()
+            .filter(|e| format!("{:?}", e.get("object")).contains("keyevent"))
+            .map(|e| match e.get("count") {
+                Some(redis::Value::Int(n)) => *n,
+                _ => 1,
+            })
+            .sum::<i64>()
+    };
+    let first = refusals().await;
+    let from = redis.time_ms().await;
+    eventually(Duration::from_secs(60), "a retry", || async {
+        (refusals().await > first).then_some(())
+    })
+    .await;
+    // Eight seconds on: retried every second, as before, that was 8 more.
+    eventually(Duration::from_secs(60), "8 s of retries", || async {
+        (redis.time_ms().await > from + 8_000).then_some(())
+    })
+    .await;
+    let more = refusals().await - first;
+    assert!((1..=4).contains(&more), "{more} refusals in 8 s");
+    let warned: Vec<String> = logs
+        .try_iter()
+        .filter(|l| l.contains("expired events' channel"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("WARN") && warned[0].contains("&__keyevent@*__:expired"),
+        "{warned:?}"
+    );
+    // Jobs are still fired, by the sweep.
+    let pushed = post(
+        &s.base,
+        "/push",
+        r#"{"topic":"sw","id":"w1","delay":1,"ttr":30}"#,
+    )
+    .await;
+    assert_eq!(pushed["code"], 0, "{pushed}");
+    let popped = eventually(Duration::from_secs(15), "w1 popped", || async {
+        let v = post(&s.base, "/pop", r#"{"topic":"sw"}"#).await;
+        (!v["data"].is_null()).then_some(v)
+    })
+    .await;
+    assert_eq!(popped["data"]["id"], "w1");
+    s.terminate();
+}
