@@ -57,16 +57,21 @@ pub async fn refuse_unpermitted(
     for (probe, why) in probes.iter().zip(&refused) {
         let Some(why) = why else { continue };
         let grant = acl::grant_for(probe, why, prefix);
-        match probe.need {
+        // WAIT is what --replica-acks runs: needed with it.
+        let need = match probe.need {
+            Need::Optional if probe.name == "wait" && replica_acks > 0 => Need::Needed,
+            need => need,
+        };
+        match need {
             Need::Needed => {
                 names.push(probe.name);
                 if !needed.contains(&grant) {
                     needed.push(grant);
                 }
             }
-            Need::Optional if probe.name == "wait" && replica_acks > 0 => tracing::warn!(
-                "redis refuses WAIT to delayq's user ({how}): --replica-acks {replica_acks} \
-                 cannot wait for replicas; add {grant} to its ACL"
+            Need::Optional if probe.name == "wait" => tracing::warn!(
+                "redis refuses WAIT to delayq's user ({how}): --replica-acks could not be \
+                 used; add {grant} to its ACL"
             ),
             // CONFIG GET: the settings check says what went unchecked
             // (also where CONFIG is renamed away, which is no refusal).
