@@ -82,7 +82,7 @@ pub async fn refuse_unpermitted(
     }
     if !needed.is_empty() {
         bail!(
-            "redis at {} refuses delayq's user commands it needs ({how}: {}); no job could move.\n\
+            "redis at {} refuses delayq's user commands it needs ({how}: {}); delayq cannot work without them.\n\
              hint: ACL SETUSER <user> {} (README: Least privilege)",
             redis_checks::redact(url),
             names.join(", "),
