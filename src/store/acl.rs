@@ -144,6 +144,9 @@ pub const PROBES: &[Probe] = &[
     p("config|get", "@admin", "+config|get", Optional),
 ];
 
+/// On a cluster, besides: delayq finds the masters with CLUSTER SLOTS.
+pub const CLUSTER_PROBES: &[Probe] = &[p("cluster|slots", "@slow", "+cluster|slots", Needed)];
+
 /// Commands the scripts run that `delayq doctor` does not ask about.
 pub const SCRIPT_READS: &[Probe] = &[
     p("exists", "@keyspace", "+exists", Needed),
@@ -179,6 +182,7 @@ fn args(name: &str, key: &str, channel: &str, lib: &str) -> Vec<String> {
         // Far ahead: the key keeps its life for the probes after it.
         "pexpireat" => v(&["PEXPIREAT", key, "32503680000000"]),
         "scan" => v(&["SCAN", "0", "COUNT", "1"]),
+        "cluster|slots" => v(&["CLUSTER", "SLOTS"]),
         "publish" => v(&["PUBLISH", channel, "probe"]),
         "psubscribe" => v(&["PSUBSCRIBE", EXPIRED_EVENTS]),
         "time" => v(&["TIME"]),

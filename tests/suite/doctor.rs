@@ -6,14 +6,30 @@ use std::collections::HashMap;
 use crate::common::delayq_run;
 use crate::redis_server::RedisServer;
 
-/// Runs doctor --json: (exit success, check name -> (verdict, found, fix)).
-pub(crate) fn doctor(
-    url: &str,
-    extra: &[&str],
-) -> (bool, HashMap<String, (String, String, String)>) {
-    let mut args = vec!["doctor", "--redis", url, "--json"];
-    args.extend_from_slice(extra);
-    let out = delayq_run(&args, &[("DELAYQ_REDIS", "")]);
+/// One check as doctor --json gives it.
+#[derive(Debug)]
+pub(crate) struct Row {
+    pub check: String,
+    /// The cluster master it is about; empty for a server's or the
+    /// cluster-wide checks.
+    pub node: String,
+    pub verdict: String,
+    pub found: String,
+    pub fix: String,
+}
+
+/// Runs `doctor ARGS --json`: (exit success, its checks in order).
+pub(crate) fn doctor_rows(args: &[&str]) -> (bool, Vec<Row>) {
+    let mut all = vec!["doctor", "--json"];
+    all.extend_from_slice(args);
+    // Neither Redis from the environment: clap counts a set variable, an
+    // empty one too, as the flag given.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(&all)
+        .env_remove("DELAYQ_REDIS")
+        .env_remove("DELAYQ_REDIS_CLUSTER")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
         panic!(
@@ -21,16 +37,37 @@ pub(crate) fn doctor(
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    let checks = doc["checks"]
+    let rows = doc["checks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| {
             let s = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
-            (s("check"), (s("verdict"), s("found"), s("fix")))
+            Row {
+                check: s("check"),
+                node: s("node"),
+                verdict: s("verdict"),
+                found: s("found"),
+                fix: s("fix"),
+            }
         })
         .collect();
-    (out.status.success(), checks)
+    (out.status.success(), rows)
+}
+
+/// Runs doctor --redis URL --json: (exit success, check name -> (verdict, found, fix)).
+pub(crate) fn doctor(
+    url: &str,
+    extra: &[&str],
+) -> (bool, HashMap<String, (String, String, String)>) {
+    let mut args = vec!["--redis", url];
+    args.extend_from_slice(extra);
+    let (passed, rows) = doctor_rows(&args);
+    let checks = rows
+        .into_iter()
+        .map(|r| (r.check, (r.verdict, r.found, r.fix)))
+        .collect();
+    (passed, checks)
 }
 
 fn verdict(checks: &HashMap<String, (String, String, String)>, name: &str) -> String {
@@ -91,6 +128,16 @@ async fn text_output_is_one_line_per_check() {
     let out = delayq_run(&["doctor", "--redis", &r.url()], &[("DELAYQ_REDIS", "")]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(text.lines().count(), ALL.len(), "{text}");
+    // Each finding starts in the same column, after the longest name
+    // ("storage layout") and two spaces.
+    let column = |line: &str| {
+        let name = ALL.iter().find(|n| line[6..].starts_with(*n)).unwrap();
+        let rest = &line[6 + name.len()..];
+        6 + name.len() + (rest.len() - rest.trim_start().len())
+    };
+    for line in text.lines() {
+        assert_eq!(column(line), 6 + "storage layout".len() + 2, "{text}");
+    }
     let eviction = text.lines().find(|l| l.contains("eviction")).unwrap();
     assert!(eviction.starts_with("fail"), "{eviction}");
     assert!(
@@ -157,9 +204,11 @@ async fn a_user_lacking_a_category_fails_the_acl_check_naming_it() {
     let (passed, checks) = doctor(&r.url_as("noscript", "pw"), &[]);
     assert_eq!(verdict(&checks, "acl"), "fail", "{:?}", checks["acl"]);
     assert!(checks["acl"].1.starts_with("ACL DRYRUN"));
-    // FCALL refused: the EVALSHA path's commands are the ones asked.
-    assert!(checks["acl"].1.contains("evalsha (@scripting)"));
-    assert!(checks["acl"].2.contains("+@scripting"));
+    // FCALL refused: the EVALSHA path's commands are the ones asked, and
+    // granted one by one (@scripting holds FUNCTION FLUSH and SCRIPT FLUSH).
+    assert!(checks["acl"].1.contains("evalsha"), "{:?}", checks["acl"]);
+    assert!(checks["acl"].2.contains("+evalsha +script|load"));
+    assert!(!checks["acl"].2.contains("@scripting"));
     assert!(!passed);
     // No @admin: no DRYRUN and no CONFIG; each command is tried instead.
     r.cmd::<()>(&[
@@ -170,13 +219,66 @@ async fn a_user_lacking_a_category_fails_the_acl_check_naming_it() {
     assert_eq!(verdict(&checks, "acl"), "fail", "{:?}", checks["acl"]);
     assert!(checks["acl"].1.starts_with("tried"));
     assert!(checks["acl"].1.contains("hset (@hash)"));
-    assert!(checks["acl"].1.contains("config|get (@admin)"));
+    assert!(checks["acl"].1.contains("config|get"));
+    assert!(checks["acl"].2.contains("+@hash"), "{:?}", checks["acl"]);
+    assert!(!checks["acl"].2.contains("@admin"), "{:?}", checks["acl"]);
     assert!(!passed);
     // What CONFIG would have said is a warn, not a crash.
     assert_eq!(verdict(&checks, "persistence"), "ok");
     assert!(checks["persistence"].1.contains("CONFIG GET refused"));
     // The tried writes left nothing.
     assert_eq!(r.cmd::<i64>(&["DBSIZE"]).await, 0);
+}
+
+/// The README's least-privilege user passes: SCAN, left out of it on
+/// purpose (only `delayq layout --hold 1` and `import-ouqiang` walk the
+/// keys), is a warning naming what needs it, and its fix grants `+scan`,
+/// not `+@keyspace` (FLUSHALL, FLUSHDB, RENAME).
+#[tokio::test]
+async fn the_readmes_acl_user_passes_with_a_warning_that_scan_is_for_layout_and_import() {
+    let r = RedisServer::start();
+    let mut setuser = vec!["ACL".to_owned()];
+    setuser.extend(crate::security::acl::readme_acl_line("pw"));
+    crate::security::acl::set_acl_user(&r, &setuser).await;
+    let (passed, checks) = doctor(&r.url_as("delayq", "pw"), &[]);
+    let (v, found, fix) = &checks["acl"];
+    assert_eq!(v, "warn", "{:?}", checks["acl"]);
+    assert!(found.contains("scan"), "{found}");
+    assert!(found.contains("delayq layout --hold 1"), "{found}");
+    assert!(found.contains("import-ouqiang"), "{found}");
+    assert!(fix.contains("+scan"), "{fix}");
+    assert!(!fix.contains('@'), "{fix}");
+    assert!(passed, "{checks:?}");
+}
+
+/// A refused command that delayq needs alone is granted alone: the fix
+/// never names a category for it (@keyspace holds FLUSHALL, @dangerous
+/// much more), through ACL DRYRUN and through trying each command.
+#[tokio::test]
+async fn the_acl_fix_grants_single_commands_not_their_categories() {
+    let r = RedisServer::start();
+    let deny = ["-del", "-pexpire", "-pexpireat", "-time", "-info"];
+    for (user, admin) in [("dryrun", "+@admin"), ("tried", "-@admin")] {
+        let mut setuser = vec![
+            "ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", admin,
+        ];
+        setuser.extend(deny);
+        r.cmd::<()>(&setuser).await;
+        let (passed, checks) = doctor(&r.url_as(user, "pw"), &[]);
+        let (v, found, fix) = &checks["acl"];
+        assert_eq!(v, "fail", "{user}: {:?}", checks["acl"]);
+        assert!(found.starts_with(if admin == "+@admin" {
+            "ACL DRYRUN"
+        } else {
+            "tried"
+        }));
+        for command in ["del", "pexpire", "pexpireat", "time", "info"] {
+            assert!(found.contains(command), "{user}: {found}");
+            assert!(fix.contains(&format!("+{command}")), "{user}: {fix}");
+        }
+        assert!(!fix.contains('@'), "{user}: {fix}");
+        assert!(!passed);
+    }
 }
 
 #[tokio::test]
@@ -296,9 +398,134 @@ fn doctor_and_serve_take_the_same_tls_flags() {
     assert_eq!(tls(doctor), tls(serve));
 }
 
+/// The checks doctor runs on each master of a cluster.
+const PER_MASTER: [&str; 9] = [
+    "engine",
+    "scripting",
+    "eviction",
+    "persistence",
+    "memory",
+    "round trip",
+    "replicas",
+    "events",
+    "acl",
+];
+
+/// `doctor --redis-cluster` checks every master (its settings, expired
+/// events and ACL: each master has its own) and reads the storage layout
+/// through the master of each key's slot, beside a queue spread over the
+/// three; pointed at one node with --redis, it says to give
+/// --redis-cluster rather than failing on MOVED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_is_checked_on_every_master_with_redis_cluster_and_named_without_it() {
+    use crate::redis_cluster::{addr, node_config, TestCluster};
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let seeds = cluster.seeds();
+    // A queue of 6 partitions, spread over the masters.
+    let q = delayq::Queue::connect(delayq::Config {
+        redis: delayq::Redis::Cluster(seeds.clone()),
+        partitions: 6,
+        ..delayq::Config::default()
+    })
+    .unwrap();
+    let job = delayq::NewJob {
+        id: "a".into(),
+        topic: "t".into(),
+        delay: std::time::Duration::from_secs(3600),
+        ttr: std::time::Duration::from_secs(30),
+        ..delayq::NewJob::default()
+    };
+    crate::common::retried("a push", || q.push(&job)).await;
+    q.close().await;
+
+    let (passed, rows) = doctor_rows(&["--redis-cluster", &seeds.join(",")]);
+    let masters: Vec<String> = cluster.nodes.iter().map(addr).collect();
+    for name in PER_MASTER {
+        let on: Vec<&Row> = rows.iter().filter(|r| r.check == name).collect();
+        let mut nodes: Vec<String> = on.iter().map(|r| r.node.clone()).collect();
+        nodes.sort();
+        let mut want = masters.clone();
+        want.sort();
+        assert_eq!(nodes, want, "{name}: {rows:#?}");
+        if name != "round trip" {
+            for r in on {
+                assert_eq!(r.verdict, "ok", "{r:?}");
+            }
+        }
+    }
+    for name in ["tls", "cluster", "storage layout"] {
+        let on: Vec<&Row> = rows.iter().filter(|r| r.check == name).collect();
+        assert_eq!(on.len(), 1, "{name}: {rows:#?}");
+        assert_eq!(on[0].verdict, "ok", "{:?}", on[0]);
+        assert!(on[0].node.is_empty(), "{:?}", on[0]);
+    }
+    let layout = rows.iter().find(|r| r.check == "storage layout").unwrap();
+    assert!(
+        layout.found.contains("every running instance reads it"),
+        "{layout:?}"
+    );
+    assert!(passed, "{rows:#?}");
+    // Each master's canary was its own (no MOVED), and none is left.
+    for n in &cluster.nodes {
+        let left: Vec<String> = n.cmd(&["KEYS", "*doctor*"]).await;
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    // Layout 3 in every partition and an instance that reads only 1: the
+    // layout check reads each partition's flag on its master and the
+    // heartbeat on its own.
+    let client = redis::cluster::ClusterClient::new(seeds.clone()).unwrap();
+    let mut c = client.get_async_connection().await.unwrap();
+    for key in delayq::layout_keys("dq", 6) {
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("3")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let (secs, _): (i64, i64) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
+    let now = secs * 1000;
+    let beat = serde_json::json!({"id": "old-1", "host": "old", "pid": 1, "version": "0.1.0",
+        "started_at_ms": now, "listen": "127.0.0.1:1", "waiting_pops": 0,
+        "webhook_consumers": [], "dispatching": [], "last_seen_ms": now});
+    let _: () = redis::cmd("SET")
+        .arg("{dq}:instance:old-1")
+        .arg(beat.to_string())
+        .arg("PX")
+        .arg(600_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("{dq}:instances")
+        .arg(now + 600_000)
+        .arg("old-1")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let (passed, rows) = doctor_rows(&["--redis-cluster", &seeds.join(","), "--events-wait", "1s"]);
+    let layout = rows.iter().find(|r| r.check == "storage layout").unwrap();
+    assert_eq!(layout.verdict, "fail", "{layout:?}");
+    assert!(layout.found.contains("layout 3 in force"), "{layout:?}");
+    assert!(layout.found.contains("old-1"), "{layout:?}");
+    assert!(!passed);
+
+    // One node, as a single server: named a cluster node, no MOVED.
+    let (passed, rows) = doctor_rows(&["--redis", &seeds[0], "--events-wait", "1s"]);
+    let c = rows.iter().find(|r| r.check == "cluster").unwrap();
+    assert_eq!(c.verdict, "fail", "{c:?}");
+    assert!(c.found.contains("Redis Cluster node"), "{c:?}");
+    assert!(c.fix.contains("--redis-cluster"), "{c:?}");
+    for r in &rows {
+        assert!(!r.found.to_lowercase().contains("moved"), "{r:?}");
+    }
+    assert!(!passed);
+}
+
 /// The cluster check names a master that is down and the slots nobody
 /// serves, also where the cluster still says ok
-/// (cluster-require-full-coverage no).
+/// (cluster-require-full-coverage no); the master is named unreachable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_with_a_master_down_fails_the_cluster_check_naming_it() {
     use crate::redis_cluster::{addr, text, TestCluster};
@@ -306,10 +533,12 @@ async fn a_cluster_with_a_master_down_fails_the_cluster_check_naming_it() {
     config.extend(["--cluster-require-full-coverage", "no"]);
     let mut cluster = TestCluster::start_with(3, 0, &config);
     let survivor = format!("redis://{}/", addr(&cluster.nodes[1]));
-    let (_, checks) = doctor(&survivor, &["--events-wait", "1s"]);
-    assert_eq!(verdict(&checks, "cluster"), "ok", "{:?}", checks["cluster"]);
-    assert!(checks["cluster"].1.contains("3 masters"));
-    assert!(checks["cluster"].2.is_empty());
+    let args = ["--redis-cluster", survivor.as_str(), "--events-wait", "1s"];
+    let (_, rows) = doctor_rows(&args);
+    let c = rows.iter().find(|r| r.check == "cluster").unwrap();
+    assert_eq!(c.verdict, "ok", "{c:?}");
+    assert!(c.found.contains("3 masters"), "{c:?}");
+    assert!(c.fix.is_empty());
 
     let down = addr(&cluster.nodes[0]);
     cluster.nodes[0].kill();
@@ -327,12 +556,15 @@ async fn a_cluster_with_a_master_down_fails_the_cluster_check_naming_it() {
     .await;
     let info = text(&cluster.nodes[1], &["CLUSTER", "INFO"]).unwrap();
     assert!(info.contains("cluster_state:ok"), "{info}");
-    let (passed, checks) = doctor(&survivor, &["--events-wait", "1s"]);
-    let (v, found, fix) = &checks["cluster"];
-    assert_eq!(v, "fail", "{:?}", checks["cluster"]);
-    assert!(found.contains(&down), "{found}");
-    assert!(found.contains("slots"), "{found}");
-    assert!(fix.contains("replica") || fix.contains("bring"), "{fix}");
+    let (passed, rows) = doctor_rows(&args);
+    let c = rows.iter().find(|r| r.check == "cluster").unwrap();
+    assert_eq!(c.verdict, "fail", "{c:?}");
+    assert!(c.found.contains(&down), "{c:?}");
+    assert!(c.found.contains("slots"), "{c:?}");
+    assert!(
+        c.fix.contains("replica") || c.fix.contains("bring"),
+        "{c:?}"
+    );
     assert!(!passed);
 }
 

@@ -5,13 +5,25 @@
 //! [`delayq::acl::permissions`], which `serve` asks at start too). The
 //! script commands probed are those of the path delayq will take here
 //! (the scripting check's): FCALL and FUNCTION LOAD where FCALL runs for
-//! this user, else EVALSHA and SCRIPT LOAD.
+//! this user, else EVALSHA and SCRIPT LOAD. A fix grants what README's
+//! least-privilege user has: a data-type category (its commands all name
+//! keys, so the key patterns bound them), else the single command (a
+//! category such as @keyspace would give FLUSHALL too).
 
 use delayq::acl::{self, Need, Probe};
 
 use super::{Check, Target};
 
 const C: &str = "acl";
+
+/// What a command `serve` can do without is for, said where it is refused.
+fn used_for(name: &str) -> &'static str {
+    match name {
+        "wait" => "--replica-acks needs wait",
+        "scan" => "`delayq layout --hold 1` (bodies back to layout 1) and `delayq import-ouqiang` need scan",
+        _ => "the settings checks (doctor's and serve's) read config|get",
+    }
+}
 
 pub async fn check(t: &Target) -> Check {
     let key = t.key("acl");
@@ -21,49 +33,58 @@ pub async fn check(t: &Target) -> Check {
         Ok(()) => acl::FUNCTION_PROBES,
         Err(_) => acl::EVAL_PROBES,
     };
-    let probes: Vec<&Probe> = scripts.iter().chain(acl::PROBES).collect();
+    let cluster = if t.info("cluster_enabled") == Some("1") {
+        acl::CLUSTER_PROBES
+    } else {
+        &[]
+    };
+    let probes: Vec<&Probe> = scripts
+        .iter()
+        .chain(acl::PROBES)
+        .chain(cluster)
+        .collect();
     let mut conn = t.conn.clone();
     let (how, refused) =
         acl::permissions(&mut conn, &t.client, &probes, &key, &channel, &lib, true).await;
     let mut needed = Vec::new();
     let mut optional = Vec::new();
-    let mut grant: Vec<&str> = Vec::new();
+    // What to grant, the needed first, in README's words.
+    let (mut grant, mut grant_optional): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for (probe, why) in probes.iter().zip(&refused) {
         let Some(why) = why else { continue };
-        let channel_refused = why.contains("channel");
-        let key_refused = why.contains(" key");
-        let what = if channel_refused {
-            grant.push("&* (or allchannels)");
+        let what = if why.contains("channel") {
             format!("{} (a channel)", probe.name)
-        } else if key_refused {
-            grant.push("~* (or the prefix's keys)");
+        } else if why.contains(" key") {
             format!("{} (a key)", probe.name)
+        } else if probe.grant.starts_with("+@") {
+            format!("{} ({})", probe.name, &probe.grant[1..])
         } else {
-            grant.push(probe.category);
-            format!("{} ({})", probe.name, probe.category)
+            probe.name.to_owned()
         };
-        if probe.need != Need::Optional {
-            needed.push(what);
+        let add = acl::grant_for(probe, why, &t.prefix);
+        // Serve runs without the optional commands and without SCAN
+        // (only the layout switch and the import walk the keys).
+        if matches!(probe.need, Need::Optional | Need::Rewrite) {
+            optional.push((what, used_for(probe.name)));
+            grant_optional.push(add);
         } else {
-            optional.push(what);
+            needed.push(what);
+            grant.push(add);
         }
     }
-    grant.sort_unstable();
-    grant.dedup();
-    let add = grant
-        .iter()
-        .map(|g| match *g {
-            g if g.starts_with('@') => format!("+{g}"),
-            g => g.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    let fix =
-        format!("ACL SETUSER <user> {add} (or the service's console: the user's permissions)");
+    let grants = |mut g: Vec<String>| {
+        g.sort_unstable();
+        g.dedup();
+        g.join(" ")
+    };
+    let console = "(or the service's console: the user's permissions)";
+    let (optional, uses): (Vec<String>, Vec<&str>) = optional.into_iter().unzip();
     if !needed.is_empty() {
         let mut found = format!("{how}: refused {}", needed.join(", "));
+        let mut fix = format!("ACL SETUSER <user> {} {console}", grants(grant));
         if !optional.is_empty() {
             found.push_str(&format!("; and, optional, {}", optional.join(", ")));
+            fix.push_str(&format!("; optional: {}", grants(grant_optional)));
         }
         return Check::fail(C, found, fix);
     }
@@ -71,11 +92,14 @@ pub async fn check(t: &Target) -> Check {
         return Check::warn(
             C,
             format!(
-                "{how}: every command delayq needs is allowed; refused (optional) {}: \
-                 --replica-acks needs wait, the settings checks config|get",
-                optional.join(", ")
+                "{how}: every command serve needs is allowed; refused (optional) {}: {}",
+                optional.join(", "),
+                uses.join("; ")
             ),
-            fix,
+            format!(
+                "only for those: ACL SETUSER <user> {} {console}",
+                grants(grant_optional)
+            ),
         );
     }
     Check::ok(

@@ -1,12 +1,202 @@
-//! The cluster check: every master up and every slot served, as
-//! CLUSTER NODES says.
+//! The cluster check (every master up and every slot served, as
+//! CLUSTER NODES says), and doctor on a cluster (`--redis-cluster`): the
+//! server checks, expired events and the ACL on every master (each has
+//! its own settings, notifications and ACL), the layout through the
+//! master of each key's slot.
+
+use anyhow::{Context as _, Result};
+use delayq::Tls;
 
 use super::server::no_info;
-use super::{Check, Target};
+use super::{Check, DoctorArgs, Target};
+
+const C: &str = "cluster";
+
+/// Doctor pointed at a cluster node with --redis: its key-touching checks
+/// would meet MOVED for every slot but its own.
+pub(super) fn node_without_flag() -> Check {
+    Check::fail(
+        C,
+        "this is a Redis Cluster node: checked alone, the events, acl and storage layout \
+         checks would reach only its own slots",
+        "run doctor with --redis-cluster URLS (the seeds you give serve --redis-cluster): \
+         it checks every master",
+    )
+}
+
+/// Every check, on the cluster of `seeds`: the first seed that answers
+/// says which masters serve which slots (CLUSTER SLOTS, one reply as long
+/// as the cluster has ranges); each master is then reached as the seeds
+/// are (their scheme, credentials and TLS).
+pub(super) async fn run(seeds: &[&str], tls: &Tls, args: &DoctorArgs) -> Result<Vec<Check>> {
+    let mut checks = Vec::new();
+    let mut first_failure = None;
+    let mut reached = None;
+    for &url in seeds {
+        let client = delayq::redis_client(url, tls).context("--redis-cluster")?;
+        match Target::reach(url, tls, &args.prefix).await? {
+            Ok(t) => {
+                checks.push(super::tls::check(&client, tls, None));
+                reached = Some((url, t));
+                break;
+            }
+            Err(e) => {
+                first_failure.get_or_insert((url, client, e));
+            }
+        }
+    }
+    let Some((seed_url, seed)) = reached else {
+        let (url, client, e) = first_failure.expect("at least one seed");
+        checks.push(super::tls::check(&client, tls, Some(&e)));
+        let mut c = super::unreachable(url, &e);
+        c.found = format!("no seed answers; the first: {}", c.found);
+        checks.push(c);
+        return Ok(checks);
+    };
+    if seed.info("cluster_enabled") == Some("0") {
+        checks.push(Check::fail(
+            C,
+            "not a cluster: one server",
+            "check it with --redis URL, as serve takes it",
+        ));
+        return Ok(checks);
+    }
+    checks.push(check(&seed).await);
+    let mut conn = seed.conn.clone();
+    let slots: redis::Value = match redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut conn)
+        .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            checks.push(Check::could_not(C, "CLUSTER SLOTS", &e));
+            return Ok(checks);
+        }
+    };
+    let owners = owners_of(&slots);
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    for (_, _, addr) in &owners {
+        if !masters.contains(addr) {
+            masters.push(addr.clone());
+        }
+    }
+    // Every master at once: each waits up to --events-wait for its event.
+    let nodes = futures::future::join_all(masters.iter().map(|(host, port)| {
+        let ranges: Vec<(u16, u16)> = (owners.iter())
+            .filter(|(_, _, a)| a.0 == *host && a.1 == *port)
+            .map(|&(lo, hi, _)| (lo, hi))
+            .collect();
+        master(seed_url, host, *port, ranges, tls, args)
+    }))
+    .await;
+    let mut targets = Vec::new();
+    for node in nodes {
+        let (target, node_checks) = node?;
+        targets.push(target);
+        checks.extend(node_checks);
+    }
+    let conn_for = |key: &str| {
+        let slot = delayq::testing::slot(key.as_bytes());
+        let (_, _, addr) = owners
+            .iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))?;
+        let i = masters.iter().position(|m| m == addr)?;
+        targets[i].as_ref().map(|t| t.conn.clone())
+    };
+    checks.push(super::layout::check(&args.prefix, &conn_for).await);
+    Ok(checks)
+}
+
+/// One master's checks, each naming it; its target when it was reached.
+async fn master(
+    seed_url: &str,
+    host: &str,
+    port: u16,
+    ranges: Vec<(u16, u16)>,
+    tls: &Tls,
+    args: &DoctorArgs,
+) -> Result<(Option<Target>, Vec<Check>)> {
+    let url = node_url(seed_url, host, port);
+    let (target, mut checks) = match Target::reach(&url, tls, &args.prefix).await? {
+        Err(e) => (None, vec![super::unreachable(&url, &e)]),
+        Ok(mut t) => {
+            if let Some(tag) = tag_in(&args.prefix, &ranges) {
+                t.tag = tag;
+            }
+            let mut checks = super::server::checks(&t).await;
+            checks.push(super::events::check(&t, args.events_wait).await);
+            checks.push(super::acl::check(&t).await);
+            (Some(t), checks)
+        }
+    };
+    let addr = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    for c in &mut checks {
+        c.node = Some(addr.clone());
+    }
+    Ok((target, checks))
+}
+
+/// `seed`'s URL with another node's address (its scheme and credentials
+/// kept; database 0, a cluster's only one).
+fn node_url(seed: &str, host: &str, port: u16) -> String {
+    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", seed));
+    let creds = rest.rsplit_once('@').map_or("", |(c, _)| c);
+    let at = if creds.is_empty() { "" } else { "@" };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    format!("{scheme}://{creds}{at}{host}:{port}/0")
+}
+
+/// A hash tag for doctor's keys under the prefix whose slot is in
+/// `ranges` (the key patterns of the README's ACL user, `{PREFIX:*`, allow
+/// it); None when none is found, which a master of one slot makes unlikely
+/// (a slot is met once in 16384 tags on average).
+fn tag_in(prefix: &str, ranges: &[(u16, u16)]) -> Option<String> {
+    (0..1_000_000u32)
+        .map(|n| format!("{{{prefix}:doctor:{n}}}"))
+        .find(|tag| {
+            let slot = delayq::testing::slot(tag.as_bytes());
+            ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&slot))
+        })
+}
+
+/// Each slot range of a CLUSTER SLOTS reply with its master's address.
+fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
+    use redis::Value::{Array, BulkString, Int, SimpleString};
+    let mut out = Vec::new();
+    let Array(ranges) = reply else {
+        return out;
+    };
+    for range in ranges {
+        let Array(fields) = range else { continue };
+        let (Some(Int(lo)), Some(Int(hi)), Some(Array(node))) =
+            (fields.first(), fields.get(1), fields.get(2))
+        else {
+            continue;
+        };
+        let host = match node.first() {
+            Some(BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+            Some(SimpleString(s)) => s.clone(),
+            _ => continue,
+        };
+        let Some(Int(port)) = node.get(1) else {
+            continue;
+        };
+        out.push((*lo as u16, *hi as u16, (host, *port as u16)));
+    }
+    out
+}
 
 /// A cluster's masters and slots, from the node delayq reached.
 pub(super) async fn check(t: &Target) -> Check {
-    const C: &str = "cluster";
     let Some(enabled) = t.info("cluster_enabled") else {
         return no_info(C, t);
     };
@@ -72,10 +262,7 @@ pub(super) async fn check(t: &Target) -> Check {
              takes over, or it answers again",
         );
     }
-    Check::ok(
-        C,
-        format!("{found}: serve it with --redis-cluster SEEDS, not --redis"),
-    )
+    Check::ok(C, found)
 }
 
 /// Hash slots in a Redis Cluster.
@@ -123,6 +310,28 @@ fn slot_count(field: &str) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_node_url_keeps_the_seeds_scheme_and_credentials() {
+        assert_eq!(
+            super::node_url("rediss://u:p@a.example:7000/", "10.0.0.2", 7001),
+            "rediss://u:p@10.0.0.2:7001/0"
+        );
+        assert_eq!(
+            super::node_url("redis://127.0.0.1:7000", "::1", 7002),
+            "redis://[::1]:7002/0"
+        );
+    }
+
+    #[test]
+    fn a_tag_lands_in_the_masters_slots() {
+        let tag = super::tag_in("dq", &[(100, 100)]).unwrap();
+        assert_eq!(
+            delayq::testing::slot(format!("{tag}:canary").as_bytes()),
+            100
+        );
+        assert!(tag.starts_with("{dq:doctor:"));
+    }
+
     #[test]
     fn names_masters_down_and_not_answering_with_their_slots() {
         let nodes = "a 127.0.0.1:7000@17000 master,fail - 0 0 1 disconnected 0-5460\n\

@@ -5,63 +5,93 @@
 
 use delayq::figures::Instance;
 use delayq::StoreKeys;
+use redis::aio::MultiplexedConnection;
 
-use super::{Check, Target};
+use super::Check;
 
 const C: &str = "storage layout";
 
-pub async fn check(t: &Target) -> Check {
-    let mut conn = t.conn.clone();
-    let count: Option<usize> = match redis::cmd("GET")
-        .arg(StoreKeys::partition_count(&t.prefix))
-        .query_async::<Option<String>>(&mut conn)
+/// The connection to the server that holds a key (on a cluster, its
+/// slot's master), or None when that server was not reached.
+pub type ConnFor<'a> = &'a dyn Fn(&str) -> Option<MultiplexedConnection>;
+
+/// One command on the server of `key`, or the warn saying why it did not run.
+async fn query<T: redis::FromRedisValue>(
+    conn_for: ConnFor<'_>,
+    key: &str,
+    cmd: &redis::Cmd,
+    what: &str,
+) -> Result<T, Check> {
+    let Some(mut conn) = conn_for(key) else {
+        return Err(Check::warn(
+            C,
+            format!("cannot run ({what}: the master of its slot was not reached)"),
+            "see the connection check; run doctor again once every master answers",
+        ));
+    };
+    cmd.query_async(&mut conn)
         .await
-    {
-        Ok(v) => v.and_then(|v| v.parse().ok()),
-        Err(e) => return Check::could_not(C, "GET of the partition count", &e),
-    };
-    let keys = delayq::layout_keys(&t.prefix, count.unwrap_or(1));
-    let flags: Vec<Option<String>> =
-        match redis::cmd("MGET").arg(&keys).query_async(&mut conn).await {
-            Ok(v) => v,
-            Err(e) => return Check::could_not(C, "GET of the layout flags", &e),
-        };
-    let in_force = (flags.iter())
-        .map(|f| {
-            f.as_deref()
-                .unwrap_or("")
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse::<u8>()
-                .unwrap_or(1)
-        })
-        .max()
-        .unwrap_or(1);
-    let (secs, _): (i64, i64) = match redis::cmd("TIME").query_async(&mut conn).await {
-        Ok(t) => t,
-        Err(e) => return Check::could_not(C, "TIME", &e),
-    };
-    let ids: Vec<String> = match redis::cmd("ZRANGEBYSCORE")
-        .arg(StoreKeys::instances(&t.prefix))
-        .arg(secs * 1000)
-        .arg("+inf")
-        .query_async(&mut conn)
-        .await
-    {
-        Ok(v) => v,
-        Err(e) => return Check::could_not(C, "ZRANGEBYSCORE of the instances", &e),
-    };
+        .map_err(|e| Check::could_not(C, what, &e))
+}
+
+/// Costs a GET per partition (each on its own master on a cluster) and a
+/// GET per running instance.
+pub async fn check(prefix: &str, conn_for: ConnFor<'_>) -> Check {
+    match layouts(prefix, conn_for).await {
+        Ok(c) | Err(c) => c,
+    }
+}
+
+async fn layouts(prefix: &str, conn_for: ConnFor<'_>) -> Result<Check, Check> {
+    let count_key = StoreKeys::partition_count(prefix);
+    let count: Option<String> = query(
+        conn_for,
+        &count_key,
+        redis::cmd("GET").arg(&count_key),
+        "GET of the partition count",
+    )
+    .await?;
+    let count: usize = count.and_then(|v| v.parse().ok()).unwrap_or(1);
+    let mut in_force = 1;
+    // One GET each: a cluster's partitions are in slots of their own.
+    for key in delayq::layout_keys(prefix, count) {
+        let flag: Option<String> = query(
+            conn_for,
+            &key,
+            redis::cmd("GET").arg(&key),
+            "GET of the layout flags",
+        )
+        .await?;
+        let layout = (flag.as_deref().unwrap_or(""))
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse::<u8>()
+            .unwrap_or(1);
+        in_force = in_force.max(layout);
+    }
+    let instances = StoreKeys::instances(prefix);
+    let (secs, _): (i64, i64) = query(conn_for, &instances, &redis::cmd("TIME"), "TIME").await?;
+    let ids: Vec<String> = query(
+        conn_for,
+        &instances,
+        redis::cmd("ZRANGEBYSCORE")
+            .arg(&instances)
+            .arg(secs * 1000)
+            .arg("+inf"),
+        "ZRANGEBYSCORE of the instances",
+    )
+    .await?;
     let mut older = Vec::new();
     for id in ids {
-        let beat: Option<String> = match redis::cmd("GET")
-            .arg(StoreKeys::instance(&t.prefix, &id))
-            .query_async(&mut conn)
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return Check::could_not(C, "GET of a heartbeat", &e),
-        };
+        let key = StoreKeys::instance(prefix, &id);
+        let beat: Option<String> = query(
+            conn_for,
+            &key,
+            redis::cmd("GET").arg(&key),
+            "GET of a heartbeat",
+        )
+        .await?;
         let Some(i) = beat.and_then(|b| serde_json::from_str::<Instance>(&b).ok()) else {
             continue;
         };
@@ -75,12 +105,12 @@ pub async fn check(t: &Target) -> Check {
         }
     }
     if older.is_empty() {
-        return Check::ok(
+        return Ok(Check::ok(
             C,
             format!("layout {in_force} in force; every running instance reads it"),
-        );
+        ));
     }
-    Check::fail(
+    Ok(Check::fail(
         C,
         format!(
             "layout {in_force} in force, and running instances read less: {}; {}",
@@ -92,5 +122,5 @@ pub async fn check(t: &Target) -> Check {
             }
         ),
         "stop them, run `delayq layout --hold 1` (it puts every job back in layout 1; `--hold 2` for a build that reads 2), then start them again",
-    )
+    ))
 }

@@ -1,5 +1,5 @@
-//! `delayq doctor --redis URL`: checks a Redis server before a user trusts
-//! it with jobs. Each check is one verdict (ok, warn, fail) with what was
+//! `delayq doctor --redis URL` (or `--redis-cluster URLS`): checks a Redis
+//! server, or every master of a cluster, before a user trusts it with jobs. Each check is one verdict (ok, warn, fail) with what was
 //! found and the fix. A check that cannot run (a command refused, a reply
 //! not understood) is a warn, never a crash. Exits non-zero when any check
 //! fails.
@@ -32,8 +32,18 @@ use super::redis_tls::RedisTlsArgs;
 pub struct DoctorArgs {
     /// The Redis to check (redis://HOST:PORT/DB, rediss://... for TLS,
     /// redis+unix:///PATH), as `serve --redis` takes it.
-    #[arg(long, env = "DELAYQ_REDIS")]
-    redis: String,
+    #[arg(long, env = "DELAYQ_REDIS", required_unless_present = "redis_cluster")]
+    redis: Option<String>,
+
+    /// A Redis Cluster to check: its seed nodes' URLs, comma-separated, as
+    /// `serve --redis-cluster` takes them. Every master is checked.
+    #[arg(
+        long,
+        env = "DELAYQ_REDIS_CLUSTER",
+        value_name = "URLS",
+        conflicts_with = "redis"
+    )]
+    redis_cluster: Option<String>,
 
     #[command(flatten)]
     tls: RedisTlsArgs,
@@ -80,6 +90,10 @@ impl Verdict {
 #[derive(Debug, Serialize)]
 pub struct Check {
     pub check: &'static str,
+    /// The cluster master it is about (HOST:PORT); none on a single
+    /// server and for the cluster-wide checks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub verdict: Verdict,
     pub found: String,
     /// What to do about a warn or fail.
@@ -90,6 +104,7 @@ impl Check {
     fn ok(check: &'static str, found: impl Into<String>) -> Check {
         Check {
             check,
+            node: None,
             verdict: Verdict::Ok,
             found: found.into(),
             fix: None,
@@ -98,6 +113,7 @@ impl Check {
     fn warn(check: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             check,
+            node: None,
             verdict: Verdict::Warn,
             found: found.into(),
             fix: Some(fix.into()),
@@ -106,6 +122,7 @@ impl Check {
     fn fail(check: &'static str, found: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             check,
+            node: None,
             verdict: Verdict::Fail,
             found: found.into(),
             fix: Some(fix.into()),
@@ -134,6 +151,9 @@ pub(crate) struct Target {
     /// INFO's fields, or why INFO could not be read.
     pub info: std::result::Result<HashMap<String, String>, redis::RedisError>,
     pub prefix: String,
+    /// What doctor's keys start with: `{PREFIX}:doctor`, or on a cluster
+    /// master a hash tag of its own slots (`{PREFIX:doctor:N}`).
+    pub tag: String,
     pub timeout: Duration,
 }
 
@@ -167,6 +187,7 @@ impl Target {
             client,
             info,
             prefix: prefix.to_owned(),
+            tag: format!("{{{prefix}}}:doctor"),
             timeout,
         }))
     }
@@ -187,9 +208,9 @@ impl Target {
         pair.into_iter().nth(1)
     }
 
-    /// A doctor-only key under the prefix (one hash slot with delayq's).
+    /// A doctor-only key under the prefix, in a slot this server holds.
     pub fn key(&self, what: &str) -> String {
-        format!("{{{}}}:doctor:{what}:{}", self.prefix, std::process::id())
+        format!("{}:{what}:{}", self.tag, std::process::id())
     }
 }
 
@@ -217,28 +238,20 @@ pub async fn refuse_unscriptable(url: &str, tls: &Tls) -> Result<()> {
 pub async fn run(args: DoctorArgs) -> Result<()> {
     delayq::validate_prefix(&args.prefix).map_err(anyhow::Error::msg)?;
     let tls = args.tls.tls();
-    let client = delayq::redis_client(&args.redis, &tls).context("--redis")?;
-    let reached = Target::reach(&args.redis, &tls, &args.prefix).await?;
-    let mut checks = vec![tls::check(&client, &tls, reached.as_ref().err())];
-    match reached {
-        Ok(target) => {
-            checks.extend(server::checks(&target).await);
-            checks.push(events::check(&target, args.events_wait).await);
-            checks.push(acl::check(&target).await);
-            checks.push(layout::check(&target).await);
+    let checks = match (&args.redis_cluster, &args.redis) {
+        (Some(seeds), _) => {
+            let seeds: Vec<&str> = (seeds.split(','))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            if seeds.is_empty() {
+                bail!("--redis-cluster names no seed: give the nodes' URLs, comma-separated (redis://HOST:PORT,...)");
+            }
+            cluster::run(&seeds, &tls, &args).await?
         }
-        Err(e) => {
-            let cause = e.to_string();
-            checks.push(Check::fail(
-                "connection",
-                format!(
-                    "cannot reach redis at {}: {cause}",
-                    redis_checks::redact(&args.redis)
-                ),
-                redis_checks::hint(&cause),
-            ))
-        }
-    }
+        (None, Some(url)) => single(url, &tls, &args).await?,
+        (None, None) => bail!("give the Redis to check: --redis URL, or --redis-cluster URLS"),
+    };
     print(&checks, args.json)?;
     let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     if failed > 0 {
@@ -248,6 +261,44 @@ pub async fn run(args: DoctorArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// One server's checks. A cluster node is named as such and its
+/// key-touching checks left out: they would reach only its own slots.
+async fn single(url: &str, tls: &Tls, args: &DoctorArgs) -> Result<Vec<Check>> {
+    let client = delayq::redis_client(url, tls).context("--redis")?;
+    let reached = Target::reach(url, tls, &args.prefix).await?;
+    let mut checks = vec![tls::check(&client, tls, reached.as_ref().err())];
+    let target = match reached {
+        Ok(target) => target,
+        Err(e) => {
+            checks.push(unreachable(url, &e));
+            return Ok(checks);
+        }
+    };
+    checks.extend(server::checks(&target).await);
+    if target.info("cluster_enabled") == Some("1") {
+        checks.push(cluster::node_without_flag());
+        return Ok(checks);
+    }
+    checks.push(cluster::check(&target).await);
+    checks.push(events::check(&target, args.events_wait).await);
+    checks.push(acl::check(&target).await);
+    checks.push(layout::check(&args.prefix, &|_: &str| Some(target.conn.clone())).await);
+    Ok(checks)
+}
+
+/// The failed connection to `url`, with the hint for its cause.
+fn unreachable(url: &str, e: &redis::RedisError) -> Check {
+    let cause = e.to_string();
+    Check::fail(
+        "connection",
+        format!(
+            "cannot reach redis at {}: {cause}",
+            redis_checks::redact(url)
+        ),
+        redis_checks::hint(&cause),
+    )
 }
 
 fn print(checks: &[Check], json: bool) -> Result<()> {
@@ -261,16 +312,21 @@ fn print(checks: &[Check], json: bool) -> Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(());
     }
+    // The name column as wide as the longest name, so every finding
+    // starts in the same column.
+    let width = checks.iter().map(|c| c.check.len()).max().unwrap_or(0);
     for c in checks {
+        let node = c
+            .node
+            .as_ref()
+            .map_or_else(String::new, |n| format!("{n}: "));
+        let (verdict, check, found) = (c.verdict.word(), c.check, &c.found);
         match &c.fix {
             Some(fix) => writeln!(
                 out,
-                "{:<4}  {:<12} {}; fix: {fix}",
-                c.verdict.word(),
-                c.check,
-                c.found
+                "{verdict:<4}  {check:<width$}  {node}{found}; fix: {fix}"
             )?,
-            None => writeln!(out, "{:<4}  {:<12} {}", c.verdict.word(), c.check, c.found)?,
+            None => writeln!(out, "{verdict:<4}  {check:<width$}  {node}{found}")?,
         }
     }
     Ok(())

@@ -24,7 +24,6 @@ pub async fn checks(t: &Target) -> Vec<Check> {
         memory(t),
         round_trip(t).await,
         replicas(t).await,
-        super::cluster::check(t).await,
     ]
 }
 

@@ -8,7 +8,7 @@ use delayq::{Config, Queue};
 
 /// The README's least-privilege ACL line, with `password` in place of
 /// PASSWORD: the words after `ACL`.
-fn readme_acl_line(password: &str) -> Vec<String> {
+pub(crate) fn readme_acl_line(password: &str) -> Vec<String> {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let line = readme
@@ -27,7 +27,7 @@ fn readme_acl_line(password: &str) -> Vec<String> {
 /// Runs `setuser` (`ACL SETUSER ...`) with `+client|setinfo` added, as
 /// README says for servers that know CLIENT SETINFO; without it where the
 /// server refuses the line with it (Redis 7.0).
-async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
+pub(crate) async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
     let mut with_setinfo = setuser.to_vec();
     with_setinfo.push("+client|setinfo".into());
     let args: Vec<&str> = with_setinfo.iter().map(String::as_str).collect();

@@ -520,4 +520,4 @@ async fn dashboard_sessions_differ_at_each_sign_in_expire_and_end_at_sign_out() 
     s.stop().await;
 }
 
-mod acl;
+pub(crate) mod acl;
