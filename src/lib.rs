@@ -109,7 +109,7 @@ pub use queue::{Config, Queue, Resolution, TagChange, TagMove};
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
-pub use store::group::{Group, GroupPage, GroupSettings};
+pub use store::group::{Group, GroupChange, GroupPage, GroupSettings};
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;
