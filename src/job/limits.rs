@@ -159,12 +159,9 @@ impl Limits {
         Ok(())
     }
 
-    /// Checks the id of a job pushed now: [`check_id`](Self::check_id),
-    /// and neither a tick's id nor one a URL or a trim would change.
+    /// A pushed job's id: as topics are (lookups take any older one too).
     pub fn check_new_id(&self, id: &str) -> Result<(), String> {
         self.check_id(id)?;
-        // Lookups take any id, so jobs pushed before this rule stay
-        // reachable; new ids follow the rule topics follow.
         check_untrimmed("job id", id)?;
         check_not_dot_segment("job id", id)?;
         check_not_a_tick(id)

@@ -314,14 +314,27 @@ mod tests {
     fn hint_is_taken(g: &str, n: usize) -> Result<(), TestCaseError> {
         let limits = crate::job::Limits::default();
         let hint = group_id_hint(g, n, &limits);
-        prop_assert_eq!(partition_of(&hint, n), partition_of(g, n), "{:?} for group {:?}", hint, g);
-        prop_assert!(limits.check_new_id(&hint).is_ok(), "{:?} for group {:?}", hint, g);
+        prop_assert_eq!(
+            partition_of(&hint, n),
+            partition_of(g, n),
+            "{:?} for group {:?}",
+            hint,
+            g
+        );
+        prop_assert!(
+            limits.check_new_id(&hint).is_ok(),
+            "{:?} for group {:?}",
+            hint,
+            g
+        );
         Ok(())
     }
 
     #[test]
     fn the_group_id_hint_is_taken_for_odd_groups() {
-        for g in ["}{", "{}x", "}", "{}", "a}b{c", "x}", "acct:7", "{acct:7}", " x}", "..", "{a{b}"] {
+        for g in [
+            "}{", "{}x", "}", "{}", "a}b{c", "x}", "acct:7", "{acct:7}", " x}", "..", "{a{b}",
+        ] {
             for n in [2, 3, 4, 12] {
                 hint_is_taken(g, n).unwrap();
             }

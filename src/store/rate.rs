@@ -66,7 +66,10 @@ impl Store {
         let mut cmd = self.script(&SCRIPT, home);
         // Tokens are thousandths of a job, refilled every ms: per_second /
         // 1000 jobs a ms is per_second thousandths.
-        cmd.arg("set").arg(topic).arg(limit.per_second).arg(limit.burst);
+        cmd.arg("set")
+            .arg(topic)
+            .arg(limit.per_second)
+            .arg(limit.burst);
         decode(self.send(cmd).await?)?;
         for i in (0..self.parts().len()).filter(|&i| i != home) {
             let mut cmd = redis::cmd("HSET");

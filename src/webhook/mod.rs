@@ -203,7 +203,9 @@ pub const REPLAY_TOLERANCE: Duration = Duration::from_secs(300);
 pub enum VerifyError {
     #[error("the signature does not match the body and timestamp (or is not sha256=<hex>)")]
     BadSignature,
-    #[error("timestamp {timestamp} is {age_s} s old, more than the {tolerance_s} s allowed: a replay")]
+    #[error(
+        "timestamp {timestamp} is {age_s} s old, more than the {tolerance_s} s allowed: a replay"
+    )]
     Stale {
         timestamp: u64,
         age_s: u64,
@@ -400,9 +402,15 @@ mod tests {
             .as_secs();
         let body = b"{\"id\":\"1\"}";
         for ts in [now - 301, now + 301, 1_700_000_000] {
-            assert!(verify("k", ts, body, &sign("k", ts, body)).is_err(), "{ts} accepted at {now}");
+            assert!(
+                verify("k", ts, body, &sign("k", ts, body)).is_err(),
+                "{ts} accepted at {now}"
+            );
         }
-        assert_eq!(verify("k", now - 299, body, &sign("k", now - 299, body)), Ok(()));
+        assert_eq!(
+            verify("k", now - 299, body, &sign("k", now - 299, body)),
+            Ok(())
+        );
         // With an explicit clock and tolerance, the error says which.
         let at = 1_700_000_000;
         let sig = sign("k", at, body);

@@ -84,7 +84,9 @@ pub(super) async fn put(
             })
         }),
     };
-    Ok(Json(state.queue.change_group(&topic, &group, change).await?))
+    Ok(Json(
+        state.queue.change_group(&topic, &group, change).await?,
+    ))
 }
 
 /// Stop handing out a group's jobs

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::pacing::{assert_within_limit, pops_while};
 
 /// A group's rate limit: its jobs go out no faster than it, a waiting pop
 /// gets the next one when its token comes, and other groups go on.
@@ -103,7 +104,10 @@ async fn a_group_put_changes_what_it_names_and_refills_no_bucket() {
     };
     let rate = serde_json::json!({"per_second": 1, "burst": 5});
     let g = put(serde_json::json!({"concurrency": 30, "rate": rate})).await;
-    assert_eq!((g["concurrency"].as_u64(), &g["rate"]["burst"]), (Some(30), &serde_json::json!(5)));
+    assert_eq!(
+        (g["concurrency"].as_u64(), &g["rate"]["burst"]),
+        (Some(30), &serde_json::json!(5))
+    );
     let g = put(serde_json::json!({"concurrency": 40})).await;
     assert_eq!(g["concurrency"].as_u64(), Some(40), "{g}");
     assert_eq!(g["rate"]["burst"].as_u64(), Some(5), "the rate stays: {g}");
@@ -123,19 +127,30 @@ async fn a_group_put_changes_what_it_names_and_refills_no_bucket() {
         },
     )
     .await;
-    println!("group at 1/s, burst 5, PUT again every 500 ms for 5 s: {} jobs", times.len());
+    println!(
+        "group at 1/s, burst 5, PUT again every 500 ms for 5 s: {} jobs",
+        times.len()
+    );
     assert_within_limit(&times, start, 1.0, 6.0);
     assert!(times.len() >= 5, "the burst still goes: {}", times.len());
     let g = put(serde_json::json!({"paused": true})).await;
     assert_eq!(
-        (g["paused"].as_bool(), g["concurrency"].as_u64(), g["rate"]["burst"].as_u64()),
+        (
+            g["paused"].as_bool(),
+            g["concurrency"].as_u64(),
+            g["rate"]["burst"].as_u64()
+        ),
         (Some(true), Some(40), Some(5)),
         "{g}"
     );
     let g = put(serde_json::json!({"rate": null, "concurrency": null})).await;
     assert_eq!(
         (g["paused"].as_bool(), &g["concurrency"], &g["rate"]),
-        (Some(true), &serde_json::Value::Null, &serde_json::Value::Null),
+        (
+            Some(true),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        ),
         "{g}"
     );
     s.stop().await;

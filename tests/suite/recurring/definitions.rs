@@ -216,7 +216,8 @@ async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
 /// get` shows its retry policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let put_at = readme
         .find("curl -s -X PUT localhost:9277/v1/recurring/expiry-reminders -d '")
         .expect("README's PUT");
@@ -231,17 +232,44 @@ async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
 
     let redis = RedisServer::start();
     let server = TestServer::start(queue(&redis), delayq::http::ServerConfig::default()).await;
-    put(&server.base, &name, serde_json::from_str(json_text).unwrap()).await;
-    let by_http = server.queue.recurring(&name).await.unwrap().unwrap().schedule;
+    put(
+        &server.base,
+        &name,
+        serde_json::from_str(json_text).unwrap(),
+    )
+    .await;
+    let by_http = server
+        .queue
+        .recurring(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .schedule;
     assert!(server.queue.delete_recurring(&name).await.unwrap());
-    let (ok, out, err) = delayq_cli(&server.base, &args[1..].iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let (ok, out, err) = delayq_cli(
+        &server.base,
+        &args[1..].iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
     assert!(ok, "{err}");
-    assert!(out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"), "{out}");
-    let by_cli = server.queue.recurring(&name).await.unwrap().unwrap().schedule;
+    assert!(
+        out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"),
+        "{out}"
+    );
+    let by_cli = server
+        .queue
+        .recurring(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .schedule;
     assert_eq!(by_cli, by_http);
     let (ok, out, err) = delayq_cli(&server.base, &["recurring", "get", &name]).await;
     assert!(ok, "{err}");
-    assert!(out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"), "{out}");
+    assert!(
+        out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"),
+        "{out}"
+    );
     server.stop().await;
 }
 

@@ -1,6 +1,7 @@
 //! Rate limits across instances and under long-polls.
 
 use super::*;
+use crate::pacing::{assert_within_limit, pops_while};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_two_instances_with_greedy_consumers() {
@@ -119,7 +120,10 @@ async fn a_rate_limit_set_again_does_not_refill_its_bucket() {
         || async { q.set_rate("sms", limit).await.unwrap() },
     )
     .await;
-    println!("1/s, burst 5, set again every 500 ms for 5 s: {} jobs", times.len());
+    println!(
+        "1/s, burst 5, set again every 500 ms for 5 s: {} jobs",
+        times.len()
+    );
     assert_within_limit(&times, start, 1.0, 6.0);
     assert!(times.len() >= 5, "the burst still goes: {}", times.len());
     // A lower burst caps the level kept.

@@ -214,7 +214,11 @@ async fn a_webhook_topic_without_a_policy_backs_off_and_logs_each_failure() {
     let gap = hits[1].at - hits[0].at;
     assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
     // The policy reads as what it does: 11 attempts, then dead.
-    let line = log_line(&logs, "delivering topic by webhook", Duration::from_secs(10));
+    let line = log_line(
+        &logs,
+        "delivering topic by webhook",
+        Duration::from_secs(10),
+    );
     assert!(
         line.contains("1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, 8h; 11 attempts in all, then dead"),
         "{line}"
