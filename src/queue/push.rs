@@ -204,7 +204,7 @@ impl Queue {
             let limit = deadline.saturating_duration_since(Instant::now());
             let reply = self.store().push(self.to_push(job), limit).await?;
             let pushed = self.pushed(job, reply);
-            debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
+            debug!(due = %crate::duration::rfc3339_ms(pushed.due_ms), due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
             Ok(pushed)
         }
         .instrument(span)
