@@ -205,7 +205,12 @@ pub(crate) async fn fail(
                 error!(error = %e, "job failed and is dead: its attempts are used up")
             }
             JobState::Delayed => {
-                warn!(error = %e, retry_at_ms = n.due_ms, "job failed; retrying later")
+                warn!(
+                    error = %e,
+                    retry_at = %crate::duration::rfc3339_ms(n.due_ms),
+                    retry_at_ms = n.due_ms,
+                    "job failed; retrying later"
+                )
             }
             _ => warn!(error = %e, "job failed; retrying now"),
         },

@@ -45,6 +45,15 @@ pub fn show_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
+/// Unix ms as RFC 3339 UTC with milliseconds (`2026-12-06T03:51:40.123Z`),
+/// for logs beside the raw number; the number itself when out of range.
+pub fn rfc3339_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    )
+}
+
 /// A limit in words, in the largest unit that divides it: `7 days`,
 /// `2147483647 s`, `500 ms`.
 pub fn in_words(d: Duration) -> String {
@@ -78,6 +87,12 @@ pub fn over_limit(what: &str, d: Duration, max: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_times_read_as_rfc3339() {
+        assert_eq!(rfc3339_ms(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339_ms(i64::MAX), i64::MAX.to_string());
+    }
 
     #[test]
     fn limits_in_words_use_the_largest_unit_that_divides_them() {

@@ -112,7 +112,7 @@ pub use shutdown::Shutdown;
 /// What delayq's Redis user may run: the commands delayq sends, asked of
 /// the ACL (`serve` at start, `doctor`), and what to add for a refusal.
 pub use store::acl;
-pub use store::group::{Group, GroupPage, GroupSettings};
+pub use store::group::{Group, GroupChange, GroupPage, GroupSettings};
 pub use store::health::{DegradedPushes, Shard};
 pub use store::rate::RateLimit;
 pub use store::sentinel::Sentinel;

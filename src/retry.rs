@@ -84,6 +84,13 @@ impl RetryPolicy {
             .expect("a valid built-in policy")
     }
 
+    /// Most attempts in all: `max_attempts`, or one more than the
+    /// intervals; None: unlimited (no intervals, no maximum).
+    pub fn attempts(&self) -> Option<u32> {
+        self.max_attempts
+            .or_else(|| (!self.intervals.is_empty()).then(|| self.intervals.len() as u32 + 1))
+    }
+
     /// The wait after failed attempt `attempt` (1-based): the attempt-th
     /// interval, the last one past the end; zero without intervals.
     pub fn interval_after(&self, attempt: u32) -> Duration {
@@ -116,8 +123,44 @@ impl RetryPolicy {
     }
 }
 
+/// "1s, 5s, 30s; 4 attempts in all, then dead": the intervals with units
+/// and the attempts it allows, as logs and the CLI show it (the Debug
+/// form's `max_attempts: None` reads as unlimited where it is not).
+impl std::fmt::Display for RetryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waits: Vec<String> = self
+            .intervals
+            .iter()
+            .map(|d| crate::duration::show_duration(*d))
+            .collect();
+        if waits.is_empty() {
+            f.write_str("no waits")?;
+        } else {
+            f.write_str(&waits.join(", "))?;
+        }
+        match self.attempts() {
+            Some(n) => write!(f, "; {n} attempts in all, then dead"),
+            None => f.write_str("; attempts unlimited"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_policy_shows_its_waits_and_attempts() {
+        assert_eq!(
+            super::RetryPolicy::backoff().to_string(),
+            "1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, 8h; 11 attempts in all, then dead"
+        );
+        let p = super::RetryPolicy::parse("1m", Some(5)).unwrap();
+        assert_eq!(p.to_string(), "1m; 5 attempts in all, then dead");
+        assert_eq!(
+            super::RetryPolicy::default().to_string(),
+            "no waits; attempts unlimited"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -19,15 +19,16 @@ impl Signals {
         })
     }
 
-    /// Triggers `shutdown` at the first signal; exits at once at the
+    /// Triggers `shutdown` at the first signal and logs "stopping: " and
+    /// `what` (what the stopping command does then); exits at once at the
     /// second (whatever holds up the graceful stop, a second SIGTERM ends
     /// it without SIGKILL).
-    pub async fn stop(mut self, shutdown: Shutdown) {
+    pub async fn stop(mut self, shutdown: Shutdown, what: &'static str) {
         self.next().await;
         // Triggered before anything else: nothing (a log line included)
         // stands between the signal and the stop.
         shutdown.trigger();
-        tracing::info!("stopping: answering waiting pops, finishing requests in flight (a second SIGTERM or SIGINT stops at once)");
+        tracing::info!("stopping: {what} (a second SIGTERM or SIGINT stops at once)");
         self.next().await;
         tracing::warn!("second signal: stopping at once");
         std::process::exit(1);

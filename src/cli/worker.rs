@@ -63,7 +63,10 @@ pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String])
     // A command that cannot start would fail every job until it died.
     check_program(&command[0])?;
     let stop = Shutdown::new();
-    tokio::spawn(super::signals::Signals::install()?.stop(stop.clone()));
+    tokio::spawn(super::signals::Signals::install()?.stop(
+        stop.clone(),
+        "taking no more jobs; running commands finish and their jobs are settled",
+    ));
     let c = Arc::new(c);
     let running = Running::default();
     let workers: Vec<_> = (0..concurrency)

@@ -159,6 +159,14 @@ impl Limits {
         Ok(())
     }
 
+    /// A pushed job's id: as topics are (lookups take any older one too).
+    pub fn check_new_id(&self, id: &str) -> Result<(), String> {
+        self.check_id(id)?;
+        check_untrimmed("job id", id)?;
+        check_not_dot_segment("job id", id)?;
+        check_not_a_tick(id)
+    }
+
     /// Checks a topic name: not empty, not too long, no control characters
     /// and no comma (pops name several topics separated by commas).
     pub fn check_topic(&self, topic: &str) -> Result<(), String> {
@@ -183,12 +191,7 @@ impl Limits {
 
     /// Checks a whole job before it is pushed.
     pub fn check_job(&self, job: &NewJob) -> Result<(), String> {
-        self.check_id(&job.id)?;
-        // Lookups take any id, so jobs pushed before this rule stay
-        // reachable; new ids follow the rule topics follow.
-        check_untrimmed("job id", &job.id)?;
-        check_not_dot_segment("job id", &job.id)?;
-        check_not_a_tick(&job.id)?;
+        self.check_new_id(&job.id)?;
         self.check_topic(&job.topic)?;
         self.check_body(&job.body)?;
         self.check_delay("delay", job.delay)?;

@@ -3,7 +3,7 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::store::group::{Group, GroupPage, GroupSettings};
+use crate::store::group::{Group, GroupChange, GroupPage, GroupSettings};
 
 impl Queue {
     /// Checks a topic and group key.
@@ -24,25 +24,27 @@ impl Queue {
     /// the group goes out until fewer than the limit are reserved. Returns
     /// the group's figures after.
     pub async fn set_group(&self, topic: &str, group: &str, s: GroupSettings) -> Result<Group> {
+        self.change_group(topic, group, s.into()).await
+    }
+
+    /// Changes the settings of a group that `change` names and keeps the
+    /// others, as [`set_group`](Self::set_group) does. A rate set again
+    /// keeps its bucket's level (at most the new burst): it lets no job
+    /// out early.
+    pub async fn change_group(&self, topic: &str, group: &str, c: GroupChange) -> Result<Group> {
         self.check_group_args(topic, group)?;
-        if s.concurrency == Some(0) {
+        if c.concurrency == Some(Some(0)) {
             return Err(Error::Invalid(
                 "concurrency must be 1 or more (pause the group to hand out none)".into(),
             ));
         }
-        if let Some(r) = &s.rate {
+        if let Some(Some(r)) = &c.rate {
             r.check()
                 .map_err(|e| Error::Invalid(format!("rate: {e}")))?;
         }
         let g = self
             .store()
-            .set_group(
-                topic,
-                group,
-                Some(s.concurrency),
-                Some(s.paused),
-                Some(s.rate),
-            )
+            .set_group(topic, group, c.concurrency, c.paused, c.rate)
             .await?;
         self.inner.h.waiters.wake_all();
         Ok(g)

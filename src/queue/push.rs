@@ -161,10 +161,10 @@ impl Queue {
                 (None, Some(g)) => format!(
                     "id {:?} falls outside group {g:?}'s partition of this queue, and a \
                      group's jobs all live in its partition (where its limits are counted): \
-                     leave id out (delayq picks one there) or give the id the group's hash \
-                     tag, e.g. id \"{{{}}}:r1\" for this group",
+                     leave id out (delayq picks one there) or give it one there (one with \
+                     the group's hash tag, if it has one), e.g. id {:?} for this group",
                     job.id,
-                    hash_tag(g)
+                    group_id_hint(g, store.parts().len(), self.limits())
                 ),
                 (None, None) => unreachable!("a home comes from a key or a group"),
             });
@@ -204,7 +204,7 @@ impl Queue {
             let limit = deadline.saturating_duration_since(Instant::now());
             let reply = self.store().push(self.to_push(job), limit).await?;
             let pushed = self.pushed(job, reply);
-            debug!(due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
+            debug!(due = %crate::duration::rfc3339_ms(pushed.due_ms), due_ms = pushed.due_ms, outcome = ?pushed.outcome, "pushed");
             Ok(pushed)
         }
         .instrument(span)
@@ -282,8 +282,70 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
+/// An id that a push of group `g` on a queue of `n` partitions takes: in
+/// the group's partition, and one `limits` accept. The group's hash tag
+/// reads best, but a tag with a brace in it, or a group whose braces make
+/// no tag (its whole key counts), cannot be wrapped in braces again: then
+/// the group's own key, else the first of r1, r2, ... that lands there (a
+/// uniform hash: about `n` tries).
+fn group_id_hint(g: &str, n: usize, limits: &crate::job::Limits) -> String {
+    let home = crate::store::layout::partition_of(g, n);
+    [format!("{{{}}}:r1", hash_tag(g)), g.to_owned()]
+        .into_iter()
+        .chain((1..).map(|i| format!("r{i}")))
+        .find(|id| {
+            crate::store::layout::partition_of(id, n) == home && limits.check_new_id(id).is_ok()
+        })
+        .expect("an endless supply of ids")
+}
+
 /// The part of `key` that decides its partition (its hash tag).
 fn hash_tag(key: &str) -> &str {
     // Split at ASCII braces: still UTF-8.
     std::str::from_utf8(crate::store::layout::hash_tag(key.as_bytes())).unwrap_or(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::layout::partition_of;
+    use proptest::prelude::*;
+
+    fn hint_is_taken(g: &str, n: usize) -> Result<(), TestCaseError> {
+        let limits = crate::job::Limits::default();
+        let hint = group_id_hint(g, n, &limits);
+        prop_assert_eq!(
+            partition_of(&hint, n),
+            partition_of(g, n),
+            "{:?} for group {:?}",
+            hint,
+            g
+        );
+        prop_assert!(
+            limits.check_new_id(&hint).is_ok(),
+            "{:?} for group {:?}",
+            hint,
+            g
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_group_id_hint_is_taken_for_odd_groups() {
+        for g in [
+            "}{", "{}x", "}", "{}", "a}b{c", "x}", "acct:7", "{acct:7}", " x}", "..", "{a{b}",
+        ] {
+            for n in [2, 3, 4, 12] {
+                hint_is_taken(g, n).unwrap();
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_group_id_hint_is_taken(g in "[{}a. :x]{1,12}", n in 2usize..16) {
+            prop_assume!(crate::job::check_group(&g).is_ok());
+            hint_is_taken(&g, n)?;
+        }
+    }
 }

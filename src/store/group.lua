@@ -28,7 +28,8 @@
 -- one ZRANGEBYLEX, O(log N + page), and an HMGET, a ZCARD, a ZRANGE and an
 -- HGET per group.
 --
--- Guarantees: set checks its arguments before its first write; a raised
+-- Guarantees: set checks its arguments before its first write; a rate set
+-- again keeps its bucket's level (at most the new burst); a raised
 -- limit or a resume lets the group's ready jobs out at once (waiting
 -- consumers hear of it); a lowered limit takes no lease back: no new job
 -- of the group is handed out until fewer than the limit are reserved.
@@ -86,11 +87,17 @@ elseif paused == '0' then
   redis.call('HDEL', gkey, G.PAUSED)
 end
 if rate ~= '-' then
-  -- A new rate starts with a full bucket; a group waiting for a token of
-  -- the old one goes back to the rotation (it may go now).
+  -- A first rate starts with a full bucket; a changed one keeps the
+  -- bucket's level (refilled at the old rate until now, capped at the new
+  -- burst), so a PUT again refills nothing. A group waiting for a token of
+  -- the old rate goes back to the rotation (it may go now).
   if per_s then
-    redis.call('HSET', gkey, G.RATE_PER_S, per_s, G.RATE_BURST, burst, G.RATE_TOKENS, burst * 1000)
-    redis.call('HDEL', gkey, G.RATE_AT)
+    local m = redis.call('HMGET', gkey, G.LIMIT, G.PAUSED, G.USED, G.RATE_PER_S, G.RATE_BURST,
+      G.RATE_TOKENS, G.RATE_AT)
+    local tokens = burst * 1000
+    if m[4] then tokens = math.min(tokens, G.tokens(m, now_ms)) end
+    redis.call('HSET', gkey, G.RATE_PER_S, per_s, G.RATE_BURST, burst, G.RATE_TOKENS, tokens,
+      G.RATE_AT, now_ms)
   else
     redis.call('HDEL', gkey, G.RATE_PER_S, G.RATE_BURST, G.RATE_TOKENS, G.RATE_AT)
   end

@@ -44,7 +44,7 @@ pub struct Group {
     pub rate: Option<RateLimit>,
 }
 
-/// A group's settings, as set (both at once).
+/// A group's settings, as set (all at once; see [`GroupChange`] for some).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GroupSettings {
     /// Most jobs of the group reserved at once (1 or more); None: no limit.
@@ -52,6 +52,27 @@ pub struct GroupSettings {
     pub paused: bool,
     /// How fast the group's jobs are handed out; None: no limit.
     pub rate: Option<RateLimit>,
+}
+
+/// A change to some of a group's settings: what is None stays as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupChange {
+    /// Some(None): no limit.
+    pub concurrency: Option<Option<u32>>,
+    pub paused: Option<bool>,
+    /// Some(None): no rate limit.
+    pub rate: Option<Option<RateLimit>>,
+}
+
+impl From<GroupSettings> for GroupChange {
+    /// Every setting: what the settings leave out is removed.
+    fn from(s: GroupSettings) -> GroupChange {
+        GroupChange {
+            concurrency: Some(s.concurrency),
+            paused: Some(s.paused),
+            rate: Some(s.rate),
+        }
+    }
 }
 
 /// A page of a topic's groups, in byte order of their keys.

@@ -55,24 +55,29 @@ impl Store {
         layout::partition_of(topic, self.parts().len())
     }
 
-    /// Sets (or replaces) `topic`'s limit; the bucket starts full.
+    /// Sets (or replaces) `topic`'s limit: a new bucket starts full, an
+    /// existing one keeps its level (at most the new burst), so setting
+    /// the same limit again lets no job out early. One small script call
+    /// in the home partition, an HSET in each other one.
     pub(crate) async fn set_rate(&self, topic: &str, limit: RateLimit) -> Result<()> {
         let home = self.rate_home(topic);
         // The bucket first, then the limit's mark in every other partition,
         // whose pops then take no job of the topic without tokens from it.
-        let order = std::iter::once(home).chain((0..self.parts().len()).filter(|&i| i != home));
-        for i in order {
+        let mut cmd = self.script(&SCRIPT, home);
+        // Tokens are thousandths of a job, refilled every ms: per_second /
+        // 1000 jobs a ms is per_second thousandths.
+        cmd.arg("set")
+            .arg(topic)
+            .arg(limit.per_second)
+            .arg(limit.burst);
+        decode(self.send(cmd).await?)?;
+        for i in (0..self.parts().len()).filter(|&i| i != home) {
             let mut cmd = redis::cmd("HSET");
             cmd.arg(self.parts()[i].rate(topic))
                 .arg(rate_field::PER_S)
-                // Tokens are thousandths of a job, refilled every ms:
-                // per_second / 1000 jobs a ms is per_second thousandths.
                 .arg(limit.per_second)
                 .arg(rate_field::BURST)
                 .arg(limit.burst);
-            if i == home {
-                cmd.arg(rate_field::TOKENS).arg(limit.burst as f64 * 1000.0);
-            }
             self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
                 .await?;
         }

@@ -192,20 +192,83 @@ pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// Checks a signature in constant time (for receivers written in Rust, and
-/// the tests).
-pub fn verify(secret: &str, timestamp: u64, body: &[u8], signature: &str) -> bool {
-    let Some(hex_sig) = signature.strip_prefix("sha256=") else {
-        return false;
-    };
-    let Ok(sig) = hex::decode(hex_sig) else {
-        return false;
-    };
+/// How far a request's timestamp may be from the receiver's clock, either
+/// way, before [`verify`] refuses it (as the README's Python does): a
+/// captured request replayed later is refused, and so is one stamped far
+/// ahead.
+pub const REPLAY_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// Why [`verify`] refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the signature does not match the body and timestamp (or is not sha256=<hex>)")]
+    BadSignature,
+    #[error(
+        "timestamp {timestamp} is {age_s} s old, more than the {tolerance_s} s allowed: a replay"
+    )]
+    Stale {
+        timestamp: u64,
+        age_s: u64,
+        tolerance_s: u64,
+    },
+    #[error("timestamp {timestamp} is {ahead_s} s ahead, more than the {tolerance_s} s allowed")]
+    Future {
+        timestamp: u64,
+        ahead_s: u64,
+        tolerance_s: u64,
+    },
+}
+
+/// Checks a request from delayq, for receivers written in Rust: the
+/// signature in constant time, and the timestamp within
+/// [`REPLAY_TOLERANCE`] of this machine's clock.
+pub fn verify(
+    secret: &str,
+    timestamp: u64,
+    body: &[u8],
+    signature: &str,
+) -> Result<(), VerifyError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    verify_at(secret, timestamp, body, signature, now, REPLAY_TOLERANCE)
+}
+
+/// [`verify`] at `now` (Unix seconds) with `tolerance`.
+pub fn verify_at(
+    secret: &str,
+    timestamp: u64,
+    body: &[u8],
+    signature: &str,
+    now: u64,
+    tolerance: Duration,
+) -> Result<(), VerifyError> {
+    let tolerance_s = tolerance.as_secs();
+    if now > timestamp && now - timestamp > tolerance_s {
+        return Err(VerifyError::Stale {
+            timestamp,
+            age_s: now - timestamp,
+            tolerance_s,
+        });
+    }
+    if timestamp > now && timestamp - now > tolerance_s {
+        return Err(VerifyError::Future {
+            timestamp,
+            ahead_s: timestamp - now,
+            tolerance_s,
+        });
+    }
+    let sig = signature
+        .strip_prefix("sha256=")
+        .and_then(|h| hex::decode(h).ok())
+        .ok_or(VerifyError::BadSignature)?;
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    mac.verify_slice(&sig).is_ok()
+    mac.verify_slice(&sig)
+        .map_err(|_| VerifyError::BadSignature)
 }
 
 /// Delivers `hook.topic`'s jobs until `shutdown`.
@@ -332,11 +395,64 @@ mod tests {
     }
 
     #[test]
+    fn a_replayed_or_far_future_timestamp_is_refused() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let body = b"{\"id\":\"1\"}";
+        for ts in [now - 301, now + 301, 1_700_000_000] {
+            assert!(
+                verify("k", ts, body, &sign("k", ts, body)).is_err(),
+                "{ts} accepted at {now}"
+            );
+        }
+        assert_eq!(
+            verify("k", now - 299, body, &sign("k", now - 299, body)),
+            Ok(())
+        );
+        // With an explicit clock and tolerance, the error says which.
+        let at = 1_700_000_000;
+        let sig = sign("k", at, body);
+        let tolerance = Duration::from_secs(60);
+        assert_eq!(verify_at("k", at, body, &sig, at + 60, tolerance), Ok(()));
+        assert_eq!(verify_at("k", at, body, &sig, at - 60, tolerance), Ok(()));
+        assert_eq!(
+            verify_at("k", at, body, &sig, at + 61, tolerance),
+            Err(VerifyError::Stale {
+                timestamp: at,
+                age_s: 61,
+                tolerance_s: 60
+            })
+        );
+        assert_eq!(
+            verify_at("k", at, body, &sig, at - 61, tolerance),
+            Err(VerifyError::Future {
+                timestamp: at,
+                ahead_s: 61,
+                tolerance_s: 60
+            })
+        );
+        assert_eq!(
+            verify_at("k", at, body, "sha256=zz", at, tolerance),
+            Err(VerifyError::BadSignature)
+        );
+    }
+
+    #[test]
     fn signatures_verify_and_secrets_stay_hidden() {
-        let sig = sign("k", 1700000000, b"{\"id\":\"1\"}");
-        assert!(verify("k", 1700000000, b"{\"id\":\"1\"}", &sig));
-        assert!(!verify("k", 1700000001, b"{\"id\":\"1\"}", &sig));
-        assert!(!verify("other", 1700000000, b"{\"id\":\"1\"}", &sig));
+        let at = 1700000000;
+        let tolerance = REPLAY_TOLERANCE;
+        let sig = sign("k", at, b"{\"id\":\"1\"}");
+        assert!(verify_at("k", at, b"{\"id\":\"1\"}", &sig, at, tolerance).is_ok());
+        assert_eq!(
+            verify_at("k", at + 1, b"{\"id\":\"1\"}", &sig, at, tolerance),
+            Err(VerifyError::BadSignature)
+        );
+        assert_eq!(
+            verify_at("other", at, b"{\"id\":\"1\"}", &sig, at, tolerance),
+            Err(VerifyError::BadSignature)
+        );
         let hook = Webhook {
             secret: Some(Secret("hunter2".into())),
             ..Webhook::new("t", "http://127.0.0.1:1/x")

@@ -25,20 +25,41 @@ fn page() -> usize {
     100
 }
 
-/// `PUT /v1/topics/{topic}/groups/{group}`: both settings at once.
+/// `PUT /v1/topics/{topic}/groups/{group}`: the settings it names; one
+/// left out stays as it is, and `null` removes it.
 #[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
     /// Most jobs of the group reserved at once, across every instance;
-    /// absent or null: no limit.
+    /// absent: as it is; null: no limit.
+    #[serde(
+        default,
+        deserialize_with = "named",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<u32>, minimum = 1)]
+    pub concurrency: Option<Option<u32>>,
+    /// A paused group hands out none of its jobs; absent: as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
-    pub concurrency: Option<u32>,
-    /// A paused group hands out none of its jobs (default false).
-    #[serde(default)]
-    pub paused: bool,
+    pub paused: Option<bool>,
     /// How fast the group's jobs are handed out, across every instance
-    /// (the topic's limit holds beside it); absent or null: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<super::RateSpec>,
+    /// (the topic's limit holds beside it); absent: as it is; null: no
+    /// limit. Set again, its bucket keeps its level.
+    #[serde(
+        default,
+        deserialize_with = "named",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<super::RateSpec>)]
+    pub rate: Option<Option<super::RateSpec>>,
+}
+
+/// A field given (`null` included: Some(None)); a field left out is None
+/// through `default`.
+fn named<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }

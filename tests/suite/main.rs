@@ -86,11 +86,13 @@
 //! - [`common`]: delayq servers in process or as children, small helpers.
 //! - [`redis_server`]: one redis-server, killed when dropped.
 //! - [`redis_cluster`]: a local Redis Cluster, stopped when dropped.
+//! - [`pacing`]: hand-over times checked against a rate limit.
 //! - [`old_build`]: the delayq of an earlier commit, built from its source
 //!   kept in `tests/upgrade/` (once per machine, cached under `target/`).
 
 mod common;
 mod old_build;
+mod pacing;
 mod redis_cluster;
 mod redis_server;
 

@@ -466,6 +466,16 @@ async fn the_cli_pushes_tags_and_works_through_every_page_of_a_tag() {
     assert!(ok, "{err}");
     assert!(out.contains("changed: 5"), "{out}");
     assert!(q.get("p0").await.unwrap().is_none());
+    // A tag no job carries says so, not a bare 0.
+    for args in [
+        &["tags", "reschedule", "m:7", "--shift", "1h"][..],
+        &["tags", "cancel", "m:7"],
+        &["tags", "list", "m:7"],
+    ] {
+        let (ok, out, err) = delayq_cli(&s.base, args).await;
+        assert!(ok, "{err}");
+        assert_eq!(out.trim(), "no job carries tag m:7", "{args:?}");
+    }
     s.stop().await;
 }
 

@@ -24,24 +24,29 @@ pub enum GroupCommand {
     List { topic: String },
     /// A group's figures and settings.
     Get { topic: String, group: String },
-    /// Set a group's concurrency limit and pause (both: what is not given
-    /// is no limit, not paused).
+    /// Change a group's settings: those given; the others stay as they are.
     Set {
         topic: String,
         group: String,
         /// Most jobs of the group reserved at once, across every instance.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_concurrency")]
         concurrency: Option<u32>,
-        /// Hand out none of the group's jobs.
+        /// Remove the concurrency limit.
+        #[arg(long)]
+        no_concurrency: bool,
+        /// Hand out none of the group's jobs (`group resume` ends it).
         #[arg(long)]
         paused: bool,
         /// Most of the group's jobs handed out a second, across every
         /// instance.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_rate")]
         rate: Option<f64>,
         /// With --rate: most at once after a quiet spell (default: the rate).
         #[arg(long, requires = "rate")]
         burst: Option<u32>,
+        /// Remove the rate limit.
+        #[arg(long)]
+        no_rate: bool,
     },
     /// Stop handing out a group's jobs.
     Pause { topic: String, group: String },
@@ -115,14 +120,24 @@ impl Group {
                 topic,
                 group,
                 concurrency,
+                no_concurrency,
                 paused,
                 rate,
                 burst,
+                no_rate,
             } => {
                 let spec = GroupSpec {
-                    concurrency,
-                    paused,
-                    rate: rate.map(|per_second| RateSpec { per_second, burst }),
+                    concurrency: if no_concurrency {
+                        Some(None)
+                    } else {
+                        concurrency.map(Some)
+                    },
+                    paused: paused.then_some(true),
+                    rate: if no_rate {
+                        Some(None)
+                    } else {
+                        rate.map(|per_second| Some(RateSpec { per_second, burst }))
+                    },
                 };
                 c.call::<wire::Group>(Method::PUT, &group_path(&topic, &group), Some(&spec))
                     .await?

@@ -67,6 +67,23 @@ pub(super) fn local_time(ms: Option<i64>) -> String {
     }
 }
 
+/// A stored retry policy as people read it ("1m, 5m, 30m; 4 attempts in
+/// all, then dead"); `none` names what applies instead.
+pub(super) fn retry_text(r: Option<&delayq::wire::Retry>, none: &str) -> String {
+    match r {
+        Some(r) => delayq::RetryPolicy {
+            intervals: r
+                .intervals_ms
+                .iter()
+                .map(|ms| std::time::Duration::from_millis(*ms))
+                .collect(),
+            max_attempts: r.max_attempts,
+        }
+        .to_string(),
+        None => none.to_owned(),
+    }
+}
+
 /// An optional text; `-` when absent.
 pub(super) fn or_dash(s: &Option<String>) -> String {
     s.clone().unwrap_or_else(|| "-".into())

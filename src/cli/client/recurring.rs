@@ -9,7 +9,7 @@ use delayq::Missed;
 use reqwest::Method;
 
 use super::http::{recurring_path, Client};
-use super::out::{local_time, name, outln, table};
+use super::out::{local_time, name, outln, retry_text, table};
 use super::{duration_with_unit, ms, retry_spec, ClientArgs};
 
 #[derive(Args, Debug)]
@@ -68,6 +68,7 @@ pub enum RecurringCommand {
 fn schedule(s: &RecurringStateBody, o: &mut String) {
     let ttr = s.ttr_ms.to_string();
     let missed = name(&s.missed);
+    let retry = retry_text(s.retry.as_ref(), "none of its own (the topic's)");
     for (key, value) in [
         ("name", &s.name),
         ("topic", &s.topic),
@@ -75,6 +76,7 @@ fn schedule(s: &RecurringStateBody, o: &mut String) {
         ("timezone", &s.timezone),
         ("missed", &missed),
         ("ttr_ms", &ttr),
+        ("retry", &retry),
         ("body", &s.body),
     ] {
         outln!(o, "{key:>10}: {value}");

@@ -105,7 +105,7 @@ impl Tags {
                 if !c.json {
                     let mut o = String::new();
                     if rows.len() == 1 {
-                        outln!(o, "none");
+                        outln!(o, "no job carries tag {tag}");
                     } else {
                         table(&mut o, &rows);
                     }
@@ -115,7 +115,7 @@ impl Tags {
             }
             TagsCommand::Cancel { tag, limit } => {
                 let path = format!("{}/cancel", tag_path(&tag));
-                pages(&c, &path, |cursor| {
+                pages(&c, &tag, &path, |cursor| {
                     serde_json::to_value(TagCancelSpec {
                         limit: Some(limit),
                         cursor,
@@ -133,7 +133,7 @@ impl Tags {
                     bail!("give --shift or --at");
                 }
                 let path = format!("{}/reschedule", tag_path(&tag));
-                pages(&c, &path, |cursor| {
+                pages(&c, &tag, &path, |cursor| {
                     serde_json::to_value(TagRescheduleSpec {
                         shift_ms: shift,
                         due_at: at.clone(),
@@ -147,9 +147,11 @@ impl Tags {
     }
 }
 
-/// Posts page after page; prints how many changed and the jobs left alone.
+/// Posts page after page; prints how many changed and the jobs left alone
+/// (or that no job carries `tag`).
 async fn pages(
     c: &Client,
+    tag: &str,
     path: &str,
     body: impl Fn(Option<String>) -> serde_json::Result<serde_json::Value>,
 ) -> Result<()> {
@@ -170,7 +172,11 @@ async fn pages(
     }
     if !c.json {
         let mut o = String::new();
-        outln!(o, "changed: {changed}");
+        if changed == 0 && skipped.is_empty() {
+            outln!(o, "no job carries tag {tag}");
+        } else {
+            outln!(o, "changed: {changed}");
+        }
         for s in &skipped {
             outln!(o, "left alone: {} ({})", s.id, name(&s.state));
         }

@@ -218,7 +218,10 @@ async fn serve(
         tracing::warn!(%addr, "listening beyond loopback without --auth-token: anyone who reaches this port can push, pop and delete jobs; set --auth-token (DELAYQ_AUTH_TOKEN) or listen on 127.0.0.1");
     }
 
-    tokio::spawn(signals.stop(shutdown.clone()));
+    tokio::spawn(signals.stop(
+        shutdown.clone(),
+        "answering waiting pops, finishing requests in flight",
+    ));
     tokio::spawn(redis_checks::settings_every_minute(
         queue.clone(),
         args.allow_evicting_redis,
@@ -245,7 +248,7 @@ async fn serve(
         .webhooks
         .into_iter()
         .map(|hook| {
-            tracing::info!(topic = %hook.topic, url = %hook.url, retry = ?queue.retry_policy_for(&hook.topic), "delivering topic by webhook");
+            tracing::info!(topic = %hook.topic, url = %hook.url, retry = %queue.retry_policy_for(&hook.topic), "delivering topic by webhook");
             if hook.secret.is_none() {
                 tracing::warn!(topic = %hook.topic, "webhook topic with no secret: its requests are not signed, so its receiver cannot tell delayq's requests from anyone's; set secret or secret_env in the config file, or --webhook-secret (DELAYQ_WEBHOOK_SECRET)");
             }

@@ -51,10 +51,12 @@ function applyLang() {
   document.getElementById("lang").textContent = t("lang.other");
   document.getElementById("mode").textContent = config.read_only ? t("readonly") : "";
 }
+// Marks the nav link of the page shown, and only it (a topic's, a job's
+// or dead letters' page has none).
 function currentNav(first) {
   for (const a of document.querySelectorAll("#nav a")) {
     const target = a.getAttribute("href").replace(/^#\/?/, "");
-    a.className = target === first || (target === "" && (first === "" || first === "topic" || first === "dead")) ? "current" : "";
+    a.className = target === first ? "current" : "";
   }
 }
 async function route() {

@@ -11,7 +11,7 @@ use axum::Json;
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::wire::{Group, GroupPage, GroupSpec, GroupsQuery};
-use crate::GroupSettings;
+use crate::GroupChange;
 
 /// The topic and group of a route, percent-decoded.
 pub(super) struct TopicGroup(String, String);
@@ -62,7 +62,7 @@ pub(super) async fn get_one(
     Ok(Json(state.queue.group(&topic, &group).await?))
 }
 
-/// Set a group's concurrency limit and pause
+/// Change a group's concurrency limit, pause or rate (those named)
 #[utoipa::path(put, tag = "schedules", path = "/v1/topics/{topic}/groups/{group}", operation_id = "setGroup",
     params(super::GroupPath), request_body = GroupSpec,
     responses((status = 200, description = "The group after", body = Group)))]
@@ -72,17 +72,21 @@ pub(super) async fn put(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<Group>> {
     let spec: GroupSpec = parse(&state, body)?;
-    let settings = GroupSettings {
+    let change = GroupChange {
         concurrency: spec.concurrency,
         paused: spec.paused,
-        rate: spec.rate.map(|r| crate::RateLimit {
-            per_second: r.per_second,
-            burst: r
-                .burst
-                .unwrap_or_else(|| r.per_second.ceil().max(1.0) as u32),
+        rate: spec.rate.map(|r| {
+            r.map(|r| crate::RateLimit {
+                per_second: r.per_second,
+                burst: r
+                    .burst
+                    .unwrap_or_else(|| r.per_second.ceil().max(1.0) as u32),
+            })
         }),
     };
-    Ok(Json(state.queue.set_group(&topic, &group, settings).await?))
+    Ok(Json(
+        state.queue.change_group(&topic, &group, change).await?,
+    ))
 }
 
 /// Stop handing out a group's jobs

@@ -31,6 +31,11 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
         out.contains("state: delayed") && out.contains("body: renew"),
         "{out}"
     );
+    // A time is labelled as one (its raw ms are in --json).
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with("due: ")) && !out.contains("due_at_ms"),
+        "{out}"
+    );
 
     let (ok, out, _) = delayq_cli(b, &["stats"]).await;
     assert!(ok);

@@ -89,6 +89,42 @@ async fn delayq_work_runs_a_command_per_job_and_stops_gracefully() {
     s.stop().await;
 }
 
+/// SIGTERM: `work` says what it does (no more jobs; the running command
+/// finishes and its job is settled), not the server's stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_work_says_what_it_does_when_stopped() {
+    use std::os::unix::process::CommandExt;
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let mut worker = Reaped(
+        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["work", "quiet", "--server", &s.base, "--", "true"])
+            .stderr(std::fs::File::create(&log).unwrap())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    eventually(std::time::Duration::from_secs(15), "it starts", || async {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("taking jobs of quiet").then_some(())
+    })
+    .await;
+    unsafe {
+        libc::kill(worker.0.id() as i32, libc::SIGTERM);
+    }
+    let status = exits(&mut worker, std::time::Duration::from_secs(15)).await;
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("answering waiting pops"), "{text}");
+    assert!(
+        text.contains("taking no more jobs; running commands finish and their jobs are settled"),
+        "{text}"
+    );
+    s.stop().await;
+}
+
 /// A child process group killed when dropped, also when a test fails.
 struct Reaped(std::process::Child);
 

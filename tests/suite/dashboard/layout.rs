@@ -50,6 +50,32 @@ async fn the_dashboard_speaks_the_browsers_language_and_its_switch_is_remembered
     q.close().await;
 }
 
+/// The nav marks the link of the page shown, and only it: none on a
+/// topic's, a job's or dead letters' page, which the nav does not list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nav_marks_only_the_page_shown() {
+    let redis = RedisServer::start();
+    let (q, s) = sample(&redis, ServerConfig::default()).await;
+    let Some(b) = Browser::start().await else {
+        s.stop().await;
+        return;
+    };
+    for (hash, page) in VIEWS {
+        b.view(&s.base, hash, page).await;
+        let marked = b.attrs("#nav a.current", "href").await;
+        let listed = ["", "schedule", "recurring", "webhooks", "instances"];
+        let expected: Vec<String> = if listed.contains(hash) {
+            vec![format!("#/{hash}")]
+        } else {
+            vec![]
+        };
+        assert_eq!(marked, expected, "#/{hash}");
+    }
+    drop(b);
+    s.stop().await;
+    q.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_is_usable_in_a_420_px_wide_window() {
     let redis = RedisServer::start();

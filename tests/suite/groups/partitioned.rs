@@ -266,6 +266,36 @@ async fn a_grouped_job_outside_its_groups_partition_is_refused_naming_the_form()
     q.push(&job(&id, "t", 0, 60_000)).await.unwrap();
 }
 
+/// The id a refusal suggests is one a push takes, whatever the group's
+/// name (braces that make no hash tag included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_id_a_refusal_suggests_is_taken_for_odd_group_names() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    for group in ["}{", "{}x", "}", "{}", "a}b{c", "x}", "acct:7"] {
+        let id = (0..)
+            .map(|i| format!("j{i}"))
+            .find(|id| partition_of(id, 4) != partition_of(group, 4))
+            .unwrap();
+        let e = q.push(&grouped(&id, "t", group)).await.unwrap_err();
+        let Error::Invalid(msg) = e else {
+            panic!("{e:?}")
+        };
+        let hint: String = msg
+            .split_once("e.g. id ")
+            .and_then(|(_, rest)| serde_json::Deserializer::from_str(rest).into_iter().next())
+            .and_then(|v: serde_json::Result<String>| v.ok())
+            .unwrap_or_else(|| panic!("no id in {msg}"));
+        q.push(&grouped(&hint, "t", group))
+            .await
+            .unwrap_or_else(|e| panic!("group {group:?}: the hint {hint:?} is refused: {e}"));
+    }
+}
+
 /// Over HTTP, a grouped push without an id gets one in its group's
 /// partition, as a library push does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

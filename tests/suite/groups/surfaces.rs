@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::pacing::{assert_within_limit, pops_while};
 
 /// A group's rate limit: its jobs go out no faster than it, a waiting pop
 /// gets the next one when its token comes, and other groups go on.
@@ -81,6 +82,78 @@ async fn a_groups_rate_limit_holds_its_jobs_alone() {
         matches!(&e, Error::Invalid(m) if m.starts_with("rate")),
         "{e:?}"
     );
+}
+
+/// A group's PUT changes the settings it names and keeps the others
+/// (`null` removes one); its rate PUT again keeps the bucket's level: every
+/// 500 ms for 5 s at 1 a second, burst 5, at most the burst and the rate
+/// times the time gone (one job of margin) go out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_put_changes_what_it_names_and_refills_no_bucket() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), delayq::http::ServerConfig::default()).await;
+    let url = format!("{}/v1/topics/sms/groups/slow", s.base);
+    let put = |body: serde_json::Value| {
+        let url = url.clone();
+        async move {
+            let (st, g) = request_json(reqwest::Method::PUT, url, Some(body)).await;
+            assert_eq!(st, 200, "{g}");
+            g
+        }
+    };
+    let rate = serde_json::json!({"per_second": 1, "burst": 5});
+    let g = put(serde_json::json!({"concurrency": 30, "rate": rate})).await;
+    assert_eq!(
+        (g["concurrency"].as_u64(), &g["rate"]["burst"]),
+        (Some(30), &serde_json::json!(5))
+    );
+    let g = put(serde_json::json!({"concurrency": 40})).await;
+    assert_eq!(g["concurrency"].as_u64(), Some(40), "{g}");
+    assert_eq!(g["rate"]["burst"].as_u64(), Some(5), "the rate stays: {g}");
+    let jobs: Vec<NewJob> = (0..60)
+        .map(|i| grouped(&format!("s{i}"), "sms", "slow"))
+        .collect();
+    push_all(&q, &jobs).await;
+    ready(&q, "sms", 60).await;
+    let start = redis.time_ms().await;
+    let times = pops_while(
+        &q,
+        "sms",
+        Duration::from_secs(5),
+        Duration::from_millis(500),
+        || async {
+            put(serde_json::json!({"rate": rate})).await;
+        },
+    )
+    .await;
+    println!(
+        "group at 1/s, burst 5, PUT again every 500 ms for 5 s: {} jobs",
+        times.len()
+    );
+    assert_within_limit(&times, start, 1.0, 6.0);
+    assert!(times.len() >= 5, "the burst still goes: {}", times.len());
+    let g = put(serde_json::json!({"paused": true})).await;
+    assert_eq!(
+        (
+            g["paused"].as_bool(),
+            g["concurrency"].as_u64(),
+            g["rate"]["burst"].as_u64()
+        ),
+        (Some(true), Some(40), Some(5)),
+        "{g}"
+    );
+    let g = put(serde_json::json!({"rate": null, "concurrency": null})).await;
+    assert_eq!(
+        (g["paused"].as_bool(), &g["concurrency"], &g["rate"]),
+        (
+            Some(true),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        ),
+        "{g}"
+    );
+    s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

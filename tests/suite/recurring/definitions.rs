@@ -210,3 +210,94 @@ async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
     assert_eq!(ok["ttr_ms"], 600_000);
     server.stop().await;
 }
+
+/// README's Recurring jobs block: its HTTP PUT and the CLI line it calls
+/// "the same from the command line" store the same schedule, and `recurring
+/// get` shows its retry policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let put_at = readme
+        .find("curl -s -X PUT localhost:9277/v1/recurring/expiry-reminders -d '")
+        .expect("README's PUT");
+    let json_text = readme[put_at..].split('\'').nth(1).unwrap();
+    let cli = readme[put_at..]
+        .lines()
+        .find(|l| l.starts_with("delayq recurring put "))
+        .expect("README's CLI line");
+    let args = shell_words(cli);
+    assert_eq!(&args[..3], ["delayq", "recurring", "put"]);
+    let name = args[3].clone();
+
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), delayq::http::ServerConfig::default()).await;
+    put(
+        &server.base,
+        &name,
+        serde_json::from_str(json_text).unwrap(),
+    )
+    .await;
+    let by_http = server
+        .queue
+        .recurring(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .schedule;
+    assert!(server.queue.delete_recurring(&name).await.unwrap());
+    let (ok, out, err) = delayq_cli(
+        &server.base,
+        &args[1..].iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"),
+        "{out}"
+    );
+    let by_cli = server
+        .queue
+        .recurring(&name)
+        .await
+        .unwrap()
+        .unwrap()
+        .schedule;
+    assert_eq!(by_cli, by_http);
+    let (ok, out, err) = delayq_cli(&server.base, &["recurring", "get", &name]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("retry: 1m, 5m, 30m; 4 attempts in all, then dead"),
+        "{out}"
+    );
+    server.stop().await;
+}
+
+/// A shell line's words: white space splits them, single quotes keep
+/// theirs (all README's lines need).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            '#' if !quoted && !any => break,
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}

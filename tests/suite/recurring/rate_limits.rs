@@ -1,6 +1,7 @@
 //! Rate limits across instances and under long-polls.
 
 use super::*;
+use crate::pacing::{assert_within_limit, pops_while};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_holds_across_two_instances_with_greedy_consumers() {
@@ -97,20 +98,50 @@ async fn ready_jobs(q: &Queue, topic: &str, n: usize) {
     .await;
 }
 
-/// Asserts that hand-over times (Redis ms, any order) never run ahead of
-/// `burst` plus `per_second` times the time gone since `start`.
-fn assert_within_limit(times: &[i64], start: i64, per_second: f64, burst: f64) {
-    let mut t = times.to_vec();
-    t.sort();
-    for (k, at) in t.iter().enumerate() {
-        let allowed = burst + per_second * (at - start) as f64 / 1000.0;
-        assert!(
-            (k + 1) as f64 <= allowed + 0.001,
-            "job {} handed over {} ms in: over the limit",
-            k + 1,
-            at - start
-        );
-    }
+/// Setting a limit again keeps its bucket's level: set again every 500 ms
+/// for 5 s at 1 a second, burst 5, it lets out at most the burst and the
+/// rate times the time gone (one job of margin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_set_again_does_not_refill_its_bucket() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let limit = RateLimit {
+        per_second: 1.0,
+        burst: 5,
+    };
+    q.set_rate("sms", limit).await.unwrap();
+    ready_jobs(&q, "sms", 60).await;
+    let start = redis.time_ms().await;
+    let times = pops_while(
+        &q,
+        "sms",
+        Duration::from_secs(5),
+        Duration::from_millis(500),
+        || async { q.set_rate("sms", limit).await.unwrap() },
+    )
+    .await;
+    println!(
+        "1/s, burst 5, set again every 500 ms for 5 s: {} jobs",
+        times.len()
+    );
+    assert_within_limit(&times, start, 1.0, 6.0);
+    assert!(times.len() >= 5, "the burst still goes: {}", times.len());
+    // A lower burst caps the level kept.
+    q.set_rate(
+        "sms",
+        RateLimit {
+            per_second: 0.001,
+            burst: 1,
+        },
+    )
+    .await
+    .unwrap();
+    let got = q
+        .pop_many(&["sms".to_string()], 10, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(got.len() <= 1, "{} after a burst of 1", got.len());
+    q.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

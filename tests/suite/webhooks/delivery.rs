@@ -36,8 +36,9 @@ async fn failed_deliveries_follow_the_schedule_then_succeed_signed_or_die() {
         assert_eq!(header(h, "x-delayq-attempt"), (i + 1).to_string());
         assert_eq!(header(h, "x-delayq-id"), "o1");
         let ts: u64 = header(h, "x-delayq-timestamp").parse().unwrap();
-        assert!(
+        assert_eq!(
             webhook::verify("s3cr3t", ts, &h.body, &header(h, "x-delayq-signature")),
+            Ok(()),
             "signature does not verify"
         );
         let v: Value = serde_json::from_slice(&h.body).unwrap();
@@ -212,8 +213,24 @@ async fn a_webhook_topic_without_a_policy_backs_off_and_logs_each_failure() {
     let hits = down.hits();
     let gap = hits[1].at - hits[0].at;
     assert!(gap >= Duration::from_millis(900), "retried after {gap:?}");
+    // The policy reads as what it does: 11 attempts, then dead.
+    let line = log_line(
+        &logs,
+        "delivering topic by webhook",
+        Duration::from_secs(10),
+    );
+    assert!(
+        line.contains("1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, 8h; 11 attempts in all, then dead"),
+        "{line}"
+    );
     let line = log_line(&logs, "job failed; retrying later", Duration::from_secs(10));
     assert!(line.contains("m-42") && line.contains("HTTP 500"), "{line}");
+    // The retry's time reads as a time, beside its number.
+    let at = line
+        .split_once("retry_at=")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no retry_at in {line}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(at).is_ok(), "{line}");
     // Piped stderr is no terminal: no colour codes in the log.
     assert!(!line.contains('\u{1b}'), "{line:?}");
     q.close().await;
