@@ -17,7 +17,7 @@
 //! | `{p}:t:<id>`             | string | trigger: expires when the job is due          |
 //! | `{p}:schedule`           | zset   | id -> lease end (ms); below layout 3 also id  |
 //! |                          |        | -> due time of each delayed job               |
-//! | `{p}:armed`              | string | the trigger keys' watermark (lib/schedule.lua) |
+//! | `{p}:armed`              | string | the trigger keys' watermark (lib/arming.lua)  |
 //! | `{p}:ready:<topic>`      | list   | ids ready to pop, oldest at the right         |
 //! |                          |        | (priority 0, the default)                     |
 //! | `{p}:readyp:<n>:<topic>` | list   | the same for priority n (1 to 9): the number  |
@@ -86,8 +86,8 @@
 //! |                          |        | (ms), beside the schedule; a topic's listing  |
 //! |                          |        | and next due time read it                     |
 //! | `{p}:heads`              | zset   | topic -> the due time (ms) of its topic       |
-//! |                          |        | schedule's head; the sweep's way to every     |
-//! |                          |        | topic's due jobs in O(log T)                  |
+//! |                          |        | schedule's head, the way to due topics in     |
+//! |                          |        | O(log T); `heads:again`: see H.mark_passed    |
 //! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
 //! |                          |        | the pass under way is), `done` (a pass ended),|
 //! |                          |        | `heads` (the heads built from the schedules)  |
@@ -144,7 +144,7 @@ pub mod kind {
     pub const DEDUP: &str = "dedup:";
     pub const TAG: &str = "tag:";
     pub const CANARY: &str = "canary:";
-    /// The trigger keys' watermark (see `arm_ahead` in lib/schedule.lua).
+    /// The trigger keys' watermark (see `arm_ahead` in lib/arming.lua).
     pub const ARMED: &str = "armed";
     /// A job's log lines (`log:<id>`).
     pub const LOG: &str = "log:";
@@ -152,7 +152,7 @@ pub mod kind {
     pub const TOPIC_SCHEDULE: &str = "s:";
     /// The topic schedules' backfill (see `index.lua`).
     pub const INDEXED: &str = "indexed";
-    /// Each topic's earliest delayed due time (see `H.add`, lib/schedule.lua).
+    /// Each topic's earliest delayed due time (`H.add`); `heads:again`: `H.mark_passed`.
     pub const HEADS: &str = "heads";
     /// The layout writers write (see [`super::LAYOUT_READ`]).
     pub const LAYOUT: &str = "layout";

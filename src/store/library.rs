@@ -33,6 +33,7 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
     ("lib/schedule", include_str!("lib/schedule.lua")),
+    ("lib/arming", include_str!("lib/arming.lua")),
     ("lib/dedup", include_str!("lib/dedup.lua")),
     ("lib/retries", include_str!("lib/retries.lua")),
     ("lib/rate_limits", include_str!("lib/rate_limits.lua")),

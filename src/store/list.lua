@@ -169,37 +169,16 @@ if ARGV[2] == 'history' then key = P .. FINISHED_KEY .. topic end
 local after_score, after_id = ARGV[5], ARGV[6]
 local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8])
 
--- Byte order, as Redis orders members of equal score (Lua's `<` on strings
--- follows the locale).
-local function bytes_before(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
+local bytes_before = H.bytes_before
 
 -- The rank in `k` of the first entry after the cursor, found without
--- reading the entries before it: ZRANK when the cursor's entry is in `k`
--- at its score, else a binary search among the entries of the cursor's
--- score (a topic schedule in the merge below holds entries of that score
--- before and after the cursor's id). Each step costs O(log N), so a page
--- starts in O(log^2 N) however many entries share a score, and a forged
--- cursor costs no more than the server's own.
+-- reading the entries before it (rank_after in lib/schedule.lua: a topic
+-- schedule in the merge below holds entries of the cursor's score before
+-- and after its id): a page starts in O(log^2 N) however many entries
+-- share a score, and a forged cursor costs no more than the server's own.
 local function exact_rank_after(k)
   if after_score == '-inf' then return 0 end
-  local own = redis.call('ZSCORE', k, after_id)
-  if own and tonumber(own) == tonumber(after_score) then
-    return redis.call('ZRANK', k, after_id) + 1
-  end
-  local lo = redis.call('ZCOUNT', k, '-inf', '(' .. after_score)
-  local hi = redis.call('ZCOUNT', k, '-inf', after_score)
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    local m = redis.call('ZRANGE', k, mid, mid)[1]
-    if bytes_before(after_id, m) then hi = mid else lo = mid + 1 end
-  end
-  return lo
+  return rank_after(after_score, after_id, k)
 end
 
 -- Every topic's delayed jobs in layout 3: they are in the topic schedules
@@ -207,7 +186,9 @@ end
 -- each one's entries after the cursor (once the page is full, only those
 -- not after its last), until a head comes after the page's last; each
 -- entry is checked against the job. O(log N) a topic whose head is before
--- the page's end, and about limit x ln(topics) entries read.
+-- the page's end (those listed before the cursor, and those due with the
+-- page), and about limit x ln(topics) entries read; the heads after the
+-- page's end are never read.
 if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
   local after = function(s, id)
     if after_score == '-inf' then return true end
@@ -245,11 +226,18 @@ if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
     end)
     for i = #cands, limit + 1, -1 do seen_ids[cands[i][2]] = nil; cands[i] = nil end
   end
-  local heads = redis.call('ZRANGE', P .. HEADS_KEY, 0, -1, 'WITHSCORES')
-  for i = 1, #heads, 2 do
-    local e = page_end()
-    if e and tonumber(heads[i + 1]) > e then break end
-    from(topic_schedule_key(heads[i]), heads[i])
+  -- The heads in order, a batch at a time (by rank, O(log T) a batch),
+  -- only as far as the page's end: never every topic's.
+  local n, at, done = math.min(limit, 99) + 1, 0, false
+  while not done do
+    local heads = redis.call('ZRANGE', P .. HEADS_KEY, at, at + n - 1, 'WITHSCORES')
+    done = #heads < 2 * n
+    for i = 1, #heads, 2 do
+      local e = page_end()
+      if e and tonumber(heads[i + 1]) > e then done = true break end
+      from(topic_schedule_key(heads[i]), heads[i])
+    end
+    at = at + n
   end
   local reply = { DONE, #cands < limit and 1 or 0, after_score, after_id }
   if #cands > 0 then reply[3], reply[4] = cands[#cands][1], cands[#cands][2] end

@@ -487,31 +487,35 @@ impl Drop for CutProxy {
 /// The script calls Redis ran since `slowlog` was armed (see
 /// [`arm_slowlog`]) whose function is `name` (e.g. "dq_remove").
 pub async fn script_calls(redis: &RedisServer, name: &str) -> usize {
-    let mut c = redis.conn().await;
-    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
-        .arg("GET")
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
+    script_call_times(redis, name).await.len()
+}
+
+/// How long (us, Redis's own measure) each of those calls ran, oldest first.
+pub async fn script_call_times(redis: &RedisServer, name: &str) -> Vec<i64> {
+    let log: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "-1"]).await;
     let prefix = format!("{name}_");
+    let sha = delayq::testing::eval_script_of(name.trim_start_matches("dq_"));
+    // SLOWLOG GET lists the newest first.
     log.iter()
-        .filter(|entry| {
+        .rev()
+        .filter_map(|entry| {
             let redis::Value::Array(fields) = entry else {
-                return false;
+                return None;
             };
-            let Some(redis::Value::Array(args)) = fields.get(3) else {
-                return false;
+            let (Some(redis::Value::Int(us)), Some(redis::Value::Array(args))) =
+                (fields.get(2), fields.get(3))
+            else {
+                return None;
             };
             let arg = |i: usize| match args.get(i) {
                 Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
                 _ => String::new(),
             };
-            let sha = delayq::testing::eval_script_of(name.trim_start_matches("dq_"));
-            (arg(0) == "fcall" && arg(1).starts_with(&prefix))
-                || (arg(0) == "evalsha" && sha.is_some_and(|(sha, _)| arg(1) == sha))
+            let ours = (arg(0) == "fcall" && arg(1).starts_with(&prefix))
+                || (arg(0) == "evalsha" && sha.as_ref().is_some_and(|(sha, _)| arg(1) == *sha));
+            ours.then_some(*us)
         })
-        .count()
+        .collect()
 }
 
 /// Whether the server runs delayq's scripts as functions (FCALL); if not,

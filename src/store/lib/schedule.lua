@@ -1,42 +1,7 @@
 -- lib/schedule.lua: scheduling and leases: a job into and out of the
--- schedule and its trigger key, a lease, ready and detached, the sweep's
--- wake-up and its arming of trigger keys within the horizon; creating,
--- replacing, delaying and giving back jobs.
-
--- Trigger keys within a horizon: a job due far ahead gets its trigger key
--- only once it comes within the horizon, so Redis's active expiry does not
--- walk a TTL'd key per far-future job. `{p}:armed` is the watermark, "<ms>"
--- or "<ms>:<id>": every delayed job up to it in the schedule's order (due
--- time, then id) has its trigger key. Absent (a Redis that only older
--- builds wrote to): every job has one. Arming more than that is harmless;
--- a job left unarmed is still fired by the sweep, which is the clock.
--- A watermark an operator broke (another type of key, no finite time)
--- reads as absent: every push arms, and the sweep writes it again.
--- Read once per call (a push of many jobs asks for each): H.armed holds
--- what was read ({} for none) until the call ends (the wrapper resets it)
--- or moves the watermark (H.write_armed, the one place that writes it).
-local function armed_upto()
-  local c = H.armed
-  if not c then
-    c = {}
-    local w = redis.pcall('GET', P .. ARMED_KEY)
-    if type(w) == 'string' then
-      local colon = string.find(w, ':', 1, true)
-      local ms, after = w, nil
-      if colon then ms, after = string.sub(w, 1, colon - 1), string.sub(w, colon + 1) end
-      ms = tonumber(ms)
-      if ms and ms == ms and ms ~= math.huge and ms ~= -math.huge then c = { ms, after } end
-    end
-    H.armed = c
-  end
-  return c[1], c[2]
-end
-
--- Moves the watermark to `w`: what this call read of it is void.
-function H.write_armed(w)
-  redis.call('SET', P .. ARMED_KEY, w)
-  H.armed = nil
-end
+-- schedule and its trigger key (within the watermark: lib/arming.lua), a
+-- lease, ready and detached, the sweep's wake-up; creating, replacing,
+-- delaying and giving back jobs.
 
 -- A delayed job goes into the schedule and, within the watermark, gets a
 -- trigger key: the sweep and the key's expiry both fire at due (one due
@@ -60,7 +25,10 @@ function H.add(topic, due, id)
     local was = later[topic]
     if not was or tonumber(due) < tonumber(was) then later[topic] = due end
   else
+    -- While a walk is under way, the old head (one ZSCORE): see H.mark_passed.
+    local old = H.walk_place() and redis.call('ZSCORE', P .. HEADS_KEY, topic)
     redis.call('ZADD', P .. HEADS_KEY, 'LT', due, topic)
+    if old then H.mark_passed(topic, due, old) end
   end
 end
 
@@ -68,11 +36,21 @@ end
 function H.write_heads()
   local later, args = H.heads_later, {}
   H.heads_later = nil
+  local topics = {}
   for topic, due in pairs(later or {}) do
     args[#args + 1] = due
     args[#args + 1] = topic
+    topics[#topics + 1] = topic
   end
-  if #args > 0 then redis.call('ZADD', P .. HEADS_KEY, 'LT', unpack(args)) end
+  if #args == 0 then return end
+  -- While a walk is under way, the old heads (one ZMSCORE): see H.mark_passed.
+  local old = H.walk_place() and redis.call('ZMSCORE', P .. HEADS_KEY, unpack(topics))
+  redis.call('ZADD', P .. HEADS_KEY, 'LT', unpack(args))
+  if old then
+    for i, topic in ipairs(topics) do
+      if old[i] then H.mark_passed(topic, later[topic], old[i]) end
+    end
+  end
 end
 
 -- `topic`'s head again from its schedule (gone with its last entry). It
@@ -115,142 +93,45 @@ end
 local function schedule(id, due, topic)
   if not H.split() then redis.call('ZADD', SCHEDULE, due, id) end
   H.add(topic, due, id)
-  local upto = armed_upto()
+  local upto = H.armed_upto()
   if upto == nil or tonumber(due) <= upto then
     redis.call('SET', trigger_key(id), 1, 'PXAT', due)
   end
 end
 
--- The rank in the schedule of the first entry after a cursor (`score`,
--- `id`), resumed by rank because many jobs may share a due time: right
--- after `id` while it is still at `score`; if it left that time, the first
--- entry of that time (those are looked at again). O(log N).
--- `key`: another zset of due times than the schedule.
+-- Byte order, as Redis orders members of equal score (Lua's `<` on strings
+-- follows the locale).
+function H.bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- The rank in the schedule (or `key`, another zset) of the first entry
+-- after a cursor (`score`, `id`; score a number or its string), found
+-- without reading the entries before it: ZRANK when `id` is still at
+-- `score`, else a binary search among the entries of that score (many
+-- jobs, or topics' heads, may share one). Each step costs O(log N), so
+-- O(log^2 N) however many share a score, and a forged cursor costs no
+-- more than a real one.
 local function rank_after(score, id, key)
   key = key or SCHEDULE
+  score = tonumber(score)
   local own = redis.call('ZSCORE', key, id)
   if own and tonumber(own) == score then
     return redis.call('ZRANK', key, id) + 1
   end
-  return redis.call('ZCOUNT', key, '-inf', string.format('(%d', score))
-end
-
--- Layout 3's arming: the delayed jobs are in the topic schedules, so the
--- walk goes topic by topic (byte order) through those whose head is due
--- by `till`, arming each one's entries in (`from`, `till`]. A call that
--- runs out of `limit` (entries and topics looked at) leaves the watermark
--- "<till>:\n<from>\n<topic>\n<due>\n<id>" (no topic or id holds a control
--- character): the walk's end comes first, so a push due by it arms
--- itself (a topic already walked misses none; arming more is harmless),
--- and the next call resumes after (topic, due, id), also inside one
--- millisecond. `cursor` is that tail (after the first "\n"), or nil.
-function H.arm_topics(now_ms, half, limit, from, till, cursor)
-  local c_topic, c_due, c_id = '', nil, nil
-  if cursor then
-    local f, pos = {}, 1
-    while true do
-      local nl = string.find(cursor, '\n', pos, true)
-      if not nl then f[#f + 1] = string.sub(cursor, pos); break end
-      f[#f + 1] = string.sub(cursor, pos, nl - 1)
-      pos = nl + 1
-    end
-    from, c_topic, c_due, c_id = tonumber(f[1]) or till, f[2] or '', tonumber(f[3] or ''), f[4]
-    if c_id == '' or not c_due then c_id = nil end
+  local at = string.format('%.17g', score)
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. at)
+  local hi = redis.call('ZCOUNT', key, '-inf', at)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call('ZRANGE', key, mid, mid)[1]
+    if H.bytes_before(id, m) then hi = mid else lo = mid + 1 end
   end
-  local topics = redis.call('ZRANGE', P .. HEADS_KEY, '-inf', till, 'BYSCORE')
-  table.sort(topics)
-  local budget, armed = limit, 0
-  for _, t in ipairs(topics) do
-    if t >= c_topic then
-      local key = topic_schedule_key(t)
-      local due_at, id_at = nil, nil
-      if t == c_topic then due_at, id_at = c_due, c_id end
-      while true do
-        if budget <= 0 then
-          H.write_armed(string.format('%d:\n%d\n%s\n%s\n%s', till, from, t, due_at or '', id_at or ''))
-          return armed, now_ms
-        end
-        -- Each read counts, so many topics with nothing to arm still end a call.
-        local n = math.min(budget, 100)
-        budget = budget - 1
-        local got
-        if id_at then
-          local start = rank_after(due_at, id_at, key)
-          got = redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
-        else
-          got = redis.call('ZRANGE', key, string.format('(%d', from), till, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
-        end
-        local ended = #got < 2 * n
-        for i = 1, #got, 2 do
-          local due = tonumber(got[i + 1])
-          if due > till then ended = true; break end
-          local id = got[i]
-          -- A stale entry (an older build moved its job) gets no key.
-          if due > from and due > now_ms and not redis.call('HGET', job_key(id), STATE) then
-            redis.call('SET', trigger_key(id), 1, 'PXAT', due)
-          end
-          due_at, id_at, armed, budget = due, id, armed + 1, budget - 1
-        end
-        if ended then break end
-      end
-    end
-  end
-  H.write_armed(string.format('%d', till))
-  return armed, till - half
-end
-
--- The sweep's arming, after it moved what is due. While the watermark is
--- at least half the horizon ahead, nothing: one GET, no write. Otherwise
--- trigger keys for the delayed jobs after the watermark due within the
--- horizon (`horizon` ms from `now_ms`), at most `limit` schedule entries
--- looked at, then the watermark moved past them. A watermark behind
--- `now_ms` restarts at now: what is due is the sweep's to move.
--- Returns the entries looked at and when (Redis ms) to arm again: once the
--- watermark is half the horizon away, or now if a batch was full.
-local function arm_ahead(now_ms, horizon, limit)
-  local half = math.floor(horizon / 2)
-  local upto, after = armed_upto()
-  -- No sweep writes one further ahead than its horizon (a day at most):
-  -- beyond two days it is an operator's or a clock's jump, and restarts.
-  if upto == nil or upto < now_ms or upto > now_ms + 2 * 86400000 then
-    upto, after = now_ms, nil
-  elseif not after and upto >= now_ms + half then
-    return 0, upto - half
-  end
-  -- A walk of the other layout (the flag changed under it) starts again
-  -- from now: what it armed stays armed, what it had not is walked.
-  local topics_walk = after and string.sub(after, 1, 1) == '\n'
-  if after and topics_walk ~= H.split() then upto, after = now_ms, nil end
-  if H.split() then
-    if after then return H.arm_topics(now_ms, half, limit, nil, upto, string.sub(after, 2)) end
-    return H.arm_topics(now_ms, half, limit, upto, math.max(now_ms + horizon, upto), nil)
-  end
-  local till = math.max(now_ms + horizon, upto)
-  local got
-  if after then
-    -- Resume after the last id armed (see rank_after).
-    local start = rank_after(upto, after)
-    got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
-  else
-    got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
-  end
-  local seen, last_id, last_due = 0, nil, nil
-  for i = 1, #got, 2 do
-    local due = tonumber(got[i + 1])
-    if due > till then break end
-    local id = got[i]
-    -- A delayed job has no state field; a lease's end gets no key.
-    if due > now_ms and not redis.call('HGET', job_key(id), STATE) then
-      redis.call('SET', trigger_key(id), 1, 'PXAT', due)
-    end
-    seen, last_id, last_due = seen + 1, id, due
-  end
-  if seen == limit then
-    H.write_armed(string.format('%d:%s', last_due, last_id))
-    return seen, now_ms
-  end
-  H.write_armed(string.format('%d', till))
-  return seen, till - half
+  return lo
 end
 
 -- `topic` nil: no job behind the entry, so no topic schedule holds it.

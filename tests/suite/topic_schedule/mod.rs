@@ -721,6 +721,7 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
 }
 
 mod backfill;
+mod many_topics;
 mod split;
 
 /// A sweep moving jobs of several topics in one dispatch call takes them
