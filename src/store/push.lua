@@ -28,7 +28,7 @@
 -- the back of its line. That costs make_ready's HSET, LPUSH (or G.push)
 -- instead of the schedule's ZADDs and trigger key, and one PUBLISH a topic.
 -- A scheduled job that ties (another of its topic due in that ms) takes
--- its push order in its HSET (H.tie_seq: one ZRANGE per topic and due time
+-- its push order in its HSET (H.tie_seq: one ZCOUNT per topic and due time
 -- a call, one INCRBY a call, one field of about 9 bytes per tied job).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push,
 -- new_head (which also ends the leader's term by the new due time).
