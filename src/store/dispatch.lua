@@ -326,18 +326,22 @@ for k, id in ipairs(ids) do
 end
 
 -- Into their lines in (due, push order): the schedules list a
--- millisecond's jobs by id. Sorted only when out of that order (O(n log n)
--- Lua comparisons then; none for a call without ties).
+-- millisecond's jobs by id. Order matters within a topic only: sorted only
+-- when a topic's jobs are out of that order (O(n log n) Lua comparisons
+-- then, about 2.6 us a job for a thousand; none for a call without ties).
 local function before(a, b)
   if a[1] ~= b[1] then return a[1] < b[1] end
   if a[2] ~= b[2] then return a[2] < b[2] end
   return a[3] < b[3]
 end
-for i = 2, #movers do
-  if before(movers[i], movers[i - 1]) then
+local last = {}
+for _, m in ipairs(movers) do
+  local p = last[m[5]]
+  if p and (m[1] < p[1] or (m[1] == p[1] and m[2] < p[2])) then
     table.sort(movers, before)
     break
   end
+  last[m[5]] = m
 end
 for _, m in ipairs(movers) do
   make_ready(m[4], m[5], DELAYED, m[1], m[6], m[7])
