@@ -17,7 +17,9 @@ between rounds): JOBS plain jobs (default 400; 36-char ids, 64-byte
 bodies) pushed BATCH a call (default 50), dispatched (the sweep), popped
 BATCH a call and finished with their lease tokens BATCH a call. The
 environment sets JOBS, BATCH, LAYOUT (the storage layout the round runs
-in, e.g. 3) and DISPATCH (sweep, or events: a dispatch call per job). A phase's time is
+in, e.g. 3), DISPATCH (sweep, or events: a dispatch call per job), DELAY
+(ms, default 0: every job of a batch due in the same ms, a tie) and STEP
+(ms added to the delay per job, default 0; 1: every job its own ms). A phase's time is
 `cmdstat_fcall`'s usec over it (the scripts' own run time, commands inside
 included; no network, no fsync), per job. The figure per build is the
 minimum over the rounds (the least disturbed by anything else on the
@@ -52,6 +54,8 @@ LAYOUT = os.environ.get("LAYOUT")
 # them all, or "events", one dispatch call per job naming its id, as the
 # expired-event subscriber makes them (builds with the armed convention).
 DISPATCH = os.environ.get("DISPATCH", "sweep")
+# Each job's delay (ms): DELAY + STEP * its number.
+DELAY, STEP = int(os.environ.get("DELAY", 0)), int(os.environ.get("STEP", 0))
 PHASES = ("push", "dispatch", "pop", "finish")
 
 
@@ -127,10 +131,11 @@ def life(r, build, rnd):
         args = []
         for i in range(start, start + BATCH):
             job_id = f"{rnd:08d}-aaaa-bbbb-cccc-{i:012d}"
-            args += [job_id, "orders", "x" * 64, 30000, 0, -1, "", 0, "replace"] + extra
+            args += [job_id, "orders", "x" * 64, 30000, DELAY + STEP * i, -1, "", 0, "replace"] + extra
         pushes.append(fcall(build, "push", args))
     phase("push", pushes)
-    time.sleep(0.005)  # due times round up to the next ms: all due now
+    # Delays count from the next ms: all due after this.
+    time.sleep(0.005 + (DELAY + STEP * JOBS) / 1000)
     horizon = [0] if conv == "armed" else []
     if DISPATCH == "events":
         ids = [f"{rnd:08d}-aaaa-bbbb-cccc-{i:012d}" for i in range(JOBS)]

@@ -85,6 +85,8 @@
 //! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |
 //! |                          |        | (ms), beside the schedule; a topic's listing  |
 //! |                          |        | and next due time read it                     |
+//! | `{p}:seq`                | string | the last push order given to a job that ties  |
+//! |                          |        | (field `i`; see lib/order.lua, H.tie_seq)     |
 //! | `{p}:heads`              | zset   | topic -> the due time (ms) of its topic       |
 //! |                          |        | schedule's head, the way to due topics in     |
 //! |                          |        | O(log T); `heads:again`: see H.mark_passed    |
@@ -101,6 +103,7 @@ use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MA
 mod body;
 mod group;
 mod keys;
+mod order;
 
 pub use body::{LAYOUT_READ, PIECE_BYTES};
 pub(crate) use keys::hash_tag;
@@ -154,6 +157,8 @@ pub mod kind {
     pub const INDEXED: &str = "indexed";
     /// Each topic's earliest delayed due time (`H.add`); `heads:again`: `H.mark_passed`.
     pub const HEADS: &str = "heads";
+    /// The last push order given to a job that ties (`H.tie_seq`).
+    pub const SEQ: &str = "seq";
     /// The layout writers write (see [`super::LAYOUT_READ`]).
     pub const LAYOUT: &str = "layout";
     /// A group's line of ready jobs (a zset, `gready:<topic>\n<group>`: no
@@ -232,6 +237,9 @@ pub mod field {
     pub const PROGRESS: &str = "n";
     /// Groups: the job's group key; absent without a group.
     pub const GROUP: &str = "o";
+    /// Its push order among its topic's jobs due in the same ms; absent on
+    /// a job alone at its due time when scheduled (it goes first).
+    pub const SEQ: &str = "i";
 
     /// Every field but BODY: what a listing reads first (a body is read
     /// only if it fits the page, see `store::read`).
@@ -258,6 +266,7 @@ pub mod field {
         CANCELLED,
         PROGRESS,
         GROUP,
+        SEQ,
     ];
 }
 
@@ -440,6 +449,7 @@ pub(crate) fn lua_prelude() -> String {
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
     out.push_str(&body::lua_table());
     out.push_str(&group::lua_table());
+    out.push_str(&order::lua_table());
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
         "local MAX_PROGRESS_BYTES = {MAX_PROGRESS_BYTES}\n"
@@ -461,9 +471,12 @@ pub(crate) fn lua_prelude() -> String {
 /// Every value the scripts must name through the prelude.
 #[cfg(test)]
 pub(crate) fn values() -> impl Iterator<Item = &'static str> {
-    (LUA_NAMES.iter().chain(group::LUA_NAMES))
-        .map(|(_, v)| *v)
-        .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])
+    (LUA_NAMES
+        .iter()
+        .chain(group::LUA_NAMES)
+        .chain(order::LUA_NAMES))
+    .map(|(_, v)| *v)
+    .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])
 }
 
 /// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".
@@ -479,22 +492,4 @@ pub fn read_ready_notice(payload: &str) -> Option<(usize, &str)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn all_but_body_names_every_job_field_but_the_body() {
-        let src = include_str!("layout.rs");
-        let block = &src[src.find("pub mod field {").unwrap()..];
-        let block = &block[..block.find("    pub const ALL_BUT_BODY").unwrap()];
-        let mut values: Vec<&str> = block
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("pub const "))
-            .filter_map(|l| l.split('"').nth(1))
-            .collect();
-        values.retain(|v| *v != field::BODY);
-        let mut listed = field::ALL_BUT_BODY.to_vec();
-        values.sort_unstable();
-        listed.sort_unstable();
-        assert_eq!(values, listed);
-    }
-}
+mod tests;

@@ -32,6 +32,7 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/ready", include_str!("lib/ready.lua")),
     ("lib/counts", include_str!("lib/counts.lua")),
     ("lib/tags", include_str!("lib/tags.lua")),
+    ("lib/order", include_str!("lib/order.lua")),
     ("lib/schedule", include_str!("lib/schedule.lua")),
     ("lib/arming", include_str!("lib/arming.lua")),
     ("lib/dedup", include_str!("lib/dedup.lua")),
@@ -104,6 +105,7 @@ struct EvalScript {
 fn wrapper(name: &str) -> String {
     format!(
         "P, SCHEDULE, NOW, COUNTS, BODIES.layout, H.armed, H.heads_later = ARGV[1], KEYS[1], nil, {{}}, nil, nil, nil\n\
+         H.ties, H.seq, H.seq_room = nil, nil, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = CALL.past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\

@@ -17,11 +17,19 @@
 -- ZADD of the heads for the call (each topic's earliest); a traced
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
--- Touches: job hashes (a replaced job's log goes), trigger keys, schedule, count hash; an existing
+-- Touches: job hashes (a replaced job's log goes), trigger keys, schedule,
+-- count hash, the push order ({p}:seq, when a job ties); an existing
 -- job's ready list (of its priority, and the topic's levels) or dead set;
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
 -- job without tags). Publishes: wake (when one of the jobs is the
--- new earliest).
+-- new earliest), ready (one notice per topic with jobs due already).
+-- A job due already (no delay, or an absolute time now or past) is made
+-- ready here, not scheduled: ready when the reply returns (issue 49), at
+-- the back of its line. That costs make_ready's HSET, LPUSH (or G.push)
+-- instead of the schedule's ZADDs and trigger key, and one PUBLISH a topic.
+-- A scheduled job that ties (another of its topic due in that ms) takes
+-- its push order in its HSET (H.tie_seq: one ZCOUNT per topic and due time
+-- a call, one INCRBY a call, one field of about 9 bytes per tied job).
 -- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push,
 -- new_head (which also ends the leader's term by the new due time).
 --
@@ -49,7 +57,9 @@
 -- atomic step. An existing job is taken out of wherever it is (schedule,
 -- ready list, lease, dead set) and rewritten in place, so there is never a
 -- second copy, and a stale lease can no longer finish it. No due time is
--- before Redis time (a past absolute time means now). Many jobs per call is
+-- before Redis time's millisecond (a past absolute time means now); jobs
+-- of a topic due in the same millisecond become ready in the order pushed
+-- (dispatch.lua). Many jobs per call is
 -- how delayq pays Redis's cost of a call once for all the pushes that
 -- arrive together.
 local n = (#ARGV - 1) / PUSH_ARGS
@@ -101,29 +111,44 @@ for j = 1, n do
 end
 local reply = { DONE }
 local scheduled = {}
--- The topics' heads once at the end, not once a job.
+-- Jobs made ready at once, per topic (in the order first met): one notice each.
+local readied, readied_topics = {}, {}
+-- The topics' heads once at the end, not once a job; the push order of
+-- ties reserved once for the whole call.
 H.heads_later = {}
+H.seq_room = n
 for j = 1, n do
   local a = 1 + (j - 1) * PUSH_ARGS
-  local id = ARGV[a + 1]
+  local id, topic = ARGV[a + 1], ARGV[a + 2]
   local x = extras[j]
   local status, due, put, jid
   if x and x.dedup then
-    status, due, put, jid = dedup_push(id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], dues[j],
-      ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x)
+    status, due, put, jid = dedup_push(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
+      ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x, true)
   else
-    status, due, put = upsert(id, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], dues[j],
-      ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x)
+    status, due, put = upsert(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
+      ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x, true)
   end
   reply[#reply + 1] = status
   reply[#reply + 1] = due
   reply[#reply + 1] = 0
   local slot = #reply
   if status == DEDUPLICATED or status == DEBOUNCED then reply[#reply + 1] = jid end
-  if put then scheduled[jid or id] = slot end
-  if put and EVENTS > 0 then emit(EV_PUSHED, jid or id, ARGV[a + 2], 0, due) end
+  -- Due already: upsert made it ready (see due_time).
+  local now_ready = put and H.due_now(due)
+  if now_ready then
+    if not readied[topic] then readied[topic] = 0; readied_topics[#readied_topics + 1] = topic end
+    readied[topic] = readied[topic] + 1
+  elseif put then
+    scheduled[jid or id] = slot
+  end
+  if put and EVENTS > 0 then
+    emit(EV_PUSHED, jid or id, topic, 0, due)
+    if now_ready then emit(EV_FIRED, jid or id, topic, 0, due) end
+  end
 end
 H.write_heads()
+for _, topic in ipairs(readied_topics) do notify_ready(topic, readied[topic]) end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.
 local dues = {}

@@ -434,3 +434,70 @@ async fn pops_of_large_bodies_are_bounded_in_bytes_and_strand_nothing() {
     assert_eq!(c.ready, 200 - delivered);
     q.close().await;
 }
+
+/// A push with no delay (or an absolute time now or past) is ready when
+/// its reply returns (issue 49): a pop without waiting, sent right after,
+/// gets it every time. The queue itself does not dispatch, so nothing but the push can have
+/// made it ready. (Its due time was rounded up to the next millisecond,
+/// and a pop right after found nothing 12-124 times in 200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_with_no_delay_is_ready_when_its_reply_returns() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(delayq::Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    let t = topics(&["now"]);
+    let mut missed = 0;
+    for i in 0..200 {
+        let now = redis.time_ms().await;
+        let j = match i % 4 {
+            // An absolute time just past, or long past.
+            1 => NewJob {
+                due_at_ms: Some(now),
+                ..job(&format!("n{i}"), "now", 0, 60_000)
+            },
+            2 => NewJob {
+                due_at_ms: Some(now - 60_000),
+                ..job(&format!("n{i}"), "now", 0, 60_000)
+            },
+            _ => job(&format!("n{i}"), "now", 0, 60_000),
+        };
+        let pushed = q.push(&j).await.unwrap();
+        assert!(pushed.due_ms <= redis.time_ms().await, "{pushed:?}");
+        let got = q.try_pop(&t, 1).await.unwrap();
+        match got.first() {
+            Some(d) => {
+                assert_eq!(d.id, j.id);
+                q.finish(&d.id, &d.token).await.unwrap();
+            }
+            None => missed += 1,
+        }
+    }
+    assert_eq!(
+        missed, 0,
+        "pops right after a push with no delay found nothing"
+    );
+
+    // The compatible API keeps the original's range, delay 1 s and more:
+    // delay 0 is refused, naming it, and stores nothing.
+    let s = TestServer::start(q.clone(), delayq::http::ServerConfig::default()).await;
+    let v = post(
+        &s.base,
+        "/push",
+        r#"{"topic":"now","id":"c0","delay":0,"ttr":60}"#,
+    )
+    .await;
+    assert_eq!(v["code"], 1, "{v}");
+    assert!(v["message"].as_str().unwrap().contains("delay"), "{v}");
+    assert!(q.get("c0").await.unwrap().is_none());
+    s.stop().await;
+    // A delay of a millisecond waits for its time: never early.
+    q.push(&job("later", "now", 1, 60_000)).await.unwrap();
+    assert_eq!(
+        q.get("later").await.unwrap().unwrap().state,
+        JobState::Delayed
+    );
+    q.close().await;
+}

@@ -565,3 +565,177 @@ async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
     let plain = commands_per_pop(&redis, "t", n).await;
     assert_eq!(plain.round() as i64, expected, "{plain}");
 }
+
+/// One dispatch call of at most `limit` jobs, made here (the queue under
+/// test does not dispatch): with `ids`, as for their expired trigger keys;
+/// without, a sweep. How many jobs it moved.
+async fn dispatch_once(redis: &RedisServer, limit: usize, ids: &[&str]) -> i64 {
+    use delayq::testing::{call, dispatch, Keys};
+    let path = script_path(redis, &dispatch::SCRIPT).await;
+    let mut args = redis::Cmd::new();
+    args.arg(limit).arg(1000).arg(86_400_000).arg(0).arg(0);
+    for id in ids {
+        args.arg(*id);
+    }
+    let cmd = call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    match reply[2] {
+        redis::Value::Int(n) => n,
+        ref v => panic!("dispatch replied {v:?}"),
+    }
+}
+
+/// Sweeps of at most `limit` jobs until one moves nothing.
+async fn sweep_all(redis: &RedisServer, limit: usize) {
+    while dispatch_once(redis, limit, &[]).await > 0 {}
+}
+
+/// A queue that pushes and pops but leaves dispatch to the test, in
+/// `layout` ("1 held", "3 held"), and the Redis time (ms) at which the
+/// jobs `same_ms` pushes fall due.
+async fn held_queue(redis: &RedisServer, layout: &str) -> (Queue, i64) {
+    let _: () = redis.cmd(&["SET", "{dq}:layout", layout]).await;
+    let q = Queue::connect(Config {
+        dispatch: false,
+        ..config(redis)
+    })
+    .unwrap();
+    (q, redis.time_ms().await + 400)
+}
+
+/// Pushes, all due at `at` in topic "same", whose ids sort against the
+/// order they are pushed in: a batch of three, a batch of ten, single
+/// pushes, a priority-1 batch and (with `groups`: layout 1 takes none) a
+/// group's batch. Returns the order in which a drain must hand them out:
+/// priority 0 in push order, then priority 1 in push order, then the
+/// group's line in push order.
+async fn same_ms(q: &Queue, at: i64, groups: bool) -> Vec<String> {
+    let at_job = |id: &str, priority: u8, group: Option<&str>| NewJob {
+        due_at_ms: Some(at),
+        priority,
+        group: group.map(str::to_owned),
+        ..job(id, "same", 0, 60_000)
+    };
+    let mut want = Vec::new();
+    let mut batch = |ids: Vec<String>, priority: u8, group: Option<&str>| {
+        want.push((priority, group.is_some(), ids.clone()));
+        ids.iter()
+            .map(|id| at_job(id, priority, group))
+            .collect::<Vec<_>>()
+    };
+    let mut calls = vec![
+        batch(
+            vec!["z-first".into(), "a-second".into(), "m-third".into()],
+            0,
+            None,
+        ),
+        batch((1..=10).map(|i| format!("rl-{i}")).collect(), 0, None),
+        batch(vec!["y-single".into()], 0, None),
+        batch(vec!["b-single".into()], 0, None),
+        batch(vec!["p-z".into(), "p-a".into()], 1, None),
+    ];
+    if groups {
+        calls.push(batch(
+            vec!["g-z".into(), "g-a".into(), "g-m".into()],
+            0,
+            Some("g"),
+        ));
+    }
+    for jobs in &calls {
+        push_all(q, jobs).await;
+    }
+    // Grouped jobs after the ungrouped ones; by priority among those.
+    want.sort_by_key(|(priority, grouped, _)| (*grouped, *priority));
+    want.into_iter().flat_map(|(_, _, ids)| ids).collect()
+}
+
+/// Waits until Redis's clock has passed `at`.
+async fn past(redis: &RedisServer, at: i64) {
+    eventually(LIMIT, "Redis's clock past the due time", || async {
+        (redis.time_ms().await > at).then_some(())
+    })
+    .await;
+}
+
+/// Jobs that fall due in the same millisecond become ready in the order
+/// they were pushed (issue 49): within one push call and across calls,
+/// within each priority level and a group's line, whether a sweep moves
+/// them or the expired event of one of them, in layouts 1 and 3. (The ids
+/// sort against push order: a schedule's ties, by id, handed out
+/// "a-second" before "z-first", and "rl-10" before "rl-2".) Layout 2
+/// schedules as layout 1 does, and takes groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_due_in_the_same_millisecond_become_ready_in_push_order() {
+    for layout in ["1 held", "2 held", "3 held"] {
+        for by_event in [false, true] {
+            let redis = RedisServer::start();
+            let (q, at) = held_queue(&redis, layout).await;
+            let want = same_ms(&q, at, layout != "1 held").await;
+            past(&redis, at).await;
+            if by_event {
+                // The event of a job pushed in the middle comes first.
+                dispatch_once(&redis, 1000, &["rl-5"]).await;
+            }
+            sweep_all(&redis, 1000).await;
+            assert_eq!(
+                drain(&q, "same").await,
+                want,
+                "layout {layout}, by event: {by_event}"
+            );
+            q.close().await;
+        }
+    }
+}
+
+/// The issue's recipe on a dispatching queue: a batch of three with one
+/// delay pops first in, first out, whichever dispatch path moved it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_one_delay_pops_in_push_order() {
+    for layout in ["1 held", "3 held"] {
+        let redis = RedisServer::start();
+        let _: () = redis.cmd(&["SET", "{dq}:layout", layout]).await;
+        let q = queue(&redis);
+        for round in 0..5 {
+            let topic = format!("batch{round}");
+            let ids = ["z-first", "a-second", "m-third"].map(|id| format!("{id}-{round}"));
+            let jobs: Vec<NewJob> = ids.iter().map(|id| job(id, &topic, 300, 60_000)).collect();
+            push_all(&q, &jobs).await;
+            ready(&q, &topic, 3).await;
+            assert_eq!(
+                drain(&q, &topic).await,
+                ids,
+                "layout {layout}, round {round}"
+            );
+        }
+        q.close().await;
+    }
+}
+
+/// A dispatch call stops at its limit: one that would cut a millisecond's
+/// jobs of a topic in two leaves that millisecond whole to the next call,
+/// so the order holds across calls (here 3 calls of at most 10 jobs, over
+/// 8 jobs due at one time and 8 at the next).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_limit_does_not_cut_a_milliseconds_order() {
+    for layout in ["1 held", "3 held"] {
+        let redis = RedisServer::start();
+        let (q, at) = held_queue(&redis, layout).await;
+        let mut want = Vec::new();
+        for (k, due) in [at, at + 1].into_iter().enumerate() {
+            // Ids sorting against push order: "j0-7" is pushed first.
+            let jobs: Vec<NewJob> = (0..8)
+                .rev()
+                .map(|i| NewJob {
+                    due_at_ms: Some(due),
+                    ..job(&format!("j{k}-{i}"), "cut", 0, 60_000)
+                })
+                .collect();
+            want.extend(jobs.iter().map(|j| j.id.clone()));
+            push_all(&q, &jobs).await;
+        }
+        past(&redis, at + 1).await;
+        sweep_all(&redis, 10).await;
+        assert_eq!(drain(&q, "cut").await, want, "layout {layout}");
+        q.close().await;
+    }
+}

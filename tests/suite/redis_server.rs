@@ -310,13 +310,15 @@ impl RedisServer {
     /// own running: the partition leader's term, instance heartbeats, the
     /// expired-events canary, which lives 50 ms, the trigger keys'
     /// watermark, the topic schedules' backfill mark, the storage layout's
-    /// flag): what a refused request must leave as it was.
+    /// flag, the counter of ties' push order): what a refused request must
+    /// leave as it was.
     pub async fn data_keys(&self) -> i64 {
         const COUNT: &str = "local n = 0 \
             for _, k in ipairs(redis.call('KEYS', '*')) do \
               if not (string.find(k, ':dispatcher$') or string.find(k, ':instance') \
                       or string.find(k, ':canary:') or string.find(k, ':armed$') \
-                      or string.find(k, ':indexed$') or string.find(k, ':layout$')) then n = n + 1 end \
+                      or string.find(k, ':indexed$') or string.find(k, ':layout$') \
+                      or string.find(k, ':seq$')) then n = n + 1 end \
             end return n";
         self.cmd(&["EVAL", COUNT, "0"]).await
     }

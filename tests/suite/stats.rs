@@ -164,13 +164,14 @@ async fn backlog_ages_appear_and_held_says_paused_or_rate() {
 #[tokio::test]
 async fn overdue_delayed_jobs_show_how_long_they_are_overdue() {
     let redis = RedisServer::start();
-    // No instance dispatches: due jobs stay delayed, overdue.
+    // No instance dispatches: due jobs stay delayed, overdue. (A delay of
+    // 1 ms: a push with none is ready at once.)
     let q = Queue::connect(Config {
         dispatch: false,
         ..config(&redis)
     })
     .unwrap();
-    q.push(&job("o1", "late", 0, 60_000)).await.unwrap();
+    q.push(&job("o1", "late", 1, 60_000)).await.unwrap();
     q.push(&job("o2", "later", 3_600_000, 60_000))
         .await
         .unwrap();
@@ -222,8 +223,9 @@ async fn lateness_percentiles_come_from_every_instance_s_buckets() {
     assert_eq!(l["window_s"], 3600);
     assert_eq!(v["lateness_ms"]["samples"], 100, "{v}");
 
-    // A real hand-over counts too, by topic.
-    a.push(&job("now", "lt2", 0, 60_000)).await.unwrap();
+    // A real hand-over counts too, by topic. (A delay of 1 ms: a push
+    // with none is ready at once, no hand-over.)
+    a.push(&job("now", "lt2", 1, 60_000)).await.unwrap();
     eventually(LIMIT, "the hand-over's lateness in Redis", || async {
         let (_, v) = get_json(&s.base, "/v1/topics").await;
         (v["topics"]["lt2"]["lateness_ms"]["samples"] == 1 && v["lateness_ms"]["samples"] == 101)
@@ -266,8 +268,10 @@ async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
     let cluster = TestCluster::start_with(3, 0, &node_config());
     let q = Queue::connect(cluster_config(&cluster, 6)).unwrap();
     q.check_connection().await.unwrap();
+    // A delay of 1 ms: each job handed over from the schedule (a push with
+    // none is ready at once, no hand-over to measure).
     let jobs: Vec<_> = (0..30)
-        .map(|i| job(&format!("c-{i}"), "cl", 0, 60_000))
+        .map(|i| job(&format!("c-{i}"), "cl", 1, 60_000))
         .collect();
     for r in q.push_many(&jobs).await.unwrap() {
         r.unwrap();

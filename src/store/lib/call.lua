@@ -48,8 +48,8 @@ local function dead_key(topic) return P .. DEAD_KEY .. topic end
 local function log_key(id) return P .. LOG_KEY .. id end
 -- A topic's own schedule: its delayed jobs only, id -> due ms.
 local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
--- The topic schedules' heads and the layouts' due times (lib/schedule.lua).
-local H = {}
+-- H, the topic schedules' heads and the layouts' due times
+-- (lib/schedule.lua), is made in the prelude, with its names from layout.rs.
 
 -- A job's state as stored: absent means delayed.
 local function state_of(stored) return stored or DELAYED end
@@ -127,14 +127,23 @@ local function invalid(message)
 end
 
 -- The due time (ms) for an absolute time `at_ms` (if >= 0) or a delay from
--- now, rounded up to the next millisecond of Redis time: never early, and a
--- past absolute time means now. Returns nil and what is wrong for a time
--- beyond MAX_TIME_MS, for the caller to refuse before its first write.
+-- now. No delay, or an absolute time now or past, means the millisecond
+-- Redis time is in: due already, so a push makes the job ready at once
+-- (H.due_now). A delay is counted from the next millisecond: never early.
+-- Returns nil and what is wrong for a time beyond MAX_TIME_MS, for the
+-- caller to refuse before its first write.
 local function due_time(delay_ms, at_ms)
-  local now = math.ceil(now_us() / 1000)
+  local now = math.floor(now_us() / 1000)
   at_ms = tonumber(at_ms)
+  delay_ms = tonumber(delay_ms)
   local due
-  if at_ms >= 0 then due = math.max(at_ms, now) else due = now + tonumber(delay_ms) end
+  if at_ms >= 0 then
+    due = math.max(at_ms, now)
+  elseif delay_ms > 0 then
+    due = math.ceil(now_us() / 1000) + delay_ms
+  else
+    due = now
+  end
   if due > MAX_TIME_MS then
     return nil, 'due time ' .. string.format('%.0f', due) .. ' ms is after the latest allowed, ' .. string.format('%.0f', MAX_TIME_MS) .. ' ms (year 9999-12-31)'
   end

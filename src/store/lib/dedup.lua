@@ -57,10 +57,10 @@ end
 
 -- upsert's work for a push with a dedup key. Returns status (upsert's, or
 -- DEDUPLICATED, DEBOUNCED), due_ms, whether a job went into the schedule,
--- and the id of the job the push created or met. Commands: a GET, then at
+-- and the id of the job the push created or met. `at_once`: upsert's. Commands: a GET, then at
 -- most one dedup_live, one upsert, one SET (and one HSET for simple): O(1)
 -- beyond what upsert costs.
-local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
+local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
   local d = extra.dedup
   local rkey = dedup_record(d.key)
   local m, n, old = dedup_parse(redis.call('GET', rkey), d.mode)
@@ -73,7 +73,7 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
       local state, at = dedup_live(old)
       if state then return DEDUPLICATED, at or 0, false, old end
     end
-    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
     if status ~= KEPT then
       redis.call('SET', rkey, DEDUP_LETTER.throttle .. string.format('%.0f', at) .. ' ' .. id, 'PX', d.window_ms)
     end
@@ -84,7 +84,7 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
       local state, at = dedup_live(old)
       if state then return DEDUPLICATED, at or 0, false, old end
     end
-    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+    local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
     if status ~= KEPT then
       redis.call('SET', rkey, '0 ' .. id)
       redis.call('HSET', job_key(id), DEDUP, d.key)
@@ -102,13 +102,13 @@ local function dedup_push(id, topic, body, ttr, due, retry, max, mode, extra)
       local start = n
       if foreign then start = now end
       if d.max_wait_ms then due = math.max(math.min(due, start + d.max_wait_ms), now) end
-      local _, at, put = upsert(old, topic, body, ttr, due, retry, max, 'replace', extra)
+      local _, at, put = upsert(old, topic, body, ttr, due, retry, max, 'replace', extra, at_once)
       redis.call('SET', rkey, DEDUP_LETTER.debounce .. string.format('%.0f', start) .. ' ' .. old, 'PX', d.window_ms)
       return DEBOUNCED, at, put, old
     end
   end
   if d.max_wait_ms then due = math.min(due, now + d.max_wait_ms) end
-  local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+  local status, at, put = upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
   if status ~= KEPT then
     redis.call('SET', rkey, DEDUP_LETTER.debounce .. string.format('%.0f', now) .. ' ' .. id, 'PX', d.window_ms)
   end

@@ -90,7 +90,13 @@ function H.due(id, topic)
   return redis.call('ZSCORE', topic_schedule_key(topic), id)
 end
 
-local function schedule(id, due, topic)
+-- `seq`: the job's SEQ is written already (nil: look for a tie here, and
+-- write it when there is one).
+local function schedule(id, due, topic, seq)
+  if seq == nil then
+    seq = H.tie_seq(topic, due)
+    if seq then redis.call('HSET', job_key(id), H.SEQ, seq) end
+  end
   if not H.split() then redis.call('ZADD', SCHEDULE, due, id) end
   H.add(topic, due, id)
   local upto = H.armed_upto()
@@ -260,7 +266,9 @@ end
 -- (for a kept job, its own), and whether the job went into the schedule.
 -- `extra` (a table or nil) is what the job asks beyond the basics (push.lua's
 -- extra argument): each feature reads its own field of it.
-local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
+-- `at_once`: a job due already becomes ready here, not scheduled (a push:
+-- the caller announces it).
+local function upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
   local job = job_key(id)
   -- A new id (the usual push) asks its absent hash for three fields only;
   -- a replace reads the priority (detach, if ready) and tags besides.
@@ -277,12 +285,20 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     untag(id, redis.call('HGET', job, TAGS))
     redis.call('DEL', job, log_key(id))
   end
+  local ready = at_once and H.due_now(due)
+  -- Its push order, if it ties (false: none), in the same HSET.
+  local seq = not ready and H.tie_seq(topic, due) or false
   -- One HSET whatever the fields: a policy's fields only when it has them.
   if retry == '' and max == '0' and not extra then
     -- A plain job, most of them: no table of fields to build and unpack.
-    redis.call('HSET', job, TOPIC, topic, TTR, ttr, BODIES.fields(body))
+    if seq then
+      redis.call('HSET', job, TOPIC, topic, TTR, ttr, H.SEQ, seq, BODIES.fields(body))
+    else
+      redis.call('HSET', job, TOPIC, topic, TTR, ttr, BODIES.fields(body))
+    end
   else
     local fields = { TOPIC, topic, TTR, ttr, BODIES.fields(body) }
+    if seq then fields[#fields + 1] = H.SEQ; fields[#fields + 1] = seq end
     if retry ~= '' then fields[#fields + 1] = RETRY; fields[#fields + 1] = retry end
     if max ~= '0' then fields[#fields + 1] = MAX; fields[#fields + 1] = max end
     -- Priorities: stored only when not the default (push.lua checked it).
@@ -305,8 +321,12 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra)
     end
     redis.call('HSET', job, unpack(fields))
   end
-  schedule(id, due, topic)
   count(DELAYED, topic, 1)
+  if ready then
+    make_ready(id, topic, DELAYED, due, level_of(extra and extra.priority), extra and extra.group or false)
+  else
+    schedule(id, due, topic, seq)
+  end
   return status, due, true
 end
 

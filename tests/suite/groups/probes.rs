@@ -42,11 +42,11 @@ async fn grouped_jobs_with_pieced_bodies_list_pop_cancel_and_keep_finished() {
         .list_jobs("t", delayq::JobState::Ready, None, 10)
         .await
         .unwrap();
-    // Listed in hand-out order (jobs due at one instant: by id), each
+    // Listed in hand-out order (pushed with no delay: in push order), each
     // body whole.
     let listed: Vec<(String, String, Option<String>)> =
         page.into_iter().map(|j| (j.id, j.body, j.group)).collect();
-    let order = [100, 1000, 1024, 65];
+    let order = lens;
     let want: Vec<(String, String, Option<String>)> = order
         .iter()
         .map(|&n| (format!("p{n}"), body(n), Some(key.clone())))
@@ -58,7 +58,7 @@ async fn grouped_jobs_with_pieced_bodies_list_pop_cancel_and_keep_finished() {
         Some(delayq::JobState::Ready)
     );
     let mut last = None;
-    for n in [1000, 1024, 65] {
+    for n in [65, 1000, 1024] {
         let d = pop1(&q, "t").await.unwrap();
         assert_eq!((d.id.clone(), d.body.clone()), (format!("p{n}"), body(n)));
         if n == 65 {

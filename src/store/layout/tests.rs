@@ -1,0 +1,20 @@
+//! layout.rs's own checks.
+
+use super::*;
+
+#[test]
+fn all_but_body_names_every_job_field_but_the_body() {
+    let src = include_str!("../layout.rs");
+    let block = &src[src.find("pub mod field {").unwrap()..];
+    let block = &block[..block.find("    pub const ALL_BUT_BODY").unwrap()];
+    let mut values: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    values.retain(|v| *v != field::BODY);
+    let mut listed = field::ALL_BUT_BODY.to_vec();
+    values.sort_unstable();
+    listed.sort_unstable();
+    assert_eq!(values, listed);
+}
