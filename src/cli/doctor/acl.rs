@@ -38,11 +38,7 @@ pub async fn check(t: &Target) -> Check {
     } else {
         &[]
     };
-    let probes: Vec<&Probe> = scripts
-        .iter()
-        .chain(acl::PROBES)
-        .chain(cluster)
-        .collect();
+    let probes: Vec<&Probe> = scripts.iter().chain(acl::PROBES).chain(cluster).collect();
     let mut conn = t.conn.clone();
     let (how, refused) =
         acl::permissions(&mut conn, &t.client, &probes, &key, &channel, &lib, true).await;
