@@ -106,7 +106,7 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     let (ok, out, err) = delayq_cli(&s.base, &["get", "order-1001"]).await;
     assert!(ok, "{err}");
     assert!(
-        out.contains("finished") && out.contains("finished_at_ms"),
+        out.contains("state: finished") && out.contains("finished at:"),
         "{out}"
     );
 
