@@ -12,6 +12,12 @@ use delayq::testing::{call, dispatch, Keys};
 /// over 1,000: wide, so that a busy machine cannot reach it.
 const MOST_RATIO: f64 = 5.0;
 
+/// The same for a page of 1, whose calls take 100-200 us, so that a
+/// server's own work beside them weighs more: on Valkey 9 the median page
+/// over 30,000 topics measured 1-7x the page over 1,000 (Redis 7.0:
+/// 0.8-2x). Reading every head, as the listing did, is 171x.
+const MOST_PAGE_RATIO: f64 = 20.0;
+
 /// A queue on layout 3 (held) that runs no sweep of its own: the tests
 /// call the dispatch script themselves.
 async fn split_queue(redis: &RedisServer) -> Queue {
@@ -244,7 +250,7 @@ async fn the_schedule_listing_over_30000_topics_costs_each_page_only_its_limit()
         big_times.iter().max().unwrap(),
     );
     assert!(
-        b <= MOST_RATIO * s,
+        b <= MOST_PAGE_RATIO * s,
         "a page over 30,000 topics took {b} us, over 1,000 {s} us: {:.1}x",
         b / s
     );
