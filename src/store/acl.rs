@@ -279,23 +279,26 @@ async fn try_each(
                 .await
                 .map(|_| ()),
         };
-        out.push(match reply {
-            Err(e) if is_noperm(&e) => Some(e.to_string()),
-            _ => None,
-        });
+        out.push(refusal(reply));
     }
     for (i, probe) in probes.iter().enumerate() {
         if matches!(probe.name, "pexpire" | "pexpireat" | "del") {
             let r = cmd(&args(probe.name, key, channel, lib))
                 .query_async::<redis::Value>(conn)
                 .await;
-            out[i] = match r {
-                Err(e) if is_noperm(&e) => Some(e.to_string()),
-                _ => None,
-            };
+            out[i] = refusal(r.map(|_| ()));
         }
     }
     out
+}
+
+/// Why a tried command was refused by the ACL; None for any other reply
+/// (WRONGTYPE, NOSCRIPT: the ACL let it through).
+fn refusal(reply: redis::RedisResult<()>) -> Option<String> {
+    match reply {
+        Err(e) if is_noperm(&e) => Some(e.to_string()),
+        _ => None,
+    }
 }
 
 /// Asks the ACL about each of `probes` for the connection's user: with
