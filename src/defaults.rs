@@ -1,7 +1,7 @@
 //! Every default and bound that more than one place needs, written once:
 //! the library's [`Config`](crate::Config), `delayq serve`'s flags, the
 //! config file, the scripts (through the generated Lua prelude) and the
-//! README (a test checks its flag table against these).
+//! docs (a test checks docs/configuration.md's flag table against these).
 
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub const DEAD_MAX: usize = 10_000;
 /// Dead letters older than this are dropped.
 pub const DEAD_MAX_AGE: Span = span("7d");
 /// Events a partition's stream keeps unless told: about 60 bytes each
-/// (measured, see README), so some 6 MB per partition.
+/// (measured, see docs/events.md), so some 6 MB per partition.
 pub const EVENTS_KEPT: u64 = 100_000;
 /// The most events a partition's stream may keep.
 pub const MAX_EVENTS_KEPT: u64 = 100_000_000;

@@ -104,9 +104,9 @@ pub enum Error {
     },
 
     /// Redis's ACL refused delayq's user a command, key or channel: that
-    /// call changed nothing. `add` is what the user's ACL needs (README:
-    /// "Least privilege" has the whole line).
-    #[error("redis refused {op} to delayq's user ({detail}): add {add} to its ACL (README: Least privilege)")]
+    /// call changed nothing. `add` is what the user's ACL needs (docs/acl.md,
+    /// "Least privilege", has the whole line).
+    #[error("redis refused {op} to delayq's user ({detail}): add {add} to its ACL (docs/acl.md: Least privilege)")]
     Refused {
         op: &'static str,
         detail: String,

@@ -29,7 +29,7 @@ pub struct TopicCounts {
     pub oldest_ready_ms: Option<u64>,
     /// How long the oldest delayed job that is due but not yet moved to
     /// ready is overdue, ms (null: none among the earliest due entries
-    /// looked at; see README).
+    /// looked at; see docs/observability.md).
     #[serde(default)]
     pub oldest_overdue_ms: Option<u64>,
     /// Why ready jobs wait: "paused", "rate" (no token left), or null.

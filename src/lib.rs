@@ -136,3 +136,13 @@ pub fn redis_client(url: &str, tls: &Tls) -> Result<redis::Client> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeExamples;
+
+/// The book's pages that hold Rust code (docs/), likewise (a test checks
+/// every such page is here).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryPageExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/webhooks.md")]
+pub struct WebhooksPageExamples;

@@ -112,7 +112,7 @@ async fn problems(queue: &Queue, allow_evicting: bool, fix_events: bool) -> Vec<
 }
 
 /// At start: fatal problems stop delayq, the rest are warned about, and
-/// so are the settings CONFIG GET was refused (README: "delayq warns once
+/// so are the settings CONFIG GET was refused (docs/acl.md: "delayq warns once
 /// and works").
 pub async fn settings_at_start(queue: &Queue, allow_evicting: bool) -> Result<()> {
     if let Ok(s) = queue.redis_settings().await {

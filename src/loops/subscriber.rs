@@ -287,7 +287,7 @@ async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
         if crate::store::acl::is_noperm(&e) {
             let why = format!(
                 "the ACL refuses delayq's user the expired events' channel ({e}): \
-                 add &{EXPIRED_PATTERN} to its ACL (README: Least privilege)"
+                 add &{EXPIRED_PATTERN} to its ACL (docs/acl.md: Least privilege)"
             );
             if h.canary.refuse(why.clone()) {
                 warn!(

@@ -15,7 +15,7 @@
 //! it writes OpenMetrics, not the text format `/metrics` serves now: `#
 //! TYPE` lines name counters without `_total`, a `# EOF` line ends the
 //! page, help texts get a period added, bucket bounds are formatted its
-//! way; scrapers, README and tests would see a different page. A dozen
+//! way; scrapers, the docs and tests would see a different page. A dozen
 //! series known here do not need a registry.
 //!
 //! Files: `topics.rs` (which topics have series of their own),

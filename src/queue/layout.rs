@@ -1,6 +1,6 @@
 //! The storage layout: which one each partition's writers write, and
 //! going back to an older one before an older build starts (see
-//! `store::layout::LAYOUT_READ` and the README's "Upgrading").
+//! `store::layout::LAYOUT_READ` and docs/upgrading.md).
 
 use super::Queue;
 use crate::error::{Error, Result};

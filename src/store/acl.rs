@@ -1,6 +1,6 @@
 //! What an ACL refusal asks of delayq's Redis user: a refused command,
-//! key or channel named as what to add to the user's ACL. README's "Least
-//! privilege" section has the whole line.
+//! key or channel named as what to add to the user's ACL. docs/acl.md ("Least
+//! privilege") has the whole line.
 
 use redis::aio::MultiplexedConnection;
 
@@ -39,7 +39,7 @@ pub(crate) fn what_to_add(detail: &str) -> String {
                 "+@pubsub, and the channel patterns &{PREFIX}:* &{PREFIX:* if the user lacks them"
                     .to_owned()
             }
-            "" => "the commands README's Least privilege line lists".to_owned(),
+            "" => "the commands the ACL line of docs/acl.md (Least privilege) lists".to_owned(),
             c => format!("+{c}"),
         };
     }
@@ -71,7 +71,7 @@ pub(crate) fn what_to_add(detail: &str) -> String {
     } else if !command.is_empty() {
         format!("+{command}")
     } else {
-        "the commands README's Least privilege line lists".to_owned()
+        "the commands the ACL line of docs/acl.md (Least privilege) lists".to_owned()
     }
 }
 
@@ -91,7 +91,7 @@ pub enum Need {
 }
 
 /// One command delayq sends: its name (as ACL DRYRUN and the ACL LOG
-/// name it), its ACL category, the word README's least-privilege line
+/// name it), its ACL category, the word docs/acl.md's least-privilege line
 /// grants it by, and how much delayq needs it.
 #[derive(Debug)]
 pub struct Probe {
@@ -304,7 +304,7 @@ fn refusal(reply: redis::RedisResult<()>) -> Option<String> {
 /// Asks the ACL about each of `probes` for the connection's user: with
 /// ACL DRYRUN where `dry_run` and the user may run it (Redis 7+), else by
 /// trying each. (Asking whether DRYRUN is allowed is itself a refusal in
-/// the ACL LOG for a user without it, such as README's.)
+/// the ACL LOG for a user without it, such as docs/acl.md's.)
 /// Returns how ("ACL DRYRUN" or "tried") and, per probe, why it was
 /// refused (None: allowed). `key` is a string key of the caller's own
 /// (set, then deleted, when tried), `channel` one under the prefix, `lib`
@@ -332,7 +332,7 @@ pub async fn permissions(
 }
 
 /// What a refusal of `probe` (`why`, as [`permissions`] gave it) asks to
-/// add, in README's words: a channel pattern, key patterns, or the
+/// add, in docs/acl.md's words: a channel pattern, key patterns, or the
 /// probe's grant.
 pub fn grant_for(probe: &Probe, why: &str, prefix: &str) -> String {
     if why.contains("channel") {

@@ -353,7 +353,7 @@ impl Store {
             format!(
                 "{server} refuses delayq's user FCALL ({fcall}) and EVALSHA ({evalsha}): \
                  add +fcall +function|load, or +evalsha +script|load, to its ACL \
-                 (README: Least privilege)"
+                 (docs/acl.md: Least privilege)"
             )
         } else {
             format!(

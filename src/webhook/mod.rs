@@ -193,7 +193,7 @@ pub fn sign(secret: &str, timestamp: u64, body: &[u8]) -> String {
 }
 
 /// How far a request's timestamp may be from the receiver's clock, either
-/// way, before [`verify`] refuses it (as the README's Python does): a
+/// way, before [`verify`] refuses it (as docs/webhooks.md's Python does): a
 /// captured request replayed later is refused, and so is one stamped far
 /// ahead.
 pub const REPLAY_TOLERANCE: Duration = Duration::from_secs(300);

@@ -1,6 +1,8 @@
-//! The README in Chinese stays in step with the English one: the same
-//! sections, in the same order and depth, and the same commands and code,
-//! to the byte.
+//! The docs: the README and the book (docs/, mdBook's layout, English in
+//! docs/ and Chinese in docs/zh-CN/) in step across the two languages (the
+//! same pages, sections in the same order and depth, the same commands and
+//! code, to the byte), every relative link and anchor resolving, and the
+//! figures and tables they state equal to the code's.
 
 use serde_json::Value;
 
@@ -9,7 +11,7 @@ fn read(name: &str) -> String {
 }
 
 /// A line of code without its shell or TOML comment (a `#` at the start or
-/// after white space, outside quotes): the Chinese README says its
+/// after white space, outside quotes): the Chinese pages say their
 /// comments in Chinese.
 fn uncommented(line: &str) -> &str {
     let mut quote = None;
@@ -65,8 +67,9 @@ fn shape(text: &str) -> (Vec<usize>, Vec<String>) {
 }
 
 /// The same sections in the same order and depth, and the same code (shell
-/// and TOML comments may be translated); each links to the other.
-fn same_shape(en_name: &str, zh_name: &str) {
+/// and TOML comments may be translated); each links to the other (`to_zh`,
+/// `to_en`: the link targets, as written).
+fn same_shape(en_name: &str, zh_name: &str, to_zh: &str, to_en: &str) {
     let (en, zh) = (read(en_name), read(zh_name));
     let (en_heads, en_code) = shape(&en);
     let (zh_heads, zh_code) = shape(&zh);
@@ -89,31 +92,269 @@ fn same_shape(en_name: &str, zh_name: &str) {
     for (i, (e, z)) in en_code.iter().zip(&zh_code).enumerate() {
         assert_eq!(code(e), code(z), "{zh_name}: code block {i} differs");
     }
-    let file = |name: &str| name.rsplit('/').next().unwrap().to_owned();
     assert!(
-        en.contains(&format!("({})", file(zh_name)))
-            && zh.contains(&format!("({})", file(en_name))),
+        en.contains(&format!("]({to_zh})")) && zh.contains(&format!("]({to_en})")),
         "{en_name} and {zh_name} do not link to each other"
     );
 }
 
 #[test]
 fn the_chinese_readme_has_the_same_sections_and_commands() {
-    same_shape("README.md", "README.zh-CN.md");
+    same_shape(
+        "README.md",
+        "README.zh-CN.md",
+        "README.zh-CN.md",
+        "README.md",
+    );
 }
 
-/// The managed services' page, likewise; the README links to both.
+/// The README is a front door, not the manual.
 #[test]
-fn the_chinese_services_page_has_the_same_sections_and_commands() {
-    same_shape("docs/services.md", "docs/services.zh-CN.md");
-    assert!(read("README.md").contains("(docs/services.md)"));
-    assert!(read("README.zh-CN.md").contains("(docs/services.zh-CN.md)"));
-}
-
-/// README's `/v1` table (both languages) lists every route the server has.
-#[test]
-fn the_readmes_list_every_native_route() {
+fn each_readme_fits_in_300_lines() {
     for name in ["README.md", "README.zh-CN.md"] {
+        let lines = read(name).lines().count();
+        assert!(lines <= 300, "{name} has {lines} lines");
+    }
+}
+
+/// The link targets of a SUMMARY.md's list, in order.
+fn summary(name: &str) -> Vec<String> {
+    read(name)
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- ["))
+        .map(|l| {
+            let at = l.find("](").expect("a summary entry is a link") + 2;
+            let end = l[at..].find(')').expect("a closed link") + at;
+            l[at..end].to_owned()
+        })
+        .collect()
+}
+
+/// Pages only in English: the Chinese book has a page of the same name
+/// that says so and links to the English one.
+const ENGLISH_ONLY: [&str; 1] = ["DESIGN.md"];
+
+/// The English book and the Chinese book list the same pages in the same
+/// order and parts, every page of either is in its book, and each Chinese
+/// page has the English page's shape.
+#[test]
+fn the_books_have_the_same_pages_in_the_same_shape() {
+    let (en, zh) = (summary("docs/SUMMARY.md"), summary("docs/zh-CN/SUMMARY.md"));
+    assert_eq!(en, zh, "docs/zh-CN/SUMMARY.md lists other pages");
+    let parts = |name: &str| shape(&read(name)).0;
+    assert_eq!(parts("docs/SUMMARY.md"), parts("docs/zh-CN/SUMMARY.md"));
+    assert!(en.len() > 20, "{en:?}");
+    for dir in ["docs", "docs/zh-CN"] {
+        let unlisted: Vec<String> =
+            std::fs::read_dir(format!("{}/{dir}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".md") && n != "SUMMARY.md" && n != "README.md")
+                .filter(|n| !en.contains(n))
+                .collect();
+        assert!(
+            unlisted.is_empty(),
+            "{dir}: pages not in SUMMARY.md: {unlisted:?}"
+        );
+    }
+    for page in en.iter().map(String::as_str).chain(["README.md"]) {
+        let (en_name, zh_name) = (format!("docs/{page}"), format!("docs/zh-CN/{page}"));
+        if ENGLISH_ONLY.contains(&page) {
+            assert!(
+                read(&zh_name).contains(&format!("](../{page})")),
+                "{zh_name} does not link to the English page"
+            );
+            continue;
+        }
+        same_shape(
+            &en_name,
+            &zh_name,
+            &format!("zh-CN/{page}"),
+            &format!("../{page}"),
+        );
+    }
+}
+
+/// Every page with Rust code is compiled as doc tests, as the README is
+/// (src/lib.rs includes it).
+#[test]
+fn every_page_with_rust_code_is_a_doc_test() {
+    let lib = read("src/lib.rs");
+    for page in summary("docs/SUMMARY.md") {
+        if read(&format!("docs/{page}")).contains("```rust") {
+            assert!(
+                lib.contains(&format!("include_str!(\"../docs/{page}\")")),
+                "src/lib.rs does not include docs/{page} as doc tests"
+            );
+        }
+    }
+    assert!(lib.contains("include_str!(\"../README.md\")"));
+}
+
+/// GitHub's anchors of a page's headings: lower case, inline code and
+/// links as their text, every character but letters, digits, `_`, `-` and
+/// spaces dropped, spaces made `-`; a repeated anchor gets `-1`, `-2`, ...
+fn anchors(text: &str) -> Vec<String> {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut fence = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        }
+        if fence || !line.starts_with('#') {
+            continue;
+        }
+        let title = line.trim_start_matches('#').trim();
+        let mut plain = String::new();
+        let mut rest = title;
+        // A link in a heading counts by its text.
+        while let Some(open) = rest.find('[') {
+            plain.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            match (after.find("]("), after.find(')')) {
+                (Some(close), Some(end)) if close < end => {
+                    plain.push_str(&after[..close]);
+                    rest = &after[end + 1..];
+                }
+                _ => {
+                    plain.push('[');
+                    rest = after;
+                }
+            }
+        }
+        plain.push_str(rest);
+        let slug: String = plain
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        out.push(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// The relative link targets of a markdown text, outside code: inline
+/// links and images (`[text](target)`) and reference definitions.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fence = !fence;
+        }
+        if fence {
+            continue;
+        }
+        // Inline code is no link.
+        let prose: String = line
+            .split('`')
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let target = &rest[at + 2..];
+            let end = target.find([')', ' ']).unwrap_or(target.len());
+            out.push(target[..end].to_owned());
+            rest = &target[end..];
+        }
+        if let Some((_, target)) = prose.strip_prefix('[').and_then(|l| l.split_once("]: ")) {
+            out.push(target.trim().to_owned());
+        }
+    }
+    out.retain(|t| !t.contains("://") && !t.starts_with("mailto:"));
+    out
+}
+
+/// The markdown files of the README and the book.
+fn markdown_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md"), root.join("README.zh-CN.md")];
+    let mut dirs = vec![root.join("docs")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                // Not mdBook's output, where one was built.
+                if path.file_name().unwrap() != "book" {
+                    dirs.push(path);
+                }
+            } else if path.extension().is_some_and(|x| x == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// Every relative link of the README and the book names a file that
+/// exists, and its `#anchor` a heading of that page (GitHub's rules).
+#[test]
+fn every_link_and_anchor_of_the_docs_resolves() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for target in links(&text) {
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let to = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !to.exists() {
+                broken.push(format!("{}: {target}: no such file", file.display()));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let page = std::fs::read_to_string(&to).unwrap_or_default();
+                if !anchors(&page).iter().any(|a| a == anchor) {
+                    broken.push(format!("{}: {target}: no such heading", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} broken links:\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+    assert!(checked > 100, "only {checked} links found");
+}
+
+/// The anchor rules, on headings whose anchors GitHub shows.
+#[test]
+fn anchors_follow_githubs_rules() {
+    let text = "# The native API (`/v1`)\n## 示例：30 分钟后关闭未支付订单\n## Tests\n\
+                ```sh\n# not a heading\n```\n## Tests\n## A [link](x.md) here\n";
+    assert_eq!(
+        anchors(text),
+        [
+            "the-native-api-v1",
+            "示例30-分钟后关闭未支付订单",
+            "tests",
+            "tests-1",
+            "a-link-here"
+        ]
+    );
+}
+
+/// The native API's table (both languages) lists every route the server has.
+#[test]
+fn the_api_page_lists_every_native_route() {
+    for name in ["docs/http-api.md", "docs/zh-CN/http-api.md"] {
         let text = read(name);
         let missing: Vec<String> = delayq::http::v1::ROUTES
             .iter()
@@ -124,7 +365,7 @@ fn the_readmes_list_every_native_route() {
     }
 }
 
-/// Unix ms of an RFC 3339 time the README quotes.
+/// Unix ms of an RFC 3339 time the docs quote.
 fn ms(at: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(at)
         .unwrap()
@@ -135,9 +376,10 @@ fn ms(at: &str) -> i64 {
 /// tag's shift (HTTP and CLI) is the length from the first reminder's due
 /// time to the date its own reschedule names, 29 February included.
 #[test]
-fn the_readmes_renewal_shift_lands_on_the_same_date_a_year_later() {
-    for name in ["README.md", "README.zh-CN.md"] {
-        let text = read(name);
+fn the_renewal_shift_lands_on_the_same_date_a_year_later() {
+    for name in ["docs", "docs/zh-CN"] {
+        // The reminders are pushed on the webhooks page, moved on the tags page.
+        let text = read(&format!("{name}/webhooks.md")) + &read(&format!("{name}/tags.md"));
         let after = |key: &str| -> String {
             let at = text
                 .find(key)
@@ -166,11 +408,11 @@ fn the_readmes_renewal_shift_lands_on_the_same_date_a_year_later() {
 /// The limits table gives the ttr and retry limits the code has (the
 /// compatible API's ttr is its own, 1 to 86400 s).
 #[test]
-fn the_readmes_state_the_ttr_and_retry_limits_the_code_has() {
+fn the_limits_page_states_the_ttr_and_retry_limits_the_code_has() {
     use delayq::duration::in_words;
     let ttr = delayq::job::Limits::default().max_ttr;
     let interval = delayq::retry::MAX_INTERVAL;
-    let en = read("README.md");
+    let en = read("docs/limits.md");
     for said in [
         format!(
             "`ttr_ms` 1 ms to {} ({} ms)",
@@ -184,22 +426,22 @@ fn the_readmes_state_the_ttr_and_retry_limits_the_code_has() {
             interval.as_millis()
         ),
     ] {
-        assert!(en.contains(&said), "README.md does not say {said:?}");
+        assert!(en.contains(&said), "docs/limits.md does not say {said:?}");
     }
-    let zh = read("README.zh-CN.md");
+    let zh = read("docs/zh-CN/limits.md");
     for ms in [ttr.as_millis(), interval.as_millis()] {
         assert!(
             zh.contains(&format!("（{ms} ms）")),
-            "README.zh-CN.md lacks {ms} ms"
+            "docs/zh-CN/limits.md lacks {ms} ms"
         );
     }
 }
 
-/// The Chinese README's switching steps speak Chinese, their comments
-/// included (the commands are the English README's).
+/// The Chinese switching steps speak Chinese, their comments included (the
+/// commands are the English page's).
 #[test]
-fn the_chinese_readmes_switch_steps_are_in_chinese() {
-    let zh = read("README.zh-CN.md");
+fn the_chinese_switch_steps_are_in_chinese() {
+    let zh = read("docs/zh-CN/ouqiang.md");
     let at = zh
         .find("## 从 ouqiang/delay-queue 迁移")
         .expect("the section");
@@ -237,7 +479,7 @@ fn the_bullmq_lock_file_is_in_step_with_package_json() {
     }
 }
 
-/// The default column of README's `delayq serve` flag table, by flag.
+/// The default column of the `delayq serve` flag table, by flag.
 fn flag_defaults(text: &str) -> std::collections::HashMap<String, String> {
     text.lines()
         .filter_map(|l| {
@@ -248,10 +490,11 @@ fn flag_defaults(text: &str) -> std::collections::HashMap<String, String> {
         .collect()
 }
 
-/// README's flag table (both languages) gives the defaults the code has,
-/// and the config file's reference the default of `events_kept`.
+/// The configuration page's flag table (both languages) gives the defaults
+/// the code has, and the config file's reference the default of
+/// `events_kept`.
 #[test]
-fn the_readmes_flag_defaults_are_the_codes() {
+fn the_flag_tables_defaults_are_the_codes() {
     use delayq::defaults as d;
     let code = |v: &dyn std::fmt::Display| format!("`{v}`");
     let want = [
@@ -266,8 +509,8 @@ fn the_readmes_flag_defaults_are_the_codes() {
         ("dead-max-age", code(&d::DEAD_MAX_AGE.text)),
         ("events-kept", code(&d::EVENTS_KEPT)),
     ];
-    let en = read("README.md");
-    for name in ["README.md", "README.zh-CN.md"] {
+    let en = read("docs/configuration.md");
+    for name in ["docs/configuration.md", "docs/zh-CN/configuration.md"] {
         let table = flag_defaults(&read(name));
         for (flag, default) in &want {
             assert_eq!(
@@ -287,7 +530,7 @@ fn the_readmes_flag_defaults_are_the_codes() {
         )
     );
     assert_eq!(
-        flag_defaults(&read("README.zh-CN.md"))["partitions"],
+        flag_defaults(&read("docs/zh-CN/configuration.md"))["partitions"],
         format!("`{}`；集群上 `{}`", d::PARTITIONS, d::CLUSTER_PARTITIONS)
     );
     assert!(en.contains(&format!(

@@ -230,7 +230,7 @@ async fn a_user_lacking_a_category_fails_the_acl_check_naming_it() {
     assert_eq!(r.cmd::<i64>(&["DBSIZE"]).await, 0);
 }
 
-/// The README's least-privilege user passes: SCAN, left out of it on
+/// docs/acl.md's least-privilege user passes: SCAN, left out of it on
 /// purpose (only `delayq layout --hold 1` and `import-ouqiang` walk the
 /// keys), is a warning naming what needs it, and its fix grants `+scan`,
 /// not `+@keyspace` (FLUSHALL, FLUSHDB, RENAME).

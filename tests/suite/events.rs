@@ -535,7 +535,7 @@ async fn over_a_redis_cluster_each_jobs_life_is_in_order() {
     }
 }
 
-/// The memory cost README states: XLEN and MEMORY USAGE of the stream after
+/// The memory cost docs/events.md states: XLEN and MEMORY USAGE of the stream after
 /// 10,000 events (`-- --nocapture` prints it).
 #[tokio::test]
 async fn ten_thousand_kept_events_take_under_a_hundred_bytes_each() {

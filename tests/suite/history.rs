@@ -469,7 +469,7 @@ async fn keep_finished_refuses_zero_negative_and_huge_naming_the_problem() {
     }
 }
 
-/// The memory a kept record costs (README: "History of finished jobs"):
+/// The memory a kept record costs (docs/history.md):
 /// 10,000 jobs finished with records kept, Redis's memory at rest before
 /// and after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

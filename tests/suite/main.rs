@@ -61,8 +61,9 @@
 //! - [`serve_cli`]: `delayq serve` stopping, its private redis-server, its flags.
 //! - [`import`]: `delayq import-ouqiang` from the Go server's keys.
 //! - [`doctor`]: `delayq doctor`'s verdicts on Redis servers set up right and wrong.
-//! - [`docs`]: the Chinese README in step with the English one; the
-//!   benchmark's lock file in step with its package.json.
+//! - [`docs`]: the README and the book (docs/) in step across English and
+//!   Chinese, their links and anchors resolving, their tables equal to the
+//!   code's; the benchmark's lock file in step with its package.json.
 //!
 //! Redis deployments, faults and load:
 //! - [`events_canary`]: whether expired events are heard, found by a canary

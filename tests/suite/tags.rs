@@ -352,7 +352,7 @@ async fn thousands_of_tagged_jobs_are_processed_in_pages_over_partitions() {
 /// Memory one tag entry costs, 10k jobs with one tag: the index's MEMORY
 /// USAGE (all of it, SAMPLES 0) per job, plus what the field adds to a job's
 /// hash; and Redis CPU per push (FCALL, or EVALSHA, usec in INFO commandstats) against
-/// 10k jobs without tags. Printed (the README quotes them).
+/// 10k jobs without tags. Printed (docs/tags.md quotes them).
 #[tokio::test]
 async fn a_tag_entry_costs_little_memory() {
     let redis = RedisServer::start();
@@ -639,14 +639,14 @@ async fn dot_tags_are_refused_at_push_as_path_segments_urls_drop() {
     s.stop().await;
 }
 
-/// The README's figures for what a tag costs, against a measurement:
+/// The book's figures for what a tag costs (docs/tags.md), against a measurement:
 /// 10,000 jobs (ids of 36 bytes, as UUIDs, delayed 10 minutes) pushed without tags, then the
 /// same again under another topic with one tag each, a tag of its own per
 /// job (`member:<n>`, the renewal case) and then one tag they all share.
 /// The difference in `used_memory` (less the clients' buffers) per job is
 /// the tag's cost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tag_costs_what_the_readme_says() {
+async fn a_tag_costs_what_the_docs_say() {
     const N: usize = 10_000;
     let redis = RedisServer::start();
     let q = queue(&redis);
@@ -700,7 +700,7 @@ async fn a_tag_costs_what_the_readme_says() {
         "a job without tags: {plain:.0} B; a tag of its own per job: {own:.0} B more; \
          one tag shared by {N} jobs: {shared:.0} B more per job"
     );
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tags.md"))
         .unwrap()
         .split_whitespace()
         .collect::<Vec<_>>()
@@ -708,7 +708,7 @@ async fn a_tag_costs_what_the_readme_says() {
     let figure = |after: &str| -> f64 {
         let at = readme
             .find(after)
-            .unwrap_or_else(|| panic!("README lacks {after:?}"));
+            .unwrap_or_else(|| panic!("docs/tags.md lacks {after:?}"));
         let digits: String = readme[at + after.len()..]
             .chars()
             .skip_while(|c| !c.is_ascii_digit())
@@ -716,7 +716,7 @@ async fn a_tag_costs_what_the_readme_says() {
             .collect();
         digits.parse().unwrap()
     };
-    // The README gives Redis 6.2's figures and Valkey's apart (Valkey
+    // The page gives Redis 6.2's figures and Valkey's apart (Valkey
     // names itself 7.2).
     let mut c = redis.client().get_connection().unwrap();
     let server: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
@@ -745,7 +745,7 @@ async fn a_tag_costs_what_the_readme_says() {
         let said = figure(key);
         assert!(
             (said - got).abs() <= got * margin,
-            "README says {said} bytes per job and tag, measured {got:.0}"
+            "docs/tags.md says {said} bytes per job and tag, measured {got:.0}"
         );
     }
     q.close().await;

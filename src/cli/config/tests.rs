@@ -152,13 +152,14 @@ fn a_recurring_ttr_under_the_http_name_is_refused_naming_the_file_key() {
     assert!(e.contains("ttr = \"600000ms\""), "{e}");
 }
 
-/// README's reference of the file is real and whole: it loads, and
-/// every key it shows took effect (a key left out of it fails here).
+/// The book's reference of the file (docs/configuration.md) is real and
+/// whole: it loads, and every key it shows took effect (a key left out of
+/// it fails here).
 #[test]
-fn the_readme_reference_sets_every_key() {
-    let readme = include_str!("../../../README.md");
-    let at = readme.find("### The config file").unwrap();
-    let text = readme[at..].split("```toml\n").nth(1).unwrap();
+fn the_configuration_pages_reference_sets_every_key() {
+    let page = include_str!("../../../docs/configuration.md");
+    let at = page.find("## The config file").unwrap();
+    let text = page[at..].split("```toml\n").nth(1).unwrap();
     let text = text.split("```").next().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("delayq.toml");

@@ -5,7 +5,7 @@
 //! [`delayq::acl::permissions`], which `serve` asks at start too). The
 //! script commands probed are those of the path delayq will take here
 //! (the scripting check's): FCALL and FUNCTION LOAD where FCALL runs for
-//! this user, else EVALSHA and SCRIPT LOAD. A fix grants what README's
+//! this user, else EVALSHA and SCRIPT LOAD. A fix grants what docs/acl.md's
 //! least-privilege user has: a data-type category (its commands all name
 //! keys, so the key patterns bound them), else the single command (a
 //! category such as @keyspace would give FLUSHALL too).
@@ -44,7 +44,7 @@ pub async fn check(t: &Target) -> Check {
         acl::permissions(&mut conn, &t.client, &probes, &key, &channel, &lib, true).await;
     let mut needed = Vec::new();
     let mut optional = Vec::new();
-    // What to grant, the needed first, in README's words.
+    // What to grant, the needed first, in docs/acl.md's words.
     let (mut grant, mut grant_optional): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for (probe, why) in probes.iter().zip(&refused) {
         let Some(why) = why else { continue };

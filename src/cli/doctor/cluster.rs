@@ -156,7 +156,7 @@ fn node_url(seed: &str, host: &str, port: u16) -> String {
 }
 
 /// A hash tag for doctor's keys under the prefix whose slot is in
-/// `ranges` (the key patterns of the README's ACL user, `{PREFIX:*`, allow
+/// `ranges` (the key patterns of docs/acl.md's ACL user, `{PREFIX:*`, allow
 /// it); None when none is found, which a master of one slot makes unlikely
 /// (a slot is met once in 16384 tags on average).
 fn tag_in(prefix: &str, ranges: &[(u16, u16)]) -> Option<String> {

@@ -36,7 +36,7 @@ pub async fn refuse_unpermitted(
         true => acl::FUNCTION_PROBES,
         false => acl::EVAL_PROBES,
     };
-    // Not SCAN, which only a rewrite to layout 1 runs (README leaves it
+    // Not SCAN, which only a rewrite to layout 1 runs (docs/acl.md leaves it
     // out of the line): tried, its refusal would sit in the ACL LOG.
     let probes: Vec<&Probe> = scripts
         .iter()
@@ -48,7 +48,7 @@ pub async fn refuse_unpermitted(
     let key = format!("{{{prefix}}}:serve:acl:{pid}");
     let channel = format!("{{{prefix}}}:serve:channel:{pid}");
     let lib = format!("delayq_serve_{pid}");
-    // Tried, not asked of ACL DRYRUN: README's user may not run ACL, and
+    // Tried, not asked of ACL DRYRUN: docs/acl.md's user may not run ACL, and
     // asking would leave a refusal in the ACL LOG at every start.
     let (how, refused) =
         acl::permissions(&mut conn, &client, &probes, &key, &channel, &lib, false).await;
@@ -83,7 +83,7 @@ pub async fn refuse_unpermitted(
     if !needed.is_empty() {
         bail!(
             "redis at {} refuses delayq's user commands it needs ({how}: {}); delayq cannot work without them.\n\
-             hint: ACL SETUSER <user> {} (README: Least privilege)",
+             hint: ACL SETUSER <user> {} (docs/acl.md: Least privilege)",
             redis_checks::redact(url),
             names.join(", "),
             needed.join(" "),

@@ -3,7 +3,7 @@
 //! protocol): it signs in, shows the API's counts, finds a job by id and
 //! deletes it, requeues a dead job, shows a body with markup as text, and
 //! does nothing in read-only mode. With DELAYQ_SCREENSHOTS=docs the run
-//! leaves a screenshot in docs/dashboard.png, which README shows.
+//! leaves a screenshot in docs/dashboard.png, which docs/dashboard.md shows.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -152,7 +152,7 @@ async fn a_grouped_job_an_older_build_made_ready_is_delivered() {
     let mut late = grouped("late", "t", "g");
     late.delay = Duration::from_millis(1500);
     push_all(&q, &[late]).await;
-    // Gone back first, as the README says (layout 3 keeps a delayed job
+    // Gone back first, as docs/upgrading.md says (layout 3 keeps a delayed job
     // out of the shared schedule the older build fires from).
     q.hold_layout(1).await.unwrap();
     q.close().await;

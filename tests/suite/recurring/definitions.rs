@@ -211,21 +211,21 @@ async fn a_schedule_put_with_the_files_ttr_name_is_refused_naming_ttr_ms() {
     server.stop().await;
 }
 
-/// README's Recurring jobs block: its HTTP PUT and the CLI line it calls
+/// The Recurring jobs block of docs/recurring.md: its HTTP PUT and the CLI line it calls
 /// "the same from the command line" store the same schedule, and `recurring
 /// get` shows its retry policy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/recurring.md")).unwrap();
     let put_at = readme
         .find("curl -s -X PUT localhost:9277/v1/recurring/expiry-reminders -d '")
-        .expect("README's PUT");
+        .expect("docs/recurring.md's PUT");
     let json_text = readme[put_at..].split('\'').nth(1).unwrap();
     let cli = readme[put_at..]
         .lines()
         .find(|l| l.starts_with("delayq recurring put "))
-        .expect("README's CLI line");
+        .expect("docs/recurring.md's CLI line");
     let args = shell_words(cli);
     assert_eq!(&args[..3], ["delayq", "recurring", "put"]);
     let name = args[3].clone();
@@ -274,7 +274,7 @@ async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
 }
 
 /// A shell line's words: white space splits them, single quotes keep
-/// theirs (all README's lines need).
+/// theirs (all docs/recurring.md's lines need).
 fn shell_words(line: &str) -> Vec<String> {
     let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
     for c in line.chars() {

@@ -1,4 +1,4 @@
-//! ACL users: the README's least-privilege line runs a job's whole life,
+//! ACL users: the least-privilege line of docs/acl.md runs a job's whole life,
 //! and a refused command names what the user needs.
 
 use std::time::Duration;
@@ -6,15 +6,15 @@ use std::time::Duration;
 use crate::common::*;
 use delayq::{Config, Queue};
 
-/// The README's least-privilege ACL line, with `password` in place of
+/// The least-privilege ACL line of docs/acl.md, with `password` in place of
 /// PASSWORD: the words after `ACL`.
 pub(crate) fn readme_acl_line(password: &str) -> Vec<String> {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/acl.md")).unwrap();
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER delayq "))
-        .expect("README.md gives the ACL line");
+        .expect("docs/acl.md gives the ACL line");
     line.split_whitespace()
         .skip(1)
         .map(|w| match w {
@@ -25,7 +25,7 @@ pub(crate) fn readme_acl_line(password: &str) -> Vec<String> {
 }
 
 /// Runs `setuser` (`ACL SETUSER ...`) with `+client|setinfo` added, as
-/// README says for servers that know CLIENT SETINFO; without it where the
+/// docs/acl.md says for servers that know CLIENT SETINFO; without it where the
 /// server refuses the line with it (Redis 7.0).
 pub(crate) async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
     let mut with_setinfo = setuser.to_vec();
@@ -42,9 +42,10 @@ pub(crate) async fn set_acl_user(redis: &RedisServer, setuser: &[String]) {
             .query_async(&mut redis.conn().await)
             .await;
         if r.is_err() {
-            // Redis 6.2 knows no FCALL nor FUNCTION: README's words for it.
+            // Redis 6.2 knows no FCALL nor FUNCTION: docs/acl.md's words for it.
             let readme =
-                std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+                std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/acl.md"))
+                    .unwrap();
             assert!(readme.contains(
                 "On Redis 6.2 write `+evalsha +script|load` in place of \
                  `+fcall +function|load +function|list`"
@@ -83,9 +84,9 @@ async fn the_readmes_acl_user_runs_a_jobs_whole_life_with_nothing_refused() {
     let redis = RedisServer::start_with_password("adm1n", &[]);
     let mut setuser = vec!["ACL".to_owned()];
     setuser.extend(readme_acl_line("s3cret"));
-    // The README's addition for servers that know CLIENT SETINFO.
+    // docs/acl.md's addition for servers that know CLIENT SETINFO.
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/acl.md")).unwrap();
     assert!(readme.contains("Valkey add `+client|setinfo`"));
     set_acl_user(&redis, &setuser).await;
     let url = redis.url_as("delayq", "s3cret");
@@ -318,7 +319,7 @@ async fn the_readmes_acl_user_without_fcall_or_evalsha_is_named_and_not_ready() 
     s.terminate();
 }
 
-/// `ACL SETUSER delayq ...` from README's line without the words `taken`.
+/// `ACL SETUSER delayq ...` from docs/acl.md's line without the words `taken`.
 async fn readme_user_without(redis: &RedisServer, taken: &[&str]) {
     let mut setuser = vec!["ACL".to_owned()];
     setuser.extend(
@@ -358,7 +359,7 @@ fn serve_exit(args: &[&str]) -> (bool, String) {
     (status.success(), stderr)
 }
 
-/// README's ACL line less a command delayq needs: `serve` does not start,
+/// docs/acl.md's ACL line less a command delayq needs: `serve` does not start,
 /// and its error names the one thing to add.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_naming_what_its_acl_user_lacks() {
@@ -386,7 +387,7 @@ async fn serve_refuses_to_start_naming_what_its_acl_user_lacks() {
     }
 }
 
-/// README's ACL line less CONFIG GET and SET (optional, README says):
+/// docs/acl.md's ACL line less CONFIG GET and SET (optional, docs/acl.md says):
 /// serve starts, and warns that persistence went unchecked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_warns_that_config_refused_leaves_persistence_unchecked() {
@@ -419,7 +420,7 @@ async fn stranded(redis: &RedisServer, ids: &[String]) -> Vec<String> {
     out
 }
 
-/// README's user loses DEL under a running queue while jobs fall due:
+/// docs/acl.md's user loses DEL under a running queue while jobs fall due:
 /// each call refused by the ACL changes nothing (none half done), so no
 /// job is stranded out of every schedule; given back, every job is
 /// delivered, once.
@@ -473,7 +474,7 @@ async fn del_taken_from_a_running_queue_strands_no_job() {
     q.close().await;
 }
 
-/// README's user loses +@pubsub under a running serve: a push is refused
+/// docs/acl.md's user loses +@pubsub under a running serve: a push is refused
 /// (503 redis_refused, naming +@pubsub) and writes nothing, so the client
 /// that repeats it once the ACL is given back gets its job once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -522,7 +523,7 @@ async fn a_push_refused_for_pubsub_writes_nothing() {
     s.terminate();
 }
 
-/// README's user without the expired events' channel: the subscription
+/// docs/acl.md's user without the expired events' channel: the subscription
 /// is refused; serve says so once, as a warning naming the channel, and
 /// keeps trying, further and further apart; /readyz stays ready (the
 /// sweep fires jobs) with `expired_events: false` and the reason.

@@ -192,7 +192,7 @@ async fn a_delivery_in_flight_when_delayq_dies_is_delivered_again() {
     assert!(hits[1].at > killed_at);
 }
 
-/// The member-reminder setup from the README: a webhook topic and no retry
+/// The member-reminder setup from docs/webhooks.md: a webhook topic and no retry
 /// policy anywhere. A failing receiver is retried with backoff, not at
 /// once for ever, and each failure is logged with what happens next.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,7 +284,7 @@ async fn a_webhook_under_a_rate_limit_keeps_delivering_as_tokens_come() {
     let redis = RedisServer::start();
     let q = queue(&redis);
     let receiver = Receiver::start(|_| Reply::Status(204)).await;
-    // The README's example: 20 a second, 20 at once.
+    // docs/groups.md's example: 20 a second, 20 at once.
     q.set_rate(
         "member-reminder",
         delayq::RateLimit {
@@ -334,7 +334,7 @@ async fn a_webhook_under_a_rate_limit_keeps_delivering_as_tokens_come() {
     q.close().await;
 }
 
-/// README's order example: a DELETE while the close is on its way
+/// docs/webhooks.md's order example: a DELETE while the close is on its way
 /// succeeds, the close still arrives (the handler must check the order's
 /// own state), and the job is never delivered again, whatever the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
