@@ -550,3 +550,83 @@ fn the_flag_tables_defaults_are_the_codes() {
         d::MAX_PREFIX_LEN
     )));
 }
+
+/// The README's `curl` blocks (the quick start's and the native API's push,
+/// pop and finish) run as written against a server, each reply a success:
+/// the pop hands over the job pushed, and the finish leaves none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_push_pop_finish_run_as_written() {
+    use crate::common::{queue, shell_words, RedisServer, TestServer};
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), Default::default()).await;
+    let http = reqwest::Client::new();
+    let (_, blocks) = shape(&read("README.md"));
+    let runs: Vec<&String> = blocks
+        .iter()
+        .filter(|b| {
+            b.lines()
+                .skip(1)
+                .all(|l| l.starts_with("curl -s localhost:9277/"))
+        })
+        .collect();
+    assert_eq!(runs.len(), 2, "the quick start's block and the native one");
+    for block in runs {
+        let mut token: Option<String> = None;
+        for line in block.lines().skip(1) {
+            let words = shell_words(line);
+            let mut method = "GET";
+            let (mut url, mut body) = (None, None);
+            let mut w = words[2..].iter();
+            while let Some(word) = w.next() {
+                match word.as_str() {
+                    "-X" => {
+                        method = if w.next().unwrap() == "DELETE" {
+                            "DELETE"
+                        } else {
+                            "POST"
+                        }
+                    }
+                    "-d" => {
+                        body = w.next().cloned();
+                        if method == "GET" {
+                            method = "POST";
+                        }
+                    }
+                    u => url = Some(u.replace("localhost:9277", &server.base)),
+                }
+            }
+            let mut body = body.unwrap_or_default();
+            if let Some(t) = &token {
+                body = body.replace("<token from pop>", t.as_str());
+            }
+            let req = match method {
+                "POST" => http.post(url.unwrap()).body(body),
+                "DELETE" => http.delete(url.unwrap()),
+                _ => http.get(url.unwrap()),
+            };
+            let resp = req.send().await.unwrap();
+            let status = resp.status();
+            let text = resp.text().await.unwrap();
+            assert!(status.is_success(), "{line}: {status} {text}");
+            if text.is_empty() {
+                continue;
+            }
+            let reply: Value = serde_json::from_str(&text).unwrap();
+            if let Some(code) = reply.get("code") {
+                assert_eq!(code, 0, "{line}: {text}");
+            }
+            if line.contains("/pop") {
+                let job = reply["data"].as_object().or(reply["jobs"][0].as_object());
+                let job = job.unwrap_or_else(|| panic!("{line}: no job in {text}"));
+                assert!(job["id"].is_string(), "{text}");
+                token = job.get("token").and_then(Value::as_str).map(str::to_owned);
+            }
+        }
+    }
+    // Both jobs were finished: none is left to hand out.
+    let q = &server.queue;
+    for id in ["15702398321", "order-1001"] {
+        assert!(q.get(id).await.unwrap().is_none(), "{id} is still there");
+    }
+    server.stop().await;
+}

@@ -272,32 +272,3 @@ async fn the_readmes_recurring_cli_line_stores_what_its_put_stores() {
     );
     server.stop().await;
 }
-
-/// A shell line's words: white space splits them, single quotes keep
-/// theirs (all docs/recurring.md's lines need).
-fn shell_words(line: &str) -> Vec<String> {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for c in line.chars() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                    any = false;
-                }
-            }
-            '#' if !quoted && !any => break,
-            c => {
-                word.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    words
-}
