@@ -630,3 +630,45 @@ async fn the_readmes_push_pop_finish_run_as_written() {
     }
     server.stop().await;
 }
+
+/// No `<word>` outside code in the README and the book: GitHub drops what
+/// looks like an HTML tag it does not know (and mdBook warns), so a
+/// placeholder such as <last id> would vanish from the page.
+#[test]
+fn no_placeholder_in_angle_brackets_outside_code() {
+    let mut found = Vec::new();
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut fence = false;
+        let prose: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                if l.starts_with("```") {
+                    fence = !fence;
+                    return false;
+                }
+                !fence
+            })
+            .collect();
+        let prose = prose.join("\n");
+        // Odd pieces between backticks are code spans (they may wrap).
+        for piece in prose.split('`').step_by(2) {
+            let mut rest = piece;
+            while let Some(at) = rest.find('<') {
+                rest = &rest[at + 1..];
+                let Some(end) = rest.find(['>', '\n']) else {
+                    break;
+                };
+                let inside = &rest[..end];
+                let tag_like = rest[end..].starts_with('>')
+                    && inside.starts_with(|c: char| c.is_ascii_alphabetic())
+                    && !inside.starts_with("http")
+                    && inside != "br";
+                if tag_like {
+                    found.push(format!("{}: <{inside}>", file.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
