@@ -220,19 +220,14 @@ impl Store {
     /// server). An acknowledged script ([`Script::acked`]) waits for
     /// `replica_acks` replicas when they are asked for.
     ///
-    /// With the degraded-push policy `refuse` (the default), an
-    /// acknowledged call is acknowledged only once its WAIT is met: a
-    /// master that cannot confirm its writes may be the losing side of a
-    /// split, whose writes a failover discards. So on a shard with fewer
-    /// replicas than acks ask for ([`health`]) every acknowledged call is
-    /// refused before it is sent, and one whose WAIT comes back short
-    /// fails: a push as [`Error::Unreplicated`] (pushing again is safe), a
-    /// pop as [`Error::LeaseUnconfirmed`] (its caller gives its leases
-    /// back: nothing is handed out), anything else as
-    /// [`Error::Unconfirmed`] (written on the master, outcome unknown).
-    /// With `accept`, the older, weaker promise: on a degraded shard calls
-    /// go on without waiting for replicas, and a short WAIT keeps its
-    /// result (a repeat after a second failure, never a stranded lease).
+    /// With the degraded-push policy `refuse` (the default), a call is
+    /// acknowledged only once its WAIT is met: a master that cannot confirm
+    /// its writes may be the losing side of a split. So on a shard with
+    /// fewer replicas than acks ask for ([`health`]) every acknowledged
+    /// call is refused before it is sent, and one whose WAIT comes back
+    /// short fails ([`health::unconfirmed`]; a pop's caller gives its
+    /// leases back). With `accept`, the older, weaker promise: a degraded
+    /// shard goes on without waiting, a short WAIT keeps its result.
     pub(crate) async fn send(&self, call: Call) -> Result<(Status, Fields)> {
         let op = call.script.name;
         let wanted = if call.script.acked {
@@ -270,25 +265,12 @@ impl Store {
         if !strict {
             return Ok(reply);
         }
-        let after = self.ack_wait();
-        // A push (or a recurring tick's) is safe to send again: its ids
-        // make a second one change nothing.
-        Err(if matches!(op, "push" | "tick") {
-            Error::Unreplicated { acked, wanted }
-        } else if !call.script.late_unknown {
-            Error::LeaseUnconfirmed {
-                acked,
-                wanted,
-                after,
-            }
-        } else {
-            Error::Unconfirmed {
-                op,
-                acked,
-                wanted,
-                after,
-            }
-        })
+        Err(health::unconfirmed(
+            call.script,
+            acked,
+            wanted,
+            self.ack_wait(),
+        ))
     }
 
     /// How long an acknowledged batch's WAIT waits for its replicas.

@@ -306,6 +306,37 @@ fn log_change(
     }
 }
 
+/// The error of a call of `script` whose WAIT found only `acked` of the
+/// `wanted` replicas within `after`: written on the master, not
+/// acknowledged.
+pub(crate) fn unconfirmed(
+    script: &super::Script,
+    acked: usize,
+    wanted: usize,
+    after: Duration,
+) -> crate::Error {
+    use crate::Error;
+    // A push (or a recurring tick's) is safe to send again: its ids make
+    // a second one change nothing. A pop's leases are given back by its
+    // caller: nothing was handed out.
+    if matches!(script.name, "push" | "tick") {
+        Error::Unreplicated { acked, wanted }
+    } else if !script.late_unknown {
+        Error::LeaseUnconfirmed {
+            acked,
+            wanted,
+            after,
+        }
+    } else {
+        Error::Unconfirmed {
+            op: script.name,
+            acked,
+            wanted,
+            after,
+        }
+    }
+}
+
 /// Connected replicas in an `INFO replication` reply (those online).
 fn online_replicas(info: &str) -> usize {
     info.lines()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use delayq::http::{AppState, ServerConfig};
 use delayq::{Config, Queue, Shutdown};
 
-pub use crate::redis_server::RedisServer;
+pub use crate::redis_server::{RedisServer, Stopped};
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {
@@ -794,26 +794,4 @@ pub async fn scheduled_due(redis: &RedisServer, id: &str) -> Option<i64> {
     redis
         .cmd(&["ZSCORE", &format!("{{dq}}:s:{}", topic?), id])
         .await
-}
-
-/// Sends SIGCONT to a stopped redis-server when dropped, also when the
-/// test fails.
-pub struct Stopped(u32);
-impl Stopped {
-    pub fn new(pid: u32) -> Stopped {
-        let ok = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "SIGSTOP {pid}");
-        Stopped(pid)
-    }
-}
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
-    }
 }
