@@ -44,6 +44,8 @@
 //!
 //! `--only evalsha`: the scripts' Redis time a job by EVALSHA (Redis 6.2's
 //! path) beside FCALL on one server ([`evalsha`]).
+//! `--only replica-acks`: latency and Redis CPU per job without and with
+//! replica acks, one master and one replica, same run ([`replica_acks`]).
 //! `--only idle`: the Redis commands a minute of an idle delayq and of
 //! BullMQ's idle Worker, same window ([`idle`]; `idle-delayq` without
 //! BullMQ; `--idle-secs N` sets the window, 600 by default).
@@ -67,6 +69,7 @@ mod lifecycle;
 mod memory;
 mod options;
 mod refresh;
+mod replica_acks;
 mod scale;
 mod sidecars;
 mod table;
@@ -169,6 +172,9 @@ async fn main() {
     }
     if o.evalsha {
         evalsha::run().await;
+    }
+    if o.replica_acks {
+        replica_acks::run(5_000, o.repeats).await;
     }
     if let Some(with_bullmq) = o.idle {
         let node = node_here();

@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|groups]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|replica-acks|groups]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -26,6 +26,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      away, and of BullMQ's idle Worker, same window; then delayq on a 12-partition cluster;
                      --only idle-delayq: no BullMQ)
                      or evalsha (the scripts' Redis time a job by EVALSHA, as on Redis 6.2, beside FCALL, one server)
+                     or replica-acks (one master and one replica: push, pop and finish latency p50/p99 and Redis
+                     CPU per job lifecycle without and with replica acks, rounds interleaved; --repeats N rounds)
                      or groups (20,000 jobs due at one instant over 1,000 groups, one holding 90%: each group's
                      lateness, delayq grouped and not, and plain BullMQ; --only groups-delayq: no BullMQ)
   --repeats N        runs of every scenario (medians are shown); default 3
@@ -99,6 +101,7 @@ pub(crate) struct Options {
     pub(crate) idle_window: std::time::Duration,
     /// Run the EVALSHA-beside-FCALL scenario.
     pub(crate) evalsha: bool,
+    pub(crate) replica_acks: bool,
     pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
@@ -125,6 +128,7 @@ pub(crate) fn options() -> Options {
         idle: None,
         idle_window: std::time::Duration::from_secs(600),
         evalsha: false,
+        replica_acks: false,
         burst_jobs: 20_000,
         memory: Some(true),
         scale: None,
@@ -250,12 +254,16 @@ pub(crate) fn options() -> Options {
                         o.evalsha = true;
                         (vec![], false, false)
                     }
+                    Some("replica-acks") => {
+                        o.replica_acks = true;
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|groups|groups-delayq, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq, not {other:?}"
                 ),
                 }
             }

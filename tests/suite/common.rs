@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use delayq::http::{AppState, ServerConfig};
 use delayq::{Config, Queue, Shutdown};
 
-pub use crate::redis_server::RedisServer;
+pub use crate::redis_server::{RedisServer, Stopped};
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {

@@ -389,3 +389,25 @@ pub fn patient() -> redis::AsyncConnectionConfig {
         .set_response_timeout(Some(Duration::from_secs(60)))
         .set_connection_timeout(Some(Duration::from_secs(10)))
 }
+
+/// Sends SIGCONT to a stopped redis-server when dropped, also when the
+/// test fails.
+pub struct Stopped(u32);
+impl Stopped {
+    pub fn new(pid: u32) -> Stopped {
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "SIGSTOP {pid}");
+        Stopped(pid)
+    }
+}
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}
