@@ -15,6 +15,8 @@ pub struct Findings {
     pub handed_out: usize,
     pub finished: usize,
     pub unknown: usize,
+    /// Pushes, finishes and cancels refused (503: nothing was changed).
+    pub refused: usize,
     /// An acknowledged push never handed out by the end.
     pub lost: Vec<String>,
     /// Handed out again after an acknowledged finish, or finished (204)
@@ -61,8 +63,8 @@ impl Findings {
     /// One table line: counts, then the first ids of each non-zero column.
     pub fn line(&self, scenario: &str, mode: &str) -> String {
         let mut s = format!(
-            "| {scenario} | {mode} | {} | {} | {} | {} |",
-            self.pushed, self.handed_out, self.finished, self.unknown
+            "| {scenario} | {mode} | {} | {} | {} | {} | {} |",
+            self.pushed, self.handed_out, self.finished, self.refused, self.unknown
         );
         for (_, ids) in self.rows() {
             s += &format!(" {} |", ids.len());
@@ -81,7 +83,7 @@ impl Findings {
     }
 }
 
-pub const HEADER: &str = "| scenario | mode | pushed | handed out | finished | unknown | lost | again | early | unexpected | resurrected | over-limit | tick-twice | late | push ms p50/p99 | finish ms p50/p99 |";
+pub const HEADER: &str = "| scenario | mode | pushed | handed out | finished | refused | unknown | lost | again | early | unexpected | resurrected | over-limit | tick-twice | late | push ms p50/p99 | finish ms p50/p99 |";
 
 fn acked(op: &Op) -> bool {
     match op.kind {
@@ -138,6 +140,10 @@ pub fn check(ops: &[Op], settled: u64, stopped: u64) -> Findings {
         .iter()
         .filter(|o| o.kind != Kind::Pop && !acked(o) && matches!(o.status, 0 | 504))
         .count();
+    f.refused = ops
+        .iter()
+        .filter(|o| o.kind != Kind::Pop && o.status == 503)
+        .count();
     f.push_ms = percentiles(
         by(Kind::Push)
             .filter(|o| acked(o))
@@ -157,7 +163,8 @@ pub fn check(ops: &[Op], settled: u64, stopped: u64) -> Findings {
         let id = p.id.as_str();
         match pops.get(id) {
             None if !cancel_tried.contains(id) => f.lost.push(id.to_owned()),
-            Some(ps) if p.at >= settled && p.at <= stopped => {
+            // A grouped job waits its turn under the limit: not late.
+            Some(ps) if !p.group && p.at >= settled && p.at <= stopped => {
                 let first = ps.iter().map(|o| o.recv).min().unwrap();
                 if first > p.at + LATE_BOUND_MS {
                     f.late.push(id.to_owned());

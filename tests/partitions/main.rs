@@ -44,6 +44,8 @@ macro_rules! scenario {
     };
 }
 
+scenario!(no_fault_with_acks, Nemesis::Calm, true);
+scenario!(no_fault_without_acks, Nemesis::Calm, false);
 scenario!(master_cut_off_with_acks, Nemesis::MasterCut, true);
 scenario!(master_cut_off_without_acks, Nemesis::MasterCut, false);
 scenario!(majority_minority_split_with_acks, Nemesis::Split, true);

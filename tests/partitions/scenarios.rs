@@ -13,6 +13,8 @@ use crate::topology::{Topology, DELAYQ, MASTER, SENTINELS};
 
 #[derive(Clone, Copy, Debug)]
 pub enum Nemesis {
+    /// No fault for 10 s: the baseline.
+    Calm,
     /// The master's link cut for 9 s: a failover; it returns as a replica.
     MasterCut,
     /// 14 s with the master, one delayq and one sentinel on the minority
@@ -30,6 +32,7 @@ pub enum Nemesis {
 impl Nemesis {
     fn name(self) -> &'static str {
         match self {
+            Nemesis::Calm => "no fault (baseline)",
             Nemesis::MasterCut => "master cut off 9 s",
             Nemesis::Split => "majority/minority split 14 s",
             Nemesis::DelayqCut => "one delayq cut from Redis 12 s",
@@ -41,6 +44,7 @@ impl Nemesis {
     async fn apply(self, t: &Topology) {
         let sleep = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
         match self {
+            Nemesis::Calm => sleep(10_000).await,
             Nemesis::MasterCut => {
                 t.net.cut(MASTER);
                 sleep(9000).await;
