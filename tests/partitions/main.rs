@@ -64,3 +64,5 @@ scenario!(master_paused_with_acks, Nemesis::MasterPaused, true);
 scenario!(master_paused_without_acks, Nemesis::MasterPaused, false);
 scenario!(master_link_flapping_with_acks, Nemesis::Flapping, true);
 scenario!(master_link_flapping_without_acks, Nemesis::Flapping, false);
+scenario!(clock_stepped_with_acks, Nemesis::ClockStep, true);
+scenario!(clock_stepped_without_acks, Nemesis::ClockStep, false);

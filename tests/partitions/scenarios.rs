@@ -27,6 +27,10 @@ pub enum Nemesis {
     MasterPaused,
     /// The master's link down and up every 1-3 s for 20 s.
     Flapping,
+    /// The second delayq's clock stepped 30 s ahead for 8 s, then 30 s
+    /// behind for 8 s (libfaketime: Linux has no per-namespace realtime
+    /// clock).
+    ClockStep,
 }
 
 impl Nemesis {
@@ -38,6 +42,7 @@ impl Nemesis {
             Nemesis::DelayqCut => "one delayq cut from Redis 12 s",
             Nemesis::MasterPaused => "master SIGSTOPped 6 s",
             Nemesis::Flapping => "master's link flapping 20 s",
+            Nemesis::ClockStep => "one delayq's clock stepped ±30 s",
         }
     }
 
@@ -73,6 +78,13 @@ impl Nemesis {
                     sleep(1000 + (i * 104_729) % 2000).await;
                 }
             }
+            Nemesis::ClockStep => {
+                t.step_clock("+30s");
+                sleep(8000).await;
+                t.step_clock("-30s");
+                sleep(8000).await;
+                t.step_clock("+0s");
+            }
         }
         t.net.heal();
     }
@@ -95,7 +107,8 @@ pub async fn run(nemesis: Nemesis, replica_acks: bool) -> Findings {
         net::remove_leftovers();
     });
     let k = NEXT.fetch_add(1, Ordering::Relaxed);
-    let topo = Topology::start(k, replica_acks).await;
+    let stepped = matches!(nemesis, Nemesis::ClockStep);
+    let topo = Topology::start(k, replica_acks, stepped).await;
     let load = Load::start(topo.delayq.clone()).await;
     tokio::time::sleep(WARM_UP).await;
     nemesis.apply(&topo).await;

@@ -19,6 +19,13 @@ const NODES: usize = 7;
 /// nemesis's seconds.
 pub const DOWN_AFTER_MS: u64 = 1500;
 
+/// Debian's libfaketime (package faketime), the thread-safe build.
+const LIBFAKETIME: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+];
+
 pub struct Topology {
     // Declared first: the processes die before their namespaces go.
     procs: Vec<(usize, Child)>,
@@ -38,7 +45,9 @@ pub fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
 }
 
 impl Topology {
-    pub async fn start(k: u8, replica_acks: bool) -> Topology {
+    /// `stepped`: the second delayq runs under libfaketime, its realtime
+    /// clock offset by what [`step_clock`](Self::step_clock) writes.
+    pub async fn start(k: u8, replica_acks: bool, stepped: bool) -> Topology {
         let clients: Vec<bool> = (0..NODES).map(|n| DELAYQ.contains(&n)).collect();
         let net = Net::new(k, &clients);
         let dir = tempfile::tempdir().unwrap();
@@ -91,7 +100,13 @@ impl Topology {
             if replica_acks {
                 args.extend(["--replica-acks", "1"]);
             }
-            t.spawn(n, env!("CARGO_BIN_EXE_delayq"), &args);
+            let clock = (stepped && n == DELAYQ[1]).then(|| t.clock_env());
+            t.spawn(
+                n,
+                env!("CARGO_BIN_EXE_delayq"),
+                &args,
+                clock.unwrap_or_default(),
+            );
             t.delayq.push(format!("http://{}:9277", t.net.client_ip(n)));
         }
         let http = reqwest::Client::new();
@@ -122,7 +137,37 @@ impl Topology {
         d
     }
 
-    fn spawn(&mut self, n: usize, program: &str, args: &[&str]) {
+    /// The environment that runs a process under libfaketime, reading its
+    /// offset from a file on every call (no cache), the monotonic clock
+    /// left alone (tokio's timers run on it).
+    fn clock_env(&self) -> Vec<(&'static str, String)> {
+        let lib = LIBFAKETIME
+            .iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or_else(|| {
+                panic!(
+                    "the clock scenario needs libfaketime ({}): apt-get install faketime, \
+                     as ./dev test does",
+                    LIBFAKETIME.join(" or ")
+                )
+            });
+        let file = self.dir.path().join("clock");
+        std::fs::write(&file, "+0s\n").unwrap();
+        vec![
+            ("LD_PRELOAD", (*lib).to_owned()),
+            ("FAKETIME_TIMESTAMP_FILE", file.to_str().unwrap().to_owned()),
+            ("FAKETIME_NO_CACHE", "1".to_owned()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+        ]
+    }
+
+    /// Steps the stepped delayq's realtime clock to `offset` from the true
+    /// time (libfaketime's form: "+30s", "-30s").
+    pub fn step_clock(&self, offset: &str) {
+        std::fs::write(self.dir.path().join("clock"), format!("{offset}\n")).unwrap();
+    }
+
+    fn spawn(&mut self, n: usize, program: &str, args: &[&str], env: Vec<(&str, String)>) {
         let dir = self.node_dir(n);
         let log = std::fs::File::create(dir.join("log")).unwrap();
         let child = self
@@ -131,6 +176,7 @@ impl Topology {
             .args(args)
             .current_dir(&dir)
             .env("DELAYQ_LOG", "info")
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -163,7 +209,7 @@ impl Topology {
             "Ex",
         ];
         args.extend_from_slice(extra);
-        self.spawn(n, "redis-server", &args);
+        self.spawn(n, "redis-server", &args, Vec::new());
         wait_for(Duration::from_secs(20), "redis-server to answer", || {
             self.cli(n, 6379, &["PING"])
                 .is_some_and(|s| s.contains("PONG"))
@@ -184,7 +230,12 @@ impl Topology {
             ),
         )
         .unwrap();
-        self.spawn(n, "redis-server", &[conf.to_str().unwrap(), "--sentinel"]);
+        self.spawn(
+            n,
+            "redis-server",
+            &[conf.to_str().unwrap(), "--sentinel"],
+            Vec::new(),
+        );
     }
 
     /// `redis-cli` inside node `n`'s namespace, against its own server on
