@@ -208,7 +208,13 @@ async fn push_loop(client: Arc<Client>, pushing: Arc<AtomicBool>) {
         let client = client.clone();
         tokio::spawn(async move {
             let r = dice(seq);
-            let id = format!("j{seq}");
+            // A grouped job's id takes the group's hash tag: on a cluster
+            // the group lives whole in one partition.
+            let id = if seq % 20 == 0 {
+                format!("{{g}}:j{seq}")
+            } else {
+                format!("j{seq}")
+            };
             let instance = (seq % 2) as usize;
             let delay = 500 + r % 3500;
             let group = is_grouped(&id);
@@ -231,7 +237,7 @@ async fn push_loop(client: Arc<Client>, pushing: Arc<AtomicBool>) {
             if seq % 20 == 3 && matches!(status, 200 | 201) {
                 tokio::time::sleep(Duration::from_millis(r % 3000)).await;
                 let other = 1 - instance;
-                let path = format!("/v1/jobs/{id}/cancel");
+                let path = format!("/v1/jobs/{}/cancel", escaped(&id));
                 client
                     .call(Kind::Cancel, &id, other, &path, json!({}))
                     .await;
@@ -281,9 +287,7 @@ async fn work_loop(client: Arc<Client>, instance: usize, running: Arc<AtomicBool
 /// One job in 20 is in the group (2.5 a second, where the group's limit
 /// and work let 4 a second through: it reaches its limit, and keeps up).
 pub fn is_grouped(id: &str) -> bool {
-    id.strip_prefix('j')
-        .and_then(|s| s.parse::<u64>().ok())
-        .is_some_and(|seq| seq % 20 == 0)
+    id.starts_with("{g}:")
 }
 
 /// An id as one path segment: a tick's id holds `/`, `{` and `}`.

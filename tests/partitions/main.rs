@@ -66,3 +66,9 @@ scenario!(master_link_flapping_with_acks, Nemesis::Flapping, true);
 scenario!(master_link_flapping_without_acks, Nemesis::Flapping, false);
 scenario!(clock_stepped_with_acks, Nemesis::ClockStep, true);
 scenario!(clock_stepped_without_acks, Nemesis::ClockStep, false);
+scenario!(cluster_master_split_with_acks, Nemesis::ClusterSplit, true);
+scenario!(
+    cluster_master_split_without_acks,
+    Nemesis::ClusterSplit,
+    false
+);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::checker::{self, Findings};
 use crate::load::{self, Kind, Load, TTR_MS};
 use crate::net;
-use crate::topology::{Topology, DELAYQ, MASTER, SENTINELS};
+use crate::topology::{Redis, Topology, DELAYQ, MASTER, SENTINELS};
 
 #[derive(Clone, Copy, Debug)]
 pub enum Nemesis {
@@ -31,6 +31,9 @@ pub enum Nemesis {
     /// behind for 8 s (libfaketime: Linux has no per-namespace realtime
     /// clock).
     ClockStep,
+    /// A Redis Cluster master and one delayq split from the other five
+    /// nodes and the other delayq for 14 s.
+    ClusterSplit,
 }
 
 impl Nemesis {
@@ -43,6 +46,7 @@ impl Nemesis {
             Nemesis::MasterPaused => "master SIGSTOPped 6 s",
             Nemesis::Flapping => "master's link flapping 20 s",
             Nemesis::ClockStep => "one delayq's clock stepped ±30 s",
+            Nemesis::ClusterSplit => "a cluster master split off 14 s",
         }
     }
 
@@ -85,6 +89,11 @@ impl Nemesis {
                 sleep(8000).await;
                 t.step_clock("+0s");
             }
+            Nemesis::ClusterSplit => {
+                let master = t.cluster_masters()[0];
+                t.net.split(&[master, t.delayq_nodes[0]]);
+                sleep(14_000).await;
+            }
         }
         t.net.heal();
     }
@@ -96,8 +105,8 @@ static SETUP: Once = Once::new();
 
 /// Load before the nemesis, load after the heal, and the wait for the
 /// cluster to settle after it (lateness counts only after that).
-const WARM_UP: Duration = Duration::from_secs(4);
-const AFTER_HEAL: Duration = Duration::from_secs(14);
+const WARM_UP: Duration = Duration::from_secs(3);
+const AFTER_HEAL: Duration = Duration::from_secs(12);
 const SETTLE_MS: u64 = 8000;
 
 /// Runs `nemesis` once in a mode and returns what the checker found.
@@ -107,8 +116,13 @@ pub async fn run(nemesis: Nemesis, replica_acks: bool) -> Findings {
         net::remove_leftovers();
     });
     let k = NEXT.fetch_add(1, Ordering::Relaxed);
-    let stepped = matches!(nemesis, Nemesis::ClockStep);
-    let topo = Topology::start(k, replica_acks, stepped).await;
+    let redis = match nemesis {
+        Nemesis::ClusterSplit => Redis::Cluster,
+        n => Redis::Sentinel {
+            stepped: matches!(n, Nemesis::ClockStep),
+        },
+    };
+    let topo = Topology::start(k, redis, replica_acks).await;
     let load = Load::start(topo.delayq.clone()).await;
     tokio::time::sleep(WARM_UP).await;
     nemesis.apply(&topo).await;
@@ -119,7 +133,7 @@ pub async fn run(nemesis: Nemesis, replica_acks: bool) -> Findings {
     drain(&load).await;
     // One more lease: a job whose holder lost it is handed out again now,
     // and that is what the checker looks for.
-    tokio::time::sleep(Duration::from_millis(TTR_MS + 1000)).await;
+    tokio::time::sleep(Duration::from_millis(TTR_MS)).await;
     let ops = load.stop().await;
     let f = checker::check(&ops, healed + SETTLE_MS, stopped);
     let mode = if replica_acks {
@@ -137,7 +151,7 @@ pub async fn run(nemesis: Nemesis, replica_acks: bool) -> Findings {
         }
     }
     if f.rows().iter().any(|(_, ids)| !ids.is_empty()) {
-        for (i, n) in DELAYQ.iter().enumerate() {
+        for (i, n) in topo.delayq_nodes.iter().enumerate() {
             out += &format!(
                 "  delayq {i}'s log, last lines:\n{}\n",
                 topo.delayq_log_tail(*n, 6)
@@ -163,9 +177,9 @@ pub async fn run(nemesis: Nemesis, replica_acks: bool) -> Findings {
 }
 
 /// Waits until every acknowledged, uncancelled push has been handed out,
-/// for at most a minute (what is left then is lost).
+/// for at most 25 s (what is left then is lost).
 async fn drain(load: &Load) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(25);
     while Instant::now() < deadline {
         let outstanding = {
             let ops = load.ledger.lock().unwrap();

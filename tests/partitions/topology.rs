@@ -13,11 +13,12 @@ pub const MASTER: usize = 0;
 pub const REPLICA: usize = 1;
 pub const SENTINELS: [usize; 3] = [2, 3, 4];
 pub const DELAYQ: [usize; 2] = [5, 6];
-const NODES: usize = 7;
 
 /// Sentinel's failure detector: short, so a failover starts within a
 /// nemesis's seconds.
 pub const DOWN_AFTER_MS: u64 = 1500;
+/// The cluster's failure detector, as short.
+const CLUSTER_NODE_TIMEOUT_MS: u64 = 1500;
 
 /// Debian's libfaketime (package faketime), the thread-safe build.
 const LIBFAKETIME: &[&str] = &[
@@ -33,6 +34,8 @@ pub struct Topology {
     dir: tempfile::TempDir,
     /// The delayq instances' base URLs, on the clients' network.
     pub delayq: Vec<String>,
+    /// Their nodes.
+    pub delayq_nodes: Vec<usize>,
 }
 
 /// Polls `check` every 50 ms until it holds, for at most `limit`.
@@ -44,11 +47,29 @@ pub fn wait_for(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// Which Redis the delayq instances use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Redis {
+    /// A master, a replica and three sentinels; `stepped`: the second
+    /// delayq runs under libfaketime, its realtime clock offset by what
+    /// [`Topology::step_clock`] writes.
+    Sentinel { stepped: bool },
+    /// A Redis Cluster of three masters, each with a replica.
+    Cluster,
+}
+
+/// The Redis Cluster's nodes, and its delayq instances.
+pub const CLUSTER_NODES: [usize; 6] = [0, 1, 2, 3, 4, 5];
+const CLUSTER_DELAYQ: [usize; 2] = [6, 7];
+
 impl Topology {
-    /// `stepped`: the second delayq runs under libfaketime, its realtime
-    /// clock offset by what [`step_clock`](Self::step_clock) writes.
-    pub async fn start(k: u8, replica_acks: bool, stepped: bool) -> Topology {
-        let clients: Vec<bool> = (0..NODES).map(|n| DELAYQ.contains(&n)).collect();
+    pub async fn start(k: u8, redis: Redis, replica_acks: bool) -> Topology {
+        let delayq_nodes = match redis {
+            Redis::Sentinel { .. } => DELAYQ,
+            Redis::Cluster => CLUSTER_DELAYQ,
+        };
+        let count = delayq_nodes[1] + 1;
+        let clients: Vec<bool> = (0..count).map(|n| delayq_nodes.contains(&n)).collect();
         let net = Net::new(k, &clients);
         let dir = tempfile::tempdir().unwrap();
         let mut t = Topology {
@@ -56,7 +77,49 @@ impl Topology {
             net,
             dir,
             delayq: Vec::new(),
+            delayq_nodes: delayq_nodes.to_vec(),
         };
+        let (mut args, stepped) = match redis {
+            Redis::Sentinel { stepped } => (t.start_sentinel_redis(), stepped),
+            Redis::Cluster => (t.start_cluster(), false),
+        };
+        args.splice(
+            0..0,
+            ["serve", "--listen", "0.0.0.0:9277"].map(String::from),
+        );
+        if replica_acks {
+            args.extend(["--replica-acks", "1"].map(String::from));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for n in delayq_nodes {
+            let clock = (stepped && n == delayq_nodes[1]).then(|| t.clock_env());
+            let program = env!("CARGO_BIN_EXE_delayq");
+            t.spawn(n, program, &args, clock.unwrap_or_default());
+            t.delayq.push(format!("http://{}:9277", t.net.client_ip(n)));
+        }
+        let http = reqwest::Client::new();
+        for base in t.delayq.clone() {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let r = http
+                    .get(format!("{base}/readyz"))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await;
+                if r.is_ok_and(|r| r.status() == 200) {
+                    break;
+                }
+                let up = Instant::now() < deadline;
+                assert!(up, "delayq at {base} not ready in 60 s");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        t
+    }
+
+    /// The master, its replica and the sentinels; returns delayq's flags.
+    fn start_sentinel_redis(&mut self) -> Vec<String> {
+        let t = self;
         let master_ip = t.net.data_ip(MASTER);
         t.redis(MASTER, &[]);
         t.redis(REPLICA, &["--replicaof", &master_ip, "6379"]);
@@ -64,10 +127,7 @@ impl Topology {
             t.cli(REPLICA, 6379, &["INFO", "replication"])
                 .is_some_and(|s| s.contains("master_link_status:up"))
         });
-        wait_for(Duration::from_secs(30), "the replica's acks", || {
-            t.cli(MASTER, 6379, &["WAIT", "1", "1000"])
-                .is_some_and(|s| s.trim() == "1")
-        });
+        t.wait_acks(MASTER);
         for n in SENTINELS {
             t.sentinel(n, &master_ip);
         }
@@ -87,48 +147,80 @@ impl Topology {
             .map(|&n| format!("redis://{}:26379", t.net.data_ip(n)))
             .collect();
         let sentinels = sentinels.join(",");
-        for n in DELAYQ {
-            let mut args = vec![
-                "serve",
-                "--listen",
-                "0.0.0.0:9277",
-                "--redis-sentinel",
-                &sentinels,
-                "--sentinel-master",
-                "m",
+        ["--redis-sentinel", &sentinels, "--sentinel-master", "m"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    /// Waits until `n`'s replica acknowledges its writes: a link that is
+    /// up can still leave a first WAIT unanswered for a while.
+    fn wait_acks(&self, n: usize) {
+        wait_for(Duration::from_secs(30), "the replica's acks", || {
+            self.cli(n, 6379, &["WAIT", "1", "1000"])
+                .is_some_and(|s| s.trim() == "1")
+        });
+    }
+
+    /// Six nodes joined by `redis-cli --cluster create`, three masters each
+    /// with a replica; returns delayq's flags.
+    fn start_cluster(&mut self) -> Vec<String> {
+        let timeout = CLUSTER_NODE_TIMEOUT_MS.to_string();
+        for n in CLUSTER_NODES {
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                &timeout,
             ];
-            if replica_acks {
-                args.extend(["--replica-acks", "1"]);
-            }
-            let clock = (stepped && n == DELAYQ[1]).then(|| t.clock_env());
-            t.spawn(
-                n,
-                env!("CARGO_BIN_EXE_delayq"),
-                &args,
-                clock.unwrap_or_default(),
-            );
-            t.delayq.push(format!("http://{}:9277", t.net.client_ip(n)));
+            self.redis(n, &args);
         }
-        let http = reqwest::Client::new();
-        for base in t.delayq.clone() {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let r = http
-                    .get(format!("{base}/readyz"))
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
-                if r.is_ok_and(|r| r.status() == 200) {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "delayq at {base} not ready in 60 s"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        let addrs: Vec<String> = CLUSTER_NODES
+            .iter()
+            .map(|&n| format!("{}:6379", self.net.data_ip(n)))
+            .collect();
+        let out = self
+            .net
+            .command(0, "redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "redis-cli --cluster create: {text}");
+        wait_for(
+            Duration::from_secs(60),
+            "the cluster ok on every node",
+            || {
+                CLUSTER_NODES.iter().all(|&n| {
+                    self.cli(n, 6379, &["CLUSTER", "INFO"])
+                        .is_some_and(|s| s.contains("cluster_state:ok"))
+                })
+            },
+        );
+        for n in self.cluster_masters() {
+            self.wait_acks(n);
         }
-        t
+        let urls: Vec<String> = addrs.iter().map(|a| format!("redis://{a}")).collect();
+        vec![
+            "--redis-cluster".to_owned(),
+            urls.join(","),
+            "--partitions".to_owned(),
+            "3".to_owned(),
+        ]
+    }
+
+    /// The cluster's masters now, by node.
+    pub fn cluster_masters(&self) -> Vec<usize> {
+        CLUSTER_NODES
+            .iter()
+            .copied()
+            .filter(|&n| {
+                self.cli(n, 6379, &["ROLE"])
+                    .is_some_and(|s| s.starts_with("master"))
+            })
+            .collect()
     }
 
     fn node_dir(&self, n: usize) -> std::path::PathBuf {
