@@ -91,13 +91,43 @@ pub enum Error {
     #[error("redis unavailable: the job was written but only {acked} of {wanted} replicas acknowledged it in time; push it again (same id) to be sure")]
     Unreplicated { acked: usize, wanted: usize },
 
-    /// The push's partition is on a master with fewer connected replicas
-    /// than `replica_acks` asks for (its replica died, or was promoted and
-    /// has none yet), and pushes there are refused (the default
-    /// `DegradedPushes::Refuse`, as Redis's `min-replicas-to-write`): a
-    /// second failure could lose them. Nothing was written.
-    #[error("redis unavailable: shard {shard} has {replicas} of the {wanted} replicas --replica-acks asks for: pushes to its partitions are refused until a replica is back (nothing was written; --degraded-pushes accept takes them unreplicated)")]
+    /// A change (a finish, nack, cancel, delete, reschedule, ...) was
+    /// written on the master, but fewer replicas than `replica_acks` asks
+    /// for confirmed it within `after` (Redis WAIT): a failover now (the
+    /// master cut off from its replicas, one of them promoted) could undo
+    /// it, so it is not acknowledged. Its outcome is unknown: read the job
+    /// before trying again.
+    #[error(
+        "outcome unknown: {op}: written on the master, not confirmed by {wanted} replica(s) within {after:?} (only {acked} did): a failover could undo it; read the job (or the tag's jobs) before trying again"
+    )]
+    Unconfirmed {
+        op: &'static str,
+        acked: usize,
+        wanted: usize,
+        after: Duration,
+    },
+
+    /// A pop leased jobs on the master, but fewer replicas than
+    /// `replica_acks` asks for confirmed the leases within `after`: nothing
+    /// was handed out, and the leases are given back (or, if that cannot
+    /// reach Redis, end by themselves), so the jobs come again.
+    #[error("redis unavailable: pop: its leases were written on the master but not confirmed by {wanted} replica(s) within {after:?} (only {acked} did): nothing was handed out, the jobs are given back")]
+    LeaseUnconfirmed {
+        acked: usize,
+        wanted: usize,
+        after: Duration,
+    },
+
+    /// The call's partition is on a master with fewer connected replicas
+    /// than `replica_acks` asks for (its replica died or is cut off, or it
+    /// was promoted and has none yet), and acknowledged writes there are
+    /// refused (the default `DegradedPushes::Refuse`, as Redis's
+    /// `min-replicas-to-write`): such a master may be the losing side of a
+    /// split, whose writes a failover discards. Nothing was written (and a
+    /// pop handed nothing out).
+    #[error("redis unavailable: {op}: shard {shard} has {replicas} of the {wanted} replicas --replica-acks asks for: pushes, pops, finishes, nacks and cancels on its partitions are refused until a replica is back (nothing was written; --degraded-pushes accept takes them unreplicated)")]
     Degraded {
+        op: &'static str,
         shard: String,
         replicas: usize,
         wanted: usize,
@@ -150,6 +180,8 @@ impl Error {
                 | Error::Full
                 | Error::Evicting(_)
                 | Error::Unreplicated { .. }
+                | Error::Unconfirmed { .. }
+                | Error::LeaseUnconfirmed { .. }
                 | Error::Refused { .. }
                 | Error::NoScripts { .. }
                 | Error::Redis { .. }
@@ -159,10 +191,15 @@ impl Error {
     /// True when the call may have run in Redis though its reply never
     /// came: no answer in time, the master replaced before it answered, or
     /// the connection broke (not an error reply, which Redis gives instead
-    /// of running it).
+    /// of running it); or it ran on a master whose replicas did not confirm
+    /// it.
     pub(crate) fn may_have_run(&self) -> bool {
         match self {
-            Error::Timeout { .. } | Error::Unknown { .. } | Error::Moved { .. } => true,
+            Error::Timeout { .. }
+            | Error::Unknown { .. }
+            | Error::Moved { .. }
+            | Error::Unconfirmed { .. }
+            | Error::LeaseUnconfirmed { .. } => true,
             Error::Redis { source, .. } => source.code().is_none(),
             _ => false,
         }
@@ -177,7 +214,9 @@ impl Error {
             Error::Timeout { .. }
             | Error::Unknown { .. }
             | Error::Late { .. }
-            | Error::Moved { .. } => true,
+            | Error::Moved { .. }
+            | Error::Unconfirmed { .. }
+            | Error::LeaseUnconfirmed { .. } => true,
             Error::Redis { source, .. } => source.code().is_none_or(|code| {
                 matches!(
                     code,

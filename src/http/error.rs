@@ -70,7 +70,7 @@ impl From<Error> for ApiError {
                     e.to_string(),
                 )
             }
-            Error::Unknown { .. } => {
+            Error::Unknown { .. } | Error::Unconfirmed { .. } => {
                 tracing::warn!(error = %e, "outcome unknown");
                 ApiError::new(
                     StatusCode::GATEWAY_TIMEOUT,
@@ -82,6 +82,7 @@ impl From<Error> for ApiError {
             | Error::Late { .. }
             | Error::Moved { .. }
             | Error::Unreplicated { .. }
+            | Error::LeaseUnconfirmed { .. }
             | Error::NoScripts { .. }
             | Error::Redis { .. } => {
                 tracing::warn!(error = %e, "redis unavailable");

@@ -146,8 +146,8 @@ impl Queue {
     }
 
     /// Each shard with the partitions it holds and its state: "ok",
-    /// "degraded" (fewer replicas than `replica_acks`: pushes there follow
-    /// `degraded_pushes`) or "down" (its master does not answer: pops pass
+    /// "degraded" (fewer replicas than `replica_acks`: acknowledged calls
+    /// there follow `degraded_pushes`) or "down" (its master does not answer: pops pass
     /// its partitions by). Empty unless replica acks are on or the queue is
     /// on a cluster.
     pub fn shards(&self) -> Vec<crate::store::health::Shard> {

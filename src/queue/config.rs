@@ -20,13 +20,18 @@ pub struct Config {
     /// first used: a queue with another count in Redis is refused. 1 keeps
     /// the keys of a queue that never had partitions.
     pub partitions: usize,
-    /// Replicas that must have a push before it is acknowledged (Redis
-    /// WAIT); 0 (the default) does not wait.
+    /// Replicas that must have a change (push, finish, nack, cancel,
+    /// delete, reschedule) before it is acknowledged, and a pop's leases
+    /// before its jobs are handed out (Redis WAIT); 0 (the default) does
+    /// not wait. One not confirmed in time fails:
+    /// [`Error::Unconfirmed`](crate::Error::Unconfirmed) (outcome unknown),
+    /// [`Error::Unreplicated`](crate::Error::Unreplicated) (a push),
+    /// [`Error::LeaseUnconfirmed`](crate::Error::LeaseUnconfirmed) (a pop).
     pub replica_acks: usize,
-    /// Pushes to a shard with fewer connected replicas than
-    /// `replica_acks` (its replica died, or was promoted and has none
-    /// yet): refused (the default) or taken unreplicated. Pops, finishes
-    /// and nacks there go on either way.
+    /// Acknowledged calls on a shard with fewer connected replicas than
+    /// `replica_acks` (its replica died or is cut off, or it was promoted
+    /// and has none yet), and calls whose replicas did not confirm them:
+    /// refused (the default) or taken unreplicated (the weaker promise).
     pub degraded_pushes: crate::store::health::DegradedPushes,
     /// TLS settings for a `rediss://` URL.
     pub tls: crate::store::Tls,

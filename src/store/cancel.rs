@@ -13,7 +13,9 @@ pub const SCRIPT: Script = Script {
     source: include_str!("cancel.lua"),
     // It frees memory: an operator cancels to make room too.
     when_full: true,
-    acked: false,
+    // A cancel is acknowledged only once replicas have it: a failover
+    // must not bring back a job whose cancel was answered.
+    acked: true,
     late_unknown: true,
 };
 

@@ -220,14 +220,19 @@ impl Store {
     /// server). An acknowledged script ([`Script::acked`]) waits for
     /// `replica_acks` replicas when they are asked for.
     ///
-    /// On a shard with fewer replicas than acks ask for ([`health`]), what
-    /// adds jobs (an acknowledged script not allowed when Redis is full:
-    /// push, tick) follows the degraded-push policy, refused before it is
-    /// sent by default; everything else goes on without waiting for
-    /// replicas. A write acknowledged by too few replicas fails only if it
-    /// adds jobs and degraded pushes are refused (it was written: pushing
-    /// again is safe); a pop, finish or nack keeps its result, so no lease
-    /// is stranded and no attempt burnt.
+    /// With the degraded-push policy `refuse` (the default), an
+    /// acknowledged call is acknowledged only once its WAIT is met: a
+    /// master that cannot confirm its writes may be the losing side of a
+    /// split, whose writes a failover discards. So on a shard with fewer
+    /// replicas than acks ask for ([`health`]) every acknowledged call is
+    /// refused before it is sent, and one whose WAIT comes back short
+    /// fails: a push as [`Error::Unreplicated`] (pushing again is safe), a
+    /// pop as [`Error::LeaseUnconfirmed`] (its caller gives its leases
+    /// back: nothing is handed out), anything else as
+    /// [`Error::Unconfirmed`] (written on the master, outcome unknown).
+    /// With `accept`, the older, weaker promise: on a degraded shard calls
+    /// go on without waiting for replicas, and a short WAIT keeps its
+    /// result (a repeat after a second failure, never a stranded lease).
     pub(crate) async fn send(&self, call: Call) -> Result<(Status, Fields)> {
         let op = call.script.name;
         let wanted = if call.script.acked {
@@ -235,16 +240,15 @@ impl Store {
         } else {
             0
         };
-        let adds_jobs = !call.script.when_full;
+        let strict = self.health.policy == health::DegradedPushes::Refuse;
         let degraded = self.health.degraded(call.part).filter(|_| wanted > 0);
-        if let (Some((shard, replicas)), true) = (&degraded, adds_jobs) {
-            if self.health.policy == health::DegradedPushes::Refuse {
-                return Err(Error::Degraded {
-                    shard: shard.clone(),
-                    replicas: *replicas,
-                    wanted,
-                });
-            }
+        if let (Some((shard, replicas)), true) = (&degraded, strict) {
+            return Err(Error::Degraded {
+                op,
+                shard: shard.clone(),
+                replicas: *replicas,
+                wanted,
+            });
         }
         self.check_partitions().await?;
         if self.clock().estimate_us().is_none() {
@@ -259,13 +263,37 @@ impl Store {
             return self.send_plain(&call, deadline_us, limit).await;
         }
         let (reply, acked) = self.send_acked(&call, deadline_us, wanted, limit).await?;
-        if acked < wanted {
-            self.health.short_of_replicas(call.part, acked);
-            if adds_jobs && self.health.policy == health::DegradedPushes::Refuse {
-                return Err(Error::Unreplicated { acked, wanted });
-            }
+        if acked >= wanted {
+            return Ok(reply);
         }
-        Ok(reply)
+        self.health.short_of_replicas(call.part, acked);
+        if !strict {
+            return Ok(reply);
+        }
+        let after = self.ack_wait();
+        // A push (or a recurring tick's) is safe to send again: its ids
+        // make a second one change nothing.
+        Err(if matches!(op, "push" | "tick") {
+            Error::Unreplicated { acked, wanted }
+        } else if !call.script.late_unknown {
+            Error::LeaseUnconfirmed {
+                acked,
+                wanted,
+                after,
+            }
+        } else {
+            Error::Unconfirmed {
+                op,
+                acked,
+                wanted,
+                after,
+            }
+        })
+    }
+
+    /// How long an acknowledged batch's WAIT waits for its replicas.
+    fn ack_wait(&self) -> Duration {
+        self.timeout / 2
     }
 
     /// Whether a script call that Redis refused with `e` is sent again,
@@ -429,7 +457,7 @@ impl Store {
         let route = coalesce::AckRoute {
             conn: self.acks.conn.read().unwrap().clone().expect("acks are on"),
             wanted,
-            wait_ms: self.timeout.as_millis() as u64 / 2,
+            wait_ms: self.ack_wait().as_millis() as u64,
         };
         let before = route.conn.waiting();
         let mut tries = 0;

@@ -5,12 +5,15 @@
 //!   (and look again once it answers), so the other partitions' jobs keep
 //!   flowing. A call that fails marks it at once; the watch clears it.
 //! - With `replica_acks` N, a shard with fewer than N connected replicas
-//!   is **degraded**. Pops, finishes, nacks and touches on it go on
-//!   without waiting for replicas (at least once allows a repeat after a
-//!   second failure, never a loss or a stranded lease). Pushes follow
-//!   [`DegradedPushes`], in the spirit of Redis's `min-replicas-to-write`:
-//!   refused before anything is written (the default), or taken
-//!   unreplicated with a warning.
+//!   is **degraded**: its master may be the losing side of a split (its
+//!   replica promoted elsewhere), whose writes a failover discards. Every
+//!   acknowledged call on it (push, pop, finish, nack, cancel, delete,
+//!   reschedule, recurring tick) follows [`DegradedPushes`], in the spirit
+//!   of Redis's `min-replicas-to-write`: refused before anything is
+//!   written (the default: nothing is handed out or acknowledged there),
+//!   or sent without waiting for replicas, with a warning (the older,
+//!   weaker promise: at least once, a repeat or a loss after a second
+//!   failure or a split).
 //!
 //! The watch (`dispatch::upkeep::watch_health`) is also the one reader of
 //! a cluster's topology: each look reads `CLUSTER SLOTS` once and hands
@@ -31,16 +34,20 @@ use tokio::time::Instant;
 
 use super::Store;
 
-/// What pushes to a shard with fewer replicas than `replica_acks` do.
+/// What acknowledged calls (pushes, pops, finishes, nacks, cancels, ...)
+/// do on a shard with fewer replicas than `replica_acks`, and when their
+/// replicas do not confirm them in time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DegradedPushes {
-    /// Refuse them (nothing is written): an acknowledged push is always on
-    /// `replica_acks` replicas.
+    /// Refuse them (nothing is written, nothing handed out), and fail one
+    /// whose WAIT came back short: every acknowledged change is on
+    /// `replica_acks` replicas, every lease handed out too.
     #[default]
     Refuse,
     /// Take them without waiting for replicas, and warn: the queue keeps
-    /// accepting work, and a second failure (the master dies before a
-    /// replica is back) loses what it took meanwhile.
+    /// working, and a second failure (the master dies before a replica is
+    /// back) or a split loses what it took meanwhile, and may hand out
+    /// again a job whose finish it acknowledged.
     Accept,
 }
 
@@ -285,11 +292,11 @@ fn log_change(
         "degraded" => match policy {
             DegradedPushes::Refuse => tracing::warn!(
                 part, node, replicas = view.replicas, wanted,
-                "shard has fewer replicas than --replica-acks: pushes to it are refused; pops, finishes and nacks go on"
+                "shard has fewer replicas than --replica-acks: pushes, pops, finishes, nacks and cancels on it are refused until a replica is back"
             ),
             DegradedPushes::Accept => tracing::warn!(
                 part, node, replicas = view.replicas, wanted,
-                "shard has fewer replicas than --replica-acks: pushes to it are taken UNREPLICATED (--degraded-pushes accept); a second failure can lose them"
+                "shard has fewer replicas than --replica-acks: pushes, pops, finishes and cancels on it go on UNREPLICATED (--degraded-pushes accept); a second failure or a split can lose them or hand finished jobs out again"
             ),
         },
         "ok" if was != "unknown" => {

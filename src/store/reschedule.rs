@@ -11,7 +11,9 @@ pub const SCRIPT: Script = Script {
     name: "reschedule",
     source: include_str!("reschedule.lua"),
     when_full: false,
-    acked: false,
+    // A failover must not bring back the due time (or body) it replaced:
+    // the job would come early, or with a body no longer expected.
+    acked: true,
     late_unknown: true,
 };
 

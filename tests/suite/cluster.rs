@@ -650,28 +650,6 @@ async fn a_batch_finish_over_twelve_partitions_settles_each_job() {
     q.close().await;
 }
 
-/// Sends SIGCONT to a stopped redis-server when dropped, also when the
-/// test fails.
-struct Stopped(u32);
-impl Stopped {
-    fn new(pid: u32) -> Stopped {
-        let ok = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "SIGSTOP {pid}");
-        Stopped(pid)
-    }
-}
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
-    }
-}
-
 /// A master that does not answer (stopped: a machine hung, or a master
 /// lost before the client learns of its replica) says nothing about the
 /// eviction policy that pushes check: pushes to the other masters'

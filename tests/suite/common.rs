@@ -795,3 +795,25 @@ pub async fn scheduled_due(redis: &RedisServer, id: &str) -> Option<i64> {
         .cmd(&["ZSCORE", &format!("{{dq}}:s:{}", topic?), id])
         .await
 }
+
+/// Sends SIGCONT to a stopped redis-server when dropped, also when the
+/// test fails.
+pub struct Stopped(u32);
+impl Stopped {
+    pub fn new(pid: u32) -> Stopped {
+        let ok = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "SIGSTOP {pid}");
+        Stopped(pid)
+    }
+}
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.0.to_string()])
+            .status();
+    }
+}

@@ -127,6 +127,7 @@ mod native_api;
 mod priority;
 mod ready_lists;
 mod recurring;
+mod replica_acks;
 mod retry;
 mod running;
 mod security;

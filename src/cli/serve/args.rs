@@ -75,18 +75,30 @@ pub struct ServeArgs {
     )]
     pub(super) sentinel_db: i64,
 
-    /// Acknowledge pushes, pops, finishes and nacks only once this many
-    /// replicas have them (Redis WAIT): a failover then loses no
-    /// acknowledged job and hands none out twice. 0: do not wait.
+    /// Acknowledge a change (push, finish, nack, cancel, delete,
+    /// reschedule) only once this many replicas have it (Redis WAIT), and
+    /// hand out a popped job only once they have its lease. One they do not
+    /// confirm in time is not acknowledged: a finish or cancel answers 504
+    /// (written on the master, outcome unknown), a push 503 (push it again),
+    /// a pop 503 (nothing handed out; the lease given back). A failover to
+    /// a replica that has them (Sentinel and Cluster promote the most
+    /// up-to-date one they reach; with more replicas than this, ask for all
+    /// of them to rule out promoting one without), also after a network
+    /// split, then loses no acknowledged job, hands none out again after
+    /// its finish was acknowledged and delivers none after its cancel was.
+    /// 0: do not wait (a failover or split may lose acknowledged pushes and
+    /// repeat finished jobs; never early, never unexpected).
     #[arg(long, env = "DELAYQ_REPLICA_ACKS", default_value_t = defaults::REPLICA_ACKS)]
     pub(super) replica_acks: usize,
 
-    /// With --replica-acks: what pushes do when their shard has fewer
-    /// connected replicas than that (its replica died, or was promoted and
-    /// has none yet). "refuse" (503 naming the shard; nothing written) or
-    /// "accept" (taken unreplicated, with a warning: a second failure
-    /// before a replica is back loses them). Pops, finishes and nacks go on
-    /// either way.
+    /// With --replica-acks: what pushes, pops, finishes, nacks and cancels
+    /// do when their shard has fewer connected replicas than that (its
+    /// replica died or is cut off, or it was promoted and has none yet).
+    /// "refuse" (503 naming the shard; nothing written, nothing handed out,
+    /// until a replica is back; a WAIT that comes back short fails the
+    /// call) or "accept" (they go on unreplicated, with a warning: a second
+    /// failure or a split before a replica is back can lose pushes and
+    /// hand out again jobs whose finish was acknowledged).
     #[arg(
         long,
         env = "DELAYQ_DEGRADED_PUSHES",
