@@ -210,7 +210,7 @@ async fn push_loop(client: Arc<Client>, pushing: Arc<AtomicBool>) {
             let r = dice(seq);
             // A grouped job's id takes the group's hash tag: on a cluster
             // the group lives whole in one partition.
-            let id = if seq % 20 == 0 {
+            let id = if seq.is_multiple_of(20) {
                 format!("{{g}}:j{seq}")
             } else {
                 format!("j{seq}")
