@@ -625,3 +625,28 @@ async fn a_user_allowed_evalsha_but_not_fcall_passes_the_acl_check_as_serve_work
         q.close().await;
     }
 }
+
+/// A master with a replica and no `min-replicas-to-write` keeps taking
+/// writes when cut off from it (a split): doctor warns and names the
+/// settings (and --replica-acks); with them set, the check passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_with_replicas_and_no_min_replicas_to_write_is_warned() {
+    let (master, _replica) = crate::sentinel::master_and_replica();
+    let (passed, checks) = doctor(&master.url(), &[]);
+    let (v, found, fix) = &checks["replicas"];
+    assert_eq!(v, "warn", "{found}");
+    assert!(found.contains("1 replica connected"), "{found}");
+    assert!(
+        fix.contains("min-replicas-to-write 1")
+            && fix.contains("min-replicas-max-lag")
+            && fix.contains("--replica-acks")
+            && fix.contains("appendfsync"),
+        "{fix}"
+    );
+    assert!(passed, "a warning only");
+    let _: () = master
+        .cmd(&["CONFIG", "SET", "min-replicas-to-write", "1"])
+        .await;
+    let (_, checks) = doctor(&master.url(), &[]);
+    assert_eq!(checks["replicas"].0, "ok", "{:?}", checks["replicas"]);
+}

@@ -304,10 +304,20 @@ async fn replicas(t: &Target) -> Check {
             C,
             format!("no replicas, {min_text}: a lost machine loses what persistence has not saved"),
         ),
+        // A master cut off from every replica (a split) goes on taking
+        // writes that the replica promoted on the other side never sees.
+        Some(0) => Check::warn(
+            C,
+            format!(
+                "{connected} replica{} connected, {min_text}: a master cut off from its replicas keeps taking writes that a failover discards",
+                if connected == 1 { "" } else { "s" }
+            ),
+            "set min-replicas-to-write 1 and min-replicas-max-lag 10 (the master refuses writes once no replica has answered for 10 s);              run delayq with --replica-acks 1 (nothing acknowledged or handed out that a replica did not confirm) and keep appendfsync always (or everysec) on every node",
+        ),
         _ => Check::ok(
             C,
             format!(
-                "{connected} replica{} connected, {min_text} (delayq's --replica-acks N waits for N on each push)",
+                "{connected} replica{} connected, {min_text} (delayq's --replica-acks N acknowledges a change, and hands a job out, only once N replicas have it)",
                 if connected == 1 { "" } else { "s" }
             ),
         ),
