@@ -74,7 +74,9 @@ pub mod defaults;
 pub mod duration;
 pub mod error;
 pub mod figures;
+#[cfg(feature = "server")]
 pub mod http;
+#[cfg(feature = "server")]
 pub mod https;
 pub mod instances;
 pub mod job;
