@@ -96,7 +96,7 @@ pub(crate) async fn run(jobs: usize) {
         shutdown.clone(),
     ));
     // reqwest is built without a crypto provider of its own (plain HTTP here).
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = delayq::https::ring_provider().install_default();
     let http = reqwest::Client::new();
     let call = |path: &'static str| {
         let (http, url) = (http.clone(), format!("{base}{path}"));

@@ -5,10 +5,10 @@
 //! they sit below both.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// Job counts of one topic, and how far behind it is.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TopicCounts {
     pub delayed: u64,
     pub ready: u64,
@@ -53,7 +53,8 @@ impl TopicCounts {
 }
 
 /// Why a topic's ready jobs are not handed out now.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Held {
     /// The topic is paused.
@@ -66,7 +67,8 @@ pub enum Held {
 /// last hour, from every instance's histogram buckets merged. Each
 /// percentile is the upper bound of the bucket it falls in (ms); null with
 /// no samples or beyond the last bound (60 s).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Lateness {
     pub p50: Option<f64>,
     pub p99: Option<f64>,
@@ -76,7 +78,8 @@ pub struct Lateness {
 }
 
 /// One count per point and kind.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Series {
     pub pushed: Vec<u64>,
     /// Handed to consumers (pops, long-polls, webhook deliveries).
@@ -89,7 +92,8 @@ pub struct Series {
 }
 
 /// Events per point, oldest first, counted by every instance.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Throughput {
     /// 60 (minute) or 1 (second).
     pub resolution_s: u64,
@@ -102,7 +106,8 @@ pub struct Throughput {
 
 /// One event: an SSE message's `data:` (its `id:` is the position to
 /// resume after).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Event {
     /// pushed, fired (due: moved to ready), delivered, finished, failed (an
     /// attempt: nack or lease ran out), retried (after failed: due again),
@@ -135,7 +140,8 @@ pub struct Event {
 }
 
 /// One webhook topic an instance delivers.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct WebhookConsumer {
     pub topic: String,
     /// Most deliveries in flight from this instance.
@@ -146,7 +152,8 @@ pub struct WebhookConsumer {
 }
 
 /// A running delayq, as its last heartbeat said.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Instance {
     /// host-pid-random, stable for the process.
     pub id: String,
@@ -192,7 +199,8 @@ impl Instance {
 
 /// A webhook topic: where it goes and how its deliveries went, across the
 /// instances that deliver it.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct WebhookStatus {
     pub topic: String,
     /// The URL with its password and query values masked (`***`).

@@ -49,7 +49,7 @@ const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
         "a consumer's handlers, and its finisher, which ends with it",
     ),
     (
-        "webhook/mod.rs",
+        "webhook/delivery.rs",
         "a webhook's finisher and status flusher, which end with it",
     ),
     (

@@ -13,6 +13,15 @@
 //! makes jobs fire on time. docs/DESIGN.md has the design and the job's
 //! life as a table of states and transitions.
 //!
+//! The cargo feature `server` (on by default) is the binary's: the HTTP
+//! server (`http`), the https client roots (`https`), webhook delivery
+//! (`webhook::run`), OTLP export (`trace::otlp`) and the OpenAPI
+//! derives of [`wire`]. A service that only pushes and consumes jobs
+//! depends on `delayq = { ..., default-features = false }` and keeps the
+//! queue, the consumer, [`webhook::verify`] and the wire types, with
+//! tokio's `rt`, `net`, `time`, `sync` and `macros` (it brings the runtime
+//! that runs them).
+//!
 //! Map of the crate, in layers: each module imports only from the layers
 //! below its own (`src/layers.rs` lists them and a test holds it): base
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
@@ -74,7 +83,9 @@ pub mod defaults;
 pub mod duration;
 pub mod error;
 pub mod figures;
+#[cfg(feature = "server")]
 pub mod http;
+#[cfg(feature = "server")]
 pub mod https;
 pub mod instances;
 pub mod job;

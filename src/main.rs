@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // reqwest's https takes the process's rustls provider when it is not
     // handed a config (delayq::https hands one): ring, the one delayq has.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = delayq::https::ring_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -225,6 +225,7 @@ impl Metrics {
             crate::VERSION
         );
         // Only with OTLP export on (--otlp-endpoint).
+        #[cfg(feature = "server")]
         if crate::trace::exporting() {
             let _ = writeln!(
                 out,

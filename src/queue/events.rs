@@ -137,6 +137,7 @@ impl Queue {
 
     /// Fires when the queue closes (or its caller's shutdown fires): event
     /// streams end then, so a server's graceful stop does not wait on them.
+    #[cfg(feature = "server")]
     pub(crate) fn closed(&self) -> crate::shutdown::Shutdown {
         self.inner.h.stop.clone()
     }

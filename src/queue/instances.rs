@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::Queue;
 use crate::error::Result;
 use crate::figures::{Instance, WebhookStatus};
+#[cfg(feature = "server")]
 pub(crate) use crate::store::instances::WebhookNote;
 
 impl Queue {
@@ -91,6 +92,7 @@ impl Queue {
 
     /// Writes what this process saw of `topic`'s deliveries since it last
     /// wrote.
+    #[cfg(feature = "server")]
     pub(crate) async fn note_webhook(&self, topic: &str, note: &WebhookNote) -> Result<()> {
         self.store().webhook_note(topic, note).await
     }

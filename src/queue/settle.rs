@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{check_due_at, Nacked};
+#[cfg(feature = "server")]
 use crate::store::hold::Hold;
 use crate::store::remove::Fence;
 use crate::store::Status;
@@ -229,6 +230,7 @@ impl Queue {
     /// One call per partition; per lease, its end (Unix ms) and the ms
     /// left when Redis looked, or [`Error::StaleLease`] /
     /// [`Error::NotFound`]. A long enough lease is only read.
+    #[cfg(feature = "server")]
     pub(crate) async fn hold_many(
         &self,
         leases: &[(&str, &str, u32)],

@@ -35,7 +35,8 @@ pub use rule::Rule;
 pub const MAX_NAME_BYTES: usize = 128;
 
 /// What happens to a tick that fell due while no delayq instance ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Missed {
     /// It fires once, late, when delayq is back (later missed ticks do not).

@@ -18,7 +18,8 @@ pub const SCRIPT: Script = Script {
 };
 
 /// A group of a topic: its settings and what its jobs are doing.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Group {
     /// The group key.
     pub group: String,
@@ -76,7 +77,8 @@ impl From<GroupSettings> for GroupChange {
 }
 
 /// A page of a topic's groups, in byte order of their keys.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct GroupPage {
     pub groups: Vec<Group>,
     /// The cursor of the next page (`after`); none: this was the last.

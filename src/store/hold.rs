@@ -1,6 +1,9 @@
 //! Hold: check, right before sending, that leases are still held, and
 //! extend those that would end too soon. The script is `hold.lua`.
 
+// Only the server's webhook delivery calls this (`server` feature).
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
+
 use std::time::Duration;
 
 use super::batch::PerJob;

@@ -1,6 +1,9 @@
 //! Running instances' heartbeats and webhook delivery status. Every key is
 //! under the prefix's own tag (one slot), so each read is one pipeline.
 
+// Only the server's webhook delivery calls this (`server` feature).
+#![cfg_attr(not(feature = "server"), allow(dead_code))]
+
 use std::collections::HashMap;
 
 use super::{Keys, Store};

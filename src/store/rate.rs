@@ -23,7 +23,8 @@ pub const SCRIPT: Script = Script {
 };
 
 /// A topic's limit.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RateLimit {
     /// Jobs per second, on average.
     pub per_second: f64,

@@ -11,6 +11,7 @@
 //! no part in the trace, so it hands on the push's context unchanged (W3C:
 //! a component that does not trace propagates the headers as they came).
 
+#[cfg(feature = "server")]
 pub mod otlp;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +30,7 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+#[cfg(feature = "server")]
 pub(crate) fn set_exporting() {
     EXPORTING.store(true, Ordering::Relaxed);
 }
@@ -194,6 +196,7 @@ impl Hop {
     }
 }
 
+#[cfg(feature = "server")]
 /// The trace context of a request's headers, the W3C way: a `traceparent`
 /// that is missing, repeated or invalid means none (and no `tracestate`);
 /// repeated `tracestate` headers are one list; an invalid `tracestate` is

@@ -1,17 +1,17 @@
 //! Due times as the API takes them: Unix milliseconds or RFC 3339 text.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// Unix milliseconds or an RFC 3339 time; a past time means now.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum DueAt {
     /// Unix milliseconds, at least 100000000000 (smaller numbers are
     /// refused: they are most likely Unix seconds).
     UnixMs(i64),
     /// RFC 3339 with a zone: `2027-03-28T09:00:00Z`, `...+08:00`.
-    #[schema(format = DateTime)]
+    #[cfg_attr(feature = "server", schema(format = DateTime))]
     Rfc3339(String),
 }
 

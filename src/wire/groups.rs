@@ -2,22 +2,22 @@
 //! pauses.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
 /// A group and its figures: the library's own type, sent as it is.
 pub use crate::store::group::{Group, GroupPage};
 
 /// `GET /v1/topics/{topic}/groups?after=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct GroupsQuery {
     /// The `next` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     /// Most groups in the page.
     #[serde(default = "page")]
-    #[param(minimum = 1, maximum = 1000, default = page)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = page))]
     pub limit: usize,
 }
 
@@ -27,7 +27,8 @@ fn page() -> usize {
 
 /// `PUT /v1/topics/{topic}/groups/{group}`: the settings it names; one
 /// left out stays as it is, and `null` removes it.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
     /// Most jobs of the group reserved at once, across every instance;
@@ -37,7 +38,7 @@ pub struct GroupSpec {
         deserialize_with = "named",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<u32>, minimum = 1)]
+    #[cfg_attr(feature = "server", schema(value_type = Option<u32>, minimum = 1))]
     pub concurrency: Option<Option<u32>>,
     /// A paused group hands out none of its jobs; absent: as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,7 +51,7 @@ pub struct GroupSpec {
         deserialize_with = "named",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(value_type = Option<super::RateSpec>)]
+    #[cfg_attr(feature = "server", schema(value_type = Option<super::RateSpec>))]
     pub rate: Option<Option<super::RateSpec>>,
 }
 

@@ -2,26 +2,26 @@
 //! holder's finish, release, nack and touch.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{DueAt, ErrorBody};
 use crate::job::JobState;
 
 /// `POST /v1/jobs` (and each job of a batch). Unknown fields are refused:
 /// a typo in a field name must not silently change what a job does.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// Generated (a UUID) when absent; with a dedup key or a group, in
     /// the key's or the group's partition of a split queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 256)]
+    #[cfg_attr(feature = "server", schema(max_length = 256))]
     pub id: Option<String>,
-    #[schema(max_length = 128)]
+    #[cfg_attr(feature = "server", schema(max_length = 128))]
     pub topic: String,
     /// Text; to send JSON, encode it into a string.
     #[serde(default, deserialize_with = "body_text")]
-    #[schema(default = "")]
+    #[cfg_attr(feature = "server", schema(default = ""))]
     pub body: String,
     /// Due after this long (give this or `due_at`, not both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,12 +30,12 @@ pub struct JobSpec {
     pub due_at: Option<DueAt>,
     /// Time to run: a lease lasts this long (default 60000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, default = 60000)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, default = 60000))]
     pub ttr_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetrySpec>,
     #[serde(default, skip_serializing_if = "IfExistsSpec::is_replace")]
-    #[schema(default = "replace")]
+    #[cfg_attr(feature = "server", schema(default = "replace"))]
     pub if_exists: IfExistsSpec,
     /// Tags (at most 8, each 1 to 128 bytes, no control characters; a
     /// repeat counts once): list, cancel or reschedule the tag's jobs
@@ -45,7 +45,7 @@ pub struct JobSpec {
         deserialize_with = "tag_list",
         skip_serializing_if = "Vec::is_empty"
     )]
-    #[schema(max_items = 8)]
+    #[cfg_attr(feature = "server", schema(max_items = 8))]
     pub tags: Vec<String>,
     /// Its group within the topic (1 to 128 bytes, no control
     /// characters): at most the group's concurrency of its jobs run at
@@ -55,20 +55,23 @@ pub struct JobSpec {
     /// id of its own carries the group's hash tag (`{acct:7}:r1` for group
     /// `acct:7`), else 422; without an id delayq picks one there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(min_length = 1, max_length = 128)]
+    #[cfg_attr(feature = "server", schema(min_length = 1, max_length = 128))]
     pub group: Option<String>,
     /// W3C trace context, kept with the job and handed on; overrides the
     /// request's `traceparent` header. Invalid: 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(
-        min_length = 55,
-        max_length = 55,
-        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    #[cfg_attr(
+        feature = "server",
+        schema(
+            min_length = 55,
+            max_length = 55,
+            example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        )
     )]
     pub traceparent: Option<String>,
     /// W3C tracestate (needs `traceparent`), at most 512 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 512)]
+    #[cfg_attr(feature = "server", schema(max_length = 512))]
     pub tracestate: Option<String>,
     /// Among the topic's ready jobs, a smaller number is handed out first:
     /// 0 (the default), then 1 ... 9; first in, first out within each.
@@ -77,7 +80,7 @@ pub struct JobSpec {
         deserialize_with = "whole_priority",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(minimum = 0, maximum = 9, default = 0)]
+    #[cfg_attr(feature = "server", schema(minimum = 0, maximum = 9, default = 0))]
     pub priority: Option<i64>,
     /// Deduplication by key, decided before `if_exists`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,23 +96,25 @@ pub struct JobSpec {
 /// due time (`debounced`), never beyond `max_wait_ms` after the series'
 /// first push; once the job fell due or was handed out, a push starts a
 /// new job. Without `id`, delayq picks one in the key's partition.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DedupSpec {
-    #[schema(min_length = 1, max_length = 256)]
+    #[cfg_attr(feature = "server", schema(min_length = 1, max_length = 256))]
     pub key: String,
     pub mode: DedupModeSpec,
     /// Required with throttle and debounce; not taken by simple.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 2_592_000_000u64)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 2_592_000_000u64))]
     pub window_ms: Option<u64>,
     /// Debounce only: the latest the job may be due, after the first push.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 2_592_000_000u64)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 2_592_000_000u64))]
     pub max_wait_ms: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum DedupModeSpec {
     Simple,
@@ -118,7 +123,8 @@ pub enum DedupModeSpec {
 }
 
 /// What a push does to an existing job with the same id.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum IfExistsSpec {
     /// Replace it (200 `replaced`).
@@ -135,20 +141,22 @@ impl IfExistsSpec {
 }
 
 /// A job's retry policy.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RetrySpec {
     /// Waits before attempts 2, 3, ...
     #[serde(default)]
-    #[schema(max_items = 64)]
+    #[cfg_attr(feature = "server", schema(max_items = 64))]
     pub intervals: Vec<Interval>,
     /// Default: one more than the intervals; unlimited without intervals.
-    #[schema(minimum = 1)]
+    #[cfg_attr(feature = "server", schema(minimum = 1))]
     pub max_attempts: Option<u32>,
 }
 
 /// A retry interval: milliseconds, or a duration with its unit.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum Interval {
     /// Milliseconds.
@@ -203,7 +211,8 @@ fn some_body_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Strin
 }
 
 /// What a push did.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Created,
@@ -226,8 +235,9 @@ impl Outcome {
 }
 
 /// A pushed job: 201 created; 200 replaced, deduplicated or debounced.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Pushed)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Pushed))]
 pub struct PushedBody {
     pub id: String,
     pub due_at_ms: i64,
@@ -236,15 +246,17 @@ pub struct PushedBody {
 
 /// `POST /v1/jobs/batch`. Each job is read on its own: a broken one is
 /// reported at its index, the others are pushed.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BatchSpec {
-    #[schema(value_type = Vec<JobSpec>, max_items = 1000)]
+    #[cfg_attr(feature = "server", schema(value_type = Vec<JobSpec>, max_items = 1000))]
     pub jobs: Vec<serde_json::Value>,
 }
 
 /// A batch's results, one per job in the order sent.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct BatchReply {
     pub accepted: usize,
     pub rejected: usize,
@@ -252,7 +264,8 @@ pub struct BatchReply {
 }
 
 /// One job of a batch: its [`Pushed`] fields, or an error.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct BatchResult {
     pub index: usize,
     /// The status a push of this job alone would have had.
@@ -268,8 +281,9 @@ pub struct BatchResult {
 }
 
 /// A job as stored.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Job)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Job))]
 pub struct JobBody {
     pub id: String,
     pub topic: String,
@@ -309,7 +323,7 @@ pub struct JobBody {
     pub tracestate: Option<String>,
     /// Its priority (1 to 9; absent: 0, the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 9)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 9))]
     pub priority: Option<u8>,
     /// Its tags (none on a finished job's record).
     #[serde(default)]
@@ -334,14 +348,16 @@ pub struct JobBody {
 }
 
 /// A retry policy as stored.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Retry {
     pub intervals_ms: Vec<u64>,
     pub max_attempts: Option<u32>,
 }
 
 /// One failed attempt.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Attempt {
     pub attempt: u32,
     pub at_ms: i64,
@@ -350,7 +366,8 @@ pub struct Attempt {
 
 /// `POST /v1/jobs/{id}/reschedule`: a new due time (`delay_ms` or
 /// `due_at`, none = now) and optionally a new body.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RescheduleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,7 +382,8 @@ pub struct RescheduleSpec {
     pub body: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Rescheduled {
     pub id: String,
     pub due_at_ms: i64,
@@ -374,21 +392,24 @@ pub struct Rescheduled {
 /// `POST /v1/jobs/{id}/cancel`: the job is gone; `was` is the state it was
 /// in (`reserved`: it was running, and its holder's next touch, nack or
 /// finish is answered 409 `cancelled`).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Cancelled {
     pub id: String,
     pub was: JobState,
 }
 
 /// `POST /v1/jobs/{id}/finish` and `/release`: the lease token pop gave.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TokenSpec {
     pub token: String,
 }
 
 /// `POST /v1/jobs/{id}/nack`: a failed attempt.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NackSpec {
     pub token: String,
@@ -401,8 +422,9 @@ pub struct NackSpec {
 }
 
 /// Where a nacked job went: ready, delayed (a retry) or dead.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Nacked)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Nacked))]
 pub struct NackedBody {
     pub id: String,
     pub state: JobState,
@@ -410,17 +432,19 @@ pub struct NackedBody {
 }
 
 /// `POST /v1/jobs/{id}/touch`: extend a lease.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TouchSpec {
     pub token: String,
     /// New lease length from now (default: the job's ttr).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1)]
+    #[cfg_attr(feature = "server", schema(minimum = 1))]
     pub ttr_ms: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Touched {
     pub id: String,
     pub lease_until_ms: i64,

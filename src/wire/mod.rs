@@ -28,7 +28,6 @@ pub mod tags;
 pub mod topics;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
@@ -51,24 +50,27 @@ pub use topics::{
 };
 
 /// Every error reply of the native API: `{"error":{"code":..,"message":..}}`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Error)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Error))]
 pub struct ErrorReply {
     pub error: ErrorBody,
 }
 
 /// What went wrong: a stable code and a message for people.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
-    #[schema(example = "invalid")]
-    #[schema(value_type = ErrorCode)]
+    #[cfg_attr(feature = "server", schema(example = "invalid"))]
+    #[cfg_attr(feature = "server", schema(value_type = ErrorCode))]
     pub code: String,
     pub message: String,
 }
 
 /// The codes of [`ErrorBody::code`] (documentation only: clients keep
 /// codes they do not know as text).
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[allow(dead_code)]
 enum ErrorCode {
@@ -91,17 +93,19 @@ enum ErrorCode {
 }
 
 /// `GET /healthz`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Health {
     /// Always `ok`.
-    #[schema(example = "ok")]
+    #[cfg_attr(feature = "server", schema(example = "ok"))]
     pub status: String,
     /// As `delayq --version` prints it.
     pub version: String,
 }
 
 /// `GET /readyz`: 200 when every part is ready, else 503 with the same body.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Readiness {
     pub redis: bool,
     pub subscriber: bool,
@@ -113,7 +117,7 @@ pub struct Readiness {
     /// full: Redis is at maxmemory (pushes refused); evicting: an
     /// allkeys-* maxmemory-policy (pushes refused); unknown: INFO is not
     /// allowed to delayq's Redis user.
-    #[schema(value_type = MemoryState)]
+    #[cfg_attr(feature = "server", schema(value_type = MemoryState))]
     pub memory: String,
     /// Expired events heard, as this instance's canary key found (true or
     /// false); null: not known yet, or no expired-events connection here (a
@@ -141,7 +145,8 @@ fn yes() -> bool {
     true
 }
 
-#[derive(Serialize, ToSchema)]
+#[derive(Serialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 #[allow(dead_code)]
 enum MemoryState {
@@ -152,8 +157,9 @@ enum MemoryState {
 }
 
 /// One shard in [`Readiness`].
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Shard)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Shard))]
 pub struct ShardBody {
     pub node: String,
     /// ok, degraded (fewer replicas than asked for) or down.
@@ -164,10 +170,11 @@ pub struct ShardBody {
 }
 
 /// One Cluster master's memory in [`Readiness`].
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct MasterMemory {
     pub node: String,
-    #[schema(value_type = MemoryState)]
+    #[cfg_attr(feature = "server", schema(value_type = MemoryState))]
     pub memory: String,
     pub used_bytes: u64,
     pub max_bytes: u64,

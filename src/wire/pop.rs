@@ -1,21 +1,21 @@
 //! `/v1/pop`: lease up to `max` ready jobs, long-polling up to `wait_ms`.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PopSpec {
     /// Tried in order.
-    #[schema(min_items = 1, max_items = 32)]
+    #[cfg_attr(feature = "server", schema(min_items = 1, max_items = 32))]
     pub topics: Vec<String>,
     /// Most jobs.
     #[serde(default = "one")]
-    #[schema(minimum = 1, maximum = 100, default = 1)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 100, default = 1))]
     pub max: usize,
     /// Longest wait for a job (0: answer at once).
     #[serde(default)]
-    #[schema(maximum = 600_000, default = 0)]
+    #[cfg_attr(feature = "server", schema(maximum = 600_000, default = 0))]
     pub wait_ms: u64,
 }
 
@@ -23,15 +23,17 @@ fn one() -> usize {
     1
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Popped {
     pub jobs: Vec<DeliveryBody>,
 }
 
 /// A leased job: settle it with its token (finish, nack, touch, release)
 /// before `lease_until_ms`, or it is handed out again.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Delivery)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Delivery))]
 pub struct DeliveryBody {
     pub id: String,
     pub topic: String,
@@ -53,15 +55,17 @@ pub struct DeliveryBody {
 
 /// `POST /v1/finish`: finish the jobs of a pop at once, each under its own
 /// lease token.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FinishSpec {
-    #[schema(min_items = 1, max_items = 1000)]
+    #[cfg_attr(feature = "server", schema(min_items = 1, max_items = 1000))]
     pub jobs: Vec<LeaseSpec>,
 }
 
 /// A job and the lease token its pop gave.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeaseSpec {
     pub id: String,
@@ -69,7 +73,8 @@ pub struct LeaseSpec {
 }
 
 /// One result per job, in the order sent.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct FinishReply {
     pub finished: usize,
     pub failed: usize,
@@ -78,7 +83,8 @@ pub struct FinishReply {
 
 /// One job's finish: the status a finish of it alone would have had (204
 /// finished, 404 not_found, 409 stale_lease, 400 invalid), and the error.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct FinishResult {
     pub index: usize,
     pub id: String,

@@ -1,18 +1,18 @@
 //! `/v1/topics/{topic}/rate`: rate limits.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// `PUT /v1/topics/{topic}/rate`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateSpec {
     /// Jobs per second, on average.
-    #[schema(maximum = 1_000_000)]
+    #[cfg_attr(feature = "server", schema(maximum = 1_000_000))]
     pub per_second: f64,
     /// Most jobs at once after a quiet spell (default: the rate, at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1_000_000)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 1_000_000))]
     pub burst: Option<u32>,
 }
 
@@ -20,7 +20,8 @@ pub struct RateSpec {
 pub use crate::store::rate::RateLimit;
 
 /// A topic and its limit.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Rate {
     pub topic: String,
     pub per_second: f64,

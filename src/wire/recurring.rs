@@ -1,46 +1,47 @@
 //! `/v1/recurring`: recurring schedules.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{Retry, RetrySpec};
 use crate::recurring::Missed;
 
 /// `PUT /v1/recurring/{name}`: a job per cron tick.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = ScheduleSpec)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = ScheduleSpec))]
 #[serde(deny_unknown_fields)]
 pub struct RecurringSpec {
-    #[schema(max_length = 128)]
+    #[cfg_attr(feature = "server", schema(max_length = 128))]
     pub topic: String,
     /// Six fields, seconds first (`0 0 9 * * *`), or five (`0 9 * * *`).
     pub cron: String,
     /// IANA name, e.g. Asia/Shanghai (default UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(default = "UTC")]
+    #[cfg_attr(feature = "server", schema(default = "UTC"))]
     pub timezone: Option<String>,
     /// Body of each job.
     #[serde(default)]
     pub body: String,
     /// Time to run of each job (default 60000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, default = 60000)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, default = 60000))]
     pub ttr_ms: Option<u64>,
     /// The config file's name (a duration text): refused, naming `ttr_ms`.
     #[serde(default, skip_serializing)]
-    #[schema(ignore)]
+    #[cfg_attr(feature = "server", schema(ignore))]
     pub ttr: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetrySpec>,
     /// A tick missed while no delayq ran: fire once at start-up, or skip.
     #[serde(default)]
-    #[schema(default = "fire")]
+    #[cfg_attr(feature = "server", schema(default = "fire"))]
     pub missed: Missed,
 }
 
 /// A schedule with its next fire time.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Schedule)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Schedule))]
 pub struct RecurringStateBody {
     pub name: String,
     pub topic: String,
@@ -64,7 +65,8 @@ pub struct RecurringStateBody {
 }
 
 /// `POST /v1/recurring/{name}/run`: the job pushed now.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct RecurringRun {
     pub name: String,
     /// `recurring/{name}/run-<uuid>`.
@@ -74,8 +76,9 @@ pub struct RecurringRun {
 }
 
 /// `GET /v1/recurring`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
-#[schema(as = Schedules)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Schedules))]
 pub struct RecurringList {
     pub schedules: Vec<RecurringStateBody>,
 }

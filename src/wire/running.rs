@@ -2,11 +2,11 @@
 //! `/log`, and the log lines a job read returns.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// `POST /v1/jobs/{id}/progress`: the lease token pop gave and the
 /// progress (any JSON value but null, at most 1024 bytes serialized).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProgressSpec {
     pub token: String,
@@ -16,7 +16,8 @@ pub struct ProgressSpec {
 
 /// `POST /v1/jobs/{id}/log`: the lease token pop gave and one line (at
 /// most 1024 bytes, no control character but tab).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LogSpec {
     pub token: String,
@@ -24,8 +25,9 @@ pub struct LogSpec {
 }
 
 /// One line of a job's log.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, PartialEq, Eq)]
-#[schema(as = LogLine)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = LogLine))]
 pub struct LogLineBody {
     /// When it was written (Redis time).
     pub at_ms: i64,

@@ -2,14 +2,14 @@
 //! `/v1/topics`.
 
 use serde::{Deserialize, Serialize};
-use utoipa::IntoParams;
 
 pub use crate::figures::{Held, Lateness, Series, Throughput};
 
 /// `GET /v1/stats/throughput?topic=&resolution=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct ThroughputQuery {
     /// One topic; absent: all topics together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -17,6 +17,6 @@ pub struct ThroughputQuery {
     /// "minute" (the default: the last hour, 60 points) or "second" (the
     /// last 5 minutes, 300 points).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(value_type = Option<String>, default = "minute")]
+    #[cfg_attr(feature = "server", param(value_type = Option<String>, default = "minute"))]
     pub resolution: Option<String>,
 }

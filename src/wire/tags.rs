@@ -2,23 +2,23 @@
 //! a time.
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
 use super::{DueAt, JobBody};
 use crate::defaults::TAG_PAGE;
 use crate::job::JobState;
 
 /// `GET /v1/tags/{tag}/jobs?cursor=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct TagJobsQuery {
     /// The `cursor` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     /// Most index entries looked at.
     #[serde(default = "page")]
-    #[param(minimum = 1, maximum = 1000, default = page)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = page))]
     pub limit: usize,
 }
 
@@ -27,7 +27,8 @@ fn page() -> usize {
 }
 
 /// A page of a tag's jobs, by partition then id.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TagJobs {
     pub tag: String,
     pub jobs: Vec<JobBody>,
@@ -36,12 +37,13 @@ pub struct TagJobs {
 }
 
 /// `POST /v1/tags/{tag}/cancel` (an empty body: the first page of 500).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TagCancelSpec {
     /// Most jobs looked at (default 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1000)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 1000))]
     pub limit: Option<usize>,
     /// The `cursor` of the previous reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,7 +51,8 @@ pub struct TagCancelSpec {
 }
 
 /// `POST /v1/tags/{tag}/reschedule`: `shift_ms` or `due_at`, one of them.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TagRescheduleSpec {
     /// Each job's own due time plus this (negative: earlier, never before
@@ -61,7 +64,7 @@ pub struct TagRescheduleSpec {
     pub due_at: Option<DueAt>,
     /// Most jobs looked at (default 500).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1000)]
+    #[cfg_attr(feature = "server", schema(minimum = 1, maximum = 1000))]
     pub limit: Option<usize>,
     /// The `cursor` of the previous reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,7 +72,8 @@ pub struct TagRescheduleSpec {
 }
 
 /// What a cancel or reschedule by tag did on one page.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TagChanged {
     /// Jobs cancelled or moved.
     pub changed: u64,
@@ -79,7 +83,8 @@ pub struct TagChanged {
     pub cursor: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct TagSkipped {
     pub id: String,
     pub state: JobState,
@@ -99,7 +104,8 @@ impl From<crate::queue::TagChange> for TagChanged {
     }
 }
 
-#[cfg(test)]
+// The bounds are read from the OpenAPI document, which only the server has.
+#[cfg(all(test, feature = "server"))]
 mod tests {
     use super::*;
     use crate::defaults::MAX_TAG_PAGE;

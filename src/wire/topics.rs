@@ -4,14 +4,14 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
 use super::{JobBody, Lateness, RateLimit};
 
 pub use crate::figures::TopicCounts;
 
 /// `GET /v1/topics`.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Topics {
     pub topics: BTreeMap<String, TopicCounts>,
     /// Topics with a rate limit.
@@ -37,15 +37,16 @@ pub struct Topics {
 }
 
 /// `GET /v1/topics/{topic}/dead?offset=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct DeadQuery {
     #[serde(default)]
-    #[param(default = 0)]
+    #[cfg_attr(feature = "server", param(default = 0))]
     pub offset: usize,
     #[serde(default = "fifty")]
-    #[param(minimum = 1, maximum = 1000, default = 50)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
     pub limit: usize,
 }
 
@@ -54,7 +55,8 @@ fn fifty() -> usize {
 }
 
 /// A page of dead jobs, oldest first.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct DeadPage {
     pub topic: String,
     pub offset: usize,
@@ -62,7 +64,8 @@ pub struct DeadPage {
 }
 
 /// `POST /v1/topics/{topic}/dead/requeue` (an empty body: all of them).
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone, Default)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RequeueSpec {
     /// Ids to requeue; absent or empty = all dead jobs of the topic.
@@ -70,38 +73,42 @@ pub struct RequeueSpec {
     pub ids: Vec<String>,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Requeued {
     pub topic: String,
     pub requeued: u64,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Purged {
     pub topic: String,
     pub purged: u64,
 }
 
 /// `GET /v1/topics/{topic}/jobs?state=&cursor=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct JobsQuery {
     /// delayed (the default), ready, reserved, dead or finished (kept
     /// records, newest first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[param(value_type = Option<crate::job::JobState>, default = "delayed")]
+    #[cfg_attr(feature = "server", param(value_type = Option<crate::job::JobState>, default = "delayed"))]
     pub state: Option<String>,
     /// The `next_cursor` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     #[serde(default = "fifty")]
-    #[param(minimum = 1, maximum = 1000, default = 50)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
     pub limit: usize,
 }
 
 /// A page of a topic's jobs in one state.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct JobsPage {
     pub topic: String,
     pub state: crate::job::JobState,
@@ -111,26 +118,29 @@ pub struct JobsPage {
 }
 
 /// `GET /v1/schedule?cursor=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct UpcomingQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
     #[serde(default = "fifty")]
-    #[param(minimum = 1, maximum = 1000, default = 50)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
     pub limit: usize,
 }
 
 /// What falls due next, every topic, soonest first.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Upcoming {
     pub jobs: Vec<JobBody>,
     pub next_cursor: Option<String>,
 }
 
 /// A topic paused (`true`) or resumed.
-#[derive(Serialize, Deserialize, ToSchema, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct Paused {
     pub topic: String,
     pub paused: bool,

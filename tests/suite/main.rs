@@ -154,5 +154,5 @@ mod webhooks;
 static INSTALL_RING: extern "C" fn() = install_ring;
 
 extern "C" fn install_ring() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = delayq::https::ring_provider().install_default();
 }

@@ -44,6 +44,8 @@ pub struct RedisServer {
     child: Option<Child>,
     /// "?user=..&pass=.." for servers that require a login.
     login: String,
+    /// The test that started it (see [`note_time`]).
+    test: String,
 }
 
 impl RedisServer {
@@ -152,6 +154,8 @@ impl RedisServer {
     }
 
     fn launch_binary(binary: String, listen: Listen, extra: &[&str], login: String) -> RedisServer {
+        let test = std::thread::current().name().unwrap_or("").to_owned();
+        note_time("start", &test);
         let mut r = RedisServer {
             binary,
             dir: tempfile::Builder::new().prefix("dq").tempdir().unwrap(),
@@ -159,6 +163,7 @@ impl RedisServer {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
             login,
+            test,
         };
         r.spawn();
         r
@@ -379,6 +384,31 @@ fn has_cluster_port() -> bool {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        note_time("end", &self.test);
+    }
+}
+
+/// With `DELAYQ_TEST_TIMES` set to a file (`./dev test` sets it), appends
+/// `<start|end> <unix ms> <test>` when a test's server starts and stops, so
+/// `tests/times.py` can sum the suite's time by module: libtest names a
+/// test's thread after the test, and has no stable timing of its own.
+fn note_time(what: &str, test: &str) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("DELAYQ_TEST_TIMES") else {
+        return;
+    };
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    // One write of one line: appends from parallel tests do not interleave.
+    let line = format!("{what} {ms} {test}\n");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 

@@ -259,7 +259,7 @@ impl HttpsReceiver {
                 .collect();
         let key = PrivateKeyDer::from_pem_file(certs.path("server.key")).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
+            delayq::https::ring_provider(),
         ))
         .with_safe_default_protocol_versions()
         .unwrap()
