@@ -11,6 +11,7 @@ use delayq::http::{AppState, ServerConfig};
 use delayq::{Config, Queue, Shutdown};
 
 pub use crate::redis_server::{RedisServer, Stopped};
+pub use crate::shell_words::shell_words;
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {
@@ -794,33 +795,4 @@ pub async fn scheduled_due(redis: &RedisServer, id: &str) -> Option<i64> {
     redis
         .cmd(&["ZSCORE", &format!("{{dq}}:s:{}", topic?), id])
         .await
-}
-
-/// A shell line's words: white space splits them, single quotes keep
-/// theirs (all the docs' lines need); a `#` comment ends them.
-pub fn shell_words(line: &str) -> Vec<String> {
-    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
-    for c in line.chars() {
-        match c {
-            '\'' => {
-                quoted = !quoted;
-                any = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    words.push(std::mem::take(&mut word));
-                    any = false;
-                }
-            }
-            '#' if !quoted && !any => break,
-            c => {
-                word.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        words.push(word);
-    }
-    words
 }

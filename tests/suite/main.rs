@@ -96,6 +96,7 @@ mod old_build;
 mod pacing;
 mod redis_cluster;
 mod redis_server;
+mod shell_words;
 
 mod bad_input;
 mod batching;
