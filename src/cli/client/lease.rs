@@ -7,6 +7,7 @@ use clap::Args;
 use delayq::wire::{
     NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
 };
+use delayq::JobState;
 use reqwest::Method;
 
 use super::http::{job_path, Client};
@@ -131,8 +132,14 @@ impl Nack {
             .call::<NackedBody>(Method::POST, &path, Some(&spec))
             .await?;
         c.show(&reply, |n, o| {
-            let due = local_time(Some(n.due_at_ms));
-            outln!(o, "{}: {} (due at {due})", self.id, name(&n.state))
+            // A dead job's time is when it died, not a due time.
+            let when = if n.state == JobState::Dead {
+                "since"
+            } else {
+                "due at"
+            };
+            let at = local_time(Some(n.due_at_ms));
+            outln!(o, "{}: {} ({when} {at})", self.id, name(&n.state))
         })
     }
 }

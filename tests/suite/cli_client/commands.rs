@@ -64,10 +64,25 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
         .await
         .unwrap()
         .unwrap();
-    s.queue
-        .nack("d1", &d.token, None, "endpoint down")
-        .await
-        .unwrap();
+    // Its last attempt failed from the command line: the time it prints
+    // is when it died, not a due time.
+    let (ok, out, err) = delayq_cli(
+        b,
+        &[
+            "nack",
+            "d1",
+            "--lease",
+            &d.token,
+            "--error",
+            "endpoint down",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("d1: dead (since ") && !out.contains("due at"),
+        "{out}"
+    );
     let (ok, out, _) = delayq_cli(b, &["dead", "list", "hook"]).await;
     assert!(ok);
     assert!(out.contains("d1") && out.contains("endpoint down"), "{out}");
