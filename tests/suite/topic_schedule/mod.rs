@@ -722,6 +722,7 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
 
 mod backfill;
 mod many_topics;
+mod many_topics_pages;
 mod split;
 
 /// A sweep moving jobs of several topics in one dispatch call takes them
