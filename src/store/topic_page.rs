@@ -121,7 +121,8 @@ impl Store {
             let r: Result<Vec<Vec<Option<i64>>>> = if self.health.is_down(i) {
                 Err(self.timed_out("topics"))
             } else {
-                self.call("topics", pipe.query_async(&mut self.conn())).await
+                self.call("topics", pipe.query_async(&mut self.conn()))
+                    .await
             };
             match r {
                 Ok(row) => rows.push(row.concat()),
