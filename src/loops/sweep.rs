@@ -186,7 +186,7 @@ async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
     if h.leader.held().is_empty() {
         return Ok(());
     }
-    for (topic, counts) in h.store.overview().await?.topics {
+    for (topic, counts) in h.store.topic_counts().await? {
         if counts.dead > 0 {
             for part in h.leader.held() {
                 while h.store.trim(part, &topic, h.retention).await? > 0 {}

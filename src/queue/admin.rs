@@ -114,6 +114,29 @@ impl Queue {
         self.store().overview().await
     }
 
+    /// A page of topics (about `limit`) from `cursor` (None: the first),
+    /// and the next page's cursor (None: the last); each Redis call costs
+    /// O(limit), whatever the number of topics. A topic is listed once
+    /// unless its jobs change state during the walk (as with SCAN).
+    pub async fn topics_page(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Overview, Option<String>)> {
+        self.store().overview_page(cursor, limit).await
+    }
+
+    /// One topic's counts, due time and paused flag (with no jobs too).
+    pub async fn topic_overview(&self, topic: &str) -> Result<Overview> {
+        self.limits().check_topic(topic).map_err(Error::Invalid)?;
+        self.store().overview_of(topic).await
+    }
+
+    /// Whether `topic` has a job in any state: one HMGET per partition.
+    pub async fn topic_has_jobs(&self, topic: &str) -> Result<bool> {
+        self.store().topic_has_jobs(topic).await
+    }
+
     /// Connects to Redis once and says plainly what failed, if anything
     /// (`connect` itself never waits for Redis). `delayq serve` calls it at
     /// start.
@@ -169,7 +192,18 @@ impl Queue {
     /// The gauges `/metrics` shows, read now (queue depths are left out
     /// while Redis is away; `delayq_redis_errors_total` says so).
     pub async fn gauges(&self) -> Gauges {
-        let jobs = match self.topics().await {
+        // Counts only, in bounded calls (no due times: not shown here).
+        let counts = async {
+            let mut o = Overview {
+                topics: self.store().topic_counts().await?,
+                ..Default::default()
+            };
+            for t in self.store().paused().await? {
+                o.topics.entry(t).or_default().paused = true;
+            }
+            Ok::<_, crate::Error>(o)
+        };
+        let jobs = match counts.await {
             Ok(mut o) => {
                 // Backlog ages are left out if they cannot be read.
                 let _ = self.store().backlog(&mut o, &Default::default()).await;

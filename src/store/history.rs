@@ -30,7 +30,7 @@ impl Store {
     }
 
     pub(crate) async fn trim_all_history(&self) -> Result<()> {
-        for (topic, counts) in self.overview().await?.topics {
+        for (topic, counts) in self.topic_counts().await? {
             if counts.finished > 0 {
                 for part in 0..self.parts().len() {
                     while self.trim_history(part, &topic).await? > 0 {}

@@ -53,6 +53,7 @@ pub mod sentinel;
 mod sessions;
 pub mod settings;
 pub(crate) mod stats;
+mod topic_page;
 
 pub mod cancel;
 pub mod dispatch;

@@ -98,7 +98,7 @@ fn decode_job(
 }
 
 /// Counts from the count hash ("<state>:<topic>" -> n).
-fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> {
+pub(super) fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> {
     let mut topics: BTreeMap<String, TopicCounts> = BTreeMap::new();
     for (key, n) in counts {
         let Some((st, topic)) = key.split_once(':') else {
@@ -262,10 +262,10 @@ impl Store {
             if self.health.is_down(i) {
                 return Err(self.timed_out("topics"));
             }
+            // The counts in bounded calls (HSCAN), never one HGETALL.
+            let c = self.counts_of(i).await?;
             let mut pipe = redis::pipe();
-            pipe.cmd("HGETALL")
-                .arg(part.counts())
-                .cmd("ZRANGE")
+            pipe.cmd("ZRANGE")
                 .arg(part.schedule())
                 .arg(0)
                 .arg(0)
@@ -278,7 +278,7 @@ impl Store {
                 .arg(0)
                 .arg("WITHSCORES");
             type Head = Vec<(String, f64)>;
-            let (c, mut head, heads): (HashMap<String, i64>, Head, Head) = self
+            let (mut head, heads): (Head, Head) = self
                 .call("topics", pipe.query_async(&mut self.conn()))
                 .await?;
             head.extend(heads);

@@ -127,39 +127,103 @@ impl Store {
     }
 
     /// Lateness bucket counts of the last hour, every instance: all topics
-    /// together, and per topic. One HGETALL per minute: the cost is bounded
-    /// by 60 x the (topic, bucket) pairs that saw a job.
+    /// together, and each of `topics`. Per minute key: one HLEN, then an
+    /// HGETALL where the key holds no more fields than `topics` could
+    /// name, else HMGETs of their bucket fields (100 topics a call). Each
+    /// call is bounded by the topics asked for, whatever the number of
+    /// topics that saw a job (an HGETALL of a minute read every topic's).
     pub(crate) async fn lateness(
         &self,
+        topics: &[&String],
     ) -> Result<(
         [u64; LATENESS_BUCKETS],
         HashMap<String, [u64; LATENESS_BUCKETS]>,
     )> {
         let now = self.clock().now_estimate_ms().div_euclid(60_000);
+        let keys: Vec<String> = ((now - MINUTE_POINTS + 1)..=now)
+            .map(|m| Keys::lateness_minute(self.prefix(), m))
+            .collect();
         let mut pipe = redis::pipe();
-        for m in (now - MINUTE_POINTS + 1)..=now {
-            pipe.cmd("HGETALL")
-                .arg(Keys::lateness_minute(self.prefix(), m));
+        for k in &keys {
+            pipe.cmd("HLEN").arg(k);
         }
-        let minutes: Vec<HashMap<String, u64>> = self
+        let lens: Vec<usize> = self
             .call("lateness", pipe.query_async(&mut self.conn()))
             .await?;
-        let mut all = [0; LATENESS_BUCKETS];
-        let mut topics: HashMap<String, [u64; LATENESS_BUCKETS]> = HashMap::new();
-        for (f, n) in minutes.into_iter().flatten() {
-            let (b, topic) = match f.split_once(':') {
-                Some((b, t)) => (b, Some(t)),
-                None => (f.as_str(), None),
-            };
-            let Some(b) = b.parse::<usize>().ok().filter(|b| *b < LATENESS_BUCKETS) else {
+        let buckets = 0..LATENESS_BUCKETS;
+        let whole = (topics.len() + 1) * LATENESS_BUCKETS;
+        // The first chunk: all topics' buckets; then 100 topics' each.
+        let mut chunks: Vec<Vec<String>> = vec![buckets.clone().map(|b| b.to_string()).collect()];
+        for c in topics.chunks(100) {
+            chunks.push(
+                c.iter()
+                    .flat_map(|t| buckets.clone().map(move |b| format!("{b}:{t}")))
+                    .collect(),
+            );
+        }
+        let (mut small, mut big) = (redis::pipe(), redis::pipe());
+        let (mut n_small, mut n_big) = (0, 0);
+        for (k, len) in keys.iter().zip(lens) {
+            if len == 0 {
                 continue;
-            };
-            match topic {
-                Some(t) => topics.entry(t.to_owned()).or_insert([0; LATENESS_BUCKETS])[b] += n,
-                None => all[b] += n,
+            }
+            if len <= whole {
+                small.cmd("HGETALL").arg(k);
+                n_small += 1;
+            } else {
+                for fields in &chunks {
+                    big.cmd("HMGET").arg(k).arg(fields);
+                }
+                n_big += 1;
             }
         }
-        Ok((all, topics))
+        let mut all = [0; LATENESS_BUCKETS];
+        let mut per: HashMap<String, [u64; LATENESS_BUCKETS]> = HashMap::new();
+        let wanted: std::collections::HashSet<&str> = topics.iter().map(|t| t.as_str()).collect();
+        if n_small > 0 {
+            let minutes: Vec<HashMap<String, u64>> = self
+                .call("lateness", small.query_async(&mut self.conn()))
+                .await?;
+            for (f, n) in minutes.into_iter().flatten() {
+                let (b, topic) = match f.split_once(':') {
+                    Some((b, t)) => (b, Some(t)),
+                    None => (f.as_str(), None),
+                };
+                let Some(b) = b.parse::<usize>().ok().filter(|b| *b < LATENESS_BUCKETS) else {
+                    continue;
+                };
+                match topic {
+                    Some(t) if wanted.contains(t) => {
+                        per.entry(t.to_owned()).or_insert([0; LATENESS_BUCKETS])[b] += n
+                    }
+                    Some(_) => {}
+                    None => all[b] += n,
+                }
+            }
+        }
+        if n_big > 0 {
+            let rows: Vec<Vec<Option<u64>>> = self
+                .call("lateness", big.query_async(&mut self.conn()))
+                .await?;
+            for minute in rows.chunks(chunks.len()) {
+                let mut minute = minute.iter();
+                for (b, n) in minute.next().into_iter().flatten().enumerate() {
+                    all[b] += n.unwrap_or(0);
+                }
+                let mut names = topics.iter();
+                for row in minute {
+                    for t in row.chunks(LATENESS_BUCKETS) {
+                        let Some(name) = names.next() else { break };
+                        let e = per.entry((*name).clone()).or_insert([0; LATENESS_BUCKETS]);
+                        for (b, n) in t.iter().enumerate() {
+                            e[b] += n.unwrap_or(0);
+                        }
+                    }
+                }
+            }
+        }
+        per.retain(|_, b| b.iter().any(|n| *n > 0));
+        Ok((all, per))
     }
 
     /// Fills in each topic's backlog ages and what holds it. Per partition
@@ -366,7 +430,8 @@ impl Store {
 
     /// Lateness percentiles into the overview's topics, and all topics'.
     pub(crate) async fn lateness_into(&self, o: &mut Overview) -> Result<Lateness> {
-        let (all, topics) = self.lateness().await?;
+        let names: Vec<&String> = o.topics.keys().collect();
+        let (all, topics) = self.lateness(&names).await?;
         for (t, b) in topics {
             if let Some(c) = o.topics.get_mut(&t) {
                 c.lateness_ms = percentiles(&b);

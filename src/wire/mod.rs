@@ -46,7 +46,7 @@ pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,
-    Topics, Upcoming, UpcomingQuery,
+    Topics, TopicsQuery, Upcoming, UpcomingQuery,
 };
 
 /// Every error reply of the native API: `{"error":{"code":..,"message":..}}`.

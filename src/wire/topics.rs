@@ -34,6 +34,34 @@ pub struct Topics {
     /// Fire lateness of all topics together, every instance, last hour.
     #[serde(default)]
     pub lateness_ms: Lateness,
+    /// The next page's `cursor` (absent: this page was the last). Topics
+    /// come a page at a time, in no order; `rates`, `webhooks` and the
+    /// figures of all topics are whole on every page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/topics?cursor=&limit=`.
+#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TopicsQuery {
+    /// A previous page's `next_cursor` (absent: the first page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Topics a page holds, about (a page may hold a few more, as Redis's
+    /// HSCAN returns them).
+    #[serde(default = "thousand")]
+    #[param(minimum = 1, maximum = 1000, default = 1000)]
+    pub limit: usize,
+    /// Only this topic (listed with its counts even with no jobs): no
+    /// paging.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+}
+
+fn thousand() -> usize {
+    1000
 }
 
 /// `GET /v1/topics/{topic}/dead?offset=&limit=`.

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use delayq::wire::{DeadPage, Paused, Purged, RequeueSpec, Requeued, Topics};
 use reqwest::Method;
 
-use super::http::{topic_path, Client};
+use super::http::{encode, topic_path, Client};
 use super::out::{local_time, or_dash, outln, table};
 use super::ClientArgs;
 
@@ -18,7 +18,22 @@ pub struct Stats {
 impl Stats {
     pub(super) async fn run(self) -> Result<()> {
         let c = Client::new(&self.client);
-        let reply = c.fetch::<Topics>(Method::GET, "/v1/topics").await?;
+        let mut reply = c.fetch::<Topics>(Method::GET, "/v1/topics").await?;
+        // Every page, each of which costs the server O(page).
+        while let Some(cursor) = reply.value.next_cursor.take() {
+            let path = format!("/v1/topics?cursor={}", encode(&cursor));
+            let page = c.fetch::<Topics>(Method::GET, &path).await?;
+            let more = page.raw.get("topics").and_then(|t| t.as_object());
+            let all = reply.raw.get_mut("topics").and_then(|t| t.as_object_mut());
+            if let (Some(all), Some(more)) = (all, more) {
+                all.extend(more.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            reply.value.topics.extend(page.value.topics);
+            reply.value.next_cursor = page.value.next_cursor;
+        }
+        if let Some(o) = reply.raw.as_object_mut() {
+            o.remove("next_cursor");
+        }
         c.show(&reply, |v, o| {
             let mut rows = vec![[
                 "topic",
@@ -180,7 +195,8 @@ async fn pause_or_resume(args: &ClientArgs, topic: &str, action: &str) -> Result
 /// A typo (`pause orderz`) would pause a topic nobody uses, silently: true
 /// when the server holds no job of `topic`.
 async fn unseen(c: &Client, topic: &str) -> bool {
-    match c.fetch::<Topics>(Method::GET, "/v1/topics").await {
+    let path = format!("/v1/topics?topic={}", encode(topic));
+    match c.fetch::<Topics>(Method::GET, &path).await {
         Ok(reply) => reply.value.topics.get(topic).is_none_or(|n| n.is_empty()),
         Err(_) => false,
     }

@@ -73,6 +73,7 @@ async function route() {
     else if (parts[0] === "recurring") await recurringPage(mine);
     else if (parts[0] === "webhooks") await webhooksPage(mine);
     else if (parts[0] === "instances") await instancesPage(mine);
+    else if (parts[0] === "topics" && parts[1]) await overview(mine, parts[1]);
     else await overview(mine);
     if (mine !== seq) return;
     refreshes = still;

@@ -13,19 +13,39 @@ use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
 use crate::wire::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, Topics,
-    Upcoming, UpcomingQuery,
+    TopicsQuery, Upcoming, UpcomingQuery,
 };
 
-/// Job counts per topic and state, backlog ages and lateness
+/// Job counts per topic and state, backlog ages and lateness, a page of
+/// topics at a time
 #[utoipa::path(get, path = "/v1/topics", operation_id = "listTopics",
-    responses((status = 200, description = "Counts", body = Topics)))]
-pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topics>> {
+    params(TopicsQuery),
+    responses((status = 200, description = "A page of topics' counts", body = Topics)))]
+pub(super) async fn topics(
+    State(state): State<AppState>,
+    page: Result<Query<TopicsQuery>, QueryRejection>,
+) -> ApiResult<Json<Topics>> {
+    let page = query(page)?;
+    if !(1..=1000).contains(&page.limit) {
+        return Err(ApiError::invalid(format!(
+            "limit {} is out of range 1 to 1000",
+            page.limit
+        )));
+    }
     let q = &state.queue;
     let hooks = webhook_hosts(q, &state.server.webhooks).await?;
-    let mut o = q.topics().await?;
-    // Topics configured here are known with no jobs too.
-    for t in hooks.keys().chain(q.config().topic_retry.keys()) {
-        o.topics.entry(t.clone()).or_default();
+    let (mut o, next_cursor) = match &page.topic {
+        Some(t) => (q.topic_overview(t).await?, None),
+        None => q.topics_page(page.cursor.as_deref(), page.limit).await?,
+    };
+    // Topics configured here are known with no jobs too: on the first
+    // page, unless a page lists them with their jobs.
+    if page.cursor.is_none() && page.topic.is_none() {
+        for t in hooks.keys().chain(q.config().topic_retry.keys()) {
+            if !o.topics.contains_key(t) && !q.topic_has_jobs(t).await? {
+                o.topics.insert(t.clone(), Default::default());
+            }
+        }
     }
     let rates = q.rates().await?;
     let lateness_ms = q.topic_stats(&mut o, &rates).await?;
@@ -39,6 +59,7 @@ pub(super) async fn topics(State(state): State<AppState>) -> ApiResult<Json<Topi
         webhooks: hooks,
         unavailable_partitions: o.unavailable_partitions,
         lateness_ms,
+        next_cursor,
     }))
 }
 

@@ -1,9 +1,10 @@
 // app/overview.js, part of app.js: the overview and its lateness view.
 
 // ---- Views ----
-async function overview(mine) {
+async function overview(mine, cursor) {
+  // A page of 50 topics: each of its Redis calls costs O(page).
   const [topics, upcoming, metrics, tp] = await Promise.all([
-    api("GET", "v1/topics"),
+    api("GET", "v1/topics?limit=50" + (cursor ? "&cursor=" + enc(cursor) : "")),
     api("GET", "v1/schedule?limit=20"),
     metricsText().catch(() => ""),
     optional(api("GET", "v1/stats/throughput?resolution=" + chartRes)),
@@ -68,6 +69,9 @@ async function overview(mine) {
   show(mine,
     el("h2", {}, t("topics")),
     rows.length ? table("topics", head, rows) : el("p", { class: "muted" }, t("topics.none")),
+    el("p", { class: "pager" },
+      cursor ? link("#/", t("topic.first.page")) : null, cursor && topics.next_cursor ? " · " : null,
+      topics.next_cursor ? link("#/topics/" + enc(topics.next_cursor), t("topic.next.page")) : null),
     rows.length && !withStats ? notAvailable(t("backlog.absent")) : null,
     throughputSection("throughput", t("throughput"), tp),
     el("h2", {}, t("due.next")),

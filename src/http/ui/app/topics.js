@@ -60,7 +60,7 @@ async function topicPage(mine, topic, state, cursor) {
       throw e;
     });
   const [topics, p, tp, groups] = await Promise.all([
-    api("GET", "v1/topics"), listing,
+    api("GET", "v1/topics?topic=" + enc(topic)), listing,
     optional(api("GET", "v1/stats/throughput?resolution=" + chartRes + "&topic=" + enc(topic))),
     optional(api("GET", "v1/topics/" + enc(topic) + "/groups?limit=50")),
   ]);
@@ -89,7 +89,7 @@ async function topicPage(mine, topic, state, cursor) {
 
 async function deadPage(mine, topic, cursor) {
   const [topics, p] = await Promise.all([
-    api("GET", "v1/topics"),
+    api("GET", "v1/topics?topic=" + enc(topic)),
     api("GET", "v1/topics/" + enc(topic) + "/jobs?state=dead&limit=50" + (cursor ? "&cursor=" + enc(cursor) : "")),
   ]);
   const boxes = [];
