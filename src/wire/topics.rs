@@ -42,9 +42,10 @@ pub struct Topics {
 }
 
 /// `GET /v1/topics?cursor=&limit=`.
-#[derive(Serialize, Deserialize, IntoParams, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::IntoParams))]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
+#[cfg_attr(feature = "server", into_params(parameter_in = Query))]
 pub struct TopicsQuery {
     /// A previous page's `next_cursor` (absent: the first page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,7 @@ pub struct TopicsQuery {
     /// Topics a page holds, about (a page may hold a few more, as Redis's
     /// HSCAN returns them).
     #[serde(default = "thousand")]
-    #[param(minimum = 1, maximum = 1000, default = 1000)]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 1000))]
     pub limit: usize,
     /// Only this topic (listed with its counts even with no jobs): no
     /// paging.
