@@ -252,6 +252,27 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     // With replica acks a master without a replica hands nothing out: the
     // old master comes back as the new one's replica (Sentinel turns it).
     master.restart();
+    // Until Sentinel has turned it and its full sync is done, the new
+    // master has no replica and refuses every acknowledged call (by
+    // design): the wait for progress below starts once it has one.
+    eventually(
+        Duration::from_secs(120),
+        "the old master back as the new one's replica",
+        || async {
+            let mut c = master
+                .client()
+                .get_multiplexed_async_connection()
+                .await
+                .ok()?;
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut c)
+                .await
+                .ok()?;
+            info.contains("master_link_status:up").then_some(())
+        },
+    )
+    .await;
 
     let done = || async { Some(ledger.done.lock().unwrap().len() as u64) };
     let total = jobs.len() as u64;
