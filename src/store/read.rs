@@ -119,6 +119,26 @@ pub(super) fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, To
 }
 
 impl Store {
+    /// Each delayed topic's next due time, from its topic schedule's head
+    /// (the overview's and a topics page's; O(the topics given)). A read
+    /// that fails leaves them unset: the counts still stand.
+    pub(super) async fn fill_next_dues(&self, topics: &mut BTreeMap<String, TopicCounts>) {
+        let delayed: Vec<String> = (topics.iter())
+            .filter(|(_, c)| c.delayed > 0)
+            .map(|(t, _)| t.clone())
+            .collect();
+        match self.topic_heads(&delayed).await {
+            Ok(heads) => {
+                for (t, due) in heads {
+                    if let Some(c) = topics.get_mut(&t) {
+                        c.next_due_ms = Some(due);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "topics' next due times not read"),
+        }
+    }
+
     /// A job, in whatever state it is.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         Ok(self.get_many(&[id.to_owned()]).await?.pop())
@@ -319,20 +339,7 @@ impl Store {
         let mut topics = decode_counts(counts);
         // Each topic's next due time, from its topic schedule's head.
         if unavailable_partitions.is_empty() {
-            let delayed: Vec<String> = (topics.iter())
-                .filter(|(_, c)| c.delayed > 0)
-                .map(|(t, _)| t.clone())
-                .collect();
-            match self.topic_heads(&delayed).await {
-                Ok(heads) => {
-                    for (t, due) in heads {
-                        if let Some(c) = topics.get_mut(&t) {
-                            c.next_due_ms = Some(due);
-                        }
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "topics' next due times not read"),
-            }
+            self.fill_next_dues(&mut topics).await;
         }
         match self.paused().await {
             Ok(paused) => {

@@ -289,20 +289,7 @@ impl Store {
             return Ok(());
         }
         if o.unavailable_partitions.is_empty() {
-            let delayed: Vec<String> = (o.topics.iter())
-                .filter(|(_, c)| c.delayed > 0)
-                .map(|(t, _)| t.clone())
-                .collect();
-            match self.topic_heads(&delayed).await {
-                Ok(heads) => {
-                    for (t, due) in heads {
-                        if let Some(c) = o.topics.get_mut(&t) {
-                            c.next_due_ms = Some(due);
-                        }
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "topics' next due times not read"),
-            }
+            self.fill_next_dues(&mut o.topics).await;
         }
         let mut pipe = redis::pipe();
         let paused_key = Keys::new(self.prefix()).paused();

@@ -12,6 +12,7 @@ use delayq::{Config, Queue, Shutdown};
 
 pub use crate::redis_server::{RedisServer, Stopped};
 pub use crate::shell_words::shell_words;
+pub use crate::slowlog::{arm_slowlog, script_call_times, script_calls, slowlog_entries};
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {
@@ -485,40 +486,6 @@ impl Drop for CutProxy {
     }
 }
 
-/// The script calls Redis ran since `slowlog` was armed (see
-/// [`arm_slowlog`]) whose function is `name` (e.g. "dq_remove").
-pub async fn script_calls(redis: &RedisServer, name: &str) -> usize {
-    script_call_times(redis, name).await.len()
-}
-
-/// How long (us, Redis's own measure) each of those calls ran, oldest first.
-pub async fn script_call_times(redis: &RedisServer, name: &str) -> Vec<i64> {
-    let log: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "-1"]).await;
-    let prefix = format!("{name}_");
-    let sha = delayq::testing::eval_script_of(name.trim_start_matches("dq_"));
-    // SLOWLOG GET lists the newest first.
-    log.iter()
-        .rev()
-        .filter_map(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                return None;
-            };
-            let (Some(redis::Value::Int(us)), Some(redis::Value::Array(args))) =
-                (fields.get(2), fields.get(3))
-            else {
-                return None;
-            };
-            let arg = |i: usize| match args.get(i) {
-                Some(redis::Value::BulkString(b)) => String::from_utf8_lossy(b).to_lowercase(),
-                _ => String::new(),
-            };
-            let ours = (arg(0) == "fcall" && arg(1).starts_with(&prefix))
-                || (arg(0) == "evalsha" && sha.as_ref().is_some_and(|(sha, _)| arg(1) == *sha));
-            ours.then_some(*us)
-        })
-        .collect()
-}
-
 /// Whether the server runs delayq's scripts as functions (FCALL); if not,
 /// delayq sends them by EVALSHA (Redis 6.2).
 pub async fn has_functions(redis: &RedisServer) -> bool {
@@ -554,27 +521,6 @@ pub async fn script_path(
     let (_, text) = eval_script_of(script.name).unwrap();
     let _: String = redis.cmd(&["SCRIPT", "LOAD", text]).await;
     Path::Eval
-}
-
-/// Makes Redis log every call from now on (SLOWLOG at 0 us, room for
-/// `calls`), so [`script_calls`] can count them.
-pub async fn arm_slowlog(redis: &RedisServer, calls: usize) {
-    let mut c = redis.conn().await;
-    // One setting a CONFIG SET: Redis 6.2 takes no more.
-    for (name, value) in [("slowlog-max-len", calls), ("slowlog-log-slower-than", 0)] {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg(name)
-            .arg(value)
-            .query_async(&mut c)
-            .await
-            .unwrap();
-    }
-    let _: () = redis::cmd("SLOWLOG")
-        .arg("RESET")
-        .query_async(&mut c)
-        .await
-        .unwrap();
 }
 
 /// A TCP proxy in front of a redis-server's socket that holds every reply

@@ -97,6 +97,7 @@ mod pacing;
 mod redis_cluster;
 mod redis_server;
 mod shell_words;
+mod slowlog;
 
 mod bad_input;
 mod batching;

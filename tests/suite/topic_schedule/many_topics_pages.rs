@@ -48,28 +48,15 @@ async fn page(redis: &RedisServer, s: &TestServer, path: &str) -> (Value, Vec<(S
     arm_slowlog(redis, 200_000).await;
     let (status, v) = get_json(&s.base, path).await;
     assert_eq!(status, 200, "{v}");
-    let log: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "-1"]).await;
-    let reads = log
-        .iter()
-        .filter_map(|entry| {
-            let redis::Value::Array(fields) = entry else {
-                return None;
-            };
-            let (Some(redis::Value::Int(us)), Some(redis::Value::Array(args))) =
-                (fields.get(2), fields.get(3))
-            else {
-                return None;
-            };
-            let Some(redis::Value::BulkString(name)) = args.first() else {
-                return None;
-            };
-            let name = String::from_utf8_lossy(name).to_lowercase();
+    let reads = (slowlog_entries(redis).await.into_iter())
+        .filter_map(|(us, args)| {
+            let name = args.into_iter().next()?;
             // Writes are the stats flush's and heartbeats', not the page's.
             const WRITES: [&str; 9] = [
                 "hincrby", "expire", "set", "zadd", "publish", "pexpire", "del", "slowlog",
                 "config",
             ];
-            (!WRITES.contains(&name.as_str())).then_some((name, *us))
+            (!WRITES.contains(&name.as_str())).then_some((name, us))
         })
         .collect();
     (v, reads)
