@@ -79,54 +79,18 @@ const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
 ];
 
 #[cfg(test)]
+mod bounds;
+#[cfg(test)]
+mod circles;
+#[cfg(test)]
+mod source;
+#[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet, HashMap};
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
+    use super::source::{code, files};
     use super::{LAYERS, SPAWNS_ELSEWHERE};
-
-    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-
-    /// The text without comments, and with string literals emptied (a
-    /// "crate::" in a message or a doc link is no import).
-    fn code(text: &str) -> String {
-        let mut out = String::new();
-        for line in text.lines() {
-            let mut in_str = false;
-            let mut prev = ' ';
-            let mut chars = line.chars().peekable();
-            while let Some(c) = chars.next() {
-                if in_str {
-                    if c == '"' && prev != '\\' {
-                        in_str = false;
-                        out.push('"');
-                    }
-                    prev = if prev == '\\' && c == '\\' { ' ' } else { c };
-                    continue;
-                }
-                if c == '/' && chars.peek() == Some(&'/') {
-                    break;
-                }
-                // A char literal '"' opens no string.
-                if c == '"' && prev != '\'' {
-                    in_str = true;
-                }
-                out.push(c);
-                prev = c;
-            }
-            out.push('\n');
-        }
-        out
-    }
 
     /// The first segments after every `crate::` (each of a `{...}` group).
     fn crate_paths(code: &str) -> Vec<String> {
@@ -268,40 +232,5 @@ mod tests {
                     // crate::http in a comment\n\
                     let s = \"crate::wire\"; let x = crate::queue::Queue::new(); // crate::cli\n";
         assert_eq!(crate_paths(&code(text)), ["job", "store", "queue"]);
-    }
-
-    /// Small files a reader can hold in mind: none over 500 lines in
-    /// src/ (Rust, Lua and JavaScript alike) and bench/, none over 800 in
-    /// tests/ (each named by the surface it tests).
-    #[test]
-    fn no_file_outgrows_its_bound() {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            for e in std::fs::read_dir(dir).unwrap() {
-                let p = e.unwrap().path();
-                // Others' code (npm's, a nested crate's build) is not ours.
-                let theirs = p.ends_with("node_modules") || p.ends_with("target");
-                if p.is_dir() && !theirs {
-                    walk(&p, out);
-                } else if p
-                    .extension()
-                    .is_some_and(|x| ["rs", "lua", "js", "mjs"].contains(&x.to_str().unwrap_or("")))
-                {
-                    out.push(p);
-                }
-            }
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut long = Vec::new();
-        for (dir, most) in [("src", 500), ("bench", 500), ("tests", 800)] {
-            let mut all = Vec::new();
-            walk(&root.join(dir), &mut all);
-            for f in all {
-                let n = std::fs::read_to_string(&f).unwrap().lines().count();
-                if n > most {
-                    long.push(format!("{} ({n} lines, bound {most})", f.display()));
-                }
-            }
-        }
-        assert!(long.is_empty(), "files over their bound: {long:#?}");
     }
 }

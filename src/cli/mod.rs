@@ -11,4 +11,3 @@ pub mod redis_checks;
 pub mod redis_tls;
 pub mod serve;
 pub mod signals;
-pub mod worker;

@@ -19,8 +19,9 @@ mod recurring;
 mod running;
 mod tags;
 mod topics;
+mod work;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use delayq::duration::parse_duration;
 use delayq::wire::{DueAt, Interval, RetrySpec};
@@ -92,7 +93,7 @@ pub enum ClientCommand {
     /// finishes the job, anything else nacks it with the end of stderr.
     /// The job's retry policy says when it runs again; a job with none
     /// waits 1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, then 8h each time.
-    Work(Work),
+    Work(work::Work),
     /// Recurring schedules: a job per cron tick.
     Recurring(recurring::Recurring),
     /// A topic's rate limit.
@@ -107,19 +108,6 @@ pub enum ClientCommand {
     Progress(running::Progress),
     /// Append a line to a leased job's log (`delayq get` shows the last).
     Log(running::Log),
-}
-
-#[derive(Args, Debug)]
-pub struct Work {
-    topic: String,
-    /// Commands running at once.
-    #[arg(long, default_value_t = 1)]
-    concurrency: usize,
-    /// The command and its arguments, after --.
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
-    #[command(flatten)]
-    client: ClientArgs,
 }
 
 pub async fn run(command: ClientCommand) -> Result<()> {
@@ -145,13 +133,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Progress(c) => c.run().await,
         ClientCommand::Log(c) => c.run().await,
-        ClientCommand::Work(w) => {
-            if w.client.json {
-                bail!("work prints no replies: --json does not apply to it");
-            }
-            let c = Client::new(&w.client);
-            super::worker::run(c, &w.topic, w.concurrency, &w.command).await
-        }
+        ClientCommand::Work(w) => w.run().await,
     }
 }
 

@@ -154,7 +154,7 @@ pub const ROUTES: &[Route] = &[
     route("get", "/v1/instances", || get(instances::list)),
     route("get", "/v1/webhooks", || get(instances::webhooks)),
     route("get", "/v1/events", || get(events::events)),
-    route("get", "/v1/openapi.json", || get(ops::openapi)),
+    route("get", "/v1/openapi.json", || get(openapi::openapi)),
     route("get", "/healthz", || get(ops::healthz)),
     route("get", "/readyz", || get(ops::readyz)),
     route("get", "/metrics", || get(ops::metrics)),

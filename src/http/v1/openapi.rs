@@ -10,6 +10,8 @@
 
 use std::sync::LazyLock;
 
+use axum::response::{IntoResponse, Response as HttpResponse};
+
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
@@ -36,7 +38,7 @@ use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
         recurring::list, recurring::get_one, recurring::put, recurring::delete,
         recurring::run, recurring::pause, recurring::resume,
         instances::list, instances::webhooks,
-        ops::openapi, ops::healthz, ops::readyz, ops::metrics,
+        openapi, ops::healthz, ops::readyz, ops::metrics,
         stats::throughput,
         events::events,
         tags::jobs, tags::cancel, tags::reschedule,
@@ -146,4 +148,15 @@ fn shared_responses(path: &str, method: &str, op: &mut Operation) {
         "401",
         "The server requires a bearer token and the request had none or another (unauthorized)",
     );
+}
+
+/// This document
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "getOpenApi",
+    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
+pub(super) async fn openapi() -> HttpResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        json(),
+    )
+        .into_response()
 }

@@ -1,4 +1,4 @@
-//! Operations: `/healthz`, `/readyz`, `/metrics`, `/v1/openapi.json`.
+//! Operations: `/healthz`, `/readyz`, `/metrics`.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -7,17 +7,6 @@ use axum::Json;
 
 use crate::http::AppState;
 use crate::wire::{Health, MasterMemory, Readiness, ShardBody};
-
-/// This document
-#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "getOpenApi",
-    responses((status = 200, description = "OpenAPI 3.1", body = Object)))]
-pub(super) async fn openapi() -> Response {
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        super::openapi::json(),
-    )
-        .into_response()
-}
 
 /// The process is alive, and its version
 #[utoipa::path(get, path = "/healthz", operation_id = "healthz",

@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use clap::Args;
 use delayq::wire::{
     DeliveryBody, NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
 };
@@ -39,7 +40,30 @@ use delayq::Shutdown;
 use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::client::{job_path, Client, JobCancelled};
+use super::{job_path, Client, ClientArgs, JobCancelled};
+
+#[derive(Args, Debug)]
+pub struct Work {
+    topic: String,
+    /// Commands running at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// The command and its arguments, after --.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+impl Work {
+    pub async fn run(self) -> Result<()> {
+        if self.client.json {
+            bail!("work prints no replies: --json does not apply to it");
+        }
+        let c = Client::new(&self.client);
+        run(c, &self.topic, self.concurrency, &self.command).await
+    }
+}
 
 /// How long one pop waits on the server for a job.
 const POLL: Duration = Duration::from_secs(30);
@@ -56,14 +80,14 @@ const ERROR_MAX: usize = 1000;
 /// white space before the error's part).
 const STDERR_KEPT: usize = 4 * ERROR_MAX;
 
-pub async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
+async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
     if concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
     // A command that cannot start would fail every job until it died.
     check_program(&command[0])?;
     let stop = Shutdown::new();
-    tokio::spawn(super::signals::Signals::install()?.stop(
+    tokio::spawn(crate::cli::signals::Signals::install()?.stop(
         stop.clone(),
         "taking no more jobs; running commands finish and their jobs are settled",
     ));
