@@ -179,7 +179,8 @@ pub mod kind {
 /// its reply) is undone only while it is among them: at 10k pops a second
 /// that is the last 0.4 s, at 100 a second the last 40 s; beyond that its
 /// jobs come back after their ttr, the attempt counted, as before. A few
-/// hundred kB per partition at most (trimmed to this once 64 more).
+/// hundred kB per partition at most. (The list is trimmed to this once it
+/// holds 64 more, so it keeps up to 64 more.)
 pub const POPS_KEPT: usize = 4096;
 
 /// Job hash fields. One letter each: millions of pending jobs each carry

@@ -16,10 +16,12 @@ pub const LAYOUT_READ: u8 = 3;
 /// `hash-max-listpack-value`, so the job's hash stays a listpack.
 pub const PIECE_BYTES: usize = 64;
 
-/// The longest body kept in pieces (16; Redis's default
-/// `hash-max-listpack-entries` is 128 fields). Past about 1 KiB pieces save
-/// nothing on average (about 5 B each, and a listpack's one allocation is
-/// rounded to size classes 256 B apart), and a pop reads them one by one.
+/// The longest body kept in pieces: 16 pieces, well within Redis's
+/// default `hash-max-listpack-entries` (128 fields) beside a job's other
+/// fields. Past about 1 KiB pieces save nothing on average (each costs
+/// about 5 B, and the one allocation of a listpack is rounded up to size
+/// classes 256 B apart) while a pop reads them one field at a time; a
+/// longer body stays whole (its hash a hashtable).
 pub const PIECED_MAX_BYTES: usize = 1024;
 
 /// The table lib/body.lua's helpers live in: one local for all of them,
