@@ -3,7 +3,7 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::store::group::{Group, GroupChange, GroupPage, GroupSettings};
+use crate::group::{Group, GroupChange, GroupPage, GroupSettings};
 
 impl Queue {
     /// Checks a topic and group key.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{JobBody, Lateness, RateLimit};
+use super::{JobBody, Lateness, RateLimitBody};
 
 pub use crate::figures::TopicCounts;
 
@@ -16,7 +16,7 @@ pub struct Topics {
     pub topics: BTreeMap<String, TopicCounts>,
     /// Topics with a rate limit.
     #[serde(default)]
-    pub rates: BTreeMap<String, RateLimit>,
+    pub rates: BTreeMap<String, RateLimitBody>,
     pub next_due_ms: Option<i64>,
     /// Clients' pops waiting for a job on this server (delayq's own
     /// webhook deliveries apart, in `webhook_pops`).
