@@ -86,7 +86,7 @@ pub struct GroupsQuery {
 }
 
 fn page() -> usize {
-    100
+    crate::defaults::GROUP_PAGE
 }
 
 /// `PUT /v1/topics/{topic}/groups/{group}`: the settings it names; one

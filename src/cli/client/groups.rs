@@ -84,8 +84,9 @@ impl Group {
                 let mut after = String::new();
                 loop {
                     let path = format!(
-                        "{}/groups?limit=1000&after={}",
+                        "{}/groups?limit={}&after={}",
                         topic_path(&topic),
+                        delayq::defaults::MAX_GROUP_PAGE,
                         encode(&after)
                     );
                     let page = c.fetch::<wire::GroupPageBody>(Method::GET, &path).await?;
