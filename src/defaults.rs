@@ -87,6 +87,12 @@ pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deliveries in flight to one webhook endpoint, unless told: a bound on
 /// what delayq asks of a receiver at once.
 pub const WEBHOOK_CONCURRENCY: usize = 8;
+/// Entries one page of a topic's jobs, its dead letters or what falls due
+/// next lists when no limit is given (the API's and the CLI's).
+pub const PAGE: usize = 50;
+/// Topics one page of `/v1/topics` holds when no limit is given: as many
+/// as a page may.
+pub const TOPIC_PAGE: usize = 1000;
 /// Groups one page of a topic's groups lists when no limit is given.
 pub const GROUP_PAGE: usize = 100;
 /// Most groups one page may list.
