@@ -38,6 +38,11 @@ const fn span(text: &'static str) -> Span {
     }
 }
 
+/// The Redis a queue connects to unless told (the library's
+/// [`Config`](crate::Config), `delayq layout`): one server on this host's
+/// standard port. (`delayq serve` without `--redis` starts a private
+/// redis-server instead.)
+pub const REDIS_URL: &str = "redis://127.0.0.1:6379/";
 /// Key prefix: every key is `{prefix}:...`.
 pub const PREFIX: &str = "dq";
 /// Longest key prefix.
@@ -72,6 +77,26 @@ pub const DEAD_MAX_AGE: Span = span("7d");
 pub const EVENTS_KEPT: u64 = 100_000;
 /// The most events a partition's stream may keep.
 pub const MAX_EVENTS_KEPT: u64 = 100_000_000;
+/// The ttr of a job, or of a schedule's ticks, pushed without one: how
+/// long a consumer holds it before the attempt counts as failed and the
+/// job goes back (a consumer that died gives its job back within it).
+pub const TTR: Duration = Duration::from_secs(60);
+/// One webhook request may take this long, unless told; then it counts
+/// as a failed attempt (its lease outlasts it by a second).
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deliveries in flight to one webhook endpoint, unless told: a bound on
+/// what delayq asks of a receiver at once.
+pub const WEBHOOK_CONCURRENCY: usize = 8;
+/// Entries one page of a topic's jobs, its dead letters or what falls due
+/// next lists when no limit is given (the API's and the CLI's).
+pub const PAGE: usize = 50;
+/// Topics one page of `/v1/topics` holds when no limit is given: as many
+/// as a page may.
+pub const TOPIC_PAGE: usize = 1000;
+/// Groups one page of a topic's groups lists when no limit is given.
+pub const GROUP_PAGE: usize = 100;
+/// Most groups one page may list.
+pub const MAX_GROUP_PAGE: usize = 1000;
 /// Jobs one page of a tag looks at when no limit is given.
 pub const TAG_PAGE: usize = 500;
 /// Most jobs one page of a tag may look at (the scripts check it too).

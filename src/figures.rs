@@ -2,9 +2,17 @@
 //! lateness, the event stream's events, the running instances and their
 //! webhooks. The store and the queue return these values and the native
 //! API's replies carry them unchanged ([`crate::wire`] names them too), so
-//! they sit below both.
+//! they sit below both. Also what the store reads and the API shapes in
+//! replies of its own: the [`Overview`] of every topic, and the Redis delayq
+//! runs on ([`Memory`], [`Settings`]).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+mod redis_info;
+
+pub use redis_info::{evicting, Memory, Settings};
 
 /// Job counts of one topic, and how far behind it is.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
@@ -50,6 +58,19 @@ impl TopicCounts {
     pub fn is_empty(&self) -> bool {
         self.delayed + self.ready + self.reserved + self.dead + self.finished == 0
     }
+}
+
+/// Counts per topic and the earliest due time. Every topic the store
+/// knows is listed, with no jobs too: paused or rate-limited ones.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overview {
+    pub topics: BTreeMap<String, TopicCounts>,
+    /// The earliest due time (or lease end) in the schedule and the heads,
+    /// Unix ms.
+    pub next_due_ms: Option<i64>,
+    /// Partitions whose master did not answer: their jobs are not in the
+    /// counts (the rest of the queue is).
+    pub unavailable_partitions: Vec<usize>,
 }
 
 /// Why a topic's ready jobs are not handed out now.

@@ -4,7 +4,7 @@
 //! when what it reports changes (waiting pops, partitions dispatched), so
 //! every instance can list the running ones without a SCAN; one killed
 //! drops out within 3 periods, one stopped cleanly at once. Nothing but the
-//! list rests on it (dispatch has its lease), so the period is long: an
+//! list rests on it (dispatch has its terms), so the period is long: an
 //! idle instance writes 3 commands every 20 s.
 
 use std::time::Duration;

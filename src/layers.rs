@@ -18,9 +18,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "duration", "defaults", "error", "shutdown", "backoff", "retry", "https", "layers",
         ],
     ),
-    // What a job is: its types and limits, trace context, recurring rules,
-    // and the figures delayq reports.
-    ("model", &["trace", "job", "recurring", "figures"]),
+    // What a job is: its types and limits, trace context, rate limits,
+    // groups, recurring rules, and the figures delayq reports.
+    (
+        "model",
+        &["trace", "job", "rate", "group", "recurring", "figures"],
+    ),
     // Everything said to Redis.
     ("store", &["store"]),
     // The queue, its loops, metrics and stats, waiters, consumers, webhooks.

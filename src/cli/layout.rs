@@ -13,7 +13,7 @@ use super::redis_checks;
 #[derive(Args, Debug)]
 pub struct LayoutArgs {
     /// The Redis, as for `serve`.
-    #[arg(long, env = "DELAYQ_REDIS", default_value = "redis://127.0.0.1:6379/")]
+    #[arg(long, env = "DELAYQ_REDIS", default_value = defaults::REDIS_URL)]
     redis: String,
 
     /// A Redis Cluster's seed nodes, comma-separated, as for `serve`.

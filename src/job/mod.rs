@@ -24,9 +24,6 @@ pub use limits::{
     MAX_PRIORITY, MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
 };
 
-/// The ttr of a job, or of a schedule's ticks, pushed without one.
-pub const DEFAULT_TTR: Duration = Duration::from_secs(60);
-
 /// A job to push.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewJob {
@@ -76,7 +73,7 @@ impl Default for NewJob {
             body: String::new(),
             delay: Duration::ZERO,
             due_at_ms: None,
-            ttr: DEFAULT_TTR,
+            ttr: crate::defaults::TTR,
             retry: None,
             if_exists: IfExists::Replace,
             dedup: None,

@@ -4,12 +4,12 @@
 //! master, is set with a short PX and touched after it has expired (a read
 //! of an expired key deletes it and publishes `expired` at once, whatever
 //! the server's expiry cycle); the expired-events connections the
-//! dispatcher already runs ([`super::subscriber`]) hear it, or not, within
+//! subscriber already runs ([`super::subscriber`]) hear it, or not, within
 //! [`WAIT`].
 //!
 //! Checked whenever an expired-events connection (re)connects and every
 //! [`EVERY`]; it runs only while such a connection is open (a dispatching
-//! instance holding a lease), else the answer is not known. The answer is
+//! instance holding a term), else the answer is not known. The answer is
 //! reported (`/readyz`, `/metrics`, the dashboard); it changes nothing:
 //! the sweep is the clock either way.
 

@@ -17,9 +17,9 @@
 //!   history trimming.
 //! - [`recurring`]: fires the recurring schedules' ticks.
 //!
-//! The loops get narrow [`Handles`] (the store, the waiters, the metrics, a
+//! The loops get narrow `Handles` (the store, the waiters, the metrics, a
 //! wake signal, a stop signal), never the `Queue` itself: nothing here calls
-//! back into the engine, and no task keeps a queue alive. [`Loops`]
+//! back into the engine, and no task keeps a queue alive. `Loops`
 //! owns the tasks and stops them when it is dropped (with the last clone of
 //! its queue), when the queue is closed, or when the caller's shutdown
 //! fires.
@@ -244,7 +244,7 @@ impl Loops {
     /// flush (always), the Sentinel follower and the health watch where
     /// the store needs them and, where
     /// `handles.dispatch` is on, the term keeper, the expired-events
-    /// connection, the sweeps (each acts while its partition's lease is
+    /// connection, the sweeps (each acts while its partition's term is
     /// held here) and dead-letter retention.
     pub fn start(handles: Handles) -> Loops {
         let mut tasks = vec![

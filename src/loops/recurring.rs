@@ -19,7 +19,7 @@
 //! `{prefix}:recurring_seen` at its start, after each batch of ticks and at
 //! its end (a long look is a loop running, not an outage; a note Redis
 //! held up is made again, as of its return), with the time
-//! since which looks have followed each other less than [`OUTAGE_MS`] apart. A look that finds the last
+//! since which looks have followed each other less than `OUTAGE_MS` apart. A look that finds the last
 //! one older than that starts a new run of looks: no loop ran in between,
 //! and ticks that fell due before the run began were missed, handled as
 //! [`Missed`] says. Every process judges by the same recorded start, so a

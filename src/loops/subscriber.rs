@@ -4,13 +4,13 @@
 //!   (probably) due; dispatch it straight away. This is the low-cost path.
 //! - `{p}:ready`: some instance made jobs ready; wake that many waiters.
 //! - `{p}:wake`: a new earliest job; re-arm that partition's sweep (and a
-//!   standby asks about the lease, which may have been shortened or given
+//!   standby asks about the term, which may have been shortened or given
 //!   up). With [`RECUR_NOTICE`]: a schedule was put; the recurring loop,
 //!   idle while none is due, looks.
 //!
 //! Expired events go only to the instance that dispatches (the holder of a
-//! partition's lease, see [`super::lease`]): on a single Redis it opens a
-//! connection of its own for them while it holds a lease and closes it when
+//! partition's term, see [`super::leader`]): on a single Redis it opens a
+//! connection of its own for them while it holds a term and closes it when
 //! it holds none, so Redis sends each event to one instance, not to every
 //! one. Standbys hear the ready and wake notices only. On a cluster, keyspace
 //! events stay on the node whose key expired, so a dispatching process keeps
@@ -100,7 +100,7 @@ impl Triggers {
 }
 
 /// Dispatches what expired events named, in tasks of their own: reading
-/// events must not wait on it. Only partitions whose lease this instance
+/// events must not wait on it. Only partitions whose term this instance
 /// holds: the others are their holders' business.
 fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
     for (part, ids) in due {
@@ -161,7 +161,7 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
     // Wake notices may have gone by unheard: sweeps look, standbys ask
-    // whether a lease was shortened or given up, and the recurring loop
+    // whether a term was shortened or given up, and the recurring loop
     // (asleep while no schedule is due) looks for a schedule put meanwhile.
     h.wake.all();
     h.leader.ask_all();
@@ -210,8 +210,8 @@ async fn session(h: &Handles) -> Result<(), String> {
                     continue;
                 }
                 h.wake.one(part);
-                // A holder's sweep looks and shortens the lease if need
-                // be; a standby asks when the lease ends now.
+                // A holder's sweep looks and shortens the term if need
+                // be; a standby asks when the term ends now.
                 if !h.leader.holds(part) {
                     h.leader.ask(part);
                 }
@@ -227,21 +227,21 @@ async fn session(h: &Handles) -> Result<(), String> {
 }
 
 /// On a single Redis, in a dispatching process: the expired-events
-/// connection, open while this instance holds a partition's lease.
+/// connection, open while this instance holds a partition's term.
 pub(crate) async fn events(h: Handles) {
     let mut any = h.leader.any();
     let client = h.store.client();
     let mut backoff = Backoff::default();
     let mut refused = Refused::default();
     loop {
-        // Wait for a lease.
+        // Wait for a term.
         tokio::select! {
             r = any.wait_for(|held| *held) => if r.is_err() { return },
             _ = h.stop.wait() => return,
         }
         let ended = tokio::select! {
             r = listen(&h, client.clone()) => r,
-            // No lease left: the connection closes with the session.
+            // No term left: the connection closes with the session.
             _ = any.wait_for(|held| !*held) => {
                 debug!("no partition led here: expired events no longer heard here");
                 backoff.reset();

@@ -12,7 +12,7 @@
 //! events and notices may have been missed; the leader's term renewal
 //! reads the schedule's head and wakes a sweep that aims past it. So an
 //! idle sweep costs one call a minute; while the subscriber is down, one
-//! per [`DEAF_EVERY`].
+//! per `DEAF_EVERY`.
 //!
 //! The sweep also writes the trigger keys of jobs that come within the
 //! trigger horizon (pushed beyond it, they got none): when the watermark
@@ -24,7 +24,7 @@
 //!
 //! Only the partition's leader (the instance holding its term) sweeps it
 //! (see [`super::leader`]); the others wait for its term. Two that
-//! sweep at once for a moment (a lease changing hands) are harmless: the
+//! sweep at once for a moment (a term changing hands) are harmless: the
 //! dispatch script moves each due job once.
 
 use std::sync::atomic::Ordering;
@@ -115,7 +115,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                     ),
                     None => MAX_IDLE,
                 };
-                // The lease is taken up to the earliest due time.
+                // The term is taken up to the earliest due time.
                 h.leader
                     .note_due(part, out.next_due_ms.is_some().then_some(from + wait));
                 let most = if h.subscriber_up.load(Ordering::Relaxed) {
@@ -182,7 +182,7 @@ pub(crate) async fn retention(h: Handles) {
 }
 
 async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
-    // The partitions' lease holders trim them: one instance each.
+    // The partitions' leaders trim them: one instance each.
     if h.leader.held().is_empty() {
         return Ok(());
     }

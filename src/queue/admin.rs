@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::Queue;
 use crate::error::{Error, Result};
+use crate::figures::{Memory, Overview, Settings};
 use crate::metrics::Gauges;
-use crate::store::rate::RateLimit;
-use crate::store::{Memory, Overview};
+use crate::rate::RateLimit;
 
 impl Queue {
     /// Brings dead jobs of `topic` back to ready with fresh attempts: the
@@ -145,9 +145,7 @@ impl Queue {
     }
 
     /// The Redis settings delayq depends on (see [`Settings`]).
-    ///
-    /// [`Settings`]: crate::store::Settings
-    pub async fn redis_settings(&self) -> Result<crate::store::Settings> {
+    pub async fn redis_settings(&self) -> Result<Settings> {
         self.store().settings().await
     }
 

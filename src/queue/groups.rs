@@ -3,7 +3,7 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
-use crate::store::group::{Group, GroupChange, GroupPage, GroupSettings};
+use crate::group::{Group, GroupChange, GroupPage, GroupSettings};
 
 impl Queue {
     /// Checks a topic and group key.
@@ -76,10 +76,10 @@ impl Queue {
     /// order of their keys, with their figures.
     pub async fn groups(&self, topic: &str, after: &str, limit: usize) -> Result<GroupPage> {
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
-        if limit == 0 || limit > crate::defaults::MAX_TAG_PAGE {
+        if limit == 0 || limit > crate::defaults::MAX_GROUP_PAGE {
             return Err(Error::Invalid(format!(
                 "limit {limit} is out of range: 1 to {}",
-                crate::defaults::MAX_TAG_PAGE
+                crate::defaults::MAX_GROUP_PAGE
             )));
         }
         self.store().groups(topic, after, limit).await

@@ -1,6 +1,6 @@
 //! [`Queue`]: the engine's public face. It checks input against the
 //! [`Limits`], chooses retry policies, counts metrics and parks waiting
-//! pops; every change it makes is one script call in [`crate::store`]. The
+//! pops; every change it makes is one script call in `crate::store`. The
 //! HTTP layers are thin shells over these methods. A job's whole life, state
 //! by state, is in docs/DESIGN.md.
 //!
@@ -50,8 +50,8 @@ pub use stats::Resolution;
 pub use tags::{TagChange, TagMove, MAX_TAG_PAGE, TAG_PAGE};
 
 /// A handle to one delay queue in Redis. Cheap to clone; all clones share
-/// one multiplexed connection, the waiting consumers and the dispatcher,
-/// which stops when the last clone is dropped.
+/// one multiplexed connection, the waiting consumers and the background
+/// loops, which stop when the last clone is dropped.
 #[derive(Clone)]
 pub struct Queue {
     inner: Arc<Inner>,
@@ -63,13 +63,14 @@ struct Inner {
     /// waiting pops, the metrics, the sweeps' wake-up (a push that is the
     /// new earliest job), the recurring loop's (a schedule put here), the
     /// retry policies, and the stop signal (it fires on close, on drop of
-    /// the dispatcher, or with the caller's shutdown).
+    /// the loops with the last clone, or with the caller's shutdown).
     h: Handles,
     /// The last reading of `maxmemory-policy`, and when it was taken.
     policy: Mutex<Option<(Instant, String)>>,
     /// A reading of the policy is being taken in the background.
     policy_reading: std::sync::atomic::AtomicBool,
-    dispatcher: Loops,
+    /// Every background loop of the queue, started and stopped together.
+    loops: Loops,
 }
 
 impl Queue {
@@ -147,7 +148,7 @@ impl Queue {
             inner: Arc::new(Inner {
                 policy: Mutex::new(None),
                 policy_reading: Default::default(),
-                dispatcher: Loops::start(handles.clone()),
+                loops: Loops::start(handles.clone()),
                 h: handles,
                 config,
             }),
@@ -159,7 +160,7 @@ impl Queue {
     pub async fn close(&self) {
         self.inner.h.stop.trigger();
         self.inner.h.waiters.wake_all();
-        self.inner.dispatcher.stop().await;
+        self.inner.loops.stop().await;
     }
 
     pub fn config(&self) -> &Config {

@@ -9,9 +9,9 @@ use tracing::{debug, Instrument};
 
 use super::Queue;
 use crate::error::{Error, Result};
+use crate::figures::{evicting, Memory};
 use crate::job::{IfExists, NewJob, Pushed};
 use crate::store::push::Push;
-use crate::store::{read, Memory};
 use crate::trace::{Hop, HopKind};
 
 /// How long a reading of Redis's `maxmemory-policy` is trusted.
@@ -51,7 +51,7 @@ impl Queue {
                 Err(_) => return Err(self.store().timed_out("read maxmemory-policy")),
             },
         };
-        if read::evicting(&policy) {
+        if evicting(&policy) {
             return Err(Error::Evicting(policy));
         }
         Ok(())

@@ -121,7 +121,7 @@ impl Queue {
     /// job's lease ends at once and it is never handed out again: its
     /// holder's next touch, nack or finish fails with
     /// [`Error::Cancelled`] (changing nothing) until its lease would have
-    /// ended, and [`CANCEL_GRACE`] after.
+    /// ended, and `CANCEL_GRACE` after.
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn cancel(&self, id: &str) -> Result<Option<crate::JobState>> {
         self.limits().check_id(id).map_err(Error::Invalid)?;

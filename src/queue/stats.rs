@@ -3,8 +3,8 @@
 
 use super::Queue;
 use crate::error::{Error, Result};
+use crate::figures::Overview;
 use crate::figures::{Lateness, Throughput};
-use crate::store::Overview;
 
 /// The points of a throughput read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

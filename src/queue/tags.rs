@@ -1,6 +1,6 @@
 //! Tags: a tag's jobs listed, cancelled or rescheduled a page at a time.
 //! Each page is one script call per partition it reaches, bounded by the
-//! page's limit; a cursor "<partition>:<last id>" resumes where it stopped,
+//! page's limit; a cursor `<partition>:<last id>` resumes where it stopped,
 //! over all partitions in turn. The `_all` methods loop for the caller.
 
 use super::Queue;

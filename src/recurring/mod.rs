@@ -69,7 +69,7 @@ impl Default for Recurring {
             cron: String::new(),
             timezone: "UTC".into(),
             body: String::new(),
-            ttr_ms: crate::job::DEFAULT_TTR.as_millis() as u64,
+            ttr_ms: crate::defaults::TTR.as_millis() as u64,
             retry: None,
             missed: Missed::Fire,
         }

@@ -45,7 +45,7 @@ impl Kind {
     }
 }
 
-/// Lateness buckets: [`BUCKETS`]' bounds (seconds), then +Inf.
+/// Lateness buckets: `BUCKETS`' bounds (seconds), then +Inf.
 pub const LATENESS_BUCKETS: usize = BUCKETS.len() + 1;
 
 /// Per-second points kept and shown.

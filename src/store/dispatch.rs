@@ -53,7 +53,7 @@ impl Dispatched {
 pub(crate) struct TopicMoves {
     pub topic: String,
     pub moved: u64,
-    /// Leadership that ran out, followed by another attempt...
+    /// Leases that ran out, followed by another attempt...
     pub retried: u64,
     /// ...or by death.
     pub died: u64,

@@ -3,10 +3,11 @@
 //! ([`Store::group_home`]): a group's calls go there, a topic's listing and
 //! gauges read every partition.
 
-use super::rate::RateLimit;
 use super::reply::Fields;
 use super::{layout, Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::group::{Group, GroupPage};
+use crate::rate::RateLimit;
 use std::collections::BTreeMap;
 
 pub const SCRIPT: Script = Script {
@@ -16,75 +17,6 @@ pub const SCRIPT: Script = Script {
     acked: false,
     late_unknown: true,
 };
-
-/// A group of a topic: its settings and what its jobs are doing.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct Group {
-    /// The group key.
-    pub group: String,
-    /// Jobs ready in the group's line (held ones included).
-    pub ready: u64,
-    /// Jobs reserved now: the slots in use.
-    pub reserved: u64,
-    /// Ready jobs its pause or its limit keeps back now.
-    pub held: u64,
-    /// Most jobs of the group reserved at once; none: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
-    /// A paused group hands out none of its jobs.
-    pub paused: bool,
-    /// How long the job at the head of the group's line has waited since
-    /// it fell due, ms (the oldest ready job unless priorities put a newer
-    /// one first); none: nothing ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oldest_ready_ms: Option<u64>,
-    /// How fast the group's jobs are handed out, across every instance
-    /// (the topic's own limit holds beside it); none: no limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<RateLimit>,
-}
-
-/// A group's settings, as set (all at once; see [`GroupChange`] for some).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct GroupSettings {
-    /// Most jobs of the group reserved at once (1 or more); None: no limit.
-    pub concurrency: Option<u32>,
-    pub paused: bool,
-    /// How fast the group's jobs are handed out; None: no limit.
-    pub rate: Option<RateLimit>,
-}
-
-/// A change to some of a group's settings: what is None stays as it is.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct GroupChange {
-    /// Some(None): no limit.
-    pub concurrency: Option<Option<u32>>,
-    pub paused: Option<bool>,
-    /// Some(None): no rate limit.
-    pub rate: Option<Option<RateLimit>>,
-}
-
-impl From<GroupSettings> for GroupChange {
-    /// Every setting: what the settings leave out is removed.
-    fn from(s: GroupSettings) -> GroupChange {
-        GroupChange {
-            concurrency: Some(s.concurrency),
-            paused: Some(s.paused),
-            rate: Some(s.rate),
-        }
-    }
-}
-
-/// A page of a topic's groups, in byte order of their keys.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct GroupPage {
-    pub groups: Vec<Group>,
-    /// The cursor of the next page (`after`); none: this was the last.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<String>,
-}
 
 fn figures(group: String, f: &mut Fields) -> Result<Group> {
     let count = |v: i64| v.max(0) as u64;

@@ -24,8 +24,8 @@
 //! |                          |        | before the topic, so no topic names another's |
 //! | `{p}:levels:<topic>`     | zset   | priority n -> n of each non-empty readyp list |
 //! | `{p}:dead:<topic>`       | zset   | dead job ids -> time of death (ms)            |
-//! | `{p}:count`              | hash   | "<state>:<topic>" -> number of jobs           |
-//! | channel `{p}:ready`      | pubsub | "<count> <topic>" when jobs become ready      |
+//! | `{p}:count`              | hash   | `<state>:<topic>` -> number of jobs           |
+//! | channel `{p}:ready`      | pubsub | `<count> <topic>` when jobs become ready      |
 //! | channel `{p}:wake`       | pubsub | due time of a job that became the earliest    |
 //! | `{p}:recur:<name>`       | hash   | a recurring schedule: definition, version,    |
 //! |                          |        | last tick, that tick's job id                 |
@@ -51,13 +51,13 @@
 //! | `{p}:finished:<topic>`   | zset   | finished jobs' kept records (keep_finished):  |
 //! |                          |        | id -> MAX_TIME_MS - finished time (ms), so    |
 //! |                          |        | score order is newest first                   |
-//! | `{prefix}:tps:<second>`  | hash   | throughput of one second (Unix s): "<kind>"   |
-//! |                          |        | (all topics) and "<kind>:<topic>" -> count;   |
+//! | `{prefix}:tps:<second>`  | hash   | throughput of one second (Unix s): `<kind>`   |
+//! |                          |        | (all topics) and `<kind>:<topic>` -> count;   |
 //! |                          |        | TTL a little over 5 minutes                   |
 //! | `{prefix}:tpm:<minute>`  | hash   | the same per minute (Unix s / 60); TTL a      |
 //! |                          |        | little over an hour                           |
-//! | `{prefix}:latm:<minute>` | hash   | fire lateness of one minute: "<bucket>" (all  |
-//! |                          |        | topics) and "<bucket>:<topic>" -> count; TTL  |
+//! | `{prefix}:latm:<minute>` | hash   | fire lateness of one minute: `<bucket>` (all  |
+//! |                          |        | topics) and `<bucket>:<topic>` -> count; TTL  |
 //! |                          |        | a little over an hour                         |
 //! | `{prefix}:instance:<id>` | string | a running delayq's heartbeat (JSON), expiring |
 //! | `{prefix}:instances`     | zset   | instance id -> when its heartbeat expires     |
@@ -69,7 +69,7 @@
 //! | `{p}:events`             | stream | the event stream (only with events on): one   |
 //! |                          |        | entry per transition, fields in [`event`],    |
 //! |                          |        | capped near `events_kept` (XADD MAXLEN ~)     |
-//! | `{p}:dedup:<key>`        | string | "T<n> <id>", "D<n> <id>" or "0 <id>": the job |
+//! | `{p}:dedup:<key>`        | string | `T<n> <id>`, `D<n> <id>` or `0 <id>`: the job |
 //! |                          |        | a dedup key names; n is its due time          |
 //! |                          |        | (throttle), the series' first push (debounce) |
 //! |                          |        | or 0 (simple); PX the window                  |
@@ -79,7 +79,7 @@
 //! |                          |        | the job                                       |
 //! | `{p}:canary:<instance>`  | string | "1", PX 50 ms: the expired-events canary      |
 //! |                          |        | (dispatch::canary), gone once it expired      |
-//! | `{p}:log:<id>`           | list   | a job's log, "<ms> TAB <line>", oldest first, |
+//! | `{p}:log:<id>`           | list   | a job's log, `<ms> TAB <line>`, oldest first, |
 //! |                          |        | the last [`LOG_LINES_KEPT`]; goes with the    |
 //! |                          |        | job, expires with its kept record             |
 //! | `{p}:s:<topic>`          | zset   | the topic's delayed jobs only: id -> due time |

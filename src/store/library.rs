@@ -206,7 +206,7 @@ pub enum Path {
 /// the key prefix, the script's own arguments `args`, then the deadline
 /// (Redis time in microseconds, 0 for none). With `guard`, the partition's
 /// never-written `moving` key is declared as a second key (see
-/// [`Keys::moving`]). Events off; see [`call_with`].
+/// [`Keys::moving`]). Events off; see `call_with`.
 pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
     call_with(Path::Function, script, keys, guard, args, deadline_us, 0)
 }

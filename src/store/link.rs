@@ -27,7 +27,7 @@ pub enum Redis {
 
 impl Default for Redis {
     fn default() -> Self {
-        Redis::Url("redis://127.0.0.1:6379/".into())
+        Redis::Url(crate::defaults::REDIS_URL.into())
     }
 }
 

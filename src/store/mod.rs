@@ -100,8 +100,7 @@ pub(crate) use client::Client;
 pub use layout::Keys;
 pub(crate) use link::{client, url_at};
 pub use link::{Redis, Tls};
-pub use read::{Memory, Overview, TopicCounts};
-pub use settings::Settings;
+pub use read::{Overview, TopicCounts};
 
 /// What a script reports first, in every reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

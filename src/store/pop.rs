@@ -136,7 +136,7 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
 }
 
 impl Store {
-    /// Leadership up to `max` ready jobs (bodies of at most `max_bytes` in all,
+    /// Leases up to `max` ready jobs (bodies of at most `max_bytes` in all,
     /// and always one when one is ready) from `topics`, tried in order,
     /// for a caller who waits `patience` (`woken`: by a ready notice, after
     /// finding nothing); waits at most `limit` for the reply (longer, so that a late reply's jobs are given back). The reply's Redis time sets the

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use super::reply::Fields;
 use super::{layout, layout::rate_field, Keys, Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::rate::RateLimit;
 
 pub const SCRIPT: Script = Script {
     name: "rate",
@@ -21,34 +22,6 @@ pub const SCRIPT: Script = Script {
     acked: false,
     late_unknown: true,
 };
-
-/// A topic's limit.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct RateLimit {
-    /// Jobs per second, on average.
-    pub per_second: f64,
-    /// Most jobs at once after a quiet spell.
-    pub burst: u32,
-}
-
-impl RateLimit {
-    pub fn check(&self) -> std::result::Result<(), String> {
-        if !(self.per_second > 0.0 && self.per_second <= 1_000_000.0) {
-            return Err(format!(
-                "per_second {} is out of range: above 0, at most 1000000",
-                self.per_second
-            ));
-        }
-        if self.burst == 0 || self.burst > 1_000_000 {
-            return Err(format!(
-                "burst {} is out of range: 1 to 1000000",
-                self.burst
-            ));
-        }
-        Ok(())
-    }
-}
 
 impl Store {
     /// The partition that keeps `topic`'s token bucket.

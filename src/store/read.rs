@@ -17,21 +17,7 @@ pub use crate::figures::TopicCounts;
 mod get;
 mod memory;
 
-pub(crate) use memory::evicting;
-pub use memory::Memory;
-
-/// Counts per topic and the earliest due time. Every topic the store
-/// knows is listed, with no jobs too: paused or rate-limited ones.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Overview {
-    pub topics: BTreeMap<String, TopicCounts>,
-    /// The earliest due time (or lease end) in the schedule and the heads,
-    /// Unix ms.
-    pub next_due_ms: Option<i64>,
-    /// Partitions whose master did not answer: their jobs are not in the
-    /// counts (the rest of the queue is).
-    pub unavailable_partitions: Vec<usize>,
-}
+pub use crate::figures::Overview;
 
 /// A job from its hash and its schedule score (the due time while delayed).
 fn decode_job(
@@ -476,7 +462,7 @@ mod tests {
                 ..Default::default()
             }
         );
-        let m = Memory::parse("used_memory:10\r\nmaxmemory:5\r\nmaxmemory_policy:allkeys-lru\r\n")
+        let m = memory::parse("used_memory:10\r\nmaxmemory:5\r\nmaxmemory_policy:allkeys-lru\r\n")
             .unwrap();
         assert!(m.full() && m.evicting());
     }

@@ -1,5 +1,5 @@
 //! The layout switch: `{p}:layout` says which layout writers write (see
-//! [`super::layout::LAYOUT_READ`]), read and set here; going back to layout 1
+//! `super::layout::LAYOUT_READ`), read and set here; going back to layout 1
 //! rewrites every pieced body whole with `relayout.lua`, a batch per call.
 
 use super::layout::Keys;

@@ -9,24 +9,9 @@
 //!
 //! Managed services often refuse CONFIG; what cannot be read is `None`.
 
-use super::read::evicting;
 use super::Store;
 use crate::error::Result;
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    pub maxmemory_policy: String,
-    /// `appendonly yes`, or `save` rules: None when CONFIG is refused.
-    pub persistent: Option<bool>,
-    /// Expired events are published: None when CONFIG is refused.
-    pub expired_events: Option<bool>,
-}
-
-impl Settings {
-    pub fn evicting(&self) -> bool {
-        evicting(&self.maxmemory_policy)
-    }
-}
+use crate::figures::Settings;
 
 /// `notify-keyspace-events` flags publish expired events.
 fn has_expired_events(flags: &str) -> bool {

@@ -37,9 +37,6 @@ pub const ERROR_BODY_BYTES: usize = 2048;
 pub const ERROR_BODY_CHARS: usize = 200;
 
 impl Webhook {
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const DEFAULT_CONCURRENCY: usize = 8;
-
     /// The longest timeout under `limits`: a delivery's lease must outlast
     /// its request by a second, and no lease is longer than the longest
     /// ttr.
@@ -51,8 +48,8 @@ impl Webhook {
         Webhook {
             topic: topic.to_owned(),
             url: url.to_owned(),
-            timeout: Self::DEFAULT_TIMEOUT,
-            concurrency: Self::DEFAULT_CONCURRENCY,
+            timeout: crate::defaults::WEBHOOK_TIMEOUT,
+            concurrency: crate::defaults::WEBHOOK_CONCURRENCY,
             secret: None,
         }
     }

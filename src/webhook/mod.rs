@@ -4,7 +4,7 @@
 //! redirect, which is never followed, a timeout, a connection error) is a
 //! failed attempt, nacked with what happened, so the
 //! topic's retry schedule decides when to try again and when the job is
-//! dead. Each webhook topic runs its own [`Consumer`] with its own
+//! dead. Each webhook topic runs its own [`Consumer`](crate::Consumer) with its own
 //! concurrency limit: a slow or dead endpoint fills only its own slots and
 //! never holds up other topics. A delivery in flight when delayq dies is
 //! leased, so it is delivered again after its lease: nothing is lost.

@@ -3,8 +3,72 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A group and its figures: the library's own type, sent as it is.
-pub use crate::store::group::{Group, GroupPage};
+use super::RateLimitBody;
+use crate::group::{Group, GroupPage};
+
+/// A group of a topic: its settings and what its jobs are doing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = Group))]
+pub struct GroupBody {
+    /// The group key.
+    pub group: String,
+    /// Jobs ready in the group's line (held ones included).
+    pub ready: u64,
+    /// Jobs reserved now: the slots in use.
+    pub reserved: u64,
+    /// Ready jobs its pause or its limit keeps back now.
+    pub held: u64,
+    /// Most jobs of the group reserved at once; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// A paused group hands out none of its jobs.
+    pub paused: bool,
+    /// How long the job at the head of the group's line has waited since
+    /// it fell due, ms (the oldest ready job unless priorities put a newer
+    /// one first); none: nothing ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_ready_ms: Option<u64>,
+    /// How fast the group's jobs are handed out, across every instance
+    /// (the topic's own limit holds beside it); none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateLimitBody>,
+}
+
+impl From<Group> for GroupBody {
+    fn from(g: Group) -> Self {
+        GroupBody {
+            group: g.group,
+            ready: g.ready,
+            reserved: g.reserved,
+            held: g.held,
+            concurrency: g.concurrency,
+            paused: g.paused,
+            oldest_ready_ms: g.oldest_ready_ms,
+            rate: g.rate.map(Into::into),
+        }
+    }
+}
+
+/// A page of a topic's groups, in byte order of their keys.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = GroupPage))]
+pub struct GroupPageBody {
+    pub groups: Vec<GroupBody>,
+    /// The cursor of the next page (`after`); none: this was the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+impl From<GroupPage> for GroupPageBody {
+    fn from(p: GroupPage) -> Self {
+        GroupPageBody {
+            groups: p.groups.into_iter().map(Into::into).collect(),
+            next: p.next,
+        }
+    }
+}
 
 /// `GET /v1/topics/{topic}/groups?after=&limit=`.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -22,7 +86,7 @@ pub struct GroupsQuery {
 }
 
 fn page() -> usize {
-    100
+    crate::defaults::GROUP_PAGE
 }
 
 /// `PUT /v1/topics/{topic}/groups/{group}`: the settings it names; one

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{DueAt, ErrorBody};
 use crate::job::JobState;
+// For the doc links only (a link written inline would show in the
+// OpenAPI descriptions, which are the doc comments).
+#[cfg(doc)]
+use crate::job::Pushed;
 
 /// `POST /v1/jobs` (and each job of a batch). Unknown fields are refused:
 /// a typo in a field name must not silently change what a job does.

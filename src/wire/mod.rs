@@ -8,9 +8,11 @@
 //! Names: requests are `...Spec` (bodies) and `...Query`; a reply that
 //! carries a model type's facts is `<model>Body` ([`JobBody`] for
 //! [`crate::Job`], [`DeliveryBody`], [`PushedBody`], [`NackedBody`],
-//! [`ShardBody`], [`RecurringStateBody`]), so the two never share a name;
-//! its OpenAPI schema keeps the name it was published under (`Job`,
-//! `Schedule`, ...).
+//! [`ShardBody`], [`RecurringStateBody`], [`GroupBody`] and
+//! [`GroupPageBody`] for [`crate::Group`] and [`crate::GroupPage`],
+//! [`RateLimitBody`] for [`crate::RateLimit`]), made from it by `From`, so
+//! the two never share a name; its OpenAPI schema keeps the name it was
+//! published under (`Job`, `Schedule`, `Group`, `RateLimit`, ...).
 //!
 //! Times are Unix milliseconds of the Redis clock.
 
@@ -31,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
-pub use groups::{Group, GroupPage, GroupSpec, GroupsQuery};
+pub use groups::{GroupBody, GroupPageBody, GroupSpec, GroupsQuery};
 pub use jobs::{
     Attempt, BatchReply, BatchResult, BatchSpec, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec,
     Interval, JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec,
@@ -39,7 +41,7 @@ pub use jobs::{
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
-pub use rate::{Rate, RateLimit, RateSpec};
+pub use rate::{Rate, RateLimitBody, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 pub use running::{LogLineBody, LogSpec, ProgressSpec};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
@@ -167,6 +169,17 @@ pub struct ShardBody {
     /// Connected replicas (null: the master did not answer).
     pub replicas: Option<u64>,
     pub partitions: Vec<usize>,
+}
+
+impl From<crate::Shard> for ShardBody {
+    fn from(s: crate::Shard) -> Self {
+        ShardBody {
+            node: s.node,
+            state: s.state.into(),
+            replicas: s.replicas.map(|r| r as u64),
+            partitions: s.partitions,
+        }
+    }
 }
 
 /// One Cluster master's memory in [`Readiness`].

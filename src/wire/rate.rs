@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::rate::RateLimit;
+
 /// `PUT /v1/topics/{topic}/rate`.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
@@ -16,8 +18,25 @@ pub struct RateSpec {
     pub burst: Option<u32>,
 }
 
-/// A topic's limit: the store's own type, sent as it is.
-pub use crate::store::rate::RateLimit;
+/// A topic's limit.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "server", schema(as = RateLimit))]
+pub struct RateLimitBody {
+    /// Jobs per second, on average.
+    pub per_second: f64,
+    /// Most jobs at once after a quiet spell.
+    pub burst: u32,
+}
+
+impl From<RateLimit> for RateLimitBody {
+    fn from(l: RateLimit) -> Self {
+        RateLimitBody {
+            per_second: l.per_second,
+            burst: l.burst,
+        }
+    }
+}
 
 /// A topic and its limit.
 #[derive(Serialize, Deserialize, Debug, Clone)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{JobBody, Lateness, RateLimit};
+use super::{JobBody, Lateness, RateLimitBody};
 
 pub use crate::figures::TopicCounts;
 
@@ -16,7 +16,7 @@ pub struct Topics {
     pub topics: BTreeMap<String, TopicCounts>,
     /// Topics with a rate limit.
     #[serde(default)]
-    pub rates: BTreeMap<String, RateLimit>,
+    pub rates: BTreeMap<String, RateLimitBody>,
     pub next_due_ms: Option<i64>,
     /// Clients' pops waiting for a job on this server (delayq's own
     /// webhook deliveries apart, in `webhook_pops`).
@@ -52,8 +52,8 @@ pub struct TopicsQuery {
     pub cursor: Option<String>,
     /// Topics a page holds, about (a page may hold a few more, as Redis's
     /// HSCAN returns them).
-    #[serde(default = "thousand")]
-    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 1000))]
+    #[serde(default = "topic_page")]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = topic_page))]
     pub limit: usize,
     /// Only this topic (listed with its counts even with no jobs): no
     /// paging.
@@ -61,8 +61,8 @@ pub struct TopicsQuery {
     pub topic: Option<String>,
 }
 
-fn thousand() -> usize {
-    1000
+fn topic_page() -> usize {
+    crate::defaults::TOPIC_PAGE
 }
 
 /// `GET /v1/topics/{topic}/dead?offset=&limit=`.
@@ -74,13 +74,13 @@ pub struct DeadQuery {
     #[serde(default)]
     #[cfg_attr(feature = "server", param(default = 0))]
     pub offset: usize,
-    #[serde(default = "fifty")]
-    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
+    #[serde(default = "page")]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = page))]
     pub limit: usize,
 }
 
-fn fifty() -> usize {
-    50
+fn page() -> usize {
+    crate::defaults::PAGE
 }
 
 /// A page of dead jobs, oldest first.
@@ -130,8 +130,8 @@ pub struct JobsQuery {
     /// The `next_cursor` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
-    #[serde(default = "fifty")]
-    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
+    #[serde(default = "page")]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = page))]
     pub limit: usize,
 }
 
@@ -154,8 +154,8 @@ pub struct JobsPage {
 pub struct UpcomingQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
-    #[serde(default = "fifty")]
-    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = 50))]
+    #[serde(default = "page")]
+    #[cfg_attr(feature = "server", param(minimum = 1, maximum = 1000, default = page))]
     pub limit: usize,
 }
 

@@ -54,7 +54,7 @@ pub enum GroupCommand {
     Resume { topic: String, group: String },
 }
 
-fn line(g: &wire::Group, o: &mut String) {
+fn line(g: &wire::GroupBody, o: &mut String) {
     let limit = g
         .concurrency
         .map_or("no limit".to_owned(), |n| format!("limit {n}"));
@@ -84,18 +84,19 @@ impl Group {
                 let mut after = String::new();
                 loop {
                     let path = format!(
-                        "{}/groups?limit=1000&after={}",
+                        "{}/groups?limit={}&after={}",
                         topic_path(&topic),
+                        delayq::defaults::MAX_GROUP_PAGE,
                         encode(&after)
                     );
-                    let page = c.fetch::<wire::GroupPage>(Method::GET, &path).await?;
+                    let page = c.fetch::<wire::GroupPageBody>(Method::GET, &path).await?;
                     all.extend(page.value.groups);
                     match page.value.next {
                         Some(n) => after = n,
                         None => break,
                     }
                 }
-                let value = wire::GroupPage {
+                let value = wire::GroupPageBody {
                     groups: all,
                     next: None,
                 };
@@ -113,7 +114,7 @@ impl Group {
                 });
             }
             GroupCommand::Get { topic, group } => {
-                c.fetch::<wire::Group>(Method::GET, &group_path(&topic, &group))
+                c.fetch::<wire::GroupBody>(Method::GET, &group_path(&topic, &group))
                     .await?
             }
             GroupCommand::Set {
@@ -139,16 +140,16 @@ impl Group {
                         rate.map(|per_second| Some(RateSpec { per_second, burst }))
                     },
                 };
-                c.call::<wire::Group>(Method::PUT, &group_path(&topic, &group), Some(&spec))
+                c.call::<wire::GroupBody>(Method::PUT, &group_path(&topic, &group), Some(&spec))
                     .await?
             }
             GroupCommand::Pause { topic, group } => {
                 let path = format!("{}/pause", group_path(&topic, &group));
-                c.fetch::<wire::Group>(Method::POST, &path).await?
+                c.fetch::<wire::GroupBody>(Method::POST, &path).await?
             }
             GroupCommand::Resume { topic, group } => {
                 let path = format!("{}/resume", group_path(&topic, &group));
-                c.fetch::<wire::Group>(Method::POST, &path).await?
+                c.fetch::<wire::GroupBody>(Method::POST, &path).await?
             }
         };
         c.show(&one, line)

@@ -281,7 +281,7 @@ pub struct List {
     topic: String,
     #[arg(long, default_value = "delayed", value_parser = delayq::JobState::NAMES)]
     state: String,
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = delayq::defaults::PAGE)]
     limit: usize,
     /// The next_cursor a previous page printed.
     #[arg(long)]

@@ -27,14 +27,14 @@ pub enum TagsCommand {
         #[arg(value_parser = tag_arg)]
         tag: String,
         /// Jobs per page (1 to 1000).
-        #[arg(long, default_value_t = 500)]
+        #[arg(long, default_value_t = delayq::defaults::TAG_PAGE)]
         limit: usize,
     },
     /// Delete the tag's jobs not handed out (reserved ones are reported).
     Cancel {
         #[arg(value_parser = tag_arg)]
         tag: String,
-        #[arg(long, default_value_t = 500)]
+        #[arg(long, default_value_t = delayq::defaults::TAG_PAGE)]
         limit: usize,
     },
     /// Move the tag's delayed and ready jobs, never before now.
@@ -47,7 +47,7 @@ pub enum TagsCommand {
         /// One due time for all: Unix ms or RFC 3339 with a zone.
         #[arg(long, value_parser = parse_at)]
         at: Option<DueAt>,
-        #[arg(long, default_value_t = 500)]
+        #[arg(long, default_value_t = delayq::defaults::TAG_PAGE)]
         limit: usize,
     },
 }

@@ -83,7 +83,7 @@ pub enum DeadCommand {
         topic: String,
         #[arg(long, default_value_t = 0)]
         offset: usize,
-        #[arg(long, default_value_t = 50)]
+        #[arg(long, default_value_t = delayq::defaults::PAGE)]
         limit: usize,
     },
     /// Requeue dead jobs (the ids given, or all) with fresh attempts.

@@ -226,7 +226,7 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
                     .map_err(anyhow::Error::msg)
                     .with_context(ctx)?
                     .as_millis() as u64,
-                None => delayq::job::DEFAULT_TTR.as_millis() as u64,
+                None => delayq::defaults::TTR.as_millis() as u64,
             },
             retry: spec.policy.to_policy().with_context(ctx)?,
             missed: spec.missed,

@@ -113,7 +113,7 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
         due_at_ms: spec.due_at.as_ref().map(due_ms).transpose()?,
         ttr: spec
             .ttr_ms
-            .map_or(crate::job::DEFAULT_TTR, Duration::from_millis),
+            .map_or(crate::defaults::TTR, Duration::from_millis),
         retry: spec.retry.as_ref().map(retry_policy).transpose()?,
         if_exists: match spec.if_exists {
             IfExistsSpec::Replace => IfExists::Replace,

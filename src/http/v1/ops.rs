@@ -66,16 +66,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     };
     // A shard short of replicas or not answering is named, with its
     // partitions: the rest of the queue works on.
-    body.shards = q
-        .shards()
-        .into_iter()
-        .map(|s| ShardBody {
-            node: s.node,
-            state: s.state.into(),
-            replicas: s.replicas.map(|r| r as u64),
-            partitions: s.partitions,
-        })
-        .collect();
+    body.shards = q.shards().into_iter().map(ShardBody::from).collect();
     if body.shards.iter().any(|s| s.state != "ok") {
         body.degraded = Some(true);
     }

@@ -8,7 +8,7 @@ use axum::Json;
 
 use super::{parse, ApiError, ApiResult, Segment};
 use crate::http::AppState;
-use crate::store::rate::RateLimit;
+use crate::rate::RateLimit;
 use crate::wire::{ErrorReply, Rate, RateSpec};
 
 fn no_limit(topic: &str) -> ApiError {

@@ -67,7 +67,7 @@ pub(super) async fn put(
         body: spec.body,
         ttr_ms: spec
             .ttr_ms
-            .unwrap_or(crate::job::DEFAULT_TTR.as_millis() as u64),
+            .unwrap_or(crate::defaults::TTR.as_millis() as u64),
         retry: spec.retry.as_ref().map(retry_policy).transpose()?,
         missed: spec.missed,
     };

@@ -51,7 +51,7 @@ pub(super) async fn topics(
     let lateness_ms = q.topic_stats(&mut o, &rates).await?;
     let webhook_pops = q.waiting_webhook_pops();
     Ok(Json(Topics {
-        rates,
+        rates: rates.into_iter().map(|(t, l)| (t, l.into())).collect(),
         topics: o.topics,
         next_due_ms: o.next_due_ms,
         waiting_pops: q.waiting_pops().saturating_sub(webhook_pops),

@@ -2,47 +2,20 @@
 
 use super::super::Store;
 use crate::error::{Error, Result};
+use crate::figures::Memory;
 
-/// Redis's memory, as `INFO memory` reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Memory {
-    pub used_bytes: u64,
-    /// `maxmemory`; 0 means no limit.
-    pub max_bytes: u64,
-    /// `maxmemory-policy`.
-    pub policy: String,
-}
-
-impl Memory {
-    /// At `maxmemory`: with `noeviction`, calls that grow memory are refused.
-    pub fn full(&self) -> bool {
-        self.max_bytes > 0 && self.used_bytes >= self.max_bytes
-    }
-
-    /// The policy lets Redis delete keys that carry no TTL, such as jobs.
-    /// (`volatile-*` policies evict only keys with a TTL: trigger keys,
-    /// which the sweep does without.)
-    pub fn evicting(&self) -> bool {
-        evicting(&self.policy)
-    }
-
-    pub(super) fn parse(info: &str) -> Option<Memory> {
-        let value = |name: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
-        };
-        Some(Memory {
-            used_bytes: value("used_memory")?.parse().ok()?,
-            max_bytes: value("maxmemory")?.parse().ok()?,
-            policy: value("maxmemory_policy")?.to_owned(),
-        })
-    }
-}
-
-/// A `maxmemory-policy` that may delete jobs.
-pub(crate) fn evicting(policy: &str) -> bool {
-    policy.starts_with("allkeys-")
+/// Redis's memory from the text of `INFO memory`.
+pub(super) fn parse(info: &str) -> Option<Memory> {
+    let value = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    Some(Memory {
+        used_bytes: value("used_memory")?.parse().ok()?,
+        max_bytes: value("maxmemory")?.parse().ok()?,
+        policy: value("maxmemory_policy")?.to_owned(),
+    })
 }
 
 impl Store {
@@ -77,7 +50,7 @@ impl Store {
         let mut out: Vec<(String, Memory)> = texts
             .into_iter()
             .map(|(node, info)| {
-                Memory::parse(&info).map(|m| (node, m)).ok_or_else(|| {
+                parse(&info).map(|m| (node, m)).ok_or_else(|| {
                     Error::protocol("read memory", "INFO memory without maxmemory fields".into())
                 })
             })
