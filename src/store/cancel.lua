@@ -12,8 +12,8 @@
 --
 -- Touches: the job hash and its log, whichever of trigger key, schedule, ready list or
 -- dead set holds it, its tags' indexes, its simple dedup record, the count
--- hash. Events: cancelled. Helpers: now_us, JOB.detach, TAG.untag, DEDUPS.release,
--- EVENT.emit, state_of.
+-- hash. Events: cancelled. Helpers: now_us, JOB.detach, JOB.forget (its
+-- tags' entries, its dedup record, its keys), EVENT.emit, state_of.
 -- Groups: as remove.lua (G.free or the line's ZREM); a plain job: one
 -- field more in its HMGET.
 --

@@ -17,7 +17,8 @@
 -- ZADD of the heads for the call (each topic's earliest); a traced
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
--- Touches: job hashes (a replaced job's log goes), trigger keys, schedule,
+-- Touches: job hashes (a replaced job's log and simple dedup record go:
+-- JOB.forget), trigger keys, schedule,
 -- count hash, the push order ({p}:seq, when a job ties); an existing
 -- job's ready list (of its priority, and the topic's levels) or dead set;
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
@@ -33,9 +34,9 @@
 -- Helpers: CALL.due_time, invalid, JOB.upsert (JOB.detach, JOB.schedule, COUNT.add), DEDUPS.push,
 -- H.new_head (which also ends the leader's term by the new due time).
 --
--- Returns { DONE, then per job: status, due_ms, H.new_head }: status DONE
+-- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
--- changed, due_ms is its due time); H.new_head 1 for the job that is now the
+-- changed, due_ms is its due time); new_head 1 for the job that is now the
 -- earliest in the schedule, if one of these is. A push with a dedup key
 -- may also get DEDUPLICATED (nothing changed) or DEBOUNCED (the key's
 -- pending job took the push), and then a fourth field: that job's id.

@@ -16,8 +16,9 @@
 -- dead set or finished index holds each; its tags' indexes; count hash.
 -- Publishes: nothing. Events: finished, or deleted ("any").
 -- Helpers: JOB.detach, JOB.delete, state_of, invalid, RECORD.keep,
--- RECORD.trim, TAG.untag, DEDUPS.release (a GET and a DEL only for a job
--- pushed with simple dedup).
+-- RECORD.trim, JOB.forget (or JOB.unindex when a record is kept: its tags'
+-- entries and its dedup record, a GET and a DEL only for a job pushed
+-- with simple dedup).
 -- Groups: a grouped reserved job's end gives its slot back (G.free), a
 -- grouped ready job leaves its group's line (ZREM, and G.tidy's HMGET); a
 -- plain job: one field more in its HMGET, nothing else.

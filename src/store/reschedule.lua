@@ -14,7 +14,7 @@
 -- Groups: a ready or reserved job's group is read (one HGET) to leave its
 -- group's line or give its slot back.
 --
--- Returns { status, due_ms, H.new_head }: DONE or MISSING (no job, or a
+-- Returns { status, due_ms, new_head }: DONE or MISSING (no job, or a
 -- finished job's record).
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
 --

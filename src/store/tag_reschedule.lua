@@ -20,7 +20,7 @@
 -- group's line or give its slot back.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
--- how many jobs were moved (checked: would be), H.new_head (1: one of them is now the earliest),
+-- how many jobs were moved (checked: would be), new_head (1: one of them is now the earliest),
 -- then id, state of each job left alone }.
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
 --

@@ -21,11 +21,11 @@
 -- push.lua.
 -- Helpers: CALL.due_time, invalid, JOB.upsert, H.wake_if_head, JOB.drop_if_delayed.
 --
--- Returns { DONE, then per tick: status, pushed, due_ms, H.new_head }:
+-- Returns { DONE, then per tick: status, pushed, due_ms, new_head }:
 -- status STALE (the schedule was changed or deleted: nothing done; a
 -- deleted one leaves the due index), KEPT (this tick, or a later one, is
 -- done already, or the schedule is paused: it is parked), or DONE; pushed 1 when a job was upserted, status then
--- being the upsert's (DONE, REPLACED or KEPT) and due_ms and H.new_head as
+-- being the upsert's (DONE, REPLACED or KEPT) and due_ms and new_head as
 -- push.lua's.
 -- Errors: DQINVALID for a malformed call, or "job <n>: ..." for a tick
 -- past MAX_TIME_MS, before any write.

@@ -2,6 +2,7 @@
 -- trigger keys within the horizon: through the shared schedule, or in
 -- layout 3 through the heads and the topic schedules (after
 -- lib/schedule.lua, whose H.rank_after it uses).
+-- Fills: H (made in the prelude, with its names).
 
 -- Trigger keys within a horizon: a job due far ahead gets its trigger key
 -- only once it comes within the horizon, so Redis's active expiry does not

@@ -1,4 +1,5 @@
 -- lib/counts.lua: per-topic job counts by state, and the event stream.
+-- Fills: COUNT, EVENT (declared in lib/call.lua).
 
 -- Per-topic job counts by state live in one hash (COUNT_KEY), field
 -- "<state>:<topic>". A call gathers its changes and writes each field once,
@@ -27,9 +28,17 @@ function COUNT.ready(topic)
   return (tonumber(redis.call('HGET', P .. COUNT_KEY, field)) or 0) + (COUNTS[field] or 0)
 end
 
+-- A job of `topic` moved from state `from` to `to` (either nil: none).
+-- Every job's life passes here several times: COUNT.add's work inline.
 function COUNT.move(topic, from, to)
-  if from then COUNT.add(from, topic, -1) end
-  if to then COUNT.add(to, topic, 1) end
+  if from then
+    local field = from .. ':' .. topic
+    COUNTS[field] = (COUNTS[field] or 0) - 1
+  end
+  if to then
+    local field = to .. ':' .. topic
+    COUNTS[field] = (COUNTS[field] or 0) + 1
+  end
 end
 
 -- Events (the event stream; off unless configured). EVENTS is how many

@@ -1,4 +1,5 @@
 -- lib/dedup.lua: dedup keys' records and the push that reads them.
+-- Fills: DEDUPS (declared in lib/call.lua).
 
 -- Dedup (issue 26): a push whose extra carries dedup = { key, mode,
 -- window_ms, max_wait_ms } (checked by push.lua). The key's record

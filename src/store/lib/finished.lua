@@ -1,4 +1,5 @@
 -- lib/finished.lua: finished jobs' kept records and their index.
+-- Fills: RECORD (declared in lib/call.lua).
 
 -- Finished jobs' kept records (keep_finished). A topic's index
 -- FINISHED_KEY .. topic holds id -> MAX_TIME_MS - finished time, so its

@@ -1,4 +1,5 @@
--- lib/job.lua: a job's own keys, and the ends that forget it (JOB).
+-- lib/job.lua: a job's own keys, and the ends that forget it.
+-- Fills: JOB (declared in lib/call.lua).
 
 -- A job's own keys: its hash (the body is in it, whole or in pieces:
 -- lib/body.lua) and its log (log.lua). This is the one list of them: a new

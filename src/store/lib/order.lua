@@ -1,6 +1,7 @@
 -- lib/order.lua: the order in which jobs due in the same millisecond
 -- become ready (issue 49): as they were pushed, not by id; and when a
 -- pushed job is due already.
+-- Fills: H (made in the prelude, with its names).
 
 -- Whether a job due at `due` is due already (CALL.due_time gives the current
 -- millisecond for no delay): a push makes it ready at once.

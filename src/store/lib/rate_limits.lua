@@ -1,4 +1,5 @@
 -- lib/rate_limits.lua: per-topic rate limits (token buckets).
+-- Fills: RATES (declared in lib/call.lua).
 
 -- The rate limit of `topic` at time `now_ms`, if it has one: { key,
 -- tokens (thousandths, refilled for the time passed), per_s, burst }.

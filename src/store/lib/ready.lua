@@ -1,6 +1,7 @@
 -- lib/ready.lua: ready lists, one per topic and priority level: putting a
 -- job in line, taking the next, the stale entries a pop skips, and the
 -- notice of new ready jobs.
+-- Fills: LISTS (declared in lib/call.lua).
 
 -- Priorities (H-prio). Level 0, the default, is the ready list above, as
 -- before priorities; level n (1..MAX_PRIORITY) has a list of its own,

@@ -1,5 +1,6 @@
 -- lib/retries.lua: failed attempts and their retries, dead letters and
--- their retention (RETRIES).
+-- their retention.
+-- Fills: RETRIES (declared in lib/call.lua).
 
 -- Dead-letter retention: drop the oldest dead jobs of a topic beyond
 -- max_count, and those dead for longer than max_age ms (at most 100 a call,

@@ -1,5 +1,6 @@
 -- lib/running.lua: what a running job's holder reports while its lease
 -- lasts (progress.lua, log.lua).
+-- Fills: RUNNING (declared in lib/call.lua).
 
 -- The fence of a report under lease `token`: one read of `id`'s hash.
 -- Returns DONE and the job's topic when `token` is the current lease and

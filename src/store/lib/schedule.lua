@@ -2,6 +2,7 @@
 -- schedule and its trigger key (within the watermark: lib/arming.lua), a
 -- lease, ready and detached, the sweep's wake-up; creating, replacing,
 -- delaying and giving back jobs.
+-- Fills: JOB (declared in lib/call.lua) and H (made in the prelude).
 
 -- A delayed job goes into the schedule and, within the watermark, gets a
 -- trigger key: the sweep and the key's expiry both fire at due (one due
@@ -13,8 +14,7 @@
 -- The heads, `{p}:heads` (topic -> the due time of its topic schedule's
 -- head), lead the sweep to every topic's due jobs in O(log T) for T topics.
 -- Each write to a topic schedule keeps its topic's head: an entry added
--- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
--- library's chunk is near Lua's 200 locals; H is made in lib/call.lua.)
+-- lowers it (ZADD LT), an entry removed reads the new head.
 -- A call that schedules many jobs (a push) sets H.heads_later to a table:
 -- each topic's lowest due time is kept there and written in one ZADD LT
 -- by H.write_heads, instead of one per job (the wrapper resets it).

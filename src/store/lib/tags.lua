@@ -1,10 +1,11 @@
 -- lib/tags.lua: tag indexes: a job's entries, dropping them, paging them.
+-- Fills: TAG (declared in lib/call.lua).
 
 -- Tags (issue 26): a job's tags are one hash field, TAGS, one tag per line
 -- (a tag holds no control character), and an entry in one index per tag
 -- and partition, TAG_KEY .. tag: a zset id -> 0, paged by id (ZRANGEBYLEX),
 -- so a page resumes after the last id whatever changed before it. Every
--- place that deletes or replaces a job's hash drops its entries (TAG.untag),
+-- place that deletes or replaces a job's hash drops its entries (JOB.forget),
 -- so an index holds only live jobs (and pages drop any stale entry they
 -- meet). A job without tags has no field: TAG.untag of nil costs nothing.
 function TAG.key(tag) return P .. TAG_KEY .. tag end

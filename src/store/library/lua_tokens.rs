@@ -32,7 +32,7 @@ fn long_open(s: &[u8], i: usize) -> Option<usize> {
 /// Past the long bracket of `level` whose body starts at `i`.
 fn long_close(s: &[u8], mut i: usize, level: usize) -> usize {
     let close: Vec<u8> = std::iter::once(b']')
-        .chain(std::iter::repeat(b'=').take(level))
+        .chain(std::iter::repeat_n(b'=', level))
         .chain(std::iter::once(b']'))
         .collect();
     while i < s.len() && !s[i..].starts_with(&close) {
