@@ -10,7 +10,7 @@
 //! [`LENGTH`] - [`RENEW_EVERY`] before its end; with a job due within
 //! `LENGTH`, that is every `RENEW_EVERY`. A push (from any instance) that
 //! makes a job the new earliest ends the term in Redis by that job's due
-//! time (see `new_head` in store/lib/schedule.lua) and publishes the wake
+//! time (see `H.new_head` in store/lib/schedule.lua) and publishes the wake
 //! notice, on which a standby asks again. A standby asks when the holder's
 //! term ends (its PTTL), when a wake notice comes and after every
 //! subscriber reconnect; while its subscriber is down (notices unheard),

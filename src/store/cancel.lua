@@ -12,8 +12,8 @@
 --
 -- Touches: the job hash and its log, whichever of trigger key, schedule, ready list or
 -- dead set holds it, its tags' indexes, its simple dedup record, the count
--- hash. Events: cancelled. Helpers: now_us, detach, untag, dedup_release,
--- emit, state_of.
+-- hash. Events: cancelled. Helpers: now_us, JOB.detach, JOB.forget (its
+-- tags' entries, its dedup record, its keys), EVENT.emit, state_of.
 -- Groups: as remove.lua (G.free or the line's ZREM); a plain job: one
 -- field more in its HMGET.
 --
@@ -32,11 +32,9 @@ local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE, GROUP)
 if not f[2] or f[1] == FINISHED then return { MISSING, '' } end
 local state, topic = state_of(f[1]), f[2]
-if EVENTS > 0 then emit(EV_CANCELLED, id, topic) end
-detach(id, state, topic, f[7])
-untag(id, f[5])
-dedup_release(id, f[4])
-redis.call('DEL', job, log_key(id))
+if EVENTS > 0 then EVENT.emit(EV_CANCELLED, id, topic) end
+JOB.detach(id, state, topic, f[7])
+JOB.forget(id, f[5], f[4])
 if state == RESERVED then
   local now_ms = math.floor(now_us() / 1000)
   local left = math.max((tonumber(f[6]) or now_ms) - now_ms, 0) + grace

@@ -22,9 +22,9 @@
 -- {p}:heads), trigger keys, the watermark ({p}:armed), job hashes, ready
 -- lists, dead sets, count hash. Publishes: ready (one notice per
 -- topic).
--- Helpers: unschedule, H.remove, H.head, make_ready, fail_attempt,
--- notify_ready, next_due, arm_ahead, CALL.in_chunks.
--- Cost per delayed job moved: HMGET, HSET, LPUSH (make_ready); a call of
+-- Helpers: JOB.unschedule, H.remove, H.head, JOB.make_ready, RETRIES.fail,
+-- LISTS.notify, H.next_due, H.arm_ahead, CALL.in_chunks.
+-- Cost per delayed job moved: HMGET, HSET, LPUSH (JOB.make_ready); a call of
 -- more than one job removes them from the schedules once (one ZREM of the
 -- shared schedule, per topic one ZREM and one head update, one DEL of the
 -- trigger keys), a call of one job per job (ZREM, ZREM and a head update,
@@ -133,7 +133,7 @@ local function admit(found, seen, extras)
       else
         local f = s and redis.call('HMGET', job_key(id), STATE, TOPIC)
         if f and not f[1] and f[2] == t then
-          redis.call('ZADD', topic_schedule_key(t), s, id)
+          redis.call('ZADD', KEY.topic_schedule(t), s, id)
           H.head(t)
         else
           H.remove(t, id)
@@ -175,7 +175,7 @@ if not sweeping then
       for from = 1, #l, 500 do
         local part = {}
         for j = from, math.min(from + 499, #l) do part[#part + 1] = ids[l[j]] end
-        local got = redis.call('ZMSCORE', topic_schedule_key(t), unpack(part))
+        local got = redis.call('ZMSCORE', KEY.topic_schedule(t), unpack(part))
         for j = 1, #got do scores[l[from + j - 1]] = got[j] end
       end
     end
@@ -205,7 +205,7 @@ if not sweeping then
   for _, id in ipairs(ids) do seen[id] = true end
   for _, t in ipairs(order) do
     if room <= 0 then break end
-    local got = redis.call('ZRANGE', topic_schedule_key(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
+    local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     local keep = whole_ms(got, #got / 2 >= room)
     if keep < #got then cut[t] = tonumber(got[keep + 2]) end
     room = room - #got / 2
@@ -230,7 +230,7 @@ else
   local found = {}
   for _, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
     if room <= 0 then break end
-    local got = redis.call('ZRANGE', topic_schedule_key(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
+    local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
     local keep = whole_ms(got, #got / 2 >= room)
@@ -281,9 +281,9 @@ for k, id in ipairs(ids) do
           out_topics[#out_topics + 1] = topic
         end
         l[#l + 1] = id
-        if sweeping or extra[k] then out_triggers[#out_triggers + 1] = trigger_key(id) end
+        if sweeping or extra[k] then out_triggers[#out_triggers + 1] = KEY.trigger(id) end
       elseif sweeping then
-        unschedule(id, topic)
+        JOB.unschedule(id, topic)
       else
         -- Called with the ids of expired triggers: there is no trigger
         -- key left to delete, and a shared schedule's entry only if it
@@ -291,19 +291,19 @@ for k, id in ipairs(ids) do
         if shared[k] then redis.call('ZREM', SCHEDULE, id) end
         H.remove(topic, id)
       end
-      movers[#movers + 1] = { score, tonumber(f[6]) or 0, k, id, topic, level_of(f[4]), f[5] }
+      movers[#movers + 1] = { score, tonumber(f[6]) or 0, k, id, topic, LISTS.level_of(f[4]), f[5] }
       became = READY
     elseif state == RESERVED then
       moved = moved + 1
-      -- fail_attempt takes it out of the schedule.
-      became = fail_attempt(id, topic, math.ceil(now / 1000),
+      -- RETRIES.fail takes it out of the schedule.
+      became = RETRIES.fail(id, topic, math.ceil(now / 1000),
         'lease expired (ttr ' .. f[3] .. ' ms)', nil, dead_max, dead_age)
-      emit_failed(id, topic, became)
+      EVENT.failed(id, topic, became)
     else
       -- No job behind the entry: nothing to hand over. (Its topic is
       -- unknown unless a topic schedule listed it; the topic's listing
       -- skips an entry whose job is gone.)
-      unschedule(id, topic or from_topic[id])
+      JOB.unschedule(id, topic or from_topic[id])
     end
     -- Listed by another topic's schedule than the job's own: stale there.
     local via = from_topic[id]
@@ -344,14 +344,14 @@ for _, m in ipairs(movers) do
   last[m[5]] = m
 end
 for _, m in ipairs(movers) do
-  make_ready(m[4], m[5], DELAYED, m[1], m[6], m[7])
-  if EVENTS > 0 then emit(EV_FIRED, m[4], m[5], nil, m[1]) end
+  JOB.make_ready(m[4], m[5], DELAYED, m[1], m[6], m[7])
+  if EVENTS > 0 then EVENT.emit(EV_FIRED, m[4], m[5], nil, m[1]) end
 end
 
 if out then
   CALL.in_chunks(out, function(...) redis.call('ZREM', SCHEDULE, ...) end)
   for _, t in ipairs(out_topics) do
-    local key, removed = topic_schedule_key(t), 0
+    local key, removed = KEY.topic_schedule(t), 0
     CALL.in_chunks(out_of[t], function(...) removed = removed + redis.call('ZREM', key, ...) end)
     if removed > 0 then H.head(t) end
   end
@@ -362,15 +362,15 @@ end
 -- moves); the event path arms nothing.
 local armed, next_arm = 0, -1
 if sweeping and horizon > 0 then
-  armed, next_arm = arm_ahead(now_ms, horizon, limit)
+  armed, next_arm = H.arm_ahead(now_ms, horizon, limit)
 end
 
 -- The next due time is the sweep's to sleep on; a call with ids (the
 -- event path) has no use for it and does not look.
-local reply = { DONE, now, moved, sweeping and next_due() or -1, armed, next_arm, #topics }
+local reply = { DONE, now, moved, sweeping and H.next_due() or -1, armed, next_arm, #topics }
 for _, topic in ipairs(topics) do
   local here = math.min(ready[topic], waiting[topic] or 0)
-  if ready[topic] > here then notify_ready(topic, ready[topic] - here) end
+  if ready[topic] > here then LISTS.notify(topic, ready[topic] - here) end
   local p = per[topic]
   reply[#reply + 1] = topic
   reply[#reply + 1] = p[1]

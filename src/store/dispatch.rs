@@ -134,7 +134,7 @@ impl Store {
 
 impl Store {
     /// Announces `n` ready jobs of `topic` on partition `part`'s ready
-    /// channel (what `notify_ready` in lib/ready.lua sends), for jobs left to
+    /// channel (what `LISTS.notify` in lib/ready.lua sends), for jobs left to
     /// this instance's waiters when some of them had gone. One PUBLISH; a
     /// failure is only logged: every waiter looks again within its recheck.
     pub(crate) async fn notify_ready(&self, part: usize, topic: &str, n: u64) {

@@ -1,5 +1,5 @@
 //! The event stream: one Redis Stream per partition (`{p}:events`), written
-//! by the transition scripts themselves (`emit` in lib/counts.lua, in the same
+//! by the transition scripts themselves (`EVENT.emit` in lib/counts.lua, in the same
 //! step as the change, so no event is missed or invented) and read here
 //! with `events.lua`. Off unless configured: then no script writes one.
 

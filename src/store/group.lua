@@ -17,7 +17,7 @@
 -- again goes into the rotation). Publishes: ready (set: when that let the
 -- group's ready jobs out).
 -- Helpers: now_us, invalid, G.figures, G.reopen, G.tidy, G.index_key,
--- G.key, notify_ready.
+-- G.key, LISTS.notify.
 --
 -- Returns get and set: { DONE, ready, reserved, held, limit (-1: none),
 -- paused, head age in ms (-1: none ready), rate (-1: none), burst }; list:
@@ -104,7 +104,7 @@ if rate ~= '-' then
   if redis.call('ZREM', G.wait_key(topic), group) == 1 then
     redis.call('LPUSH', G.turns_key(topic), group)
     redis.call('ZADD', P .. LEVELS_KEY .. topic, G.LEVEL, G.LEVEL)
-    notify_ready(topic, 1)
+    LISTS.notify(topic, 1)
   end
 end
 -- A group with settings is listed even with no jobs.
@@ -112,7 +112,7 @@ if redis.call('HEXISTS', gkey, G.LIMIT) == 1 or redis.call('HEXISTS', gkey, G.PA
   or redis.call('HEXISTS', gkey, G.RATE_PER_S) == 1 then
   redis.call('ZADD', G.index_key(topic), 0, group)
 end
-if G.reopen(topic, group) then notify_ready(topic, 1) end
+if G.reopen(topic, group) then LISTS.notify(topic, 1) end
 G.tidy(topic, group)
 local reply = G.figures(topic, group, now_ms)
 table.insert(reply, 1, DONE)

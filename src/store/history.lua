@@ -8,7 +8,7 @@
 --
 -- Touches: the topic's finished index, job hashes and logs (records past the
 -- window), count hash. Publishes: nothing.
--- Helpers: trim_finished.
+-- Helpers: RECORD.trim.
 --
 -- Returns { DONE, number of index entries dropped } (at most 100 a call;
 -- callers repeat until 0).
@@ -22,4 +22,4 @@ local window = tonumber(ARGV[3])
 if not window or window < 0 then
   return invalid('history takes a window of 0 ms or more, got ' .. tostring(ARGV[3]))
 end
-return { DONE, trim_finished(ARGV[2], math.floor(now_us() / 1000), window, 100) }
+return { DONE, RECORD.trim(ARGV[2], math.floor(now_us() / 1000), window, 100) }

@@ -12,9 +12,9 @@
 -- attempts of those rescheduled while their job waited), schedule
 -- (the lease ends extended), the paused set (read), ready lists (a paused
 -- topic's jobs given back), the partition leader's term expiry (see
--- new_head). Publishes: wake (when an extended lease end is the new
--- earliest), ready (a job given back). Helpers: now_us, lease,
--- wake_if_head, unreserve.
+-- H.new_head). Publishes: wake (when an extended lease end is the new
+-- earliest), ready (a job given back). Helpers: now_us, JOB.lease,
+-- H.wake_if_head, JOB.unreserve.
 -- Groups: a job given back (its topic paused) reads its priority and
 -- group in one HMGET, and a grouped one gives its slot back (G.free).
 --
@@ -64,7 +64,7 @@ for i = 2, #ARGV, 4 do
   elseif f[1] == RESERVED and f[2] == ARGV[i + 1] and topic_paused(f[4]) then
     -- Its topic was paused while it waited: a pause stops what is not yet
     -- sent, so it goes back to the head of its list, its attempt uncounted.
-    unreserve(id, f[4], nil)
+    JOB.unreserve(id, f[4], nil)
     out[#out + 1] = STALE
     out[#out + 1] = 0
     out[#out + 1] = 0
@@ -80,8 +80,8 @@ for i = 2, #ARGV, 4 do
     if until_ms < now + length then
       until_ms = now + length
       redis.call('HSET', job, LEASE, until_ms)
-      lease(id, until_ms)
-      wake_if_head(id, until_ms)
+      JOB.lease(id, until_ms)
+      H.wake_if_head(id, until_ms)
     end
     out[#out + 1] = DONE
     out[#out + 1] = until_ms

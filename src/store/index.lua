@@ -17,7 +17,7 @@
 -- Touches: {p}:indexed (fields phase, after, topic, rank, done, headed,
 -- split, out: see below), the
 -- topics' schedules, the heads; reads the schedule, job hashes, the count hash's names.
--- Publishes: nothing. Helpers: job_key, topic_schedule_key, rank_after, H.add,
+-- Publishes: nothing. Helpers: job_key, KEY.topic_schedule, H.rank_after, H.add,
 -- H.remove, H.head.
 --
 -- Returns { DONE, entries looked at, 1 if no pass is under way after this
@@ -80,7 +80,7 @@ if phase == 'back' then
   for _, t in ipairs(named()) do
     if t >= topic_at then
       if t ~= topic_at then at = '' end
-      local key = topic_schedule_key(t)
+      local key = KEY.topic_schedule(t)
       while true do
         if budget <= 0 then
           redis.call('HSET', IX, 'phase', 'back', 'topic', t, 'after', at)
@@ -89,7 +89,7 @@ if phase == 'back' then
         local pos = 0
         if at ~= '' then
           local sp = string.find(at, ' ', 1, true)
-          pos = rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1), key)
+          pos = H.rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1), key)
         end
         local got = redis.call('ZRANGE', key, pos, pos + math.min(budget, 100) - 1, 'WITHSCORES')
         if #got == 0 then break end
@@ -118,7 +118,7 @@ if phase == '1' then
   local pos = 0
   if at ~= '' then
     local sp = string.find(at, ' ', 1, true)
-    pos = rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1))
+    pos = H.rank_after(tonumber(string.sub(at, 1, sp - 1)), string.sub(at, sp + 1))
   end
   local got = redis.call('ZRANGE', SCHEDULE, pos, pos + budget - 1, 'WITHSCORES')
   for i = 1, #got, 2 do
@@ -149,7 +149,7 @@ local topics = named()
 for _, t in ipairs(phase == '2' and topics or {}) do
   if t >= topic_at then
     if t ~= topic_at then rank = 0 end
-    local key = topic_schedule_key(t)
+    local key = KEY.topic_schedule(t)
     while true do
       if budget <= 0 then
         redis.call('HSET', IX, 'phase', '2', 'topic', t, 'rank', rank)

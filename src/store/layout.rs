@@ -147,7 +147,7 @@ pub mod kind {
     pub const DEDUP: &str = "dedup:";
     pub const TAG: &str = "tag:";
     pub const CANARY: &str = "canary:";
-    /// The trigger keys' watermark (see `arm_ahead` in lib/arming.lua).
+    /// The trigger keys' watermark (see `H.arm_ahead` in lib/arming.lua).
     pub const ARMED: &str = "armed";
     /// A job's log lines (`log:<id>`).
     pub const LOG: &str = "log:";
@@ -481,7 +481,7 @@ pub(crate) fn values() -> impl Iterator<Item = &'static str> {
 }
 
 /// A ready notice on `{p}:ready`: "`n` jobs of `topic` became ready".
-/// `notify_ready` in lib.lua writes the same.
+/// `LISTS.notify` in lib/ready.lua writes the same.
 pub fn ready_notice(n: u64, topic: &str) -> String {
     format!("{n} {topic}")
 }

@@ -28,7 +28,7 @@
 -- finished index and job hashes, or a ready list and the topic's levels
 -- index; in layout 3 every topic's delayed jobs through the heads and the
 -- topic schedules. Publishes: nothing.
--- Helpers: job_key, dead_key, level_key, levels_key, G.line_key, G.index_key.
+-- Helpers: job_key, KEY.dead, LISTS.key, LISTS.levels_key, G.line_key, G.index_key.
 --
 -- Returns, for sorted sets: { DONE, exhausted (1: nothing after the last
 -- entry looked at), last score looked at, last id looked at, then id,
@@ -85,9 +85,9 @@ if ARGV[2] == 'ready-list' and tonumber(ARGV[8]) == G.LEVEL then
 end
 if ARGV[2] == 'ready-list' then
   local level = tonumber(ARGV[8]) or 0
-  local list = level_key(ARGV[3], level)
+  local list = LISTS.key(ARGV[3], level)
   -- One ZRANGEBYSCORE of at most one entry, O(log levels).
-  local after_level = redis.call('ZRANGEBYSCORE', levels_key(ARGV[3]), '(' .. level, '+inf',
+  local after_level = redis.call('ZRANGEBYSCORE', LISTS.levels_key(ARGV[3]), '(' .. level, '+inf',
     'LIMIT', 0, 1)[1]
   -- The groups' level, also when a build from before groups dropped it.
   if not after_level and level < G.LEVEL and redis.call('EXISTS', G.index_key(ARGV[3])) == 1 then
@@ -142,7 +142,7 @@ if ARGV[2] == 'next-dues' then
   for i = 3, #ARGV do
     local due = -2
     if indexed then
-      local got = redis.call('ZRANGE', topic_schedule_key(ARGV[i]), 0, 7, 'WITHSCORES')
+      local got = redis.call('ZRANGE', KEY.topic_schedule(ARGV[i]), 0, 7, 'WITHSCORES')
       if #got == 0 then due = -1 end
       for j = 1, #got, 2 do
         if delayed_at(got[j], ARGV[i], got[j + 1]) then due = tonumber(got[j + 1]) break end
@@ -156,12 +156,12 @@ end
 local from_dead = ARGV[2] == 'dead-letters'
 local topic, want_state = ARGV[3], ARGV[4]
 local key = SCHEDULE
-if from_dead then key = dead_key(topic) end
+if from_dead then key = KEY.dead(topic) end
 -- A topic's delayed jobs: its own schedule, in due order, whatever other
 -- topics hold; each entry is checked against the job.
 local own = indexed and key == SCHEDULE and ARGV[2] ~= 'history' and topic ~= ''
   and want_state == DELAYED
-if own then key = topic_schedule_key(topic) end
+if own then key = KEY.topic_schedule(topic) end
 -- A topic's finished index (newest first): entries whose record expired
 -- or was taken by a new job are skipped, as the schedule's of another
 -- state are.
@@ -172,13 +172,13 @@ local limit, cap = tonumber(ARGV[7]), tonumber(ARGV[8])
 local bytes_before = H.bytes_before
 
 -- The rank in `k` of the first entry after the cursor, found without
--- reading the entries before it (rank_after in lib/schedule.lua: a topic
+-- reading the entries before it (H.rank_after in lib/schedule.lua: a topic
 -- schedule in the merge below holds entries of the cursor's score before
 -- and after its id): a page starts in O(log^2 N) however many entries
 -- share a score, and a forged cursor costs no more than the server's own.
 local function exact_rank_after(k)
   if after_score == '-inf' then return 0 end
-  return rank_after(after_score, after_id, k)
+  return H.rank_after(after_score, after_id, k)
 end
 
 -- Every topic's delayed jobs in layout 3: they are in the topic schedules
@@ -235,7 +235,7 @@ if key == SCHEDULE and topic == '' and want_state == DELAYED and H.split() then
     for i = 1, #heads, 2 do
       local e = page_end()
       if e and tonumber(heads[i + 1]) > e then done = true break end
-      from(topic_schedule_key(heads[i]), heads[i])
+      from(KEY.topic_schedule(heads[i]), heads[i])
     end
     at = at + n
   end

@@ -13,8 +13,8 @@
 --
 -- Touches: job hash, schedule, trigger key, the topic's ready list or dead
 -- set, count hash. Publishes: ready or wake.
--- Helpers: fail_attempt (and what it uses), notify_ready, wake_if_head.
--- Groups: in fail_attempt: a grouped job's slot back (G.free) and, if
+-- Helpers: RETRIES.fail (and what it uses), LISTS.notify, H.wake_if_head.
+-- Groups: in RETRIES.fail: a grouped job's slot back (G.free) and, if
 -- ready again, into its group's line (G.push); a plain job: one field more
 -- in its HMGET.
 --
@@ -24,7 +24,7 @@
 -- lease: no attempt counted, no retry).
 --
 -- Guarantees: only the current lease holder can fail an attempt; the job
--- then goes exactly where its retry policy says (see fail_attempt in
+-- then goes exactly where its retry policy says (see RETRIES.fail in
 -- lib/retries.lua), atomically, with the error and attempt kept in its
 -- history.
 local id = ARGV[4]
@@ -35,9 +35,9 @@ if not f[2] or f[1] == FINISHED then return { MISSING, '', 0, '' } end
 if f[1] ~= RESERVED or f[3] ~= ARGV[5] then return { STALE, state_of(f[1]), 0, f[2] } end
 local override = tonumber(ARGV[6])
 if override < 0 then override = nil end
-local state, due = fail_attempt(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
+local state, due = RETRIES.fail(id, f[2], math.ceil(now_us() / 1000), ARGV[7],
   override, tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[8])
-emit_failed(id, f[2], state)
-if state == READY then notify_ready(f[2], 1) end
-if state == DELAYED then wake_if_head(id, due) end
+EVENT.failed(id, f[2], state)
+if state == READY then LISTS.notify(f[2], 1) end
+if state == DELAYED then H.wake_if_head(id, due) end
 return { DONE, state, due, f[2] }

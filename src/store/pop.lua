@@ -20,17 +20,17 @@
 -- earliest only before every delayed job);
 -- groups: their lines, hashes, the topics' rotations and waiting sets.
 -- Publishes: wake (when a lease end is the schedule's new earliest: the
--- partition's leader may be idle until a later one; see new_head, which
+-- partition's leader may be idle until a later one; see H.new_head, which
 -- also ends the leader's term by then).
--- Helpers: now_us, BODIES.of, lease, CALL.in_chunks, new_head, count, rate_bucket, rate_allows, rate_use,
--- ready_take, ready_entry_live, ready_taken, ready_count; groups: G.take,
+-- Helpers: now_us, BODIES.of, JOB.lease, CALL.in_chunks, H.new_head, COUNT.add, RATES.bucket, RATES.allows, RATES.use,
+-- LISTS.take, LISTS.live, LISTS.taken, COUNT.ready; groups: G.take,
 -- G.taken, G.untaken.
 --
 -- Cost per topic: HMGET or EXISTS of its rate limit, SISMEMBER paused; per
 -- job taken RPOP, HMGET, HSET; one ZADD of every lease's end per call (not
 -- per job); one RPOP that finds the default list
 -- empty; per stale entry (a job deleted, rescheduled or cancelled while
--- ready) RPOP and HMGET, at most STALE_SKIP_MAX per call. Priorities: once the default list (priority 0) is empty, one
+-- ready) RPOP and HMGET, at most LISTS.STALE_SKIP_MAX per call. Priorities: once the default list (priority 0) is empty, one
 -- ZRANGE of the topic's levels per level looked at, and one ZREM and one
 -- more RPOP per level found empty, and one LLEN after taking from a level
 -- other than 0: at most MAX_PRIORITY levels, whatever the backlog. A pop that takes a plain job runs exactly what it ran before
@@ -64,7 +64,7 @@
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
 --           ungranted: 1 if a topic given as "-" has a limit; again: 1 if
---           the call stopped at STALE_SKIP_MAX stale entries, so ready
+--           the call stopped at LISTS.STALE_SKIP_MAX stale entries, so ready
 --           jobs may wait behind more: the caller looks again at once.
 --
 -- Guarantees: a job is taken from its ready list and leased in one step, so
@@ -112,8 +112,8 @@ for i = 6, #ARGV do
   local at = { level = 0, now = now_ms }
   local bucket, allowed, limited
   if ARGV[5] == '' then
-    bucket = rate_bucket(topic, now_ms)
-    allowed = rate_allows(bucket)
+    bucket = RATES.bucket(topic, now_ms)
+    allowed = RATES.allows(bucket)
     limited = bucket ~= nil
   elseif given[i - 5] ~= '-' then
     limited, allowed = true, tonumber(given[i - 5])
@@ -130,12 +130,12 @@ for i = 6, #ARGV do
   if paused then allowed = 0 end
   local took = 0
   while got < want and took < allowed and bytes < max_bytes do
-    local id = ready_take(topic, at)
+    local id = LISTS.take(topic, at)
     if id == nil then break end
     local f = id and redis.call('HMGET', job_key(id), STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS,
       TRACEPARENT, TRACESTATE, PRIORITY, GROUP)
-    if not f or not ready_entry_live(at, f[1], f[2], topic, f[9], f[10]) then
-      -- Stale (see ready_take), or a group that may not hand out left the
+    if not f or not LISTS.live(at, f[1], f[2], topic, f[9], f[10]) then
+      -- Stale (see LISTS.take), or a group that may not hand out left the
       -- rotation: skipped, a bounded number per call.
       if f and at.group then G.untaken(topic, at.group) end
       -- A grouped job in a plain list: a build from before groups made it
@@ -144,7 +144,7 @@ for i = 6, #ARGV do
         G.push(id, topic, f[10], tonumber(f[9]) or 0)
       end
       stale = stale + 1
-      if stale >= STALE_SKIP_MAX then break end
+      if stale >= LISTS.STALE_SKIP_MAX then break end
     else
       local job = job_key(id)
       f[3] = BODIES.of(job, f[3])
@@ -158,10 +158,10 @@ for i = 6, #ARGV do
         leases[#leases + 1] = lease_until
         leases[#leases + 1] = id
       else
-        lease(id, lease_until)
+        JOB.lease(id, lease_until)
       end
       leased[id] = true
-      if EVENTS > 0 then emit(EV_DELIVERED, id, topic, attempts, f[5]) end
+      if EVENTS > 0 then EVENT.emit(EV_DELIVERED, id, topic, attempts, f[5]) end
       jobs[#jobs + 1] = id
       jobs[#jobs + 1] = topic
       jobs[#jobs + 1] = f[3]
@@ -179,12 +179,12 @@ for i = 6, #ARGV do
       bytes = bytes + #f[3]
     end
   end
-  -- Counted once per topic, before ready_count below reads the count.
+  -- Counted once per topic, before COUNT.ready below reads the count.
   if took > 0 then
-    count(READY, topic, -took)
-    count(RESERVED, topic, took)
+    COUNT.add(READY, topic, -took)
+    COUNT.add(RESERVED, topic, took)
   end
-  ready_taken(topic, at)
+  LISTS.taken(topic, at)
   -- Groups: the topic's grouped jobs wait for a group's next token.
   if at.retry and got < want then
     held = held + 1
@@ -195,16 +195,16 @@ for i = 6, #ARGV do
   -- look again.
   if limited and not paused then
     -- A granted allowance's caller knows when the next token is due.
-    local wait = rate_use(bucket, took, now_ms)
+    local wait = RATES.use(bucket, took, now_ms)
     if got < want and took == allowed and (wait > 0 or not bucket) then
-      local waiting = math.min(ready_count(topic), want - got)
+      local waiting = math.min(COUNT.ready(topic), want - got)
       if waiting > 0 then
         held = held + waiting
         if wait > 0 and (retry == 0 or wait < retry) then retry = wait end
       end
     end
   end
-  if got >= want or bytes >= max_bytes or stale >= STALE_SKIP_MAX then break end
+  if got >= want or bytes >= max_bytes or stale >= LISTS.STALE_SKIP_MAX then break end
 end
 -- Remembered among the latest pops, so that if this reply is lost (the
 -- connection breaks, a failover comes first) the caller can give the jobs
@@ -227,11 +227,11 @@ if got > 0 then
   local head = redis.call('ZRANGE', SCHEDULE, 0, 0, 'WITHSCORES')
   if head[1] and leased[head[1]] then
     local first = redis.call('ZRANGE', P .. HEADS_KEY, 0, 0, 'WITHSCORES')
-    if not first[2] or tonumber(head[2]) <= tonumber(first[2]) then new_head(head[2]) end
+    if not first[2] or tonumber(head[2]) <= tonumber(first[2]) then H.new_head(head[2]) end
   end
 end
 local again = 0
-if stale >= STALE_SKIP_MAX then again = 1 end
+if stale >= LISTS.STALE_SKIP_MAX then again = 1 end
 jobs[3], jobs[4], jobs[5], jobs[6], jobs[7] = held, retry, ungranted, again, got
 for _, v in ipairs(traces) do jobs[#jobs + 1] = v end
 return jobs

@@ -7,7 +7,7 @@
 --          caller checked it is JSON)
 --
 -- Touches: the job hash (its PROGRESS field). Events: progress (the value
--- as `e`). Helpers: invalid, report_fence, emit.
+-- as `e`). Helpers: invalid, RUNNING.fence, EVENT.emit.
 -- Cost: O(1): one HMGET, one HSET.
 --
 -- Returns { status }: DONE, MISSING (no job, or a finished job's record),
@@ -21,8 +21,8 @@ local id, token, value = ARGV[2], ARGV[3], ARGV[4]
 if not value or #value == 0 or #value > MAX_PROGRESS_BYTES then
   return invalid('progress takes 1 to ' .. MAX_PROGRESS_BYTES .. ' bytes of JSON')
 end
-local status, topic = report_fence(id, token)
+local status, topic = RUNNING.fence(id, token)
 if status ~= DONE then return { status } end
 redis.call('HSET', job_key(id), PROGRESS, value)
-if EVENTS > 0 then emit(EV_PROGRESS, id, topic, nil, nil, value) end
+if EVENTS > 0 then EVENT.emit(EV_PROGRESS, id, topic, nil, nil, value) end
 return { DONE }

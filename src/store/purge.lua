@@ -7,17 +7,17 @@
 --
 -- Touches: the topic's dead set, job hashes and logs, their tags' indexes (one HMGET
 -- per job for its tags and dedup key), count hash. Publishes: nothing.
--- Events: deleted, per job. Helpers: delete_job.
+-- Events: deleted, per job. Helpers: JOB.delete.
 --
 -- Returns { DONE, number of jobs deleted }.
 --
 -- Guarantees: only dead jobs go; each leaves the dead set, its hash and the
 -- counts together.
 local topic = ARGV[2]
-local dead = dead_key(topic)
+local dead = KEY.dead(topic)
 local ids = redis.call('ZRANGE', dead, 0, tonumber(ARGV[3]) - 1)
 for _, id in ipairs(ids) do
   local f = redis.call('HMGET', job_key(id), TAGS, DEDUP)
-  delete_job(id, DEAD, topic, f[1], f[2])
+  JOB.delete(id, DEAD, topic, f[1], f[2])
 end
 return { DONE, #ids }

@@ -17,7 +17,8 @@
 -- ZADD of the heads for the call (each topic's earliest); a traced
 -- job's trace context (extra.traceparent, extra.tracestate) is two more
 -- fields in the job's one HSET, an untraced job's none.
--- Touches: job hashes (a replaced job's log goes), trigger keys, schedule,
+-- Touches: job hashes (a replaced job's log and simple dedup record go:
+-- JOB.forget), trigger keys, schedule,
 -- count hash, the push order ({p}:seq, when a job ties); an existing
 -- job's ready list (of its priority, and the topic's levels) or dead set;
 -- the indexes of the jobs' tags, old and new (one ZADD per tag; none for a
@@ -30,8 +31,8 @@
 -- A scheduled job that ties (another of its topic due in that ms) takes
 -- its push order in its HSET (H.tie_seq: one ZCOUNT per topic and due time
 -- a call, one INCRBY a call, one field of about 9 bytes per tied job).
--- Helpers: due_time, invalid, upsert (detach, schedule, count), dedup_push,
--- new_head (which also ends the leader's term by the new due time).
+-- Helpers: CALL.due_time, invalid, JOB.upsert (JOB.detach, JOB.schedule, COUNT.add), DEDUPS.push,
+-- H.new_head (which also ends the leader's term by the new due time).
 --
 -- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
@@ -44,15 +45,15 @@
 -- (extra.group): one field more in its HSET, and a replaced job's HMGET
 -- reads its old group (nothing is written to the group until the job is
 -- ready). A dedup push
--- (dedup_push in lib/dedup.lua): one GET of the key's record, at most one HMGET
+-- (DEDUPS.push in lib/dedup.lua): one GET of the key's record, at most one HMGET
 -- (+ ZSCORE) of the job it names, then either nothing (deduplicated) or
--- the upsert plus one SET (simple: and one HSET). Its end (finish, delete,
+-- the JOB.upsert plus one SET (simple: and one HSET). Its end (finish, delete,
 -- death) costs a GET and a DEL more only for a simple-dedup job.
 -- Errors: DQINVALID "job <n>: ..." for a due time past MAX_TIME_MS, or a
 -- group while an instance of an older build runs (G.refusal), before any
 -- write.
 --
--- Guarantees: each job is one upsert, applied in the order given (a later
+-- Guarantees: each job is one JOB.upsert, applied in the order given (a later
 -- job with the same id sees the earlier one), and the whole call is one
 -- atomic step. An existing job is taken out of wherever it is (schedule,
 -- ready list, lease, dead set) and rewritten in place, so there is never a
@@ -72,7 +73,7 @@ local dues, extras = {}, {}
 local refused
 for j = 1, n do
   local a = 1 + (j - 1) * PUSH_ARGS
-  local due, bad = due_time(ARGV[a + 5], ARGV[a + 6])
+  local due, bad = CALL.due_time(ARGV[a + 5], ARGV[a + 6])
   if not due then return invalid('job ' .. j .. ': ' .. bad) end
   dues[j] = due
   local extra = ARGV[a + 10]
@@ -123,10 +124,10 @@ for j = 1, n do
   local x = extras[j]
   local status, due, put, jid
   if x and x.dedup then
-    status, due, put, jid = dedup_push(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
+    status, due, put, jid = DEDUPS.push(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
       ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x, true)
   else
-    status, due, put = upsert(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
+    status, due, put = JOB.upsert(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
       ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x, true)
   end
   reply[#reply + 1] = status
@@ -134,7 +135,7 @@ for j = 1, n do
   reply[#reply + 1] = 0
   local slot = #reply
   if status == DEDUPLICATED or status == DEBOUNCED then reply[#reply + 1] = jid end
-  -- Due already: upsert made it ready (see due_time).
+  -- Due already: JOB.upsert made it ready (see CALL.due_time).
   local now_ready = put and H.due_now(due)
   if now_ready then
     if not readied[topic] then readied[topic] = 0; readied_topics[#readied_topics + 1] = topic end
@@ -143,19 +144,19 @@ for j = 1, n do
     scheduled[jid or id] = slot
   end
   if put and EVENTS > 0 then
-    emit(EV_PUSHED, jid or id, topic, 0, due)
-    if now_ready then emit(EV_FIRED, jid or id, topic, 0, due) end
+    EVENT.emit(EV_PUSHED, jid or id, topic, 0, due)
+    if now_ready then EVENT.emit(EV_FIRED, jid or id, topic, 0, due) end
   end
 end
 H.write_heads()
-for _, topic in ipairs(readied_topics) do notify_ready(topic, readied[topic]) end
+for _, topic in ipairs(readied_topics) do LISTS.notify(topic, readied[topic]) end
 -- One look at the head for the whole call: the job that is the earliest now
 -- was the earliest when it was scheduled, if it was scheduled here.
 local dues = {}
 for id, slot in pairs(scheduled) do dues[id] = reply[slot - 1] end
 local head = H.head_among(dues)
 if head then
-  new_head(dues[head])
+  H.new_head(dues[head])
   reply[scheduled[head]] = 1
 end
 return reply

@@ -11,7 +11,7 @@
 --
 -- Touches: the topic's rate limit hash (the one with the tokens, in the
 -- partition the topic's name hashes to). Publishes: nothing.
--- Helpers: now_us, invalid, rate_bucket, rate_allows, rate_use.
+-- Helpers: now_us, invalid, RATES.bucket, RATES.allows, RATES.use.
 --
 -- Returns { DONE, granted (-1: the topic has no limit), ms until the next
 -- token (0: some left) }; "give" and "set" return { DONE, 0, 0 }.
@@ -25,7 +25,7 @@
 -- lets no job out early.
 local now_ms = math.floor(now_us() / 1000)
 local topic, n = ARGV[3], tonumber(ARGV[4])
-local bucket = rate_bucket(topic, now_ms)
+local bucket = RATES.bucket(topic, now_ms)
 if ARGV[2] == 'set' then
   local per_s, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
   if not (per_s and per_s > 0 and per_s <= 1000000
@@ -40,11 +40,11 @@ if ARGV[2] == 'set' then
 end
 if ARGV[2] == 'give' then
   if bucket then
-    rate_use(bucket, -math.min(n, bucket.burst), now_ms)
+    RATES.use(bucket, -math.min(n, bucket.burst), now_ms)
   end
   return { DONE, 0, 0 }
 end
 if not bucket then return { DONE, -1, 0 } end
-local granted = math.min(n, rate_allows(bucket))
-local wait = rate_use(bucket, granted, now_ms)
+local granted = math.min(n, RATES.allows(bucket))
+local wait = RATES.use(bucket, granted, now_ms)
 return { DONE, granted, wait }

@@ -11,7 +11,7 @@
 -- look); the job of the schedule's next tick, if still delayed.
 -- Publishes: wake, "recur" (a put or resume: the recurring loops, idle
 -- while no schedule is due, look now).
--- Helpers: now_us, drop_if_delayed.
+-- Helpers: now_us, JOB.drop_if_delayed.
 --
 -- Pause: the schedule leaves the due index (parked at MAX_TIME_MS: no
 -- look reads it, and tick.lua refuses it meanwhile) and its next tick's job
@@ -28,7 +28,7 @@ local rk = P .. RECUR_KEY .. ARGV[2]
 local pending = redis.call('HGET', rk, RECUR_PENDING)
 if ARGV[3] == 'delete' then
   if redis.call('EXISTS', rk) == 0 then return { MISSING } end
-  drop_if_delayed(pending or '')
+  JOB.drop_if_delayed(pending or '')
   redis.call('DEL', rk)
   redis.call('ZREM', P .. RECUR_DUE_KEY, ARGV[2])
   return { DONE }
@@ -39,7 +39,7 @@ if ARGV[3] == 'pause' or ARGV[3] == 'resume' then
   local paused = redis.call('HGET', rk, RECUR_PAUSED)
   if ARGV[3] == 'pause' then
     if not paused then
-      drop_if_delayed(pending or '')
+      JOB.drop_if_delayed(pending or '')
       redis.call('HSET', rk, RECUR_PAUSED, now, RECUR_PENDING, '')
       redis.call('ZADD', P .. RECUR_DUE_KEY, MAX_TIME_MS, ARGV[2])
     end
@@ -52,7 +52,7 @@ if ARGV[3] == 'pause' or ARGV[3] == 'resume' then
   return { DONE }
 end
 local paused = redis.call('HGET', rk, RECUR_PAUSED)
-drop_if_delayed(pending or '')
+JOB.drop_if_delayed(pending or '')
 redis.call('DEL', rk)
 redis.call('HSET', rk, RECUR_DEF, ARGV[4], RECUR_VERSION, ARGV[5], RECUR_LAST, now)
 if paused then

@@ -10,7 +10,7 @@
 -- Touches: job hash, schedule (the lease end), the topic's ready list,
 -- count hash. Publishes: ready. Events:
 -- released, per job.
--- Helpers: unreserve.
+-- Helpers: JOB.unreserve.
 -- Groups: a grouped job's slot back (G.free) and to the head of its
 -- group's line (G.push); a plain job: one field more in its HMGET.
 --
@@ -24,5 +24,5 @@ local id = ARGV[2]
 local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, PRIORITY, GROUP)
 if f[1] ~= RESERVED or f[3] ~= ARGV[3] then return { STALE } end
-unreserve(id, f[2], level_of(f[4]), f[5])
+JOB.unreserve(id, f[2], LISTS.level_of(f[4]), f[5])
 return { DONE }

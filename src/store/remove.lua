@@ -15,9 +15,10 @@
 -- Touches: job hashes and their logs, and whichever of trigger key, schedule, ready list,
 -- dead set or finished index holds each; its tags' indexes; count hash.
 -- Publishes: nothing. Events: finished, or deleted ("any").
--- Helpers: detach, delete_job, state_of, invalid, keep_record,
--- trim_finished, untag, dedup_release (a GET and a DEL only for a job
--- pushed with simple dedup).
+-- Helpers: JOB.detach, JOB.delete, state_of, invalid, RECORD.keep,
+-- RECORD.trim, JOB.forget (or JOB.unindex when a record is kept: its tags'
+-- entries and its dedup record, a GET and a DEL only for a job pushed
+-- with simple dedup).
 -- Groups: a grouped reserved job's end gives its slot back (G.free), a
 -- grouped ready job leaves its group's line (ZREM, and G.tidy's HMGET); a
 -- plain job: one field more in its HMGET, nothing else.
@@ -34,7 +35,7 @@
 --
 -- Guarantees: each job leaves every structure at once; a refused removal
 -- changes nothing and keeps nothing. A finish in a topic with a window
--- leaves the job's record (keep_record) instead of nothing, and trims that
+-- leaves the job's record (RECORD.keep) instead of nothing, and trims that
 -- topic's index by at most 100 + 2 per finish of it in this call. Without
 -- windows the writes are exactly those of a removal. Removals apply in the
 -- order given, the whole call as one atomic step (many per call is how
@@ -91,34 +92,32 @@ for j = 1, n do
   else
     local topic, state = f[2], state_of(f[1])
     if mode == 'any' then
-      delete_job(id, state, topic, f[5], f[4], f[7])
+      JOB.delete(id, state, topic, f[5], f[4], f[7])
     else
       local keep = keeps[topic] or default_keep
       local due
       if keep > 0 and state == DELAYED then due = H.due(id, topic) end
-      if EVENTS > 0 then emit(EV_FINISHED, id, topic) end
+      if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic) end
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id
-        move_count(topic, RESERVED, nil)
+        COUNT.move(topic, RESERVED, nil)
       else
-        detach(id, state, topic, f[7])
+        JOB.detach(id, state, topic, f[7])
       end
-      if f[5] then untag(id, f[5]) end -- tags: a kept record carries none
       if keep > 0 then
+        -- A kept record carries no tags nor dedup: they end with the job.
+        JOB.unindex(id, f[5], f[4])
         now_ms = now_ms or math.floor(now_us() / 1000)
         if due then redis.call('HSET', job, DUE, due) end
-        keep_record(id, topic, now_ms, keep)
+        RECORD.keep(id, topic, now_ms, keep)
         local t = kept[topic] or { keep = keep, finishes = 0 }
         t.finishes = t.finishes + 1
         kept[topic] = t
-      elseif dels then
-        dels[#dels + 1] = job
-        dels[#dels + 1] = log_key(id)
-        gone[id] = true
       else
-        redis.call('DEL', job, log_key(id))
+        -- Many removals: the keys go in the call's one DEL (`dels`).
+        JOB.forget(id, f[5], f[4], dels)
+        if gone then gone[id] = true end
       end
-      dedup_release(id, f[4]) -- a simple dedup ends with its job
     end
     reply[#reply + 1] = DONE
     reply[#reply + 1] = topic
@@ -130,6 +129,6 @@ if unleases then
   CALL.in_chunks(dels, function(...) redis.call('DEL', ...) end)
 end
 for topic, t in pairs(kept) do
-  trim_finished(topic, now_ms, t.keep, 100 + 2 * t.finishes)
+  RECORD.trim(topic, now_ms, t.keep, 100 + 2 * t.finishes)
 end
 return reply

@@ -8,7 +8,7 @@
 --
 -- Touches: the topic's dead set and ready list, job hashes, count hash.
 -- Publishes: ready. Events: requeued, per job.
--- Helpers: make_ready, notify_ready, emit.
+-- Helpers: JOB.make_ready, LISTS.notify, EVENT.emit.
 -- Groups: each job's priority and group in one HMGET (as before: one
 -- HGET); a grouped one goes to its group's line (G.push).
 --
@@ -18,7 +18,7 @@
 -- list in one step, attempts reset to 0 (its history is kept); ids that are
 -- not dead jobs of this topic are skipped. Waiting consumers are woken.
 local topic = ARGV[2]
-local dead = dead_key(topic)
+local dead = KEY.dead(topic)
 local ids
 if #ARGV > 3 then
   ids = {}
@@ -31,10 +31,10 @@ local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', dead, id) == 1 then
     redis.call('HDEL', job_key(id), ATTEMPTS, DEAD_AT)
-    make_ready(id, topic, DEAD, now)
-    if EVENTS > 0 then emit(EV_REQUEUED, id, topic, 0, now) end
+    JOB.make_ready(id, topic, DEAD, now)
+    if EVENTS > 0 then EVENT.emit(EV_REQUEUED, id, topic, 0, now) end
     n = n + 1
   end
 end
-if n > 0 then notify_ready(topic, n) end
+if n > 0 then LISTS.notify(topic, n) end
 return { DONE, n }

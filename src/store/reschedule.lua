@@ -10,7 +10,7 @@
 -- Touches: job hash, trigger key, schedule, and the ready list or dead set
 -- it leaves; count hash. Publishes: wake (when it is the new earliest).
 -- Events: rescheduled.
--- Helpers: due_time, invalid, BODIES.set, delay_job, wake_if_head.
+-- Helpers: CALL.due_time, invalid, BODIES.set, JOB.delay, H.wake_if_head.
 -- Groups: a ready or reserved job's group is read (one HGET) to leave its
 -- group's line or give its slot back.
 --
@@ -26,8 +26,8 @@ local job = job_key(id)
 local f = redis.call('HMGET', job, STATE, TOPIC)
 -- A finished job's kept record is no job: push its id again instead.
 if not f[2] or f[1] == FINISHED then return { MISSING, 0, 0 } end
-local due, bad = due_time(ARGV[3], ARGV[4])
+local due, bad = CALL.due_time(ARGV[3], ARGV[4])
 if not due then return invalid(bad) end
 if ARGV[5] == '1' then BODIES.set(job, ARGV[6]) end
-delay_job(id, state_of(f[1]), f[2], due)
-return { DONE, due, wake_if_head(id, due) }
+JOB.delay(id, state_of(f[1]), f[2], due)
+return { DONE, due, H.wake_if_head(id, due) }

@@ -9,8 +9,8 @@
 --
 -- Touches: the tag's index, the jobs' hashes and logs, trigger keys, the schedule,
 -- ready lists and dead sets, the other indexes of their tags; count hash.
--- Publishes: nothing. Events: deleted, per job. Helpers: tag_page,
--- delete_job.
+-- Publishes: nothing. Events: deleted, per job. Helpers: TAG.page,
+-- JOB.delete.
 -- Groups: a ready or reserved job's group is read (one HGET) to leave its
 -- group's line or give its slot back.
 --
@@ -32,14 +32,14 @@ local limit = tonumber(ARGV[4])
 if not limit or limit < 1 or limit > MAX_TAG_PAGE then
   return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
 end
-local live, last = tag_page(ARGV[2], ARGV[3], limit)
+local live, last = TAG.page(ARGV[2], ARGV[3], limit)
 local changed, skipped = 0, {}
 for _, j in ipairs(live) do
   if j.state == RESERVED then
     skipped[#skipped + 1] = j.id
     skipped[#skipped + 1] = j.state
   else
-    delete_job(j.id, j.state, j.topic, j.tags, j.dedup)
+    JOB.delete(j.id, j.state, j.topic, j.tags, j.dedup)
     changed = changed + 1
   end
 end

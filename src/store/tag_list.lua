@@ -8,7 +8,7 @@
 --
 -- Touches: reads the tag's index {p}:tag:<tag> and the jobs' hashes; drops
 -- an index entry whose job is gone or no longer has the tag (none should
--- be there). Publishes: nothing. Helpers: tag_page.
+-- be there). Publishes: nothing. Helpers: TAG.page.
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- then the ids of the tag's jobs }.
@@ -22,7 +22,7 @@ local limit = tonumber(ARGV[4])
 if not limit or limit < 1 or limit > MAX_TAG_PAGE then
   return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
 end
-local live, last = tag_page(ARGV[2], ARGV[3], limit)
+local live, last = TAG.page(ARGV[2], ARGV[3], limit)
 local reply = { DONE, last }
 for _, j in ipairs(live) do reply[#reply + 1] = j.id end
 return reply

@@ -14,8 +14,8 @@
 --
 -- Touches: the tag's index, the jobs' hashes, trigger keys, the schedule,
 -- ready lists; count hash. Publishes: wake (when one of the jobs is the new
--- earliest; new_head). Events: rescheduled, per job moved. Helpers: tag_page,
--- due_time, invalid, delay_job.
+-- earliest; H.new_head). Events: rescheduled, per job moved. Helpers: TAG.page,
+-- CALL.due_time, invalid, JOB.delay.
 -- Groups: a ready or reserved job's group is read (one HGET) to leave its
 -- group's line or give its slot back.
 --
@@ -25,13 +25,13 @@
 -- Errors: DQINVALID for a due time past MAX_TIME_MS, before any write.
 --
 -- Cost: one ZRANGEBYLEX, one HMGET and one ZSCORE or HGET per entry; per
--- moved job what reschedule.lua does (delay_job: ZREM/ZADD on the schedule,
+-- moved job what reschedule.lua does (JOB.delay: ZREM/ZADD on the schedule,
 -- SET of the trigger, HDEL; a ready job's list entry stays, skipped by the
 -- pop that reaches it); one ZRANGE for the head. Bounded by the page,
 -- never by the backlog.
 --
 -- Guarantees: delayed and ready jobs become delayed until the new time,
--- keeping every invariant reschedule.lua keeps (the same delay_job); never
+-- keeping every invariant reschedule.lua keeps (the same JOB.delay); never
 -- before Redis time (a time in the past means now). Reserved jobs (handed
 -- out) and dead ones are left as they are and reported. The page is one
 -- atomic step: all its moves, or, for a time out of range, none.
@@ -40,13 +40,13 @@ if not limit or limit < 1 or limit > MAX_TAG_PAGE then
   return invalid('limit must be 1 to ' .. MAX_TAG_PAGE)
 end
 local shift, at = tonumber(ARGV[5]), tonumber(ARGV[6])
-local live, last = tag_page(ARGV[2], ARGV[3], limit)
+local live, last = TAG.page(ARGV[2], ARGV[3], limit)
 local moves, skipped = {}, {}
 for _, j in ipairs(live) do
   if j.state == DELAYED or j.state == READY then
     local due, bad
     if at >= 0 then
-      due, bad = due_time(0, at)
+      due, bad = CALL.due_time(0, at)
     else
       local old
       if j.state == DELAYED then
@@ -54,8 +54,8 @@ for _, j in ipairs(live) do
       else
         old = tonumber(redis.call('HGET', job_key(j.id), DUE))
       end
-      -- due_time takes a time in the past as now.
-      due, bad = due_time(0, math.max(0, (old or 0) + shift))
+      -- CALL.due_time takes a time in the past as now.
+      due, bad = CALL.due_time(0, math.max(0, (old or 0) + shift))
     end
     if not due then return invalid('job ' .. j.id .. ': ' .. bad) end
     moves[#moves + 1] = { j = j, due = due }
@@ -66,7 +66,7 @@ for _, j in ipairs(live) do
 end
 if ARGV[7] == '1' then return { DONE, last, #moves, 0 } end
 for _, m in ipairs(moves) do
-  delay_job(m.j.id, m.j.state, m.j.topic, m.due)
+  JOB.delay(m.j.id, m.j.state, m.j.topic, m.due)
 end
 -- One look at the head for the page, as push.lua does.
 local head_moved = 0
@@ -74,7 +74,7 @@ local dues = {}
 for _, m in ipairs(moves) do dues[m.j.id] = m.due end
 local head = H.head_among(dues)
 if head then
-  new_head(dues[head])
+  H.new_head(dues[head])
   head_moved = 1
 end
 local reply = { DONE, last, #moves, head_moved }

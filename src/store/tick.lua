@@ -19,7 +19,7 @@
 -- entry in the due index {p}:recur_due (name -> its last tick: when it
 -- falls due, the next tick is pushed); with a push, what push.lua touches. Publishes: as
 -- push.lua.
--- Helpers: due_time, invalid, upsert, wake_if_head, drop_if_delayed.
+-- Helpers: CALL.due_time, invalid, JOB.upsert, H.wake_if_head, JOB.drop_if_delayed.
 --
 -- Returns { DONE, then per tick: status, pushed, due_ms, new_head }:
 -- status STALE (the schedule was changed or deleted: nothing done; a
@@ -44,7 +44,7 @@ local dues = {}
 for j = 1, n do
   local a = 1 + (j - 1) * TICK_ARGS
   if ARGV[a + 4] ~= 'park' then
-    local due, bad = due_time('0', ARGV[a + 3])
+    local due, bad = CALL.due_time('0', ARGV[a + 3])
     if not due then return invalid('job ' .. j .. ': ' .. bad) end
     dues[j] = due
   end
@@ -72,7 +72,7 @@ for j = 1, n do
     reply = { KEPT, 0, 0, 0 }
   else
     local pending = st[3] or ''
-    local dropped = mode == 'skip' and drop_if_delayed(pending) == 1
+    local dropped = mode == 'skip' and JOB.drop_if_delayed(pending) == 1
     -- The tick before has fired if it had a job, now due, still there.
     local last = tonumber(st[2]) or 0
     if pending ~= '' and not dropped and last <= math.floor(now_us() / 1000) then
@@ -83,10 +83,10 @@ for j = 1, n do
     if mode == 'push' or (mode == 'fire' and pending == '') then
       local id = ARGV[a + 5]
       redis.call('HSET', rk, RECUR_PENDING, id)
-      local status, due_ms, put = upsert(id, ARGV[a + 6], ARGV[a + 7],
+      local status, due_ms, put = JOB.upsert(id, ARGV[a + 6], ARGV[a + 7],
         ARGV[a + 8], dues[j], ARGV[a + 9], ARGV[a + 10], 'keep')
-      if put and EVENTS > 0 then emit(EV_PUSHED, id, ARGV[a + 6], 0, due_ms) end
-      reply = { status, 1, due_ms, put and wake_if_head(id, due_ms) or 0 }
+      if put and EVENTS > 0 then EVENT.emit(EV_PUSHED, id, ARGV[a + 6], 0, due_ms) end
+      reply = { status, 1, due_ms, put and H.wake_if_head(id, due_ms) or 0 }
     else
       reply = { DONE, 0, 0, 0 }
     end

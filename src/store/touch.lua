@@ -6,8 +6,8 @@
 -- ARGV[4]  new lease length in ms from now, or -1 for the job's ttr
 --
 -- Touches: job hash, schedule (the lease end), the partition leader's term
--- expiry (see new_head). Publishes: wake (when the lease end is the new
--- earliest). Helpers: now_us, lease, wake_if_head.
+-- expiry (see H.new_head). Publishes: wake (when the lease end is the new
+-- earliest). Helpers: now_us, JOB.lease, H.wake_if_head.
 --
 -- Returns { status, lease_until_ms }: DONE, MISSING (no job, or a
 -- finished job's record), STALE (the token is not the job's current
@@ -26,8 +26,8 @@ local length = tonumber(ARGV[4])
 if length < 0 then length = tonumber(f[3]) end
 local lease_until = math.ceil(now_us() / 1000) + length
 redis.call('HSET', job, LEASE, lease_until)
-lease(id, lease_until)
+JOB.lease(id, lease_until)
 -- A shorter lease may be the schedule's earliest now: the dispatcher, idle
 -- until its old earliest, hears of it.
-wake_if_head(id, lease_until)
+H.wake_if_head(id, lease_until)
 return { DONE, lease_until }

@@ -10,7 +10,7 @@
 -- Touches: the latest pops list (read), job hashes, schedule (lease ends),
 -- the topics' ready lists, count hash. Publishes: ready. Events:
 -- released, per job.
--- Helpers: unreserve.
+-- Helpers: JOB.unreserve.
 -- Groups: per grouped job, its slot back (G.free) and to the head of its
 -- group's line (G.push); a plain job: one field more in its HMGET.
 --
@@ -37,7 +37,7 @@ for _, entry in ipairs(redis.call('LRANGE', P .. POPS_KEY, 0, -1)) do
       else
         local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TOKEN, PRIORITY, GROUP)
         if f[1] == RESERVED and f[3] and string.sub(f[3], 1, #prefix) == prefix then
-          unreserve(id, f[2], level_of(f[4]), f[5])
+          JOB.unreserve(id, f[2], LISTS.level_of(f[4]), f[5])
           given = given + 1
         end
       end

@@ -719,3 +719,34 @@ async fn a_tag_cancel_ends_a_simple_dedup_like_a_delete() {
         (PushOutcome::Created, "c2")
     );
 }
+
+/// A push that replaces a simple-dedup job ends that job, and its dedup
+/// with it, as a delete does: the record goes. Else it stayed, naming the
+/// replacement (which does not carry the key: a push with the key was
+/// deduplicated against it), and outlived it for good (a simple record
+/// has no TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_a_simple_dedup_job_ends_its_dedup_and_leaves_no_record() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let keyed = |id: &str| dedup_job(id, "a", "order:7", DedupMode::Simple, None, None, 3_600_000);
+    q.push(&keyed("r1")).await.unwrap();
+    assert_eq!(dedup_records(&redis).await.len(), 1);
+    let replaced = q.push(&job("r1", "t", 3_600_000, 60_000)).await.unwrap();
+    assert_eq!(replaced.outcome, PushOutcome::Replaced);
+    assert_eq!(
+        dedup_records(&redis).await,
+        Vec::<String>::new(),
+        "the replaced job's record goes with it"
+    );
+    let other = q.push(&keyed("r2")).await.unwrap();
+    assert_eq!(
+        (other.outcome, other.id.as_str()),
+        (PushOutcome::Created, "r2")
+    );
+    // Once both jobs are gone, nothing of the key is left.
+    assert!(q.delete("r1").await.unwrap());
+    assert!(q.delete("r2").await.unwrap());
+    assert_eq!(dedup_records(&redis).await, Vec::<String>::new());
+    assert_eq!(jobs_in_redis(&redis).await, 0);
+}

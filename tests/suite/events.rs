@@ -719,7 +719,7 @@ async fn an_instance_of_another_events_setting_is_refused_at_start_naming_the_fl
 }
 
 // FAILING test of a defect: a recurring schedule deleted or paused drops
-// its next tick's delayed job (drop_if_delayed in recur_put.lua, and
+// its next tick's delayed job (JOB.drop_if_delayed in recur_put.lua, and
 // tick.lua's "skip") with no event: the stream says the job was pushed and
 // never that it went.
 #[tokio::test]

@@ -25,7 +25,7 @@ pub const PIECE_BYTES: usize = 64;
 pub const PIECED_MAX_BYTES: usize = 1024;
 
 /// The table lib/body.lua's helpers live in: one local for all of them,
-/// as Lua allows a function (the library's main chunk) 200 locals.
+/// as for every concern (lib/call.lua says why).
 pub(super) fn lua_table() -> String {
     format!(
         "local BODIES = {{ piece = {PIECE_BYTES}, max = {PIECED_MAX_BYTES}, size = '{}', key = '{}' }}\n",

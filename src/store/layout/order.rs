@@ -1,6 +1,6 @@
 //! Push order among ties: the names lib/order.lua's H.tie_seq writes
-//! through the Lua table `H`, not as locals of their own (the library is
-//! near Lua's limit of 200 locals in one function).
+//! through the Lua table `H`, not as locals of their own (each concern's
+//! names and helpers are one table: lib/call.lua says why).
 
 use super::{field, kind};
 

@@ -1,7 +1,8 @@
 -- lib/arming.lua: the trigger keys' watermark and the sweep's arming of
 -- trigger keys within the horizon: through the shared schedule, or in
 -- layout 3 through the heads and the topic schedules (after
--- lib/schedule.lua, whose rank_after it uses).
+-- lib/schedule.lua, whose H.rank_after it uses).
+-- Fills: H (made in the prelude, with its names).
 
 -- Trigger keys within a horizon: a job due far ahead gets its trigger key
 -- only once it comes within the horizon, so Redis's active expiry does not
@@ -117,7 +118,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
   -- false once the budget ran out (the watermark then says where, `head`
   -- being t's place among the heads).
   local function walk(t, head, due_at, id_at)
-    local key = topic_schedule_key(t)
+    local key = KEY.topic_schedule(t)
     while true do
       if budget <= 0 then
         H.write_armed(string.format('%d:\n%d\n%s\n%s\n%s\n%s', till, from,
@@ -129,7 +130,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
       budget = budget - 1
       local got
       if id_at then
-        local start = rank_after(due_at, id_at, key)
+        local start = H.rank_after(due_at, id_at, key)
         got = redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
       else
         got = redis.call('ZRANGE', key, string.format('(%d', from), till, 'BYSCORE', 'LIMIT', 0, n, 'WITHSCORES')
@@ -141,7 +142,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
         local id = got[i]
         -- A stale entry (an older build moved its job) gets no key.
         if due > from and due > now_ms and not redis.call('HGET', job_key(id), STATE) then
-          redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+          redis.call('SET', KEY.trigger(id), 1, 'PXAT', due)
         end
         due_at, id_at, armed, budget = due, id, armed + 1, budget - 1
       end
@@ -157,7 +158,7 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
       redis.call('SREM', again, c_topic)
       done = true
     else
-      pos = rank_after(c_head, c_topic, heads)
+      pos = H.rank_after(c_head, c_topic, heads)
     end
   end
   while not done do
@@ -192,7 +193,7 @@ end
 -- `now_ms` restarts at now: what is due is the sweep's to move.
 -- Returns the entries looked at and when (Redis ms) to arm again: once the
 -- watermark is half the horizon away, or now if a batch was full.
-local function arm_ahead(now_ms, horizon, limit)
+function H.arm_ahead(now_ms, horizon, limit)
   local half = math.floor(horizon / 2)
   local upto, after = H.armed_upto()
   -- No sweep writes one further ahead than its horizon (a day at most):
@@ -213,8 +214,8 @@ local function arm_ahead(now_ms, horizon, limit)
   local till = math.max(now_ms + horizon, upto)
   local got
   if after then
-    -- Resume after the last id armed (see rank_after).
-    local start = rank_after(upto, after)
+    -- Resume after the last id armed (see H.rank_after).
+    local start = H.rank_after(upto, after)
     got = redis.call('ZRANGE', SCHEDULE, start, start + limit - 1, 'WITHSCORES')
   else
     got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
@@ -226,7 +227,7 @@ local function arm_ahead(now_ms, horizon, limit)
     local id = got[i]
     -- A delayed job has no state field; a lease's end gets no key.
     if due > now_ms and not redis.call('HGET', job_key(id), STATE) then
-      redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+      redis.call('SET', KEY.trigger(id), 1, 'PXAT', due)
     end
     seen, last_id, last_due = seen + 1, id, due
   end

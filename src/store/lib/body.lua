@@ -11,8 +11,8 @@
 -- partition's layout key (BODIES.key) says 2 (see src/store/layout.rs),
 -- so that older builds, which read BODY only, never meet them.
 --
--- The helpers are fields of BODIES (made in the prelude): the library's
--- main chunk may hold only 200 locals.
+-- The helpers are fields of BODIES (made in the prelude, with its names).
+-- Fills: BODIES (made in the prelude, with its names).
 
 -- The layout in force in this call's partition: read once per call (the
 -- wrapper resets BODIES.layout), at the first body written.

@@ -34,6 +34,30 @@
 -- Set at the start of every call (Redis runs one call at a time).
 local P, SCHEDULE
 
+-- The helpers, one table per concern: Lua 5.1 lets one function (the
+-- library's main chunk is one) hold 200 locals and reach 60 upvalues, and
+-- the prelude's names take about half of the first. So only the call's
+-- own state (P, SCHEDULE, NOW, COUNTS, EVENTS) and the words every script
+-- speaks (job_key, state_of, now_us, invalid) are locals here; every other
+-- helper is a field of its concern's table, declared here together so that
+-- any file may call any other's (a table's field is looked up when called,
+-- whatever the load order). G (groups), H (the schedule's heads, the push
+-- order and the arming of trigger keys) and BODIES come from the prelude
+-- with their constants. A helper a script calls per job in a loop may be
+-- taken into a local of its own first (one lookup, not one per job).
+local CALL = {}    -- lib/call.lua: the deadline, the ACL, chunked writes, due times
+local KEY = {}     -- lib/call.lua: the names of a job's and a topic's keys
+local LISTS = {}   -- lib/ready.lua: ready lists and priority levels
+local COUNT = {}   -- lib/counts.lua: per-topic counts by state
+local EVENT = {}   -- lib/counts.lua: the event stream
+local TAG = {}     -- lib/tags.lua: tag indexes
+local JOB = {}     -- lib/schedule.lua, lib/job.lua: a job's moves, its keys, its end
+local DEDUPS = {}  -- lib/dedup.lua: dedup records
+local RETRIES = {} -- lib/retries.lua: failed attempts, dead letters
+local RATES = {}   -- lib/rate_limits.lua: per-topic token buckets
+local RECORD = {}  -- lib/finished.lua: finished jobs' kept records
+local RUNNING = {} -- lib/running.lua: a running job's reports
+
 -- Job hash fields (TOPIC, BODY, ...) come from the prelude. STATE is
 -- absent while delayed (most jobs, so it costs nothing); ATTEMPTS absent
 -- means 0; DUE is absent while delayed, when the schedule's score is the
@@ -41,13 +65,13 @@ local P, SCHEDULE
 
 -- The name of a job's hash, trigger key, ready list, dead set.
 local function job_key(id) return P .. JOB_KEY .. id end
-local function trigger_key(id) return P .. TRIGGER_KEY .. id end
-local function ready_key(topic) return P .. READY_KEY .. topic end
-local function dead_key(topic) return P .. DEAD_KEY .. topic end
+function KEY.trigger(id) return P .. TRIGGER_KEY .. id end
+function KEY.ready(topic) return P .. READY_KEY .. topic end
+function KEY.dead(topic) return P .. DEAD_KEY .. topic end
 -- A job's log (log.lua): it goes wherever the job's hash goes.
-local function log_key(id) return P .. LOG_KEY .. id end
+function KEY.log(id) return P .. LOG_KEY .. id end
 -- A topic's own schedule: its delayed jobs only, id -> due ms.
-local function topic_schedule_key(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
+function KEY.topic_schedule(topic) return P .. TOPIC_SCHEDULE_KEY .. topic end
 -- H, the topic schedules' heads and the layouts' due times
 -- (lib/schedule.lua), is made in the prelude, with its names from layout.rs.
 
@@ -72,7 +96,6 @@ end
 -- How a call runs: its deadline (CALL.past_deadline, which the wrapper in
 -- library.rs checks first) and writes of many items at once
 -- (CALL.in_chunks).
-local CALL = {}
 function CALL.past_deadline(deadline_us)
   local deadline = tonumber(deadline_us) or 0
   if deadline > 0 and now_us() > deadline then
@@ -132,7 +155,7 @@ end
 -- (H.due_now). A delay is counted from the next millisecond: never early.
 -- Returns nil and what is wrong for a time beyond MAX_TIME_MS, for the
 -- caller to refuse before its first write.
-local function due_time(delay_ms, at_ms)
+function CALL.due_time(delay_ms, at_ms)
   local now = math.floor(now_us() / 1000)
   at_ms = tonumber(at_ms)
   delay_ms = tonumber(delay_ms)

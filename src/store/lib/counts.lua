@@ -1,17 +1,18 @@
 -- lib/counts.lua: per-topic job counts by state, and the event stream.
+-- Fills: COUNT, EVENT (declared in lib/call.lua).
 
 -- Per-topic job counts by state live in one hash (COUNT_KEY), field
 -- "<state>:<topic>". A call gathers its changes and writes each field once,
--- at its end (flush_counts, which the wrapper in library.rs calls): a
+-- at its end (COUNT.flush, which the wrapper in library.rs calls): a
 -- dispatch of a hundred jobs of one topic is two writes, not two hundred.
 -- Set at the start of every call.
 local COUNTS
-local function count(state, topic, by)
+function COUNT.add(state, topic, by)
   local field = state .. ':' .. topic
   COUNTS[field] = (COUNTS[field] or 0) + by
 end
 
-local function flush_counts()
+function COUNT.flush()
   local key = P .. COUNT_KEY
   for field, by in pairs(COUNTS) do
     if by ~= 0 and redis.call('HINCRBY', key, field, by) <= 0 then
@@ -22,14 +23,22 @@ end
 
 -- How many of `topic`'s jobs are ready in this partition, exactly: the
 -- count hash with this call's changes not yet written. One HGET.
-local function ready_count(topic)
+function COUNT.ready(topic)
   local field = READY .. ':' .. topic
   return (tonumber(redis.call('HGET', P .. COUNT_KEY, field)) or 0) + (COUNTS[field] or 0)
 end
 
-local function move_count(topic, from, to)
-  if from then count(from, topic, -1) end
-  if to then count(to, topic, 1) end
+-- A job of `topic` moved from state `from` to `to` (either nil: none).
+-- Every job's life passes here several times: COUNT.add's work inline.
+function COUNT.move(topic, from, to)
+  if from then
+    local field = from .. ':' .. topic
+    COUNTS[field] = (COUNTS[field] or 0) - 1
+  end
+  if to then
+    local field = to .. ':' .. topic
+    COUNTS[field] = (COUNTS[field] or 0) + 1
+  end
 end
 
 -- Events (the event stream; off unless configured). EVENTS is how many
@@ -43,24 +52,24 @@ end
 -- scripts that emit once per job test EVENTS > 0 before calling: a Lua
 -- call costs even when it returns at once.
 local EVENTS = 0
-local function emit(kind, id, topic, attempt, due, err)
+function EVENT.emit(kind, id, topic, attempt, due, err)
   if EVENTS == 0 then return end
   attempt = attempt or tonumber(redis.call('HGET', job_key(id), ATTEMPTS)) or 0
   redis.call('XADD', P .. EVENTS_KEY, 'MAXLEN', '~', EVENTS, '*', EV_KIND, kind,
     EV_ID, id, EV_TOPIC, topic, EV_ATTEMPT, attempt, EV_DUE, due or '', EV_ERROR, err or '')
 end
 
--- After fail_attempt put `id` in `state`: failed (with its error), then
+-- After RETRIES.fail put `id` in `state`: failed (with its error), then
 -- retried (with when it is due again) or dead. Two XADDs, one HMGET.
-local function emit_failed(id, topic, state)
+function EVENT.failed(id, topic, state)
   if EVENTS == 0 then return end
   local f = redis.call('HMGET', job_key(id), ATTEMPTS, ERR)
   local attempt = tonumber(f[1]) or 0
-  emit(EV_FAILED, id, topic, attempt, nil, f[2])
+  EVENT.emit(EV_FAILED, id, topic, attempt, nil, f[2])
   if state == DEAD then
-    emit(EV_DEAD, id, topic, attempt)
+    EVENT.emit(EV_DEAD, id, topic, attempt)
   else
     local due = state == DELAYED and H.due(id, topic)
-    emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
+    EVENT.emit(EV_RETRIED, id, topic, attempt, due or math.ceil(now_us() / 1000))
   end
 end

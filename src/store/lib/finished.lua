@@ -1,4 +1,5 @@
 -- lib/finished.lua: finished jobs' kept records and their index.
+-- Fills: RECORD (declared in lib/call.lua).
 
 -- Finished jobs' kept records (keep_finished). A topic's index
 -- FINISHED_KEY .. topic holds id -> MAX_TIME_MS - finished time, so its
@@ -6,12 +7,12 @@
 -- "finished:<topic>" is the index's size, changed only by what ZADD and
 -- ZREM report. The record's hash expires when the window ends, so it
 -- never outlives it even when no trim runs.
-local function finished_key(topic) return P .. FINISHED_KEY .. topic end
+function RECORD.key(topic) return P .. FINISHED_KEY .. topic end
 
 -- Whether `id`'s hash is the kept record of a job finished in `topic` (an
 -- index entry may outlive its record: the hash expired, then maybe a new
 -- job took the id).
-local function is_record(id, topic)
+function RECORD.is(id, topic)
   local f = redis.call('HMGET', job_key(id), STATE, TOPIC)
   return f[1] == FINISHED and f[2] == topic
 end
@@ -21,8 +22,8 @@ end
 -- record is gone (expired, or replaced by a new job), stopping at the first
 -- that is still there. Costs O(log N) per entry looked at, at most `limit`
 -- entries and one more. Returns how many were dropped.
-local function trim_finished(topic, now_ms, keep_ms, limit)
-  local key = finished_key(topic)
+function RECORD.trim(topic, now_ms, keep_ms, limit)
+  local key = RECORD.key(topic)
   local drop = {}
   if keep_ms > 0 then
     -- finished at or before now - keep_ms: score at or above this.
@@ -32,14 +33,15 @@ local function trim_finished(topic, now_ms, keep_ms, limit)
   local aged = #drop
   for i = aged, limit - 1 do
     local id = redis.call('ZREVRANGE', key, i, i)[1]
-    if not id or is_record(id, topic) then break end
+    if not id or RECORD.is(id, topic) then break end
     drop[#drop + 1] = id
   end
   for k, id in ipairs(drop) do
     redis.call('ZREM', key, id)
-    if k <= aged and is_record(id, topic) then redis.call('DEL', job_key(id), log_key(id)) end
+    -- A record carries no tags nor dedup: only its keys go.
+    if k <= aged and RECORD.is(id, topic) then JOB.forget(id) end
   end
-  if #drop > 0 then count(FINISHED, topic, -#drop) end
+  if #drop > 0 then COUNT.add(FINISHED, topic, -#drop) end
   return #drop
 end
 
@@ -51,7 +53,7 @@ end
 -- any) stays as long as the record: one deadline, now_ms + keep_ms, set by
 -- PEXPIREAT (a PEXPIRE in a script reads the moving clock on Redis 7.0, so
 -- two of them can end a millisecond apart, the log outliving its record).
-local function keep_record(id, topic, now_ms, keep_ms)
+function RECORD.keep(id, topic, now_ms, keep_ms)
   local job = job_key(id)
   local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR, PROGRESS }
   local f = redis.call('HMGET', job, unpack(kept))
@@ -64,9 +66,9 @@ local function keep_record(id, topic, now_ms, keep_ms)
   redis.call('DEL', job)
   redis.call('HSET', job, unpack(fields))
   local deadline = now_ms + keep_ms
-  redis.call('PEXPIREAT', job, deadline)
-  redis.call('PEXPIREAT', log_key(id), deadline)
-  if redis.call('ZADD', finished_key(topic), MAX_TIME_MS - now_ms, id) == 1 then
-    count(FINISHED, topic, 1)
+  -- The record's keys are the job's (JOB.keys): each ends at the deadline.
+  for _, key in ipairs(JOB.keys(id, {})) do redis.call('PEXPIREAT', key, deadline) end
+  if redis.call('ZADD', RECORD.key(topic), MAX_TIME_MS - now_ms, id) == 1 then
+    COUNT.add(FINISHED, topic, 1)
   end
 end

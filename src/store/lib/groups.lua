@@ -1,5 +1,6 @@
 -- lib/groups.lua: job groups: per topic and group, a line of ready jobs, a
 -- concurrency limit (slots), a pause, and the rotation pops take turns on.
+-- Fills: G (made in the prelude, with its names).
 
 -- Groups (issue 41). A job with a group (field GROUP) never enters its
 -- topic's ready lists: once ready it waits in its group's line, a zset

@@ -1,8 +1,9 @@
 -- lib/order.lua: the order in which jobs due in the same millisecond
 -- become ready (issue 49): as they were pushed, not by id; and when a
 -- pushed job is due already.
+-- Fills: H (made in the prelude, with its names).
 
--- Whether a job due at `due` is due already (due_time gives the current
+-- Whether a job due at `due` is due already (CALL.due_time gives the current
 -- millisecond for no delay): a push makes it ready at once.
 function H.due_now(due)
   return tonumber(due) <= math.floor(now_us() / 1000)
@@ -26,7 +27,7 @@ function H.tie_seq(topic, due)
   local ties = H.ties
   if not ties then ties = {}; H.ties = ties end
   if ties[tie] == nil then
-    ties[tie] = redis.call('ZCOUNT', topic_schedule_key(topic), ms, ms) > 0
+    ties[tie] = redis.call('ZCOUNT', KEY.topic_schedule(topic), ms, ms) > 0
   end
   if not ties[tie] then
     -- The job about to be scheduled makes the next one a tie.

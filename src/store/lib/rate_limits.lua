@@ -1,8 +1,9 @@
 -- lib/rate_limits.lua: per-topic rate limits (token buckets).
+-- Fills: RATES (declared in lib/call.lua).
 
 -- The rate limit of `topic` at time `now_ms`, if it has one: { key,
 -- tokens (thousandths, refilled for the time passed), per_s, burst }.
-local function rate_bucket(topic, now_ms)
+function RATES.bucket(topic, now_ms)
   local key = P .. RATE_KEY .. topic
   local b = redis.call('HMGET', key, RATE_PER_S, RATE_BURST, RATE_TOKENS, RATE_AT)
   if not b[1] then return nil end
@@ -16,14 +17,14 @@ local function rate_bucket(topic, now_ms)
 end
 
 -- How many jobs the bucket lets out now.
-local function rate_allows(bucket)
+function RATES.allows(bucket)
   if not bucket then return math.huge end
   return math.floor(bucket.tokens / 1000)
 end
 
 -- Books `used` jobs against the bucket (fewer than 0: gives tokens back,
 -- up to the burst); returns the ms until the next token.
-local function rate_use(bucket, used, now_ms)
+function RATES.use(bucket, used, now_ms)
   if not bucket then return 0 end
   local left = math.min(bucket.tokens - used * 1000, bucket.burst * 1000)
   redis.call('HSET', bucket.key, RATE_TOKENS, left, RATE_AT, now_ms)

@@ -1,35 +1,12 @@
--- lib/retries.lua: deleting jobs, failed attempts and their retries, dead
--- letters and their retention.
-
--- Deletes job `id` (in `state`, of `topic`; `tags` and `dedup` its TAGS
--- and DEDUP fields; `group` its GROUP field, nil: read if needed) for good, keeping no record: out of the structure its
--- state keeps it in, its tags' indexes and its simple dedup record, then
--- the hash; the event "deleted". The one way a job is deleted: DELETE, a
--- tag cancel, a dead-letter purge, dead-letter retention, and a recurring
--- schedule's pending tick dropped (drop_if_delayed).
-local function delete_job(id, state, topic, tags, dedup, group)
-  -- A finished job's kept record going is no change of a job.
-  if EVENTS > 0 and state ~= FINISHED then emit(EV_DELETED, id, topic) end
-  detach(id, state, topic, group)
-  untag(id, tags)
-  dedup_release(id, dedup)
-  redis.call('DEL', job_key(id), log_key(id))
-end
-
--- Removes `id` if it is still delayed (never handed over). 1 if removed.
-local function drop_if_delayed(id)
-  if id == '' then return 0 end
-  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP)
-  if not f[2] or f[1] then return 0 end
-  delete_job(id, DELAYED, f[2], f[3], f[4])
-  return 1
-end
+-- lib/retries.lua: failed attempts and their retries, dead letters and
+-- their retention.
+-- Fills: RETRIES (declared in lib/call.lua).
 
 -- Dead-letter retention: drop the oldest dead jobs of a topic beyond
 -- max_count, and those dead for longer than max_age ms (at most 100 a call,
 -- so a script's run time stays bounded; later calls finish the trim).
-local function trim_dead(topic, now_ms, max_count, max_age)
-  local key = dead_key(topic)
+function RETRIES.trim_dead(topic, now_ms, max_count, max_age)
+  local key = KEY.dead(topic)
   local drop = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms - max_age, 'LIMIT', 0, 100)
   local excess = redis.call('ZCARD', key) - #drop - max_count
   if excess > 0 then
@@ -38,7 +15,7 @@ local function trim_dead(topic, now_ms, max_count, max_age)
   end
   for _, id in ipairs(drop) do
     local f = redis.call('HMGET', job_key(id), TAGS, DEDUP)
-    delete_job(id, DEAD, topic, f[1], f[2])
+    JOB.delete(id, DEAD, topic, f[1], f[2])
   end
 end
 
@@ -48,7 +25,7 @@ end
 --   next interval (or override) > 0 -> delayed until now + interval
 --   otherwise                 -> ready at once
 -- Returns state, due_ms.
-local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age, fallback)
+function RETRIES.fail(id, topic, now_ms, err, override, dead_max, dead_age, fallback)
   local job = job_key(id)
   local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY, GROUP)
   local attempts = tonumber(f[1]) or 0
@@ -75,17 +52,17 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
     lines = lines - 1
   end
   redis.call('HSET', job, ERR, err, HIST, hist, TOKEN, '')
-  unlease(id)
+  JOB.unlease(id)
   -- Groups: the attempt's slot comes back whatever follows.
   if f[7] then G.free(topic, f[7]) end
 
   if max > 0 and attempts >= max then
     -- dedup: death ends a simple dedup (GET + DEL only for such jobs).
-    dedup_release(id, f[5])
+    DEDUPS.release(id, f[5])
     redis.call('HSET', job, STATE, DEAD, DEAD_AT, now_ms)
-    redis.call('ZADD', dead_key(topic), now_ms, id)
-    move_count(topic, RESERVED, DEAD)
-    trim_dead(topic, now_ms, dead_max, dead_age)
+    redis.call('ZADD', KEY.dead(topic), now_ms, id)
+    COUNT.move(topic, RESERVED, DEAD)
+    RETRIES.trim_dead(topic, now_ms, dead_max, dead_age)
     return DEAD, now_ms
   end
   local wait = override
@@ -96,12 +73,12 @@ local function fail_attempt(id, topic, now_ms, err, override, dead_max, dead_age
   -- whatever a stored job holds.
   wait = math.min(wait, MAX_TIME_MS - now_ms)
   if wait <= 0 then
-    make_ready(id, topic, RESERVED, nil, level_of(f[6]), f[7])
+    JOB.make_ready(id, topic, RESERVED, nil, LISTS.level_of(f[6]), f[7])
     return READY, now_ms
   end
   local due = now_ms + wait
   redis.call('HDEL', job, STATE, DUE)
-  schedule(id, due, topic)
-  move_count(topic, RESERVED, DELAYED)
+  JOB.schedule(id, due, topic)
+  COUNT.move(topic, RESERVED, DELAYED)
   return DELAYED, due
 end

@@ -2,6 +2,7 @@
 -- schedule and its trigger key (within the watermark: lib/arming.lua), a
 -- lease, ready and detached, the sweep's wake-up; creating, replacing,
 -- delaying and giving back jobs.
+-- Fills: JOB (declared in lib/call.lua) and H (made in the prelude).
 
 -- A delayed job goes into the schedule and, within the watermark, gets a
 -- trigger key: the sweep and the key's expiry both fire at due (one due
@@ -13,13 +14,12 @@
 -- The heads, `{p}:heads` (topic -> the due time of its topic schedule's
 -- head), lead the sweep to every topic's due jobs in O(log T) for T topics.
 -- Each write to a topic schedule keeps its topic's head: an entry added
--- lowers it (ZADD LT), an entry removed reads the new head. (A table: the
--- library's chunk is near Lua's 200 locals; H is made in lib/call.lua.)
+-- lowers it (ZADD LT), an entry removed reads the new head.
 -- A call that schedules many jobs (a push) sets H.heads_later to a table:
 -- each topic's lowest due time is kept there and written in one ZADD LT
 -- by H.write_heads, instead of one per job (the wrapper resets it).
 function H.add(topic, due, id)
-  redis.call('ZADD', topic_schedule_key(topic), due, id)
+  redis.call('ZADD', KEY.topic_schedule(topic), due, id)
   local later = H.heads_later
   if later then
     local was = later[topic]
@@ -57,7 +57,7 @@ end
 -- reads every entry added so far, so a head kept back for it is void.
 function H.head(topic)
   if H.heads_later then H.heads_later[topic] = nil end
-  local h = redis.call('ZRANGE', topic_schedule_key(topic), 0, 0, 'WITHSCORES')
+  local h = redis.call('ZRANGE', KEY.topic_schedule(topic), 0, 0, 'WITHSCORES')
   if h[2] then
     redis.call('ZADD', P .. HEADS_KEY, h[2], topic)
   else
@@ -68,7 +68,7 @@ end
 -- Only an entry removed can move the head: one ZRANGE then, a ZADD that
 -- changes nothing unless it was the head.
 function H.remove(topic, id)
-  if redis.call('ZREM', topic_schedule_key(topic), id) == 1 then H.head(topic) end
+  if redis.call('ZREM', KEY.topic_schedule(topic), id) == 1 then H.head(topic) end
 end
 
 -- Layout 3 (the split): delayed jobs are in their topic schedules only;
@@ -82,17 +82,17 @@ function H.split() return BODIES.in_force() >= 3 end
 -- from layout 3 has not put it back yet).
 function H.due(id, topic)
   if topic and H.split() then
-    local s = redis.call('ZSCORE', topic_schedule_key(topic), id)
+    local s = redis.call('ZSCORE', KEY.topic_schedule(topic), id)
     if s then return s end
   end
   local s = redis.call('ZSCORE', SCHEDULE, id)
   if s or not topic or H.split() then return s end
-  return redis.call('ZSCORE', topic_schedule_key(topic), id)
+  return redis.call('ZSCORE', KEY.topic_schedule(topic), id)
 end
 
 -- `seq`: the job's SEQ is written already (nil: look for a tie here, and
 -- write it when there is one).
-local function schedule(id, due, topic, seq)
+function JOB.schedule(id, due, topic, seq)
   if seq == nil then
     seq = H.tie_seq(topic, due)
     if seq then redis.call('HSET', job_key(id), H.SEQ, seq) end
@@ -101,7 +101,7 @@ local function schedule(id, due, topic, seq)
   H.add(topic, due, id)
   local upto = H.armed_upto()
   if upto == nil or tonumber(due) <= upto then
-    redis.call('SET', trigger_key(id), 1, 'PXAT', due)
+    redis.call('SET', KEY.trigger(id), 1, 'PXAT', due)
   end
 end
 
@@ -122,7 +122,7 @@ end
 -- jobs, or topics' heads, may share one). Each step costs O(log N), so
 -- O(log^2 N) however many share a score, and a forged cursor costs no
 -- more than a real one.
-local function rank_after(score, id, key)
+function H.rank_after(score, id, key)
   key = key or SCHEDULE
   score = tonumber(score)
   local own = redis.call('ZSCORE', key, id)
@@ -141,26 +141,26 @@ local function rank_after(score, id, key)
 end
 
 -- `topic` nil: no job behind the entry, so no topic schedule holds it.
-local function unschedule(id, topic)
+function JOB.unschedule(id, topic)
   redis.call('ZREM', SCHEDULE, id)
   if topic then H.remove(topic, id) end
-  redis.call('DEL', trigger_key(id))
+  redis.call('DEL', KEY.trigger(id))
 end
 
 -- A lease's end goes into the schedule only: the sweep is the clock, and a
 -- trigger key per lease would cost two more writes per delivery.
-local function lease(id, until_ms)
+function JOB.lease(id, until_ms)
   redis.call('ZADD', SCHEDULE, until_ms, id)
 end
 
-local function unlease(id)
+function JOB.unlease(id)
   redis.call('ZREM', SCHEDULE, id)
 end
 
 -- A job that is out of the schedule joins the back of its ready list (of
 -- its priority `level`, or its group's line: `group` false for none; nil
 -- reads both); `due` (if given) records when it fell due.
-local function make_ready(id, topic, from, due, level, group)
+function JOB.make_ready(id, topic, from, due, level, group)
   if due then
     redis.call('HSET', job_key(id), STATE, READY, TOKEN, '', DUE, due)
   else
@@ -168,36 +168,36 @@ local function make_ready(id, topic, from, due, level, group)
   end
   if level == nil or group == nil then
     local f = redis.call('HMGET', job_key(id), PRIORITY, GROUP)
-    level, group = level_of(f[1]), f[2]
+    level, group = LISTS.level_of(f[1]), f[2]
   end
-  ready_push(id, topic, level, false, group)
-  move_count(topic, from, READY)
+  LISTS.push(id, topic, level, false, group)
+  COUNT.move(topic, from, READY)
 end
 
 -- Takes a job out of whatever structure its state keeps it in. `group`:
 -- its GROUP field, false for none, nil to read it (one HGET, only for a
 -- ready or reserved job): a grouped job leaves its group's line, or gives
 -- its slot back.
-local function detach(id, state, topic, group)
+function JOB.detach(id, state, topic, group)
   if group == nil and (state == READY or state == RESERVED) then
     group = redis.call('HGET', job_key(id), GROUP)
   end
   if group and state == READY then
     G.unready(id, topic, group)
   elseif state == READY then
-    -- The list's entry stays, stale (see ready_take).
+    -- The list's entry stays, stale (see LISTS.take).
   elseif state == DEAD then
-    redis.call('ZREM', dead_key(topic), id)
+    redis.call('ZREM', KEY.dead(topic), id)
   elseif state == RESERVED then
-    unlease(id)
+    JOB.unlease(id)
     if group then G.free(topic, group) end
   elseif state == FINISHED then
     -- A kept record: its index entry is what counts it.
     if redis.call('ZREM', P .. FINISHED_KEY .. topic, id) == 0 then return end
   else
-    unschedule(id, topic)
+    JOB.unschedule(id, topic)
   end
-  move_count(topic, state, nil)
+  COUNT.move(topic, state, nil)
 end
 
 -- The earliest due time of the schedule (lease ends, and delayed jobs
@@ -229,7 +229,7 @@ function H.head_among(dues)
 end
 
 -- The earliest due time, or -1.
-local function next_due()
+function H.next_due()
   return H.earliest() or -1
 end
 
@@ -238,7 +238,7 @@ end
 -- partition leader's term, which an idle leader takes up to the earliest
 -- due time, ends by `due` (never sooner than TERM_FLOOR_MS from now), so
 -- that the standbys take over in time if the leader was killed.
-local function new_head(due)
+function H.new_head(due)
   redis.call('PUBLISH', P .. WAKE_CHANNEL, due)
   local key = P .. DISPATCHER_KEY
   local left = redis.call('PTTL', key)
@@ -250,17 +250,17 @@ local function new_head(due)
 end
 
 -- After scheduling `id` at `due`: if it is now the earliest job, see
--- new_head. Returns 1 if so.
-local function wake_if_head(id, due)
+-- H.new_head. Returns 1 if so.
+function H.wake_if_head(id, due)
   local at = H.head_among({ [id] = due })
   if at then
-    new_head(due)
+    H.new_head(due)
     return 1
   end
   return 0
 end
 
--- Creates `id`, due at `due` (from due_time, checked by the caller), or
+-- Creates `id`, due at `due` (from CALL.due_time, checked by the caller), or
 -- replaces (mode 'replace') or keeps (mode 'keep') the job with that id:
 -- the work of push.lua, per job, and of tick.lua. Returns status, due_ms
 -- (for a kept job, its own), and whether the job went into the schedule.
@@ -268,10 +268,10 @@ end
 -- extra argument): each feature reads its own field of it.
 -- `at_once`: a job due already becomes ready here, not scheduled (a push:
 -- the caller announces it).
-local function upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
+function JOB.upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
   local job = job_key(id)
-  -- A new id (the usual push) asks its absent hash for three fields only;
-  -- a replace reads the priority (detach, if ready) and tags besides.
+  -- A new id (the usual push) asks its absent hash for four fields only;
+  -- a replace reads its tags and dedup key besides (JOB.forget).
   local old = redis.call('HMGET', job, STATE, TOPIC, DUE, GROUP)
   local status = DONE
   if old[2] then
@@ -281,9 +281,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_onc
       return KEPT, tonumber(old[3] or H.due(id, old[2])), false
     end
     if not record then status = REPLACED end
-    detach(id, state_of(old[1]), old[2], old[4])
-    untag(id, redis.call('HGET', job, TAGS))
-    redis.call('DEL', job, log_key(id))
+    JOB.detach(id, state_of(old[1]), old[2], old[4])
+    -- The job it replaces ends: its tags' entries, its simple dedup (issue
+    -- 51: the record was left naming the new job) and its keys go.
+    local named = redis.call('HMGET', job, TAGS, DEDUP)
+    JOB.forget(id, named[1], named[2])
   end
   local ready = at_once and H.due_now(due)
   -- Its push order, if it ties (false: none), in the same HSET.
@@ -312,7 +314,7 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_onc
     end
     -- tags: checked by the caller (at most 8, no control characters).
     if extra and type(extra.tags) == 'table' and #extra.tags > 0 then
-      for _, tag in ipairs(extra.tags) do redis.call('ZADD', tag_key(tag), 0, id) end
+      for _, tag in ipairs(extra.tags) do redis.call('ZADD', TAG.key(tag), 0, id) end
       fields[#fields + 1] = TAGS; fields[#fields + 1] = table.concat(extra.tags, '\n')
     end
     -- Groups: the group key, checked by push.lua.
@@ -321,11 +323,11 @@ local function upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_onc
     end
     redis.call('HSET', job, unpack(fields))
   end
-  count(DELAYED, topic, 1)
+  COUNT.add(DELAYED, topic, 1)
   if ready then
-    make_ready(id, topic, DELAYED, due, level_of(extra and extra.priority), extra and extra.group or false)
+    JOB.make_ready(id, topic, DELAYED, due, LISTS.level_of(extra and extra.priority), extra and extra.group or false)
   else
-    schedule(id, due, topic, seq)
+    JOB.schedule(id, due, topic, seq)
   end
   return status, due, true
 end
@@ -334,19 +336,19 @@ end
 -- to the head of its ready list (of its priority `level`, or its group's
 -- line, `group` false for none; nil reads both: it was first in line), its
 -- group's slot back, the attempt uncounted, and waiting consumers are woken.
-local function unreserve(id, topic, level, group)
-  unlease(id)
+function JOB.unreserve(id, topic, level, group)
+  JOB.unlease(id)
   redis.call('HSET', job_key(id), STATE, READY, TOKEN, '')
   local attempts = redis.call('HINCRBY', job_key(id), ATTEMPTS, -1)
   if level == nil or group == nil then
     local f = redis.call('HMGET', job_key(id), PRIORITY, GROUP)
-    level, group = level_of(f[1]), f[2]
+    level, group = LISTS.level_of(f[1]), f[2]
   end
   if group then G.free(topic, group) end
-  ready_push(id, topic, level, true, group)
-  move_count(topic, RESERVED, READY)
-  notify_ready(topic, 1)
-  if EVENTS > 0 then emit(EV_RELEASED, id, topic, attempts) end
+  LISTS.push(id, topic, level, true, group)
+  COUNT.move(topic, RESERVED, READY)
+  LISTS.notify(topic, 1)
+  if EVENTS > 0 then EVENT.emit(EV_RELEASED, id, topic, attempts) end
 end
 
 -- Makes job `id` (in `state`, of `topic`; not a finished record) delayed
@@ -355,14 +357,14 @@ end
 -- policy, tags and attempts stay, except that a dead job starts its
 -- schedule afresh. The caller wakes the sweeps if it is the new head. The
 -- work of reschedule.lua and tag_reschedule.lua.
-local function delay_job(id, state, topic, due)
+function JOB.delay(id, state, topic, due)
   local job = job_key(id)
-  detach(id, state, topic)
+  JOB.detach(id, state, topic)
   if state == DEAD then
     redis.call('HDEL', job, ATTEMPTS, DEAD_AT)
   end
   redis.call('HDEL', job, STATE, TOKEN, DUE)
-  schedule(id, due, topic)
-  move_count(topic, nil, DELAYED)
-  if EVENTS > 0 then emit(EV_RESCHEDULED, id, topic, nil, due) end
+  JOB.schedule(id, due, topic)
+  COUNT.move(topic, nil, DELAYED)
+  if EVENTS > 0 then EVENT.emit(EV_RESCHEDULED, id, topic, nil, due) end
 end

@@ -1,19 +1,20 @@
 -- lib/tags.lua: tag indexes: a job's entries, dropping them, paging them.
+-- Fills: TAG (declared in lib/call.lua).
 
 -- Tags (issue 26): a job's tags are one hash field, TAGS, one tag per line
 -- (a tag holds no control character), and an entry in one index per tag
 -- and partition, TAG_KEY .. tag: a zset id -> 0, paged by id (ZRANGEBYLEX),
 -- so a page resumes after the last id whatever changed before it. Every
--- place that deletes or replaces a job's hash drops its entries (untag),
+-- place that deletes or replaces a job's hash drops its entries (JOB.forget),
 -- so an index holds only live jobs (and pages drop any stale entry they
--- meet). A job without tags has no field: untag of nil costs nothing.
-local function tag_key(tag) return P .. TAG_KEY .. tag end
+-- meet). A job without tags has no field: TAG.untag of nil costs nothing.
+function TAG.key(tag) return P .. TAG_KEY .. tag end
 
 -- Drops `id` from the indexes of `stored` (its TAGS field, or nil).
-local function untag(id, stored)
+function TAG.untag(id, stored)
   if not stored then return end
   for tag in string.gmatch(stored, '[^\n]+') do
-    redis.call('ZREM', tag_key(tag), id)
+    redis.call('ZREM', TAG.key(tag), id)
   end
 end
 
@@ -21,11 +22,11 @@ end
 -- at most `limit` ids in byte order, and each one's STATE, TOPIC, TAGS,
 -- DEDUP.
 -- Entries whose job is gone or no longer carries the tag are dropped here
--- (none should be: see untag) and not returned. Costs O(log N + limit).
+-- (none should be: see TAG.untag) and not returned. Costs O(log N + limit).
 -- Returns the live entries { id, state, topic, tags, dedup } and the last id looked at
 -- ('' when the index ends within this page).
-local function tag_page(tag, after, limit)
-  local key = tag_key(tag)
+function TAG.page(tag, after, limit)
+  local key = TAG.key(tag)
   local from = '-'
   if after ~= '' then from = '(' .. after end
   local ids = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', 0, limit)
