@@ -4,7 +4,7 @@
 //! `serve`'s checks and `delayq doctor` judge them.
 
 /// Redis's memory, as `INFO memory` reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Memory {
     pub used_bytes: u64,
     /// `maxmemory`; 0 means no limit.

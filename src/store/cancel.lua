@@ -34,7 +34,7 @@ if not f[2] or f[1] == FINISHED then return { MISSING, '' } end
 local state, topic = state_of(f[1]), f[2]
 if EVENTS > 0 then EVENT.emit(EV_CANCELLED, id, topic) end
 JOB.detach(id, state, topic, f[7])
-JOB.forget(id, f[5], f[4])
+JOB.forget(id, f[5], f[4], nil, job)
 if state == RESERVED then
   local now_ms = math.floor(now_us() / 1000)
   local left = math.max((tonumber(f[6]) or now_ms) - now_ms, 0) + grace

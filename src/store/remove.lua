@@ -115,7 +115,7 @@ for j = 1, n do
         kept[topic] = t
       else
         -- Many removals: the keys go in the call's one DEL (`dels`).
-        JOB.forget(id, f[5], f[4], dels)
+        JOB.forget(id, f[5], f[4], dels, job)
         if gone then gone[id] = true end
       end
     end

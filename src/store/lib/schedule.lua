@@ -285,7 +285,7 @@ function JOB.upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
     -- The job it replaces ends: its tags' entries, its simple dedup (issue
     -- 51: the record was left naming the new job) and its keys go.
     local named = redis.call('HMGET', job, TAGS, DEDUP)
-    JOB.forget(id, named[1], named[2])
+    JOB.forget(id, named[1], named[2], nil, job)
   end
   local ready = at_once and H.due_now(due)
   -- Its push order, if it ties (false: none), in the same HSET.
