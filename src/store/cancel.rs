@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::JobState;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "cancel",
@@ -48,7 +48,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_the_state_it_was_in() {

@@ -3,9 +3,9 @@
 //! step as the change, so no event is missed or invented) and read here
 //! with `events.lua`. Off unless configured: then no script writes one.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "events",

@@ -4,9 +4,9 @@
 //! gauges read every partition.
 
 use super::rate::RateLimit;
-use super::reply::Fields;
 use super::{layout, Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 use std::collections::BTreeMap;
 
 pub const SCRIPT: Script = Script {
@@ -191,7 +191,8 @@ impl Store {
                     .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
             }
             let got: Vec<u64> = self
-                .call("group gauges", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("group gauges", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             for (t, n) in topics.iter().zip(got.chunks(3)) {
                 if n.iter().any(|v| *v > 0) {
@@ -232,7 +233,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_figures_and_pages() {

@@ -2,9 +2,9 @@
 //! index (`history.lua`) and the loop that runs it for topics where nothing
 //! finishes any more. Finishes write and trim records in `remove.lua`.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "history",
@@ -44,7 +44,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_how_many() {

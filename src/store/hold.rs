@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
+use super::call::Call;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "hold",
@@ -87,13 +87,14 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_each_leases_status_end_and_time_left() {
-        let mut f = Fields::parse("hold", sample(&["0", "0", "61000", "30000", "2", "0", "0"]))
-            .unwrap()
-            .1;
+        let mut f =
+            Fields::parse::<Status>("hold", sample(&["0", "0", "61000", "30000", "2", "0", "0"]))
+                .unwrap()
+                .1;
         let h = Holds::decode(&mut f).unwrap();
         assert_eq!(
             (h.status, h.lease_until_ms, h.left_ms),

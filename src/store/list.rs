@@ -3,9 +3,9 @@
 //! Every page costs Redis time in proportion to the page (and a bounded
 //! look-ahead), never to the queue.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "list",

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::JobState;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "nack",
@@ -72,7 +72,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_where_the_job_went() {

@@ -2,10 +2,10 @@
 //! its lease token as a touch is. The scripts are `progress.lua` and
 //! `log.lua`.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
 pub use crate::job::LogLine;
+use crate::redis::Fields;
 
 pub const PROGRESS: Script = Script {
     name: "progress",
@@ -57,7 +57,10 @@ impl Store {
         let key = self.parts()[self.part_of(id)].log(id);
         let mut cmd = redis::cmd("LRANGE");
         cmd.arg(key).arg(0).arg(-1);
-        let lines: Vec<String> = self.call("logs", cmd.query_async(&mut self.conn())).await?;
+        let lines: Vec<String> = self
+            .redis
+            .call("logs", cmd.query_async(&mut self.redis.conn()))
+            .await?;
         Ok(lines.iter().map(|l| parse_line(l)).collect())
     }
 }

@@ -1,8 +1,8 @@
 //! Purge: delete a topic's dead jobs for good. The script is `purge.lua`.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "purge",
@@ -29,7 +29,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_how_many() {

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
+use super::call::Call;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::PushOutcome;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "push",
@@ -140,7 +140,7 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<PushReply> {
     })
 }
 
-/// Single pushes are batched while Redis is busy ([`super::coalesce`]);
+/// Single pushes are batched while Redis is busy ([`crate::redis::coalesce`]);
 /// batch pushes go as few calls as the limits allow.
 pub(crate) struct Pushes;
 
@@ -219,7 +219,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn a_push_writes_the_arguments_the_script_takes() {
@@ -244,8 +244,8 @@ mod tests {
 
     #[test]
     fn decodes_each_outcome() {
-        let d = |r: &[&str]| decode(Fields::parse("push", sample(r)).unwrap());
-        let mut f = Fields::parse("push", sample(&["0", "0", "7", "0", "3", "5", "1"]))
+        let d = |r: &[&str]| decode(Fields::parse::<Status>("push", sample(r)).unwrap());
+        let mut f = Fields::parse::<Status>("push", sample(&["0", "0", "7", "0", "3", "5", "1"]))
             .unwrap()
             .1;
         assert_eq!(

@@ -3,9 +3,9 @@
 //! rewrites every pieced body whole with `relayout.lua`, a batch per call.
 
 use super::layout::Keys;
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "relayout",
@@ -83,7 +83,8 @@ impl Store {
             let mut cmd = redis::cmd("GET");
             cmd.arg(part.layout());
             let v: Option<String> = self
-                .call("layout", cmd.query_async(&mut self.conn()))
+                .redis
+                .call("layout", cmd.query_async(&mut self.redis.conn()))
                 .await?;
             Ok::<_, Error>(Flag::parse(v.as_deref()))
         });
@@ -106,7 +107,8 @@ impl Store {
             }
         };
         let _: redis::Value = self
-            .call("layout", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("layout", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(())
     }
@@ -119,7 +121,8 @@ impl Store {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(self.parts()[part].indexed()).arg("out").arg("1");
         let _: redis::Value = self
-            .call("layout", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("layout", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(())
     }

@@ -1,9 +1,9 @@
 //! Release: undo a lease that never reached its consumer. The script is
 //! `release.lua`.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "release",
@@ -32,13 +32,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_whether_it_was_done() {
-        let d = |r: &[&str]| decode(Fields::parse("release", sample(r)).unwrap());
+        let d = |r: &[&str]| decode(Fields::parse::<Status>("release", sample(r)).unwrap());
         assert!(d(&["0"]));
         assert!(!d(&["2"]));
-        assert!(Fields::parse("release", sample(&["9"])).is_err());
+        assert!(Fields::parse::<Status>("release", sample(&["9"])).is_err());
     }
 }

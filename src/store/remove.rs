@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
+use super::call::Call;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 use crate::JobState;
 
 pub const SCRIPT: Script = Script {
@@ -87,7 +87,7 @@ pub(crate) struct Removed {
 }
 
 /// Finishes and deletes, batched while Redis is busy
-/// ([`super::coalesce`]).
+/// ([`crate::redis::coalesce`]).
 pub(crate) struct Removes;
 
 impl Batch for Removes {
@@ -140,7 +140,7 @@ impl Store {
         };
         self.lanes
             .removes
-            .submit(self, self.part_of(id), removal, self.timeout())
+            .submit(self, self.part_of(id), removal, self.redis.timeout())
             .await
     }
 
@@ -168,11 +168,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_status_and_topic() {
-        let mut f = Fields::parse(
+        let mut f = Fields::parse::<Status>(
             "remove",
             sample(&[
                 "0", "0", "order", "reserved", "2", "order", "ready", "1", "", "",

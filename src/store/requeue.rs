@@ -1,9 +1,9 @@
 //! Requeue: dead jobs back to ready with fresh attempts. The script is
 //! `requeue.lua`.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "requeue",
@@ -38,7 +38,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_how_many() {

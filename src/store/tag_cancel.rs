@@ -1,10 +1,10 @@
 //! Cancel a page of a tag's jobs in one partition. The script is
 //! `tag_cancel.lua`.
 
-use super::reply::Fields;
 use super::tag_list::{last, skipped, TagPage};
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "tag_cancel",
@@ -44,7 +44,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_changes_and_skipped_jobs() {

@@ -1,9 +1,9 @@
 //! A page of a tag's jobs in one partition. The script is `tag_list.lua`;
 //! paging over partitions is [`crate::Queue::tag_jobs`]'s.
 
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "tag_list",
@@ -73,7 +73,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_the_cursor_and_ids() {

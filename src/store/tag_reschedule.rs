@@ -1,10 +1,10 @@
 //! Move a page of a tag's jobs in one partition to a new due time. The
 //! script is `tag_reschedule.lua`.
 
-use super::reply::Fields;
 use super::tag_list::{last, skipped, TagPage};
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "tag_reschedule",
@@ -68,7 +68,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_moves_head_and_skipped_jobs() {

@@ -1,9 +1,9 @@
 //! Trim: dead-letter retention for one topic. The script is `trim.lua`.
 
 use super::nack::Retention;
-use super::reply::Fields;
 use super::{Script, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
 pub const SCRIPT: Script = Script {
     name: "trim",
@@ -33,7 +33,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_how_many() {
