@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::call::Call;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::coalesce::{chunks, Batch, Coalesced};
 use crate::redis::Fields;
@@ -22,7 +22,7 @@ use crate::redis::Fields;
 /// A script that takes many items in one call and answers DONE, then each
 /// item's result in order: push.lua, remove.lua.
 pub(crate) trait PerJob: Batch {
-    const SCRIPT: &'static Script;
+    const SCRIPT: &'static ScriptDef;
     /// [`Coalesced::SECOND_AT`] for the kind's single calls.
     const SECOND_AT: Option<usize> = None;
     /// Adds the arguments that come before the items' (none by default).

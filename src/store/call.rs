@@ -9,14 +9,14 @@ use std::time::Duration;
 use redis::{Cmd, ToRedisArgs};
 use tokio::time::Instant;
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::{Fields, ScriptCall};
 
 /// One call of a script on one partition: its own arguments are added
 /// like a [`Cmd`]'s, then [`Store::send`] sends it.
 pub(crate) struct Call {
-    script: &'static Script,
+    script: &'static ScriptDef,
     part: usize,
     args: Cmd,
     until: Instant,
@@ -32,7 +32,7 @@ impl Call {
     /// A call with no store, to count the arguments a script's Rust side
     /// writes.
     #[cfg(test)]
-    pub(crate) fn bare(script: &'static Script) -> Call {
+    pub(crate) fn bare(script: &'static ScriptDef) -> Call {
         Call {
             script,
             part: 0,
@@ -64,7 +64,7 @@ impl Call {
 
 impl Store {
     /// A call of `script` on partition `part`, to send with [`send`](Self::send).
-    pub(crate) fn script(&self, script: &'static Script, part: usize) -> Call {
+    pub(crate) fn script(&self, script: &'static ScriptDef, part: usize) -> Call {
         Call {
             script,
             part,

@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::JobState;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "cancel",
     source: include_str!("cancel.lua"),
     // It frees memory: an operator cancels to make room too.

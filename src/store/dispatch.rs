@@ -5,11 +5,11 @@
 use tokio::time::Instant;
 
 use super::nack::Retention;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "dispatch",
     source: include_str!("dispatch.lua"),
     when_full: true,

@@ -4,12 +4,12 @@
 //! gauges read every partition.
 
 use super::rate::RateLimit;
-use super::{layout, Script, Status, Store};
+use super::{layout, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 use std::collections::BTreeMap;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "group",
     source: include_str!("group.lua"),
     when_full: true,

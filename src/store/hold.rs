@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use super::batch::PerJob;
 use super::call::Call;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "hold",
     source: include_str!("hold.lua"),
     when_full: true,
@@ -56,7 +56,7 @@ impl Batch for Holds {
 }
 
 impl PerJob for Holds {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn args(h: &Hold, cmd: &mut Call) {
         cmd.arg(&h.id)

@@ -23,7 +23,8 @@ use std::sync::OnceLock;
 use redis::Cmd;
 use sha2::{Digest, Sha256};
 
-use super::{layout, Keys, Script, Status};
+use super::script::Script;
+use super::{layout, Keys, ScriptDef, Status};
 use crate::redis::library::{command, Function, Library, Path};
 
 /// The helper files, by concept, in load order: a Lua `local function` is
@@ -46,7 +47,7 @@ const HELPERS: &[(&str, &str)] = &[
 ];
 
 /// Every transition, one script each.
-pub(crate) const ALL: &[&Script] = &[
+pub(crate) const ALL: &[&ScriptDef] = &[
     &super::push::SCRIPT,
     &super::dispatch::SCRIPT,
     &super::pop::SCRIPT,
@@ -57,9 +58,9 @@ pub(crate) const ALL: &[&Script] = &[
     &super::hold::SCRIPT,
     &super::reschedule::SCRIPT,
     &super::requeue::SCRIPT,
-    &super::purge::SCRIPT,
-    &super::trim::SCRIPT,
-    &super::history::SCRIPT,
+    super::sweeps::Purge::DEF,
+    super::sweeps::Trim::DEF,
+    super::sweeps::History::DEF,
     &super::tick::SCRIPT,
     &super::recur_put::SCRIPT,
     &super::list::SCRIPT,
@@ -67,8 +68,8 @@ pub(crate) const ALL: &[&Script] = &[
     &super::unpop::SCRIPT,
     &super::leader::SCRIPT,
     &super::events::SCRIPT,
-    &super::tag_list::SCRIPT,
-    &super::tag_cancel::SCRIPT,
+    super::tag_pages::TagList::DEF,
+    super::tag_pages::TagCancel::DEF,
     &super::tag_reschedule::SCRIPT,
     &super::cancel::SCRIPT,
     &super::progress::PROGRESS,
@@ -199,7 +200,7 @@ pub(crate) fn library() -> &'static Library {
 }
 
 /// `script`'s function in the library.
-pub(crate) fn function(script: &Script) -> &'static Function {
+pub(crate) fn function(script: &ScriptDef) -> &'static Function {
     library().get(script.name).expect("every script is in ALL")
 }
 
@@ -208,7 +209,7 @@ pub(crate) fn function(script: &Script) -> &'static Function {
 /// (Redis time in microseconds, 0 for none). With `guard`, the partition's
 /// never-written `moving` key is declared as a second key (see
 /// [`Keys::moving`]). Events off; see [`call_with`].
-pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
+pub fn fcall(script: &ScriptDef, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
     call_with(Path::Function, script, keys, guard, args, deadline_us, 0)
 }
 
@@ -216,7 +217,7 @@ pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: 
 /// [`Path::Eval`].
 pub fn call(
     path: Path,
-    script: &Script,
+    script: &ScriptDef,
     keys: &Keys,
     guard: bool,
     deadline_us: i64,
@@ -231,7 +232,7 @@ pub fn call(
 /// ARGV.
 pub fn call_with(
     path: Path,
-    script: &Script,
+    script: &ScriptDef,
     keys: &Keys,
     guard: bool,
     args: &Cmd,

@@ -2,7 +2,14 @@
 //!
 //! Each state transition is one Lua script with a Rust file beside it that
 //! encodes its arguments and decodes its reply (`push.lua` and `push.rs`,
-//! and so on); `lib/*.lua` hold the helpers they share and [`layout`] names
+//! and so on), and holds the [`Store`] method that calls it. A script is
+//! one type implementing [`script::Script`] (its name, flags, source,
+//! arguments from a typed input, reply decoded into a typed output);
+//! scripts of one shape are rows of one table ([`sweeps`]: purge, trim,
+//! history; [`tag_pages`]: tag_list, tag_cancel). The other scripts still
+//! declare a [`ScriptDef`] and a method of their own, to be turned into
+//! [`script::Script`] types the same way. `lib/*.lua` hold the helpers
+//! they share and [`layout`] names
 //! every key, field and state once. The scripts are loaded as one Redis
 //! function library ([`library`]) and called by name. Plain reads (a job,
 //! the counts, a dead-letter page, memory) are in [`read`].
@@ -26,7 +33,7 @@
 
 mod batch;
 mod body;
-mod call;
+pub(crate) mod call;
 pub(crate) mod counts;
 pub(crate) mod instances;
 pub mod layout;
@@ -43,7 +50,6 @@ pub mod cancel;
 pub mod dispatch;
 pub mod events;
 pub mod group;
-pub mod history;
 pub mod hold;
 pub(crate) mod index;
 pub(crate) mod leader;
@@ -52,7 +58,6 @@ pub mod nack;
 mod pause;
 pub mod pop;
 pub mod progress;
-pub mod purge;
 pub mod push;
 pub mod rate;
 pub mod recur;
@@ -61,19 +66,19 @@ pub mod release;
 pub mod remove;
 pub mod requeue;
 pub mod reschedule;
-pub mod tag_cancel;
-pub mod tag_list;
+mod script;
+pub mod sweeps;
+pub mod tag_pages;
 pub mod tag_reschedule;
 pub mod tick;
 pub mod touch;
-pub mod trim;
 pub mod unpop;
 
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
     pub use super::library::{call, eval_script_of, eval_shas, fcall};
-    pub use super::{dispatch, pop, push, relayout, remove, Script, Status};
+    pub use super::{dispatch, pop, push, relayout, remove, ScriptDef, Status};
     pub use crate::redis::library::Path;
 }
 
@@ -164,7 +169,7 @@ impl crate::redis::Code for Status {
 ///   ([`Error::Unknown`]): a change may have run. Not for reads, nor for
 ///   pops, whose late jobs delayq gives back itself (a timeout, then).
 #[derive(Debug)]
-pub struct Script {
+pub struct ScriptDef {
     pub name: &'static str,
     pub source: &'static str,
     pub when_full: bool,

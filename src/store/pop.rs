@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::call::Call;
 use super::rate::Grant;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::Delivery;
 use crate::redis::Fields;
@@ -16,7 +16,7 @@ mod batch;
 
 pub(crate) use batch::{PopRequest, Pops};
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "pop",
     source: include_str!("pop.lua"),
     when_full: true,

@@ -2,12 +2,12 @@
 //! its lease token as a touch is. The scripts are `progress.lua` and
 //! `log.lua`.
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 pub use crate::job::LogLine;
 use crate::redis::Fields;
 
-pub const PROGRESS: Script = Script {
+pub const PROGRESS: ScriptDef = ScriptDef {
     name: "progress",
     source: include_str!("progress.lua"),
     when_full: false,
@@ -15,7 +15,7 @@ pub const PROGRESS: Script = Script {
     late_unknown: true,
 };
 
-pub const LOG: Script = Script {
+pub const LOG: ScriptDef = ScriptDef {
     name: "log",
     source: include_str!("log.lua"),
     when_full: false,

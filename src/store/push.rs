@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use super::batch::PerJob;
 use super::call::Call;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::PushOutcome;
 use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "push",
     source: include_str!("push.lua"),
     when_full: false,
@@ -161,7 +161,7 @@ impl Batch for Pushes {
 }
 
 impl PerJob for Pushes {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
     // Measured with 32 to 256 single adds in flight (AOF always, where each
     // of Redis's loops that wrote ends in an fsync), against 16: at 64, 128
     // and 256 adds/s rose 1.28-1.32x, 1.14x and 1.07x, at 0.83-0.95x the

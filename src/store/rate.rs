@@ -10,11 +10,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{layout, layout::rate_field, Keys, Script, Status, Store};
+use super::{layout, layout::rate_field, Keys, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "rate",
     source: include_str!("rate.lua"),
     when_full: true,

@@ -1,11 +1,11 @@
 //! Recurring put: create, replace, delete, pause or resume a schedule. The
 //! script is `recur_put.lua`.
 
-use super::{Keys, Script, Status, Store};
+use super::{Keys, ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "recur_put",
     source: include_str!("recur_put.lua"),
     // Delete must work on a full Redis.

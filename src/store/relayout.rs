@@ -3,11 +3,11 @@
 //! rewrites every pieced body whole with `relayout.lua`, a batch per call.
 
 use super::layout::Keys;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "relayout",
     source: include_str!("relayout.lua"),
     when_full: false,
@@ -16,7 +16,7 @@ pub const SCRIPT: Script = Script {
 };
 
 /// The leader's compare-and-set of a partition's layout flag.
-pub const SWAP: Script = Script {
+pub const SWAP: ScriptDef = ScriptDef {
     name: "layout_swap",
     source: include_str!("layout_swap.lua"),
     when_full: false,

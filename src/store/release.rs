@@ -1,11 +1,11 @@
 //! Release: undo a lease that never reached its consumer. The script is
 //! `release.lua`.
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "release",
     source: include_str!("release.lua"),
     when_full: true,

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use super::batch::PerJob;
 use super::call::Call;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 use crate::JobState;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "remove",
     source: include_str!("remove.lua"),
     when_full: true,
@@ -102,7 +102,7 @@ impl Batch for Removes {
 }
 
 impl PerJob for Removes {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn header(store: &Store, cmd: &mut Call) {
         store.keep.args(cmd);

@@ -1,11 +1,11 @@
 //! Requeue: dead jobs back to ready with fresh attempts. The script is
 //! `requeue.lua`.
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "requeue",
     source: include_str!("requeue.lua"),
     when_full: true,

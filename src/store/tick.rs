@@ -6,13 +6,13 @@ use tokio::time::Instant;
 use super::batch::PerJob;
 use super::call::Call;
 use super::push::{Push, PushReply};
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::PushOutcome;
 use crate::redis::coalesce::{chunks, Batch};
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "tick",
     source: include_str!("tick.lua"),
     when_full: false,
@@ -87,7 +87,7 @@ impl Batch for Tick {
 }
 
 impl PerJob for Tick {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn args(t: &Tick, cmd: &mut Call) {
         cmd.arg(&t.name)

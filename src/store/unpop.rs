@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::job::Delivery;
 use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "unpop",
     source: include_str!("unpop.lua"),
     when_full: true,
