@@ -6,7 +6,8 @@
 //! one type implementing [`script::Script`] (its name, flags, source,
 //! arguments from a typed input, reply decoded into a typed output);
 //! scripts of one shape are rows of one table ([`sweeps`]: purge, trim,
-//! history; [`tag_pages`]: tag_list, tag_cancel). The other scripts still
+//! history; [`tag_pages`]: tag_list, tag_cancel), and so are release and
+//! requeue, a row each in their own files. The other scripts still
 //! declare a [`ScriptDef`] and a method of their own, to be turned into
 //! [`script::Script`] types the same way. `lib/*.lua` hold the helpers
 //! they share and [`layout`] names
