@@ -18,13 +18,16 @@ const LAYERS: &[(&str, &[&str])] = &[
             "duration", "defaults", "error", "shutdown", "backoff", "retry", "https", "layers",
         ],
     ),
+    // Reaching Redis and calling it: connections, deadlines, replica acks,
+    // health, group commit, a script library it is given. Nothing of jobs.
+    ("redis", &["redis"]),
     // What a job is: its types and limits, trace context, rate limits,
     // groups, recurring rules, and the figures delayq reports.
     (
         "model",
         &["trace", "job", "rate", "group", "recurring", "figures"],
     ),
-    // Everything said to Redis.
+    // Everything delayq says to Redis: the scripts and the key layout.
     ("store", &["store"]),
     // The queue, its loops, metrics and stats, waiters, consumers, webhooks.
     (
@@ -70,14 +73,14 @@ const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
         "giving back the jobs of a pop whose caller had gone",
     ),
     (
-        "store/coalesce.rs",
+        "redis/coalesce.rs",
         "group commit's senders, each ending when its lane is empty",
     ),
     (
         "store/unpop.rs",
         "giving back lost pops' jobs, ending when none is left",
     ),
-    ("store/conn.rs", "making a connection"),
+    ("redis/conn.rs", "making a connection"),
     ("trace/otlp.rs", "the process's span exporter"),
 ];
 

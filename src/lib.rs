@@ -25,20 +25,25 @@
 //! Map of the crate, in layers: each module imports only from the layers
 //! below its own (`src/layers.rs` lists them and a test holds it): base
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
-//! `https`) <- model (`trace`, `job`, `rate`, `group`, `recurring`,
-//! `figures`) <- `store` <- engine (`stats`, `metrics`, `waiters`, `loops`, `queue`,
+//! `https`) <- `redis` <- model (`trace`, `job`, `rate`, `group`,
+//! `recurring`, `figures`) <- `store` <- engine (`stats`, `metrics`,
+//! `waiters`, `loops`, `queue`,
 //! `instances`, `consumer`, `webhook`) <- api (`wire`, `http`) <- the
 //! binary's `cli`.
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
 //!   waiting pops; every change is one call into `store`. One file per
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
 //!   ...), reading jobs, recurring schedules, administration.
-//! - `store`: everything said to Redis. One Lua script per state
+//! - `store`: everything delayq says to Redis. One Lua script per state
 //!   transition, each with a Rust file beside it (arguments and typed
-//!   reply); the key layout and its partitions; the function library; the
-//!   call deadlines; the single-server, Sentinel and Cluster connections;
-//!   acknowledged (replicated) writes; relinking the store to the master
-//!   the sentinels name.
+//!   reply); the key layout and its partitions; the function library,
+//!   assembled from the scripts and given to the Redis client.
+//! - `redis`: reaching Redis and calling it, knowing nothing of jobs: the
+//!   single-server, Sentinel and Cluster connections (and following the
+//!   master the sentinels name); plain and script calls (FCALL, or
+//!   EVALSHA), each bounded, a script call with its deadline in Redis
+//!   time; acknowledged (replicated) writes; the shards' health; the
+//!   group-commit engine; loading the script library it is given.
 //! - [`loops`]: the background loops, all started and stopped with
 //!   their queue here: the sweep (and dead-letter retention); the
 //!   subscriber, and on a cluster the master follower (one expired-events
@@ -108,6 +113,7 @@ pub mod metrics;
 pub mod queue;
 pub mod rate;
 pub mod recurring;
+pub(crate) mod redis;
 pub mod retry;
 pub mod shutdown;
 pub mod stats;
@@ -121,6 +127,16 @@ pub mod wire;
 /// `delayq_build_info`).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// What delayq's Redis user may run: the commands delayq sends, asked of
+/// the ACL (`serve` at start, `doctor`), and what to add for a refusal.
+pub use crate::redis::acl;
+#[doc(hidden)]
+pub use crate::redis::library::engine_of;
+pub use crate::redis::{
+    health::{DegradedPushes, Shard},
+    sentinel::Sentinel,
+    Redis, Tls,
+};
 pub use consumer::Consumer;
 pub use defaults::MAX_PARTITIONS;
 pub use error::{Error, Result};
@@ -136,25 +152,19 @@ pub use rate::RateLimit;
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
-/// What delayq's Redis user may run: the commands delayq sends, asked of
-/// the ACL (`serve` at start, `doctor`), and what to add for a refusal.
-pub use store::acl;
-pub use store::health::{DegradedPushes, Shard};
-pub use store::sentinel::Sentinel;
 #[doc(hidden)]
 pub use store::{
     layout::{validate_prefix, Keys as StoreKeys},
-    library::engine_of,
     relayout::layout_keys,
     testing,
 };
-pub use store::{Redis, Tls, TopicCounts};
+pub use store::TopicCounts;
 
 /// The client for a Redis URL (`redis://`, `rediss://` with `tls` applied,
 /// `redis+unix://`), made as a queue makes its own: `delayq doctor`
 /// connects with it.
-pub fn redis_client(url: &str, tls: &Tls) -> Result<redis::Client> {
-    store::client(url, tls)
+pub fn redis_client(url: &str, tls: &Tls) -> Result<::redis::Client> {
+    crate::redis::client(url, tls)
 }
 
 /// The README's Rust examples, compiled as doc tests so they cannot rot.

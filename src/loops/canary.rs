@@ -173,6 +173,7 @@ fn keys(h: &Handles, instance: &str) -> Vec<String> {
     let parts = h.store.parts();
     let mut chosen: Vec<usize> = h
         .store
+        .redis
         .health
         .shards()
         .iter()
@@ -181,7 +182,7 @@ fn keys(h: &Handles, instance: &str) -> Vec<String> {
     if chosen.is_empty() {
         // Not a cluster, or the masters not known yet: every partition's
         // slot, at most the partition count.
-        chosen = if h.store.cluster.is_some() {
+        chosen = if h.store.redis.cluster.is_some() {
             (0..parts.len()).collect()
         } else {
             vec![0]
@@ -203,7 +204,8 @@ async fn fly(h: &Handles, instance: &str) -> crate::Result<bool> {
         let mut set = redis::cmd("SET");
         set.arg(key).arg(1).arg("PX").arg(LIFE.as_millis() as u64);
         h.store
-            .call::<()>("set the canary", set.query_async(&mut h.store.conn()))
+            .redis
+            .call::<()>("set the canary", set.query_async(&mut h.store.redis.conn()))
             .await?;
     }
     tokio::time::sleep(LIFE * 2).await;
@@ -214,7 +216,11 @@ async fn fly(h: &Handles, instance: &str) -> crate::Result<bool> {
         let mut exists = redis::cmd("EXISTS");
         exists.arg(key);
         h.store
-            .call::<i64>("touch the canary", exists.query_async(&mut h.store.conn()))
+            .redis
+            .call::<i64>(
+                "touch the canary",
+                exists.query_async(&mut h.store.redis.conn()),
+            )
             .await?;
     }
     let deadline = tokio::time::Instant::now() + WAIT;

@@ -255,7 +255,7 @@ impl Loops {
                 handles.stop.clone(),
             )),
         ];
-        if handles.store.behind_sentinel() {
+        if handles.store.redis.behind_sentinel() {
             // Not a dispatch loop, but like them it runs with the queue: it
             // keeps the store pointed at the current master.
             tasks.push(tokio::spawn(upkeep::follow_sentinels(
@@ -263,7 +263,7 @@ impl Loops {
                 handles.stop.clone(),
             )));
         }
-        if handles.store.watches_health() {
+        if handles.store.redis.watches_health() {
             let waiters = handles.waiters.clone();
             let wake = handles.wake.clone();
             tasks.push(tokio::spawn(upkeep::watch_health(
@@ -277,14 +277,14 @@ impl Loops {
                 },
             )));
         }
-        if handles.dispatch && handles.store.cluster.is_some() {
+        if handles.dispatch && handles.store.redis.cluster.is_some() {
             tasks.push(tokio::spawn(subscriber::follow_masters(handles.clone())));
         }
         if handles.dispatch {
             tasks.push(tokio::spawn(leader::run(handles.clone())));
             let instance = handles.leader.id().to_owned();
             tasks.push(tokio::spawn(canary::run(handles.clone(), instance)));
-            if handles.store.cluster.is_none() {
+            if handles.store.redis.cluster.is_none() {
                 tasks.push(tokio::spawn(subscriber::events(handles.clone())));
             }
             tasks.push(tokio::spawn(recurring::run(handles.clone())));

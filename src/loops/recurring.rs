@@ -76,7 +76,12 @@ pub(crate) async fn run(h: Handles) {
         any = !matches!(looked, Ok(None));
         let wait = match looked {
             Ok(Some(next_ms)) => {
-                let now = h.store.clock().estimate_us().map_or(0, |us| us / 1000);
+                let now = h
+                    .store
+                    .redis
+                    .clock()
+                    .estimate_us()
+                    .map_or(0, |us| us / 1000);
                 Duration::from_millis((next_ms - now).clamp(0, 1000) as u64)
             }
             Ok(None) => NONE_IDLE,
@@ -127,7 +132,7 @@ async fn pass(h: &Handles, cache: &mut Cache, reindex: bool) -> crate::Result<Op
     // The look's time is taken before any call: a call held up by Redis
     // (writes paused, the connection queued behind one) is this look
     // running late, not a gap since the last one.
-    let now = h.store.clock().now_ms().await?;
+    let now = h.store.redis.clock().now_ms().await?;
     if reindex && !h.store.recur_indexed().await? {
         let n = h.store.recur_reindex().await?;
         debug!(schedules = n, "recurring schedules added to the due index");
@@ -278,9 +283,9 @@ async fn note_look(h: &Handles, outage: Outage) -> crate::Result<()> {
 }
 
 async fn note_once(h: &Handles, outage: Outage) -> crate::Result<()> {
-    let at = match h.store.clock().estimate_us() {
+    let at = match h.store.redis.clock().estimate_us() {
         Some(us) => us / 1000,
-        None => h.store.clock().now_ms().await?,
+        None => h.store.redis.clock().now_ms().await?,
     };
     h.store.recur_look(outage.run_since, at).await
 }

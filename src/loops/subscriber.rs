@@ -51,9 +51,9 @@ pub(crate) async fn run(h: Handles) {
         };
         let was_up = h.subscriber_up.swap(false, Ordering::Relaxed);
         // Its node may have gone: the health watch looks at the topology.
-        h.store.health.suspect();
+        h.store.redis.health.suspect();
         if let Err(e) = &ended {
-            h.store.note_connect_error(Some(e.clone()));
+            h.store.redis.note_connect_error(Some(e.clone()));
         }
         if was_up {
             warn!(reason = %reason(&ended), "subscriber disconnected; reconnecting");
@@ -118,7 +118,7 @@ fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
 }
 
 async fn pubsub(h: &Handles, client: redis::Client) -> Result<redis::aio::PubSub, String> {
-    tokio::time::timeout(h.store.timeout(), client.get_async_pubsub())
+    tokio::time::timeout(h.store.redis.timeout(), client.get_async_pubsub())
         .await
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())
@@ -127,18 +127,19 @@ async fn pubsub(h: &Handles, client: redis::Client) -> Result<redis::aio::PubSub
 /// One connection's life: subscribe, catch up, then serve messages until the
 /// connection ends.
 async fn session(h: &Handles) -> Result<(), String> {
-    let on_cluster = h.store.cluster.is_some();
+    let on_cluster = h.store.redis.cluster.is_some();
     let mut listened_to = None;
     let client = if on_cluster {
         // Any master hears every notice; the first one listed will do.
-        let masters = h.store.masters().await.map_err(|e| e.to_string())?;
+        let masters = h.store.redis.masters().await.map_err(|e| e.to_string())?;
         let (host, port) = &masters[0];
         listened_to = Some(masters[0].clone());
         h.store
+            .redis
             .node_client(host, *port)
             .map_err(|e| e.to_string())?
     } else {
-        h.store.client()
+        h.store.redis.client()
     };
     let mut pubsub = pubsub(h, client).await?;
     let ready: HashMap<String, usize> = (h.store.parts().iter().enumerate())
@@ -157,7 +158,7 @@ async fn session(h: &Handles) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     h.subscriber_up.store(true, Ordering::Relaxed);
-    h.store.note_connect_error(None);
+    h.store.redis.note_connect_error(None);
     h.metrics.subscriber_connects.inc([], 1);
     info!("subscriber connected");
     // Wake notices may have gone by unheard: sweeps look, standbys ask
@@ -169,9 +170,9 @@ async fn session(h: &Handles) -> Result<(), String> {
     h.waiters.wake_all();
 
     // The topology as the health watch reads it (the one reader).
-    let mut topology = h.store.health.topology();
+    let mut topology = h.store.redis.health.topology();
     let first_master =
-        |t: &crate::store::health::Owners| crate::store::cluster::masters_in(t).into_iter().next();
+        |t: &crate::redis::health::Owners| crate::redis::cluster::masters_in(t).into_iter().next();
     topology.borrow_and_update();
     let mut messages = pubsub.into_on_message().ready_chunks(512);
     loop {
@@ -181,7 +182,7 @@ async fn session(h: &Handles) -> Result<(), String> {
                 None => break,
             },
             // The master moved (Sentinel): listen to the new one.
-            _ = h.store.relinked.notified() => {
+            _ = h.store.redis.relinked.notified() => {
                 info!("redis master moved; the subscriber follows it");
                 break;
             }
@@ -230,7 +231,7 @@ async fn session(h: &Handles) -> Result<(), String> {
 /// connection, open while this instance holds a partition's term.
 pub(crate) async fn events(h: Handles) {
     let mut any = h.leader.any();
-    let client = h.store.client();
+    let client = h.store.redis.client();
     let mut backoff = Backoff::default();
     let mut refused = Refused::default();
     loop {
@@ -284,7 +285,7 @@ impl Refused {
 async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
     let mut pubsub = pubsub(h, client).await?;
     if let Err(e) = pubsub.psubscribe(EXPIRED_PATTERN).await {
-        if crate::store::acl::is_noperm(&e) {
+        if crate::redis::acl::is_noperm(&e) {
             let why = format!(
                 "the ACL refuses delayq's user the expired events' channel ({e}): \
                  add &{EXPIRED_PATTERN} to its ACL (docs/acl.md: Least privilege)"
@@ -323,9 +324,9 @@ async fn listen(h: &Handles, client: redis::Client) -> Result<(), String> {
 /// The masters are those of the health watch's topology reads.
 pub(crate) async fn follow_masters(h: Handles) {
     let mut running: HashMap<(String, u16), Shutdown> = HashMap::new();
-    let mut topology = h.store.health.topology();
+    let mut topology = h.store.redis.health.topology();
     loop {
-        let masters = crate::store::cluster::masters_in(&topology.borrow_and_update());
+        let masters = crate::redis::cluster::masters_in(&topology.borrow_and_update());
         if masters.is_empty() {
             // Not read yet (or no slot assigned): wait for a read.
             tokio::select! {
@@ -372,6 +373,7 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
         let session = async {
             let client = h
                 .store
+                .redis
                 .node_client(&host, port)
                 .map_err(|e| e.to_string())?;
             debug!(master = %format!("{host}:{port}"), "listening to expired events");
@@ -383,7 +385,7 @@ async fn events_of(h: Handles, (host, port): (String, u16), stop: Shutdown) {
         };
         debug!(master = %format!("{host}:{port}"), reason = %reason(&ended), "expired events connection ended");
         // The master may have gone: the health watch looks at once.
-        h.store.health.suspect();
+        h.store.redis.health.suspect();
         tokio::select! {
             _ = tokio::time::sleep(refused.wait(&h, &mut backoff)) => {}
             _ = stop.wait() => return,

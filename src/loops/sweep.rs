@@ -61,7 +61,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
     // (see crate::recurring) before a sweep fires it.
     tokio::select! {
         _ = h.recurring_ready.cancelled() => {}
-        _ = tokio::time::sleep(h.store.timeout() * 2) => {}
+        _ = tokio::time::sleep(h.store.redis.timeout() * 2) => {}
         _ = h.stop.wait() => return,
     }
     let mut backoff = Backoff::default();

@@ -15,8 +15,8 @@ use crate::store::Store;
 /// Follows the master until `stop`.
 pub(super) async fn follow_sentinels(store: Arc<Store>, stop: Shutdown) {
     loop {
-        if let Err(e) = store.follow_master().await {
-            store.note_connect_error(Some(e.to_string()));
+        if let Err(e) = store.redis.follow_master().await {
+            store.redis.note_connect_error(Some(e.to_string()));
             tracing::warn!(error = %e, "cannot ask the sentinels where the master is; trying again");
         }
         tokio::select! {
@@ -27,20 +27,20 @@ pub(super) async fn follow_sentinels(store: Arc<Store>, stop: Shutdown) {
 }
 
 /// Watches the shards (and a cluster's topology) until `stop`: at the
-/// pace [`Health::next_look`](crate::store::health) says, and at once when
+/// pace [`Health::next_look`](crate::redis::health) says, and at once when
 /// the store followed a new master or something suggested a change.
 /// `came_back` runs when a partition that was down answers again (waiting
 /// pops look at it).
 pub(super) async fn watch_health(store: Arc<Store>, stop: Shutdown, came_back: impl Fn() + Send) {
-    let mut conns = crate::store::health::NodeConns::default();
+    let mut conns = crate::redis::shards::NodeConns::default();
     loop {
-        if store.check_shards(&mut conns).await {
+        if store.redis.check_shards(&mut conns).await {
             came_back();
         }
         tokio::select! {
-            _ = tokio::time::sleep(store.health.next_look()) => {}
-            _ = store.relinked.notified() => store.health.heat(),
-            _ = store.health.hint.notified() => store.health.heat(),
+            _ = tokio::time::sleep(store.redis.health.next_look()) => {}
+            _ = store.redis.relinked.notified() => store.redis.health.heat(),
+            _ = store.redis.health.hint.notified() => store.redis.health.heat(),
             _ = stop.wait() => return,
         }
     }
@@ -306,7 +306,7 @@ pub(super) async fn last_look(store: &Store, held: &[usize]) {
 /// The live instances' heartbeats (JSON), or None when they cannot be
 /// read.
 async fn live_instances(store: &Store) -> Option<Vec<String>> {
-    let now_ms = store.clock().now_ms().await.ok()?;
+    let now_ms = store.redis.clock().now_ms().await.ok()?;
     store.instances(now_ms).await.ok()
 }
 

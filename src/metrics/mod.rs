@@ -70,7 +70,7 @@ pub struct Gauges {
     pub waiting_pops: usize,
     pub webhook_pops: usize,
     /// Each shard's state (watched with replica acks or on a cluster).
-    pub shards: Vec<crate::store::health::Shard>,
+    pub shards: Vec<crate::redis::health::Shard>,
     /// Groups per topic (topics that have some).
     pub groups: BTreeMap<String, GroupGauges>,
 }
@@ -95,7 +95,7 @@ pub struct Metrics {
     pub subscriber_connects: Counter<0>,
 }
 
-impl crate::store::Observer for Metrics {
+impl crate::redis::Observer for Metrics {
     fn redis_error(&self) {
         self.redis_errors.inc([], 1);
     }

@@ -163,7 +163,7 @@ impl Queue {
 
     /// The queue is on a Redis Cluster.
     pub fn on_cluster(&self) -> bool {
-        self.store().cluster.is_some()
+        self.store().redis.cluster.is_some()
     }
 
     /// Each shard with the partitions it holds and its state: "ok",
@@ -171,15 +171,15 @@ impl Queue {
     /// there follow `degraded_pushes`) or "down" (its master does not answer: pops pass
     /// its partitions by). Empty unless replica acks are on or the queue is
     /// on a cluster.
-    pub fn shards(&self) -> Vec<crate::store::health::Shard> {
-        self.store().health.shards()
+    pub fn shards(&self) -> Vec<crate::redis::health::Shard> {
+        self.store().redis.health.shards()
     }
 
     /// Why the Redis server runs none of delayq's scripts (neither FCALL
     /// nor EVALSHA: the server, both answers, the fix), as the last script
     /// call found; None once one runs. Known without asking Redis.
     pub fn scripts_refused(&self) -> Option<String> {
-        self.store().no_scripts()
+        self.store().redis.no_scripts()
     }
 
     /// Redis answers (for readiness checks).

@@ -14,7 +14,7 @@ use crate::shutdown::Shutdown;
 pub struct Config {
     /// Where Redis is: one server (the default: redis://127.0.0.1:6379/),
     /// Sentinel or a cluster.
-    pub redis: crate::store::Redis,
+    pub redis: crate::redis::Redis,
     /// How many partitions the queue is split into, each in its own slot
     /// (on a cluster, spread over the masters). Fixed when the queue is
     /// first used: a queue with another count in Redis is refused. 1 keeps
@@ -32,9 +32,9 @@ pub struct Config {
     /// `replica_acks` (its replica died or is cut off, or it was promoted
     /// and has none yet), and calls whose replicas did not confirm them:
     /// refused (the default) or taken unreplicated (the weaker promise).
-    pub degraded_pushes: crate::store::health::DegradedPushes,
+    pub degraded_pushes: crate::redis::health::DegradedPushes,
     /// TLS settings for a `rediss://` URL.
-    pub tls: crate::store::Tls,
+    pub tls: crate::redis::Tls,
     /// Key prefix; every key is `{prefix}:...`.
     pub prefix: String,
     /// How long one Redis call may take before it fails with

@@ -34,8 +34,8 @@ use crate::error::{Error, Result};
 use crate::job::Limits;
 use crate::loops::{Handles, Loops, Retries, Wake};
 use crate::metrics::Metrics;
+use crate::redis::clock::RedisClock;
 use crate::retry::RetryPolicy;
-use crate::store::clock::RedisClock;
 use crate::store::layout::validate_prefix;
 use crate::store::nack::Retention;
 use crate::store::Store;
@@ -182,7 +182,7 @@ impl Queue {
 
     /// Redis time as this process knows it.
     pub(crate) fn clock(&self) -> RedisClock<'_> {
-        self.store().clock()
+        self.store().redis.clock()
     }
 
     /// True while the expired/ready subscriber is connected.

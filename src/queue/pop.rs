@@ -10,8 +10,8 @@ use tracing::debug;
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::Delivery;
+use crate::redis::LATE_REPLY_GRACE;
 use crate::store::pop::Held;
-use crate::store::LATE_REPLY_GRACE;
 
 /// How soon a waiting pop that could not reach Redis looks again.
 const UNAVAILABLE_RETRY: Duration = Duration::from_millis(250);
@@ -25,7 +25,7 @@ impl Queue {
         // ended is not handed over, and jobs of a dropped call go back.
         loop {
             let (got, held) = self
-                .pop_guarded(topics, max, self.store().timeout(), false)
+                .pop_guarded(topics, max, self.store().redis.timeout(), false)
                 .await?;
             // Stale entries the call stopped skipping: look again (each
             // look consumes a bounded number of them, so this ends).
@@ -92,8 +92,8 @@ impl Queue {
             // as the caller waits (at least the Redis timeout): a busy
             // Redis is not an error to a long-poll.
             let patience = deadline.saturating_duration_since(Instant::now()).clamp(
-                self.store().timeout(),
-                self.store().timeout() + LATE_REPLY_GRACE,
+                self.store().redis.timeout(),
+                self.store().redis.timeout() + LATE_REPLY_GRACE,
             );
             let sent = Instant::now();
             let result = self.pop_guarded(topics, max, patience, woken_look).await;
@@ -230,7 +230,7 @@ impl Queue {
             }
             // The task goes on: if the reply comes after all, its jobs are
             // released.
-            Err(_) => return Err(self.store().timed_out("pop")),
+            Err(_) => return Err(self.store().redis.timed_out("pop")),
         };
         let now = self.clock().estimate_us();
         let (live, ended): (Vec<_>, Vec<_>) = got

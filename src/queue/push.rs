@@ -48,7 +48,7 @@ impl Queue {
                 Ok(Ok(Some(p))) => p,
                 Ok(Ok(None)) => return Ok(()),
                 Ok(Err(e)) => return Err(e),
-                Err(_) => return Err(self.store().timed_out("read maxmemory-policy")),
+                Err(_) => return Err(self.store().redis.timed_out("read maxmemory-policy")),
             },
         };
         if evicting(&policy) {
@@ -199,8 +199,8 @@ impl Queue {
         let span = push_span(job);
         async {
             // The policy check and the push share the caller's deadline.
-            let deadline = Instant::now() + self.store().timeout();
-            self.check_policy(self.store().timeout()).await?;
+            let deadline = Instant::now() + self.store().redis.timeout();
+            self.check_policy(self.store().redis.timeout()).await?;
             let limit = deadline.saturating_duration_since(Instant::now());
             let reply = self.store().push(self.to_push(job), limit).await?;
             let pushed = self.pushed(job, reply);
@@ -237,7 +237,7 @@ impl Queue {
         let replies = if valid.is_empty() {
             Vec::new()
         } else {
-            self.check_policy(self.store().timeout()).await?;
+            self.check_policy(self.store().redis.timeout()).await?;
             let pushes: Vec<Push> = valid.iter().map(|j| self.to_push(j)).collect();
             // Each traced job's push span lasts as long as the batch's.
             let _spans: Vec<tracing::Span> = valid.iter().map(|j| push_span(j)).collect();

@@ -19,7 +19,7 @@ impl Queue {
         l.check_ttr(Duration::from_millis(schedule.ttr_ms))
             .map_err(Error::Invalid)?;
         schedule.check().map_err(Error::Invalid)?;
-        self.check_policy(self.store().timeout()).await?;
+        self.check_policy(self.store().redis.timeout()).await?;
         self.store().recur_put(name, &schedule.to_json()).await?;
         self.inner.h.recurring_changed.notify_one();
         Ok(())
@@ -60,10 +60,13 @@ impl Queue {
             return Ok(None);
         };
         let def = state.schedule;
-        self.check_policy(self.store().timeout()).await?;
+        self.check_policy(self.store().redis.timeout()).await?;
         let id = crate::recurring::run_id(name);
         let push = crate::loops::recurring::push_of(&self.inner.h, &def, &id);
-        let p = self.store().push(push, self.store().timeout()).await?;
+        let p = self
+            .store()
+            .push(push, self.store().redis.timeout())
+            .await?;
         self.inner
             .h
             .pushed(&def.topic, self.store().part_of(&id), &p);

@@ -6,7 +6,7 @@
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{check_due_at, check_tag, Job, JobState};
-use crate::store::tag_list::TagPage;
+use crate::store::tag_pages::TagPage;
 pub use crate::store::tag_reschedule::TagMove;
 
 pub use crate::defaults::{MAX_TAG_PAGE, TAG_PAGE};

@@ -80,6 +80,7 @@ pub(crate) async fn flush(store: &Store, rec: &Recorder) {
     }
     // Buckets are Redis's seconds: this process's clock may be off.
     let offset_ms = store
+        .redis
         .clock()
         .estimate_us()
         .map(|us| us / 1000 - local_ms())

@@ -1,6 +1,6 @@
 //! Scripts over many jobs per call (push.lua, remove.lua): one call per
 //! partition and per limit for a batch of jobs, and the single calls that
-//! [`super::coalesce`] gathers while Redis is busy.
+//! [`crate::redis::coalesce`] gathers while Redis is busy.
 //!
 //! Why: about a quarter of what Redis spends on a push in a call of its own
 //! is the call (reading and parsing it, entering Lua, the AOF's MULTI/EXEC
@@ -13,16 +13,16 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::coalesce::{chunks, Batch, Coalesced};
-use super::exec::Call;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::call::Call;
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::coalesce::{chunks, Batch, Coalesced};
+use crate::redis::Fields;
 
 /// A script that takes many items in one call and answers DONE, then each
 /// item's result in order: push.lua, remove.lua.
 pub(crate) trait PerJob: Batch {
-    const SCRIPT: &'static Script;
+    const SCRIPT: &'static ScriptDef;
     /// [`Coalesced::SECOND_AT`] for the kind's single calls.
     const SECOND_AT: Option<usize> = None;
     /// Adds the arguments that come before the items' (none by default).
@@ -39,7 +39,7 @@ impl<B: PerJob> Coalesced for B {
     const SECOND_AT: Option<usize> = <B as PerJob>::SECOND_AT;
 
     fn late(store: &Arc<Store>) -> Error {
-        store.timed_out(B::SCRIPT.name)
+        store.redis.timed_out(B::SCRIPT.name)
     }
 
     async fn send(
@@ -141,7 +141,7 @@ impl Store {
         items: &[B::Item],
         part_of: impl Fn(&B::Item) -> usize,
     ) -> Result<Vec<Result<B::Out>>> {
-        let deadline = Instant::now() + self.timeout();
+        let deadline = Instant::now() + self.redis.timeout();
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, item) in items.iter().enumerate() {
             groups.entry(part_of(item)).or_default().push(i);

@@ -70,7 +70,8 @@ impl Store {
             };
         }
         let replies: Vec<redis::Value> = self
-            .call("list", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("list", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let mut bodies = Vec::with_capacity(ids.len());
         for ((id, pieces), reply) in ids.iter().zip(replies) {

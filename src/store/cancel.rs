@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::JobState;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "cancel",
     source: include_str!("cancel.lua"),
     // It frees memory: an operator cancels to make room too.
@@ -48,7 +48,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_the_state_it_was_in() {

@@ -5,11 +5,11 @@
 use tokio::time::Instant;
 
 use super::nack::Retention;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "dispatch",
     source: include_str!("dispatch.lua"),
     when_full: true,
@@ -127,7 +127,7 @@ impl Store {
         }
         let sent = Instant::now();
         let d = decode(self.send(cmd).await?)?;
-        self.clock().observe(sent, Instant::now(), d.now_us);
+        self.redis.clock().observe(sent, Instant::now(), d.now_us);
         Ok(d)
     }
 }
@@ -143,7 +143,11 @@ impl Store {
             .arg(self.parts()[part].ready_channel())
             .arg(super::layout::ready_notice(n, topic));
         if let Err(e) = self
-            .call("ready notice", publish.query_async::<i64>(&mut self.conn()))
+            .redis
+            .call(
+                "ready notice",
+                publish.query_async::<i64>(&mut self.redis.conn()),
+            )
             .await
         {
             tracing::debug!(error = %e, "ready notice not sent");
@@ -154,7 +158,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_topics_and_lateness() {

@@ -3,11 +3,11 @@
 //! step as the change, so no event is missed or invented) and read here
 //! with `events.lua`. Off unless configured: then no script writes one.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "events",
     source: include_str!("events.lua"),
     when_full: true,

@@ -3,14 +3,14 @@
 //! ([`Store::group_home`]): a group's calls go there, a topic's listing and
 //! gauges read every partition.
 
-use super::reply::Fields;
-use super::{layout, Script, Status, Store};
+use super::{layout, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::group::{Group, GroupPage};
 use crate::rate::RateLimit;
+use crate::redis::Fields;
 use std::collections::BTreeMap;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "group",
     source: include_str!("group.lua"),
     when_full: true,
@@ -123,7 +123,8 @@ impl Store {
                     .arg(part.groups_of(layout::kind::GROUP_WAIT, t));
             }
             let got: Vec<u64> = self
-                .call("group gauges", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("group gauges", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             for (t, n) in topics.iter().zip(got.chunks(3)) {
                 if n.iter().any(|v| *v > 0) {
@@ -164,7 +165,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_figures_and_pages() {

@@ -7,13 +7,13 @@
 use std::time::Duration;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::call::Call;
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "hold",
     source: include_str!("hold.lua"),
     when_full: true,
@@ -56,7 +56,7 @@ impl Batch for Holds {
 }
 
 impl PerJob for Holds {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn args(h: &Hold, cmd: &mut Call) {
         cmd.arg(&h.id)
@@ -87,13 +87,14 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_each_leases_status_end_and_time_left() {
-        let mut f = Fields::parse("hold", sample(&["0", "0", "61000", "30000", "2", "0", "0"]))
-            .unwrap()
-            .1;
+        let mut f =
+            Fields::parse::<Status>("hold", sample(&["0", "0", "61000", "30000", "2", "0", "0"]))
+                .unwrap()
+                .1;
         let h = Holds::decode(&mut f).unwrap();
         assert_eq!(
             (h.status, h.lease_until_ms, h.left_ms),

@@ -3,11 +3,11 @@
 //! ended, and again while an instance of an older build (which keeps no
 //! topic schedules) is alive.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "index",
     source: include_str!("index.lua"),
     when_full: false,
@@ -57,7 +57,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_what_a_call_did() {

@@ -65,7 +65,8 @@ impl Store {
             .arg(now_ms + ttl_ms as i64)
             .arg(id)
             .ignore();
-        self.call("heartbeat", pipe.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call("heartbeat", pipe.query_async::<()>(&mut self.redis.conn()))
             .await
     }
 
@@ -79,7 +80,8 @@ impl Store {
             .arg(Keys::instances(self.prefix()))
             .arg(id)
             .ignore();
-        self.call("heartbeat", pipe.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call("heartbeat", pipe.query_async::<()>(&mut self.redis.conn()))
             .await
     }
 
@@ -96,7 +98,8 @@ impl Store {
             .arg(0)
             .arg(MAX_INSTANCES - 1);
         let mut ids: Vec<String> = self
-            .call("instances", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("instances", cmd.query_async(&mut self.redis.conn()))
             .await?;
         ids.sort();
         Ok(ids)
@@ -115,7 +118,8 @@ impl Store {
             .arg(0)
             .arg(MAX_INSTANCES - 1);
         let (mut ids,): (Vec<String>,) = self
-            .call("instances", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("instances", pipe.query_async(&mut self.redis.conn()))
             .await?;
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -126,7 +130,8 @@ impl Store {
             mget.arg(Keys::instance(self.prefix(), id));
         }
         let beats: Vec<Option<String>> = self
-            .call("instances", mget.query_async(&mut self.conn()))
+            .redis
+            .call("instances", mget.query_async(&mut self.redis.conn()))
             .await?;
         Ok(beats.into_iter().flatten().collect())
     }
@@ -169,7 +174,11 @@ impl Store {
                 .arg(COUNTS_TTL_S)
                 .ignore();
         }
-        self.call("webhook status", pipe.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call(
+                "webhook status",
+                pipe.query_async::<()>(&mut self.redis.conn()),
+            )
             .await
     }
 
@@ -199,7 +208,8 @@ impl Store {
             }
         }
         let replies: Vec<Vec<Option<String>>> = self
-            .call("webhook status", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("webhook status", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let mut out = HashMap::new();
         for (t, chunk) in topics.iter().zip(replies.chunks(61)) {

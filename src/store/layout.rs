@@ -462,10 +462,6 @@ pub(crate) fn lua_prelude() -> String {
         "local TERM_FLOOR_MS = {}\n",
         crate::defaults::LEADER_TERM_MIN.as_millis()
     ));
-    // Arguments per item of the many-per-call scripts, as their Rust
-    // sides write them.
-    out.push_str(&format!("local PUSH_ARGS = {}\n", super::push::ARGS));
-    out.push_str(&format!("local TICK_ARGS = {}\n", super::tick::ARGS));
     out
 }
 

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "leader",
     source: include_str!("leader.lua"),
     // Due jobs still fall due when Redis is full.
@@ -57,7 +57,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_held_and_the_holders_time_left() {

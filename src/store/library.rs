@@ -1,8 +1,10 @@
-//! The scripts as one Redis function library, loaded once and called by
-//! name.
+//! The scripts as one Redis function library, assembled here and given to
+//! the Redis client ([`crate::redis::library`]), which loads it and calls
+//! its functions by name.
 //!
-//! The library is: the generated prelude (every name in [`layout`] and every
-//! [`Status`], as Lua constants), the helpers of `lib/*.lua` in the order of
+//! The library is: the generated prelude (every name in [`layout`], the
+//! arguments per item of the many-per-call scripts, and every [`Status`],
+//! as Lua constants), the helpers of `lib/*.lua` in the order of
 //! [`HELPERS`], then each transition registered as the function
 //! `dq_<name>_<version>`.
 //!
@@ -18,10 +20,12 @@
 
 use std::sync::OnceLock;
 
-use redis::{Cmd, RedisError};
+use redis::Cmd;
 use sha2::{Digest, Sha256};
 
-use super::{layout, Keys, Script, Status};
+use super::script::Script;
+use super::{layout, Keys, ScriptDef, Status};
+use crate::redis::library::{command, Function, Library, Path};
 
 /// What Lua allows each function, and the test that the library keeps
 /// room under it.
@@ -53,20 +57,20 @@ const HELPERS: &[(&str, &str)] = &[
 ];
 
 /// Every transition, one script each.
-pub(crate) const ALL: &[&Script] = &[
+pub(crate) const ALL: &[&ScriptDef] = &[
     &super::push::SCRIPT,
     &super::dispatch::SCRIPT,
     &super::pop::SCRIPT,
     &super::remove::SCRIPT,
-    &super::release::SCRIPT,
+    super::release::Release::DEF,
     &super::nack::SCRIPT,
     &super::touch::SCRIPT,
     &super::hold::SCRIPT,
     &super::reschedule::SCRIPT,
-    &super::requeue::SCRIPT,
-    &super::purge::SCRIPT,
-    &super::trim::SCRIPT,
-    &super::history::SCRIPT,
+    super::requeue::Requeue::DEF,
+    super::sweeps::Purge::DEF,
+    super::sweeps::Trim::DEF,
+    super::sweeps::History::DEF,
     &super::tick::SCRIPT,
     &super::recur_put::SCRIPT,
     &super::list::SCRIPT,
@@ -74,8 +78,8 @@ pub(crate) const ALL: &[&Script] = &[
     &super::unpop::SCRIPT,
     &super::leader::SCRIPT,
     &super::events::SCRIPT,
-    &super::tag_list::SCRIPT,
-    &super::tag_cancel::SCRIPT,
+    super::tag_pages::TagList::DEF,
+    super::tag_pages::TagCancel::DEF,
     &super::tag_reschedule::SCRIPT,
     &super::cancel::SCRIPT,
     &super::progress::PROGRESS,
@@ -86,19 +90,6 @@ pub(crate) const ALL: &[&Script] = &[
     &super::group::SCRIPT,
 ];
 
-struct Library {
-    version: String,
-    source: String,
-    /// Each transition as a script of its own, for EVALSHA.
-    eval: Vec<EvalScript>,
-}
-
-struct EvalScript {
-    name: &'static str,
-    body: String,
-    sha: String,
-}
-
 /// The body every call runs around its transition `name`, for the
 /// library's function and the script alike.
 ///
@@ -108,7 +99,7 @@ struct EvalScript {
 /// lib/counts.lua). They are taken off the end of ARGV, which costs the
 /// same whatever the call's size (taken from the front, every argument
 /// after them would move), so each script sees its own arguments from
-/// ARGV[2] on. The count changes a call gathered are written when it
+/// `ARGV[2]` on. The count changes a call gathered are written when it
 /// returns. What a call keeps for itself (the layout and the arming
 /// watermark it read, heads kept back) is reset first: a library's globals
 /// outlive its calls, and a call that failed part-way left them set.
@@ -127,10 +118,24 @@ fn wrapper(name: &str) -> String {
     )
 }
 
-fn library() -> &'static Library {
+/// The Lua constants every script sees: the layout's names, the
+/// arguments per item of the many-per-call scripts (as their Rust sides
+/// write them), and every [`Status`].
+fn prelude() -> String {
+    format!(
+        "{}local PUSH_ARGS = {}\nlocal TICK_ARGS = {}\n{}",
+        layout::lua_prelude(),
+        super::push::ARGS,
+        super::tick::ARGS,
+        Status::lua_prelude()
+    )
+}
+
+/// The library, assembled once: what the Redis client is given.
+pub(crate) fn library() -> &'static Library {
     static LIBRARY: OnceLock<Library> = OnceLock::new();
     LIBRARY.get_or_init(|| {
-        let prelude = format!("{}{}", layout::lua_prelude(), Status::lua_prelude());
+        let prelude = prelude();
         let mut hash = Sha256::new();
         hash.update(&prelude);
         for (_, helpers) in HELPERS {
@@ -157,7 +162,7 @@ fn library() -> &'static Library {
                 wrapper = wrapper(s.name),
             ));
         }
-        let mut eval = Vec::with_capacity(ALL.len());
+        let mut functions = Vec::with_capacity(ALL.len());
         for s in ALL {
             // The same text as the library's, as one script's top level:
             // the prelude, every helper, the transition and its wrapper.
@@ -188,28 +193,25 @@ fn library() -> &'static Library {
                 ),
             ));
             let sha = redis::Script::new(&body).get_hash().to_owned();
-            eval.push(EvalScript {
+            functions.push(Function {
                 name: s.name,
-                body,
+                acked: s.acked,
+                late_unknown: s.late_unknown,
+                // A push (or a recurring tick's) is safe to send again:
+                // its ids make a second one change nothing.
+                repeatable: matches!(s.name, "push" | "tick"),
+                function: format!("dq_{}_{version}", s.name),
+                eval: body,
                 sha,
             });
         }
-        Library {
-            version,
-            source,
-            eval,
-        }
+        Library { source, functions }
     })
 }
 
-/// How a server runs delayq's scripts: the function library (FCALL), or
-/// where FUNCTION is missing (Redis 6.2) or refused (ACL, a renamed
-/// command), each transition as a script of its own (EVALSHA). Same keys,
-/// arguments and replies either way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Path {
-    Function,
-    Eval,
+/// `script`'s function in the library.
+pub(crate) fn function(script: &ScriptDef) -> &'static Function {
+    library().get(script.name).expect("every script is in ALL")
 }
 
 /// The FCALL of `script` on one partition: its first key (the schedule),
@@ -217,7 +219,7 @@ pub enum Path {
 /// (Redis time in microseconds, 0 for none). With `guard`, the partition's
 /// never-written `moving` key is declared as a second key (see
 /// [`Keys::moving`]). Events off; see `call_with`.
-pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
+pub fn fcall(script: &ScriptDef, keys: &Keys, guard: bool, deadline_us: i64, args: &Cmd) -> Cmd {
     call_with(Path::Function, script, keys, guard, args, deadline_us, 0)
 }
 
@@ -225,7 +227,7 @@ pub fn fcall(script: &Script, keys: &Keys, guard: bool, deadline_us: i64, args: 
 /// [`Path::Eval`].
 pub fn call(
     path: Path,
-    script: &Script,
+    script: &ScriptDef,
     keys: &Keys,
     guard: bool,
     deadline_us: i64,
@@ -240,135 +242,41 @@ pub fn call(
 /// ARGV.
 pub fn call_with(
     path: Path,
-    script: &Script,
+    script: &ScriptDef,
     keys: &Keys,
     guard: bool,
     args: &Cmd,
     deadline_us: i64,
     events: u64,
 ) -> Cmd {
-    let mut cmd = match path {
-        Path::Function => {
-            let mut cmd = redis::cmd("FCALL");
-            cmd.arg(format!("dq_{}_{}", script.name, library().version));
-            cmd
-        }
-        Path::Eval => {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&eval_script(script).sha);
-            cmd
-        }
-    };
+    let mut names = vec![keys.schedule()];
     if guard {
-        cmd.arg(2).arg(keys.schedule()).arg(keys.moving());
-    } else {
-        cmd.arg(1).arg(keys.schedule());
+        names.push(keys.moving());
     }
-    cmd.arg(keys.base());
-    for arg in args.args_iter() {
-        if let redis::Arg::Simple(a) = arg {
-            cmd.arg(a);
-        }
-    }
-    cmd.arg(deadline_us).arg(events);
-    cmd
-}
-
-fn eval_script(script: &Script) -> &'static EvalScript {
-    library()
-        .eval
-        .iter()
-        .find(|e| e.name == script.name)
-        .expect("every script is in ALL")
+    let mut head = Cmd::new();
+    head.arg(keys.base());
+    let mut tail = Cmd::new();
+    tail.arg(events);
+    command(
+        path,
+        function(script),
+        &names,
+        &[&head, args],
+        deadline_us,
+        &tail,
+    )
 }
 
 /// The EVALSHA script of transition `name` (e.g. "push"): its SHA1 and
 /// its text.
 pub fn eval_script_of(name: &str) -> Option<(&'static str, &'static str)> {
-    let e = library().eval.iter().find(|e| e.name == name)?;
-    Some((e.sha.as_str(), e.body.as_str()))
+    let e = library().get(name)?;
+    Some((e.sha.as_str(), e.eval.as_str()))
 }
 
 /// The SHA1 of every EVALSHA script.
 pub fn eval_shas() -> Vec<&'static str> {
-    library().eval.iter().map(|e| e.sha.as_str()).collect()
-}
-
-/// What makes every script callable on `path`, as one load. FUNCTION
-/// LOAD REPLACE of the library: the same text whoever loads it, so loads
-/// that race (several delayq processes, every master of a cluster, some of
-/// which have it) all succeed. On EVALSHA, a SCRIPT LOAD of each
-/// transition's text (idempotent the same way), all sent together: one
-/// NOSCRIPT reloads them all, as one "Function not found" reloads the
-/// whole library, so after a restart or a flush neither path pays a
-/// refusal per script.
-pub(crate) fn load_cmds(path: Path) -> Vec<Cmd> {
-    match path {
-        Path::Function => {
-            let mut cmd = redis::cmd("FUNCTION");
-            cmd.arg("LOAD").arg("REPLACE").arg(&library().source);
-            vec![cmd]
-        }
-        Path::Eval => library()
-            .eval
-            .iter()
-            .map(|e| {
-                let mut cmd = redis::cmd("SCRIPT");
-                cmd.arg("LOAD").arg(&e.body);
-                cmd
-            })
-            .collect(),
-    }
-}
-
-/// Redis does not have this version's functions, or this script (yet): a
-/// new or restarted server, FUNCTION FLUSH, SCRIPT FLUSH. Nothing ran.
-pub(crate) fn is_missing(e: &RedisError) -> bool {
-    e.code() == Some("NOSCRIPT") || e.to_string().contains("Function not found")
-}
-
-/// The server has no FCALL (on `path` Function) or no EVALSHA (on Eval)
-/// for delayq: unknown (Redis 6.2 has no FCALL; a renamed command, no Lua)
-/// or refused to its user by an ACL. Redis refuses either before anything
-/// runs.
-pub(crate) fn lacks(path: Path, e: &RedisError) -> bool {
-    let command = match path {
-        Path::Function => "fcall",
-        Path::Eval => "evalsha",
-    };
-    let detail = e.detail().unwrap_or_default().to_ascii_lowercase();
-    match e.code() {
-        Some("ERR") => {
-            detail.starts_with(&format!("unknown command '{command}'"))
-                || detail.starts_with(&format!("unknown command `{command}`"))
-        }
-        Some("NOPERM") => detail.contains(&format!("'{command}' command")),
-        _ => false,
-    }
-}
-
-/// "Redis 7.0.15" or "Valkey 9.1.2" from INFO server's text (Valkey
-/// reports redis_version 7.2.4 whatever its own version).
-pub(crate) fn engine(info: &str) -> Option<String> {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':'))
-    };
-    engine_of(field).map(|(name, version)| format!("{name} {version}"))
-}
-
-/// The server's engine and version, ("Redis", "7.0.15") or ("Valkey",
-/// "9.1.2"), from INFO server's fields as `field` reads them: Valkey
-/// reports redis_version 7.2.4 whatever its own version.
-pub fn engine_of<'a>(field: impl Fn(&str) -> Option<&'a str>) -> Option<(&'static str, &'a str)> {
-    if let Some(v) = field("valkey_version") {
-        return Some(("Valkey", v));
-    }
-    let v = field("redis_version")?;
-    match field("server_name") {
-        Some("valkey") => Some(("Valkey", v)),
-        _ => Some(("Redis", v)),
-    }
+    library().functions.iter().map(|e| e.sha.as_str()).collect()
 }
 
 #[cfg(test)]
@@ -404,7 +312,7 @@ mod tests {
     fn every_redis_call_names_its_command_literally() {
         let lib = library();
         let texts = std::iter::once(("the library", lib.source.as_str()))
-            .chain(lib.eval.iter().map(|e| (e.name, e.body.as_str())));
+            .chain(lib.functions.iter().map(|e| (e.name, e.eval.as_str())));
         for (name, text) in texts {
             for line in text.lines() {
                 let code = line.split("--").next().unwrap_or("");
@@ -422,26 +330,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn names_the_engine_and_its_version() {
-        let valkey =
-            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n";
-        assert_eq!(engine(valkey).as_deref(), Some("Valkey 9.1.2"));
-        let redis = "# Server\r\nredis_version:6.2.14\r\nredis_mode:standalone\r\n";
-        assert_eq!(engine(redis).as_deref(), Some("Redis 6.2.14"));
-        assert_eq!(engine("# Server\r\n"), None);
-    }
-
     /// The eval scripts are the library's transitions, one each.
     #[test]
     fn each_transition_has_its_own_script() {
         let lib = library();
-        assert_eq!(lib.eval.len(), ALL.len());
-        for (e, s) in lib.eval.iter().zip(ALL) {
+        assert_eq!(lib.functions.len(), ALL.len());
+        for (e, s) in lib.functions.iter().zip(ALL) {
             assert_eq!(e.name, s.name);
-            assert!(e.body.contains(s.source));
-            assert!(!e.body.starts_with("#!"), "6.2 reads no shebang");
-            assert!(!e.body.contains("register_function"));
+            assert!(e.eval.contains(s.source));
+            assert!(!e.eval.starts_with("#!"), "6.2 reads no shebang");
+            assert!(!e.eval.contains("register_function"));
         }
     }
 

@@ -3,11 +3,11 @@
 //! Every page costs Redis time in proportion to the page (and a bounded
 //! look-ahead), never to the queue.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "list",
     source: include_str!("list.lua"),
     when_full: true,

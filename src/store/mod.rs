@@ -2,7 +2,15 @@
 //!
 //! Each state transition is one Lua script with a Rust file beside it that
 //! encodes its arguments and decodes its reply (`push.lua` and `push.rs`,
-//! and so on); `lib/*.lua` hold the helpers they share and [`layout`] names
+//! and so on), and holds the [`Store`] method that calls it. A script is
+//! one type implementing [`script::Script`] (its name, flags, source,
+//! arguments from a typed input, reply decoded into a typed output);
+//! scripts of one shape are rows of one table ([`sweeps`]: purge, trim,
+//! history; [`tag_pages`]: tag_list, tag_cancel), and so are release and
+//! requeue, a row each in their own files. The other scripts still
+//! declare a [`ScriptDef`] and a method of their own, to be turned into
+//! [`script::Script`] types the same way. `lib/*.lua` hold the helpers
+//! they share and [`layout`] names
 //! every key, field and state once. The scripts are loaded as one Redis
 //! function library ([`library`]) and called by name. Plain reads (a job,
 //! the counts, a dead-letter page, memory) are in [`read`].
@@ -10,46 +18,30 @@
 //! A queue may be split into partitions (Redis Cluster), each a full set of
 //! keys in one slot; [`parts`] picks a job's partition from its id, and the
 //! per-queue work (pops, counts, dead letters) runs over all of them.
-//! [`cluster`] reaches the masters.
 //!
-//! The Redis client ([`Client`], `client.rs`) knows nothing of jobs: the
-//! connections, acknowledged writes, health, clock and plain calls; the
-//! [`Store`] over it holds the script layer (keys and partitions, policies,
-//! batched calls, rate-limit memory).
-//!
-//! [`link`] holds the connections: where Redis is ([`Redis`]), TLS, the
-//! shared link (replaced behind Sentinel by [`sentinel`]) and loading the
-//! function library. [`exec`] sends every call bounded: each waits at most
-//! the Redis timeout, and each script call carries a deadline in Redis time
-//! (from [`clock`]) past which the script refuses to act, so a call this
-//! process gave up on never takes effect later. Whether a script call waits
-//! for replicas is its [`Script`]'s own property. [`coalesce`] is the one
-//! group-commit engine: batched pushes and removes ([`batch`]), pops, and
-//! acknowledged writes.
+//! Under the store is the Redis layer ([`crate::redis`]), which knows
+//! nothing of jobs: the connections (one server, Sentinel, Cluster), plain
+//! and script calls with their deadlines in Redis time, acknowledged
+//! writes, health, the clock and the group-commit engine. The [`Store`]
+//! holds its [`Client`] as the field `redis` and calls it by name; the
+//! store assembles the script library ([`library`]) and gives it to the
+//! client at start. [`call`] makes one script call on a partition (its
+//! keys, the prefix, the events setting) and sends it through the client.
+//! Batched pushes and removes are [`batch`]'s.
 //!
 //! One status protocol for every script: the first element of each reply is
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
-pub mod acl;
 mod batch;
 mod body;
-mod client;
-pub mod clock;
-pub mod cluster;
-mod coalesce;
-mod conn;
+pub(crate) mod call;
 pub(crate) mod counts;
-mod exec;
-pub mod health;
 pub(crate) mod instances;
 pub mod layout;
 pub mod library;
-mod link;
 mod parts;
 pub(crate) mod read;
 pub mod relayout;
-mod reply;
-pub mod sentinel;
 mod sessions;
 pub mod settings;
 pub(crate) mod stats;
@@ -59,7 +51,6 @@ pub mod cancel;
 pub mod dispatch;
 pub mod events;
 pub mod group;
-pub mod history;
 pub mod hold;
 pub(crate) mod index;
 pub(crate) mod leader;
@@ -68,7 +59,6 @@ pub mod nack;
 mod pause;
 pub mod pop;
 pub mod progress;
-pub mod purge;
 pub mod push;
 pub mod rate;
 pub mod recur;
@@ -77,29 +67,28 @@ pub mod release;
 pub mod remove;
 pub mod requeue;
 pub mod reschedule;
-pub mod tag_cancel;
-pub mod tag_list;
+mod script;
+pub mod sweeps;
+pub mod tag_pages;
 pub mod tag_reschedule;
 pub mod tick;
 pub mod touch;
-pub mod trim;
 pub mod unpop;
 
 /// What the test suite reaches inside the store; not part of the API.
 pub mod testing {
     pub use super::layout::{partition_of, slot, Keys};
-    pub use super::library::{call, eval_script_of, eval_shas, fcall, Path};
-    pub use super::{dispatch, pop, push, relayout, remove, Script, Status};
+    pub use super::library::{call, eval_script_of, eval_shas, fcall};
+    pub use super::{dispatch, pop, push, relayout, remove, ScriptDef, Status};
+    pub use crate::redis::library::Path;
 }
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-pub(crate) use client::Client;
+use crate::redis::{health, Client, Observer, Redis, Tls};
 pub use layout::Keys;
-pub(crate) use link::{client, url_at};
-pub use link::{Redis, Tls};
 pub use read::{Overview, TopicCounts};
 
 /// What a script reports first, in every reply.
@@ -150,16 +139,18 @@ impl Status {
         }
     }
 
-    fn from_code(code: i64) -> Option<Status> {
-        Status::ALL.into_iter().find(|s| *s as i64 == code)
-    }
-
     /// `local DONE = 0` ... for the function library.
     pub(crate) fn lua_prelude() -> String {
         Status::ALL
             .iter()
             .map(|s| format!("local {} = {}\n", s.lua_name(), *s as i64))
             .collect()
+    }
+}
+
+impl crate::redis::Code for Status {
+    fn from_code(code: i64) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| *s as i64 == code)
     }
 }
 
@@ -178,7 +169,7 @@ impl Status {
 ///   ([`Error::Unknown`]): a change may have run. Not for reads, nor for
 ///   pops, whose late jobs delayq gives back itself (a timeout, then).
 #[derive(Debug)]
-pub struct Script {
+pub struct ScriptDef {
     pub name: &'static str,
     pub source: &'static str,
     pub when_full: bool,
@@ -186,18 +177,12 @@ pub struct Script {
     pub late_unknown: bool,
 }
 
-/// How long a call that this process stopped waiting for may still bring
-/// its reply: a pop's late reply is still read, so the jobs it reserved for
-/// nobody go back to ready at once instead of after their ttr.
-pub(crate) const LATE_REPLY_GRACE: Duration = Duration::from_secs(30);
-
 /// The script layer: one queue's keys and partitions, the policies its
 /// scripts apply, its batched calls and rate-limit memory, over the
-/// Redis [`Client`] it calls through (its fields and calls reached
-/// through `Deref`).
+/// Redis [`Client`] it calls through.
 pub(crate) struct Store {
     /// The connections and the calls made on them.
-    redis: Client,
+    pub(crate) redis: Client,
     /// The queue's partitions, and where the next pop looks first.
     parts: parts::Partitions,
     /// Calls batched per partition while Redis is busy (group commit).
@@ -214,26 +199,13 @@ pub(crate) struct Store {
 /// The store's group-commit lanes: single calls that arrive together go to
 /// Redis as one script call per partition.
 struct Lanes {
-    pushes: coalesce::Coalescer<push::Pushes>,
+    pushes: crate::redis::coalesce::Coalescer<push::Pushes>,
     /// Finishes and deletes.
-    removes: coalesce::Coalescer<remove::Removes>,
+    removes: crate::redis::coalesce::Coalescer<remove::Removes>,
     /// Pops of a queue of one partition.
-    pops: coalesce::Coalescer<pop::Pops>,
+    pops: crate::redis::coalesce::Coalescer<pop::Pops>,
     /// Pops whose replies were lost, their jobs to give back.
     lost: unpop::Lost,
-}
-
-impl std::ops::Deref for Store {
-    type Target = Client;
-    fn deref(&self) -> &Client {
-        &self.redis
-    }
-}
-
-/// Told of every failure to reach Redis (the metrics count them), so the
-/// store need not know who counts.
-pub trait Observer: Send + Sync {
-    fn redis_error(&self);
 }
 
 /// What a store is made from: the queue's settings that concern Redis.
@@ -256,20 +228,34 @@ impl Store {
     /// after every failure, so a store outlives Redis restarts.
     pub fn new(config: Options<'_>, observer: Arc<dyn Observer>) -> Result<Store> {
         let (prefix, partitions) = (config.prefix, config.partitions);
-        if !(1..=cluster::MAX_PARTITIONS).contains(&partitions) {
+        if !(1..=crate::defaults::MAX_PARTITIONS).contains(&partitions) {
             return Err(Error::Invalid(format!(
                 "partitions {partitions} is out of range: 1 to {}",
-                cluster::MAX_PARTITIONS
+                crate::defaults::MAX_PARTITIONS
             )));
         }
-        let redis = Client::new(&config, observer)?;
         let parts = Keys::partitions(prefix, partitions);
+        let redis = Client::new(
+            crate::redis::Options {
+                redis: config.redis,
+                tls: config.tls,
+                slots: parts
+                    .iter()
+                    .map(|k| layout::slot(k.schedule().as_bytes()))
+                    .collect(),
+                timeout: config.redis_timeout,
+                replica_acks: config.replica_acks,
+                degraded_pushes: config.degraded_pushes,
+                library: library::library(),
+            },
+            observer,
+        )?;
         Ok(Store {
             redis,
             lanes: Lanes {
-                pushes: coalesce::Coalescer::new(parts.len()),
-                removes: coalesce::Coalescer::new(parts.len()),
-                pops: coalesce::Coalescer::new(parts.len()),
+                pushes: crate::redis::coalesce::Coalescer::new(parts.len()),
+                removes: crate::redis::coalesce::Coalescer::new(parts.len()),
+                pops: crate::redis::coalesce::Coalescer::new(parts.len()),
                 lost: Default::default(),
             },
             parts: parts::Partitions::new(prefix, parts),
@@ -280,15 +266,5 @@ impl Store {
             events: config.events,
             limited: Default::default(),
         })
-    }
-
-    /// Whether the shards' health is watched: replicas counted for
-    /// acknowledged writes, masters of a cluster's partitions looked at.
-    pub(crate) fn watches_health(&self) -> bool {
-        self.acks.wanted > 0 || self.cluster.is_some()
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 }

@@ -124,6 +124,14 @@ impl Store {
         hints.insert(topic.to_owned(), part);
     }
 
+    /// Connects once and PINGs (each master, on a cluster), for the real
+    /// cause when that fails ([`Client::probe`](crate::redis::Client::probe)),
+    /// then checks the partition count.
+    pub async fn probe(&self) -> Result<()> {
+        self.redis.probe().await?;
+        self.check_partitions().await
+    }
+
     /// Checks the queue's partition count against the one stored in Redis
     /// when it was first split, and refuses to go on with another: jobs
     /// would be looked for in the wrong partition. A queue of one partition
@@ -144,7 +152,7 @@ impl Store {
                     .cmd("EXISTS")
                     .arg(Keys::new(self.prefix()).counts());
                 let (stored, unsplit_jobs): (Option<String>, bool) = self
-                    .call("read the partition count", pipe.query_async(&mut self.conn()))
+                    .redis.call("read the partition count", pipe.query_async(&mut self.redis.conn()))
                     .await?;
                 let stored_n = match stored.as_deref().map(str::parse::<usize>) {
                     None => 1,

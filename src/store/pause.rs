@@ -20,7 +20,8 @@ impl Store {
                     .arg(format!("{}:{topic}", layout::state::READY));
             }
             let r: Vec<Option<i64>> = self
-                .call("pause", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("pause", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             if let Some(&Some(ready)) = r.first() {
                 if ready > 0 {
@@ -28,7 +29,8 @@ impl Store {
                     publish
                         .arg(part.ready_channel())
                         .arg(layout::ready_notice(ready as u64, topic));
-                    self.call("resume", publish.query_async::<i64>(&mut self.conn()))
+                    self.redis
+                        .call("resume", publish.query_async::<i64>(&mut self.redis.conn()))
                         .await?;
                 }
             }
@@ -37,7 +39,8 @@ impl Store {
         if self.parts().len() > 1 {
             let mut cmd = redis::cmd(op);
             cmd.arg(index).arg(topic);
-            self.call("pause", cmd.query_async::<i64>(&mut self.conn()))
+            self.redis
+                .call("pause", cmd.query_async::<i64>(&mut self.redis.conn()))
                 .await?;
         }
         Ok(())
@@ -47,7 +50,8 @@ impl Store {
     pub(crate) async fn paused(&self) -> Result<std::collections::BTreeSet<String>> {
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(Keys::new(self.prefix()).paused());
-        self.call("paused topics", cmd.query_async(&mut self.conn()))
+        self.redis
+            .call("paused topics", cmd.query_async(&mut self.redis.conn()))
             .await
     }
 }

@@ -5,18 +5,18 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::exec::Call;
+use super::call::Call;
 use super::rate::Grant;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::Delivery;
+use crate::redis::Fields;
 
 mod batch;
 
 pub(crate) use batch::{PopRequest, Pops};
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "pop",
     source: include_str!("pop.lua"),
     when_full: true,
@@ -206,7 +206,7 @@ impl Store {
             // A partition whose master does not answer is passed by: the
             // others' jobs keep flowing (the health watch, or the next
             // call after a short while, looks at it again).
-            if self.health.is_down(part) {
+            if self.redis.health.is_down(part) {
                 self.popped_at(part);
                 k += 1;
                 continue;
@@ -216,7 +216,7 @@ impl Store {
                 bytes: max_bytes - bytes,
                 allowed: &allowed,
             };
-            let limit = limit.min(self.timeout());
+            let limit = limit.min(self.redis.timeout());
             // Without a limit's tokens in hand, pops that reach a partition
             // together go to it as one call (the consumers its ready notice
             // woke, or those passing by): a call each cost the cluster most
@@ -244,7 +244,7 @@ impl Store {
                 Ok(r) => r,
                 Err(e) if e.is_unavailable() => {
                     tracing::warn!(part, error = %e, "a partition's pop failed; trying the others");
-                    self.health.mark_down(part);
+                    self.redis.health.mark_down(part);
                     first_error.get_or_insert(e);
                     k += 1;
                     continue;
@@ -315,7 +315,7 @@ impl Store {
         held.ungranted = false;
         match first_error {
             // No partition answers: the caller hears why.
-            Some(e) if got.is_empty() && held.jobs == 0 && self.health.all_down() => Err(e),
+            Some(e) if got.is_empty() && held.jobs == 0 && self.redis.health.all_down() => Err(e),
             _ => Ok((got, held)),
         }
     }
@@ -346,7 +346,9 @@ impl Store {
             r => r?,
         };
         let popped = decode(reply)?;
-        self.clock().observe(sent, Instant::now(), popped.now_us);
+        self.redis
+            .clock()
+            .observe(sent, Instant::now(), popped.now_us);
         Ok((popped.held, popped.deliveries))
     }
 }
@@ -354,7 +356,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_deliveries() {

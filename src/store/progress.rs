@@ -2,12 +2,12 @@
 //! its lease token as a touch is. The scripts are `progress.lua` and
 //! `log.lua`.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
 pub use crate::job::LogLine;
+use crate::redis::Fields;
 
-pub const PROGRESS: Script = Script {
+pub const PROGRESS: ScriptDef = ScriptDef {
     name: "progress",
     source: include_str!("progress.lua"),
     when_full: false,
@@ -15,7 +15,7 @@ pub const PROGRESS: Script = Script {
     late_unknown: true,
 };
 
-pub const LOG: Script = Script {
+pub const LOG: ScriptDef = ScriptDef {
     name: "log",
     source: include_str!("log.lua"),
     when_full: false,
@@ -57,7 +57,10 @@ impl Store {
         let key = self.parts()[self.part_of(id)].log(id);
         let mut cmd = redis::cmd("LRANGE");
         cmd.arg(key).arg(0).arg(-1);
-        let lines: Vec<String> = self.call("logs", cmd.query_async(&mut self.conn())).await?;
+        let lines: Vec<String> = self
+            .redis
+            .call("logs", cmd.query_async(&mut self.redis.conn()))
+            .await?;
         Ok(lines.iter().map(|l| parse_line(l)).collect())
     }
 }

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::call::Call;
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::PushOutcome;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "push",
     source: include_str!("push.lua"),
     when_full: false,
@@ -140,7 +140,7 @@ fn decode_job(status: Status, f: &mut Fields) -> Result<PushReply> {
     })
 }
 
-/// Single pushes are batched while Redis is busy ([`super::coalesce`]);
+/// Single pushes are batched while Redis is busy ([`crate::redis::coalesce`]);
 /// batch pushes go as few calls as the limits allow.
 pub(crate) struct Pushes;
 
@@ -161,7 +161,7 @@ impl Batch for Pushes {
 }
 
 impl PerJob for Pushes {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
     // Measured with 32 to 256 single adds in flight (AOF always, where each
     // of Redis's loops that wrote ends in an fsync), against 16: at 64, 128
     // and 256 adds/s rose 1.28-1.32x, 1.14x and 1.07x, at 0.83-0.95x the
@@ -219,7 +219,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn a_push_writes_the_arguments_the_script_takes() {
@@ -244,8 +244,8 @@ mod tests {
 
     #[test]
     fn decodes_each_outcome() {
-        let d = |r: &[&str]| decode(Fields::parse("push", sample(r)).unwrap());
-        let mut f = Fields::parse("push", sample(&["0", "0", "7", "0", "3", "5", "1"]))
+        let d = |r: &[&str]| decode(Fields::parse::<Status>("push", sample(r)).unwrap());
+        let mut f = Fields::parse::<Status>("push", sample(&["0", "0", "7", "0", "3", "5", "1"]))
             .unwrap()
             .1;
         assert_eq!(

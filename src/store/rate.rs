@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use super::reply::Fields;
-use super::{layout, layout::rate_field, Keys, Script, Status, Store};
+use super::{layout, layout::rate_field, Keys, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::rate::RateLimit;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "rate",
     source: include_str!("rate.lua"),
     when_full: true,
@@ -52,7 +52,8 @@ impl Store {
                 .arg(limit.per_second)
                 .arg(rate_field::BURST)
                 .arg(limit.burst);
-            self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
+            self.redis
+                .call("set rate", cmd.query_async::<i64>(&mut self.redis.conn()))
                 .await?;
         }
         self.limited.lock().unwrap().insert(topic.to_owned());
@@ -60,7 +61,8 @@ impl Store {
         cmd.arg(Keys::rates_index(self.prefix()))
             .arg(topic)
             .arg(serde_json::to_string(&limit).expect("serializes"));
-        self.call("set rate", cmd.query_async::<i64>(&mut self.conn()))
+        self.redis
+            .call("set rate", cmd.query_async::<i64>(&mut self.redis.conn()))
             .await?;
         Ok(())
     }
@@ -70,14 +72,16 @@ impl Store {
         for part in self.parts() {
             let mut cmd = redis::cmd("DEL");
             cmd.arg(part.rate(topic));
-            self.call("clear rate", cmd.query_async::<i64>(&mut self.conn()))
+            self.redis
+                .call("clear rate", cmd.query_async::<i64>(&mut self.redis.conn()))
                 .await?;
         }
         self.limited.lock().unwrap().remove(topic);
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(Keys::rates_index(self.prefix())).arg(topic);
         let n: i64 = self
-            .call("clear rate", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("clear rate", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(n > 0)
     }
@@ -87,7 +91,8 @@ impl Store {
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(Keys::rates_index(self.prefix()));
         let all: BTreeMap<String, String> = self
-            .call("read rates", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("read rates", cmd.query_async(&mut self.redis.conn()))
             .await?;
         all.into_iter()
             .map(|(t, v)| {
@@ -156,7 +161,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_grants() {

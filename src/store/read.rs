@@ -225,7 +225,8 @@ impl Store {
                 .arg(*id);
         }
         let flat: Vec<redis::Value> = self
-            .call("list", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("list", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let mut rows = Vec::with_capacity(ids.len());
         for (id, three) in ids.iter().zip(flat.chunks(3)) {
@@ -265,8 +266,8 @@ impl Store {
         let reads = self.parts().iter().enumerate().map(|(i, part)| async move {
             // A partition whose master is down is not waited for: the
             // others are counted, and the answer says which are missing.
-            if self.health.is_down(i) {
-                return Err(self.timed_out("topics"));
+            if self.redis.health.is_down(i) {
+                return Err(self.redis.timed_out("topics"));
             }
             // The counts in bounded calls (HSCAN), never one HGETALL.
             let c = self.counts_of(i).await?;
@@ -285,7 +286,8 @@ impl Store {
                 .arg("WITHSCORES");
             type Head = Vec<(String, f64)>;
             let (mut head, heads): (Head, Head) = self
-                .call("topics", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("topics", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             head.extend(heads);
             head.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -341,9 +343,10 @@ impl Store {
         let mut limited = redis::cmd("HKEYS");
         limited.arg(Keys::rates_index(self.prefix()));
         match self
+            .redis
             .call(
                 "topics",
-                limited.query_async::<Vec<String>>(&mut self.conn()),
+                limited.query_async::<Vec<String>>(&mut self.redis.conn()),
             )
             .await
         {
@@ -375,14 +378,16 @@ impl Store {
             let mut cmd = redis::cmd("ZRANGE");
             cmd.arg(part.dead(topic)).arg(first).arg(last);
             return self
-                .call("dead letters", cmd.query_async(&mut self.conn()))
+                .redis
+                .call("dead letters", cmd.query_async(&mut self.redis.conn()))
                 .await;
         }
         let reads = self.parts().iter().map(|part| {
             let mut cmd = redis::cmd("ZRANGE");
             cmd.arg(part.dead(topic)).arg(0).arg(last).arg("WITHSCORES");
             async move {
-                self.call("dead letters", cmd.query_async(&mut self.conn()))
+                self.redis
+                    .call("dead letters", cmd.query_async(&mut self.redis.conn()))
                     .await
             }
         });
@@ -402,7 +407,11 @@ impl Store {
 
     pub(crate) async fn ping(&self) -> Result<()> {
         let _: String = self
-            .call("ping", redis::cmd("PING").query_async(&mut self.conn()))
+            .redis
+            .call(
+                "ping",
+                redis::cmd("PING").query_async(&mut self.redis.conn()),
+            )
             .await?;
         Ok(())
     }

@@ -35,7 +35,8 @@ impl Store {
             None => {
                 let mut cmd = redis::cmd("SMEMBERS");
                 cmd.arg(Keys::recurring_index(self.prefix()));
-                self.call("recurring list", cmd.query_async(&mut self.conn()))
+                self.redis
+                    .call("recurring list", cmd.query_async(&mut self.redis.conn()))
                     .await?
             }
         };
@@ -49,7 +50,8 @@ impl Store {
                 pipe.cmd("HGETALL").arg(self.parts()[part].recur(n));
             }
             let hashes: Vec<HashMap<String, String>> = self
-                .call("recurring list", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("recurring list", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             Ok::<_, Error>(names.iter().cloned().zip(hashes).collect::<Vec<_>>())
         });
@@ -107,7 +109,8 @@ impl Store {
             .arg("WITHSCORES");
         type Scored = Vec<(String, f64)>;
         let (due, next): (Scored, Scored) = self
-            .call("recurring due", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("recurring due", pipe.query_async(&mut self.redis.conn()))
             .await?;
         Ok((
             due.into_iter().map(|(n, s)| (n, s as i64)).collect(),
@@ -130,7 +133,8 @@ impl Store {
                 .arg(recur_field::VERSION);
         }
         let got: Vec<(Option<String>, Option<String>)> = self
-            .call("recurring read", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("recurring read", pipe.query_async(&mut self.redis.conn()))
             .await?;
         Ok(got
             .into_iter()
@@ -149,7 +153,8 @@ impl Store {
             .cmd("EXISTS")
             .arg(Keys::recurring_index(self.prefix()));
         let (v, any): (Option<String>, bool) = self
-            .call("recurring seen", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("recurring seen", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let seen = v.and_then(|v| {
             let (since, last) = v.split_once(' ')?;
@@ -165,9 +170,10 @@ impl Store {
         let mut publish = redis::cmd("PUBLISH");
         publish.arg(self.parts()[0].wake_channel()).arg(notice);
         if let Err(e) = self
+            .redis
             .call(
                 "recurring notice",
-                publish.query_async::<i64>(&mut self.conn()),
+                publish.query_async::<i64>(&mut self.redis.conn()),
             )
             .await
         {
@@ -181,7 +187,11 @@ impl Store {
         let mut cmd = redis::cmd("SET");
         cmd.arg(Keys::recurring_seen(self.prefix()))
             .arg(format!("{since_ms} {now_ms}"));
-        self.call("recurring seen", cmd.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call(
+                "recurring seen",
+                cmd.query_async::<()>(&mut self.redis.conn()),
+            )
             .await
     }
 
@@ -192,14 +202,19 @@ impl Store {
         let mut names = redis::cmd("SCARD");
         names.arg(Keys::recurring_index(self.prefix()));
         let names: usize = self
-            .call("recurring count", names.query_async(&mut self.conn()))
+            .redis
+            .call("recurring count", names.query_async(&mut self.redis.conn()))
             .await?;
         let mut due = 0;
         for k in self.parts() {
             let mut c = redis::cmd("ZCARD");
             c.arg(k.recur_due());
             due += self
-                .call("recurring count", c.query_async::<usize>(&mut self.conn()))
+                .redis
+                .call(
+                    "recurring count",
+                    c.query_async::<usize>(&mut self.redis.conn()),
+                )
                 .await?;
         }
         Ok(names == due)
@@ -212,7 +227,8 @@ impl Store {
         let mut cmd = redis::cmd("SMEMBERS");
         cmd.arg(Keys::recurring_index(self.prefix()));
         let names: Vec<String> = self
-            .call("recurring reindex", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("recurring reindex", cmd.query_async(&mut self.redis.conn()))
             .await?;
         let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
         for n in names {
@@ -227,7 +243,11 @@ impl Store {
                     pipe.cmd("HGET").arg(k.recur(n)).arg(recur_field::LAST);
                 }
                 let lasts: Vec<Option<i64>> = self
-                    .call("recurring reindex", pipe.query_async(&mut self.conn()))
+                    .redis
+                    .call(
+                        "recurring reindex",
+                        pipe.query_async(&mut self.redis.conn()),
+                    )
                     .await?;
                 let mut pipe = redis::pipe();
                 for (n, last) in chunk.iter().zip(lasts) {
@@ -241,7 +261,11 @@ impl Store {
                     }
                 }
                 let n: Vec<i64> = self
-                    .call("recurring reindex", pipe.query_async(&mut self.conn()))
+                    .redis
+                    .call(
+                        "recurring reindex",
+                        pipe.query_async(&mut self.redis.conn()),
+                    )
                     .await?;
                 added += n.iter().sum::<i64>() as usize;
             }

@@ -1,11 +1,11 @@
 //! Recurring put: create, replace, delete, pause or resume a schedule. The
 //! script is `recur_put.lua`.
 
-use super::reply::Fields;
-use super::{Keys, Script, Status, Store};
+use super::{Keys, ScriptDef, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "recur_put",
     source: include_str!("recur_put.lua"),
     // Delete must work on a full Redis.
@@ -31,7 +31,11 @@ impl Store {
         // leaves a name without a schedule, which readers skip.
         let mut sadd = redis::cmd("SADD");
         sadd.arg(Keys::recurring_index(self.prefix())).arg(name);
-        self.call("recurring put", sadd.query_async::<i64>(&mut self.conn()))
+        self.redis
+            .call(
+                "recurring put",
+                sadd.query_async::<i64>(&mut self.redis.conn()),
+            )
             .await?;
         let mut cmd = self.script(&SCRIPT, part);
         cmd.arg(name).arg("put").arg(def).arg(&version);
@@ -48,11 +52,12 @@ impl Store {
         let done = decode(self.send(cmd).await?);
         let mut srem = redis::cmd("SREM");
         srem.arg(Keys::recurring_index(self.prefix())).arg(name);
-        self.call(
-            "recurring delete",
-            srem.query_async::<i64>(&mut self.conn()),
-        )
-        .await?;
+        self.redis
+            .call(
+                "recurring delete",
+                srem.query_async::<i64>(&mut self.redis.conn()),
+            )
+            .await?;
         Ok(done)
     }
 }
@@ -75,13 +80,13 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_whether_it_was_done() {
-        let d = |r: &[&str]| decode(Fields::parse("recur_put", sample(r)).unwrap());
+        let d = |r: &[&str]| decode(Fields::parse::<Status>("recur_put", sample(r)).unwrap());
         assert!(d(&["0"]));
         assert!(!d(&["1"]));
-        assert!(Fields::parse("recur_put", sample(&["9"])).is_err());
+        assert!(Fields::parse::<Status>("recur_put", sample(&["9"])).is_err());
     }
 }

@@ -3,11 +3,11 @@
 //! rewrites every pieced body whole with `relayout.lua`, a batch per call.
 
 use super::layout::Keys;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "relayout",
     source: include_str!("relayout.lua"),
     when_full: false,
@@ -16,7 +16,7 @@ pub const SCRIPT: Script = Script {
 };
 
 /// The leader's compare-and-set of a partition's layout flag.
-pub const SWAP: Script = Script {
+pub const SWAP: ScriptDef = ScriptDef {
     name: "layout_swap",
     source: include_str!("layout_swap.lua"),
     when_full: false,
@@ -83,7 +83,8 @@ impl Store {
             let mut cmd = redis::cmd("GET");
             cmd.arg(part.layout());
             let v: Option<String> = self
-                .call("layout", cmd.query_async(&mut self.conn()))
+                .redis
+                .call("layout", cmd.query_async(&mut self.redis.conn()))
                 .await?;
             Ok::<_, Error>(Flag::parse(v.as_deref()))
         });
@@ -106,7 +107,8 @@ impl Store {
             }
         };
         let _: redis::Value = self
-            .call("layout", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("layout", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(())
     }
@@ -119,7 +121,8 @@ impl Store {
         let mut cmd = redis::cmd("HSET");
         cmd.arg(self.parts()[part].indexed()).arg("out").arg("1");
         let _: redis::Value = self
-            .call("layout", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("layout", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(())
     }

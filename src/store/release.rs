@@ -1,44 +1,40 @@
 //! Release: undo a lease that never reached its consumer. The script is
 //! `release.lua`.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::script::script;
+use super::{Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
-    name: "release",
-    source: include_str!("release.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Undoes the lease `token` of job `id`.
+    Release = "release", when_full: true, acked: false, late_unknown: true,
+        (id: &'a str, token: &'a str) -> bool = decode;
+}
 
 /// The reply: DONE, or STALE or MISSING (nothing changed).
-fn decode((status, _): (Status, Fields)) -> bool {
-    status == Status::Done
+fn decode((status, _): (Status, Fields)) -> Result<bool> {
+    Ok(status == Status::Done)
 }
 
 impl Store {
     /// True if the lease `token` was undone (the job is ready again, the
     /// attempt uncounted); false if it was no longer current.
     pub(crate) async fn release(&self, id: &str, token: &str) -> Result<bool> {
-        let mut cmd = self.script(&SCRIPT, self.part_of(id));
-        cmd.arg(id).arg(token);
-        let done = decode(self.send(cmd).await?);
-        Ok(done)
+        self.run::<Release>(self.part_of(id), (id, token)).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_whether_it_was_done() {
-        let d = |r: &[&str]| decode(Fields::parse("release", sample(r)).unwrap());
+        let d = |r: &[&str]| decode(Fields::parse("release", sample(r)).unwrap()).unwrap();
         assert!(d(&["0"]));
         assert!(!d(&["2"]));
-        assert!(Fields::parse("release", sample(&["9"])).is_err());
+        assert!(Fields::parse::<Status>("release", sample(&["9"])).is_err());
     }
 }

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::batch::PerJob;
-use super::coalesce::Batch;
-use super::exec::Call;
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::call::Call;
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
+use crate::redis::coalesce::Batch;
+use crate::redis::Fields;
 use crate::JobState;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "remove",
     source: include_str!("remove.lua"),
     when_full: true,
@@ -87,7 +87,7 @@ pub(crate) struct Removed {
 }
 
 /// Finishes and deletes, batched while Redis is busy
-/// ([`super::coalesce`]).
+/// ([`crate::redis::coalesce`]).
 pub(crate) struct Removes;
 
 impl Batch for Removes {
@@ -102,7 +102,7 @@ impl Batch for Removes {
 }
 
 impl PerJob for Removes {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn header(store: &Store, cmd: &mut Call) {
         store.keep.args(cmd);
@@ -140,7 +140,7 @@ impl Store {
         };
         self.lanes
             .removes
-            .submit(self, self.part_of(id), removal, self.timeout())
+            .submit(self, self.part_of(id), removal, self.redis.timeout())
             .await
     }
 
@@ -168,11 +168,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_status_and_topic() {
-        let mut f = Fields::parse(
+        let mut f = Fields::parse::<Status>(
             "remove",
             sample(&[
                 "0", "0", "order", "reserved", "2", "order", "ready", "1", "", "",

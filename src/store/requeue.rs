@@ -1,17 +1,17 @@
 //! Requeue: dead jobs back to ready with fresh attempts. The script is
 //! `requeue.lua`.
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::script::script;
+use super::{Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
-    name: "requeue",
-    source: include_str!("requeue.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Requeues `ids` (at most `limit`), or the oldest `limit` dead jobs
+    /// of `topic` when `ids` is empty.
+    Requeue = "requeue", when_full: true, acked: false, late_unknown: true,
+        (topic: &'a str, limit: usize, ids: &'a [String]) -> u64 = decode;
+}
 
 /// Most dead jobs one call moves: bounds a script's run time.
 pub(crate) const BATCH: usize = 500;
@@ -26,19 +26,14 @@ impl Store {
     /// of `topic` when `ids` is empty. Returns how many.
     /// All of `ids` must be in partition `part`.
     pub(crate) async fn requeue(&self, part: usize, topic: &str, ids: &[String]) -> Result<u64> {
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(topic).arg(BATCH);
-        for id in ids {
-            cmd.arg(id);
-        }
-        decode(self.send(cmd).await?)
+        self.run::<Requeue>(part, (topic, BATCH, ids)).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_how_many() {

@@ -16,7 +16,8 @@ impl Store {
             .arg(1)
             .arg("PX")
             .arg(ttl.as_millis().max(1) as u64);
-        self.call("sign out", cmd.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call("sign out", cmd.query_async::<()>(&mut self.redis.conn()))
             .await
     }
 
@@ -25,7 +26,8 @@ impl Store {
         let mut cmd = redis::cmd("EXISTS");
         cmd.arg(Keys::signed_out(self.prefix(), id));
         let n: i64 = self
-            .call("check session", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("check session", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok(n > 0)
     }

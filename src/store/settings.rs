@@ -23,7 +23,8 @@ impl Store {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg(name);
         let pair: Vec<String> = self
-            .call("read settings", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("read settings", cmd.query_async(&mut self.redis.conn()))
             .await
             .ok()?;
         pair.into_iter().nth(1)
@@ -62,12 +63,13 @@ impl Store {
         }
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("SET").arg("notify-keyspace-events").arg(flags);
-        self.call::<()>(
-            "set notify-keyspace-events",
-            cmd.query_async(&mut self.conn()),
-        )
-        .await
-        .is_ok()
+        self.redis
+            .call::<()>(
+                "set notify-keyspace-events",
+                cmd.query_async(&mut self.redis.conn()),
+            )
+            .await
+            .is_ok()
     }
 }
 

@@ -75,7 +75,11 @@ impl Store {
             }
             pipe.cmd("EXPIRE").arg(key).arg(*ttl).ignore();
         }
-        self.call("stats flush", pipe.query_async::<()>(&mut self.conn()))
+        self.redis
+            .call(
+                "stats flush",
+                pipe.query_async::<()>(&mut self.redis.conn()),
+            )
             .await
     }
 
@@ -88,7 +92,11 @@ impl Store {
         } else {
             (60, MINUTE_POINTS)
         };
-        let now = self.clock().now_estimate_ms().div_euclid(1000 * step_s);
+        let now = self
+            .redis
+            .clock()
+            .now_estimate_ms()
+            .div_euclid(1000 * step_s);
         let first = now - points + 1;
         let fields: Vec<String> = Kind::ALL
             .iter()
@@ -107,7 +115,8 @@ impl Store {
             pipe.cmd("HMGET").arg(key).arg(&fields);
         }
         let rows: Vec<Vec<Option<u64>>> = self
-            .call("throughput", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("throughput", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let mut series = Series::default();
         for row in rows {
@@ -139,7 +148,7 @@ impl Store {
         [u64; LATENESS_BUCKETS],
         HashMap<String, [u64; LATENESS_BUCKETS]>,
     )> {
-        let now = self.clock().now_estimate_ms().div_euclid(60_000);
+        let now = self.redis.clock().now_estimate_ms().div_euclid(60_000);
         let keys: Vec<String> = ((now - MINUTE_POINTS + 1)..=now)
             .map(|m| Keys::lateness_minute(self.prefix(), m))
             .collect();
@@ -148,7 +157,8 @@ impl Store {
             pipe.cmd("HLEN").arg(k);
         }
         let lens: Vec<usize> = self
-            .call("lateness", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("lateness", pipe.query_async(&mut self.redis.conn()))
             .await?;
         let buckets = 0..LATENESS_BUCKETS;
         let whole = (topics.len() + 1) * LATENESS_BUCKETS;
@@ -182,7 +192,8 @@ impl Store {
         let wanted: std::collections::HashSet<&str> = topics.iter().map(|t| t.as_str()).collect();
         if n_small > 0 {
             let minutes: Vec<HashMap<String, u64>> = self
-                .call("lateness", small.query_async(&mut self.conn()))
+                .redis
+                .call("lateness", small.query_async(&mut self.redis.conn()))
                 .await?;
             for (f, n) in minutes.into_iter().flatten() {
                 let (b, topic) = match f.split_once(':') {
@@ -203,7 +214,8 @@ impl Store {
         }
         if n_big > 0 {
             let rows: Vec<Vec<Option<u64>>> = self
-                .call("lateness", big.query_async(&mut self.conn()))
+                .redis
+                .call("lateness", big.query_async(&mut self.redis.conn()))
                 .await?;
             for minute in rows.chunks(chunks.len()) {
                 let mut minute = minute.iter();
@@ -243,7 +255,7 @@ impl Store {
         o: &mut Overview,
         limited: &BTreeMap<String, crate::RateLimit>,
     ) -> Result<()> {
-        let now = self.clock().now_estimate_ms();
+        let now = self.redis.clock().now_estimate_ms();
         let ready: Vec<String> = (o.topics.iter())
             .filter(|(_, c)| c.ready > 0)
             .map(|(t, _)| t.clone())
@@ -251,7 +263,7 @@ impl Store {
         let reads = self.parts().iter().enumerate().map(|(i, part)| {
             let ready = &ready;
             async move {
-                if self.health.is_down(i) {
+                if self.redis.health.is_down(i) {
                     return Ok(None);
                 }
                 let rated: Vec<&String> = ready
@@ -286,7 +298,8 @@ impl Store {
                     .arg(0)
                     .arg(OVERDUE_LOOK);
                 let mut replies: Vec<redis::Value> = self
-                    .call("backlog", pipe.query_async(&mut self.conn()))
+                    .redis
+                    .call("backlog", pipe.query_async(&mut self.redis.conn()))
                     .await?;
                 let due: Vec<(String, f64)> =
                     value("backlog", replies.pop().unwrap_or(redis::Value::Nil))?;
@@ -321,7 +334,8 @@ impl Store {
                             .arg(-1);
                     }
                     let found: Vec<Vec<String>> = self
-                        .call("backlog", pipe.query_async(&mut self.conn()))
+                        .redis
+                        .call("backlog", pipe.query_async(&mut self.redis.conn()))
                         .await?;
                     for ((t, _), mut ids) in levels.into_iter().zip(found) {
                         ids.reverse();
@@ -366,7 +380,8 @@ impl Store {
                 // entries to look at: nothing to send then.
                 if heads.iter().any(|(_, ids)| !ids.is_empty()) || !due.is_empty() {
                     let replies: Vec<redis::Value> = self
-                        .call("backlog", pipe.query_async(&mut self.conn()))
+                        .redis
+                        .call("backlog", pipe.query_async(&mut self.redis.conn()))
                         .await?;
                     let mut replies = replies.into_iter();
                     for (t, ids) in &heads {

@@ -1,12 +1,12 @@
 //! Move a page of a tag's jobs in one partition to a new due time. The
 //! script is `tag_reschedule.lua`.
 
-use super::reply::Fields;
-use super::tag_list::{last, skipped, TagPage};
-use super::{Script, Status, Store};
+use super::tag_pages::{last, skipped, TagPage};
+use super::{ScriptDef, Status, Store};
 use crate::error::Result;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "tag_reschedule",
     source: include_str!("tag_reschedule.lua"),
     when_full: false,
@@ -68,7 +68,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn decodes_moves_head_and_skipped_jobs() {

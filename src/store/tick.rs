@@ -4,15 +4,15 @@
 use tokio::time::Instant;
 
 use super::batch::PerJob;
-use super::coalesce::{chunks, Batch};
-use super::exec::Call;
+use super::call::Call;
 use super::push::{Push, PushReply};
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::PushOutcome;
+use crate::redis::coalesce::{chunks, Batch};
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "tick",
     source: include_str!("tick.lua"),
     when_full: false,
@@ -87,7 +87,7 @@ impl Batch for Tick {
 }
 
 impl PerJob for Tick {
-    const SCRIPT: &'static Script = &SCRIPT;
+    const SCRIPT: &'static ScriptDef = &SCRIPT;
 
     fn args(t: &Tick, cmd: &mut Call) {
         cmd.arg(&t.name)
@@ -142,7 +142,7 @@ impl Store {
     ) -> Result<Vec<Result<Ticked>>> {
         let mut out = Vec::with_capacity(ticks.len());
         for chunk in chunks::<Tick, _>(ticks, |t| Tick::bytes(t)) {
-            let deadline = Instant::now() + self.timeout();
+            let deadline = Instant::now() + self.redis.timeout();
             out.extend(self.batch_each::<Tick>(part, &chunk, deadline).await?);
         }
         Ok(out)
@@ -152,7 +152,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::reply::sample;
+    use crate::redis::reply::sample;
 
     #[test]
     fn a_tick_writes_the_arguments_the_script_takes() {
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn decodes_each_tick() {
-        let (status, mut f) = Fields::parse(
+        let (status, mut f) = Fields::parse::<Status>(
             "tick",
             sample(&[
                 "0",
@@ -237,7 +237,7 @@ mod tests {
             }))
         );
         assert!(Tick::decode(&mut f).is_err(), "nothing left");
-        let mut f = Fields::parse("tick", sample(&["0", "1", "0", "0", "0"]))
+        let mut f = Fields::parse::<Status>("tick", sample(&["0", "1", "0", "0", "0"]))
             .unwrap()
             .1;
         assert!(Tick::decode(&mut f).is_err(), "MISSING is no tick's status");

@@ -62,7 +62,8 @@ impl Store {
             .arg("COUNT")
             .arg(count);
         let (next, fields): (u64, Vec<(String, i64)>) = self
-            .call("topics", cmd.query_async(&mut self.conn()))
+            .redis
+            .call("topics", cmd.query_async(&mut self.redis.conn()))
             .await?;
         Ok((next, fields))
     }
@@ -118,10 +119,11 @@ impl Store {
             for chunk in fields.chunks(100 * STATES.len()) {
                 pipe.cmd("HMGET").arg(part.counts()).arg(chunk);
             }
-            let r: Result<Vec<Vec<Option<i64>>>> = if self.health.is_down(i) {
-                Err(self.timed_out("topics"))
+            let r: Result<Vec<Vec<Option<i64>>>> = if self.redis.health.is_down(i) {
+                Err(self.redis.timed_out("topics"))
             } else {
-                self.call("topics", pipe.query_async(&mut self.conn()))
+                self.redis
+                    .call("topics", pipe.query_async(&mut self.redis.conn()))
                     .await
             };
             match r {
@@ -216,7 +218,8 @@ impl Store {
             let mut limited = redis::cmd("HKEYS");
             limited.arg(Keys::rates_index(self.prefix()));
             let limited: Vec<String> = self
-                .call("topics", limited.query_async(&mut self.conn()))
+                .redis
+                .call("topics", limited.query_async(&mut self.redis.conn()))
                 .await?;
             extra.extend(limited);
             extra.extend(self.paused().await?);
@@ -263,7 +266,7 @@ impl Store {
     async fn next_due(&self) -> Result<Option<i64>> {
         let mut next: Option<i64> = None;
         for (i, part) in self.parts().iter().enumerate() {
-            if self.health.is_down(i) {
+            if self.redis.health.is_down(i) {
                 continue;
             }
             let mut pipe = redis::pipe();
@@ -272,7 +275,8 @@ impl Store {
             }
             type Head = Vec<(String, f64)>;
             let (a, b): (Head, Head) = self
-                .call("topics", pipe.query_async(&mut self.conn()))
+                .redis
+                .call("topics", pipe.query_async(&mut self.redis.conn()))
                 .await?;
             for (_, due) in a.into_iter().chain(b) {
                 let due = due as i64;
@@ -297,7 +301,8 @@ impl Store {
             pipe.cmd("SISMEMBER").arg(&paused_key).arg(t);
         }
         let paused: Vec<bool> = self
-            .call("paused topics", pipe.query_async(&mut self.conn()))
+            .redis
+            .call("paused topics", pipe.query_async(&mut self.redis.conn()))
             .await?;
         for (c, p) in o.topics.values_mut().zip(paused) {
             c.paused = p;

@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::reply::Fields;
-use super::{Script, Status, Store};
+use super::{ScriptDef, Status, Store};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::job::Delivery;
+use crate::redis::Fields;
 
-pub const SCRIPT: Script = Script {
+pub const SCRIPT: ScriptDef = ScriptDef {
     name: "unpop",
     source: include_str!("unpop.lua"),
     when_full: true,
@@ -129,7 +129,7 @@ impl Store {
     /// One round: sends every lost pop and kept release; None when none is
     /// left, else how long to wait before the next round.
     async fn send_kept_round(&self, backoff: &mut Backoff) -> Option<Duration> {
-        let now_ms = self.clock().estimate_us().map(|us| us / 1000);
+        let now_ms = self.redis.clock().estimate_us().map(|us| us / 1000);
         let (lost, releases) = {
             let mut kept = self.lanes.lost.kept.lock().unwrap();
             kept.pops.retain(|(_, _, at)| at.elapsed() < GIVE_UP_AFTER);

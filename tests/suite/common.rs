@@ -512,7 +512,7 @@ pub async fn flush_scripts(redis: &RedisServer) {
 /// after it run nothing else.
 pub async fn script_path(
     redis: &RedisServer,
-    script: &delayq::testing::Script,
+    script: &delayq::testing::ScriptDef,
 ) -> delayq::testing::Path {
     use delayq::testing::{eval_script_of, Path};
     if has_functions(redis).await {

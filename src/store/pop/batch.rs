@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::{Held, Room};
 use crate::error::{Error, Result};
 use crate::job::Delivery;
-use crate::store::coalesce::{Batch, Coalesced};
+use crate::redis::coalesce::{Batch, Coalesced};
 use crate::store::Store;
 
 /// One caller's pop of one partition, as batched.
@@ -40,7 +40,7 @@ impl Coalesced for Pops {
     const OP: &'static str = "pop";
 
     fn late(store: &Arc<Store>) -> Error {
-        store.timed_out("pop")
+        store.redis.timed_out("pop")
     }
 
     /// The pop's caller waits until `until`; the batch's deadline is later,

@@ -54,8 +54,10 @@ impl Store {
                 .arg(*id);
         }
         let replies: Vec<(RawHash, Option<f64>)> = {
-            let flat: Vec<redis::Value> =
-                self.call("get", pipe.query_async(&mut self.conn())).await?;
+            let flat: Vec<redis::Value> = self
+                .redis
+                .call("get", pipe.query_async(&mut self.redis.conn()))
+                .await?;
             flat.chunks(2)
                 .map(|pair| {
                     let hash = redis::from_redis_value(pair[0].clone())
@@ -108,7 +110,10 @@ impl Store {
         if at.is_empty() {
             return Ok(());
         }
-        let got: Vec<Option<f64>> = self.call(op, pipe.query_async(&mut self.conn())).await?;
+        let got: Vec<Option<f64>> = self
+            .redis
+            .call(op, pipe.query_async(&mut self.redis.conn()))
+            .await?;
         for (i, s) in at.into_iter().zip(got) {
             scores[i] = s;
         }

@@ -25,11 +25,12 @@ impl Store {
         // On a cluster the crate sends INFO to every master and answers
         // with a map of node -> text.
         let reply: redis::Value = self
+            .redis
             .call(
                 "read memory",
                 redis::cmd("INFO")
                     .arg("memory")
-                    .query_async(&mut self.conn()),
+                    .query_async(&mut self.redis.conn()),
             )
             .await?;
         let texts: Vec<(String, String)> = match reply {

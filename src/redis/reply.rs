@@ -1,9 +1,14 @@
-//! Reading a script's reply: the status first, then values in order.
+//! Reading a script's reply: the status first, then values in order. What
+//! a status means is the scripts' own ([`Code`]).
 
 use redis::Value;
 
-use super::Status;
 use crate::error::{Error, Result};
+
+/// A status the scripts report, read from its code.
+pub trait Code: Sized {
+    fn from_code(code: i64) -> Option<Self>;
+}
 
 /// The values of one reply after its status, read front to back.
 #[derive(Debug)]
@@ -14,7 +19,7 @@ pub struct Fields {
 
 impl Fields {
     /// Splits a reply into its status and the rest.
-    pub fn parse(op: &'static str, reply: Value) -> Result<(Status, Fields)> {
+    pub fn parse<S: Code>(op: &'static str, reply: Value) -> Result<(S, Fields)> {
         let Value::Array(items) = reply else {
             return Err(Error::protocol(
                 op,
@@ -30,10 +35,9 @@ impl Fields {
     }
 
     /// A status: a reply's first value, or one job's in a reply over many.
-    pub fn status(&mut self) -> Result<Status> {
+    pub fn status<S: Code>(&mut self) -> Result<S> {
         let code = self.int()?;
-        Status::from_code(code)
-            .ok_or_else(|| Error::protocol(self.op, format!("unknown status {code}")))
+        S::from_code(code).ok_or_else(|| Error::protocol(self.op, format!("unknown status {code}")))
     }
 
     fn next(&mut self) -> Result<Value> {

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Store;
+use super::library::Function;
 
 /// What acknowledged calls (pushes, pops, finishes, nacks, cancels, ...)
 /// do on a shard with fewer replicas than `replica_acks`, and when their
@@ -103,7 +103,7 @@ pub(crate) struct Health {
     hot_until: Mutex<Option<Instant>>,
     /// A cluster's slot owners, as the watch last read them (empty until
     /// read); changes only when they do.
-    topology: tokio::sync::watch::Sender<Owners>,
+    pub(super) topology: tokio::sync::watch::Sender<Owners>,
 }
 
 /// One shard as `/readyz` shows it.
@@ -219,7 +219,7 @@ impl Health {
 
     /// Records what the watch saw of every partition; returns true if a
     /// partition came back (pops waiting may find jobs there now).
-    fn update(&self, seen: Vec<ShardView>) -> bool {
+    pub(super) fn update(&self, seen: Vec<ShardView>) -> bool {
         let mut parts = self.parts.lock().unwrap();
         let mut back = false;
         for (i, (p, view)) in parts.iter_mut().zip(seen).enumerate() {
@@ -310,7 +310,7 @@ fn log_change(
 /// `wanted` replicas within `after`: written on the master, not
 /// acknowledged.
 pub(crate) fn unconfirmed(
-    script: &super::Script,
+    function: &Function,
     acked: usize,
     wanted: usize,
     after: Duration,
@@ -319,9 +319,9 @@ pub(crate) fn unconfirmed(
     // A push (or a recurring tick's) is safe to send again: its ids make
     // a second one change nothing. A pop's leases are given back by its
     // caller: nothing was handed out.
-    if matches!(script.name, "push" | "tick") {
+    if function.repeatable {
         Error::Unreplicated { acked, wanted }
-    } else if !script.late_unknown {
+    } else if !function.late_unknown {
         Error::LeaseUnconfirmed {
             acked,
             wanted,
@@ -329,7 +329,7 @@ pub(crate) fn unconfirmed(
         }
     } else {
         Error::Unconfirmed {
-            op: script.name,
+            op: function.name,
             acked,
             wanted,
             after,
@@ -337,142 +337,9 @@ pub(crate) fn unconfirmed(
     }
 }
 
-/// Connected replicas in an `INFO replication` reply (those online).
-fn online_replicas(info: &str) -> usize {
-    info.lines()
-        .filter(|l| l.starts_with("slave") && l.contains("state=online"))
-        .count()
-}
-
-impl Store {
-    /// Each partition's shard now: its master and its online replicas.
-    async fn look_at_shards(&self, conns: &mut NodeConns) -> Vec<ShardView> {
-        let n = self.parts().len();
-        if self.cluster.is_none() {
-            let node = match &self.route.link.read().unwrap().master {
-                Some((h, p)) => format!("{h}:{p}"),
-                None => self.client().get_connection_info().addr().to_string(),
-            };
-            let info = self
-                .call(
-                    "read replication",
-                    redis::cmd("INFO")
-                        .arg("replication")
-                        .query_async::<String>(&mut self.conn()),
-                )
-                .await;
-            let replicas = info.ok().map(|i| online_replicas(&i));
-            return vec![ShardView { node, replicas }; n];
-        }
-        let Ok(mut owners) = self.slot_owners().await else {
-            return vec![ShardView::default(); n];
-        };
-        // Nodes list the ranges in orders of their own.
-        owners.sort();
-        let mut moved = false;
-        self.health.topology.send_if_modified(|known| {
-            let changed = !owners.is_empty() && *known != owners;
-            if changed {
-                // The first read is no change: nothing to look out for.
-                moved = !known.is_empty();
-                known.clone_from(&owners);
-            }
-            changed
-        });
-        if moved {
-            self.health.heat();
-        }
-        let mut by_node: std::collections::HashMap<(String, u16), Option<usize>> =
-            Default::default();
-        for (_, _, addr) in &owners {
-            if by_node.contains_key(addr) {
-                continue;
-            }
-            let replicas = conns.replicas(self, addr).await;
-            by_node.insert(addr.clone(), replicas);
-        }
-        self.parts()
-            .iter()
-            .map(|k| {
-                let slot = super::layout::slot(k.schedule().as_bytes());
-                owners
-                    .iter()
-                    .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
-                    .map(|(_, _, addr)| ShardView {
-                        node: format!("{}:{}", addr.0, addr.1),
-                        replicas: by_node[addr],
-                    })
-                    .unwrap_or_default()
-            })
-            .collect()
-    }
-}
-
-/// A connection per master, kept between looks.
-#[derive(Default)]
-pub(crate) struct NodeConns(
-    std::collections::HashMap<(String, u16), redis::aio::MultiplexedConnection>,
-);
-
-impl NodeConns {
-    async fn replicas(&mut self, store: &Store, addr: &(String, u16)) -> Option<usize> {
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(store.timeout()))
-            .set_response_timeout(Some(store.timeout()));
-        let conn = match self.0.get(addr) {
-            Some(c) => c.clone(),
-            None => {
-                let client = store.node_client(&addr.0, addr.1).ok()?;
-                let c = tokio::time::timeout(
-                    store.timeout(),
-                    client.get_multiplexed_async_connection_with_config(&config),
-                )
-                .await
-                .ok()?
-                .ok()?;
-                self.0.insert(addr.clone(), c.clone());
-                c
-            }
-        };
-        let mut conn = conn;
-        let info = tokio::time::timeout(
-            store.timeout(),
-            redis::cmd("INFO")
-                .arg("replication")
-                .query_async::<String>(&mut conn),
-        )
-        .await;
-        match info {
-            Ok(Ok(i)) => Some(online_replicas(&i)),
-            _ => {
-                self.0.remove(addr);
-                None
-            }
-        }
-    }
-}
-
-impl Store {
-    /// One look at the shards; true when a partition that was down
-    /// answers again.
-    pub(crate) async fn check_shards(&self, conns: &mut NodeConns) -> bool {
-        let seen = self.look_at_shards(conns).await;
-        self.health.update(seen)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn online_replicas_are_counted_from_info() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
-            slave0:ip=127.0.0.1,port=7001,state=online,offset=10,lag=0\r\n\
-            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n";
-        assert_eq!(online_replicas(info), 1);
-        assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
-    }
 
     #[tokio::test]
     async fn a_shard_short_of_replicas_is_degraded_and_one_that_fails_is_down() {

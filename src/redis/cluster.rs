@@ -12,11 +12,8 @@ use std::time::Duration;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 
-use super::Client;
-use super::Tls;
+use super::url::{client, url_at, Tls};
 use crate::error::{Error, Result};
-
-pub use crate::defaults::MAX_PARTITIONS;
 
 /// How a store reaches a cluster.
 pub(crate) struct Cluster {
@@ -75,18 +72,18 @@ impl Cluster {
     }
 
     pub fn seed_client(&self) -> Result<redis::Client> {
-        super::client(&self.seeds[0], &self.tls)
+        client(&self.seeds[0], &self.tls)
     }
 
     /// A client for the node at `host:port`, with the seeds' scheme,
     /// credentials and TLS settings.
     pub fn node_client(&self, host: &str, port: u16) -> Result<redis::Client> {
-        super::client(&super::url_at(&self.seeds[0], host, port, 0), &self.tls)
+        client(&url_at(&self.seeds[0], host, port, 0), &self.tls)
     }
 }
 
 /// The masters in a CLUSTER SLOTS reply, each once, in slot order.
-fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
+pub(super) fn masters_of(reply: &redis::Value) -> Vec<(String, u16)> {
     masters_in(&owners_of(reply))
 }
 
@@ -102,7 +99,7 @@ pub(crate) fn masters_in(owners: &super::health::Owners) -> Vec<(String, u16)> {
 }
 
 /// Each slot range of a CLUSTER SLOTS reply with its master.
-fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
+pub(super) fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
     use redis::Value::{Array, BulkString, Int, SimpleString};
     let mut out = Vec::new();
     let Array(ranges) = reply else {
@@ -127,52 +124,6 @@ fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
         out.push((*lo as u16, *hi as u16, (host, *port as u16)));
     }
     out
-}
-
-impl Client {
-    /// The cluster's masters now (asked of any node); on a single Redis,
-    /// nothing.
-    pub(crate) async fn masters(&self) -> Result<Vec<(String, u16)>> {
-        if self.cluster.is_none() {
-            return Ok(Vec::new());
-        }
-        let reply = self.cluster_slots().await?;
-        let masters = masters_of(&reply);
-        if masters.is_empty() {
-            return Err(Error::protocol(
-                "list masters",
-                "CLUSTER SLOTS names no master: is the cluster set up?".into(),
-            ));
-        }
-        Ok(masters)
-    }
-
-    /// CLUSTER SLOTS, asked of any node (its reply as long as the cluster
-    /// has slot ranges).
-    async fn cluster_slots(&self) -> Result<redis::Value> {
-        self.call(
-            "list masters",
-            redis::cmd("CLUSTER")
-                .arg("SLOTS")
-                .query_async(&mut self.conn()),
-        )
-        .await
-    }
-
-    /// Each slot range with its master (one CLUSTER SLOTS, its reply as
-    /// long as the cluster has ranges).
-    pub(crate) async fn slot_owners(&self) -> Result<Vec<(u16, u16, (String, u16))>> {
-        let reply = self.cluster_slots().await?;
-        Ok(owners_of(&reply))
-    }
-
-    /// A client for one node of the cluster.
-    pub(crate) fn node_client(&self, host: &str, port: u16) -> Result<redis::Client> {
-        match &self.cluster {
-            Some(c) => c.node_client(host, port),
-            None => Ok(self.client()),
-        }
-    }
 }
 
 #[cfg(test)]

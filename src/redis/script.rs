@@ -1,29 +1,19 @@
-//! How the store's calls go to Redis: plain commands with [`Store::call`],
-//! script calls with [`Store::send`]. Each waits at most its limit (the
-//! Redis timeout unless told), and each script call carries a deadline in
-//! Redis time past which the script refuses to act, so a call this process
-//! gave up on never takes effect later. Whether a script call waits for
-//! replicas is the script's own property ([`Script::acked`]).
+//! Script calls ([`Client::send`]): by FCALL of the library's function, or
+//! by EVALSHA where the server has no FCALL for delayq, loading the library
+//! when Redis lacks it. Each call carries a deadline in Redis time past
+//! which the script refuses to act, so a call this process gave up on
+//! never takes effect later; an acknowledged function's calls wait for
+//! replicas (WAIT) in their partition's batch.
 
 use std::time::Duration;
 
-use redis::{Cmd, ToRedisArgs, Value};
+use redis::{Cmd, Value};
 use tokio::time::Instant;
 
-use super::reply::Fields;
-use super::{coalesce, health, library, Client, Script, Status, Store};
+use super::library::{command, engine, is_missing, lacks, load_cmds, Function, Path};
+use super::reply::{Code, Fields};
+use super::{coalesce, health, Client};
 use crate::error::{Error, Result};
-
-/// The code and detail of the (first) error Redis answered with, also from
-/// inside a pipeline.
-fn server_error(e: &redis::RedisError) -> Option<(String, String)> {
-    let errors = e.clone().into_server_errors()?;
-    let (_, first) = errors.first()?;
-    Some((
-        first.code().to_owned(),
-        first.details().unwrap_or_default().to_owned(),
-    ))
-}
 
 /// What one script call met of the two paths: each one's refusal.
 #[derive(Default)]
@@ -32,185 +22,97 @@ struct Refusals {
     evalsha: Option<redis::RedisError>,
 }
 
-/// One call of a script on one partition: its own arguments are added
-/// like a [`Cmd`]'s, then [`Store::send`] sends it.
-pub(crate) struct Call {
-    script: &'static Script,
-    part: usize,
-    args: Cmd,
-    until: Instant,
-    within: Option<Duration>,
+/// One call of a library's function on one partition: its keys, its
+/// arguments before the deadline and after it, until when Redis may act on
+/// it and how long its reply is waited for.
+pub(crate) struct ScriptCall<'a> {
+    pub function: &'a Function,
+    pub part: usize,
+    pub keys: Vec<String>,
+    pub args: &'a [&'a Cmd],
+    pub tail: &'a Cmd,
+    pub until: Instant,
+    /// Waits for the reply at most this long (None: until `until`).
+    pub within: Option<Duration>,
 }
 
-impl Call {
-    pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Call {
-        self.args.arg(arg);
-        self
-    }
-
-    /// A call with no store, to count the arguments a script's Rust side
-    /// writes.
-    #[cfg(test)]
-    pub(crate) fn bare(script: &'static Script) -> Call {
-        Call {
-            script,
-            part: 0,
-            args: Cmd::new(),
-            until: Instant::now(),
-            within: None,
-        }
-    }
-
-    /// How many arguments the call has so far.
-    #[cfg(test)]
-    pub(crate) fn arg_count(&self) -> usize {
-        self.args.args_iter().count()
-    }
-
-    /// Redis changes nothing for this call after `until` (default: the
-    /// Redis timeout from when the call was made).
-    pub fn until(mut self, until: Instant) -> Call {
-        self.until = until;
-        self
-    }
-
-    /// Waits for the reply at most `limit` (default: until `until`).
-    pub fn within(mut self, limit: Duration) -> Call {
-        self.within = Some(limit);
-        self
-    }
-
+impl ScriptCall<'_> {
     /// The FCALL (or EVALSHA, on `path`), with the deadline in Redis time
     /// (microseconds).
-    fn cmd(&self, store: &Store, path: library::Path, deadline_us: i64) -> Cmd {
-        let keys = &store.parts()[self.part];
-        let guard = store.cluster.is_some();
-        library::call_with(
+    fn cmd(&self, path: Path, deadline_us: i64) -> Cmd {
+        command(
             path,
-            self.script,
-            keys,
-            guard,
-            &self.args,
+            self.function,
+            &self.keys,
+            self.args,
             deadline_us,
-            store.events,
+            self.tail,
         )
     }
 }
 
 impl Client {
-    /// Runs one Redis call for at most the timeout.
-    pub async fn call<T>(
-        &self,
-        op: &'static str,
-        f: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T> {
-        self.call_within(op, self.timeout, f).await
+    /// The function `name` of the library this client was given.
+    pub(crate) fn function(&self, name: &str) -> &'static Function {
+        self.library
+            .get(name)
+            .unwrap_or_else(|| panic!("no function {name} in the library"))
     }
 
-    /// Runs one Redis call for at most `limit`, or until the link it went
-    /// on is replaced (a failover: nothing comes back on the old master's
-    /// connection). Redis's refusals that delayq's scripts and settings
-    /// produce become errors of their own.
-    async fn call_within<T>(
-        &self,
-        op: &'static str,
-        limit: Duration,
-        f: impl std::future::Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T> {
-        let gone = self.route.link.read().unwrap().gone.clone();
-        tokio::select! {
-            r = tokio::time::timeout(limit, f) => match r {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(self.error(op, e)),
-                Err(_) => Err(self.timed_out(op)),
-            },
-            _ = gone.cancelled() => {
-                self.observer.redis_error();
-                self.health.suspect();
-                Err(Error::Moved { op })
-            }
+    /// Why the server runs none of delayq's scripts, as the last script
+    /// call found (None: it ran, or none was made yet).
+    pub(crate) fn no_scripts(&self) -> Option<String> {
+        self.route
+            .no_scripts
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(_, why)| why.clone())
+    }
+
+    /// A script call ran: the server runs scripts (again).
+    pub(super) fn scripts_ran(&self) {
+        if self.route.no_scripts.lock().unwrap().take().is_some() {
+            tracing::info!("redis runs delayq's scripts again");
         }
     }
 
-    /// Redis's refusals that delayq's scripts and settings produce become
-    /// errors of their own; failures to reach Redis are counted. A reply
-    /// that did not come in time (the connection's response timeout, an
-    /// acknowledged batch's deadline) is a timeout, said the one way.
-    pub(crate) fn error(&self, op: &'static str, e: redis::RedisError) -> Error {
-        if e.is_timeout() {
-            return self.timed_out(op);
+    /// How the scripts are called on this server now.
+    pub(crate) fn path(&self) -> Path {
+        if self.route.eval.load(std::sync::atomic::Ordering::Relaxed) {
+            Path::Eval
+        } else {
+            Path::Function
         }
-        let error = match server_error(&e) {
-            Some((code, _)) if code == "DQLATE" => Error::Late { op },
-            Some((code, _)) if code == "OOM" => Error::Full,
-            // Redis 6.2 refuses a script's first write at maxmemory inside
-            // the script, and gives the refusal as its error's text.
-            Some((_, detail)) if detail.contains("-OOM command not allowed") => Error::Full,
-            Some((code, detail)) if code == "DQINVALID" => Error::Invalid(detail),
-            Some((code, detail)) if code == "NOPERM" || super::acl::refused_in_script(&detail) => {
-                Error::Refused {
-                    op,
-                    add: super::acl::what_to_add(&detail),
-                    detail,
-                }
+    }
+
+    /// Makes every script callable on `path` ([`load_cmds`]):
+    /// the function library, or every script, in one pipeline (on a
+    /// cluster each SCRIPT LOAD goes to every master on its own, a
+    /// pipeline routes by key and these have none); loads that race all
+    /// succeed.
+    pub(crate) async fn load_scripts(&self, path: Path) -> Result<()> {
+        let cmds = load_cmds(self.library, path);
+        let loaded: redis::RedisResult<()> = if self.cluster.is_some() {
+            futures::future::try_join_all(cmds.iter().map(|c| {
+                let mut conn = self.conn();
+                async move { c.query_async::<redis::Value>(&mut conn).await }
+            }))
+            .await
+            .map(drop)
+        } else {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c).ignore();
             }
-            _ => Error::redis(op, e),
+            pipe.query_async(&mut self.conn()).await
         };
-        if error.is_unavailable() {
-            self.observer.redis_error();
-            // The cluster's topology, or a shard's health, may have changed.
-            self.health.suspect();
-        }
-        error
-    }
-
-    /// A change that got no reply in time (a timeout, or the master
-    /// replaced mid-call) after it may have been sent: its outcome is
-    /// unknown, not "nothing changed". The script's deadline only stops
-    /// one that had not started by then.
-    fn unknown(
-        &self,
-        op: &'static str,
-        late_unknown: bool,
-        e: Error,
-        may_have_sent: impl Fn() -> bool,
-    ) -> Error {
-        match e {
-            Error::Timeout { .. } | Error::Moved { .. } if late_unknown && may_have_sent() => {
-                Error::Unknown {
-                    op,
-                    after: self.timeout,
-                }
+        match loaded {
+            Ok(()) => {
+                tracing::info!(path = ?path, "loaded delayq's scripts into redis");
+                Ok(())
             }
-            e => e,
-        }
-    }
-
-    /// The timeout error of `op`, with the last connection error if any.
-    pub fn timed_out(&self, op: &'static str) -> Error {
-        self.observer.redis_error();
-        Error::Timeout {
-            op,
-            after: self.timeout,
-            cause: self.route.connect_error.lock().unwrap().clone(),
-        }
-    }
-}
-
-impl Store {
-    /// A call of `script` on partition `part`, to send with [`send`](Self::send).
-    ///
-    /// On a cluster the call also declares the partition's `moving` key,
-    /// which never exists: while the partition's slot is being migrated,
-    /// Redis answers TRYAGAIN (or ASK, then TRYAGAIN) instead of running
-    /// the script on half of its keys, and the client retries.
-    pub(crate) fn script(&self, script: &'static Script, part: usize) -> Call {
-        Call {
-            script,
-            part,
-            args: Cmd::new(),
-            until: Instant::now() + self.timeout,
-            within: None,
+            Err(e) => Err(Error::redis("load scripts", e)),
         }
     }
 
@@ -228,9 +130,13 @@ impl Store {
     /// short fails ([`health::unconfirmed`]; a pop's caller gives its
     /// leases back). With `accept`, the older, weaker promise: a degraded
     /// shard goes on without waiting, a short WAIT keeps its result.
-    pub(crate) async fn send(&self, call: Call) -> Result<(Status, Fields)> {
-        let op = call.script.name;
-        let wanted = if call.script.acked {
+    pub(crate) async fn send<S: Code>(
+        &self,
+        call: &ScriptCall<'_>,
+        ready: impl std::future::Future<Output = Result<()>>,
+    ) -> Result<(S, Fields)> {
+        let op = call.function.name;
+        let wanted = if call.function.acked {
             self.acks.wanted
         } else {
             0
@@ -245,7 +151,7 @@ impl Store {
                 wanted,
             });
         }
-        self.check_partitions().await?;
+        ready.await?;
         if self.clock().estimate_us().is_none() {
             // Without a reading the call could carry no deadline.
             self.clock().read(op).await?;
@@ -255,9 +161,9 @@ impl Store {
             .within
             .unwrap_or_else(|| call.until.saturating_duration_since(Instant::now()));
         if wanted == 0 || degraded.is_some() {
-            return self.send_plain(&call, deadline_us, limit).await;
+            return self.send_plain(call, deadline_us, limit).await;
         }
-        let (reply, acked) = self.send_acked(&call, deadline_us, wanted, limit).await?;
+        let (reply, acked) = self.send_acked(call, deadline_us, wanted, limit).await?;
         if acked >= wanted {
             return Ok(reply);
         }
@@ -266,7 +172,7 @@ impl Store {
             return Ok(reply);
         }
         Err(health::unconfirmed(
-            call.script,
+            call.function,
             acked,
             wanted,
             self.ack_wait(),
@@ -288,29 +194,27 @@ impl Store {
     async fn again_after(
         &self,
         e: &redis::RedisError,
-        path: library::Path,
+        path: Path,
         refusals: &mut Refusals,
         op: &'static str,
     ) -> Result<bool> {
-        if library::is_missing(e) {
+        if is_missing(e) {
             self.load_scripts(path).await?;
             return Ok(true);
         }
-        if !library::lacks(path, e) {
+        if !lacks(path, e) {
             return Ok(false);
         }
         let other_untried = match path {
-            library::Path::Function => {
+            Path::Function => {
                 refusals.fcall.replace(e.clone()).is_none() && refusals.evalsha.is_none()
             }
-            library::Path::Eval => {
-                refusals.evalsha.replace(e.clone()).is_none() && refusals.fcall.is_none()
-            }
+            Path::Eval => refusals.evalsha.replace(e.clone()).is_none() && refusals.fcall.is_none(),
         };
         if !other_untried {
             return Err(self.scripts_refused(op, refusals).await);
         }
-        let to_eval = path == library::Path::Function;
+        let to_eval = path == Path::Function;
         tracing::info!(
             error = %e,
             "redis has no {} for delayq: its scripts go by {} on this server",
@@ -339,7 +243,7 @@ impl Store {
                 let (mut cmd, mut conn) = (redis::cmd("INFO"), self.conn());
                 let info = cmd.arg("server").query_async::<String>(&mut conn);
                 match tokio::time::timeout(self.timeout, info).await {
-                    Ok(Ok(text)) => library::engine(&text).unwrap_or_else(|| "the server".into()),
+                    Ok(Ok(text)) => engine(&text).unwrap_or_else(|| "the server".into()),
                     Ok(Err(e)) => format!("the server (INFO: {e})"),
                     Err(_) => "the server (INFO: no answer)".into(),
                 }
@@ -386,20 +290,20 @@ impl Store {
     }
 
     /// A script call on the shared connection.
-    async fn send_plain(
+    async fn send_plain<S: Code>(
         &self,
-        call: &Call,
+        call: &ScriptCall<'_>,
         deadline_us: i64,
         limit: Duration,
-    ) -> Result<(Status, Fields)> {
-        let op = call.script.name;
+    ) -> Result<(S, Fields)> {
+        let op = call.function.name;
         // A first call may meet both refusals: FCALL unknown, then the
         // script not loaded.
         let mut tries = 0;
         let mut refusals = Refusals::default();
         loop {
             let path = self.path();
-            let cmd = call.cmd(self, path, deadline_us);
+            let cmd = call.cmd(path, deadline_us);
             let conn = self.conn();
             let before = conn.waiting();
             let sent = self
@@ -422,20 +326,20 @@ impl Store {
                 Err(e) => e,
             };
             let may_have_sent = || conn.may_have_sent(&before);
-            return Err(self.unknown(op, call.script.late_unknown, error, may_have_sent));
+            return Err(self.unknown(op, call.function.late_unknown, error, may_have_sent));
         }
     }
 
     /// A script call in its partition's next acknowledged batch
     /// ([`coalesce::Acked`]): its reply, and how many replicas have it.
-    async fn send_acked(
+    async fn send_acked<S: Code>(
         &self,
-        call: &Call,
+        call: &ScriptCall<'_>,
         deadline_us: i64,
         wanted: usize,
         limit: Duration,
-    ) -> Result<((Status, Fields), usize)> {
-        let (op, part) = (call.script.name, call.part);
+    ) -> Result<((S, Fields), usize)> {
+        let (op, part) = (call.function.name, call.part);
         let route = coalesce::AckRoute {
             conn: self.acks.conn.read().unwrap().clone().expect("acks are on"),
             wanted,
@@ -447,7 +351,7 @@ impl Store {
         loop {
             let path = self.path();
             let write = coalesce::AckedWrite {
-                cmd: call.cmd(self, path, deadline_us),
+                cmd: call.cmd(path, deadline_us),
                 conn: self.node_conn(part).await,
                 deadline: Instant::now() + limit,
             };
@@ -465,7 +369,7 @@ impl Store {
                     })
                 })
                 .map_err(|e| {
-                    self.unknown(op, call.script.late_unknown, e, || {
+                    self.unknown(op, call.function.late_unknown, e, || {
                         route.conn.may_have_sent(&before)
                     })
                 });

@@ -1,0 +1,82 @@
+//! One script as one type: [`Script`] gives its name, flags and source
+//! ([`ScriptDef`]), its arguments from a typed input and its reply decoded
+//! into a typed output; [`Store::run`] makes the call. Scripts of one shape
+//! are rows of [`script!`], a declarative table, instead of a file each
+//! that repeats the shape (see `sweeps.rs` and `tag_pages.rs`).
+
+use super::call::Call;
+use super::{ScriptDef, Status, Store};
+use crate::error::Result;
+use crate::redis::Fields;
+
+/// One script's Rust side: what the library registers, what a call sends
+/// and what its reply means.
+pub(crate) trait Script {
+    /// Its name, source and flags.
+    const DEF: &'static ScriptDef;
+    /// What a call is made from (the arguments in order).
+    type Input<'a>;
+    /// What its reply says.
+    type Output;
+    /// Writes the call's arguments.
+    fn args(input: Self::Input<'_>, call: &mut Call);
+    /// Reads its reply.
+    fn decode(reply: (Status, Fields)) -> Result<Self::Output>;
+}
+
+impl Store {
+    /// One call of script `S` on partition `part`.
+    pub(crate) async fn run<S: Script>(
+        &self,
+        part: usize,
+        input: S::Input<'_>,
+    ) -> Result<S::Output> {
+        let mut call = self.script(S::DEF, part);
+        S::args(input, &mut call);
+        S::decode(self.send(call).await?)
+    }
+}
+
+/// Declares scripts as rows: each row a type implementing [`Script`], its
+/// name (the `.lua` file beside this one), its flags, its arguments (each
+/// written as it comes, in order) and the function that decodes its reply.
+///
+/// ```text
+/// script! {
+///     /// What it does.
+///     Purge = "purge", when_full: true, acked: false, late_unknown: true,
+///         (topic: &'a str, limit: u64) -> u64 = count;
+/// }
+/// ```
+macro_rules! script {
+    ($(
+        $(#[$doc:meta])*
+        $ty:ident = $name:literal,
+            when_full: $when_full:expr, acked: $acked:expr, late_unknown: $late:expr,
+            ($($arg:ident: $t:ty),* $(,)?) -> $out:ty = $decode:path;
+    )*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $ty;
+
+        impl $crate::store::script::Script for $ty {
+            const DEF: &'static $crate::store::ScriptDef = &$crate::store::ScriptDef {
+                name: $name,
+                source: include_str!(concat!($name, ".lua")),
+                when_full: $when_full,
+                acked: $acked,
+                late_unknown: $late,
+            };
+            type Input<'a> = ($($t,)*);
+            type Output = $out;
+            fn args(($($arg,)*): Self::Input<'_>, call: &mut $crate::store::call::Call) {
+                $(call.arg($arg);)*
+            }
+            fn decode(
+                reply: ($crate::store::Status, $crate::redis::Fields),
+            ) -> $crate::error::Result<$out> {
+                $decode(reply)
+            }
+        }
+    )*};
+}
+pub(crate) use script;
