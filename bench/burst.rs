@@ -65,6 +65,9 @@ pub(crate) struct Run {
     /// Redis commands per job from the due instant on (scripts' included),
     /// the kinds that reach 0.05 a job.
     pub(crate) commands: String,
+    /// CPU outside Redis per job over the drain (µs): this process (the
+    /// library, or the webhook's receiver) and the delayq process, if any.
+    pub(crate) outside: Option<(f64, Option<f64>)>,
 }
 
 impl Run {
@@ -79,6 +82,28 @@ fn now_ms() -> f64 {
         .unwrap()
         .as_secs_f64()
         * 1000.0
+}
+
+/// CPU seconds a process has used (user and system, every thread), from
+/// /proc (Linux; 0 elsewhere).
+pub(crate) fn process_cpu(pid: Option<u32>) -> f64 {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/stat"),
+        None => "/proc/self/stat".to_owned(),
+    };
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return 0.0;
+    };
+    // Fields after the command's closing parenthesis: utime and stime are
+    // the 12th and 13th, in clock ticks (100 a second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
 }
 
 /// Sleeps until Unix time `at_ms` (this host's clock, which Redis's is too).
@@ -117,6 +142,7 @@ impl Seen {
             lost: n - m.len(),
             twice: m.values().map(|v| v.1 as usize - 1).sum(),
             commands: String::new(),
+            outside: None,
         }
     }
 }
@@ -238,16 +264,19 @@ pub(crate) async fn library_on(
     // as the queue may have finished jobs before.
     let metrics = q.metrics();
     let before = metrics.finished.get([TOPIC]);
+    let own = process_cpu(None);
     let secs = drained(due, Duration::from_millis(1), || {
         metrics.finished.get([TOPIC]) >= before + n as u64
     })
     .await;
+    let own = process_cpu(None) - own;
     let used = cpu(redis) - c1 - idle * secs;
     let commands = per_job(commandstats(redis), n);
     shutdown.trigger();
     let _ = consumer.await;
     Run {
         commands,
+        outside: Some((own * 1e6 / n as f64, None)),
         ..seen.run(
             format!("library, Consumer, concurrency {concurrency}"),
             n,
@@ -285,10 +314,12 @@ pub(crate) fn bullmq_figures(r: &Value, n: usize) -> Run {
             parse_commandstats(r["commandstats"].as_str().unwrap_or("")),
             n,
         ),
+        outside: None,
     }
 }
 
-pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
+/// `webhook_only`: the library's and the webhook's ways alone.
+pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool, webhook_only: bool) {
     println!();
     if !redis_args().is_empty() {
         println!("burst: redis-server without persistence (--no-persistence)");
@@ -309,28 +340,35 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
             lib_rate.insert(c, r.rate(n));
             runs.push((r, None));
         }
-        eprintln!("burst: sidecar, {p} pending");
-        runs.push((sidecar(p, n).await, None));
+        if !webhook_only {
+            eprintln!("burst: sidecar, {p} pending");
+            runs.push((sidecar(p, n).await, None));
+        }
         for c in [64, 8] {
             eprintln!("burst: webhook at {c}, {p} pending");
             runs.push((webhook(p, n, c).await, Some(c)));
         }
-        let bull = with_bullmq.then(|| {
+        let bull = (with_bullmq && !webhook_only).then(|| {
             eprintln!("burst: BullMQ, {p} pending");
             bullmq_run(p, n)
         });
         println!();
         println!("{p} other jobs pending a day away:");
-        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library at its concurrency | Redis commands per job |");
-        println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|");
+        println!("| way | due -> last finished (s) | drain rate (jobs/s) | Redis CPU us/job | lateness p50 / p99 (ms) | early | lost / twice | rate / BullMQ | CPU / BullMQ | rate / library at its concurrency | CPU outside Redis us/job: this process / delayq | Redis commands per job |");
+        println!("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|---|");
         let bull = bull.map(|b| (b, None));
         for (r, like) in runs.iter().chain(bull.iter()) {
             let ratio = |a: f64, b: Option<f64>| {
                 b.filter(|b| *b > 0.0 && !r.way.starts_with("BullMQ"))
                     .map_or("-".to_owned(), |b| format!("{:.2}x", a / b))
             };
+            let outside = match r.outside {
+                Some((own, Some(delayq))) => format!("{own:.1} / {delayq:.1}"),
+                Some((own, None)) => format!("{own:.1} / -"),
+                None => "-".to_owned(),
+            };
             println!(
-                "| {} | {:.2} | {:.0} | {:.1} | {:.0} / {:.0} | {} | {} / {} | {} | {} | {} | {} |",
+                "| {} | {:.2} | {:.0} | {:.1} | {:.0} / {:.0} | {} | {} / {} | {} | {} | {} | {} | {} |",
                 r.way,
                 r.drain_s,
                 r.rate(n),
@@ -344,6 +382,7 @@ pub(crate) async fn run(n: usize, pending: &[usize], with_bullmq: bool) {
                 ratio(r.cpu_us_per_job, bull.as_ref().map(|b| b.0.cpu_us_per_job)),
                 like.and_then(|c| lib_rate.get(&c))
                     .map_or("-".into(), |l| format!("{:.2}x", r.rate(n) / l)),
+                outside,
                 r.commands,
             );
         }

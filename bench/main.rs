@@ -29,7 +29,8 @@
 //! job's time goes from its due instant to the consumer ([`http_lateness`]).
 //! `--only burst`: N jobs due at one instant, drained by the library, an HTTP
 //! sidecar (pop 100, one batch finish), a webhook (concurrency 64 and 8) and
-//! BullMQ, side by side ([`burst`]; `burst-delayq` without BullMQ).
+//! BullMQ, side by side ([`burst`]; `burst-delayq` without BullMQ,
+//! `burst-webhook` the library and the webhook alone).
 //! `--only memory`: memory per pending job at body sizes from 28 to 1000
 //! bytes, the same serialized bytes on both sides, and delayq's bytes by
 //! structure ([`memory`]; `memory-delayq` without BullMQ; also after the
@@ -150,7 +151,13 @@ async fn main() {
         if with_bullmq && !node {
             println!("burst: no Node here, so no BullMQ beside");
         }
-        burst::run(o.burst_jobs, &pending, with_bullmq && node).await;
+        burst::run(
+            o.burst_jobs,
+            &pending,
+            with_bullmq && node,
+            o.burst_webhook_only,
+        )
+        .await;
     }
     if let Some(with_bullmq) = o.groups {
         let node = node_here();

@@ -11,7 +11,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      refresh (a dashboard refresh's Redis cost at 1M delayed jobs over 100 topics)
                      or sidecars (K = 1, 4, 16, 64 instances on one Redis, BullMQ beside; --only sidecars-delayq: no Node)
                      or burst (20,000 jobs due at one instant, drained by the library, an HTTP sidecar, a webhook
-                     and BullMQ (when Node is there); --only burst-delayq: no BullMQ; needs the delayq binary:
+                     and BullMQ (when Node is there); --only burst-delayq: no BullMQ; burst-webhook: the library
+                     and the webhook alone; needs the delayq binary:
                      cargo build --release --example bench --bin delayq)
                      or memory (memory per pending job at body sizes 28 to 1000 B, like for like, BullMQ beside,
                      and delayq's bytes by structure; --only memory-delayq: no Node; also at the end of a run
@@ -85,6 +86,8 @@ pub(crate) struct Options {
     pub(crate) sidecar_flow: crate::sidecars::Flow,
     /// Run the burst scenario (Some: with BullMQ beside or not).
     pub(crate) burst: Option<bool>,
+    /// The burst's library and webhook ways alone (`--only burst-webhook`).
+    pub(crate) burst_webhook_only: bool,
     /// Run the groups scenario (Some: with BullMQ beside or not); its size
     /// is the burst's.
     pub(crate) groups: Option<bool>,
@@ -124,6 +127,7 @@ pub(crate) fn options() -> Options {
             secs: 10,
         },
         burst: None,
+        burst_webhook_only: false,
         groups: None,
         idle: None,
         idle_window: std::time::Duration::from_secs(600),
@@ -226,6 +230,11 @@ pub(crate) fn options() -> Options {
                         o.burst = Some(false);
                         (vec![], false, false)
                     }
+                    Some("burst-webhook") => {
+                        o.burst = Some(false);
+                        o.burst_webhook_only = true;
+                        (vec![], false, false)
+                    }
                     Some("groups") => {
                         o.groups = Some(true);
                         (vec![], false, false)
@@ -263,7 +272,7 @@ pub(crate) fn options() -> Options {
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|burst-webhook|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq, not {other:?}"
                 ),
                 }
             }

@@ -145,6 +145,7 @@ pub(super) async fn webhook(pending: usize, n: usize, concurrency: usize) -> Run
     let due = load(&q, pending, n).await;
     q.close().await;
     let (idle, c1) = idle_then_start(&redis, due).await;
+    let (own, delayq) = (process_cpu(None), process_cpu(Some(server.pid())));
     // Every job received, then finished: /metrics is read only for the
     // tail (it reads queue depths from Redis).
     drained(due, Duration::from_millis(1), || seen.len() >= n).await;
@@ -156,12 +157,17 @@ pub(super) async fn webhook(pending: usize, n: usize, concurrency: usize) -> Run
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let secs = (now_ms() - due as f64) / 1000.0;
+    let (own, delayq) = (
+        process_cpu(None) - own,
+        process_cpu(Some(server.pid())) - delayq,
+    );
     let used = cpu(&redis) - c1 - idle * secs;
     let commands = per_job(commandstats(&redis), n);
     drop(server);
     receiving.abort();
     Run {
         commands,
+        outside: Some((own * 1e6 / n as f64, Some(delayq * 1e6 / n as f64))),
         ..seen.run(
             format!("webhook, concurrency {concurrency}, receiver answers 200 at once"),
             n,

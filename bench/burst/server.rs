@@ -8,6 +8,12 @@ pub(crate) struct Serve {
     child: Child,
 }
 
+impl Serve {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -191,11 +191,13 @@ impl Lanes {
                     checking = Some(Box::pin(check(self.queue.clone(), batch, margin)));
                 }
             }
-            // What cannot wait for a slot any longer goes back.
-            let (late, kept): (Vec<_>, Vec<_>) =
-                q.unchecked.drain(..).partition(|w| w.use_by <= now);
-            q.unchecked = kept.into();
-            if !late.is_empty() {
+            // What cannot wait for a slot any longer goes back (looked
+            // for first: moving every waiting job on each turn of the loop
+            // was work per delivery).
+            if q.unchecked.iter().any(|w| w.use_by <= now) {
+                let (late, kept): (Vec<_>, Vec<_>) =
+                    q.unchecked.drain(..).partition(|w| w.use_by <= now);
+                q.unchecked = kept.into();
                 ahead_from = now + AHEAD_PAUSE;
                 tracing::debug!(
                     topic = %self.hook.topic,
