@@ -152,13 +152,13 @@ pub use rate::RateLimit;
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+pub use store::TopicCounts;
 #[doc(hidden)]
 pub use store::{
     layout::{validate_prefix, Keys as StoreKeys},
     relayout::layout_keys,
     testing,
 };
-pub use store::TopicCounts;
 
 /// The client for a Redis URL (`redis://`, `rediss://` with `tls` applied,
 /// `redis+unix://`), made as a queue makes its own: `delayq doctor`
