@@ -625,13 +625,14 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
         ("two", replace.due_ms)
     );
     assert!(replace.due_ms > first.due_ms + 3_000_000);
-    // The key still names "dup" (replaced, it lives): nothing stored.
+    // The replace ended the old job and its key with it (the new push
+    // carried none): the key is free for the next push of the same batch.
     let other = &answers[1];
     assert_eq!(
         (other.id.as_str(), other.outcome),
-        ("dup", PushOutcome::Deduplicated)
+        ("other", PushOutcome::Created)
     );
-    assert!(direct.get("other").await.unwrap().is_none());
+    assert!(direct.get("other").await.unwrap().is_some());
     // The id kept, in a batch beside a slow one: its answer is the job
     // Redis holds.
     let keep = delayq::NewJob {
