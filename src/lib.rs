@@ -27,9 +27,9 @@
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
 //! `https`) <- `redis` <- model (`trace`, `job`, `rate`, `group`,
 //! `recurring`, `figures`) <- `store` <- engine (`stats`, `metrics`,
-//! `waiters`, `loops`, `queue`,
-//! `instances`, `consumer`, `webhook`) <- api (`wire`, `http`) <- the
-//! binary's `cli`.
+//! `waiters`, `loops`, `queue`, `instances`, `consumer`, `webhook`) <- api
+//! (`wire`, `http`) <- the binary's `cli`. No two files import each other,
+//! even through others (`layers::circles` holds it).
 //! - [`queue`]: `Queue`, the public engine: limits, retry policy, metrics,
 //!   waiting pops; every change is one call into `store`. One file per
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
