@@ -253,10 +253,13 @@ where
     call().await.unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-/// Pushes `jobs`, a thousand a call, each of which must be taken.
+/// Pushes `jobs`, a thousand a call, each of which must be taken. A call
+/// a busy machine's Redis did not answer within the queue's timeout is
+/// made again (see [`retried`]): the jobs carry their ids, so a second push
+/// of one replaces it with the same job.
 pub async fn push_all(q: &Queue, jobs: &[delayq::NewJob]) {
     for chunk in jobs.chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
+        for r in retried("a push of many jobs", || q.push_many(chunk)).await {
             r.unwrap();
         }
     }

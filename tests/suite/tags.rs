@@ -679,11 +679,7 @@ async fn a_tag_costs_what_the_docs_say() {
                     )
                 })
                 .collect();
-            for chunk in jobs.chunks(1000) {
-                for r in q.push_many(chunk).await.unwrap() {
-                    r.unwrap();
-                }
-            }
+            crate::common::push_all(&q, &jobs).await;
         }
     };
     let mut used = vec![crate::common::memory_at_rest(&redis).await];
