@@ -276,13 +276,31 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
 
     let done = || async { Some(ledger.done.lock().unwrap().len() as u64) };
     let total = jobs.len() as u64;
-    until_value(
+    let drain = until_value(
         total - 4,
         Duration::from_secs(40),
         "every running group's job delivered and finished",
         done,
-    )
-    .await;
+    );
+    // A stall (seen twice, at 71 of 72) says which jobs were left and
+    // where Redis has them, before the test fails.
+    if let Err(stalled) =
+        futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(drain)).await
+    {
+        let finished = ledger.done.lock().unwrap().clone();
+        for j in jobs.iter().filter(|j| !finished.contains(&j.id)) {
+            let deliveries = ledger.delivered.lock().unwrap().get(&j.id).cloned();
+            let stored = q.get(&j.id).await;
+            eprintln!(
+                "left: {} group {:?}: deliveries {deliveries:?}; in Redis {stored:?}",
+                j.id, j.group
+            );
+        }
+        for (g, _) in &GROUPS {
+            eprintln!("group {g}: {:?}", q.group(TOPIC, g).await);
+        }
+        std::panic::resume_unwind(stalled);
+    }
     let drained = killed.elapsed();
     // The paused group kept its pause and its jobs through the failover;
     // resumed, it hands them out.
