@@ -488,11 +488,7 @@ async fn a_kept_record_costs_a_bounded_number_of_bytes() {
             ..job(&format!("order-{i:08}"), "mem", 0, 60_000)
         })
         .collect();
-    for chunk in jobs.chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
-    }
+    crate::common::push_all(&q, &jobs).await;
     let pending = crate::common::memory_at_rest(&redis).await;
     let got = pop_n(&q, "mem", N).await;
     for chunk in got.chunks(500) {

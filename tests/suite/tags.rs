@@ -306,11 +306,7 @@ async fn thousands_of_tagged_jobs_are_processed_in_pages_over_partitions() {
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| tagged(&format!("m{i:04}"), 3_600_000, &["member:77"]))
         .collect();
-    for chunk in jobs.chunks(1000) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
-    }
+    crate::common::push_all(&q, &jobs).await;
     let (ids, pages) = list_all(&q, "member:77", 1000).await;
     let set: BTreeSet<_> = ids.iter().cloned().collect();
     assert_eq!((ids.len(), set.len()), (n, n), "each job listed once");
