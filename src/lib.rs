@@ -130,6 +130,10 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What delayq's Redis user may run: the commands delayq sends, asked of
 /// the ACL (`serve` at start, `doctor`), and what to add for a refusal.
 pub use crate::redis::acl;
+/// Each slot range of a CLUSTER SLOTS reply with its master (`doctor`'s
+/// cluster check reads the slots as a queue does).
+#[doc(hidden)]
+pub use crate::redis::cluster::owners_of as cluster_slot_owners;
 #[doc(hidden)]
 pub use crate::redis::library::engine_of;
 pub use crate::redis::{

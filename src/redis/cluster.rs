@@ -99,7 +99,7 @@ pub(crate) fn masters_in(owners: &super::health::Owners) -> Vec<(String, u16)> {
 }
 
 /// Each slot range of a CLUSTER SLOTS reply with its master.
-pub(super) fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
+pub fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
     use redis::Value::{Array, BulkString, Int, SimpleString};
     let mut out = Vec::new();
     let Array(ranges) = reply else {

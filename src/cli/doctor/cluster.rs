@@ -74,7 +74,7 @@ pub(super) async fn run(seeds: &[&str], tls: &Tls, args: &DoctorArgs) -> Result<
             return Ok(checks);
         }
     };
-    let owners = owners_of(&slots);
+    let owners = delayq::cluster_slot_owners(&slots);
     let mut masters: Vec<(String, u16)> = Vec::new();
     for (_, _, addr) in &owners {
         if !masters.contains(addr) {
@@ -166,33 +166,6 @@ fn tag_in(prefix: &str, ranges: &[(u16, u16)]) -> Option<String> {
             let slot = delayq::testing::slot(tag.as_bytes());
             ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&slot))
         })
-}
-
-/// Each slot range of a CLUSTER SLOTS reply with its master's address.
-fn owners_of(reply: &redis::Value) -> Vec<(u16, u16, (String, u16))> {
-    use redis::Value::{Array, BulkString, Int, SimpleString};
-    let mut out = Vec::new();
-    let Array(ranges) = reply else {
-        return out;
-    };
-    for range in ranges {
-        let Array(fields) = range else { continue };
-        let (Some(Int(lo)), Some(Int(hi)), Some(Array(node))) =
-            (fields.first(), fields.get(1), fields.get(2))
-        else {
-            continue;
-        };
-        let host = match node.first() {
-            Some(BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
-            Some(SimpleString(s)) => s.clone(),
-            _ => continue,
-        };
-        let Some(Int(port)) = node.get(1) else {
-            continue;
-        };
-        out.push((*lo as u16, *hi as u16, (host, *port as u16)));
-    }
-    out
 }
 
 /// A cluster's masters and slots, from the node delayq reached.
