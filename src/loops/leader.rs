@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::Handles;
-use crate::store::leader::Term;
+use crate::store::leader::{Leader, Term};
 
 /// The shortest term, taken while a job is due within it.
 pub const LENGTH: Duration = crate::defaults::LEADER_TERM_MIN;
@@ -209,7 +209,11 @@ pub(crate) async fn run(h: Handles) {
             let had = terms.holds(part);
             let sent = Instant::now();
             let length = terms.length(part);
-            *next = match h.store.take_term(part, &terms.id, length).await {
+            *next = match h
+                .store
+                .run::<Leader>(part, (terms.id.as_str(), length))
+                .await
+            {
                 Ok(Term::Held(length, head)) => {
                     terms.set(part, Some(sent + length));
                     // The idle sweep's backstop: a job due sooner than it
@@ -279,7 +283,8 @@ pub(crate) async fn run(h: Handles) {
     super::upkeep::last_look(&h.store, &terms.held()).await;
     for part in terms.held() {
         terms.set(part, None);
-        if let Err(e) = h.store.take_term(part, &terms.id, Duration::ZERO).await {
+        let give_up = (terms.id.as_str(), Duration::ZERO);
+        if let Err(e) = h.store.run::<Leader>(part, give_up).await {
             debug!(partition = part, error = %e, "leader term not given up; it lapses");
         }
     }

@@ -35,6 +35,7 @@ use tracing::warn;
 
 use super::{DispatchPath, Handles};
 use crate::backoff::Backoff;
+use crate::store::sweeps::Trim;
 
 /// Longest sleep between sweeps even when nothing is due: every change
 /// that makes a job earlier wakes the sweep (in this process, or by the
@@ -189,7 +190,8 @@ async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
     for (topic, counts) in h.store.topic_counts().await? {
         if counts.dead > 0 {
             for part in h.leader.held() {
-                while h.store.trim(part, &topic, h.retention).await? > 0 {}
+                let trim = (topic.as_str(), h.retention);
+                while h.store.run::<Trim>(part, trim).await? > 0 {}
             }
         }
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use crate::figures::Instance;
 use crate::shutdown::Shutdown;
 use crate::stats::{Recorder, FLUSH_EVERY};
-use crate::store::relayout::Flag;
+use crate::store::index::Index;
+use crate::store::relayout::{Flag, LayoutSwap};
 use crate::store::Store;
 
 /// Follows the master until `stop`.
@@ -135,7 +136,7 @@ pub(super) async fn index_topics(h: super::Handles) {
                 }
                 loop {
                     let call = std::time::Instant::now();
-                    match h.store.index_topics(part, older).await {
+                    match h.store.run::<Index>(part, (older,)).await {
                         Ok((_, true)) => {
                             whole[part] = !older;
                             break;
@@ -230,7 +231,7 @@ async fn keep_layout(store: &Store, parts: &[usize], beats: &[String]) {
         };
         // Only if the flag is still as read: an operator's hold written
         // meanwhile stays.
-        match store.swap_layout_flag(part, flag, to).await {
+        match store.run::<LayoutSwap>(part, (flag, to)).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!(

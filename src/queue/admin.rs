@@ -14,14 +14,15 @@ impl Queue {
     /// Brings dead jobs of `topic` back to ready with fresh attempts: the
     /// given ids, or all of them when `ids` is empty. Returns how many.
     pub async fn requeue_dead(&self, topic: &str, ids: &[String]) -> Result<u64> {
-        use crate::store::requeue::BATCH;
+        use crate::store::requeue::{Requeue, BATCH};
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let store = self.store();
         let mut total = 0;
         if ids.is_empty() {
+            let oldest: &[String] = &[];
             for part in 0..store.parts().len() {
                 loop {
-                    match store.requeue(part, topic, &[]).await? {
+                    match store.run::<Requeue>(part, (topic, BATCH, oldest)).await? {
                         0 => break,
                         n => total += n,
                     }
@@ -38,7 +39,7 @@ impl Queue {
         }
         for (part, ids) in groups {
             for batch in ids.chunks(BATCH) {
-                total += store.requeue(part, topic, batch).await?;
+                total += store.run::<Requeue>(part, (topic, BATCH, batch)).await?;
             }
         }
         Ok(total)
@@ -46,11 +47,12 @@ impl Queue {
 
     /// Deletes every dead job of `topic`. Returns how many.
     pub async fn purge_dead(&self, topic: &str) -> Result<u64> {
+        use crate::store::sweeps::Purge;
         self.limits().check_topic(topic).map_err(Error::Invalid)?;
         let mut total = 0;
         for part in 0..self.store().parts().len() {
             loop {
-                match self.store().purge(part, topic).await? {
+                match self.store().run::<Purge>(part, (topic,)).await? {
                     0 => break,
                     n => total += n,
                 }

@@ -5,6 +5,7 @@ use super::Queue;
 use crate::defaults::{MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_PROGRESS_DEPTH};
 use crate::error::{Error, Result};
 use crate::job::LogLine;
+use crate::store::progress::{Log, Progress};
 use crate::store::Status;
 
 /// A progress value as stored: its JSON text, if within the limit.
@@ -81,7 +82,10 @@ impl Queue {
         l.check_id(id).map_err(Error::Invalid)?;
         l.check_token(token).map_err(Error::Invalid)?;
         let json = check_progress(value).map_err(Error::Invalid)?;
-        let status = self.store().progress(id, token, &json).await?;
+        let store = self.store();
+        let status = store
+            .run::<Progress>(store.part_of(id), (id, token, json.as_str()))
+            .await?;
         reported(id, status)
     }
 
@@ -96,7 +100,10 @@ impl Queue {
         l.check_id(id).map_err(Error::Invalid)?;
         l.check_token(token).map_err(Error::Invalid)?;
         check_log_line(line).map_err(Error::Invalid)?;
-        let status = self.store().log(id, token, line).await?;
+        let store = self.store();
+        let status = store
+            .run::<Log>(store.part_of(id), (id, token, line))
+            .await?;
         reported(id, status)
     }
 

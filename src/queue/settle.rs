@@ -7,9 +7,14 @@ use std::time::Duration;
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{check_due_at, Nacked};
+use crate::store::cancel::Cancel;
 #[cfg(feature = "server")]
 use crate::store::hold::Hold;
+use crate::store::nack::Nack;
+use crate::store::release::Release;
 use crate::store::remove::Fence;
+use crate::store::reschedule::Reschedule;
+use crate::store::touch::Touch;
 use crate::store::Status;
 
 /// How long after its lease would have ended a cancelled job's holder
@@ -86,7 +91,8 @@ impl Queue {
     pub async fn release(&self, id: &str, token: &str) -> Result<()> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
         self.limits().check_token(token).map_err(Error::Invalid)?;
-        if self.store().release(id, token).await? {
+        let store = self.store();
+        if store.run::<Release>(store.part_of(id), (id, token)).await? {
             return Ok(());
         }
         // Not current: say whether the job exists at all (a finished job's
@@ -125,7 +131,10 @@ impl Queue {
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn cancel(&self, id: &str) -> Result<Option<crate::JobState>> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
-        self.store().cancel(id, CANCEL_GRACE).await
+        let store = self.store();
+        store
+            .run::<Cancel>(store.part_of(id), (id, CANCEL_GRACE))
+            .await
     }
 
     async fn remove_any(
@@ -171,15 +180,12 @@ impl Queue {
             .take(1000)
             .collect();
         let error = if error.is_empty() { "nack" } else { &error };
-        let f = self
-            .store()
-            .nack(
-                id,
-                token,
-                delay,
-                error,
-                self.inner.h.retention,
-                backoff_ms(),
+        let retention = self.inner.h.retention;
+        let store = self.store();
+        let f = store
+            .run::<Nack>(
+                store.part_of(id),
+                (retention, id, token, delay, error, backoff_ms()),
             )
             .await?;
         match (f.status, f.state) {
@@ -213,7 +219,10 @@ impl Queue {
         if let Some(t) = ttr {
             l.check_ttr(t).map_err(Error::Invalid)?;
         }
-        let touched = self.store().touch(id, token, ttr).await?;
+        let store = self.store();
+        let touched = store
+            .run::<Touch>(store.part_of(id), (id, token, ttr))
+            .await?;
         match touched.status {
             Status::Done => Ok(touched.lease_until_ms),
             Status::Stale => Err(Error::StaleLease(id.to_owned())),
@@ -279,7 +288,10 @@ impl Queue {
         if let Some(b) = body {
             l.check_body(b).map_err(Error::Invalid)?;
         }
-        let r = self.store().reschedule(id, delay, due_at_ms, body).await?;
+        let store = self.store();
+        let r = store
+            .run::<Reschedule>(store.part_of(id), (id, delay, due_at_ms, body))
+            .await?;
         if r.status != Status::Done {
             return Err(Error::NotFound(id.to_owned()));
         }

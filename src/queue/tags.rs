@@ -6,8 +6,9 @@
 use super::Queue;
 use crate::error::{Error, Result};
 use crate::job::{check_due_at, check_tag, Job, JobState};
-use crate::store::tag_pages::TagPage;
+use crate::store::tag_pages::{TagCancel, TagList, TagPage};
 pub use crate::store::tag_reschedule::TagMove;
+use crate::store::tag_reschedule::TagReschedule;
 
 pub use crate::defaults::{MAX_TAG_PAGE, TAG_PAGE};
 
@@ -175,12 +176,20 @@ impl Queue {
         let mut left = limit;
         while part < parts {
             let page = match op {
-                Op::List => store.tag_list(part, tag, &after, left).await?,
-                Op::Cancel => store.tag_cancel(part, tag, &after, left).await?,
+                Op::List => {
+                    store
+                        .run::<TagList>(part, (tag, after.as_str(), left))
+                        .await?
+                }
+                Op::Cancel => {
+                    store
+                        .run::<TagCancel>(part, (tag, after.as_str(), left))
+                        .await?
+                }
                 Op::Move(to) | Op::Check(to) => {
                     let check = matches!(op, Op::Check(_));
                     match store
-                        .tag_reschedule(part, tag, &after, left, to, check)
+                        .run::<TagReschedule>(part, (tag, after.as_str(), left, to, check))
                         .await
                     {
                         Ok(page) => page,

@@ -3,21 +3,25 @@
 
 use std::time::Duration;
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::Status;
 use crate::error::{Error, Result};
 use crate::job::JobState;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "cancel",
-    source: include_str!("cancel.lua"),
-    // It frees memory: an operator cancels to make room too.
-    when_full: true,
-    // A cancel is acknowledged only once replicas have it: a failover
-    // must not bring back a job whose cancel was answered.
-    acked: true,
-    late_unknown: true,
-};
+script! {
+    /// Cancels job `id` (call it on the job's partition): the state it was
+    /// in, None if there was no such job. A running job's holder hears
+    /// "cancelled" until its lease would have ended and `grace` after. One
+    /// job hash read and the writes of a delete: bounded.
+    ///
+    /// It runs when Redis is full: it frees memory, and an operator
+    /// cancels to make room too. It is acknowledged only once replicas
+    /// have it: a failover must not bring back a job whose cancel was
+    /// answered.
+    Cancel = "cancel", when_full: true, acked: true, late_unknown: true,
+        (id: &'a str, grace: Duration => grace.as_millis() as u64) -> Option<JobState> = decode;
+}
 
 /// The reply: the state the job was in, or None (no job).
 fn decode((status, mut f): (Status, Fields)) -> Result<Option<JobState>> {
@@ -30,18 +34,6 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Option<JobState>> {
         }
         Status::Missing => Ok(None),
         other => Err(Error::protocol("cancel", format!("status {other:?}"))),
-    }
-}
-
-impl Store {
-    /// Cancels job `id`; returns the state it was in (None: no such job).
-    /// A running job's holder hears "cancelled" until its lease would have
-    /// ended and `grace` after. One job hash read and the writes of a
-    /// delete: bounded.
-    pub(crate) async fn cancel(&self, id: &str, grace: Duration) -> Result<Option<JobState>> {
-        let mut cmd = self.script(&SCRIPT, self.part_of(id));
-        cmd.arg(id).arg(grace.as_millis() as u64);
-        decode(self.send(cmd).await?)
     }
 }
 

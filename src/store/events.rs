@@ -3,17 +3,18 @@
 //! step as the change, so no event is missed or invented) and read here
 //! with `events.lua`. Off unless configured: then no script writes one.
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::{Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "events",
-    source: include_str!("events.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: false,
-};
+script! {
+    /// Up to `max` (at least one) events of a partition after `pos`, which
+    /// [`check_pos`] has checked. XINFO STREAM and an XRANGE of at most
+    /// `max` entries, so its cost is bounded by what it returns.
+    Events = "events", when_full: true, acked: false, late_unknown: false,
+        (pos: &'a str, max: usize => max.max(1)) -> Read = decode;
+}
 
 pub use crate::defaults::{EVENTS_KEPT as DEFAULT_EVENTS_KEPT, MAX_EVENTS_KEPT};
 
@@ -52,6 +53,7 @@ pub(crate) struct Read {
     pub entries: Vec<Entry>,
 }
 
+/// The reply: the gap flag, the position after, then 7 fields an entry.
 fn decode((_, mut f): (Status, Fields)) -> Result<Read> {
     let gap = f.int()? == 1;
     let pos = f.string()?;
@@ -104,9 +106,7 @@ impl Store {
     /// most `max` entries, so its cost is bounded by what it returns.
     pub(crate) async fn read_events(&self, part: usize, pos: &str, max: usize) -> Result<Read> {
         check_pos(pos).map_err(Error::Invalid)?;
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(pos).arg(max.max(1));
-        decode(self.send(cmd).await?)
+        self.run::<Events>(part, (pos, max)).await
     }
 }
 

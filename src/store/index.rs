@@ -3,17 +3,18 @@
 //! ended, and again while an instance of an older build (which keeps no
 //! topic schedules) is alive.
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::{Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "index",
-    source: include_str!("index.lua"),
-    when_full: false,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// One batch ([`BATCH`] entries at most) of a partition's backfill;
+    /// `again`: begin a new pass if none is under way. Replies the entries
+    /// looked at and whether no pass is under way after it.
+    Index = "index", when_full: false, acked: false, late_unknown: true,
+        (again: bool => (BATCH, u8::from(again))) -> (u64, bool) = decode;
+}
 
 /// Most entries one call looks at.
 pub const BATCH: usize = 1000;
@@ -33,7 +34,7 @@ impl Store {
     pub(crate) async fn index_all(&self, part: usize) -> Result<()> {
         loop {
             let call = std::time::Instant::now();
-            if self.index_topics(part, false).await?.1 {
+            if self.run::<Index>(part, (false,)).await?.1 {
                 return Ok(());
             }
             let pause = (call.elapsed() * 3).clamp(
@@ -42,15 +43,6 @@ impl Store {
             );
             tokio::time::sleep(pause).await;
         }
-    }
-
-    /// One batch of partition `part`'s backfill; `again`: begin a new pass
-    /// if none is under way. Returns the entries looked at and whether no
-    /// pass is under way after it.
-    pub(crate) async fn index_topics(&self, part: usize, again: bool) -> Result<(u64, bool)> {
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(BATCH).arg(u8::from(again));
-        decode(self.send(cmd).await?)
     }
 }
 

@@ -4,18 +4,19 @@
 
 use std::time::Duration;
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::Status;
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "leader",
-    source: include_str!("leader.lua"),
-    // Due jobs still fall due when Redis is full.
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Takes or extends a partition's leader term for `length` as
+    /// instance `id`; `length` zero gives it up if `id` holds it. One key
+    /// read and at most one written: bounded. It runs when Redis is full:
+    /// due jobs still fall due then.
+    Leader = "leader", when_full: true, acked: false, late_unknown: true,
+        (id: &'a str, length: Duration => length.as_millis() as u64) -> Term = decode;
+}
 
 /// What a term call found.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,6 +30,7 @@ pub(crate) enum Term {
     Other(Duration),
 }
 
+/// The reply: held or not, the time left, and (held) the head's.
 fn decode((status, mut f): (Status, Fields)) -> Result<Term> {
     if status != Status::Done {
         return Err(Error::protocol("leader", format!("status {status:?}")));
@@ -41,17 +43,6 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Term> {
     } else {
         Term::Other(ms)
     })
-}
-
-impl Store {
-    /// Takes or extends partition `part`'s leader term for `length`
-    /// as instance `id`; `length` zero gives it up if `id` holds it. One
-    /// key read and at most one written: bounded.
-    pub(crate) async fn take_term(&self, part: usize, id: &str, length: Duration) -> Result<Term> {
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(id).arg(length.as_millis() as u64);
-        decode(self.send(cmd).await?)
-    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,21 @@
 //! The storage layer: everything delayq says to Redis.
 //!
 //! Each state transition is one Lua script with a Rust file beside it that
-//! encodes its arguments and decodes its reply (`push.lua` and `push.rs`,
-//! and so on), and holds the [`Store`] method that calls it. A script is
-//! one type implementing [`script::Script`] (its name, flags, source,
-//! arguments from a typed input, reply decoded into a typed output);
-//! scripts of one shape are rows of one table ([`sweeps`]: purge, trim,
-//! history; [`tag_pages`]: tag_list, tag_cancel), and so are release and
-//! requeue, a row each in their own files. The other scripts still
-//! declare a [`ScriptDef`] and a method of their own, to be turned into
-//! [`script::Script`] types the same way. `lib/*.lua` hold the helpers
-//! they share and [`layout`] names
-//! every key, field and state once. The scripts are loaded as one Redis
+//! encodes its arguments and decodes its reply (`cancel.lua` and
+//! `cancel.rs`, and so on). A script called once per change is one type
+//! implementing [`script::Script`] (its name, flags, source, arguments
+//! from a typed input, reply decoded into a typed output), declared as a
+//! row of `script!` (`rate.rs`, whose calls differ in arity,
+//! implements it by hand); callers run it with
+//! `store.run::<Cancel>(part, input)`, and a [`Store`] method stands
+//! beside a script only where a call needs more than one script call
+//! (paging, pacing, the writes around it). Scripts of one shape share one
+//! table and decode ([`sweeps`]: purge, trim, history; [`tag_pages`]:
+//! tag_list, tag_cancel). The scripts over many jobs per call (push,
+//! remove, hold, tick, through [`batch`]; pop and dispatch) keep a
+//! [`ScriptDef`] and their batch's own trait; so do group and list, whose
+//! modes answer in different shapes. `lib/*.lua` hold the helpers they
+//! share and [`layout`] names every key, field and state once. The scripts are loaded as one Redis
 //! function library ([`library`]) and called by name. Plain reads (a job,
 //! the counts, a dead-letter page, memory) are in [`read`].
 //!

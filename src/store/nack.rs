@@ -3,18 +3,27 @@
 
 use std::time::Duration;
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::Status;
 use crate::error::{Error, Result};
 use crate::job::JobState;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "nack",
-    source: include_str!("nack.lua"),
-    when_full: true,
-    acked: true,
-    late_unknown: true,
-};
+script! {
+    /// Reports a failed attempt of job `id` under lease `token` (call it
+    /// on the job's partition): retried after `delay` (the job's policy
+    /// when None, `fallback_ms` its backoff when it has none) or dead,
+    /// kept by `retention`; `error` is the attempt's error line.
+    Nack = "nack", when_full: true, acked: true, late_unknown: true,
+        (
+            retention: Retention => (retention.max_per_topic, retention.max_age.as_millis() as u64),
+            id: &'a str,
+            token: &'a str,
+            delay: Option<Duration> => delay.map_or(-1, |d| d.as_millis() as i64),
+            error: &'a str,
+            fallback_ms: &'a str,
+        ) -> Failed = decode;
+}
 
 /// Where a nacked job went (with status Done).
 #[derive(Debug, PartialEq, Eq)]
@@ -26,14 +35,20 @@ pub(crate) struct Failed {
     pub topic: String,
 }
 
+/// The reply: the status, then (when Done, always) the state the job went
+/// to, its due time and its topic.
 fn decode((status, mut f): (Status, Fields)) -> Result<Failed> {
     let state = f.string()?;
-    Ok(Failed {
+    let failed = Failed {
         status,
         state: JobState::parse(&state),
         due_ms: f.int()?,
         topic: f.string()?,
-    })
+    };
+    if failed.status == Status::Done && failed.state.is_none() {
+        return Err(Error::protocol("nack", format!("{failed:?}")));
+    }
+    Ok(failed)
 }
 
 /// Dead-letter retention, as the scripts that can kill a job take it.
@@ -41,32 +56,6 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Failed> {
 pub(crate) struct Retention {
     pub max_per_topic: usize,
     pub max_age: Duration,
-}
-
-impl Store {
-    pub(crate) async fn nack(
-        &self,
-        id: &str,
-        token: &str,
-        delay: Option<Duration>,
-        error: &str,
-        retention: Retention,
-        fallback_ms: &str,
-    ) -> Result<Failed> {
-        let mut cmd = self.script(&SCRIPT, self.part_of(id));
-        cmd.arg(retention.max_per_topic)
-            .arg(retention.max_age.as_millis() as u64)
-            .arg(id)
-            .arg(token)
-            .arg(delay.map_or(-1, |d| d.as_millis() as i64))
-            .arg(error)
-            .arg(fallback_ms);
-        let failed = decode(self.send(cmd).await?)?;
-        if failed.status == Status::Done && failed.state.is_none() {
-            return Err(Error::protocol("nack", format!("{failed:?}")));
-        }
-        Ok(failed)
-    }
 }
 
 #[cfg(test)]

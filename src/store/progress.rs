@@ -2,26 +2,22 @@
 //! its lease token as a touch is. The scripts are `progress.lua` and
 //! `log.lua`.
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::{Status, Store};
 use crate::error::Result;
 pub use crate::job::LogLine;
 use crate::redis::Fields;
 
-pub const PROGRESS: ScriptDef = ScriptDef {
-    name: "progress",
-    source: include_str!("progress.lua"),
-    when_full: false,
-    acked: false,
-    late_unknown: true,
-};
-
-pub const LOG: ScriptDef = ScriptDef {
-    name: "log",
-    source: include_str!("log.lua"),
-    when_full: false,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Sets job `id`'s progress (JSON text) under lease `token` (call it
+    /// on the job's partition).
+    Progress = "progress", when_full: false, acked: false, late_unknown: true,
+        (id: &'a str, token: &'a str, json: &'a str) -> Status = decode;
+    /// Appends `line` to job `id`'s log under lease `token` (call it on
+    /// the job's partition).
+    Log = "log", when_full: false, acked: false, late_unknown: true,
+        (id: &'a str, token: &'a str, line: &'a str) -> Status = decode;
+}
 
 /// A line as stored ("<ms> TAB <line>").
 fn parse_line(stored: &str) -> LogLine {
@@ -32,25 +28,12 @@ fn parse_line(stored: &str) -> LogLine {
     }
 }
 
+/// The reply: whether the lease held (DONE), or why not.
 fn decode((status, _): (Status, Fields)) -> Result<Status> {
     Ok(status)
 }
 
 impl Store {
-    /// Sets job `id`'s progress (JSON text) under lease `token`.
-    pub(crate) async fn progress(&self, id: &str, token: &str, json: &str) -> Result<Status> {
-        let mut cmd = self.script(&PROGRESS, self.part_of(id));
-        cmd.arg(id).arg(token).arg(json);
-        decode(self.send(cmd).await?)
-    }
-
-    /// Appends `line` to job `id`'s log under lease `token`.
-    pub(crate) async fn log(&self, id: &str, token: &str, line: &str) -> Result<Status> {
-        let mut cmd = self.script(&LOG, self.part_of(id));
-        cmd.arg(id).arg(token).arg(line);
-        decode(self.send(cmd).await?)
-    }
-
     /// Job `id`'s log, oldest line first (at most
     /// [`LOG_LINES_KEPT`](crate::defaults::LOG_LINES_KEPT)): one LRANGE.
     pub(crate) async fn logs(&self, id: &str) -> Result<Vec<LogLine>> {

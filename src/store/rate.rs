@@ -10,18 +10,56 @@
 
 use std::collections::BTreeMap;
 
+use super::call::Call;
+use super::script::Script;
 use super::{layout, layout::rate_field, Keys, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::rate::RateLimit;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "rate",
-    source: include_str!("rate.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+/// `rate.lua`: one topic's bucket in its home partition, set, taken from
+/// or given back to (see [`Bucket`]).
+pub(crate) struct Rate;
+
+/// What a call of `rate.lua` does to `topic`'s bucket.
+pub(crate) enum Bucket<'a> {
+    /// Sets (or replaces) the limit.
+    Set(&'a str, RateLimit),
+    /// Takes up to this many jobs' tokens.
+    Take(&'a str, usize),
+    /// Gives back this many jobs' tokens.
+    Give(&'a str, u64),
+}
+
+impl Script for Rate {
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "rate",
+        source: include_str!("rate.lua"),
+        when_full: true,
+        acked: false,
+        late_unknown: true,
+    };
+    type Input<'a> = Bucket<'a>;
+    type Output = Grant;
+
+    fn args(input: Bucket<'_>, call: &mut Call) {
+        match input {
+            // Tokens are thousandths of a job, refilled every ms:
+            // per_second / 1000 jobs a ms is per_second thousandths.
+            Bucket::Set(topic, limit) => call
+                .arg("set")
+                .arg(topic)
+                .arg(limit.per_second)
+                .arg(limit.burst),
+            Bucket::Take(topic, max) => call.arg("take").arg(topic).arg(max),
+            Bucket::Give(topic, n) => call.arg("give").arg(topic).arg(n),
+        };
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<Grant> {
+        decode(reply)
+    }
+}
 
 impl Store {
     /// The partition that keeps `topic`'s token bucket.
@@ -37,14 +75,7 @@ impl Store {
         let home = self.rate_home(topic);
         // The bucket first, then the limit's mark in every other partition,
         // whose pops then take no job of the topic without tokens from it.
-        let mut cmd = self.script(&SCRIPT, home);
-        // Tokens are thousandths of a job, refilled every ms: per_second /
-        // 1000 jobs a ms is per_second thousandths.
-        cmd.arg("set")
-            .arg(topic)
-            .arg(limit.per_second)
-            .arg(limit.burst);
-        decode(self.send(cmd).await?)?;
+        self.run::<Rate>(home, Bucket::Set(topic, limit)).await?;
         for i in (0..self.parts().len()).filter(|&i| i != home) {
             let mut cmd = redis::cmd("HSET");
             cmd.arg(self.parts()[i].rate(topic))
@@ -128,9 +159,8 @@ impl Store {
     /// `topic`'s tokens from its one bucket: None without a limit. One
     /// small call; none on an unsplit queue, whose pop takes them itself.
     pub(crate) async fn rate_take(&self, topic: &str, max: usize) -> Result<Option<Grant>> {
-        let mut cmd = self.script(&SCRIPT, self.rate_home(topic));
-        cmd.arg("take").arg(topic).arg(max);
-        let grant = decode(self.send(cmd).await?)?;
+        let take = Bucket::Take(topic, max);
+        let grant = self.run::<Rate>(self.rate_home(topic), take).await?;
         let mut limited = self.limited.lock().unwrap();
         if grant.granted < 0 {
             limited.remove(topic);
@@ -149,9 +179,8 @@ impl Store {
     pub(crate) async fn rate_give(&self, topics: &[String], unused: &[Option<u64>]) {
         for (topic, n) in topics.iter().zip(unused) {
             let Some(n @ 1..) = *n else { continue };
-            let mut cmd = self.script(&SCRIPT, self.rate_home(topic));
-            cmd.arg("give").arg(topic).arg(n);
-            if let Err(e) = self.send(cmd).await.and_then(decode) {
+            let give = Bucket::Give(topic, n);
+            if let Err(e) = self.run::<Rate>(self.rate_home(topic), give).await {
                 tracing::warn!(error = %e, topic, "could not give unused rate tokens back");
             }
         }

@@ -1,22 +1,22 @@
 //! Recurring put: create, replace, delete, pause or resume a schedule. The
 //! script is `recur_put.lua`.
 
-use super::{Keys, ScriptDef, Status, Store};
+use super::script::script;
+use super::{Keys, Status, Store};
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "recur_put",
-    source: include_str!("recur_put.lua"),
-    // Delete must work on a full Redis.
-    when_full: true,
-    acked: true,
-    late_unknown: true,
-};
+script! {
+    /// Does `action` ("put", "delete", "pause" or "resume") to schedule
+    /// `name`; a put writes `def` (JSON) under `version`. Runs when Redis
+    /// is full: delete must work then.
+    RecurPut = "recur_put", when_full: true, acked: true, late_unknown: true,
+        (name: &'a str, action: &'a str, def: &'a str, version: &'a str) -> bool = decode;
+}
 
 /// The reply: DONE, or MISSING (nothing changed).
-fn decode((status, _): (Status, Fields)) -> bool {
-    status == Status::Done
+fn decode((status, _): (Status, Fields)) -> Result<bool> {
+    Ok(status == Status::Done)
 }
 
 impl Store {
@@ -37,9 +37,8 @@ impl Store {
                 sadd.query_async::<i64>(&mut self.redis.conn()),
             )
             .await?;
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(name).arg("put").arg(def).arg(&version);
-        self.send(cmd).await?;
+        self.run::<RecurPut>(part, (name, "put", def, version.as_str()))
+            .await?;
         Ok(())
     }
 
@@ -47,9 +46,7 @@ impl Store {
     /// over. False if there was none.
     pub(crate) async fn recur_delete(&self, name: &str) -> Result<bool> {
         let part = self.recur_part(name);
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(name).arg("delete").arg("").arg("");
-        let done = decode(self.send(cmd).await?);
+        let done = self.run::<RecurPut>(part, (name, "delete", "", "")).await?;
         let mut srem = redis::cmd("SREM");
         srem.arg(Keys::recurring_index(self.prefix())).arg(name);
         self.redis
@@ -68,12 +65,8 @@ impl Store {
     /// on one schedule's keys.
     pub(crate) async fn recur_pause(&self, name: &str, pause: bool) -> Result<bool> {
         let part = self.recur_part(name);
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(name)
-            .arg(if pause { "pause" } else { "resume" })
-            .arg("")
-            .arg("");
-        Ok(decode(self.send(cmd).await?))
+        let action = if pause { "pause" } else { "resume" };
+        self.run::<RecurPut>(part, (name, action, "", "")).await
     }
 }
 
@@ -84,7 +77,8 @@ mod tests {
 
     #[test]
     fn decodes_whether_it_was_done() {
-        let d = |r: &[&str]| decode(Fields::parse::<Status>("recur_put", sample(r)).unwrap());
+        let d =
+            |r: &[&str]| decode(Fields::parse::<Status>("recur_put", sample(r)).unwrap()).unwrap();
         assert!(d(&["0"]));
         assert!(!d(&["1"]));
         assert!(Fields::parse::<Status>("recur_put", sample(&["9"])).is_err());

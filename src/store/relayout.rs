@@ -3,26 +3,30 @@
 //! rewrites every pieced body whole with `relayout.lua`, a batch per call.
 
 use super::layout::Keys;
+use super::script::{script, Script};
 use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "relayout",
-    source: include_str!("relayout.lua"),
-    when_full: false,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// One batch ([`BATCH`] keys SCAN looks at) of a partition's walk back
+    /// to layout 1, from `cursor` ("0" to begin): the next cursor ("0":
+    /// done) and how many bodies it wrote whole.
+    Relayout = "relayout", when_full: false, acked: false, late_unknown: true,
+        (cursor: &'a str => (cursor, BATCH)) -> (String, u64) = decode;
+    /// The leader's compare-and-set of a partition's layout flag: sets it
+    /// to `to` only if it is still `from` (what the caller read): false,
+    /// nothing written, if an operator's hold (or another leader) changed
+    /// it in between.
+    LayoutSwap = "layout_swap", when_full: false, acked: false, late_unknown: true,
+        (
+            from: Flag => from.value().unwrap_or_default(),
+            to: Flag => to.value().unwrap_or_default(),
+        ) -> bool = swapped;
+}
 
-/// The leader's compare-and-set of a partition's layout flag.
-pub const SWAP: ScriptDef = ScriptDef {
-    name: "layout_swap",
-    source: include_str!("layout_swap.lua"),
-    when_full: false,
-    acked: false,
-    late_unknown: true,
-};
+/// layout_swap's definition, for the test suite's direct calls.
+pub const SWAP: &ScriptDef = <LayoutSwap as Script>::DEF;
 
 /// Keys SCAN looks at per call.
 pub const BATCH: usize = 500;
@@ -69,11 +73,20 @@ pub fn layout_keys(prefix: &str, partitions: usize) -> Vec<String> {
         .collect()
 }
 
+/// relayout's reply: the next cursor and how many bodies it wrote whole.
 fn decode((status, mut f): (Status, Fields)) -> Result<(String, u64)> {
     if status != Status::Done {
         return Err(Error::protocol("relayout", format!("status {status:?}")));
     }
     Ok((f.string()?, f.int()?.max(0) as u64))
+}
+
+/// layout_swap's reply: whether the flag was still `from` (and is now `to`).
+fn swapped((status, mut f): (Status, Fields)) -> Result<bool> {
+    if status != Status::Done {
+        return Err(Error::protocol("layout_swap", format!("status {status:?}")));
+    }
+    Ok(f.int()? == 1)
 }
 
 impl Store {
@@ -127,20 +140,6 @@ impl Store {
         Ok(())
     }
 
-    /// Sets partition `part`'s layout flag to `to` only if it is still
-    /// `from` (what the caller read): false, nothing written, if an
-    /// operator's hold (or another leader) changed it in between.
-    pub(crate) async fn swap_layout_flag(&self, part: usize, from: Flag, to: Flag) -> Result<bool> {
-        let mut cmd = self.script(&SWAP, part);
-        cmd.arg(from.value().unwrap_or_default())
-            .arg(to.value().unwrap_or_default());
-        let (status, mut f) = self.send(cmd).await?;
-        if status != Status::Done {
-            return Err(Error::protocol("layout_swap", format!("status {status:?}")));
-        }
-        Ok(f.int()? == 1)
-    }
-
     /// Partition `part`'s whole walk back to layout 1, paced: after each
     /// call a pause three times as long as it took (at most 500 ms), so
     /// that it takes about a quarter of Redis's time. Returns how many
@@ -149,7 +148,7 @@ impl Store {
         let (mut cursor, mut rewritten) = ("0".to_owned(), 0);
         loop {
             let call = std::time::Instant::now();
-            let (next, n) = self.relayout_batch(part, &cursor).await?;
+            let (next, n) = self.run::<Relayout>(part, (cursor.as_str(),)).await?;
             rewritten += n;
             if next == "0" {
                 return Ok(rewritten);
@@ -161,15 +160,6 @@ impl Store {
             );
             tokio::time::sleep(pause).await;
         }
-    }
-
-    /// One batch of partition `part`'s walk back to layout 1, from
-    /// `cursor` ("0" to begin): the next cursor ("0": done) and how many
-    /// bodies it wrote whole.
-    pub(crate) async fn relayout_batch(&self, part: usize, cursor: &str) -> Result<(String, u64)> {
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(cursor).arg(BATCH);
-        decode(self.send(cmd).await?)
     }
 }
 

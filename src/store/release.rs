@@ -2,12 +2,14 @@
 //! `release.lua`.
 
 use super::script::script;
-use super::{Status, Store};
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
 script! {
-    /// Undoes the lease `token` of job `id`.
+    /// Undoes the lease `token` of job `id` (call it on the job's
+    /// partition): true if it was undone (the job is ready again, the
+    /// attempt uncounted), false if it was no longer current.
     Release = "release", when_full: true, acked: false, late_unknown: true,
         (id: &'a str, token: &'a str) -> bool = decode;
 }
@@ -15,14 +17,6 @@ script! {
 /// The reply: DONE, or STALE or MISSING (nothing changed).
 fn decode((status, _): (Status, Fields)) -> Result<bool> {
     Ok(status == Status::Done)
-}
-
-impl Store {
-    /// True if the lease `token` was undone (the job is ready again, the
-    /// attempt uncounted); false if it was no longer current.
-    pub(crate) async fn release(&self, id: &str, token: &str) -> Result<bool> {
-        self.run::<Release>(self.part_of(id), (id, token)).await
-    }
 }
 
 #[cfg(test)]

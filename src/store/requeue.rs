@@ -2,13 +2,14 @@
 //! `requeue.lua`.
 
 use super::script::script;
-use super::{Status, Store};
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
 script! {
-    /// Requeues `ids` (at most `limit`), or the oldest `limit` dead jobs
-    /// of `topic` when `ids` is empty.
+    /// Requeues `ids` (at most `limit`, [`BATCH`] at most; all in the
+    /// partition called), or the oldest `limit` dead jobs of `topic` when
+    /// `ids` is empty: how many.
     Requeue = "requeue", when_full: true, acked: false, late_unknown: true,
         (topic: &'a str, limit: usize, ids: &'a [String]) -> u64 = decode;
 }
@@ -19,15 +20,6 @@ pub(crate) const BATCH: usize = 500;
 /// The reply: DONE and how many jobs were requeued.
 fn decode((_, mut f): (Status, Fields)) -> Result<u64> {
     Ok(f.int()?.max(0) as u64)
-}
-
-impl Store {
-    /// Requeues `ids` (at most [`BATCH`]), or the oldest [`BATCH`] dead jobs
-    /// of `topic` when `ids` is empty. Returns how many.
-    /// All of `ids` must be in partition `part`.
-    pub(crate) async fn requeue(&self, part: usize, topic: &str, ids: &[String]) -> Result<u64> {
-        self.run::<Requeue>(part, (topic, BATCH, ids)).await
-    }
 }
 
 #[cfg(test)]

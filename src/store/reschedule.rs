@@ -3,19 +3,25 @@
 
 use std::time::Duration;
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "reschedule",
-    source: include_str!("reschedule.lua"),
-    when_full: false,
-    // A failover must not bring back the due time (or body) it replaced:
-    // the job would come early, or with a body no longer expected.
-    acked: true,
-    late_unknown: true,
-};
+script! {
+    /// Gives job `id` (call it on the job's partition) a new due time:
+    /// `delay` from now, or `due_at_ms` (Unix ms) when given; and `body`
+    /// when given. Acknowledged: a failover must not bring back the due
+    /// time (or body) it replaced: the job would come early, or with a
+    /// body no longer expected.
+    Reschedule = "reschedule", when_full: false, acked: true, late_unknown: true,
+        (
+            id: &'a str,
+            delay: Duration => delay.as_millis() as u64,
+            due_at_ms: Option<i64> => due_at_ms.map_or(-1, |t| t.max(0)),
+            body: Option<&'a str> => (if body.is_some() { "1" } else { "0" }, body.unwrap_or("")),
+        ) -> Rescheduled = decode;
+}
 
 /// What a reschedule did.
 #[derive(Debug, PartialEq, Eq)]
@@ -27,30 +33,13 @@ pub(crate) struct Rescheduled {
     pub new_head: bool,
 }
 
+/// The reply: the status, the due time and whether it is the head.
 fn decode((status, mut f): (Status, Fields)) -> Result<Rescheduled> {
     Ok(Rescheduled {
         status,
         due_ms: f.int()?,
         new_head: f.int()? == 1,
     })
-}
-
-impl Store {
-    pub(crate) async fn reschedule(
-        &self,
-        id: &str,
-        delay: Duration,
-        due_at_ms: Option<i64>,
-        body: Option<&str>,
-    ) -> Result<Rescheduled> {
-        let mut cmd = self.script(&SCRIPT, self.part_of(id));
-        cmd.arg(id)
-            .arg(delay.as_millis() as u64)
-            .arg(due_at_ms.map_or(-1, |t| t.max(0)))
-            .arg(if body.is_some() { "1" } else { "0" })
-            .arg(body.unwrap_or(""));
-        decode(self.send(cmd).await?)
-    }
 }
 
 #[cfg(test)]

@@ -38,14 +38,20 @@ impl Store {
 }
 
 /// Declares scripts as rows: each row a type implementing [`Script`], its
-/// name (the `.lua` file beside this one), its flags, its arguments (each
-/// written as it comes, in order) and the function that decodes its reply.
+/// name (the `.lua` file beside this one), its flags, its arguments in
+/// order and the function that decodes its reply. An argument is written
+/// as it comes, or as the expression after its `=>` (a tuple writes each
+/// of its elements: one input, several arguments).
 ///
 /// ```text
 /// script! {
 ///     /// What it does.
 ///     Purge = "purge", when_full: true, acked: false, late_unknown: true,
 ///         (topic: &'a str, limit: u64) -> u64 = count;
+///     /// An argument given as a Duration, sent in ms.
+///     Cancel = "cancel", when_full: true, acked: true, late_unknown: true,
+///         (id: &'a str, grace: Duration => grace.as_millis() as u64)
+///             -> Option<JobState> = decode;
 /// }
 /// ```
 macro_rules! script {
@@ -53,7 +59,7 @@ macro_rules! script {
         $(#[$doc:meta])*
         $ty:ident = $name:literal,
             when_full: $when_full:expr, acked: $acked:expr, late_unknown: $late:expr,
-            ($($arg:ident: $t:ty),* $(,)?) -> $out:ty = $decode:path;
+            ($($arg:ident: $t:ty $(=> $wire:expr)?),* $(,)?) -> $out:ty = $decode:path;
     )*) => {$(
         $(#[$doc])*
         pub(crate) struct $ty;
@@ -69,7 +75,7 @@ macro_rules! script {
             type Input<'a> = ($($t,)*);
             type Output = $out;
             fn args(($($arg,)*): Self::Input<'_>, call: &mut $crate::store::call::Call) {
-                $(call.arg($arg);)*
+                $($(let $arg = $wire;)? call.arg($arg);)*
             }
             fn decode(
                 reply: ($crate::store::Status, $crate::redis::Fields),

@@ -16,18 +16,24 @@ use crate::error::Result;
 use crate::redis::Fields;
 
 script! {
-    /// Deletes up to `limit` dead jobs of `topic`.
+    /// Deletes up to [`PURGE_BATCH`] dead jobs of `topic`: how many.
     Purge = "purge", when_full: true, acked: false, late_unknown: true,
-        (topic: &'a str, limit: u64) -> u64 = count;
-    /// Drops up to 200 of `topic`'s dead jobs beyond `max_per_topic` or
-    /// older than `max_age_ms`.
+        (topic: &'a str => (topic, PURGE_BATCH)) -> u64 = count;
+    /// Drops up to 200 of `topic`'s dead jobs beyond `retention` (its
+    /// `max_per_topic`, or older than its `max_age`): how many.
     Trim = "trim", when_full: true, acked: false, late_unknown: true,
-        (topic: &'a str, max_per_topic: usize, max_age_ms: u64) -> u64 = count;
+        (
+            topic: &'a str,
+            retention: Retention => (retention.max_per_topic, retention.max_age.as_millis() as u64),
+        ) -> u64 = count;
     /// Drops up to 100 of `topic`'s kept records: those older than
     /// `window_ms`, and index entries whose record is gone.
     History = "history", when_full: true, acked: false, late_unknown: true,
         (topic: &'a str, window_ms: u64) -> u64 = count;
 }
+
+/// Most dead jobs one purge call deletes: bounds a script's run time.
+pub(crate) const PURGE_BATCH: u64 = 500;
 
 /// The reply: DONE and how many entries went.
 fn count((_, mut f): (Status, Fields)) -> Result<u64> {
@@ -35,19 +41,6 @@ fn count((_, mut f): (Status, Fields)) -> Result<u64> {
 }
 
 impl Store {
-    /// Deletes up to 500 dead jobs of `topic` in partition `part`; returns how many.
-    pub(crate) async fn purge(&self, part: usize, topic: &str) -> Result<u64> {
-        self.run::<Purge>(part, (topic, 500)).await
-    }
-
-    /// Drops up to 200 of `topic`'s dead jobs beyond `retention`; returns
-    /// how many.
-    pub(crate) async fn trim(&self, part: usize, topic: &str, retention: Retention) -> Result<u64> {
-        let max_age_ms = retention.max_age.as_millis() as u64;
-        self.run::<Trim>(part, (topic, retention.max_per_topic, max_age_ms))
-            .await
-    }
-
     /// Drops up to 100 of `topic`'s kept records in partition `part`:
     /// those older than its window, and index entries whose record is gone.
     /// Returns how many.

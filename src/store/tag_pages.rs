@@ -5,7 +5,7 @@
 //! [`crate::Queue::tag_jobs`]'s.
 
 use super::script::script;
-use super::{Status, Store};
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
@@ -74,32 +74,6 @@ fn cancelled((_, mut f): (Status, Fields)) -> Result<TagPage> {
         skipped: skipped(&mut f)?,
         ..TagPage::default()
     })
-}
-
-impl Store {
-    /// Up to `limit` entries of `tag`'s index in partition `part`, after
-    /// id `after` ("" from the start).
-    pub(crate) async fn tag_list(
-        &self,
-        part: usize,
-        tag: &str,
-        after: &str,
-        limit: usize,
-    ) -> Result<TagPage> {
-        self.run::<TagList>(part, (tag, after, limit)).await
-    }
-
-    /// Deletes the jobs not handed out among up to `limit` entries of
-    /// `tag`'s index in partition `part`, after id `after`.
-    pub(crate) async fn tag_cancel(
-        &self,
-        part: usize,
-        tag: &str,
-        after: &str,
-        limit: usize,
-    ) -> Result<TagPage> {
-        self.run::<TagCancel>(part, (tag, after, limit)).await
-    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,29 @@
 //! Move a page of a tag's jobs in one partition to a new due time. The
 //! script is `tag_reschedule.lua`.
 
+use super::script::script;
 use super::tag_pages::{last, skipped, TagPage};
-use super::{ScriptDef, Status, Store};
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "tag_reschedule",
-    source: include_str!("tag_reschedule.lua"),
-    when_full: false,
-    acked: true,
-    late_unknown: true,
-};
+script! {
+    /// Moves the delayed and ready jobs among up to `limit` entries of
+    /// `tag`'s index after id `after` (call it on each partition); with
+    /// `check`, only finds whether every move is possible (an error if
+    /// not) and changes nothing.
+    TagReschedule = "tag_reschedule", when_full: false, acked: true, late_unknown: true,
+        (
+            tag: &'a str,
+            after: &'a str,
+            limit: usize,
+            to: TagMove => match to {
+                TagMove::Shift(ms) => (ms, -1),
+                TagMove::At(ms) => (0, ms.max(0)),
+            },
+            check: bool => if check { "1" } else { "0" },
+        ) -> TagPage = decode;
+}
 
 /// Where a tag's jobs go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +34,8 @@ pub enum TagMove {
     At(i64),
 }
 
+/// The reply: the cursor, how many moved, whether one is now the head,
+/// then each job left alone with its state.
 fn decode((_, mut f): (Status, Fields)) -> Result<TagPage> {
     let last = last(&mut f)?;
     let changed = f.int()?.max(0) as u64;
@@ -34,35 +47,6 @@ fn decode((_, mut f): (Status, Fields)) -> Result<TagPage> {
         skipped: skipped(&mut f)?,
         ..TagPage::default()
     })
-}
-
-impl Store {
-    /// Moves the delayed and ready jobs among up to `limit` entries of
-    /// `tag`'s index in partition `part`, after id `after`; with `check`,
-    /// only finds whether every move is possible (an error if not) and
-    /// changes nothing.
-    pub(crate) async fn tag_reschedule(
-        &self,
-        part: usize,
-        tag: &str,
-        after: &str,
-        limit: usize,
-        to: TagMove,
-        check: bool,
-    ) -> Result<TagPage> {
-        let (shift, at) = match to {
-            TagMove::Shift(ms) => (ms, -1),
-            TagMove::At(ms) => (0, ms.max(0)),
-        };
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(tag)
-            .arg(after)
-            .arg(limit)
-            .arg(shift)
-            .arg(at)
-            .arg(if check { "1" } else { "0" });
-        decode(self.send(cmd).await?)
-    }
 }
 
 #[cfg(test)]

@@ -2,17 +2,21 @@
 
 use std::time::Duration;
 
-use super::{ScriptDef, Status, Store};
+use super::script::script;
+use super::Status;
 use crate::error::Result;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "touch",
-    source: include_str!("touch.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Extends the lease `token` of job `id` (call it on the job's
+    /// partition) to `length` from now, the job's own ttr when None.
+    Touch = "touch", when_full: true, acked: false, late_unknown: true,
+        (
+            id: &'a str,
+            token: &'a str,
+            length: Option<Duration> => length.map_or(-1, |d| d.as_millis() as i64),
+        ) -> Touched = decode;
+}
 
 /// What a touch did.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,26 +26,12 @@ pub(crate) struct Touched {
     pub lease_until_ms: i64,
 }
 
+/// The reply: the status and, when Done, the lease's new end.
 fn decode((status, mut f): (Status, Fields)) -> Result<Touched> {
     Ok(Touched {
         status,
         lease_until_ms: f.int()?,
     })
-}
-
-impl Store {
-    pub(crate) async fn touch(
-        &self,
-        id: &str,
-        token: &str,
-        length: Option<Duration>,
-    ) -> Result<Touched> {
-        let mut cmd = self.script(&SCRIPT, self.part_of(id));
-        cmd.arg(id)
-            .arg(token)
-            .arg(length.map_or(-1, |d| d.as_millis() as i64));
-        decode(self.send(cmd).await?)
-    }
 }
 
 #[cfg(test)]

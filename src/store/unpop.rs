@@ -16,19 +16,28 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{ScriptDef, Status, Store};
+use super::release::Release;
+use super::script::script;
+use super::{Status, Store};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::job::Delivery;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "unpop",
-    source: include_str!("unpop.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+script! {
+    /// Gives back what the pops `nonces` of a partition still hold: the
+    /// number of jobs.
+    Unpop = "unpop", when_full: true, acked: false, late_unknown: true,
+        (nonces: &'a [&'a str]) -> i64 = decode;
+}
+
+/// The reply: DONE and how many jobs were given back.
+fn decode((status, mut f): (Status, Fields)) -> Result<i64> {
+    if status != Status::Done {
+        return Err(Error::protocol("unpop", format!("status {status:?}")));
+    }
+    f.int()
+}
 
 /// How long a lost pop is tried: past this, its jobs' leases (ttr) have
 /// most likely ended anyway, and the latest-pops list moved on.
@@ -85,7 +94,8 @@ impl Store {
                 later.push((d.id, d.token, d.lease_until_ms, Instant::now()));
                 continue;
             }
-            match self.release(&d.id, &d.token).await {
+            let (id, token) = (d.id.as_str(), d.token.as_str());
+            match self.run::<Release>(self.part_of(id), (id, token)).await {
                 Ok(_) => tracing::debug!(id = %d.id, why, "released a job nobody received"),
                 Err(e) if e.may_pass() => {
                     tracing::warn!(id = %d.id, error = %e, why, "could not release a job nobody received yet; trying again");
@@ -157,7 +167,7 @@ impl Store {
                 .filter(|(p, _, _)| *p == part)
                 .map(|(_, n, _)| n.as_str())
                 .collect();
-            match self.unpop(part, &nonces).await {
+            match self.run::<Unpop>(part, (nonces.as_slice(),)).await {
                 Ok(given) => {
                     if given > 0 {
                         tracing::info!(
@@ -181,7 +191,10 @@ impl Store {
             if silent.contains(&part) {
                 continue;
             }
-            match self.release(id, token).await {
+            match self
+                .run::<Release>(part, (id.as_str(), token.as_str()))
+                .await
+            {
                 Ok(done) => {
                     if done {
                         tracing::info!(%id, "released a job nobody received, on a later try");
@@ -208,18 +221,18 @@ impl Store {
             Some(Duration::ZERO)
         }
     }
+}
 
-    /// Gives back what the pops `nonces` on `part` still hold: the number
-    /// of jobs.
-    async fn unpop(&self, part: usize, nonces: &[&str]) -> Result<i64> {
-        let mut cmd = self.script(&SCRIPT, part);
-        for n in nonces {
-            cmd.arg(*n);
-        }
-        let (status, mut f): (Status, Fields) = self.send(cmd).await?;
-        if status != Status::Done {
-            return Err(Error::protocol("unpop", format!("status {status:?}")));
-        }
-        f.int()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::reply::sample;
+
+    #[test]
+    fn decodes_how_many_were_given_back() {
+        let d = |r: &[&str]| decode(Fields::parse("unpop", sample(r)).unwrap());
+        assert_eq!(d(&["0", "3"]).unwrap(), 3);
+        assert!(d(&["1", "0"]).is_err());
+        assert!(d(&["0"]).is_err());
     }
 }

@@ -591,11 +591,11 @@ async fn the_leaders_change_of_the_flag_leaves_a_hold_written_after_its_read() {
     wait_flag(&mut c, "3").await;
     // No leader of its own beside the calls below.
     q.close().await;
-    let path = script_path(&redis, &relayout::SWAP).await;
+    let path = script_path(&redis, relayout::SWAP).await;
     let swap = |from: &str, to: &str| {
         let mut args = redis::Cmd::new();
         args.arg(from).arg(to);
-        call(path, &relayout::SWAP, &Keys::new("dq"), false, 0, &args)
+        call(path, relayout::SWAP, &Keys::new("dq"), false, 0, &args)
     };
     // The operator holds layout 1 after the leader read "3".
     let _: () = q_cmd(&mut c, &["SET", "{dq}:layout", "1 held"]).await;
