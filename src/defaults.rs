@@ -106,6 +106,15 @@ pub const MAX_PROGRESS_BYTES: usize = 1024;
 /// A running job's progress: at most this many levels of arrays and
 /// objects, well within what a job read can parse back.
 pub const MAX_PROGRESS_DEPTH: usize = 64;
+/// A job's result (what its finish carries back): at most this many bytes
+/// of JSON, and [`MAX_PROGRESS_DEPTH`] levels of arrays and objects.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+/// How long a job finished with a result keeps it (a record not listed
+/// nor counted) in a topic that keeps no finished records
+/// (`keep_finished`): long enough for its pusher to read it.
+pub const RESULT_RETENTION: Span = span("24h");
+/// How long `GET /v1/jobs/{id}?wait_ms=` may wait for a job's outcome.
+pub const MAX_OUTCOME_WAIT: Duration = Duration::from_secs(60);
 /// One log line of a running job: at most this many bytes.
 pub const MAX_LOG_LINE_BYTES: usize = 1024;
 /// A job's log keeps its last this many lines (older ones are dropped as
@@ -141,7 +150,13 @@ mod tests {
 
     #[test]
     fn spans_are_their_text() {
-        for s in [REDIS_TIMEOUT, DEAD_MAX_AGE, POP_TIMEOUT, TRIGGER_HORIZON] {
+        for s in [
+            REDIS_TIMEOUT,
+            DEAD_MAX_AGE,
+            POP_TIMEOUT,
+            TRIGGER_HORIZON,
+            RESULT_RETENTION,
+        ] {
             assert_eq!(crate::duration::parse_duration(s.text), Ok(s.value));
         }
         assert_eq!(DEAD_MAX_AGE.value, Duration::from_secs(7 * 86_400));

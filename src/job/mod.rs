@@ -262,6 +262,11 @@ pub struct Job {
     /// ([`Queue::progress`](crate::Queue::progress)); it stays across
     /// attempts and in a finished job's record.
     pub progress: Option<serde_json::Value>,
+    /// The result its finish carried
+    /// ([`Queue::finish_with_result`](crate::Queue::finish_with_result)),
+    /// on its finished record; `Some(Null)` for a result of null. Listings
+    /// leave it out: [`Queue::get`](crate::Queue::get) reads it.
+    pub result: Option<serde_json::Value>,
     /// Listings only: the body's size in bytes when the listing left it out
     /// (`body` is then empty): a body over [`LIST_BODY_BYTES`], or one past
     /// [`LIST_PAGE_BODY_BYTES`] of bodies in the page. `get` reads it whole.

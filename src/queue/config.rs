@@ -71,6 +71,12 @@ pub struct Config {
     pub keep_finished: Option<Duration>,
     /// ...and per topic (wins over `keep_finished`).
     pub topic_keep_finished: HashMap<String, Duration>,
+    /// How long a job finished with a result keeps it in a topic that
+    /// keeps no finished records (with a window, the result stays as long
+    /// as the record): a record read by [`Queue::get`](super::Queue::get),
+    /// not listed nor counted. 1 ms to a year; default
+    /// [`RESULT_RETENTION`](defaults::RESULT_RETENTION), 24 h.
+    pub result_retention: Duration,
     /// Write the event stream (pushed, fired, delivered, finished, failed,
     /// retried, dead), one Redis Stream per partition. Off by default: off,
     /// the scripts write nothing more.
@@ -109,6 +115,7 @@ impl Default for Config {
             dead_max_age: defaults::DEAD_MAX_AGE.value,
             keep_finished: None,
             topic_keep_finished: HashMap::new(),
+            result_retention: defaults::RESULT_RETENTION.value,
             events: false,
             events_kept: defaults::EVENTS_KEPT,
             wait_backstop: defaults::WAIT_BACKSTOP,

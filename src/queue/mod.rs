@@ -105,6 +105,8 @@ impl Queue {
             crate::job::check_keep_finished(*keep)
                 .map_err(|e| Error::Invalid(format!("topic {topic:?}: {e}")))?;
         }
+        crate::job::check_keep_finished(config.result_retention)
+            .map_err(|e| Error::Invalid(e.replace("keep_finished", "result_retention")))?;
         crate::store::events::check_kept(config.events_kept).map_err(Error::Invalid)?;
         let metrics = Arc::new(Metrics::default());
         let options = crate::store::Options {
@@ -117,6 +119,7 @@ impl Queue {
             degraded_pushes: config.degraded_pushes,
             keep_finished: config.keep_finished,
             topic_keep_finished: &config.topic_keep_finished,
+            result_retention: config.result_retention,
             events: if config.events { config.events_kept } else { 0 },
         };
         let store = Arc::new(Store::new(options, metrics.clone())?);

@@ -2,7 +2,9 @@
 //! log lines, each fenced by the lease token as a touch is.
 
 use super::Queue;
-use crate::defaults::{MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_PROGRESS_DEPTH};
+use crate::defaults::{
+    MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_PROGRESS_DEPTH, MAX_RESULT_BYTES,
+};
 use crate::error::{Error, Result};
 use crate::job::LogLine;
 use crate::store::progress::{Log, Progress};
@@ -25,6 +27,25 @@ pub fn check_progress(value: &serde_json::Value) -> std::result::Result<String, 
     if json.len() > MAX_PROGRESS_BYTES {
         return Err(format!(
             "progress is {} bytes of JSON; at most {MAX_PROGRESS_BYTES} are kept",
+            json.len()
+        ));
+    }
+    Ok(json)
+}
+
+/// A result as stored: its JSON text, if within the limits (any JSON
+/// value, null too).
+pub fn check_result(value: &serde_json::Value) -> std::result::Result<String, String> {
+    let depth = depth(value);
+    if depth > MAX_PROGRESS_DEPTH {
+        return Err(format!(
+            "result nests {depth} levels of arrays and objects; at most {MAX_PROGRESS_DEPTH}"
+        ));
+    }
+    let json = value.to_string();
+    if json.len() > MAX_RESULT_BYTES {
+        return Err(format!(
+            "result is {} bytes of JSON; at most {MAX_RESULT_BYTES} (64 KiB) are kept",
             json.len()
         ));
     }

@@ -25,9 +25,37 @@ impl Queue {
     /// Finishes a delivered job: the consumer holding lease `token` is done.
     #[tracing::instrument(skip_all, fields(id = %id))]
     pub async fn finish(&self, id: &str, token: &str) -> Result<()> {
+        self.finish_carrying(id, token, String::new()).await
+    }
+
+    /// Finishes a delivered job as [`finish`](Self::finish) does, with a
+    /// result: any JSON value (null, a bare string, an object...) of at
+    /// most [`MAX_RESULT_BYTES`](crate::defaults::MAX_RESULT_BYTES) (64
+    /// KiB) serialized and
+    /// [`MAX_PROGRESS_DEPTH`](crate::defaults::MAX_PROGRESS_DEPTH) levels.
+    /// [`get`](Self::get) shows it in the job's finished record: kept as
+    /// long as the topic keeps records (`keep_finished`), otherwise for
+    /// `result_retention` (24 h unless configured), unlisted and uncounted.
+    /// A result over the limit is [`Error::Invalid`] and changes nothing
+    /// (the lease still holds); a stale token writes no result.
+    #[tracing::instrument(skip_all, fields(id = %id))]
+    pub async fn finish_with_result(
+        &self,
+        id: &str,
+        token: &str,
+        result: &serde_json::Value,
+    ) -> Result<()> {
+        let json = super::running::check_result(result).map_err(Error::Invalid)?;
+        self.finish_carrying(id, token, json).await
+    }
+
+    async fn finish_carrying(&self, id: &str, token: &str, result: String) -> Result<()> {
         self.limits().check_id(id).map_err(Error::Invalid)?;
         self.limits().check_token(token).map_err(Error::Invalid)?;
-        let removed = self.store().remove(id, Fence::Lease(token)).await?;
+        let removed = self
+            .store()
+            .finish_with(id, Fence::Lease(token), result)
+            .await?;
         match removed.status {
             Status::Done => {
                 self.inner.h.metrics.finished.inc([&removed.topic], 1);

@@ -98,7 +98,9 @@
 //! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
 //! |                          |        | operator's, the upkeep leaves it alone        |
 
-use crate::defaults::{LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_TAG_PAGE};
+use crate::defaults::{
+    LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_RESULT_BYTES, MAX_TAG_PAGE,
+};
 
 mod body;
 mod group;
@@ -238,12 +240,15 @@ pub mod field {
     pub const PROGRESS: &str = "n";
     /// Groups: the job's group key; absent without a group.
     pub const GROUP: &str = "o";
+    /// A finished job's result (JSON), in its record; absent without one.
+    pub const RESULT: &str = "w";
     /// Its push order among its topic's jobs due in the same ms; absent on
     /// a job alone at its due time when scheduled (it goes first).
     pub const SEQ: &str = "i";
 
-    /// Every field but BODY: what a listing reads first (a body is read
-    /// only if it fits the page, see `store::read`).
+    /// Every field but BODY and RESULT: what a listing reads first (a body
+    /// is read only if it fits the page, see `store::read`; a result, up to
+    /// 64 KiB, only by a job's own read).
     pub const ALL_BUT_BODY: &[&str] = &[
         TOPIC,
         BODY_SIZE,
@@ -429,6 +434,7 @@ const LUA_NAMES: &[(&str, &str)] = &[
     ("INDEXED_KEY", kind::INDEXED),
     ("HEADS_KEY", kind::HEADS),
     ("GROUP", field::GROUP),
+    ("RESULT", field::RESULT),
 ];
 
 /// `local NAME = 'value'` for every name, for the top of the function
@@ -458,6 +464,7 @@ pub(crate) fn lua_prelude() -> String {
     out.push_str(&format!(
         "local MAX_LOG_LINE_BYTES = {MAX_LOG_LINE_BYTES}\n"
     ));
+    out.push_str(&format!("local MAX_RESULT_BYTES = {MAX_RESULT_BYTES}\n"));
     out.push_str(&format!(
         "local TERM_FLOOR_MS = {}\n",
         crate::defaults::LEADER_TERM_MIN.as_millis()

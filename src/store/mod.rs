@@ -223,6 +223,8 @@ pub struct Options<'a> {
     pub degraded_pushes: health::DegradedPushes,
     pub keep_finished: Option<Duration>,
     pub topic_keep_finished: &'a std::collections::HashMap<String, Duration>,
+    /// How long a result is kept in a topic that keeps no records.
+    pub result_retention: Duration,
     /// Events each partition's stream keeps (0: events off).
     pub events: u64,
 }
@@ -266,6 +268,7 @@ impl Store {
             keep: remove::Keep {
                 default: config.keep_finished,
                 topics: config.topic_keep_finished.clone(),
+                results: config.result_retention,
             },
             events: config.events,
             limited: Default::default(),

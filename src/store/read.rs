@@ -79,6 +79,9 @@ fn decode_job(
         progress: f
             .remove(field::PROGRESS)
             .map(|p| serde_json::from_str(&p).unwrap_or(serde_json::Value::String(p))),
+        result: f
+            .remove(field::RESULT)
+            .map(|p| serde_json::from_str(&p).unwrap_or(serde_json::Value::String(p))),
         body_left_out: None,
     }))
 }

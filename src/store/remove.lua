@@ -5,12 +5,16 @@
 -- ARGV[2]  keep_finished: how long a finished job's record is kept, ms, in
 --          topics not named next (0: none is kept)
 -- ARGV[3]  k, then k pairs: topic, its own keep_finished in ms
--- then one or more removals, 3 arguments each:
+-- then     result retention, ms: how long a result finished in a topic
+--          that keeps no record is kept (an unlisted record, RECORD.keep)
+-- then one or more removals, 4 arguments each:
 --          id;
 --          "lease": finish, only if the next is the current lease token;
 --          "finish": finish whatever the state (the compatible /finish);
 --          "any": delete whatever the state (a kept record too);
---          lease token (with "lease"; "" otherwise)
+--          lease token (with "lease"; "" otherwise);
+--          result: JSON of at most MAX_RESULT_BYTES ("": none; a finish
+--          only, the caller checked it is JSON)
 --
 -- Touches: job hashes and their logs, and whichever of trigger key, schedule, ready list,
 -- dead set or finished index holds each; its tags' indexes; count hash.
@@ -22,6 +26,9 @@
 -- Groups: a grouped reserved job's end gives its slot back (G.free), a
 -- grouped ready job leaves its group's line (ZREM, and G.tidy's HMGET); a
 -- plain job: one field more in its HMGET, nothing else.
+-- Results: a finish with one leaves the job's record with it (RECORD.keep:
+-- listed in a topic with a window; otherwise unlisted, for the result
+-- retention); a finish without one writes what it wrote before.
 --
 -- Cost per finish of a plain reserved job: one HMGET; the call's lease
 -- ends go in one ZREM and the keys of its removed jobs in one DEL, so a
@@ -42,17 +49,28 @@
 -- delayq batches finishes that arrive together).
 local default_keep = tonumber(ARGV[2])
 local k = tonumber(ARGV[3])
-if not default_keep or not k or k < 0 or #ARGV < 3 + 2 * k then
-  return invalid('remove takes keep_finished, a count of topic windows and their pairs first')
+if not default_keep or not k or k < 0 or #ARGV < 4 + 2 * k then
+  return invalid('remove takes keep_finished, a count of topic windows, their pairs and the result retention first')
 end
 local keeps = {}
 for i = 1, k do
   keeps[ARGV[2 + 2 * i]] = tonumber(ARGV[3 + 2 * i])
 end
-local first = 4 + 2 * k
-local n = (#ARGV - first + 1) / 3
-if n < 1 or n ~= math.floor(n) then
-  return invalid('remove takes 3 arguments per job, got ' .. (#ARGV - first + 1))
+local retention = tonumber(ARGV[4 + 2 * k])
+local first = 5 + 2 * k
+local n = (#ARGV - first + 1) / 4
+if not retention or retention < 1 or n < 1 or n ~= math.floor(n) then
+  return invalid('remove takes a result retention and 4 arguments per job, got '
+    .. (#ARGV - first + 1))
+end
+-- Every result is checked before the first write.
+for j = 1, n do
+  local a = first + (j - 1) * 4
+  local result = ARGV[a + 3]
+  if #result > MAX_RESULT_BYTES or (result ~= '' and ARGV[a + 1] == 'any') then
+    return invalid('a result is at most ' .. MAX_RESULT_BYTES
+      .. ' bytes of JSON, and only a finish carries one')
+  end
 end
 local reply = { DONE }
 -- Topics that kept records in this call -> { window, finishes }.
@@ -66,8 +84,9 @@ local NONE = {}
 if n > 1 then unleases, dels, gone = {}, {}, {} end
 local now_ms
 for j = 1, n do
-  local a = first + (j - 1) * 3
-  local id, mode, token = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local a = first + (j - 1) * 4
+  local id, mode, token, result = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+  if result == '' then result = nil end
   local job = job_key(id)
   local f = NONE
   if not (gone and gone[id]) then
@@ -96,7 +115,7 @@ for j = 1, n do
     else
       local keep = keeps[topic] or default_keep
       local due
-      if keep > 0 and state == DELAYED then due = H.due(id, topic) end
+      if (keep > 0 or result) and state == DELAYED then due = H.due(id, topic) end
       if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic) end
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id
@@ -104,15 +123,19 @@ for j = 1, n do
       else
         JOB.detach(id, state, topic, f[7])
       end
-      if keep > 0 then
+      if keep > 0 or result then
         -- A kept record carries no tags nor dedup: they end with the job.
         JOB.unindex(id, f[5], f[4])
         now_ms = now_ms or math.floor(now_us() / 1000)
         if due then redis.call('HSET', job, DUE, due) end
-        RECORD.keep(id, topic, now_ms, keep)
-        local t = kept[topic] or { keep = keep, finishes = 0 }
-        t.finishes = t.finishes + 1
-        kept[topic] = t
+        if keep > 0 then
+          RECORD.keep(id, topic, now_ms, keep, result)
+          local t = kept[topic] or { keep = keep, finishes = 0 }
+          t.finishes = t.finishes + 1
+          kept[topic] = t
+        else
+          RECORD.keep(id, topic, now_ms, retention, result, true)
+        end
       else
         -- Many removals: the keys go in the call's one DEL (`dels`).
         JOB.forget(id, f[5], f[4], dels, job)

@@ -1,6 +1,8 @@
 //! Remove: finish (with a lease token) or delete (from any state) a job.
 //! The script is `remove.lua`. A finish in a topic with a `keep_finished`
-//! window leaves the job's record (state `finished`) for that long.
+//! window leaves the job's record (state `finished`) for that long; a
+//! finish with a result leaves it with the result (in a topic without a
+//! window, unlisted, for [`Keep::results`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub(crate) enum Fence<'a> {
 pub(crate) struct Keep {
     pub default: Option<Duration>,
     pub topics: HashMap<String, Duration>,
+    /// How long a result is kept in a topic without a window.
+    pub results: Duration,
 }
 
 impl Keep {
@@ -63,16 +67,18 @@ impl Keep {
         for (topic, d) in topics {
             cmd.arg(topic).arg(ms(Some(*d)));
         }
+        cmd.arg(ms(Some(self.results)).max(1));
     }
 }
 
 /// One removal as the script takes it: id, and the lease token it must
-/// hold (None: any state).
+/// hold (None: any state), and a finish's result (JSON; "": none).
 #[derive(Debug)]
 pub(crate) struct Removal {
     id: String,
     mode: &'static str,
     token: String,
+    result: String,
 }
 
 /// What a removal did.
@@ -97,7 +103,7 @@ impl Batch for Removes {
     const MAX_BYTES: usize = 1 << 20;
 
     fn bytes(r: &Removal) -> usize {
-        r.id.len() + r.token.len()
+        r.id.len() + r.token.len() + r.result.len()
     }
 }
 
@@ -109,7 +115,7 @@ impl PerJob for Removes {
     }
 
     fn args(r: &Removal, cmd: &mut Call) {
-        cmd.arg(&r.id).arg(r.mode).arg(&r.token);
+        cmd.arg(&r.id).arg(r.mode).arg(&r.token).arg(&r.result);
     }
 
     fn decode(f: &mut Fields) -> Result<Removed> {
@@ -128,6 +134,18 @@ impl Store {
     /// Finishes or deletes one job; removals that arrive together go to
     /// Redis as one call.
     pub(crate) async fn remove(self: &Arc<Self>, id: &str, fence: Fence<'_>) -> Result<Removed> {
+        self.finish_with(id, fence, String::new()).await
+    }
+
+    /// [`remove`](Self::remove), a finish carrying `result` (checked JSON
+    /// of at most [`MAX_RESULT_BYTES`](crate::defaults::MAX_RESULT_BYTES);
+    /// "": none).
+    pub(crate) async fn finish_with(
+        self: &Arc<Self>,
+        id: &str,
+        fence: Fence<'_>,
+        result: String,
+    ) -> Result<Removed> {
         let (mode, token) = match fence {
             Fence::Lease(t) => ("lease", t),
             Fence::Finish => ("finish", ""),
@@ -137,6 +155,7 @@ impl Store {
             id: id.to_owned(),
             mode,
             token: token.to_owned(),
+            result,
         };
         self.lanes
             .removes
@@ -158,6 +177,7 @@ impl Store {
                 id: (*id).to_owned(),
                 mode: "lease",
                 token: (*token).to_owned(),
+                result: String::new(),
             })
             .collect();
         self.batch_many::<Removes>(&removals, |r| self.part_of(&r.id))

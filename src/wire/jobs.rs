@@ -340,6 +340,12 @@ pub struct JobBody {
     /// finished job's record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<serde_json::Value>,
+    /// `GET /v1/jobs/{id}` only: the result its finish carried (any JSON
+    /// value, at most 64 KiB), on its finished record: kept as long as the
+    /// record (`keep_finished`), or else for the result retention (24 h
+    /// unless configured). Absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
     /// `GET /v1/jobs/{id}` only: its log, oldest line first (the last 100
     /// lines, each at most 1024 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -43,7 +43,7 @@ pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use rate::{Rate, RateLimitBody, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
-pub use running::{LogLineBody, LogSpec, ProgressSpec};
+pub use running::{FinishJobSpec, LogLineBody, LogSpec, ProgressSpec};
 pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{

@@ -1,5 +1,5 @@
-//! What a running job's holder reports: `POST /v1/jobs/{id}/progress` and
-//! `/log`, and the log lines a job read returns.
+//! What a running job's holder reports: `POST /v1/jobs/{id}/progress`,
+//! `/log` and `/finish` (its result), and the log lines a job read returns.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,4 +41,33 @@ impl From<crate::job::LogLine> for LogLineBody {
             line: l.line,
         }
     }
+}
+
+/// `POST /v1/jobs/{id}/finish`: the lease token pop gave, and optionally
+/// the job's result.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FinishJobSpec {
+    pub token: String,
+    /// The job's result: any JSON value (`null` too) of at most 64 KiB
+    /// serialized and 64 levels of arrays and objects. `GET
+    /// /v1/jobs/{id}` shows it on the finished record: as long as the
+    /// topic keeps records (`keep_finished`), otherwise for the result
+    /// retention (24 h unless configured). Over the limit: 422, nothing
+    /// changed, the lease still held.
+    #[serde(
+        default,
+        deserialize_with = "some_value",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "server", schema(value_type = Option<Object>))]
+    pub result: Option<serde_json::Value>,
+}
+
+/// A field present, `null` included: Some.
+fn some_value<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
 }

@@ -452,9 +452,16 @@ async fn an_empty_lease_token_settles_nothing() {
         assert!(matches!(e, Error::Invalid(_)), "{e}");
     }
     // The raw script refuses an empty token too.
-    // (No finished jobs' records kept: window 0, no topic windows.)
+    // (No finished jobs' records kept: window 0, no topic windows; a
+    // result retention; no result.)
     let mut args = redis::Cmd::new();
-    args.arg(0).arg(0).arg("waiting").arg("lease").arg("");
+    args.arg(0)
+        .arg(0)
+        .arg(60_000)
+        .arg("waiting")
+        .arg("lease")
+        .arg("")
+        .arg("");
     let cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
     let reply: (i64, i64, String, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply.1, delayq::testing::Status::Stale as i64);

@@ -691,12 +691,13 @@ async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
         got.extend(d);
     }
     let mut args = redis::Cmd::new();
-    args.arg(0).arg(0);
+    // No windows; a result retention; then id, mode, token, result.
+    args.arg(0).arg(0).arg(60_000);
     for d in &got {
-        args.arg(&d.id).arg("lease").arg(&d.token);
+        args.arg(&d.id).arg("lease").arg(&d.token).arg("");
     }
-    args.arg(&got[0].id).arg("lease").arg(&got[0].token);
-    args.arg(&got[0].id).arg("any").arg("");
+    args.arg(&got[0].id).arg("lease").arg(&got[0].token).arg("");
+    args.arg(&got[0].id).arg("any").arg("").arg("");
     let path = crate::common::script_path(&redis, &remove::SCRIPT).await;
     let cmd = call(path, &remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();

@@ -33,6 +33,8 @@
 //! - [`topic_schedule`]: each topic's own schedule of delayed jobs: listed
 //!   from its first page, kept exact, backfilled on a Redis without them.
 //!
+//! - [`results`]: a job's result, carried by its finish, bounded, kept on
+//!   its finished record (or for the result retention), read back.
 //! - [`running`]: a running job's progress and log lines, fenced by its
 //!   lease, bounded, gone with the job.
 //! - [`layout`]: long bodies in pieces (layout 2) through every path that
@@ -131,6 +133,7 @@ mod priority;
 mod ready_lists;
 mod recurring;
 mod replica_acks;
+mod results;
 mod retry;
 mod running;
 mod security;

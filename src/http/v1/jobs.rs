@@ -377,6 +377,7 @@ impl From<crate::job::Job> for wire::JobBody {
             tags: j.tags,
             group: j.group,
             progress: j.progress,
+            result: j.result,
             logs: None,
             body_left_out: j.body_left_out,
         }

@@ -12,14 +12,20 @@ use axum::Json;
 use super::{parse, ApiResult, Segment};
 use crate::http::AppState;
 use crate::wire::{
-    ErrorReply, LogSpec, NackSpec, NackedBody, ProgressSpec, TokenSpec, TouchSpec, Touched,
+    ErrorReply, FinishJobSpec, LogSpec, NackSpec, NackedBody, ProgressSpec, TokenSpec, TouchSpec,
+    Touched,
 };
 
-/// Finish a leased job
+/// Finish a leased job, optionally with its result
+///
+/// A `result` (any JSON value, at most 64 KiB) stays on the job's finished
+/// record, which `GET /v1/jobs/{id}` reads: as long as the topic keeps
+/// records, otherwise for the result retention (24 h unless configured).
 #[utoipa::path(post, path = "/v1/jobs/{id}/finish", operation_id = "finishJob",
-    params(super::JobId), request_body = TokenSpec,
+    params(super::JobId), request_body = FinishJobSpec,
     responses(
-        (status = 204, description = "Finished and deleted"),
+        (status = 204, description = "Finished (deleted, or its record kept)"),
+        (status = 422, description = "Bad token, or a result over its limit (invalid); nothing changed", body = ErrorReply),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
         (status = 409, description = "Stale lease token (stale_lease)", body = ErrorReply),
     ))]
@@ -28,8 +34,15 @@ pub(super) async fn finish(
     Segment(id): Segment,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
-    let spec: TokenSpec = parse(&state, body)?;
-    state.queue.finish(&id, &spec.token).await?;
+    let spec: FinishJobSpec = parse(&state, body)?;
+    match &spec.result {
+        Some(result) => {
+            (state.queue)
+                .finish_with_result(&id, &spec.token, result)
+                .await?
+        }
+        None => state.queue.finish(&id, &spec.token).await?,
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

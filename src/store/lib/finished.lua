@@ -48,12 +48,16 @@ end
 -- Replaces the job `id` (already detached from its state's structures) by
 -- its finished record, kept for keep_ms: topic, ttr, due time, attempts
 -- (the last is the one that finished it), retry policy, last error, the
--- last progress reported and when it finished. The body, lease and history
--- go: a record costs the same whatever the body was. The job's log (if
+-- last progress reported, when it finished and `result` (JSON; nil: none).
+-- The body, lease and history go: a record costs the same whatever the
+-- body was. `unlisted`: the record of a result in a topic that keeps none
+-- (kept for the result retention): not in the index nor counted, so
+-- listings and counts are those without it; it ends by expiring (or a
+-- delete: JOB.detach finds no index entry and counts nothing). The job's log (if
 -- any) stays as long as the record: one deadline, now_ms + keep_ms, set by
 -- PEXPIREAT (a PEXPIRE in a script reads the moving clock on Redis 7.0, so
 -- two of them can end a millisecond apart, the log outliving its record).
-function RECORD.keep(id, topic, now_ms, keep_ms)
+function RECORD.keep(id, topic, now_ms, keep_ms, result, unlisted)
   local job = job_key(id)
   local kept = { TTR, DUE, ATTEMPTS, RETRY, MAX, ERR, PROGRESS }
   local f = redis.call('HMGET', job, unpack(kept))
@@ -61,13 +65,15 @@ function RECORD.keep(id, topic, now_ms, keep_ms)
   for i, name in ipairs(kept) do
     if f[i] then fields[#fields + 1] = name; fields[#fields + 1] = f[i] end
   end
-  -- A fresh hash: small fields only, so Redis keeps it compact (listpack)
-  -- even if the job's body had made it a hashtable.
+  if result then fields[#fields + 1] = RESULT; fields[#fields + 1] = result end
+  -- A fresh hash: small fields only (a result aside), so Redis keeps it
+  -- compact (listpack) even if the job's body had made it a hashtable.
   redis.call('DEL', job)
   redis.call('HSET', job, unpack(fields))
   local deadline = now_ms + keep_ms
   -- The record's keys are the job's (JOB.keys): each ends at the deadline.
   for _, key in ipairs(JOB.keys(id, {})) do redis.call('PEXPIREAT', key, deadline) end
+  if unlisted then return end
   if redis.call('ZADD', RECORD.key(topic), MAX_TIME_MS - now_ms, id) == 1 then
     COUNT.add(FINISHED, topic, 1)
   end

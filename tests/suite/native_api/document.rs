@@ -438,6 +438,7 @@ const PUBLISHED_SCHEMAS: &[&str] = &[
     "ErrorCode",
     "Event",
     "EventGap",
+    "FinishJobSpec",
     "FinishReply",
     "FinishResult",
     "FinishSpec",
