@@ -39,6 +39,9 @@ Call conventions (the part after the colon):
   armed  as again, and the dispatch takes a trigger horizon (0 here: it
          arms none) before the waiters' count (builds with trigger keys
          within a horizon, such as f19a454)
+  result as armed, and the finish (remove) takes a result retention
+         after the windows and 4 values per job, the last its result (""
+         here: none; builds with results, issue 53)
 """
 import os
 import socket
@@ -136,7 +139,7 @@ def life(r, build, rnd):
     phase("push", pushes)
     # Delays count from the next ms: all due after this.
     time.sleep(0.005 + (DELAY + STEP * JOBS) / 1000)
-    horizon = [0] if conv == "armed" else []
+    horizon = [0] if conv in ("armed", "result") else []
     if DISPATCH == "events":
         ids = [f"{rnd:08d}-aaaa-bbbb-cccc-{i:012d}" for i in range(JOBS)]
         phase("dispatch", [fcall(build, "dispatch", [1, 1000, 86400000] + horizon + [0, i]) for i in ids])
@@ -145,16 +148,17 @@ def life(r, build, rnd):
     pops = [fcall(build, "pop", [BATCH, 1 << 20, f"n{k}", "", "orders"]) for k in range(JOBS // BATCH)]
     finishes, got = [], 0
     for reply in phase("pop", pops):
-        if conv in ("trail", "again", "armed"):
-            at = 6 if conv in ("again", "armed") else 5
+        if conv in ("trail", "again", "armed", "result"):
+            at = 6 if conv in ("again", "armed", "result") else 5
             jobs = reply[at + 1 : at + 1 + 7 * reply[at]]
             per_job = 7
         else:
             jobs = reply[5:]
         got += len(jobs) // per_job
-        args = [0, 0]
+        with_result = conv == "result"
+        args = [0, 0, 86400000] if with_result else [0, 0]
         for j in range(0, len(jobs), per_job):
-            args += [jobs[j], "lease", jobs[j + 3]]
+            args += [jobs[j], "lease", jobs[j + 3]] + ([""] if with_result else [])
         finishes.append(fcall(build, "remove", args))
     assert got == JOBS, f"{version}: {got} of {JOBS} jobs popped"
     for reply in phase("finish", finishes):
