@@ -115,6 +115,9 @@ pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 pub const RESULT_RETENTION: Span = span("24h");
 /// How long `GET /v1/jobs/{id}?wait_ms=` may wait for a job's outcome.
 pub const MAX_OUTCOME_WAIT: Duration = Duration::from_secs(60);
+/// How often an instance reads the jobs its outcome waiters wait on (one
+/// read for all of them, none while none wait).
+pub const OUTCOME_POLL: Duration = Duration::from_millis(100);
 /// One log line of a running job: at most this many bytes.
 pub const MAX_LOG_LINE_BYTES: usize = 1024;
 /// A job's log keeps its last this many lines (older ones are dropped as

@@ -69,6 +69,10 @@ const SPAWNS_ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("queue/push.rs", "one read of the retry policy"),
     (
+        "queue/outcomes.rs",
+        "the outcome waiters' poll, ending when none waits or the queue stops",
+    ),
+    (
         "store/pop/batch.rs",
         "giving back the jobs of a pop whose caller had gone",
     ),

@@ -17,6 +17,7 @@ mod events;
 mod groups;
 mod instances;
 mod layout;
+mod outcomes;
 mod pop;
 mod push;
 mod read;
@@ -67,6 +68,8 @@ struct Inner {
     h: Handles,
     /// The last reading of `maxmemory-policy`, and when it was taken.
     policy: Mutex<Option<(Instant, String)>>,
+    /// Callers waiting for a job's outcome.
+    outcomes: outcomes::Outcomes,
     /// A reading of the policy is being taken in the background.
     policy_reading: std::sync::atomic::AtomicBool,
     /// Every background loop of the queue, started and stopped together.
@@ -150,6 +153,7 @@ impl Queue {
         Ok(Queue {
             inner: Arc::new(Inner {
                 policy: Mutex::new(None),
+                outcomes: Default::default(),
                 policy_reading: Default::default(),
                 loops: Loops::start(handles.clone()),
                 h: handles,

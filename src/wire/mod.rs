@@ -21,6 +21,7 @@ pub mod events;
 pub mod groups;
 pub mod jobs;
 pub mod ops;
+pub mod outcome;
 pub mod pop;
 pub mod rate;
 pub mod recurring;
@@ -40,6 +41,7 @@ pub use jobs::{
     Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec, Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
+pub use outcome::JobQuery;
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
 pub use rate::{Rate, RateLimitBody, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};

@@ -335,3 +335,104 @@ async fn over_v1_the_finish_takes_a_result_and_the_read_shows_it() {
     s.stop().await;
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_with_wait_ms_answers_at_the_outcome_or_when_the_wait_runs_out() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let d = leased(&q, "w1", "t").await;
+    let base = s.base.clone();
+    let started = std::time::Instant::now();
+    let waiting = tokio::spawn(async move { get_json(&base, "/v1/jobs/w1?wait_ms=60000").await });
+    // The finish comes while the read waits (the reply is the same if the
+    // read came later: it answers at once).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    q.finish_with_result("w1", &d.token, &json!({"refunded": "r-991"}))
+        .await
+        .unwrap();
+    let (st, v) = waiting.await.unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["state"], "finished");
+    assert_eq!(v["result"], json!({"refunded": "r-991"}));
+    // Answered at the finish, long before the wait would have run out.
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Still running when the wait runs out: the job as it stands.
+    let _d = leased(&q, "w2", "t").await;
+    let started = std::time::Instant::now();
+    let (st, v) = get_json(&s.base, "/v1/jobs/w2?wait_ms=700").await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["state"], "reserved");
+    assert!(started.elapsed() >= Duration::from_millis(700));
+
+    // Dead after its one attempt; a deleted job is gone (404).
+    q.push(&delayq::NewJob {
+        retry: one_attempt(),
+        ..job("w3", "t", 0, 60_000)
+    })
+    .await
+    .unwrap();
+    let d = pop_one(&q, "t").await;
+    let base = s.base.clone();
+    let waiting = tokio::spawn(async move { get_json(&base, "/v1/jobs/w3?wait_ms=60000").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    q.nack("w3", &d.token, None, "card declined").await.unwrap();
+    let (st, v) = waiting.await.unwrap();
+    assert_eq!((st, v["state"].as_str()), (200, Some("dead")), "{v}");
+    q.push(&job("w4", "t", 60_000, 60_000)).await.unwrap();
+    let base = s.base.clone();
+    let waiting = tokio::spawn(async move { get_json(&base, "/v1/jobs/w4?wait_ms=60000").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(q.delete("w4").await.unwrap());
+    assert_eq!(waiting.await.unwrap().0, 404);
+
+    // A wait that is no number, negative or over the bound: refused.
+    for bad in ["abc", "-1", "60001", "1.5"] {
+        let (st, v) = get_json(&s.base, &format!("/v1/jobs/w2?wait_ms={bad}")).await;
+        assert_eq!(st, 400, "{bad}: {v}");
+    }
+    let e = q
+        .wait_outcome("w2", Duration::from_millis(60_001))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("60000"), "{e}");
+    s.stop().await;
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waiters_on_one_job_share_one_poll() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let _d = leased(&q, "busy", "t").await;
+    let hgetalls = || async {
+        let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+        (info.lines())
+            .find_map(|l| l.strip_prefix("cmdstat_hgetall:calls="))
+            .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = hgetalls().await;
+    let waits: Vec<_> = (0..40)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.wait_outcome("busy", Duration::from_secs(2)).await })
+        })
+        .collect();
+    for w in waits {
+        let j = w.await.unwrap().unwrap().unwrap();
+        assert_eq!(j.state, JobState::Reserved);
+    }
+    // Each waiter reads once at its start and once at its end; the poll
+    // reads the job once per 100 ms for all 40 (about 20 times in 2 s). A
+    // poll per waiter would be 40 times that.
+    let reads = hgetalls().await - before;
+    eprintln!("{reads} job reads for 40 waiters over 2 s");
+    assert!(reads <= 80 + 60, "{reads} reads");
+    q.close().await;
+}

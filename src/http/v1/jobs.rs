@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -267,17 +267,35 @@ pub(super) fn not_found(id: &str) -> ApiError {
     Error::NotFound(id.to_owned()).into()
 }
 
-/// Show a job
-#[utoipa::path(get, path = "/v1/jobs/{id}", operation_id = "getJob", params(super::JobId),
+/// Show a job, or wait for its outcome
+///
+/// With `wait_ms`, the reply waits until the job is finished (its record,
+/// with its result), dead or gone, or until the wait runs out (the job as
+/// it stands then). One instance reads every job its waiters wait on once
+/// per 100 ms, whatever their number.
+#[utoipa::path(get, path = "/v1/jobs/{id}", operation_id = "getJob",
+    params(super::JobId, wire::JobQuery),
     responses(
         (status = 200, description = "The job", body = wire::JobBody),
+        (status = 400, description = "A wait_ms that is no number or over 60000 (bad_request)", body = ErrorReply),
         (status = 404, description = "No such job (not_found)", body = ErrorReply),
     ))]
 pub(super) async fn get_job(
     State(state): State<AppState>,
     Segment(id): Segment,
+    q: Result<Query<wire::JobQuery>, QueryRejection>,
 ) -> ApiResult<Json<wire::JobBody>> {
-    let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "bad_request", m);
+    let Query(q) = q.map_err(|e| bad(e.body_text()))?;
+    let wait = Duration::from_millis(q.wait_ms.unwrap_or(0));
+    if wait > crate::defaults::MAX_OUTCOME_WAIT {
+        return Err(bad(format!(
+            "wait_ms {} is too long: at most {}",
+            wait.as_millis(),
+            crate::defaults::MAX_OUTCOME_WAIT.as_millis()
+        )));
+    }
+    let job = (state.queue.wait_outcome(&id, wait).await?).ok_or_else(|| not_found(&id))?;
     // Bounded: at most 100 lines of 1 KiB.
     let logs = state.queue.logs(&id).await?;
     let mut body: wire::JobBody = job.into();
