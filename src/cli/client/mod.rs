@@ -16,6 +16,7 @@ mod lease;
 mod out;
 mod rate;
 mod recurring;
+mod result;
 mod running;
 mod tags;
 mod topics;

@@ -4,7 +4,9 @@
 //! its lease token and the server in `DELAYQ_JOB_LEASE` and
 //! `DELAYQ_SERVER` (for `delayq progress` and `delayq log`), and a traced
 //! job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
-//! Exit status 0 finishes the job; anything else nacks it with the last
+//! Exit status 0 finishes the job (with `--result-stdout`, its standard
+//! output is the job's result: JSON as it is, other text as a JSON string,
+//! at most 64 KiB); anything else nacks it with the last
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next (a job with none backs off: the nack gives no
 //! delay, so the server's built-in backoff applies).
@@ -32,14 +34,17 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use delayq::defaults::MAX_RESULT_BYTES;
 use delayq::wire::{
-    DeliveryBody, NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec, TouchSpec, Touched,
+    DeliveryBody, FinishJobSpec, NackSpec, NackedBody, NoContent, PopSpec, Popped, TokenSpec,
+    TouchSpec, Touched,
 };
 use delayq::JobState;
 use delayq::Shutdown;
 use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::result::{head_of, result_of};
 use super::{job_path, Client, ClientArgs, JobCancelled};
 
 #[derive(Args, Debug)]
@@ -48,6 +53,11 @@ pub struct Work {
     /// Commands running at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// A command's standard output is its job's result (JSON as it is,
+    /// other text as a JSON string; at most 64 KiB, else the job finishes
+    /// without one, said on stderr). Without it, the output is `work`'s.
+    #[arg(long)]
+    result_stdout: bool,
     /// The command and its arguments, after --.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -61,7 +71,11 @@ impl Work {
             bail!("work prints no replies: --json does not apply to it");
         }
         let c = Client::new(&self.client);
-        run(c, &self.topic, self.concurrency, &self.command).await
+        let command = JobCommand {
+            argv: self.command,
+            result_stdout: self.result_stdout,
+        };
+        run(c, &self.topic, self.concurrency, &command).await
     }
 }
 
@@ -80,12 +94,19 @@ const ERROR_MAX: usize = 1000;
 /// white space before the error's part).
 const STDERR_KEPT: usize = 4 * ERROR_MAX;
 
-async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> Result<()> {
+/// The command each job runs, and whether its output is the job's result.
+#[derive(Clone)]
+struct JobCommand {
+    argv: Vec<String>,
+    result_stdout: bool,
+}
+
+async fn run(c: Client, topic: &str, concurrency: usize, command: &JobCommand) -> Result<()> {
     if concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
     // A command that cannot start would fail every job until it died.
-    check_program(&command[0])?;
+    check_program(&command.argv[0])?;
     let stop = Shutdown::new();
     tokio::spawn(crate::cli::signals::Signals::install()?.stop(
         stop.clone(),
@@ -96,7 +117,7 @@ async fn run(c: Client, topic: &str, concurrency: usize, command: &[String]) -> 
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             let (c, stop, running) = (c.clone(), stop.clone(), running.clone());
-            let (topic, command) = (topic.to_owned(), command.to_vec());
+            let (topic, command) = (topic.to_owned(), command.clone());
             tokio::spawn(async move { worker(&c, &topic, &command, &stop, &running).await })
         })
         .collect();
@@ -135,7 +156,7 @@ impl Running {
 async fn worker(
     c: &Client,
     topic: &str,
-    command: &[String],
+    command: &JobCommand,
     stop: &Shutdown,
     running: &Running,
 ) -> Result<()> {
@@ -186,7 +207,7 @@ async fn worker(
 async fn handle(
     c: &Client,
     job: &DeliveryBody,
-    command: &[String],
+    command: &JobCommand,
     running: &Running,
 ) -> Result<()> {
     let (id, token) = (&job.id, &job.token);
@@ -242,13 +263,14 @@ async fn handle(
             bail!("{why}; {id}: {job_went}");
         }
         Err(Failure::Failed(e)) => Err(e),
-        Ok(()) => Ok(()),
+        Ok(out) => Ok(out.and_then(|out| result_of(id, &out))),
     };
     let (settled, what) = match &outcome {
-        Ok(()) => {
+        Ok(result) => {
             let path = format!("{}/finish", job_path(id));
-            let spec = TokenSpec {
+            let spec = FinishJobSpec {
                 token: token.clone(),
+                result: result.clone(),
             };
             let done = c.call::<NoContent>(Method::POST, &path, Some(&spec)).await;
             (done.map(|_| None), "finished".to_owned())
@@ -311,14 +333,16 @@ fn check_program(program: &str) -> Result<()> {
     bail!("cannot run {program}: not found on PATH")
 }
 
-/// Runs the command for one job: Ok on exit 0, else the error to record.
+/// Runs the command for one job: Ok on exit 0 (with its output, if it is
+/// the result), else the error to record.
 async fn run_command(
-    command: &[String],
+    command: &JobCommand,
     job: &DeliveryBody,
     server: &str,
     cancel: impl std::future::Future<Output = ()>,
-) -> std::result::Result<(), Failure> {
-    let mut cmd = tokio::process::Command::new(&command[0]);
+) -> std::result::Result<Option<Vec<u8>>, Failure> {
+    let (argv, result_stdout) = (&command.argv, command.result_stdout);
+    let mut cmd = tokio::process::Command::new(&argv[0]);
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.
     cmd.process_group(0);
@@ -354,7 +378,7 @@ async fn run_command(
         };
     }
     let mut child = cmd
-        .args(&command[1..])
+        .args(&argv[1..])
         .env("DELAYQ_JOB_ID", &job.id)
         .env("DELAYQ_JOB_TOPIC", &job.topic)
         .env("DELAYQ_JOB_ATTEMPT", job.attempts.to_string())
@@ -362,10 +386,14 @@ async fn run_command(
         .env("DELAYQ_JOB_LEASE", &job.token)
         .env("DELAYQ_SERVER", server)
         .stdin(Stdio::piped())
-        .stdout(Stdio::inherit())
+        .stdout(if result_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Failure::NotStarted(format!("cannot run {}: {e}", command[0])))?;
+        .map_err(|e| Failure::NotStarted(format!("cannot run {}: {e}", argv[0])))?;
     let body = job.body.as_bytes().to_vec();
     let stdin = child.stdin.take();
     let write = async move {
@@ -377,10 +405,18 @@ async fn run_command(
     // Its input written, its stderr read and its exit awaited together: a
     // command may write stderr before it reads stdin.
     let stderr = child.stderr.take().expect("stderr is piped");
+    let stdout = child.stdout.take();
+    let output = async move {
+        match stdout {
+            // One byte over the limit is enough to know it is over.
+            Some(out) => Some(head_of(out, MAX_RESULT_BYTES + 1).await),
+            None => None,
+        }
+    };
     let group = child.id();
-    let waited = async { tokio::join!(write, tail_of(stderr), child.wait()) };
+    let waited = async { tokio::join!(write, tail_of(stderr), output, child.wait()) };
     tokio::pin!(waited);
-    let (_, stderr, status) = tokio::select! {
+    let (_, stderr, output, status) = tokio::select! {
         done = &mut waited => done,
         _ = cancel => {
             // Its group: what the command started goes with it.
@@ -392,9 +428,9 @@ async fn run_command(
             return Err(Failure::Cancelled);
         }
     };
-    let status = status.map_err(|e| Failure::Failed(format!("waiting for {}: {e}", command[0])))?;
+    let status = status.map_err(|e| Failure::Failed(format!("waiting for {}: {e}", argv[0])))?;
     if status.success() {
-        return Ok(());
+        return Ok(output);
     }
     let what = match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
