@@ -230,6 +230,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DELAYQ_KEEP_FINISHED", value_name = "DURATION", value_parser = config::parse_keep_finished, allow_hyphen_values = true)]
     pub(super) keep_finished: Option<Duration>,
 
+    /// How long a job finished with a result keeps it in a topic that
+    /// keeps no finished records (GET /v1/jobs/{id} reads it; not listed
+    /// nor counted): 1ms to 365d.
+    #[arg(long, env = "DELAYQ_RESULT_RETENTION", default_value = defaults::RESULT_RETENTION.text, value_parser = result_retention)]
+    pub(super) result_retention: Duration,
+
     /// Write the event stream (GET /v1/events, `delayq events`): pushed,
     /// fired, delivered, finished, failed, retried, dead. Off by default
     /// (the config file's `events = true` turns it on too).
@@ -282,6 +288,13 @@ fn trigger_horizon(s: &str) -> Result<Duration, String> {
         }
         d => Ok(d),
     }
+}
+
+/// A result retention: as keep_finished, 1ms to 365d.
+fn result_retention(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    delayq::job::check_keep_finished(d).map_err(|e| e.replace("keep_finished", "the retention"))?;
+    Ok(d)
 }
 
 /// A count of at least one.

@@ -177,6 +177,7 @@ async fn serve(
         trigger_horizon: args.trigger_horizon,
         keep_finished: args.keep_finished.or(topics.keep_finished),
         topic_keep_finished: topics.topic_keep_finished,
+        result_retention: args.result_retention,
         events,
         events_kept: args
             .events_kept
