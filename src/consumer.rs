@@ -163,6 +163,7 @@ impl Consumer {
                         let finish = Finish {
                             id,
                             token,
+                            result: String::new(),
                             lease_ends,
                             _held: held,
                         };
@@ -226,6 +227,8 @@ pub(crate) async fn fail(
 pub(crate) struct Finish {
     pub(crate) id: String,
     pub(crate) token: String,
+    /// Its result, JSON text ("": none).
+    pub(crate) result: String,
     /// When its lease ends, on this host's clock.
     pub(crate) lease_ends: Instant,
     /// Its place among the jobs leased to the consumer, given back once
@@ -255,11 +258,11 @@ pub(crate) async fn finish_batches(queue: Queue, mut to_finish: mpsc::UnboundedR
 async fn settle(queue: &Queue, mut batch: Vec<Finish>) {
     let mut wait = Duration::from_millis(50);
     for attempt in 1.. {
-        let leases: Vec<(&str, &str)> = batch
+        let leases: Vec<(&str, &str, &str)> = batch
             .iter()
-            .map(|f| (f.id.as_str(), f.token.as_str()))
+            .map(|f| (f.id.as_str(), f.token.as_str(), f.result.as_str()))
             .collect();
-        let results = match queue.finish_many(&leases).await {
+        let results = match queue.finish_many_carrying(&leases).await {
             Ok(r) => r,
             Err(e) => vec![Err(e); batch.len()],
         };

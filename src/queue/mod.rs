@@ -23,6 +23,7 @@ mod push;
 mod read;
 mod recurring;
 mod running;
+pub(crate) use running::check_result;
 mod settle;
 mod stats;
 mod tags;

@@ -74,14 +74,24 @@ impl Queue {
     /// or a malformed id fails that job only.
     #[tracing::instrument(skip_all, fields(jobs = leases.len()))]
     pub async fn finish_many(&self, leases: &[(&str, &str)]) -> Result<Vec<Result<()>>> {
+        let leases: Vec<_> = leases.iter().map(|(id, token)| (*id, *token, "")).collect();
+        self.finish_many_carrying(&leases).await
+    }
+
+    /// [`finish_many`](Self::finish_many), each job with its result
+    /// (checked JSON text, "": none): a webhook's finishes.
+    pub(crate) async fn finish_many_carrying(
+        &self,
+        leases: &[(&str, &str, &str)],
+    ) -> Result<Vec<Result<()>>> {
         let checked: Vec<Result<(), String>> = leases
             .iter()
-            .map(|(id, token)| {
+            .map(|(id, token, _)| {
                 self.limits().check_id(id)?;
                 self.limits().check_token(token)
             })
             .collect();
-        let valid: Vec<(&str, &str)> = leases
+        let valid: Vec<(&str, &str, &str)> = leases
             .iter()
             .zip(&checked)
             .filter(|(_, c)| c.is_ok())
@@ -96,7 +106,7 @@ impl Queue {
         Ok(leases
             .iter()
             .zip(checked)
-            .map(|((id, _), c)| {
+            .map(|((id, _, _), c)| {
                 c.map_err(Error::Invalid)?;
                 let removed = done.next().unwrap_or_else(|| {
                     Err(Error::protocol("remove", "fewer replies than jobs".into()))

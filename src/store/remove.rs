@@ -163,21 +163,22 @@ impl Store {
             .await
     }
 
-    /// Finishes many leased jobs, each under its own token: one script
+    /// Finishes many leased jobs, each under its own token with its own
+    /// result ("": none): one script
     /// call per partition (and per [`Removes::MAX_ITEMS`] jobs), the calls
     /// at once; each job is still its own fenced removal, with its own
     /// result (a stale token fails that job alone).
     pub(crate) async fn finish_many(
         &self,
-        leases: &[(&str, &str)],
+        leases: &[(&str, &str, &str)],
     ) -> Result<Vec<Result<Removed>>> {
         let removals: Vec<Removal> = leases
             .iter()
-            .map(|(id, token)| Removal {
+            .map(|(id, token, result)| Removal {
                 id: (*id).to_owned(),
                 mode: "lease",
                 token: (*token).to_owned(),
-                result: String::new(),
+                result: (*result).to_owned(),
             })
             .collect();
         self.batch_many::<Removes>(&removals, |r| self.part_of(&r.id))

@@ -365,13 +365,14 @@ impl Lanes {
             async move {
                 let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
                 match deliver(&queue, &client, &hook, target.as_deref(), job, &seen).await {
-                    Ok(()) => {
+                    Ok(result) => {
                         drop(slot);
                         // Only gone when the finisher is (the runtime is
                         // shutting down): the lease brings the job back.
                         let _ = finishes.send(Finish {
                             id,
                             token,
+                            result: result.unwrap_or_default(),
                             lease_ends,
                             _held: held,
                         });

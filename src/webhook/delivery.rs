@@ -26,6 +26,9 @@ pub struct Webhook {
     /// Most deliveries in flight to this endpoint.
     pub concurrency: usize,
     pub secret: Option<Secret>,
+    /// A 2xx reply's body is the job's result (JSON as it is, other text
+    /// a JSON string; at most 64 KiB, read within the timeout).
+    pub result: bool,
 }
 
 /// Most bytes of a failed reply's body read, for its error: a receiver's
@@ -51,6 +54,7 @@ impl Webhook {
             timeout: crate::defaults::WEBHOOK_TIMEOUT,
             concurrency: crate::defaults::WEBHOOK_CONCURRENCY,
             secret: None,
+            result: false,
         }
     }
 

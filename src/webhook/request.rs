@@ -21,8 +21,9 @@ struct Sent<'a> {
     topic: &'a str,
 }
 
-/// One delivery: Ok on 2xx, otherwise the error that goes into the job's
-/// history. `target`: the hook's URL, parsed once for all its deliveries
+/// One delivery: Ok on 2xx (with the job's result, JSON text, when the
+/// hook takes the reply's body as one and it has one), otherwise the error
+/// that goes into the job's history. `target`: the hook's URL, parsed once for all its deliveries
 /// (None: it does not parse, and the request says so).
 pub(super) async fn deliver(
     queue: &Queue,
@@ -31,7 +32,7 @@ pub(super) async fn deliver(
     target: Option<&reqwest::Url>,
     job: Delivery,
     seen: &Seen,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     // Its lease outlasts the request: the check before sending extended
     // it if it would not.
     let body = serde_json::to_vec(&Sent {
@@ -78,7 +79,11 @@ pub(super) async fn deliver(
     let (outcome, verdict) = match result {
         Ok(resp) if resp.status().is_success() => {
             status = Some(resp.status().as_u16().to_string());
-            ("success", Ok(()))
+            let result = match hook.result {
+                true => reply_result(resp, started + hook.timeout, &job.id).await,
+                false => None,
+            };
+            ("success", Ok(result))
         }
         Ok(resp) if resp.status().is_redirection() => {
             let code = resp.status().as_u16();
@@ -131,6 +136,50 @@ pub(super) async fn deliver(
     note(seen, at_ms, status, verdict.clone().err());
     tracing::debug!(parent: &span, id = %job.id, outcome, "webhook delivery");
     verdict
+}
+
+/// A 2xx reply's body as the job's result (JSON text): None when empty,
+/// over [`MAX_RESULT_BYTES`](crate::defaults::MAX_RESULT_BYTES) or not read
+/// whole by `deadline` (the job still finishes; the log says why).
+async fn reply_result(mut resp: reqwest::Response, deadline: Instant, id: &str) -> Option<String> {
+    use crate::defaults::MAX_RESULT_BYTES;
+    let mut got = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, resp.chunk()).await {
+            Ok(Ok(Some(chunk))) if got.len() + chunk.len() <= MAX_RESULT_BYTES => {
+                got.extend_from_slice(&chunk)
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(_))) => {
+                tracing::warn!(
+                    id,
+                    "webhook reply over {MAX_RESULT_BYTES} bytes: finished without a result"
+                );
+                return None;
+            }
+            Ok(Err(_)) | Err(_) => {
+                tracing::warn!(
+                    id,
+                    "webhook reply body not read whole in time: finished without a result"
+                );
+                return None;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let value =
+        serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned()));
+    match crate::queue::check_result(&value) {
+        Ok(json) => Some(json),
+        Err(e) => {
+            tracing::warn!(id, "webhook reply: {e}: finished without a result");
+            None
+        }
+    }
 }
 
 /// The start of a failed reply's body, for its error: at most

@@ -509,3 +509,88 @@ async fn with_result_stdout_a_commands_output_is_its_jobs_result() {
     assert!(q.get("r4").await.unwrap().is_none());
     s.stop().await;
 }
+
+/// A receiver that answers 200 with a reply chosen by the job's body.
+async fn replying_receiver() -> String {
+    use axum::routing::post;
+    async fn reply(body: axum::body::Bytes) -> String {
+        let sent: Value = serde_json::from_slice(&body).unwrap();
+        match sent["body"].as_str().unwrap() {
+            "json" => r#"{"refunded": true, "id": "r-991"}"#.to_owned(),
+            "text" => "refunded, id r-991\n".to_owned(),
+            "huge" => "x".repeat(MAX_RESULT_BYTES + 1),
+            _ => String::new(),
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/hook", post(reply));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_set_to_take_results_keeps_the_receivers_reply_body() {
+    use delayq::webhook::{self, Webhook};
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let url = replying_receiver().await;
+    for (id, topic, body) in [
+        ("k1", "close", "json"),
+        ("k2", "close", "text"),
+        ("k3", "close", "huge"),
+        ("k4", "close", "empty"),
+        ("k5", "plain", "json"),
+    ] {
+        q.push(&delayq::NewJob {
+            body: body.into(),
+            ..job(id, topic, 0, 60_000)
+        })
+        .await
+        .unwrap();
+    }
+    let shutdown = delayq::Shutdown::new();
+    let taking = Webhook {
+        result: true,
+        ..Webhook::new("close", &url)
+    };
+    let tasks = [
+        tokio::spawn(webhook::run(q.clone(), taking, shutdown.clone())),
+        tokio::spawn(webhook::run(
+            q.clone(),
+            Webhook::new("plain", &url),
+            shutdown.clone(),
+        )),
+    ];
+    eventually(Duration::from_secs(30), "every job delivered", || async {
+        let t = q.topics().await.unwrap().topics;
+        let busy = |topic: &str| {
+            let c = t.get(topic).copied().unwrap_or_default();
+            c.delayed + c.ready + c.reserved
+        };
+        (busy("close") + busy("plain") == 0).then_some(())
+    })
+    .await;
+    let result = |id: &'static str| {
+        let q = q.clone();
+        async move { q.get(id).await.unwrap().and_then(|j| j.result) }
+    };
+    assert_eq!(
+        result("k1").await,
+        Some(json!({"refunded": true, "id": "r-991"}))
+    );
+    assert_eq!(result("k2").await, Some(json!("refunded, id r-991")));
+    // Over 64 KiB, or no body: finished without one (nothing kept).
+    assert_eq!(result("k3").await, None);
+    assert!(q.get("k4").await.unwrap().is_none());
+    // A hook not set to take results keeps nothing, as before.
+    assert!(q.get("k5").await.unwrap().is_none());
+    shutdown.trigger();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .expect("the webhook stops")
+            .unwrap();
+    }
+    q.close().await;
+}

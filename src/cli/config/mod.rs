@@ -18,6 +18,7 @@
 //! concurrency = 8                 # deliveries in flight (default 8)
 //! retry = ["30s", "2m", "10m"]
 //! secret_env = "ORDER_HOOK_SECRET"   # or secret = "..." (HMAC signature key)
+//! result = true                   # a 2xx reply's body is the job's result (at most 64 KiB)
 //!
 //! [topics.merchant-notify]        # pull-based, with its own schedule
 //! retry = ["2m", "10m", "10m", "1h", "2h", "6h", "15h"]
@@ -138,6 +139,7 @@ struct TopicSpec {
     concurrency: Option<usize>,
     secret: Option<String>,
     secret_env: Option<String>,
+    result: Option<bool>,
     rate: Option<delayq::RateLimit>,
     #[serde(flatten)]
     policy: Policy,
@@ -251,8 +253,12 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
                 || spec.concurrency.is_some()
                 || spec.secret.is_some()
                 || spec.secret_env.is_some()
+                || spec.result.is_some()
             {
-                bail!("{}: timeout, concurrency and secret need a webhook", ctx());
+                bail!(
+                    "{}: timeout, concurrency, secret and result need a webhook",
+                    ctx()
+                );
             }
             continue;
         };
@@ -265,6 +271,7 @@ pub fn load(file: Option<&Path>, flags: &Flags) -> Result<Topics> {
         if let Some(c) = spec.concurrency {
             hook.concurrency = c;
         }
+        hook.result = spec.result.unwrap_or(false);
         hook.secret = match (&spec.secret, &spec.secret_env) {
             (Some(_), Some(_)) => bail!("{}: give secret or secret_env, not both", ctx()),
             (Some(s), None) if s.is_empty() => bail!(

@@ -26,6 +26,7 @@ webhook = "http://127.0.0.1:9/x"
 timeout = "2s"
 concurrency = 3
 secret = "s3"
+result = true
 retry = ["1m"]
 [topics.pull]
 retry = ["2m", "10m"]
@@ -41,6 +42,7 @@ retry = ["2m", "10m"]
         ("hook", 3, 2)
     );
     assert_eq!(h.secret, Some(Secret("s3".into())));
+    assert!(h.result, "result = true: the reply's body is the result");
 
     let hooks = vec!["hook=http://127.0.0.1:9/y".to_string()];
     let flags = Flags {
@@ -109,6 +111,17 @@ fn webhook_settings_that_could_not_work_are_refused() {
         e.contains("--webhook-secret (DELAYQ_WEBHOOK_SECRET) is empty"),
         "{e}"
     );
+}
+
+#[test]
+fn a_result_setting_needs_a_webhook() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("delayq.toml");
+    std::fs::write(&path, "[topics.pull]\nresult = true\n").unwrap();
+    let e = load(Some(&path), &no_flags()).unwrap_err().to_string();
+    assert!(e.contains("result need a webhook"), "{e}");
+    std::fs::write(&path, "[topics.hook]\nwebhook = \"http://127.0.0.1:9/x\"\n").unwrap();
+    assert!(!load(Some(&path), &no_flags()).unwrap().webhooks[0].result);
 }
 
 #[test]
