@@ -297,6 +297,12 @@ async fn over_v1_the_finish_takes_a_result_and_the_read_shows_it() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["state"], "finished");
     assert_eq!(v["result"], json!({"refunded": true, "id": "r-991"}));
+    let (ok, out, err) = delayq_cli(&s.base, &["get", "h1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(r#"result: {"id":"r-991","refunded":true}"#),
+        "{out}"
+    );
 
     // An explicit null is a result; no field is none.
     let d = leased(&q, "h2", "t").await;

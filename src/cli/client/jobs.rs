@@ -179,6 +179,7 @@ impl Get {
                 ("traceparent", j.traceparent.clone()),
                 ("tracestate", j.tracestate.clone()),
                 ("progress", j.progress.as_ref().map(|p| p.to_string())),
+                ("result", j.result.as_ref().map(|r| r.to_string())),
                 ("body", Some(j.body.clone())),
             ];
             for (key, shown) in fields {
