@@ -158,6 +158,9 @@ pub struct Event {
     /// progress: the value its holder reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<serde_json::Value>,
+    /// finished: the result its finish carried, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
 }
 
 /// One webhook topic an instance delivers.

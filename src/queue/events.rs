@@ -110,15 +110,15 @@ impl Queue {
             if !topics.is_empty() && !topics.contains(&e.topic) {
                 continue;
             }
-            // A progress event's value travels in the entry's error field.
-            let (error, progress) = if e.kind == crate::store::layout::event::PROGRESS {
-                let p = e
-                    .error
-                    .map(|v| serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v)));
-                (None, p)
-            } else {
-                (e.error, None)
-            };
+            // A progress event's value, and a finished event's result,
+            // travel in the entry's error field.
+            let json = |v: String| serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v));
+            let (mut error, mut progress, mut result) = (None, None, None);
+            match e.kind.as_str() {
+                crate::store::layout::event::PROGRESS => progress = e.error.map(json),
+                crate::store::layout::event::FINISHED => result = e.error.map(json),
+                _ => error = e.error,
+            }
             let event = Event {
                 event: e.kind,
                 id: e.id,
@@ -128,6 +128,7 @@ impl Queue {
                 due_ms: e.due_ms,
                 error,
                 progress,
+                result,
             };
             out.events.push((pos.join(","), event));
         }

@@ -116,7 +116,8 @@ for j = 1, n do
       local keep = keeps[topic] or default_keep
       local due
       if (keep > 0 or result) and state == DELAYED then due = H.due(id, topic) end
-      if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic) end
+      -- A result travels in the event's error field (as a progress does).
+      if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic, nil, nil, result) end
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id
         COUNT.move(topic, RESERVED, nil)

@@ -600,3 +600,32 @@ async fn a_webhook_set_to_take_results_keeps_the_receivers_reply_body() {
     }
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finished_event_carries_the_result() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        events: true,
+        ..config(&redis)
+    })
+    .unwrap();
+    let d = leased(&q, "e1", "t").await;
+    q.finish_with_result("e1", &d.token, &json!({"id": "r-991"}))
+        .await
+        .unwrap();
+    let d = leased(&q, "e2", "t").await;
+    q.finish("e2", &d.token).await.unwrap();
+    let read = q.events_after("0", &[], 100).await.unwrap();
+    let finished: Vec<_> = (read.events.iter())
+        .filter(|(_, e)| e.event == "finished")
+        .map(|(_, e)| (e.id.as_str(), e.result.clone(), e.error.clone()))
+        .collect();
+    assert_eq!(
+        finished,
+        [
+            ("e1", Some(json!({"id": "r-991"})), None),
+            ("e2", None, None)
+        ]
+    );
+    q.close().await;
+}
