@@ -52,9 +52,7 @@ async fn expired_events_look_their_ids_up_in_one_command() {
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("e{i}"), "burst", 500 + i * 3, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(60), "all fired", || async {
         let o = q.topics().await.unwrap();
         let ready = o.topics.get("burst").copied().unwrap_or_default().ready;
@@ -222,9 +220,7 @@ async fn consumers_woken_together_pop_in_one_call_and_each_gets_its_own_job() {
     let jobs: Vec<_> = (0..40)
         .map(|i| job(&format!("c{i}"), "c", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let mut got = Vec::new();
     for w in waiters {
         let d = w.await.unwrap().expect("every waiting consumer gets a job");
@@ -260,9 +256,7 @@ async fn pops_of_a_partitioned_queue_that_come_together_share_a_call_per_partiti
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("p{i}"), "p", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(30), "every job ready", || async {
         let o = q.topics().await.ok()?;
         (o.topics.get("p")?.ready == n as u64).then_some(())
@@ -485,9 +479,7 @@ async fn a_second_push_batch_goes_while_the_first_is_at_redis_and_each_caller_ke
     let replaced: Vec<_> = (0..40)
         .map(|i| job(&format!("r{i}"), "s", 3_600_000, 60_000))
         .collect();
-    for r in q.push_many(&replaced).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &replaced).await;
     let mut jobs = Vec::new();
     let mut expect = Vec::new();
     for i in 0..100 {

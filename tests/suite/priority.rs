@@ -517,12 +517,8 @@ async fn a_prioritised_pop_runs_three_redis_commands_more_than_a_plain_one() {
             .map(|i| prio(&format!("{topic}{i}"), topic, p))
             .collect()
     };
-    for r in q.push_many(&jobs("plain", 0)).await.unwrap() {
-        r.unwrap();
-    }
-    for r in q.push_many(&jobs("prio", 4)).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs("plain", 0)).await;
+    push_all(&q, &jobs("prio", 4)).await;
     ready(&q, "plain", n as u64).await;
     ready(&q, "prio", n as u64).await;
     // Nothing else runs against Redis while the pops are counted.
@@ -550,9 +546,7 @@ async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("p{i:03}"), "t", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     ready(&q, "t", n as u64).await;
     q.close().await;
     // The 10 commands listed above (the LTRIM rounds away), and the ZRANGE

@@ -273,9 +273,7 @@ async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
     let jobs: Vec<_> = (0..30)
         .map(|i| job(&format!("c-{i}"), "cl", 1, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(LIMIT, "30 ready", || async {
         (q.topics().await.unwrap().topics["cl"].ready == 30).then_some(())
     })
@@ -308,9 +306,7 @@ async fn metrics_stay_bounded_however_many_topics_come_and_go() {
         .map(|i| job(&format!("j{i}"), &format!("topic-{i}"), 60_000, 1000))
         .collect();
     for chunk in jobs.chunks(250) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     let text = reqwest::get(format!("{}/metrics", s.base))
         .await

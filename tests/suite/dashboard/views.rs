@@ -47,9 +47,7 @@ async fn a_refresh_costs_redis_what_the_page_shows_and_every_topic_with_delayed_
         }
     }
     for chunk in jobs.chunks(500) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     q.push(&job("late-1", "late", 7_200_000, 60_000))
         .await

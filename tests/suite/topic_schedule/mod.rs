@@ -146,9 +146,7 @@ async fn fill(q: &Queue, topics: &[&str], n: usize, base_ms: i64) {
                     ..job(&format!("{t}-{i}"), t, 0, 60_000)
                 })
                 .collect();
-            for r in q.push_many(&jobs).await.unwrap() {
-                r.unwrap();
-            }
+            push_all(&q, &jobs).await;
         }
     }
 }
@@ -218,9 +216,7 @@ async fn jobs_sharing_a_due_time_are_listed_by_id_and_resume_after_the_cursor() 
             ..job(&format!("u{i}"), "u", 0, 60_000)
         });
     }
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     indexed(&redis).await;
     let (mut got, mut cursor) = (Vec::new(), None::<String>);
     loop {
@@ -680,9 +676,7 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
                 ..job(t, t, 0, 60_000)
             })
             .collect();
-        for r in q.push_many(&jobs).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, &jobs).await;
     }
     indexed(&redis).await;
     arm_slowlog(&redis, 10_000).await;
@@ -755,9 +749,7 @@ async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_ex
         }
         jobs.push(job(&format!("{t}-later"), t, 3_600_000, 60_000));
     }
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     q.close().await;
     eventually(LONG, "the jobs' due time on Redis's clock", || async {
         (redis.time_ms().await > at).then_some(())
