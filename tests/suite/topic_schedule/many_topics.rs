@@ -8,9 +8,11 @@
 use super::*;
 use delayq::testing::{call, dispatch, Keys};
 
-/// How much slower a call over 30,000 topics may be than the same call
-/// over 1,000: wide, so that a busy machine cannot reach it.
-const MOST_RATIO: f64 = 5.0;
+/// How much slower the median call over 30,000 topics may be than the
+/// same call over 1,000: wide, so that a busy machine cannot reach it
+/// (a /metrics check with 5x against an old 10x failed on a busy CI
+/// machine at 5.5x); the walk that read every head measured 65-93x.
+const MOST_RATIO: f64 = 15.0;
 
 /// The same for a page of 1, whose calls take 100-200 us, so that a
 /// server's own work beside them weighs more: on Valkey 9 the median page
