@@ -9,7 +9,8 @@ use futures::future::join_all;
 use futures::FutureExt;
 
 use crate::common::{
-    arm_slowlog, config, eventually, job, queue, script_calls, topics, CutProxy, RedisServer,
+    arm_slowlog, config, eventually, job, push_all, queue, script_calls, topics, CutProxy,
+    RedisServer,
 };
 
 /// How many script calls Redis has run since its start.

@@ -9,7 +9,8 @@ use delayq::wire::Event;
 use delayq::{Config, Queue, RetryPolicy};
 
 use crate::common::{
-    config, eventually, get_json, job, queue, topics, DelayqProcess, RedisServer, TestServer,
+    config, eventually, get_json, job, push_all, queue, topics, DelayqProcess, RedisServer,
+    TestServer,
 };
 
 fn events_config(redis: &RedisServer) -> Config {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use delayq::{Config, JobState, Queue};
 use futures::stream::{self, StreamExt};
 
-use crate::common::{config, eventually, job, scheduled_due, topics, DelayqProcess, RedisServer};
+use crate::common::{
+    config, eventually, job, push_all, scheduled_due, topics, DelayqProcess, RedisServer,
+};
 
 const HORIZON: Duration = Duration::from_secs(4);
 

@@ -8,7 +8,9 @@ use delayq::http::ServerConfig;
 use delayq::{Config, NewJob, Queue, RateLimit, Resolution, RetryPolicy};
 use serde_json::Value;
 
-use crate::common::{config, eventually, get_json, job, queue, topics, RedisServer, TestServer};
+use crate::common::{
+    config, eventually, get_json, job, push_all, queue, topics, RedisServer, TestServer,
+};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
