@@ -79,13 +79,7 @@ pub mod tick;
 pub mod touch;
 pub mod unpop;
 
-/// What the test suite reaches inside the store; not part of the API.
-pub mod testing {
-    pub use super::layout::{partition_of, slot, Keys};
-    pub use super::library::{call, eval_script_of, eval_shas, fcall};
-    pub use super::{dispatch, pop, push, relayout, remove, ScriptDef, Status};
-    pub use crate::redis::library::Path;
-}
+pub mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;
