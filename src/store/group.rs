@@ -241,6 +241,37 @@ mod tests {
     use super::*;
     use crate::redis::reply::sample;
 
+    /// Each mode writes the arguments group.lua reads (its header).
+    #[test]
+    fn each_mode_writes_its_arguments() {
+        let args = |f: &dyn Fn(&mut Call)| {
+            let mut call = Call::bare(DEF);
+            f(&mut call);
+            call.arg_texts()
+        };
+        assert_eq!(args(&|c| GroupGet::args(("t", "g"), c)), ["get", "t", "g"]);
+        let change = GroupChange {
+            concurrency: Some(None),
+            paused: Some(true),
+            rate: Some(Some(RateLimit {
+                per_second: 2.5,
+                burst: 3,
+            })),
+        };
+        assert_eq!(
+            args(&|c| GroupSet::args(("t", "g", change), c)),
+            ["set", "t", "g", "", "1", "2.5", "3"]
+        );
+        assert_eq!(
+            args(&|c| GroupSet::args(("t", "g", GroupChange::default()), c)),
+            ["set", "t", "g", "-", "-", "-", "0"]
+        );
+        assert_eq!(
+            args(&|c| GroupPages::args(("t", "b", 50), c)),
+            ["list", "t", "b", "50"]
+        );
+    }
+
     #[test]
     fn decodes_figures_and_pages() {
         let one = |r: &[&str]| decode_one(Fields::parse("group", sample(r)).unwrap());

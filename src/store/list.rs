@@ -416,3 +416,65 @@ impl Store {
         Ok(Page { ids, next })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::reply::sample;
+
+    /// Each mode writes the arguments list.lua reads (its header).
+    #[test]
+    fn each_mode_writes_its_arguments() {
+        let args = |f: &dyn Fn(&mut Call)| {
+            let mut call = Call::bare(DEF);
+            f(&mut call);
+            call.arg_texts()
+        };
+        let dead = Sorted::Dead { topic: "t" };
+        assert_eq!(
+            args(&|c| ListSorted::args((dead, "-inf", "", 10), c)),
+            ["dead-letters", "t", "", "-inf", "", "10", "2000"]
+        );
+        let delayed = Sorted::Schedule {
+            topic: None,
+            state: "delayed",
+        };
+        assert_eq!(
+            args(&|c| ListSorted::args((delayed, "5", "a", 1), c)),
+            ["schedule", "", "delayed", "5", "a", "1", "2000"]
+        );
+        let topics = ["a".to_owned(), "b".to_owned()];
+        assert_eq!(
+            args(&|c| NextDues::args(&topics, c)),
+            ["next-dues", "a", "b"]
+        );
+        assert_eq!(
+            args(&|c| ListReady::args(("t", 4, "x", 9, 2), c)),
+            ["ready-list", "t", "4", "x", "9", "2000", "2"]
+        );
+        let level = GROUPS_LEVEL.to_string();
+        assert_eq!(
+            args(&|c| ListGroupLines::args(("t", "g\nx", 9), c)),
+            ["ready-list", "t", "0", "g\nx", "9", "2000", level.as_str()]
+        );
+    }
+
+    #[test]
+    fn decodes_each_modes_reply() {
+        let parse = |r: &[&str]| Fields::parse("list", sample(r)).unwrap();
+        assert_eq!(
+            NextDues::decode(parse(&["0", "-2", "-1", "70"])).unwrap(),
+            [-2, -1, 70]
+        );
+        let ready = ListReady::decode(parse(&["0", "7", "-1", "a", "b"])).unwrap();
+        assert_eq!((ready.from, ready.next_level), (7, -1));
+        assert_eq!(ready.ids, ["a", "b"]);
+        let lines = ListGroupLines::decode(parse(&["0", "1", "g\nb", "a", "b"])).unwrap();
+        assert!(lines.more);
+        assert_eq!((lines.pos.as_str(), lines.ids.len()), ("g\nb", 2));
+        let page = ListSorted::decode(parse(&["0", "1", "5", "x", "a", "3"])).unwrap();
+        assert!(page.exhausted);
+        assert_eq!(page.found.len(), 1);
+        assert!(ListReady::decode(parse(&["1"])).is_err());
+    }
+}
