@@ -39,6 +39,7 @@
 mod batch;
 mod body;
 pub(crate) mod call;
+pub mod commands;
 pub(crate) mod counts;
 pub(crate) mod instances;
 pub mod layout;
