@@ -160,6 +160,8 @@ pub use rate::RateLimit;
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+/// The commands a queue sends, as the probes [`acl`] asks of the ACL.
+pub use store::commands as queue_commands;
 pub use store::TopicCounts;
 #[doc(hidden)]
 pub use store::{

@@ -666,7 +666,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
 /// moves once.
 #[tokio::test]
 async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
-    use delayq::testing::{call, remove, Keys, Status};
+    use delayq::testing::{call, scripts, Keys, Status};
     let redis = RedisServer::start();
     let q = queue(&redis);
     for i in 0..3 {
@@ -690,8 +690,8 @@ async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
     }
     args.arg(&got[0].id).arg("lease").arg(&got[0].token);
     args.arg(&got[0].id).arg("any").arg("");
-    let path = crate::common::script_path(&redis, &remove::SCRIPT).await;
-    let cmd = call(path, &remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let path = crate::common::script_path(&redis, scripts::REMOVE).await;
+    let cmd = call(path, scripts::REMOVE, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
     let statuses: Vec<i64> = reply[1..]
         .chunks(3)

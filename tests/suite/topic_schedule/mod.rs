@@ -726,7 +726,7 @@ mod split;
 /// stale head right and hide it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_exact() {
-    use delayq::testing::{call, dispatch, Keys};
+    use delayq::testing::{call, scripts, Keys};
     let redis = RedisServer::start();
     // No sweep of its own: the one call below moves all 60 jobs, however
     // long the pushes take.
@@ -755,10 +755,10 @@ async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_ex
         (redis.time_ms().await > at).then_some(())
     })
     .await;
-    let path = script_path(&redis, &dispatch::SCRIPT).await;
+    let path = script_path(&redis, scripts::DISPATCH).await;
     let mut args = redis::Cmd::new();
     args.arg(1000).arg(1000).arg(86_400_000).arg(0).arg(0);
-    let cmd = call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let cmd = call(path, scripts::DISPATCH, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply[2], redis::Value::Int(60), "{reply:?}");
     heads_exact(&redis, "a sweep of 60 jobs in one call").await;
