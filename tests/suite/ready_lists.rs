@@ -46,7 +46,7 @@ async fn ready_backlog(q: &Queue, topic: &str, prefix: &str, n: usize, tagged: u
                 ..job(&format!("{prefix}{i}"), topic, 0, 60_000)
             })
             .collect();
-        push_all(&q, &jobs).await;
+        push_all(q, &jobs).await;
     }
     until_value(
         n as u64,

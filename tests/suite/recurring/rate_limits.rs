@@ -87,7 +87,7 @@ async fn ready_jobs(q: &Queue, topic: &str, n: usize) {
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("{topic}-{i}"), topic, 0, 60_000))
         .collect();
-    push_all(&q, &jobs).await;
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(10), "all ready", || async {
         (q.topics().await.unwrap().topics[topic].ready == n as u64).then_some(())
     })

@@ -146,7 +146,7 @@ async fn fill(q: &Queue, topics: &[&str], n: usize, base_ms: i64) {
                     ..job(&format!("{t}-{i}"), t, 0, 60_000)
                 })
                 .collect();
-            push_all(&q, &jobs).await;
+            push_all(q, &jobs).await;
         }
     }
 }

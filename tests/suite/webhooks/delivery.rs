@@ -477,7 +477,7 @@ async fn push_ready(q: &Queue, topic: &str, n: usize, ttr_ms: u64) -> Vec<String
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("{topic}{i}"), topic, 0, ttr_ms))
         .collect();
-    push_all(&q, &jobs).await;
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let o = q.topics().await.unwrap();
         (o.topics.get(topic).copied().unwrap_or_default().ready == n as u64).then_some(())
