@@ -3,6 +3,9 @@
 //! prelude made from these tables ([`lua_prelude`]), and a test checks that
 //! no script writes one of the values as a literal.
 //!
+//! Why this file is long: the table of every key below is the one place a
+//! reader finds what delayq keeps in Redis, beside the names it documents.
+//!
 //! Every key starts with `{prefix}:`. The braces make the prefix a hash tag,
 //! so every key a script touches lives in one Redis Cluster slot. A queue
 //! split into N > 1 partitions (Redis Cluster) has N such sets of keys, one
