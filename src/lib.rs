@@ -35,9 +35,13 @@
 //!   concept: its `Config`, pushes, pops, settling a job (finish, nack,
 //!   ...), reading jobs, recurring schedules, administration.
 //! - `store`: everything delayq says to Redis. One Lua script per state
-//!   transition, each with a Rust file beside it (arguments and typed
-//!   reply); the key layout and its partitions; the function library,
-//!   assembled from the scripts and given to the Redis client.
+//!   transition, each with a Rust type (its arguments and typed reply):
+//!   in a file of the script's name, or, for scripts of one shape, a row
+//!   of a table (`sweeps.rs`: purge, trim, history; `tag_pages.rs`;
+//!   `progress.rs` holds log too, `relayout.rs` layout_swap); the key
+//!   layout and its partitions (a job's keys: `JOB.keys` in
+//!   `lib/job.lua`); the function library, assembled from the scripts and
+//!   given to the Redis client.
 //! - `redis`: reaching Redis and calling it, knowing nothing of jobs: the
 //!   single-server, Sentinel and Cluster connections (and following the
 //!   master the sentinels name); plain and script calls (FCALL, or
@@ -156,6 +160,8 @@ pub use rate::RateLimit;
 pub use recurring::{Missed, Recurring, RecurringState};
 pub use retry::RetryPolicy;
 pub use shutdown::Shutdown;
+/// The commands a queue sends, as the probes [`acl`] asks of the ACL.
+pub use store::commands as queue_commands;
 pub use store::TopicCounts;
 #[doc(hidden)]
 pub use store::{

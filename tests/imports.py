@@ -6,12 +6,17 @@ is not counted; unit tests are left out), circles (strongly connected parts
 of two files or more; the test layers::circles fails on any) and arrows
 running up (from a module to one of its ancestors).
 
+With a FOLDER (`store`, `src/store` or `src/store/`), only the files in it
+and the arrows among them, each arrow listed.
+
 Usage: python3 tests/imports.py src [FOLDER]   (./dev map [FOLDER])"""
 import os, re, sys
 from collections import defaultdict
 
 src = sys.argv[1].rstrip('/')
-focus = sys.argv[2] if len(sys.argv) > 2 else None
+focus = sys.argv[2].strip('/') if len(sys.argv) > 2 else None
+if focus is not None and (focus + '/').startswith(src + '/'):
+    focus = focus[len(src):].strip('/') or None
 files = {}
 for root, _, names in os.walk(src):
     for n in names:
@@ -82,9 +87,12 @@ for mod, rel in files.items():
                 edges[mod].add(t)
 
 def within(m):
-    return focus is None or '/'.join(m).startswith(focus)
+    name = '/'.join(m)
+    return focus is None or name == focus or name.startswith(focus + '/')
 
 nodes = [m for m in files if within(m)]
+if not nodes:
+    sys.exit(f"no Rust file under {src}/{focus}: name a folder of {src}/, e.g. store")
 E = [(a, b) for a in nodes for b in edges[a] if within(b)]
 up = [(a, b) for a, b in E if len(b) < len(a) and a[:len(b)] == b]
 
@@ -119,3 +127,9 @@ print(f'files: {len(nodes)}, arrows: {len(E)}, arrows up (to an ancestor module)
 print(f'circles: {len(sccs)}')
 for c in sorted(sccs, key=len, reverse=True):
     print(f'  {len(c)} files: ' + ', '.join(sorted(files[m] for m in c)))
+if focus is not None:
+    print('arrows:')
+    for a in sorted(nodes, key=lambda m: files[m]):
+        targets = sorted(files[b] for b in edges[a] if within(b))
+        if targets:
+            print(f'  {files[a]} -> ' + ', '.join(targets))

@@ -101,57 +101,43 @@ pub struct Probe {
     pub need: Need,
 }
 
-const fn p(name: &'static str, category: &'static str, grant: &'static str, need: Need) -> Probe {
-    Probe {
-        name,
-        category,
-        grant,
-        need,
+impl Probe {
+    pub const fn new(
+        name: &'static str,
+        category: &'static str,
+        grant: &'static str,
+        need: Need,
+    ) -> Probe {
+        Probe {
+            name,
+            category,
+            grant,
+            need,
+        }
     }
 }
 
 use Need::*;
 
-/// The script commands of each path: FCALL's, then EVALSHA's.
+/// The script commands of each path: FCALL's, then EVALSHA's. The
+/// commands a queue sends besides are the store's to list (given to
+/// [`permissions`] with these).
 pub const FUNCTION_PROBES: &[Probe] = &[
-    p("fcall", "@scripting", "+fcall", Needed),
-    p("function|load", "@scripting", "+function|load", Needed),
+    Probe::new("fcall", "@scripting", "+fcall", Needed),
+    Probe::new("function|load", "@scripting", "+function|load", Needed),
 ];
 pub const EVAL_PROBES: &[Probe] = &[
-    p("evalsha", "@scripting", "+evalsha", Needed),
-    p("script|load", "@scripting", "+script|load", Needed),
-];
-
-/// The rest of the commands delayq sends (its scripts' own included: a
-/// script runs with its caller's permissions).
-pub const PROBES: &[Probe] = &[
-    p("set", "@string", "+@string", Needed),
-    p("hset", "@hash", "+@hash", Needed),
-    p("zadd", "@sortedset", "+@sortedset", Needed),
-    p("lpush", "@list", "+@list", Needed),
-    p("sadd", "@set", "+@set", Needed),
-    p("xadd", "@stream", "+@stream", Needed),
-    p("del", "@keyspace", "+del", Needed),
-    p("pexpire", "@keyspace", "+pexpire", Needed),
-    // A new earliest job shortens an idle leader's term to its due time.
-    p("pexpireat", "@keyspace", "+pexpireat", Needed),
-    p("scan", "@keyspace", "+scan", Rewrite),
-    p("publish", "@pubsub", "+@pubsub", Needed),
-    p("psubscribe", "@pubsub", "+@pubsub", Events),
-    p("time", "@fast", "+time", Needed),
-    p("info", "@dangerous", "+info", Needed),
-    p("wait", "@connection", "+wait", Optional),
-    p("config|get", "@admin", "+config|get", Optional),
+    Probe::new("evalsha", "@scripting", "+evalsha", Needed),
+    Probe::new("script|load", "@scripting", "+script|load", Needed),
 ];
 
 /// On a cluster, besides: delayq finds the masters with CLUSTER SLOTS.
-pub const CLUSTER_PROBES: &[Probe] = &[p("cluster|slots", "@slow", "+cluster|slots", Needed)];
-
-/// Commands the scripts run that `delayq doctor` does not ask about.
-pub const SCRIPT_READS: &[Probe] = &[
-    p("exists", "@keyspace", "+exists", Needed),
-    p("pttl", "@keyspace", "+pttl", Needed),
-];
+pub const CLUSTER_PROBES: &[Probe] = &[Probe::new(
+    "cluster|slots",
+    "@slow",
+    "+cluster|slots",
+    Needed,
+)];
 
 /// The expired events' pattern, written as is (an ACL allows a pattern
 /// subscription only to the pattern it lists).

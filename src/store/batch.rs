@@ -22,7 +22,7 @@ use crate::redis::Fields;
 /// A script that takes many items in one call and answers DONE, then each
 /// item's result in order: push.lua, remove.lua.
 pub(crate) trait PerJob: Batch {
-    const SCRIPT: &'static ScriptDef;
+    const DEF: &'static ScriptDef;
     /// [`Coalesced::SECOND_AT`] for the kind's single calls.
     const SECOND_AT: Option<usize> = None;
     /// Adds the arguments that come before the items' (none by default).
@@ -35,11 +35,11 @@ pub(crate) trait PerJob: Batch {
 
 impl<B: PerJob> Coalesced for B {
     type Ctx = Arc<Store>;
-    const OP: &'static str = B::SCRIPT.name;
+    const OP: &'static str = B::DEF.name;
     const SECOND_AT: Option<usize> = <B as PerJob>::SECOND_AT;
 
     fn late(store: &Arc<Store>) -> Error {
-        store.redis.timed_out(B::SCRIPT.name)
+        store.redis.timed_out(B::DEF.name)
     }
 
     async fn send(
@@ -71,8 +71,8 @@ impl Store {
         items: &[&B::Item],
         deadline: Instant,
     ) -> Result<Vec<B::Out>> {
-        let op = B::SCRIPT.name;
-        let mut call = self.script(B::SCRIPT, part).until(deadline);
+        let op = B::DEF.name;
+        let mut call = self.script(B::DEF, part).until(deadline);
         B::header(self, &mut call);
         for item in items {
             B::args(item, &mut call);
@@ -129,7 +129,7 @@ impl Store {
             }
         }
         out.into_iter()
-            .map(|r| r.ok_or_else(|| Error::protocol(B::SCRIPT.name, "a reply is missing".into())))
+            .map(|r| r.ok_or_else(|| Error::protocol(B::DEF.name, "a reply is missing".into())))
             .collect()
     }
 
@@ -178,7 +178,7 @@ impl Store {
             }
         }
         out.into_iter()
-            .map(|r| r.ok_or_else(|| Error::protocol(B::SCRIPT.name, "a reply is missing".into())))
+            .map(|r| r.ok_or_else(|| Error::protocol(B::DEF.name, "a reply is missing".into())))
             .collect()
     }
 }

@@ -48,6 +48,17 @@ impl Call {
         self.args.args_iter().count()
     }
 
+    /// The call's arguments so far, as text.
+    #[cfg(test)]
+    pub(crate) fn arg_texts(&self) -> Vec<String> {
+        (self.args.args_iter())
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<cursor>".to_owned(),
+            })
+            .collect()
+    }
+
     /// Redis changes nothing for this call after `until` (default: the
     /// Redis timeout from when the call was made).
     pub fn until(mut self, until: Instant) -> Call {

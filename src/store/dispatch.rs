@@ -2,20 +2,63 @@
 //! a failed attempt). The script is `dispatch.lua`; the loops that call it
 //! are in `crate::loops`.
 
+use std::time::Duration;
+
 use tokio::time::Instant;
 
+use super::call::Call;
 use super::nack::Retention;
+use super::script::Script;
 use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "dispatch",
-    source: include_str!("dispatch.lua"),
-    when_full: true,
-    acked: false,
-    late_unknown: true,
-};
+/// `dispatch.lua`: hands over the jobs of one partition that are due (see
+/// [`Store::dispatch`]).
+pub(crate) struct Dispatch;
+
+/// What one dispatch call is asked.
+pub(crate) struct DispatchArgs<'a> {
+    /// Jobs named by expired events; empty: the sweep's, everything due.
+    pub ids: &'a [String],
+    /// Most jobs moved.
+    pub batch: usize,
+    pub retention: Retention,
+    /// Trigger keys are armed for jobs due within this (zero: none).
+    pub horizon: Duration,
+    /// Per topic, the caller's idle waiters.
+    pub waiting: &'a [(String, usize)],
+}
+
+impl Script for Dispatch {
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "dispatch",
+        source: include_str!("dispatch.lua"),
+        when_full: true,
+        acked: false,
+        late_unknown: true,
+    };
+    type Input<'a> = DispatchArgs<'a>;
+    type Output = Dispatched;
+
+    fn args(a: DispatchArgs<'_>, call: &mut Call) {
+        call.arg(a.batch)
+            .arg(a.retention.max_per_topic)
+            .arg(a.retention.max_age.as_millis() as u64)
+            .arg(a.horizon.as_millis() as u64)
+            .arg(a.waiting.len());
+        for (topic, n) in a.waiting {
+            call.arg(topic).arg(*n);
+        }
+        for id in a.ids {
+            call.arg(id);
+        }
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<Dispatched> {
+        decode(reply)
+    }
+}
 
 /// What one dispatch call did.
 #[derive(Debug, PartialEq, Eq)]
@@ -110,23 +153,20 @@ impl Store {
         ids: &[String],
         batch: usize,
         retention: Retention,
-        horizon: std::time::Duration,
+        horizon: Duration,
         waiting: &[(String, usize)],
     ) -> Result<Dispatched> {
-        let mut cmd = self.script(&SCRIPT, part);
-        cmd.arg(batch)
-            .arg(retention.max_per_topic)
-            .arg(retention.max_age.as_millis() as u64)
-            .arg(horizon.as_millis() as u64)
-            .arg(waiting.len());
-        for (topic, n) in waiting {
-            cmd.arg(topic).arg(*n);
-        }
-        for id in ids {
-            cmd.arg(id);
-        }
+        let asked = DispatchArgs {
+            ids,
+            batch,
+            retention,
+            horizon,
+            waiting,
+        };
+        let call = self.call_of::<Dispatch>(part, asked);
+        // The clock reads the reply's Redis time against the call's round trip.
         let sent = Instant::now();
-        let d = decode(self.send(cmd).await?)?;
+        let d = Dispatch::decode(self.send(call).await?)?;
         self.redis.clock().observe(sent, Instant::now(), d.now_us);
         Ok(d)
     }

@@ -2,21 +2,100 @@
 //! (`group.lua`). A group lives whole in its home partition
 //! ([`Store::group_home`]): a group's calls go there, a topic's listing and
 //! gauges read every partition.
+//!
+//! `group.lua` has three modes, one [`Script`] type each ([`GroupGet`],
+//! [`GroupSet`], [`GroupPages`]), sharing its one definition: the mode is
+//! the call's first argument.
 
+use super::call::Call;
+use super::script::Script;
 use super::{layout, ScriptDef, Status, Store};
 use crate::error::{Error, Result};
-use crate::group::{Group, GroupPage};
+use crate::group::{Group, GroupChange, GroupPage};
 use crate::rate::RateLimit;
 use crate::redis::Fields;
 use std::collections::BTreeMap;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
+/// `group.lua`, whichever the mode.
+const DEF: &ScriptDef = &ScriptDef {
     name: "group",
     source: include_str!("group.lua"),
     when_full: true,
     acked: false,
     late_unknown: true,
 };
+
+/// A group's figures and settings (all zero for a group never seen). The
+/// reply does not name the group: the [`Group`] comes with an empty name,
+/// which the caller fills.
+pub(crate) struct GroupGet;
+
+impl Script for GroupGet {
+    const DEF: &'static ScriptDef = DEF;
+    /// The topic and the group.
+    type Input<'a> = (&'a str, &'a str);
+    type Output = Group;
+
+    fn args((topic, group): (&str, &str), call: &mut Call) {
+        call.arg("get").arg(topic).arg(group);
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<Group> {
+        decode_one(reply)
+    }
+}
+
+/// Changes some of a group's settings (what the change leaves None stays);
+/// its figures after, with an empty name as [`GroupGet`]'s.
+pub(crate) struct GroupSet;
+
+impl Script for GroupSet {
+    const DEF: &'static ScriptDef = DEF;
+    /// The topic, the group and the change.
+    type Input<'a> = (&'a str, &'a str, GroupChange);
+    type Output = Group;
+
+    fn args((topic, group, change): (&str, &str, GroupChange), call: &mut Call) {
+        call.arg("set").arg(topic).arg(group);
+        match change.concurrency {
+            None => call.arg("-"),
+            Some(None) => call.arg(""),
+            Some(Some(n)) => call.arg(n),
+        };
+        match change.paused {
+            None => call.arg("-"),
+            Some(p) => call.arg(if p { "1" } else { "0" }),
+        };
+        match change.rate {
+            None => call.arg("-").arg(0),
+            Some(None) => call.arg("").arg(0),
+            Some(Some(r)) => call.arg(r.per_second).arg(r.burst),
+        };
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<Group> {
+        decode_one(reply)
+    }
+}
+
+/// One partition's page of a topic's groups after a name ("" from the
+/// start), at most `limit`, with their figures.
+pub(crate) struct GroupPages;
+
+impl Script for GroupPages {
+    const DEF: &'static ScriptDef = DEF;
+    /// The topic, the last group of the previous page, the most groups.
+    type Input<'a> = (&'a str, &'a str, usize);
+    type Output = GroupPage;
+
+    fn args((topic, after, limit): (&str, &str, usize), call: &mut Call) {
+        call.arg("list").arg(topic).arg(after).arg(limit);
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<GroupPage> {
+        decode_page(reply)
+    }
+}
 
 fn figures(group: String, f: &mut Fields) -> Result<Group> {
     let count = |v: i64| v.max(0) as u64;
@@ -42,11 +121,11 @@ fn figures(group: String, f: &mut Fields) -> Result<Group> {
     })
 }
 
-fn decode_one(group: &str, (status, mut f): (Status, Fields)) -> Result<Group> {
+fn decode_one((status, mut f): (Status, Fields)) -> Result<Group> {
     if status != Status::Done {
         return Err(Error::protocol("group", format!("status {status:?}")));
     }
-    figures(group.to_owned(), &mut f)
+    figures(String::new(), &mut f)
 }
 
 fn decode_page((status, mut f): (Status, Fields)) -> Result<GroupPage> {
@@ -68,9 +147,12 @@ fn decode_page((status, mut f): (Status, Fields)) -> Result<GroupPage> {
 impl Store {
     /// A group's figures and settings (all zero for a group never seen).
     pub(crate) async fn group(&self, topic: &str, group: &str) -> Result<Group> {
-        let mut cmd = self.script(&SCRIPT, self.group_home(group));
-        cmd.arg("get").arg(topic).arg(group);
-        decode_one(group, self.send(cmd).await?)
+        let home = self.group_home(group);
+        let figures = self.run::<GroupGet>(home, (topic, group)).await?;
+        Ok(Group {
+            group: group.to_owned(),
+            ..figures
+        })
     }
 
     /// Sets a group's settings; returns its figures after.
@@ -82,23 +164,17 @@ impl Store {
         paused: Option<bool>,
         rate: Option<Option<RateLimit>>,
     ) -> Result<Group> {
-        let mut cmd = self.script(&SCRIPT, self.group_home(group));
-        cmd.arg("set").arg(topic).arg(group);
-        match concurrency {
-            None => cmd.arg("-"),
-            Some(None) => cmd.arg(""),
-            Some(Some(n)) => cmd.arg(n),
+        let change = GroupChange {
+            concurrency,
+            paused,
+            rate,
         };
-        match paused {
-            None => cmd.arg("-"),
-            Some(p) => cmd.arg(if p { "1" } else { "0" }),
-        };
-        match rate {
-            None => cmd.arg("-").arg(0),
-            Some(None) => cmd.arg("").arg(0),
-            Some(Some(r)) => cmd.arg(r.per_second).arg(r.burst),
-        };
-        decode_one(group, self.send(cmd).await?)
+        let home = self.group_home(group);
+        let figures = self.run::<GroupSet>(home, (topic, group, change)).await?;
+        Ok(Group {
+            group: group.to_owned(),
+            ..figures
+        })
     }
 
     /// Per topic of `topics` that has groups: how many, how many in turn,
@@ -144,9 +220,7 @@ impl Store {
         let mut all = Vec::new();
         let mut more = false;
         for part in 0..self.parts().len() {
-            let mut cmd = self.script(&SCRIPT, part);
-            cmd.arg("list").arg(topic).arg(after).arg(limit);
-            let page = decode_page(self.send(cmd).await?)?;
+            let page = self.run::<GroupPages>(part, (topic, after, limit)).await?;
             more |= page.next.is_some();
             all.extend(page.groups);
         }
@@ -167,9 +241,40 @@ mod tests {
     use super::*;
     use crate::redis::reply::sample;
 
+    /// Each mode writes the arguments group.lua reads (its header).
+    #[test]
+    fn each_mode_writes_its_arguments() {
+        let args = |f: &dyn Fn(&mut Call)| {
+            let mut call = Call::bare(DEF);
+            f(&mut call);
+            call.arg_texts()
+        };
+        assert_eq!(args(&|c| GroupGet::args(("t", "g"), c)), ["get", "t", "g"]);
+        let change = GroupChange {
+            concurrency: Some(None),
+            paused: Some(true),
+            rate: Some(Some(RateLimit {
+                per_second: 2.5,
+                burst: 3,
+            })),
+        };
+        assert_eq!(
+            args(&|c| GroupSet::args(("t", "g", change), c)),
+            ["set", "t", "g", "", "1", "2.5", "3"]
+        );
+        assert_eq!(
+            args(&|c| GroupSet::args(("t", "g", GroupChange::default()), c)),
+            ["set", "t", "g", "-", "-", "-", "0"]
+        );
+        assert_eq!(
+            args(&|c| GroupPages::args(("t", "b", 50), c)),
+            ["list", "t", "b", "50"]
+        );
+    }
+
     #[test]
     fn decodes_figures_and_pages() {
-        let one = |r: &[&str]| decode_one("g", Fields::parse("group", sample(r)).unwrap());
+        let one = |r: &[&str]| decode_one(Fields::parse("group", sample(r)).unwrap());
         let g = one(&["0", "5", "2", "5", "2", "1", "70", "2.5", "3"]).unwrap();
         assert_eq!(g.oldest_ready_ms, Some(70));
         assert_eq!(

@@ -13,15 +13,6 @@ use crate::error::Result;
 use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "hold",
-    source: include_str!("hold.lua"),
-    when_full: true,
-    acked: false,
-    // A late check may have extended a lease: harmless, and unknown.
-    late_unknown: true,
-};
-
 /// One lease to check: held leases ending within `length` are extended to
 /// end then. `attempt` is the one its pop counted.
 pub(crate) struct Hold {
@@ -56,7 +47,14 @@ impl Batch for Holds {
 }
 
 impl PerJob for Holds {
-    const SCRIPT: &'static ScriptDef = &SCRIPT;
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "hold",
+        source: include_str!("hold.lua"),
+        when_full: true,
+        acked: false,
+        // A late check may have extended a lease: harmless, and unknown.
+        late_unknown: true,
+    };
 
     fn args(h: &Hold, cmd: &mut Call) {
         cmd.arg(&h.id)

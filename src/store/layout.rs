@@ -3,6 +3,9 @@
 //! prelude made from these tables ([`lua_prelude`]), and a test checks that
 //! no script writes one of the values as a literal.
 //!
+//! Why this file is long: the table of every key below is the one place a
+//! reader finds what delayq keeps in Redis, beside the names it documents.
+//!
 //! Every key starts with `{prefix}:`. The braces make the prefix a hash tag,
 //! so every key a script touches lives in one Redis Cluster slot. A queue
 //! split into N > 1 partitions (Redis Cluster) has N such sets of keys, one
@@ -90,13 +93,22 @@
 //! | `{p}:heads`              | zset   | topic -> the due time (ms) of its topic       |
 //! |                          |        | schedule's head, the way to due topics in     |
 //! |                          |        | O(log T); `heads:again`: see H.mark_passed    |
-//! | `{p}:indexed`            | hash   | the topic schedules' backfill: `after` (where |
-//! |                          |        | the pass under way is), `done` (a pass ended),|
-//! |                          |        | `heads` (the heads built from the schedules)  |
+//! | `{p}:indexed`            | hash   | the topic schedules' backfill (index.lua):    |
+//! |                          |        | `phase`, `after`, `topic`, `rank` (where the  |
+//! |                          |        | pass under way is), `done` (a pass ended),    |
+//! |                          |        | `headed` (a pass read every topic's head),    |
+//! |                          |        | `split`, `out` (layout 3's delayed jobs out   |
+//! |                          |        | of the shared schedule)                       |
 //! | `{p}:layout`             | string | the layout writers write: absent = 1 (bodies  |
 //! |                          |        | whole), "2" (long bodies in pieces, see       |
-//! |                          |        | [`PIECE_BYTES`]); " held" after it: the       |
-//! |                          |        | operator's, the upkeep leaves it alone        |
+//! |                          |        | [`PIECE_BYTES`]), "3" (besides, delayed jobs  |
+//! |                          |        | in their topic schedules only); " held" after |
+//! |                          |        | it: the operator's, the upkeep leaves it alone|
+//! | `{p}:gready:`, `grp:`,   | ...    | a topic's groups: their ready jobs, settings, |
+//! | `gturns:`, `groups:`,    |        | rotation, listing and rate waits (the kinds   |
+//! | `gwait:`                 |        | `GROUP_*` in [`kind`], a group's fields in    |
+//! |                          |        | `layout/group.rs`; docs/DESIGN.md's key table |
+//! |                          |        | has a row each)                               |
 
 use crate::defaults::{
     LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_RESULT_BYTES, MAX_TAG_PAGE,

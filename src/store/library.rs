@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 use redis::Cmd;
 use sha2::{Digest, Sha256};
 
+use super::batch::PerJob;
 use super::script::Script;
 use super::{layout, Keys, ScriptDef, Status};
 use crate::redis::library::{command, Function, Library, Path};
@@ -56,26 +57,27 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/job", include_str!("lib/job.lua")),
 ];
 
-/// Every transition, one script each: the one-call scripts by their
-/// [`Script`] types; the many-per-call ones (push, remove, hold, tick, and
-/// the pops and dispatch, which batch their own way) by their definitions.
+/// Every transition, one script each, by its type's definition: a
+/// [`Script`]'s, or a [`PerJob`]'s (the many-per-call push, remove, hold
+/// and tick). A script with several modes (group, list) has a type per
+/// mode, all sharing its one definition: it is listed once, by its first.
 pub(crate) const ALL: &[&ScriptDef] = &[
-    &super::push::SCRIPT,
-    &super::dispatch::SCRIPT,
-    &super::pop::SCRIPT,
-    &super::remove::SCRIPT,
+    super::push::Pushes::DEF,
+    super::dispatch::Dispatch::DEF,
+    super::pop::Pop::DEF,
+    super::remove::Removes::DEF,
     super::release::Release::DEF,
     super::nack::Nack::DEF,
     super::touch::Touch::DEF,
-    &super::hold::SCRIPT,
+    super::hold::Holds::DEF,
     super::reschedule::Reschedule::DEF,
     super::requeue::Requeue::DEF,
     super::sweeps::Purge::DEF,
     super::sweeps::Trim::DEF,
     super::sweeps::History::DEF,
-    &super::tick::SCRIPT,
+    super::tick::Tick::DEF,
     super::recur_put::RecurPut::DEF,
-    &super::list::SCRIPT,
+    super::list::ListSorted::DEF,
     super::rate::Rate::DEF,
     super::unpop::Unpop::DEF,
     super::leader::Leader::DEF,
@@ -89,7 +91,7 @@ pub(crate) const ALL: &[&ScriptDef] = &[
     super::index::Index::DEF,
     super::relayout::Relayout::DEF,
     super::relayout::LayoutSwap::DEF,
-    &super::group::SCRIPT,
+    super::group::GroupGet::DEF,
 ];
 
 /// The body every call runs around its transition `name`, for the

@@ -2,12 +2,23 @@
 //! reserved jobs) or a dead set, and the ready lists.
 //! Every page costs Redis time in proportion to the page (and a bounded
 //! look-ahead), never to the queue.
+//!
+//! `list.lua` has a mode per kind of page, one [`Script`] type each
+//! ([`ListSorted`], [`NextDues`], [`ListReady`], [`ListGroupLines`]),
+//! sharing its one definition: the mode is the call's first argument.
 
+use super::call::Call;
+use super::script::Script;
 use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
+mod cursor;
+
+pub use cursor::Cursor;
+
+/// `list.lua`, whichever the mode.
+const DEF: &ScriptDef = &ScriptDef {
     name: "list",
     source: include_str!("list.lua"),
     when_full: true,
@@ -18,102 +29,8 @@ pub const SCRIPT: ScriptDef = ScriptDef {
 /// Most entries one call looks at per partition, whatever it finds.
 pub const SCAN_CAP: usize = 2000;
 
-/// Where a page starts: after this (score, id), or, in ready lists, after
-/// job `id` of partition `part`'s list of priority `level`, last seen
-/// `index` entries from the end pushes add to (pops, at the other end, do
-/// not move it).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Cursor {
-    After {
-        score: i64,
-        id: String,
-    },
-    At {
-        part: usize,
-        level: u8,
-        index: usize,
-        id: String,
-    },
-}
-
 /// The level after every priority: the topic's groups (lib/groups.lua).
 const GROUPS_LEVEL: u8 = crate::job::MAX_PRIORITY + 1;
-
-/// Scores are Unix milliseconds: whole, never negative, exact in a double.
-const MAX_SCORE: i64 = 1 << 53;
-/// A Redis list holds fewer entries than this.
-const MAX_INDEX: usize = u32::MAX as usize;
-
-impl Cursor {
-    /// An opaque, URL-safe text.
-    pub fn encode(&self) -> String {
-        let text = match self {
-            Cursor::After { score, id } => format!("s\n{score}\n{id}"),
-            // Priority 0 keeps the form cursors had before priorities.
-            Cursor::At {
-                part,
-                level: 0,
-                index,
-                id,
-            } => format!("r\n{part}\n{index}\n{id}"),
-            Cursor::At {
-                part,
-                level,
-                index,
-                id,
-            } => format!("p\n{part}\n{level}\n{index}\n{id}"),
-        };
-        hex::encode(text)
-    }
-
-    /// Reads a cursor, checking every part, so that a forged one is refused
-    /// here and never reaches Redis.
-    pub fn decode(text: &str) -> std::result::Result<Cursor, String> {
-        let bad = |why: &str| format!("cursor {text:?} is not one this server gave: {why}");
-        let raw = hex::decode(text).map_err(|_| bad("not hex"))?;
-        let raw = String::from_utf8(raw).map_err(|_| bad("not UTF-8"))?;
-        let number = |part: Option<&str>, max: u64, what: &str| {
-            part.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|p| p.parse::<u64>().ok())
-                .filter(|&n| n <= max)
-                .ok_or_else(|| bad(&format!("its {what} is not a whole number from 0 to {max}")))
-        };
-        let (kind, rest) = raw.split_once('\n').unwrap_or((&raw, ""));
-        // The id comes last: it may hold anything, even a newline.
-        let fields = match kind {
-            "s" => 2,
-            "r" => 3,
-            "p" => 4,
-            _ => return Err(bad("unknown kind")),
-        };
-        let mut parts = rest.splitn(fields, '\n');
-        let id = (parts.clone().nth(fields - 1))
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| bad("its job id is missing"))?
-            .to_owned();
-        match kind {
-            "s" => {
-                let score = number(parts.next(), MAX_SCORE as u64, "score")? as i64;
-                Ok(Cursor::After { score, id })
-            }
-            "r" | "p" => {
-                let part = number(parts.next(), u16::MAX as u64, "partition")? as usize;
-                let level = match kind {
-                    "p" => number(parts.next(), GROUPS_LEVEL.into(), "priority")? as u8,
-                    _ => 0,
-                };
-                let index = number(parts.next(), MAX_INDEX as u64, "index")? as usize;
-                Ok(Cursor::At {
-                    part,
-                    level,
-                    index,
-                    id,
-                })
-            }
-            _ => unreachable!("kinds are checked above"),
-        }
-    }
-}
 
 /// What to list from a sorted set.
 #[derive(Clone, Copy, Debug)]
@@ -140,10 +57,158 @@ pub(crate) struct Page {
     pub next: Option<Cursor>,
 }
 
-struct PartPage {
+/// [`ListSorted`]'s reply.
+pub(crate) struct PartPage {
     exhausted: bool,
     last: (f64, String),
     found: Vec<(f64, String, String)>,
+}
+
+/// One partition's page of a sorted set ([`Sorted`]) after a cursor's
+/// score and id ("-inf" and "" from the start): at most `limit` ids, and
+/// at most [`SCAN_CAP`] entries looked at.
+pub(crate) struct ListSorted;
+
+impl Script for ListSorted {
+    const DEF: &'static ScriptDef = DEF;
+    /// What to list, the cursor's score and id, the most ids.
+    type Input<'a> = (Sorted<'a>, &'a str, &'a str, usize);
+    type Output = PartPage;
+
+    fn args((what, score, id, limit): Self::Input<'_>, call: &mut Call) {
+        match what {
+            Sorted::Schedule { topic, state } => {
+                call.arg("schedule").arg(topic.unwrap_or("")).arg(state)
+            }
+            Sorted::Dead { topic } => call.arg("dead-letters").arg(topic).arg(""),
+            Sorted::Finished { topic } => call
+                .arg("history")
+                .arg(topic)
+                .arg(crate::JobState::Finished.as_str()),
+        };
+        call.arg(score).arg(id).arg(limit).arg(SCAN_CAP);
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<PartPage> {
+        decode(reply)
+    }
+}
+
+/// Each topic's earliest due time in one partition, in the order given:
+/// -1 none delayed, -2 a topic not known yet (see list.lua's "next-dues").
+pub(crate) struct NextDues;
+
+impl Script for NextDues {
+    const DEF: &'static ScriptDef = DEF;
+    type Input<'a> = &'a [String];
+    type Output = Vec<i64>;
+
+    fn args(topics: &[String], call: &mut Call) {
+        call.arg("next-dues");
+        for t in topics {
+            call.arg(t);
+        }
+    }
+
+    fn decode((status, mut f): (Status, Fields)) -> Result<Vec<i64>> {
+        if status != Status::Done {
+            return Err(Error::protocol("heads", format!("status {status:?}")));
+        }
+        let mut dues = Vec::with_capacity(f.left());
+        while f.left() > 0 {
+            dues.push(f.int()?);
+        }
+        Ok(dues)
+    }
+}
+
+/// A page of one priority level's ready list in one partition, after the
+/// cursor's job (`index` from the push end, "" from the front): at most
+/// `want` ids. Costs the page and a look around the cursor's job of at
+/// most 2 * [`SCAN_CAP`] entries, and one look at the priority levels.
+pub(crate) struct ListReady;
+
+/// [`ListReady`]'s reply.
+pub(crate) struct ReadyPart {
+    /// Where the last id is, from the push end.
+    from: usize,
+    /// The next level with jobs after this one (-1: none).
+    next_level: i64,
+    ids: Vec<String>,
+}
+
+impl Script for ListReady {
+    const DEF: &'static ScriptDef = DEF;
+    /// The topic, the cursor's index and id, the most ids, the level.
+    type Input<'a> = (&'a str, usize, &'a str, usize, u8);
+    type Output = ReadyPart;
+
+    fn args((topic, index, id, want, level): Self::Input<'_>, call: &mut Call) {
+        call.arg("ready-list")
+            .arg(topic)
+            .arg(index)
+            .arg(id)
+            .arg(want)
+            .arg(SCAN_CAP)
+            .arg(level);
+    }
+
+    fn decode((status, mut f): (Status, Fields)) -> Result<ReadyPart> {
+        if status != Status::Done {
+            return Err(Error::protocol("list ready", format!("status {status:?}")));
+        }
+        let from = f.int()?.max(0) as usize;
+        let next_level = f.int()?;
+        let mut ids = Vec::with_capacity(f.left());
+        while f.left() > 0 {
+            ids.push(f.string()?);
+        }
+        Ok(ReadyPart {
+            from,
+            next_level,
+            ids,
+        })
+    }
+}
+
+/// A page across a topic's groups' lines in one partition (the level
+/// after every priority), after the position "<group>\n<last id>" ("" from
+/// the first group): at most `want` ids, at most [`SCAN_CAP`] groups looked
+/// at (a short page then carries its position on).
+pub(crate) struct ListGroupLines;
+
+/// [`ListGroupLines`]'s reply.
+pub(crate) struct LinesPart {
+    /// False: the last group was reached.
+    more: bool,
+    /// Where the next page starts.
+    pos: String,
+    ids: Vec<String>,
+}
+
+impl Script for ListGroupLines {
+    const DEF: &'static ScriptDef = DEF;
+    /// The topic, the position, the most ids.
+    type Input<'a> = (&'a str, &'a str, usize);
+    type Output = LinesPart;
+
+    fn args((topic, pos, want): Self::Input<'_>, call: &mut Call) {
+        call.arg("ready-list").arg(topic).arg(0).arg(pos).arg(want);
+        call.arg(SCAN_CAP).arg(GROUPS_LEVEL);
+    }
+
+    fn decode((status, mut f): (Status, Fields)) -> Result<LinesPart> {
+        if status != Status::Done {
+            return Err(Error::protocol("list ready", format!("status {status:?}")));
+        }
+        let more = f.int()? == 1;
+        let pos = f.string()?;
+        let mut ids = Vec::with_capacity(f.left());
+        while f.left() > 0 {
+            ids.push(f.string()?);
+        }
+        Ok(LinesPart { more, pos, ids })
+    }
 }
 
 fn decode((status, mut f): (Status, Fields)) -> Result<PartPage> {
@@ -185,21 +250,9 @@ impl Store {
             }
             None => ("-inf".to_owned(), String::new()),
         };
-        let calls = (0..self.parts().len()).map(|part| {
-            let mut cmd = self.script(&SCRIPT, part);
-            match what {
-                Sorted::Schedule { topic, state } => {
-                    cmd.arg("schedule").arg(topic.unwrap_or("")).arg(state)
-                }
-                Sorted::Dead { topic } => cmd.arg("dead-letters").arg(topic).arg(""),
-                Sorted::Finished { topic } => cmd
-                    .arg("history")
-                    .arg(topic)
-                    .arg(crate::JobState::Finished.as_str()),
-            };
-            cmd.arg(&score).arg(&id).arg(limit).arg(SCAN_CAP);
-            async move { decode(self.send(cmd).await?) }
-        });
+        let (score, id) = (score.as_str(), id.as_str());
+        let calls = (0..self.parts().len())
+            .map(|part| self.run::<ListSorted>(part, (what, score, id, limit)));
         let pages: Vec<PartPage> = futures::future::join_all(calls)
             .await
             .into_iter()
@@ -257,17 +310,13 @@ impl Store {
         let mut unknown = std::collections::HashSet::new();
         for chunk in topics.chunks(100) {
             for part in 0..self.parts().len() {
-                let mut cmd = self.script(&SCRIPT, part);
-                cmd.arg("next-dues");
-                for t in chunk {
-                    cmd.arg(t);
+                let dues = self.run::<NextDues>(part, chunk).await?;
+                if dues.len() != chunk.len() {
+                    let got = format!("{} due times for {} topics", dues.len(), chunk.len());
+                    return Err(Error::protocol("heads", got));
                 }
-                let (status, mut f) = self.send(cmd).await?;
-                if status != Status::Done {
-                    return Err(Error::protocol("heads", format!("status {status:?}")));
-                }
-                for t in chunk {
-                    match f.int()? {
+                for (t, due) in chunk.iter().zip(dues) {
+                    match due {
                         -2 => {
                             unknown.insert(t.clone());
                         }
@@ -321,17 +370,10 @@ impl Store {
                 // Groups: a page across the topic's groups, at most
                 // SCAN_CAP of them looked at a call (a short page then
                 // carries its cursor on).
-                let mut cmd = self.script(&SCRIPT, part);
-                cmd.arg("ready-list").arg(topic).arg(0).arg(&id).arg(want);
-                cmd.arg(SCAN_CAP).arg(level);
-                let (_, mut f) = self.send(cmd).await?;
-                let more = f.int()? == 1;
-                let pos = f.string()?;
-                let before = ids.len();
-                while f.left() > 0 {
-                    ids.push((f.string()?, 0));
-                }
-                if !more && ids.len() - before < want {
+                let lines = self.run::<ListGroupLines>(part, (topic, &id, want)).await?;
+                let (more, pos, got) = (lines.more, lines.pos, lines.ids.len());
+                ids.extend(lines.ids.into_iter().map(|id| (id, 0)));
+                if !more && got < want {
                     (part, level, next) = (part + 1, 0, None);
                     continue;
                 }
@@ -343,26 +385,12 @@ impl Store {
                 });
                 break;
             }
-            let mut cmd = self.script(&SCRIPT, part);
-            // Costs the page and a look around the cursor's job of at most
-            // 2 * SCAN_CAP entries, and one look at the priority levels.
-            cmd.arg("ready-list")
-                .arg(topic)
-                .arg(index)
-                .arg(&id)
-                .arg(want)
-                .arg(SCAN_CAP)
-                .arg(level);
-            let (status, mut f) = self.send(cmd).await?;
-            if status != Status::Done {
-                return Err(Error::protocol("list ready", format!("status {status:?}")));
-            }
-            let from = f.int()?.max(0) as usize;
-            let next_level = f.int()?;
-            let mut got = Vec::with_capacity(f.left());
-            while f.left() > 0 {
-                got.push(f.string()?);
-            }
+            let input = (topic, index, id.as_str(), want, level);
+            let ReadyPart {
+                from,
+                next_level,
+                ids: got,
+            } = self.run::<ListReady>(part, input).await?;
             if got.len() < want {
                 // This level is done: the next one with jobs, or the next
                 // partition.
@@ -392,52 +420,61 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redis::reply::sample;
+
+    /// Each mode writes the arguments list.lua reads (its header).
+    #[test]
+    fn each_mode_writes_its_arguments() {
+        let args = |f: &dyn Fn(&mut Call)| {
+            let mut call = Call::bare(DEF);
+            f(&mut call);
+            call.arg_texts()
+        };
+        let dead = Sorted::Dead { topic: "t" };
+        assert_eq!(
+            args(&|c| ListSorted::args((dead, "-inf", "", 10), c)),
+            ["dead-letters", "t", "", "-inf", "", "10", "2000"]
+        );
+        let delayed = Sorted::Schedule {
+            topic: None,
+            state: "delayed",
+        };
+        assert_eq!(
+            args(&|c| ListSorted::args((delayed, "5", "a", 1), c)),
+            ["schedule", "", "delayed", "5", "a", "1", "2000"]
+        );
+        let topics = ["a".to_owned(), "b".to_owned()];
+        assert_eq!(
+            args(&|c| NextDues::args(&topics, c)),
+            ["next-dues", "a", "b"]
+        );
+        assert_eq!(
+            args(&|c| ListReady::args(("t", 4, "x", 9, 2), c)),
+            ["ready-list", "t", "4", "x", "9", "2000", "2"]
+        );
+        let level = GROUPS_LEVEL.to_string();
+        assert_eq!(
+            args(&|c| ListGroupLines::args(("t", "g\nx", 9), c)),
+            ["ready-list", "t", "0", "g\nx", "9", "2000", level.as_str()]
+        );
+    }
 
     #[test]
-    fn cursors_round_trip_and_refuse_strangers() {
-        for c in [
-            Cursor::After {
-                score: 1_700_000_000_000,
-                id: "a b/c\nd".into(),
-            },
-            Cursor::At {
-                part: 3,
-                level: 0,
-                index: 40,
-                id: "x\ny".into(),
-            },
-            Cursor::At {
-                part: 1,
-                level: 9,
-                index: 0,
-                id: "p:1".into(),
-            },
-        ] {
-            assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
-        }
-        assert!(Cursor::decode("zz").is_err());
-        for forged in [
-            "s\nx\nid",
-            "s\nNaN\nid",
-            "s\ninf\nid",
-            "s\n-5\nid",
-            "s\n1.5\nid",
-            "s\n99999999999999999999999\nid",
-            "s\n\nid",
-            "s\n5\n",
-            "s\n5",
-            "r\n\n0\nid",
-            "r\n0\n\nid",
-            "r\n0\n0",
-            "r\n0\n0\n",
-            "r\n-1\n0\nid",
-            "r\n0\n18446744073709551615\nid",
-            "q\n0\n0",
-            "p\n0\n11\n0\nid",
-            "p\n0\n\n0\nid",
-            "p\n0\n1\n0",
-        ] {
-            assert!(Cursor::decode(&hex::encode(forged)).is_err(), "{forged:?}");
-        }
+    fn decodes_each_modes_reply() {
+        let parse = |r: &[&str]| Fields::parse("list", sample(r)).unwrap();
+        assert_eq!(
+            NextDues::decode(parse(&["0", "-2", "-1", "70"])).unwrap(),
+            [-2, -1, 70]
+        );
+        let ready = ListReady::decode(parse(&["0", "7", "-1", "a", "b"])).unwrap();
+        assert_eq!((ready.from, ready.next_level), (7, -1));
+        assert_eq!(ready.ids, ["a", "b"]);
+        let lines = ListGroupLines::decode(parse(&["0", "1", "g\nb", "a", "b"])).unwrap();
+        assert!(lines.more);
+        assert_eq!((lines.pos.as_str(), lines.ids.len()), ("g\nb", 2));
+        let page = ListSorted::decode(parse(&["0", "1", "5", "x", "a", "3"])).unwrap();
+        assert!(page.exhausted);
+        assert_eq!(page.found.len(), 1);
+        assert!(ListReady::decode(parse(&["1"])).is_err());
     }
 }

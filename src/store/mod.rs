@@ -2,22 +2,27 @@
 //!
 //! Each state transition is one Lua script with a Rust file beside it that
 //! encodes its arguments and decodes its reply (`cancel.lua` and
-//! `cancel.rs`, and so on). A script called once per change is one type
-//! implementing [`script::Script`] (its name, flags, source, arguments
-//! from a typed input, reply decoded into a typed output), declared as a
-//! row of `script!` (`rate.rs`, whose calls differ in arity,
-//! implements it by hand); callers run it with
-//! `store.run::<Cancel>(part, input)`, and a [`Store`] method stands
-//! beside a script only where a call needs more than one script call
-//! (paging, pacing, the writes around it). Scripts of one shape share one
-//! table and decode ([`sweeps`]: purge, trim, history; [`tag_pages`]:
-//! tag_list, tag_cancel). The scripts over many jobs per call (push,
-//! remove, hold, tick, through [`batch`]; pop and dispatch) keep a
-//! [`ScriptDef`] and their batch's own trait; so do group and list, whose
-//! modes answer in different shapes. `lib/*.lua` hold the helpers they
-//! share and [`layout`] names every key, field and state once. The scripts are loaded as one Redis
-//! function library ([`library`]) and called by name. Plain reads (a job,
-//! the counts, a dead-letter page, memory) are in [`read`].
+//! `cancel.rs`, and so on). Every script is a type. One called once per
+//! change implements [`script::Script`] (its name, flags, source,
+//! arguments from a typed input, reply decoded into a typed output),
+//! mostly declared as a row of `script!` (`rate.rs`, whose calls differ in
+//! arity, implements it by hand); callers run it with
+//! `store.run::<Cancel>(part, input)`, or build the call with
+//! `store.call_of::<Pop>(part, input)` to set its deadline (pop,
+//! dispatch), and a [`Store`] method stands beside a script only where a
+//! call needs more than one script call (paging, pacing, the writes around
+//! it). Scripts of one shape share one table and decode ([`sweeps`]:
+//! purge, trim, history; [`tag_pages`]: tag_list, tag_cancel). A script
+//! with modes has a type per mode sharing its one definition ([`group`]:
+//! get, set, a page; [`list`]: sorted sets, next due times, ready lists,
+//! groups' lines). The scripts over many jobs per call (push, remove,
+//! hold, tick) implement [`batch`]'s `PerJob` and go through the
+//! group-commit lanes. `lib/*.lua` hold the helpers they share and
+//! [`layout`] names every key, field and state once. The scripts are
+//! loaded as one Redis function library ([`library`], whose `ALL` lists
+//! each script's `DEF`) and called by name; [`commands`] lists the
+//! commands they (and the store) send, as probes of the user's ACL. Plain
+//! reads (a job, the counts, a dead-letter page, memory) are in [`read`].
 //!
 //! A queue may be split into partitions (Redis Cluster), each a full set of
 //! keys in one slot; [`parts`] picks a job's partition from its id, and the
@@ -39,6 +44,7 @@
 mod batch;
 mod body;
 pub(crate) mod call;
+pub mod commands;
 pub(crate) mod counts;
 pub(crate) mod instances;
 pub mod layout;
@@ -79,13 +85,7 @@ pub mod tick;
 pub mod touch;
 pub mod unpop;
 
-/// What the test suite reaches inside the store; not part of the API.
-pub mod testing {
-    pub use super::layout::{partition_of, slot, Keys};
-    pub use super::library::{call, eval_script_of, eval_shas, fcall};
-    pub use super::{dispatch, pop, push, relayout, remove, ScriptDef, Status};
-    pub use crate::redis::library::Path;
-}
+pub mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use super::call::Call;
 use super::rate::Grant;
+use super::script::Script;
 use super::{ScriptDef, Status, Store};
 use crate::error::{Error, Result};
 use crate::job::Delivery;
@@ -16,18 +17,14 @@ mod batch;
 
 pub(crate) use batch::{PopRequest, Pops};
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "pop",
-    source: include_str!("pop.lua"),
-    when_full: true,
-    acked: true,
-    // A late pop's jobs are given back (unpop): to its caller, nothing
-    // changed.
-    late_unknown: false,
-};
+/// `pop.lua`: leases ready jobs of some topics in one partition. Its
+/// calls are made by `Store::pop_call`, which sets their deadline and
+/// wait and gives back the jobs of a call that may have run unanswered;
+/// pops that arrive together are batched by [`Pops`].
+pub(crate) struct Pop;
 
 /// What one pop call may take.
-struct Room<'a> {
+pub(crate) struct Room<'a> {
     jobs: usize,
     bytes: usize,
     /// Per topic, the jobs its rate limit granted (None: no limit), from
@@ -35,16 +32,36 @@ struct Room<'a> {
     allowed: &'a [Option<u64>],
 }
 
-fn args(cmd: &mut Call, nonce: &str, topics: &[String], room: &Room) {
-    let allowed: Vec<String> = (room.allowed.iter())
-        .map(|a| a.map_or("-".to_owned(), |n| n.to_string()))
-        .collect();
-    cmd.arg(room.jobs)
-        .arg(room.bytes)
-        .arg(nonce)
-        .arg(allowed.join(","));
-    for t in topics {
-        cmd.arg(t);
+impl Script for Pop {
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "pop",
+        source: include_str!("pop.lua"),
+        when_full: true,
+        acked: true,
+        // A late pop's jobs are given back (unpop): to its caller, nothing
+        // changed.
+        late_unknown: false,
+    };
+    /// The call's nonce (its leases' tokens start with it), the topics in
+    /// the order they are tried, and what the call may take.
+    type Input<'a> = (&'a str, &'a [String], Room<'a>);
+    type Output = Popped;
+
+    fn args((nonce, topics, room): Self::Input<'_>, call: &mut Call) {
+        let allowed: Vec<String> = (room.allowed.iter())
+            .map(|a| a.map_or("-".to_owned(), |n| n.to_string()))
+            .collect();
+        call.arg(room.jobs)
+            .arg(room.bytes)
+            .arg(nonce)
+            .arg(allowed.join(","));
+        for t in topics {
+            call.arg(t);
+        }
+    }
+
+    fn decode(reply: (Status, Fields)) -> Result<Popped> {
+        decode(reply)
     }
 }
 
@@ -77,7 +94,7 @@ impl Held {
 
 /// What one pop call did.
 #[derive(Debug)]
-struct Popped {
+pub(crate) struct Popped {
     /// Redis time at the call (us).
     now_us: i64,
     held: Held,
@@ -330,11 +347,12 @@ impl Store {
         until: Instant,
         limit: Duration,
     ) -> Result<(Held, Vec<Delivery>)> {
-        let mut cmd = self.script(&SCRIPT, part).until(until).within(limit);
         // A token is this call's random nonce and a counter: unique
         // without a counter in Redis that a failover could roll back.
         let nonce = uuid::Uuid::new_v4().simple().to_string();
-        args(&mut cmd, &nonce[..16], topics, &room);
+        let cmd = (self.call_of::<Pop>(part, (&nonce[..16], topics, room)))
+            .until(until)
+            .within(limit);
         let sent = Instant::now();
         let reply = match self.send(cmd).await {
             Err(e) if e.may_have_run() => {
@@ -345,7 +363,7 @@ impl Store {
             }
             r => r?,
         };
-        let popped = decode(reply)?;
+        let popped = Pop::decode(reply)?;
         self.redis
             .clock()
             .observe(sent, Instant::now(), popped.now_us);

@@ -11,14 +11,6 @@ use crate::job::PushOutcome;
 use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "push",
-    source: include_str!("push.lua"),
-    when_full: false,
-    acked: true,
-    late_unknown: true,
-};
-
 /// Arguments per job that push.lua takes (its prelude's PUSH_ARGS).
 pub(crate) const ARGS: usize = 10;
 
@@ -161,7 +153,13 @@ impl Batch for Pushes {
 }
 
 impl PerJob for Pushes {
-    const SCRIPT: &'static ScriptDef = &SCRIPT;
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "push",
+        source: include_str!("push.lua"),
+        when_full: false,
+        acked: true,
+        late_unknown: true,
+    };
     // Measured with 32 to 256 single adds in flight (AOF always, where each
     // of Redis's loops that wrote ends in an fsync), against 16: at 64, 128
     // and 256 adds/s rose 1.28-1.32x, 1.14x and 1.07x, at 0.83-0.95x the
@@ -223,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_push_writes_the_arguments_the_script_takes() {
-        let mut call = Call::bare(&SCRIPT);
+        let mut call = Call::bare(Pushes::DEF);
         Pushes::args(
             &Push {
                 id: "a".into(),

@@ -16,14 +16,6 @@ use crate::redis::coalesce::Batch;
 use crate::redis::Fields;
 use crate::JobState;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "remove",
-    source: include_str!("remove.lua"),
-    when_full: true,
-    acked: true,
-    late_unknown: true,
-};
-
 /// Which removals are allowed.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Fence<'a> {
@@ -108,7 +100,13 @@ impl Batch for Removes {
 }
 
 impl PerJob for Removes {
-    const SCRIPT: &'static ScriptDef = &SCRIPT;
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "remove",
+        source: include_str!("remove.lua"),
+        when_full: true,
+        acked: true,
+        late_unknown: true,
+    };
 
     fn header(store: &Store, cmd: &mut Call) {
         store.keep.args(cmd);

@@ -31,9 +31,16 @@ impl Store {
         part: usize,
         input: S::Input<'_>,
     ) -> Result<S::Output> {
+        S::decode(self.send(self.call_of::<S>(part, input)).await?)
+    }
+
+    /// The call [`run`](Self::run) sends, for a caller that sets its
+    /// deadline or its wait ([`Call::until`], [`Call::within`]) or acts on
+    /// its failure before it reads the reply with `S::decode`.
+    pub(crate) fn call_of<S: Script>(&self, part: usize, input: S::Input<'_>) -> Call {
         let mut call = self.script(S::DEF, part);
         S::args(input, &mut call);
-        S::decode(self.send(call).await?)
+        call
     }
 }
 

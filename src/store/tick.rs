@@ -12,14 +12,6 @@ use crate::job::PushOutcome;
 use crate::redis::coalesce::{chunks, Batch};
 use crate::redis::Fields;
 
-pub const SCRIPT: ScriptDef = ScriptDef {
-    name: "tick",
-    source: include_str!("tick.lua"),
-    when_full: false,
-    acked: true,
-    late_unknown: true,
-};
-
 /// What a tick asks of `tick.lua` (see its header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TickMode {
@@ -87,7 +79,13 @@ impl Batch for Tick {
 }
 
 impl PerJob for Tick {
-    const SCRIPT: &'static ScriptDef = &SCRIPT;
+    const DEF: &'static ScriptDef = &ScriptDef {
+        name: "tick",
+        source: include_str!("tick.lua"),
+        when_full: false,
+        acked: true,
+        late_unknown: true,
+    };
 
     fn args(t: &Tick, cmd: &mut Call) {
         cmd.arg(&t.name)
@@ -171,7 +169,7 @@ mod tests {
                 extra: Default::default(),
             }),
         ] {
-            let mut call = Call::bare(&SCRIPT);
+            let mut call = Call::bare(Tick::DEF);
             let tick = Tick {
                 name: "n".into(),
                 version: "v".into(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use delayq::http::ServerConfig;
-use delayq::testing::{fcall, push, remove, Keys};
+use delayq::testing::{fcall, scripts, Keys};
 use delayq::{Error, JobState, NewJob};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -373,7 +373,7 @@ async fn times_past_year_9999_are_refused_before_anything_is_written() {
         .arg(0)
         .arg("replace")
         .arg("");
-    let cmd = fcall(&push::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let cmd = fcall(scripts::PUSH, &Keys::new("dq"), false, 0, &args);
     let r: redis::RedisResult<redis::Value> = cmd.query_async(&mut redis.conn().await).await;
     let e = r.unwrap_err();
     assert_eq!(e.code(), Some("DQINVALID"), "{e}");
@@ -462,7 +462,7 @@ async fn an_empty_lease_token_settles_nothing() {
         .arg("lease")
         .arg("")
         .arg("");
-    let cmd = fcall(&remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let cmd = fcall(scripts::REMOVE, &Keys::new("dq"), false, 0, &args);
     let reply: (i64, i64, String, String) = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply.1, delayq::testing::Status::Stale as i64);
     let j = q.get("leased").await.unwrap().unwrap();

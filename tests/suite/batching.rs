@@ -9,7 +9,8 @@ use futures::future::join_all;
 use futures::FutureExt;
 
 use crate::common::{
-    arm_slowlog, config, eventually, job, queue, script_calls, topics, CutProxy, RedisServer,
+    arm_slowlog, config, eventually, job, push_all, queue, script_calls, topics, CutProxy,
+    RedisServer,
 };
 
 /// How many script calls Redis has run since its start.
@@ -52,9 +53,7 @@ async fn expired_events_look_their_ids_up_in_one_command() {
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("e{i}"), "burst", 500 + i * 3, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(60), "all fired", || async {
         let o = q.topics().await.unwrap();
         let ready = o.topics.get("burst").copied().unwrap_or_default().ready;
@@ -222,9 +221,7 @@ async fn consumers_woken_together_pop_in_one_call_and_each_gets_its_own_job() {
     let jobs: Vec<_> = (0..40)
         .map(|i| job(&format!("c{i}"), "c", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let mut got = Vec::new();
     for w in waiters {
         let d = w.await.unwrap().expect("every waiting consumer gets a job");
@@ -260,9 +257,7 @@ async fn pops_of_a_partitioned_queue_that_come_together_share_a_call_per_partiti
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("p{i}"), "p", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(30), "every job ready", || async {
         let o = q.topics().await.ok()?;
         (o.topics.get("p")?.ready == n as u64).then_some(())
@@ -485,9 +480,7 @@ async fn a_second_push_batch_goes_while_the_first_is_at_redis_and_each_caller_ke
     let replaced: Vec<_> = (0..40)
         .map(|i| job(&format!("r{i}"), "s", 3_600_000, 60_000))
         .collect();
-    for r in q.push_many(&replaced).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &replaced).await;
     let mut jobs = Vec::new();
     let mut expect = Vec::new();
     for i in 0..100 {
@@ -673,7 +666,7 @@ async fn two_push_batches_in_flight_with_one_id_and_one_dedup_key_answer_what_re
 /// moves once.
 #[tokio::test]
 async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
-    use delayq::testing::{call, remove, Keys, Status};
+    use delayq::testing::{call, scripts, Keys, Status};
     let redis = RedisServer::start();
     let q = queue(&redis);
     for i in 0..3 {
@@ -698,8 +691,8 @@ async fn one_remove_call_that_names_a_job_twice_finishes_it_once() {
     }
     args.arg(&got[0].id).arg("lease").arg(&got[0].token).arg("");
     args.arg(&got[0].id).arg("any").arg("").arg("");
-    let path = crate::common::script_path(&redis, &remove::SCRIPT).await;
-    let cmd = call(path, &remove::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let path = crate::common::script_path(&redis, scripts::REMOVE).await;
+    let cmd = call(path, scripts::REMOVE, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
     let statuses: Vec<i64> = reply[1..]
         .chunks(3)

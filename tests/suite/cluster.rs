@@ -37,9 +37,7 @@ async fn a_rate_limit_holds_for_the_whole_queue_over_twelve_partitions() {
     let jobs: Vec<NewJob> = (0..120)
         .map(|i| job(&format!("sms-{i}"), "sms", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(10), "120 ready", || async {
         (q.topics().await.ok()?.topics.get("sms")?.ready == 120).then_some(())
     })
@@ -139,9 +137,7 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
         })
         .collect();
     for chunk in jobs.chunks(100) {
-        for r in a.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&a, chunk).await;
     }
     let spread = cluster.keys_per_master();
     println!("keys per master after {n} pushes: {spread:?}");
@@ -244,9 +240,7 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
             ..job(&format!("sms-{i}"), "sms", 0, 30_000)
         })
         .collect();
-    for r in a.push_many(&failing).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&a, &failing).await;
     let sms = vec!["sms".to_string()];
     let mut died = 0;
     while died < 12 {
@@ -614,9 +608,7 @@ async fn a_batch_finish_over_twelve_partitions_settles_each_job() {
     let jobs: Vec<NewJob> = (0..60)
         .map(|i| job(&format!("bf-{i}"), "bf", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let topics = ["bf".to_string()];
     let mut got = Vec::new();
     let until = std::time::Instant::now() + Duration::from_secs(60);

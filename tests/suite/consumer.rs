@@ -93,9 +93,7 @@ async fn a_consumer_fills_its_free_slots_with_one_pop() {
             ..NewJob::default()
         })
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let o = q.topics().await.unwrap();
         (o.topics.get("slots").copied().unwrap_or_default().ready == n).then_some(())
@@ -141,9 +139,7 @@ async fn ready_burst(q: &delayq::Queue, topic: &str, prefix: &str, n: u64, ttr_m
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("{prefix}{i}"), topic, 0, ttr_ms))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let o = q.topics().await.unwrap();
         (o.topics.get(topic).copied().unwrap_or_default().ready == n).then_some(())

@@ -405,9 +405,7 @@ async fn pops_of_large_bodies_are_bounded_in_bytes_and_strand_nothing() {
         })
         .collect();
     for chunk in jobs.chunks(20) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     eventually(Duration::from_secs(20), "all ready", || async {
         let o = q.topics().await.ok()?;

@@ -9,7 +9,8 @@ use delayq::wire::Event;
 use delayq::{Config, Queue, RetryPolicy};
 
 use crate::common::{
-    config, eventually, get_json, job, queue, topics, DelayqProcess, RedisServer, TestServer,
+    config, eventually, get_json, job, push_all, queue, topics, DelayqProcess, RedisServer,
+    TestServer,
 };
 
 fn events_config(redis: &RedisServer) -> Config {
@@ -546,9 +547,7 @@ async fn ten_thousand_kept_events_take_under_a_hundred_bytes_each() {
             .iter()
             .map(|i| job(&format!("order-{i:06}"), "orders", 3_600_000, 30_000))
             .collect();
-        for r in q.push_many(&jobs).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, &jobs).await;
     }
     let mut c = redis.conn().await;
     let len: u64 = redis::cmd("XLEN")

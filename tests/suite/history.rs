@@ -409,9 +409,7 @@ async fn over_a_cluster_records_are_counted_and_listed_across_partitions() {
     let jobs: Vec<_> = (0..30)
         .map(|i| job(&format!("c{i}"), "t", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     for d in pop_n(&q, "t", 30).await {
         q.finish(&d.id, &d.token).await.unwrap();
     }

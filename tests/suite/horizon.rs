@@ -7,7 +7,9 @@ use std::time::Duration;
 use delayq::{Config, JobState, Queue};
 use futures::stream::{self, StreamExt};
 
-use crate::common::{config, eventually, job, scheduled_due, topics, DelayqProcess, RedisServer};
+use crate::common::{
+    config, eventually, job, push_all, scheduled_due, topics, DelayqProcess, RedisServer,
+};
 
 const HORIZON: Duration = Duration::from_secs(4);
 
@@ -270,9 +272,7 @@ async fn jobs_sharing_a_due_time_beyond_a_batch_are_all_armed() {
             ..job(&format!("s{i:02}"), "t", 0, 60_000)
         })
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let keys = || async {
         let mut armed = 0;
         for i in 0..n {
@@ -395,9 +395,7 @@ async fn thousands_of_jobs_sharing_due_times_beyond_a_tiny_horizon_fire_once() {
         })
         .collect();
     for chunk in jobs.chunks(500) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     // Changed at the first due time: the next ones armed, the far ones not.
     while redis.time_ms().await < base {
@@ -634,9 +632,7 @@ async fn in_layout_3_the_arming_walks_the_topic_schedules() {
         due_at_ms: Some(far_due),
         ..job("far", "u", 0, 60_000)
     });
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     for j in &jobs {
         let shared: Option<i64> = redis.cmd(&["ZSCORE", "{dq}:schedule", &j.id]).await;
         assert_eq!(shared, None, "{} in the shared schedule", j.id);

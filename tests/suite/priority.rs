@@ -468,8 +468,8 @@ async fn resuming_a_topic_wakes_pops_waiting_on_another_instance_for_its_priorit
 /// itself left out) that `n` pops of one job each from `topic` run, with nothing else
 /// running against Redis.
 async fn commands_per_pop(redis: &RedisServer, topic: &str, n: usize) -> f64 {
-    use delayq::testing::{call, pop, Keys};
-    let path = script_path(redis, &pop::SCRIPT).await;
+    use delayq::testing::{call, scripts, Keys};
+    let path = script_path(redis, scripts::POP).await;
     // One connection, opened before the count: a new one's setup (the
     // client's CLIENT SETINFO, which Redis 6.2 counts as failed calls)
     // is no pop's.
@@ -486,7 +486,7 @@ async fn commands_per_pop(redis: &RedisServer, topic: &str, n: usize) -> f64 {
             .arg(format!("n{i}"))
             .arg("")
             .arg(topic);
-        let cmd = call(path, &pop::SCRIPT, &Keys::new("dq"), false, 0, &args);
+        let cmd = call(path, scripts::POP, &Keys::new("dq"), false, 0, &args);
         let _: redis::Value = cmd.query_async(&mut conn).await.unwrap();
     }
     let info: String = redis::cmd("INFO")
@@ -517,12 +517,8 @@ async fn a_prioritised_pop_runs_three_redis_commands_more_than_a_plain_one() {
             .map(|i| prio(&format!("{topic}{i}"), topic, p))
             .collect()
     };
-    for r in q.push_many(&jobs("plain", 0)).await.unwrap() {
-        r.unwrap();
-    }
-    for r in q.push_many(&jobs("prio", 4)).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs("plain", 0)).await;
+    push_all(&q, &jobs("prio", 4)).await;
     ready(&q, "plain", n as u64).await;
     ready(&q, "prio", n as u64).await;
     // Nothing else runs against Redis while the pops are counted.
@@ -550,9 +546,7 @@ async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("p{i:03}"), "t", 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     ready(&q, "t", n as u64).await;
     q.close().await;
     // The 10 commands listed above (the LTRIM rounds away), and the ZRANGE
@@ -570,14 +564,14 @@ async fn a_plain_pop_runs_the_commands_it_ran_before_priorities() {
 /// test does not dispatch): with `ids`, as for their expired trigger keys;
 /// without, a sweep. How many jobs it moved.
 async fn dispatch_once(redis: &RedisServer, limit: usize, ids: &[&str]) -> i64 {
-    use delayq::testing::{call, dispatch, Keys};
-    let path = script_path(redis, &dispatch::SCRIPT).await;
+    use delayq::testing::{call, scripts, Keys};
+    let path = script_path(redis, scripts::DISPATCH).await;
     let mut args = redis::Cmd::new();
     args.arg(limit).arg(1000).arg(86_400_000).arg(0).arg(0);
     for id in ids {
         args.arg(*id);
     }
-    let cmd = call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let cmd = call(path, scripts::DISPATCH, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
     match reply[2] {
         redis::Value::Int(n) => n,

@@ -46,9 +46,7 @@ async fn ready_backlog(q: &Queue, topic: &str, prefix: &str, n: usize, tagged: u
                 ..job(&format!("{prefix}{i}"), topic, 0, 60_000)
             })
             .collect();
-        for r in q.push_many(&jobs).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(q, &jobs).await;
     }
     until_value(
         n as u64,
@@ -211,9 +209,7 @@ async fn a_ready_page_read_past_stale_entries_still_carries_at_most_4_mib_of_bod
         })
         .collect();
     for chunk in jobs.chunks(20) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     until_value(140, Duration::from_secs(30), "the jobs ready", || async {
         Some(ready_count(&q, "wide").await)

@@ -8,7 +8,9 @@ use delayq::http::ServerConfig;
 use delayq::{Config, NewJob, Queue, RateLimit, Resolution, RetryPolicy};
 use serde_json::Value;
 
-use crate::common::{config, eventually, get_json, job, queue, topics, RedisServer, TestServer};
+use crate::common::{
+    config, eventually, get_json, job, push_all, queue, topics, RedisServer, TestServer,
+};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -273,9 +275,7 @@ async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
     let jobs: Vec<_> = (0..30)
         .map(|i| job(&format!("c-{i}"), "cl", 1, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(LIMIT, "30 ready", || async {
         (q.topics().await.unwrap().topics["cl"].ready == 30).then_some(())
     })
@@ -308,9 +308,7 @@ async fn metrics_stay_bounded_however_many_topics_come_and_go() {
         .map(|i| job(&format!("j{i}"), &format!("topic-{i}"), 60_000, 1000))
         .collect();
     for chunk in jobs.chunks(250) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     let text = reqwest::get(format!("{}/metrics", s.base))
         .await

@@ -242,9 +242,7 @@ async fn jobs_that_stay_ready_are_listed_once_while_others_are_popped_and_pushed
             let jobs: Vec<_> = (from..to)
                 .map(|i| job(&format!("r{i:03}"), "now", 0, 60_000))
                 .collect();
-            for r in q.push_many(&jobs).await.unwrap() {
-                r.unwrap();
-            }
+            push_all(&q, &jobs).await;
             eventually(Duration::from_secs(5), "ready", || async {
                 let t = q.topics().await.unwrap();
                 let ready = t.topics.get("now").map_or(0, |c| c.ready);
@@ -317,9 +315,7 @@ async fn a_page_costs_redis_the_page_even_with_200k_jobs_due_at_one_time() {
                 .collect();
             let q = q.clone();
             async move {
-                for r in q.push_many(&jobs).await.unwrap() {
-                    r.unwrap();
-                }
+                push_all(&q, &jobs).await;
             }
         });
         futures::future::join_all(batches).await;

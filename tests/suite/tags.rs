@@ -384,9 +384,7 @@ async fn a_tag_entry_costs_little_memory() {
     for (prefix, tags) in [("plain", &[][..]), ("tagged", &["member:77"][..])] {
         let before = fcall_usec(&redis);
         for chunk in push(prefix, tags).chunks(1000) {
-            for r in q.push_many(chunk).await.unwrap() {
-                r.unwrap();
-            }
+            push_all(&q, chunk).await;
         }
         cpu.push((fcall_usec(&redis) - before) as f64 / n as f64);
     }
@@ -522,9 +520,7 @@ async fn over_a_cluster_a_tag_is_listed_moved_and_cancelled_across_partitions() 
     let jobs: Vec<NewJob> = (0..60)
         .map(|i| tagged(&format!("c{i}"), 3_600_000, &["member:77"]))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let (ids, pages) = list_all(&q, "member:77", 7).await;
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 60);
     assert_eq!(ids.len(), 60, "each job once");

@@ -696,9 +696,7 @@ async fn trace_context_is_kept_and_handed_on_over_a_redis_cluster() {
         })
         .collect();
     jobs.push(job("plain", "spread", 0, 30_000));
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let mut got = Vec::new();
     while got.len() < jobs.len() {
         got.extend(q.pop_many(&topics(&["spread"]), 20, LIMIT).await.unwrap());

@@ -11,6 +11,7 @@
 //! category such as @keyspace would give FLUSHALL too).
 
 use delayq::acl::{self, Need, Probe};
+use delayq::queue_commands;
 
 use super::{Check, Target};
 
@@ -38,7 +39,11 @@ pub async fn check(t: &Target) -> Check {
     } else {
         &[]
     };
-    let probes: Vec<&Probe> = scripts.iter().chain(acl::PROBES).chain(cluster).collect();
+    let probes: Vec<&Probe> = scripts
+        .iter()
+        .chain(queue_commands::PROBES)
+        .chain(cluster)
+        .collect();
     let mut conn = t.conn.clone();
     let (how, refused) =
         acl::permissions(&mut conn, &t.client, &probes, &key, &channel, &lib, true).await;

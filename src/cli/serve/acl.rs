@@ -6,6 +6,7 @@
 
 use anyhow::{bail, Result};
 use delayq::acl::{self, Need, Probe};
+use delayq::queue_commands;
 use delayq::{defaults, Tls};
 
 use crate::cli::redis_checks;
@@ -40,8 +41,8 @@ pub async fn refuse_unpermitted(
     // out of the line): tried, its refusal would sit in the ACL LOG.
     let probes: Vec<&Probe> = scripts
         .iter()
-        .chain(acl::PROBES)
-        .chain(acl::SCRIPT_READS)
+        .chain(queue_commands::PROBES)
+        .chain(queue_commands::SCRIPT_READS)
         .filter(|p| p.need != Need::Rewrite)
         .collect();
     let pid = std::process::id();

@@ -7,6 +7,7 @@ function flash(text, bad) {
   const n = el("p", { class: bad ? "error" : "notice", id: "flash" }, text);
   const old = document.getElementById("flash");
   if (old) old.remove();
+  notice = { node: n, hash: location.hash, at: Date.now() };
   document.getElementById("main").prepend(n);
 }
 // Runs an action, shows the page again, then says what was done (`done`

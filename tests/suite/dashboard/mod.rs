@@ -181,8 +181,6 @@ impl Browser {
         }
     }
 
-    /// Waits until the element's text contains `needle` (pages render
-    /// asynchronously).
     /// Opens `url` until it shows `css`: a page whose API calls failed on
     /// a machine busy with the rest of the suite shows the error and is
     /// opened again (three times at most).
@@ -202,6 +200,8 @@ impl Browser {
         panic!("{url} never showed {css}");
     }
 
+    /// Waits until the element's text contains `needle` (pages render
+    /// asynchronously).
     async fn wait_text(&self, css: &str, needle: &str) {
         // Generous: a browser on a busy machine renders slowly.
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -220,6 +220,27 @@ impl Browser {
 
     async fn click(&self, css: &str) {
         self.act(css, "click", json!({})).await;
+    }
+
+    /// Clicks `css` until the flash message says `needle`. A view
+    /// re-renders after an action and every 5 s: a click that met the old
+    /// button is lost, as a user's would be, and is made again (five
+    /// tries, 20 s each for the answer).
+    async fn click_until_flash(&self, css: &str, needle: &str) {
+        for _ in 0..5 {
+            self.click(css).await;
+            let until = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < until {
+                if self.try_find("#flash").await.is_some()
+                    && self.text("#flash").await.contains(needle)
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            println!("{css}: no {needle:?} after a click; clicking again");
+        }
+        panic!("clicks on {css} never flashed {needle:?}");
     }
 
     async fn type_in(&self, css: &str, text: &str) {

@@ -47,9 +47,7 @@ async fn a_refresh_costs_redis_what_the_page_shows_and_every_topic_with_delayed_
         }
     }
     for chunk in jobs.chunks(500) {
-        for r in q.push_many(chunk).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, chunk).await;
     }
     q.push(&job("late-1", "late", 7_200_000, 60_000))
         .await
@@ -344,11 +342,25 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     b.shot("dashboard-recurring.png").await;
     if rec.get("paused").is_some() {
         // Run now pushes a job; pause holds the schedule.
-        b.click("#recurring tr[data-name=daily-report] button[data-act=run]")
-            .await;
-        b.wait_text("#flash", "Pushed job").await;
-        // The view re-renders after run now (and every 5 s): a click that
-        // met the old button is lost, as a user's would be; click again.
+        b.click_until_flash(
+            "#recurring tr[data-name=daily-report] button[data-act=run]",
+            "Pushed job",
+        )
+        .await;
+        // The notice outlives the view's refresh (every 5 s), which once
+        // dropped it before it could be read.
+        let updated = b.text("#updated").await;
+        let until = Instant::now() + Duration::from_secs(60);
+        while b.text("#updated").await == updated {
+            assert!(Instant::now() < until, "the view never refreshed");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(
+            b.text("#flash").await.contains("Pushed job"),
+            "the notice went with the refresh"
+        );
+        // The view re-renders after run now too: pause is clicked until
+        // the schedule says paused.
         let mut paused = false;
         for _ in 0..6 {
             b.click("#recurring tr[data-name=daily-report] button[data-act=pause]")

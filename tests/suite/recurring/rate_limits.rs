@@ -21,9 +21,7 @@ async fn a_rate_limit_holds_across_two_instances_with_greedy_consumers() {
     let jobs: Vec<_> = (0..50)
         .map(|i| job(&format!("sms-{i}"), "sms", 0, 60_000))
         .collect();
-    for r in a.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&a, &jobs).await;
     eventually(Duration::from_secs(5), "all 50 ready", || async {
         (a.topics().await.unwrap().topics["sms"].ready == 50).then_some(())
     })
@@ -89,9 +87,7 @@ async fn ready_jobs(q: &Queue, topic: &str, n: usize) {
     let jobs: Vec<_> = (0..n)
         .map(|i| job(&format!("{topic}-{i}"), topic, 0, 60_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(10), "all ready", || async {
         (q.topics().await.unwrap().topics[topic].ready == n as u64).then_some(())
     })

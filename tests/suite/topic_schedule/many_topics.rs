@@ -6,11 +6,13 @@
 //! every head made that ratio 20-100x; bounded by the limit it stays near 1.
 
 use super::*;
-use delayq::testing::{call, dispatch, Keys};
+use delayq::testing::{call, scripts, Keys};
 
-/// How much slower a call over 30,000 topics may be than the same call
-/// over 1,000: wide, so that a busy machine cannot reach it.
-const MOST_RATIO: f64 = 5.0;
+/// How much slower the median call over 30,000 topics may be than the
+/// same call over 1,000: wide, so that a busy machine cannot reach it
+/// (a /metrics check with 5x against an old 10x failed on a busy CI
+/// machine at 5.5x); the walk that read every head measured 65-93x.
+const MOST_RATIO: f64 = 15.0;
 
 /// The same for a page of 1, whose calls take 100-200 us, so that a
 /// server's own work beside them weighs more: on Valkey 9 the median page
@@ -87,7 +89,7 @@ struct Sweep {
 impl Sweep {
     /// A pass of the arming from now (the watermark at now) begins.
     async fn start(redis: &RedisServer, limit: usize) -> Sweep {
-        let path = script_path(redis, &dispatch::SCRIPT).await;
+        let path = script_path(redis, scripts::DISPATCH).await;
         let now = redis.time_ms().await.to_string();
         let _: () = redis.cmd(&["SET", "{dq}:armed", &now]).await;
         arm_slowlog(redis, 20_000).await;
@@ -99,7 +101,7 @@ impl Sweep {
             .arg(3_600_000)
             .arg(0);
         Sweep {
-            cmd: call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args),
+            cmd: call(path, scripts::DISPATCH, &Keys::new("dq"), false, 0, &args),
             conn: redis.conn().await,
         }
     }

@@ -146,9 +146,7 @@ async fn fill(q: &Queue, topics: &[&str], n: usize, base_ms: i64) {
                     ..job(&format!("{t}-{i}"), t, 0, 60_000)
                 })
                 .collect();
-            for r in q.push_many(&jobs).await.unwrap() {
-                r.unwrap();
-            }
+            push_all(q, &jobs).await;
         }
     }
 }
@@ -218,9 +216,7 @@ async fn jobs_sharing_a_due_time_are_listed_by_id_and_resume_after_the_cursor() 
             ..job(&format!("u{i}"), "u", 0, 60_000)
         });
     }
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     indexed(&redis).await;
     let (mut got, mut cursor) = (Vec::new(), None::<String>);
     loop {
@@ -680,9 +676,7 @@ async fn the_overview_of_2000_topics_reads_every_next_due_time_in_bounded_calls(
                 ..job(t, t, 0, 60_000)
             })
             .collect();
-        for r in q.push_many(&jobs).await.unwrap() {
-            r.unwrap();
-        }
+        push_all(&q, &jobs).await;
     }
     indexed(&redis).await;
     arm_slowlog(&redis, 10_000).await;
@@ -732,7 +726,7 @@ mod split;
 /// stale head right and hide it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_exact() {
-    use delayq::testing::{call, dispatch, Keys};
+    use delayq::testing::{call, scripts, Keys};
     let redis = RedisServer::start();
     // No sweep of its own: the one call below moves all 60 jobs, however
     // long the pushes take.
@@ -755,18 +749,16 @@ async fn a_sweep_moving_many_jobs_a_call_leaves_every_topic_schedule_and_head_ex
         }
         jobs.push(job(&format!("{t}-later"), t, 3_600_000, 60_000));
     }
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     q.close().await;
     eventually(LONG, "the jobs' due time on Redis's clock", || async {
         (redis.time_ms().await > at).then_some(())
     })
     .await;
-    let path = script_path(&redis, &dispatch::SCRIPT).await;
+    let path = script_path(&redis, scripts::DISPATCH).await;
     let mut args = redis::Cmd::new();
     args.arg(1000).arg(1000).arg(86_400_000).arg(0).arg(0);
-    let cmd = call(path, &dispatch::SCRIPT, &Keys::new("dq"), false, 0, &args);
+    let cmd = call(path, scripts::DISPATCH, &Keys::new("dq"), false, 0, &args);
     let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
     assert_eq!(reply[2], redis::Value::Int(60), "{reply:?}");
     heads_exact(&redis, "a sweep of 60 jobs in one call").await;

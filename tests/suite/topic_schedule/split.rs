@@ -208,9 +208,7 @@ async fn the_all_topics_listing_merges_the_topic_schedules_in_order_page_by_page
         });
         expect.push((due, id));
     }
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     expect.sort();
     let expect: Vec<String> = expect.into_iter().map(|(_, id)| id).collect();
     for limit in [1, 7, 50, 1000] {

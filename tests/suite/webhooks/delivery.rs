@@ -297,9 +297,7 @@ async fn a_webhook_under_a_rate_limit_keeps_delivering_as_tokens_come() {
     let jobs: Vec<_> = (0..60)
         .map(|i| job(&format!("m{i}"), "member-reminder", 0, 30_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     let start = Instant::now();
     let shutdown = Shutdown::new();
     tokio::spawn(webhook::run(
@@ -393,9 +391,7 @@ async fn a_webhook_burst_is_finished_many_deliveries_a_remove_call() {
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("w{i}"), "burst", 0, 600_000))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(&q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let o = q.topics().await.unwrap();
         (o.topics.get("burst").copied().unwrap_or_default().ready == n as u64).then_some(())
@@ -481,9 +477,7 @@ async fn push_ready(q: &Queue, topic: &str, n: usize, ttr_ms: u64) -> Vec<String
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| job(&format!("{topic}{i}"), topic, 0, ttr_ms))
         .collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let o = q.topics().await.unwrap();
         (o.topics.get(topic).copied().unwrap_or_default().ready == n as u64).then_some(())

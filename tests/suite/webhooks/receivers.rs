@@ -78,9 +78,7 @@ pub(super) async fn counts(q: &Queue, topic: &str) -> (u64, u64) {
 
 pub(super) async fn push_ready(q: &Queue, topic: &str, ids: &[&str], ttr_ms: u64) {
     let jobs: Vec<_> = ids.iter().map(|id| job(id, topic, 0, ttr_ms)).collect();
-    for r in q.push_many(&jobs).await.unwrap() {
-        r.unwrap();
-    }
+    push_all(q, &jobs).await;
     eventually(Duration::from_secs(30), "all ready", || async {
         let (ready, reserved) = counts(q, topic).await;
         (ready + reserved >= ids.len() as u64).then_some(())

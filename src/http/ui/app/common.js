@@ -38,9 +38,16 @@ function el(tag, attrs, ...children) {
 // Each render belongs to one route() call; a slower, older one that
 // finishes later must not overwrite the page the user has moved on to.
 let seq = 0;
+// The last notice (see flash in app.js) and the view it was given on: the
+// refresh every 5 s renders the view anew, and a notice it dropped would
+// be gone before the user read it. It stays on its view for NOTICE_MS.
+let notice = null;
+const NOTICE_MS = 30000;
 function show(mine, ...nodes) {
   if (mine !== seq) return;
-  document.getElementById("main").replaceChildren(...nodes.flat(Infinity).filter(has));
+  const main = document.getElementById("main");
+  main.replaceChildren(...nodes.flat(Infinity).filter(has));
+  if (notice && notice.hash === location.hash && Date.now() - notice.at < NOTICE_MS) main.prepend(notice.node);
 }
 function link(href, text) { return el("a", { href }, text); }
 function enc(s) { return encodeURIComponent(s); }
