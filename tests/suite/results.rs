@@ -435,11 +435,12 @@ async fn many_waiters_on_one_job_share_one_poll() {
         assert_eq!(j.state, JobState::Reserved);
     }
     // Each waiter reads once at its start and once at its end; the poll
-    // reads the job once per 100 ms for all 40 (about 20 times in 2 s). A
-    // poll per waiter would be 40 times that.
+    // reads the job once per 100 ms for all 40 (about 20 times in 2 s, more
+    // if a busy machine starts the waiters apart). A poll per waiter would
+    // be 40 times that: 800 and more.
     let reads = hgetalls().await - before;
     eprintln!("{reads} job reads for 40 waiters over 2 s");
-    assert!(reads <= 80 + 60, "{reads} reads");
+    assert!(reads <= 80 + 200, "{reads} reads");
     q.close().await;
 }
 
@@ -491,10 +492,10 @@ async fn with_result_stdout_a_commands_output_is_its_jobs_result() {
     );
     let q = &s.queue;
     eventually(
-        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(90),
         "every job finished",
         || async {
-            let t = q.topics().await.unwrap().topics;
+            let t = q.topics().await.ok()?.topics;
             let c = t.get("close").copied().unwrap_or_default();
             (c.delayed + c.ready + c.reserved == 0).then_some(())
         },
@@ -568,8 +569,8 @@ async fn a_webhook_set_to_take_results_keeps_the_receivers_reply_body() {
             shutdown.clone(),
         )),
     ];
-    eventually(Duration::from_secs(30), "every job delivered", || async {
-        let t = q.topics().await.unwrap().topics;
+    eventually(Duration::from_secs(90), "every job delivered", || async {
+        let t = q.topics().await.ok()?.topics;
         let busy = |topic: &str| {
             let c = t.get(topic).copied().unwrap_or_default();
             c.delayed + c.ready + c.reserved
