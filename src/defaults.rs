@@ -118,6 +118,11 @@ pub const MAX_OUTCOME_WAIT: Duration = Duration::from_secs(60);
 /// How often an instance reads the jobs its outcome waiters wait on (one
 /// read for all of them, none while none wait).
 pub const OUTCOME_POLL: Duration = Duration::from_millis(100);
+/// Most jobs one instance waits on at once for their outcomes (waiters on
+/// one job count once): each poll reads two fields of each, so the
+/// instance's Redis cost while waiting stays bounded. A wait on one more
+/// is refused (503 `busy`), nothing changed.
+pub const MAX_OUTCOME_WAITS: usize = 1_000;
 /// One log line of a running job: at most this many bytes.
 pub const MAX_LOG_LINE_BYTES: usize = 1024;
 /// A job's log keeps its last this many lines (older ones are dropped as

@@ -16,6 +16,12 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 
+    /// This instance holds as much of something as it takes (e.g. jobs
+    /// waited on for their outcomes); nothing was changed, try later or
+    /// elsewhere.
+    #[error("{0}")]
+    Busy(String),
+
     /// No job with this id.
     #[error("no job with id {0:?}")]
     NotFound(String),

@@ -47,6 +47,7 @@ impl From<Error> for ApiError {
         match e {
             Error::Invalid(m) => ApiError::invalid(m),
             Error::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+            Error::Busy(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string()),
             Error::StaleLease(_) => {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())
             }

@@ -23,6 +23,8 @@ mod push;
 mod read;
 mod recurring;
 mod running;
+// The webhook delivery (server feature) checks a receiver's reply body.
+#[cfg(feature = "server")]
 pub(crate) use running::check_result;
 mod settle;
 mod stats;

@@ -150,6 +150,23 @@ impl Store {
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
+    /// Which of `ids` have an outcome (no job, or one finished or dead):
+    /// two fields read per id, one round trip per partition (at once).
+    pub(crate) async fn settled(&self, ids: &[String]) -> Result<Vec<String>> {
+        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
+        for id in ids {
+            groups.entry(self.part_of(id)).or_default().push(id);
+        }
+        let reads = groups
+            .iter()
+            .map(|(&part, ids)| self.settled_in(&self.parts()[part], ids));
+        let mut settled = Vec::new();
+        for ids in futures::future::join_all(reads).await {
+            settled.extend(ids?);
+        }
+        Ok(settled)
+    }
+
     /// Jobs for a listing page, in the order of `ids` (those with no job
     /// left out), their bodies bounded: a body over LIST_BODY_BYTES, or one
     /// that would take the page's bodies past LIST_PAGE_BODY_BYTES, is left

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use delayq::defaults::MAX_RESULT_BYTES;
+use delayq::defaults::{MAX_OUTCOME_WAITS, MAX_RESULT_BYTES};
 use delayq::http::ServerConfig;
 use delayq::{Config, Delivery, Error, JobState, Queue};
 use serde_json::{json, Value};
@@ -441,6 +441,82 @@ async fn many_waiters_on_one_job_share_one_poll() {
     let reads = hgetalls().await - before;
     eprintln!("{reads} job reads for 40 waiters over 2 s");
     assert!(reads <= 80 + 200, "{reads} reads");
+    q.close().await;
+}
+
+/// One instance waits on at most MAX_OUTCOME_WAITS jobs at once: one more
+/// is refused (a typed error; 503 `busy` over `/v1`), a second waiter on a
+/// job already waited on is not, and once the waits end there is room
+/// again. The poll reads two fields of each job waited on, and the whole
+/// job only once it has an outcome (no HGETALL per poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_waits_on_a_bounded_number_of_jobs_and_reads_two_fields_of_each() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let n = MAX_OUTCOME_WAITS;
+    let jobs: Vec<_> = (0..=n)
+        .map(|i| job(&format!("o{i:04}"), "t", 3_600_000, 60_000))
+        .collect();
+    push_all(&q, &jobs).await;
+    let hgetalls = || async {
+        let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+        (info.lines())
+            .find_map(|l| l.strip_prefix("cmdstat_hgetall:calls="))
+            .and_then(|l| l.split(',').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let waits: Vec<_> = (0..n)
+        .map(|i| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                q.wait_outcome(&format!("o{i:04}"), Duration::from_secs(60))
+                    .await
+            })
+        })
+        .collect();
+    // Every waiter in (each joins after its own first read): the next
+    // job is refused.
+    until_value(
+        n as u64,
+        Duration::from_secs(60),
+        "the waits in",
+        || async { Some(q.outcome_waits() as u64) },
+    )
+    .await;
+    let refused = match q.wait_outcome("o1000", Duration::from_secs(5)).await {
+        Err(Error::Busy(m)) => m,
+        other => panic!("a wait past the bound: {other:?}"),
+    };
+    assert!(refused.contains(&n.to_string()), "{refused}");
+    let (st, v) = get_json(&s.base, "/v1/jobs/o1000?wait_ms=5000").await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (503, Some("busy")),
+        "{v}"
+    );
+    // A second waiter on a job waited on joins it.
+    let before = hgetalls().await;
+    let again = q.wait_outcome("o0007", Duration::from_millis(500)).await;
+    assert_eq!(again.unwrap().unwrap().state, JobState::Delayed);
+    // Over about 5 polls only that waiter's own two reads were whole ones.
+    assert!(
+        hgetalls().await - before <= 2,
+        "whole jobs read by the poll"
+    );
+    for w in &waits {
+        w.abort();
+    }
+    // Once the waits end the poll lets them go: room again.
+    eventually(Duration::from_secs(60), "room for a wait again", || async {
+        match q.wait_outcome("o1000", Duration::from_millis(200)).await {
+            Ok(j) => Some(j),
+            Err(Error::Busy(_)) => None,
+            Err(e) => panic!("{e}"),
+        }
+    })
+    .await;
+    s.stop().await;
     q.close().await;
 }
 
