@@ -23,6 +23,10 @@ const TTR: Duration = Duration::from_secs(10);
 /// What a handler takes over a job.
 const WORK: Duration = Duration::from_millis(300);
 
+/// A run of one answer to a job's finishes: ms since the test began, the
+/// answer, how many in a row.
+type Answers = Vec<(u128, String, usize)>;
+
 /// What the consumers saw.
 #[derive(Default)]
 struct Ledger {
@@ -54,9 +58,8 @@ struct Ledger {
     /// gone (done by an earlier try whose reply was lost).
     sent_again: AtomicI64,
     found_gone: AtomicI64,
-    /// Per id, its finishes' answers in order (a run of the same answer
-    /// once): ms since the test began, the answer, how many in a row.
-    answers: Mutex<HashMap<String, Vec<(u128, String, usize)>>>,
+    /// Per id, its finishes' answers in order.
+    answers: Mutex<HashMap<String, Answers>>,
     began: OnceLock<Instant>,
 }
 
