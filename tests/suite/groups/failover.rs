@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use super::*;
@@ -22,6 +22,10 @@ const PAUSED: usize = 2;
 const TTR: Duration = Duration::from_secs(10);
 /// What a handler takes over a job.
 const WORK: Duration = Duration::from_millis(300);
+
+/// A run of one answer to a job's finishes: ms since the test began, the
+/// answer, how many in a row.
+type Answers = Vec<(u128, String, usize)>;
 
 /// What the consumers saw.
 #[derive(Default)]
@@ -47,12 +51,33 @@ struct Ledger {
     /// before that.
     resumed: AtomicBool,
     while_paused: Mutex<Vec<String>>,
-    /// Finishes that got no answer before the lease ended.
-    gave_up: AtomicI64,
+    /// Finishes answered only after their lease's end (Redis was away
+    /// that long).
+    after_lease: AtomicI64,
     /// Finishes sent again (the first met the outage), and those found
     /// gone (done by an earlier try whose reply was lost).
     sent_again: AtomicI64,
     found_gone: AtomicI64,
+    /// Per id, its finishes' answers in order.
+    answers: Mutex<HashMap<String, Answers>>,
+    began: OnceLock<Instant>,
+}
+
+impl Ledger {
+    /// Notes a finish's answer for a stall's report.
+    fn answered(&self, id: &str, r: &Result<(), Error>) {
+        let at = self.began.get().map_or(0, |b| b.elapsed().as_millis());
+        let said = match r {
+            Ok(()) => "ok".to_string(),
+            Err(e) => e.to_string().chars().take(60).collect(),
+        };
+        let mut answers = self.answers.lock().unwrap();
+        let trail = answers.entry(id.to_owned()).or_default();
+        match trail.last_mut() {
+            Some((_, last, n)) if *last == said => *n += 1,
+            _ => trail.push((at, said, 1)),
+        }
+    }
 }
 
 fn group_index(group: &str) -> usize {
@@ -74,7 +99,12 @@ fn sentinel_config(sentinel: &SentinelServer, replica_acks: usize) -> Config {
 
 /// Pops up to 2 jobs at a time, holds them for WORK, then finishes each
 /// as a careful consumer does: sent again while Redis is away, until it
-/// is answered or the lease is over.
+/// is answered, past the lease's end too. A finish that got no answer may
+/// have been done (its reply lost with the master, or held by a WAIT for a
+/// replica the new master does not have yet): only an answer says whether
+/// the job is finished (gone) or came back at its lease's end (stale: its
+/// next delivery finishes it). A consumer that stopped at the lease's end
+/// would leave a finished job counted by nobody.
 async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
     let topics = topics(&[TOPIC]);
     while !stop.load(Ordering::Relaxed) {
@@ -113,15 +143,20 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
         }
         let finishes = got.iter().map(|d| {
             let (q, ledger) = (q.clone(), ledger.clone());
-            let until = received + TTR - Duration::from_millis(500);
+            let (lease_end, stop) = (received + TTR, stop.clone());
             async move {
                 let mut tries = 0;
-                while Instant::now() < until {
+                while !stop.load(Ordering::Relaxed) {
                     tries += 1;
                     if tries == 2 {
                         ledger.sent_again.fetch_add(1, Ordering::SeqCst);
                     }
-                    match q.finish(&d.id, &d.token).await {
+                    let r = q.finish(&d.id, &d.token).await;
+                    ledger.answered(&d.id, &r);
+                    if !matches!(&r, Err(e) if e.is_unavailable()) && Instant::now() > lease_end {
+                        ledger.after_lease.fetch_add(1, Ordering::SeqCst);
+                    }
+                    match r {
                         Ok(()) => {
                             ledger.finished.lock().unwrap().insert(d.id.clone());
                             ledger.done.lock().unwrap().insert(d.id.clone());
@@ -132,8 +167,8 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
                             ledger.done.lock().unwrap().insert(d.id.clone());
                             return;
                         }
-                        // Leased again after its lease ended: that
-                        // delivery finishes it.
+                        // Its lease ended and it went back (or to another
+                        // consumer already): its next delivery finishes it.
                         Err(Error::StaleLease(_)) => return,
                         Err(e) if e.is_unavailable() => {
                             tokio::time::sleep(Duration::from_millis(100)).await
@@ -141,7 +176,6 @@ async fn consume(q: Queue, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
                         Err(e) => panic!("finishing {}: {e}", d.id),
                     }
                 }
-                ledger.gave_up.fetch_add(1, Ordering::SeqCst);
             }
         });
         futures::future::join_all(finishes).await;
@@ -212,6 +246,7 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     replicas_caught_up(&master);
 
     let ledger = Arc::new(Ledger::default());
+    ledger.began.set(started).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for q in &queues {
@@ -249,6 +284,7 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     })
     .await;
     let failed_over = killed.elapsed();
+    let kill_at = killed.duration_since(started).as_millis();
     // With replica acks a master without a replica hands nothing out: the
     // old master comes back as the new one's replica (Sentinel turns it).
     master.restart();
@@ -274,6 +310,7 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     )
     .await;
 
+    let replica_up_at = started.elapsed().as_millis();
     let done = || async { Some(ledger.done.lock().unwrap().len() as u64) };
     let total = jobs.len() as u64;
     let drain = until_value(
@@ -282,18 +319,26 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         "every running group's job delivered and finished",
         done,
     );
-    // A stall (seen twice, at 71 of 72) says which jobs were left and
-    // where Redis has them, before the test fails.
+    // A stall says which jobs were left, where Redis has them and what
+    // their finishes were answered, before the test fails.
     if let Err(stalled) =
         futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(drain)).await
     {
+        eprintln!(
+            "killed at {kill_at} ms, failed over after {failed_over:?}, replica up at {replica_up_at} ms; \
+             finishes sent again {}, found gone {}",
+            ledger.sent_again.load(Ordering::SeqCst),
+            ledger.found_gone.load(Ordering::SeqCst)
+        );
         let finished = ledger.done.lock().unwrap().clone();
         for j in jobs.iter().filter(|j| !finished.contains(&j.id)) {
             let deliveries = ledger.delivered.lock().unwrap().get(&j.id).cloned();
             let stored = q.get(&j.id).await;
             eprintln!(
-                "left: {} group {:?}: deliveries {deliveries:?}; in Redis {stored:?}",
-                j.id, j.group
+                "left: {} group {:?}: deliveries {deliveries:?}; in Redis {stored:?}; finishes {:?}",
+                j.id,
+                j.group,
+                ledger.answers.lock().unwrap().get(&j.id)
             );
         }
         for (g, _) in &GROUPS {
@@ -334,7 +379,7 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
     println!(
         "groups failover: at the kill {:?}; failover {failed_over:?}, all done {drained:?} after the kill; \
          delivered {} jobs {} times, repeated after a lease end {repeats:?}; \
-         finishes sent again {}, found gone {}, given up {}; \
+         finishes sent again {}, found gone {}, answered after their lease's end {}; \
          most held at once by consumers {:?}, most reserved read from Redis {:?}",
         at_kill
             .iter()
@@ -344,7 +389,7 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         delivered.values().map(Vec::len).sum::<usize>(),
         ledger.sent_again.load(Ordering::SeqCst),
         ledger.found_gone.load(Ordering::SeqCst),
-        ledger.gave_up.load(Ordering::SeqCst),
+        ledger.after_lease.load(Ordering::SeqCst),
         ledger.peak,
         ledger.reserved_peak,
     );
@@ -379,8 +424,8 @@ async fn a_master_killed_behind_sentinel_loses_no_grouped_job_and_no_slot() {
         );
         assert_eq!(held, *n as i64, "group {g} ran at its limit");
     }
-    // No slot left taken: each group reads empty (a finish given up is
-    // given back by its lease end)...
+    // No slot left taken: each group reads empty (a lease whose finish
+    // came too late gave its slot back at its end)...
     for (g, _) in GROUPS {
         eventually(LIMIT + TTR, &format!("group {g}'s slots back"), || async {
             let read = q.group(TOPIC, g).await.ok()?;
