@@ -25,6 +25,9 @@ impl SentinelServer {
     }
 
     /// A sentinel that needs `quorum` sentinels to agree the master is down.
+    /// A master is down after 3 s without an answer: with 1 s, a busy
+    /// machine's newly promoted master was taken for down and the sentinel
+    /// failed back over to the old one as it restarted.
     pub fn start_with(master_port: u16, quorum: usize) -> SentinelServer {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -38,7 +41,7 @@ impl SentinelServer {
             format!(
                 "port {port}\nbind 127.0.0.1\ndir {}\n\
                  sentinel monitor m 127.0.0.1 {master_port} {quorum}\n\
-                 sentinel down-after-milliseconds m 1000\n\
+                 sentinel down-after-milliseconds m 3000\n\
                  sentinel failover-timeout m 5000\n",
                 dir.path().display()
             ),
