@@ -441,7 +441,9 @@ async fn sample(redis: &RedisServer, server: ServerConfig) -> (Queue, TestServer
         .await
         .unwrap()
         .unwrap();
-    q.finish(&d.id, &d.token).await.unwrap();
+    q.finish_with_result(&d.id, &d.token, &serde_json::json!({"refunded": "r-991"}))
+        .await
+        .unwrap();
     for i in 1..=3 {
         q.push(&NewJob {
             body: format!("order {i}"),

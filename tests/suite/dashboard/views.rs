@@ -297,10 +297,14 @@ async fn every_view_shows_what_the_api_gives_in_the_browsers_zone_with_no_null_t
     b.view(&base, "job/order-1", "job").await;
     assert_eq!(b.text("#body").await, "order 1");
     b.shot("dashboard-job.png").await;
-    // A finished job's kept record: when, by which attempt.
+    // A finished job's kept record: when, by which attempt, its result.
     b.view(&base, "job/done-1", "job").await;
     let (_, j) = api(&base, "/v1/jobs/done-1").await;
     assert_eq!(b.text("#job dd[data-field=state]").await, "finished");
+    assert_eq!(
+        b.text("#job dd[data-field=result]").await,
+        r#"{"refunded":"r-991"}"#
+    );
     assert!(b
         .text("#job dd[data-field=finished]")
         .await
