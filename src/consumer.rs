@@ -1,5 +1,6 @@
 //! [`Consumer`]: runs an async handler over a queue's jobs, with bounded
-//! concurrency. `Ok` finishes the job; `Err` nacks it with the error's text,
+//! concurrency. `Ok` finishes the job (with [`Consumer::run_with_results`],
+//! carrying the handler's result); `Err` nacks it with the error's text,
 //! and the job's retry policy decides when (or whether) it comes back.
 
 use std::fmt::Display;
@@ -67,6 +68,25 @@ impl Consumer {
     where
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display,
+    {
+        let handler = move |job| {
+            let handled = handler(job);
+            async move { handled.await.map(|()| None) }
+        };
+        self.run_with_results(handler, shutdown).await
+    }
+
+    /// [`run`](Self::run) for a handler whose `Ok` may carry the job's
+    /// result (see [`Queue::finish_with_result`]): `Some(value)` is kept
+    /// with the finished job, `None` finishes it without one. A result
+    /// past its limits (`MAX_RESULT_BYTES`, 64 levels deep) is logged and
+    /// the job finished without it: the work is done, and doing it again
+    /// would not shrink the result.
+    pub async fn run_with_results<F, Fut, E>(self, handler: F, shutdown: Shutdown)
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Option<serde_json::Value>, E>> + Send + 'static,
         E: Display,
     {
         let handler = Arc::new(handler);
@@ -144,7 +164,7 @@ impl Consumer {
         finishes: mpsc::UnboundedSender<Finish>,
     ) where
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        Fut: Future<Output = Result<Option<serde_json::Value>, E>> + Send + 'static,
         E: Display,
     {
         let (queue, handler, backoff) = (self.queue.clone(), handler, self.backoff.clone());
@@ -158,12 +178,20 @@ impl Consumer {
                 let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
                 let result = handler(job).await.map_err(|e| e.to_string());
                 match result {
-                    Ok(()) => {
+                    Ok(value) => {
                         drop(slot);
+                        let result = match value.map(|v| crate::queue::check_result(&v)) {
+                            None => String::new(),
+                            Some(Ok(json)) => json,
+                            Some(Err(why)) => {
+                                warn!(%why, "the handler's result is not kept; the job finishes without one");
+                                String::new()
+                            }
+                        };
                         let finish = Finish {
                             id,
                             token,
-                            result: String::new(),
+                            result,
                             lease_ends,
                             _held: held,
                         };

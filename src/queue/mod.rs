@@ -23,8 +23,7 @@ mod push;
 mod read;
 mod recurring;
 mod running;
-// The webhook delivery (server feature) checks a receiver's reply body.
-#[cfg(feature = "server")]
+// A consumer's handler's result, and a webhook receiver's reply body.
 pub(crate) use running::check_result;
 mod settle;
 mod stats;

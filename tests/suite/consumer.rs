@@ -328,3 +328,48 @@ async fn a_burst_is_finished_many_jobs_a_remove_call() {
     );
     q.close().await;
 }
+
+/// A handler run by `run_with_results` finishes its job with the result
+/// it returns: kept and read back (the job gone, its record kept for the
+/// result retention), none when it returns `None`, and none, the job
+/// still finished, when the result is past its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handlers_result_is_kept_with_its_finished_job() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    for id in ["with", "without", "huge"] {
+        q.push(&job(id, "close", 0, 60_000)).await.unwrap();
+    }
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(Consumer::new(q.clone(), &["close"]).run_with_results(
+        |job| async move {
+            match job.id.as_str() {
+                "with" => Ok::<_, String>(Some(serde_json::json!({"refunded": "r-991"}))),
+                "huge" => Ok(Some(serde_json::json!(
+                    "x".repeat(delayq::defaults::MAX_RESULT_BYTES)
+                ))),
+                _ => Ok(None),
+            }
+        },
+        shutdown.clone(),
+    ));
+    eventually(Duration::from_secs(60), "all finished", || async {
+        let o = q.topics().await.ok()?;
+        let c = o.topics.get("close").copied().unwrap_or_default();
+        (c.delayed + c.ready + c.reserved == 0).then_some(())
+    })
+    .await;
+    shutdown.trigger();
+    task.await.unwrap();
+    let with = q
+        .get("with")
+        .await
+        .unwrap()
+        .expect("its record, for the result");
+    assert_eq!(with.state, JobState::Finished);
+    assert_eq!(with.result, Some(serde_json::json!({"refunded": "r-991"})));
+    // Finished without a result: nothing kept (no finished records here).
+    assert!(q.get("without").await.unwrap().is_none());
+    assert!(q.get("huge").await.unwrap().is_none());
+    q.close().await;
+}
