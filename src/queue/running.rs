@@ -15,37 +15,46 @@ pub fn check_progress(value: &serde_json::Value) -> std::result::Result<String, 
     if value.is_null() {
         return Err("progress is null; give a number or a JSON value".into());
     }
-    // Checked before serializing: a read parses the stored text with a
-    // bounded depth, and one deeper would come back as a string.
-    let depth = depth(value);
-    if depth > MAX_PROGRESS_DEPTH {
-        return Err(format!(
-            "progress nests {depth} levels of arrays and objects; at most {MAX_PROGRESS_DEPTH}"
-        ));
-    }
-    let json = value.to_string();
-    if json.len() > MAX_PROGRESS_BYTES {
-        return Err(format!(
-            "progress is {} bytes of JSON; at most {MAX_PROGRESS_BYTES} are kept",
-            json.len()
-        ));
-    }
-    Ok(json)
+    bounded_json(
+        "progress",
+        value,
+        MAX_PROGRESS_BYTES,
+        &MAX_PROGRESS_BYTES.to_string(),
+    )
 }
 
 /// A result as stored: its JSON text, if within the limits (any JSON
 /// value, null too).
 pub fn check_result(value: &serde_json::Value) -> std::result::Result<String, String> {
+    bounded_json(
+        "result",
+        value,
+        MAX_RESULT_BYTES,
+        &format!("{MAX_RESULT_BYTES} (64 KiB)"),
+    )
+}
+
+/// `value`'s JSON text, if it nests at most [`MAX_PROGRESS_DEPTH`] levels
+/// and takes at most `most` bytes (said `most_said` in the refusal); the
+/// refusal names `what`. The depth is checked before serializing: a read
+/// parses the stored text with a bounded depth, and one deeper would come
+/// back as a string.
+fn bounded_json(
+    what: &str,
+    value: &serde_json::Value,
+    most: usize,
+    most_said: &str,
+) -> std::result::Result<String, String> {
     let depth = depth(value);
     if depth > MAX_PROGRESS_DEPTH {
         return Err(format!(
-            "result nests {depth} levels of arrays and objects; at most {MAX_PROGRESS_DEPTH}"
+            "{what} nests {depth} levels of arrays and objects; at most {MAX_PROGRESS_DEPTH}"
         ));
     }
     let json = value.to_string();
-    if json.len() > MAX_RESULT_BYTES {
+    if json.len() > most {
         return Err(format!(
-            "result is {} bytes of JSON; at most {MAX_RESULT_BYTES} (64 KiB) are kept",
+            "{what} is {} bytes of JSON; at most {most_said} are kept",
             json.len()
         ));
     }

@@ -48,6 +48,14 @@ impl Call {
         self.args.args_iter().count()
     }
 
+    /// The arguments `write` gives a call of `script`, as text.
+    #[cfg(test)]
+    pub(crate) fn written(script: &'static ScriptDef, write: &dyn Fn(&mut Call)) -> Vec<String> {
+        let mut call = Call::bare(script);
+        write(&mut call);
+        call.arg_texts()
+    }
+
     /// The call's arguments so far, as text.
     #[cfg(test)]
     pub(crate) fn arg_texts(&self) -> Vec<String> {

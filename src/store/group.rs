@@ -244,11 +244,7 @@ mod tests {
     /// Each mode writes the arguments group.lua reads (its header).
     #[test]
     fn each_mode_writes_its_arguments() {
-        let args = |f: &dyn Fn(&mut Call)| {
-            let mut call = Call::bare(DEF);
-            f(&mut call);
-            call.arg_texts()
-        };
+        let args = |f: &dyn Fn(&mut Call)| Call::written(DEF, f);
         assert_eq!(args(&|c| GroupGet::args(("t", "g"), c)), ["get", "t", "g"]);
         let change = GroupChange {
             concurrency: Some(None),

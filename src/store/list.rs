@@ -425,11 +425,7 @@ mod tests {
     /// Each mode writes the arguments list.lua reads (its header).
     #[test]
     fn each_mode_writes_its_arguments() {
-        let args = |f: &dyn Fn(&mut Call)| {
-            let mut call = Call::bare(DEF);
-            f(&mut call);
-            call.arg_texts()
-        };
+        let args = |f: &dyn Fn(&mut Call)| Call::written(DEF, f);
         let dead = Sorted::Dead { topic: "t" };
         assert_eq!(
             args(&|c| ListSorted::args((dead, "-inf", "", 10), c)),

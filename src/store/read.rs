@@ -128,6 +128,15 @@ impl Store {
         }
     }
 
+    /// `ids` by the partition each lives in, in their order.
+    fn by_partition<'a>(&self, ids: &'a [String]) -> BTreeMap<usize, Vec<&'a String>> {
+        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
+        for id in ids {
+            groups.entry(self.part_of(id)).or_default().push(id);
+        }
+        groups
+    }
+
     /// A job, in whatever state it is.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         Ok(self.get_many(&[id.to_owned()]).await?.pop())
@@ -136,10 +145,7 @@ impl Store {
     /// Several jobs, one round trip per partition (at once); ids with no
     /// job are left out, the others keep their order.
     pub(crate) async fn get_many(&self, ids: &[String]) -> Result<Vec<Job>> {
-        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
-        for id in ids {
-            groups.entry(self.part_of(id)).or_default().push(id);
-        }
+        let groups = self.by_partition(ids);
         let reads = groups
             .iter()
             .map(|(&part, ids)| self.get_in(&self.parts()[part], ids));
@@ -153,10 +159,7 @@ impl Store {
     /// Which of `ids` have an outcome (no job, or one finished or dead):
     /// two fields read per id, one round trip per partition (at once).
     pub(crate) async fn settled(&self, ids: &[String]) -> Result<Vec<String>> {
-        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
-        for id in ids {
-            groups.entry(self.part_of(id)).or_default().push(id);
-        }
+        let groups = self.by_partition(ids);
         let reads = groups
             .iter()
             .map(|(&part, ids)| self.settled_in(&self.parts()[part], ids));
@@ -186,10 +189,7 @@ impl Store {
         room: &mut u64,
     ) -> Result<Vec<Job>> {
         use crate::job::LIST_BODY_BYTES;
-        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
-        for id in ids {
-            groups.entry(self.part_of(id)).or_default().push(id);
-        }
+        let groups = self.by_partition(ids);
         let reads = groups
             .iter()
             .map(|(&part, ids)| self.heads_in(&self.parts()[part], ids));
