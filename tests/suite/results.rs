@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
+mod work;
+
 async fn pop_one(q: &Queue, topic: &str) -> Delivery {
     q.pop(&topics(&[topic]), Duration::from_secs(10))
         .await
@@ -518,79 +520,6 @@ async fn an_instance_waits_on_a_bounded_number_of_jobs_and_reads_two_fields_of_e
     .await;
     s.stop().await;
     q.close().await;
-}
-
-/// A child process group killed when dropped, also when a test fails.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        // SAFETY: signals to our own child's process group.
-        unsafe {
-            libc::kill(-(self.0.id() as i32), libc::SIGKILL);
-        }
-        let _ = self.0.wait();
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_result_stdout_a_commands_output_is_its_jobs_result() {
-    use std::os::unix::process::CommandExt;
-    let redis = RedisServer::start();
-    let s = TestServer::start(queue(&redis), ServerConfig::default()).await;
-    for (id, body) in [
-        ("r1", "json"),
-        ("r2", "text"),
-        ("r3", "huge"),
-        ("r4", "none"),
-    ] {
-        s.queue
-            .push(&delayq::NewJob {
-                body: body.into(),
-                ..job(id, "close", 0, 60_000)
-            })
-            .await
-            .unwrap();
-    }
-    let script = "case $(cat) in \
-         json) echo '{\"refunded\": true, \"id\": \"r-991\"}';; \
-         text) printf 'refunded, id r-991\\n';; \
-         huge) head -c 70000 /dev/zero | tr '\\0' x;; \
-         esac";
-    let _worker = KilledOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
-            .args(["work", "close", "--result-stdout", "--server", &s.base])
-            .args(["--", "sh", "-c", script])
-            .stderr(std::process::Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap(),
-    );
-    let q = &s.queue;
-    eventually(
-        std::time::Duration::from_secs(90),
-        "every job finished",
-        || async {
-            let t = q.topics().await.ok()?.topics;
-            let c = t.get("close").copied().unwrap_or_default();
-            (c.delayed + c.ready + c.reserved == 0).then_some(())
-        },
-    )
-    .await;
-    let result = |id: &'static str| async move { q.get(id).await.unwrap().and_then(|j| j.result) };
-    assert_eq!(
-        result("r1").await,
-        Some(serde_json::json!({"refunded": true, "id": "r-991"}))
-    );
-    assert_eq!(
-        result("r2").await,
-        Some(serde_json::json!("refunded, id r-991"))
-    );
-    // Over 64 KiB, and no output at all: finished without a result.
-    assert_eq!(result("r3").await, None);
-    assert_eq!(result("r4").await, None);
-    assert!(q.get("r4").await.unwrap().is_none());
-    s.stop().await;
 }
 
 /// A receiver that answers 200 with a reply chosen by the job's body.

@@ -91,7 +91,8 @@ pub enum ClientCommand {
     Resume(topics::Resume),
     /// Run a command for each job of a topic: body on stdin, id, topic and
     /// attempt in DELAYQ_JOB_ID, DELAYQ_JOB_TOPIC, DELAYQ_JOB_ATTEMPT; exit 0
-    /// finishes the job, anything else nacks it with the end of stderr.
+    /// finishes the job (with a result: --result-stdout, --result-file),
+    /// anything else nacks it with the end of stderr.
     /// The job's retry policy says when it runs again; a job with none
     /// waits 1s, 5s, 30s, 2m, 10m, 30m, 1h, 2h, 4h, then 8h each time.
     Work(work::Work),

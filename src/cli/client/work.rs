@@ -5,8 +5,10 @@
 //! `DELAYQ_SERVER` (for `delayq progress` and `delayq log`), and a traced
 //! job's W3C context in `TRACEPARENT` (and `TRACESTATE`).
 //! Exit status 0 finishes the job (with `--result-stdout`, its standard
-//! output is the job's result: JSON as it is, other text as a JSON string,
-//! at most 64 KiB); anything else nacks it with the last
+//! output is the job's result; with `--result-file`, what it wrote to the
+//! file `DELAYQ_RESULT_FILE` names, a fresh one per job, removed after:
+//! JSON as it is, other text as a JSON string, at most 64 KiB); anything
+//! else nacks it with the last
 //! lines of the command's stderr as the error, and the job's retry policy
 //! decides what comes next (a job with none backs off: the nack gives no
 //! delay, so the server's built-in backoff applies).
@@ -44,7 +46,7 @@ use delayq::Shutdown;
 use reqwest::Method;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::result::{head_of, result_of};
+use super::result::{head_of, result_of, ResultFile, ResultFrom};
 use super::{job_path, Client, ClientArgs, JobCancelled};
 
 #[derive(Args, Debug)]
@@ -58,6 +60,12 @@ pub struct Work {
     /// without one, said on stderr). Without it, the output is `work`'s.
     #[arg(long)]
     result_stdout: bool,
+    /// The job's result is what the command writes to the file
+    /// DELAYQ_RESULT_FILE names: a fresh empty file per job, read after
+    /// the command exits 0 (same terms as --result-stdout), removed however
+    /// it ended.
+    #[arg(long, conflicts_with = "result_stdout")]
+    result_file: bool,
     /// The command and its arguments, after --.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -73,7 +81,7 @@ impl Work {
         let c = Client::new(&self.client);
         let command = JobCommand {
             argv: self.command,
-            result_stdout: self.result_stdout,
+            result: ResultFrom::of(self.result_stdout, self.result_file),
         };
         run(c, &self.topic, self.concurrency, &command).await
     }
@@ -94,11 +102,11 @@ const ERROR_MAX: usize = 1000;
 /// white space before the error's part).
 const STDERR_KEPT: usize = 4 * ERROR_MAX;
 
-/// The command each job runs, and whether its output is the job's result.
+/// The command each job runs, and where its job's result comes from.
 #[derive(Clone)]
 struct JobCommand {
     argv: Vec<String>,
-    result_stdout: bool,
+    result: ResultFrom,
 }
 
 async fn run(c: Client, topic: &str, concurrency: usize, command: &JobCommand) -> Result<()> {
@@ -107,6 +115,8 @@ async fn run(c: Client, topic: &str, concurrency: usize, command: &JobCommand) -
     }
     // A command that cannot start would fail every job until it died.
     check_program(&command.argv[0])?;
+    // Likewise a temporary directory where no result file can be made.
+    ResultFile::check(command.result)?;
     let stop = Shutdown::new();
     tokio::spawn(crate::cli::signals::Signals::install()?.stop(
         stop.clone(),
@@ -263,7 +273,7 @@ async fn handle(
             bail!("{why}; {id}: {job_went}");
         }
         Err(Failure::Failed(e)) => Err(e),
-        Ok(out) => Ok(out.and_then(|out| result_of(id, &out))),
+        Ok(out) => Ok(out.and_then(|out| result_of(id, command.result, &out))),
     };
     let (settled, what) = match &outcome {
         Ok(result) => {
@@ -333,16 +343,20 @@ fn check_program(program: &str) -> Result<()> {
     bail!("cannot run {program}: not found on PATH")
 }
 
-/// Runs the command for one job: Ok on exit 0 (with its output, if it is
-/// the result), else the error to record.
+/// Runs the command for one job: Ok on exit 0 (with what it left as its
+/// result, if it leaves one), else the error to record.
 async fn run_command(
     command: &JobCommand,
     job: &DeliveryBody,
     server: &str,
     cancel: impl std::future::Future<Output = ()>,
 ) -> std::result::Result<Option<Vec<u8>>, Failure> {
-    let (argv, result_stdout) = (&command.argv, command.result_stdout);
+    let argv = &command.argv;
+    let result_stdout = command.result == ResultFrom::Stdout;
     let mut cmd = tokio::process::Command::new(&argv[0]);
+    // Held until the command is over, whichever way: dropped, it is gone.
+    let result_file = ResultFile::for_command(command.result, &mut cmd)
+        .map_err(|e| Failure::NotStarted(e.to_string()))?;
     // Not in the terminal's foreground group: Ctrl-C stops `work` taking
     // jobs, and the command it runs finishes.
     cmd.process_group(0);
@@ -430,7 +444,10 @@ async fn run_command(
     };
     let status = status.map_err(|e| Failure::Failed(format!("waiting for {}: {e}", argv[0])))?;
     if status.success() {
-        return Ok(output);
+        return Ok(match &result_file {
+            Some(f) => Some(f.read(&job.id)),
+            None => output,
+        });
     }
     let what = match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
