@@ -34,7 +34,9 @@
 //!   from its first page, kept exact, backfilled on a Redis without them.
 //!
 //! - [`results`]: a job's result, carried by its finish, bounded, kept on
-//!   its finished record (or for the result retention), read back.
+//!   its finished record (or for the result retention), read back;
+//!   [`results::work`] `delayq work`'s from a command's output or its own
+//!   result file.
 //! - [`running`]: a running job's progress and log lines, fenced by its
 //!   lease, bounded, gone with the job.
 //! - [`layout`]: long bodies in pieces (layout 2) through every path that
