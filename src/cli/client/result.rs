@@ -167,16 +167,22 @@ impl ResultFile {
     /// Its first `MAX_RESULT_BYTES + 1` bytes (one more than the limit is
     /// enough to know it is over). Gone: nothing. Not a regular file (the
     /// command put a pipe or a device there): nothing, said on stderr, as
-    /// it might never end.
+    /// it might never end. Read in place: a local file, 64 KiB at most.
     pub(super) fn read(&self, id: &str) -> Vec<u8> {
         use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
         let open = || {
-            let meta = std::fs::metadata(&self.path)?;
-            if !meta.is_file() {
+            // Non-blocking: a pipe opens at once, and what was opened is
+            // what is looked at (whatever else the command left running
+            // does meanwhile).
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.path)?;
+            if !file.metadata()?.is_file() {
                 return Err(std::io::Error::other("not a regular file"));
             }
             let mut head = Vec::new();
-            let file = std::fs::File::open(&self.path)?;
             file.take(MAX_RESULT_BYTES as u64 + 1)
                 .read_to_end(&mut head)?;
             Ok(head)
@@ -204,5 +210,34 @@ impl Drop for ResultFile {
             ),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn a_result_is_kept_up_to_the_servers_limits_and_not_one_past_them() {
+        let from = ResultFrom::File;
+        let at_limit = nested(MAX_PROGRESS_DEPTH);
+        assert!(result_of("j", from, at_limit.as_bytes()).is_some());
+        assert_eq!(result_of("j", from, nested(65).as_bytes()), None);
+        // The string's quotes make the JSON two bytes longer than the text.
+        let text = "x".repeat(MAX_RESULT_BYTES - 2);
+        assert_eq!(
+            result_of("j", from, text.as_bytes()),
+            Some(serde_json::Value::String(text.clone()))
+        );
+        assert_eq!(result_of("j", from, format!("{text}x").as_bytes()), None);
+        assert_eq!(
+            result_of("j", from, b" {\"a\": 1}\n"),
+            Some(serde_json::json!({"a": 1}))
+        );
+        assert_eq!(result_of("j", from, b" \n"), None);
     }
 }
