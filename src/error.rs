@@ -26,6 +26,16 @@ pub enum Error {
     #[error("no job with id {0:?}")]
     NotFound(String),
 
+    /// No batch with this id (or one whose retention ran out).
+    #[error("no batch with id {0:?}")]
+    NoBatch(String),
+
+    /// The request names something whose state refuses it (a batch that
+    /// fired or was cancelled; an id in use pushed into a batch): nothing
+    /// changed.
+    #[error("{0}")]
+    Conflict(String),
+
     /// The lease token is not the job's current one: the job was delivered
     /// again (to someone else), replaced, or finished. Nothing changed.
     #[error("the lease on job {0:?} is no longer yours (stale token)")]

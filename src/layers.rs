@@ -25,7 +25,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     // groups, recurring rules, and the figures delayq reports.
     (
         "model",
-        &["trace", "job", "rate", "group", "recurring", "figures"],
+        &[
+            "trace",
+            "batch",
+            "job",
+            "rate",
+            "group",
+            "recurring",
+            "figures",
+        ],
     ),
     // Everything delayq says to Redis: the scripts and the key layout.
     ("store", &["store"]),

@@ -25,8 +25,8 @@
 //! Map of the crate, in layers: each module imports only from the layers
 //! below its own (`src/layers.rs` lists them and a test holds it): base
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
-//! `https`) <- `redis` <- model (`trace`, `job`, `rate`, `group`,
-//! `recurring`, `figures`) <- `store` <- engine (`stats`, `metrics`,
+//! `https`) <- `redis` <- model (`trace`, `job`, `batch`, `rate`,
+//! `group`, `recurring`, `figures`) <- `store` <- engine (`stats`, `metrics`,
 //! `waiters`, `loops`, `queue`, `instances`, `consumer`, `webhook`) <- api
 //! (`wire`, `http`) <- the binary's `cli`. No two files import each other,
 //! even through others (`layers::circles` holds it).
@@ -58,6 +58,8 @@
 //!   of finished records, the stats flush).
 //! - [`consumer`]: `Consumer`, a handler loop with bounded concurrency.
 //! - [`job`]: job types at each step of their life, and input limits.
+//! - [`batch`]: batches of jobs and the callback pushed once when they
+//!   are done (the store's `batches` and lib/batches.lua keep them).
 //! - [`rate`]: a topic's (or a group's) rate limit.
 //! - [`group`]: a topic's groups: a group's figures and settings, a change
 //!   to some of them, a page of groups.
@@ -98,6 +100,7 @@
 #![cfg_attr(not(feature = "server"), allow(rustdoc::broken_intra_doc_links))]
 
 pub(crate) mod backoff;
+pub mod batch;
 pub mod consumer;
 pub mod defaults;
 pub mod duration;
@@ -145,6 +148,7 @@ pub use crate::redis::{
     sentinel::Sentinel,
     Redis, Tls,
 };
+pub use batch::{Batch, BatchCallback, BatchOn, BatchState, NewBatch};
 pub use consumer::Consumer;
 pub use defaults::MAX_PARTITIONS;
 pub use error::{Error, Result};

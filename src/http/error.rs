@@ -46,7 +46,10 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match e {
             Error::Invalid(m) => ApiError::invalid(m),
-            Error::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+            Error::NotFound(_) | Error::NoBatch(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            Error::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             Error::Busy(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy", e.to_string()),
             Error::StaleLease(_) => {
                 ApiError::new(StatusCode::CONFLICT, "stale_lease", e.to_string())

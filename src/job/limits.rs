@@ -214,6 +214,12 @@ impl Limits {
         if let Some(g) = &job.group {
             check_group(g)?;
         }
+        if let Some(b) = &job.batch {
+            crate::batch::check_batch_id(b)?;
+            if job.dedup.is_some() {
+                return Err("a job of a batch takes no dedup key".into());
+            }
+        }
         Ok(())
     }
 

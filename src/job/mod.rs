@@ -63,6 +63,10 @@ pub struct NewJob {
     /// its id carries the group's hash tag (`{acct:7}:r1`), or is left
     /// empty for delayq to pick one there.
     pub group: Option<String>,
+    /// Batches: the batch the job joins (see [`crate::batch`]): its home
+    /// takes the id in before the push, and the push only creates (an id
+    /// in use is refused, [`crate::Error::Conflict`]); no dedup with it.
+    pub batch: Option<String>,
 }
 
 impl Default for NewJob {
@@ -82,6 +86,7 @@ impl Default for NewJob {
             tracestate: None,
             tags: Vec::new(),
             group: None,
+            batch: None,
         }
     }
 }

@@ -16,6 +16,8 @@
 //! - `upkeep`: the stats flush, the Sentinel follower, the health watch,
 //!   history trimming.
 //! - [`recurring`]: fires the recurring schedules' ticks.
+//! - `notes`: the relay that carries batch jobs' outcomes to their
+//!   batches' homes (and settles reservations whose pusher died).
 //!
 //! The loops get narrow `Handles` (the store, the waiters, the metrics, a
 //! wake signal, a stop signal), never the `Queue` itself: nothing here calls
@@ -26,6 +28,7 @@
 
 pub(crate) mod canary;
 pub mod leader;
+pub(crate) mod notes;
 pub mod recurring;
 pub mod subscriber;
 pub mod sweep;
@@ -123,6 +126,8 @@ pub(crate) struct Handles {
     pub recurring_ready: tokio_util::sync::CancellationToken,
     /// A schedule was put or deleted through this process.
     pub recurring_changed: Arc<Notify>,
+    /// A call wrote batch notes (heard on a wake channel): the relay looks.
+    pub notes: Arc<Notify>,
 }
 
 impl Handles {
@@ -295,6 +300,7 @@ impl Loops {
             let (store, stop) = (handles.store.clone(), handles.stop.clone());
             tasks.push(tokio::spawn(upkeep::trim_history(store, stop)));
             tasks.push(tokio::spawn(upkeep::index_topics(handles.clone())));
+            tasks.push(tokio::spawn(notes::run(handles.clone())));
         }
         Loops {
             stop: handles.stop,

@@ -210,6 +210,10 @@ async fn session(h: &Handles) -> Result<(), String> {
                     h.recurring_changed.notify_one();
                     continue;
                 }
+                if payload == crate::store::layout::batch_kind::NOTES_NOTICE {
+                    h.notes.notify_one();
+                    continue;
+                }
                 h.wake.one(part);
                 // A holder's sweep looks and shortens the term if need
                 // be; a standby asks when the term ends now.

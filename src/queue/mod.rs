@@ -12,6 +12,7 @@
 //! requeue and purge, pause, rate limits, sessions, health and gauges).
 
 mod admin;
+mod batches;
 mod config;
 mod events;
 mod groups;
@@ -151,6 +152,7 @@ impl Queue {
             }),
             recurring_ready: Default::default(),
             recurring_changed: Default::default(),
+            notes: Default::default(),
         };
         Ok(Queue {
             inner: Arc::new(Inner {

@@ -96,7 +96,7 @@ impl Queue {
     }
 
     /// `job` (which `check_job` has accepted) as the push script takes it.
-    fn to_push(&self, job: &NewJob) -> Push {
+    pub(super) fn to_push(&self, job: &NewJob) -> Push {
         let policy = job
             .retry
             .as_ref()
@@ -110,7 +110,8 @@ impl Queue {
             due_at_ms: job.due_at_ms,
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
-            keep: job.if_exists == IfExists::Keep,
+            // A job of a batch is only created (its home took its id in).
+            keep: job.if_exists == IfExists::Keep || job.batch.is_some(),
             extra: crate::store::push::Extra {
                 traceparent: job.traceparent.clone(),
                 tracestate: job.tracestate.clone(),
@@ -118,6 +119,7 @@ impl Queue {
                 priority: (job.priority > 0).then_some(job.priority),
                 tags: distinct(&job.tags),
                 group: job.group.clone(),
+                batch: job.batch.clone(),
             },
         }
     }
@@ -177,7 +179,7 @@ impl Queue {
     }
 
     /// Books a push's outcome.
-    fn pushed(&self, job: &NewJob, p: crate::store::push::PushReply) -> Pushed {
+    pub(super) fn pushed(&self, job: &NewJob, p: crate::store::push::PushReply) -> Pushed {
         self.inner
             .h
             .pushed(&job.topic, self.store().part_of(&job.id), &p);
@@ -201,6 +203,10 @@ impl Queue {
             // The policy check and the push share the caller's deadline.
             let deadline = Instant::now() + self.store().redis.timeout();
             self.check_policy(self.store().redis.timeout()).await?;
+            if job.batch.is_some() {
+                let mut r = self.push_into_batches(&[job]).await;
+                return r.pop().expect("one reply per job");
+            }
             let limit = deadline.saturating_duration_since(Instant::now());
             let reply = self.store().push(self.to_push(job), limit).await?;
             let pushed = self.pushed(job, reply);
@@ -234,19 +240,37 @@ impl Queue {
                 _ => None,
             })
             .collect();
-        let replies = if valid.is_empty() {
+        // Jobs of batches take their own path (their homes first).
+        let (batched, plain): (Vec<&NewJob>, Vec<&NewJob>) =
+            valid.iter().partition(|j| j.batch.is_some());
+        let replies = if plain.is_empty() {
             Vec::new()
         } else {
             self.check_policy(self.store().redis.timeout()).await?;
-            let pushes: Vec<Push> = valid.iter().map(|j| self.to_push(j)).collect();
+            let pushes: Vec<Push> = plain.iter().map(|j| self.to_push(j)).collect();
             // Each traced job's push span lasts as long as the batch's.
-            let _spans: Vec<tracing::Span> = valid.iter().map(|j| push_span(j)).collect();
+            let _spans: Vec<tracing::Span> = plain.iter().map(|j| push_span(j)).collect();
             self.store().push_many(&pushes).await?
         };
-        let mut replies = valid
+        let mut plain_replies = plain
             .iter()
             .zip(replies)
             .map(|(j, r)| r.map(|r| self.pushed(j, r)));
+        let mut batched_replies = if batched.is_empty() {
+            Vec::new()
+        } else {
+            self.check_policy(self.store().redis.timeout()).await?;
+            self.push_into_batches(&batched).await
+        }
+        .into_iter();
+        let mut replies = valid.iter().map(|j| {
+            if j.batch.is_some() {
+                batched_replies.next()
+            } else {
+                plain_replies.next()
+            }
+        });
+        let mut replies = std::iter::from_fn(move || replies.next().flatten());
         Ok(checked
             .into_iter()
             .map(|c| match c {

@@ -16,6 +16,8 @@
 -- tags' entries, its dedup record, its keys), EVENT.emit, state_of.
 -- Groups: as remove.lua (G.free or the line's ZREM); a plain job: one
 -- field more in its HMGET.
+-- Batches: a job of a batch leaves a note for its home (BATCH.left,
+-- deleted); a job of none: one field more in its HMGET.
 --
 -- Returns { status, state }: DONE and the state the job was in, or
 -- MISSING (no job; a finished job's record is none either).
@@ -29,12 +31,14 @@ local id = ARGV[2]
 local grace = tonumber(ARGV[3])
 if not grace or grace < 0 then return invalid('cancel takes a grace in ms') end
 local job = job_key(id)
-local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE, GROUP)
+local f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, LEASE, GROUP, BATCH.FIELD)
 if not f[2] or f[1] == FINISHED then return { MISSING, '' } end
 local state, topic = state_of(f[1]), f[2]
 if EVENTS > 0 then EVENT.emit(EV_CANCELLED, id, topic) end
 JOB.detach(id, state, topic, f[7])
 JOB.forget(id, f[5], f[4], nil, job)
+-- Batches: a note for the batch's home (nothing for a job of none).
+BATCH.left(id, f[8], BATCH.O_DELETED)
 if state == RESERVED then
   local now_ms = math.floor(now_us() / 1000)
   local left = math.max((tonumber(f[6]) or now_ms) - now_ms, 0) + grace

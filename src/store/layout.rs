@@ -114,11 +114,13 @@ use crate::defaults::{
     LOG_LINES_KEPT, MAX_LOG_LINE_BYTES, MAX_PROGRESS_BYTES, MAX_RESULT_BYTES, MAX_TAG_PAGE,
 };
 
+mod batch;
 mod body;
 mod group;
 mod keys;
 mod order;
 
+pub use batch::{batch_field, batch_kind, note_field};
 pub use body::{LAYOUT_READ, PIECE_BYTES};
 pub(crate) use keys::hash_tag;
 pub use keys::{partition_of, slot, validate_prefix, Keys};
@@ -257,6 +259,8 @@ pub mod field {
     /// Its push order among its topic's jobs due in the same ms; absent on
     /// a job alone at its due time when scheduled (it goes first).
     pub const SEQ: &str = "i";
+    /// The batch the job belongs to; absent on other jobs.
+    pub const BATCH: &str = "y";
 
     /// Every field but BODY and RESULT: what a listing reads first (a body
     /// is read only if it fits the page, see `store::read`; a result, up to
@@ -285,6 +289,7 @@ pub mod field {
         PROGRESS,
         GROUP,
         SEQ,
+        BATCH,
     ];
 }
 
@@ -468,6 +473,7 @@ pub(crate) fn lua_prelude() -> String {
     out.push_str(&format!("local MAX_TAG_PAGE = {MAX_TAG_PAGE}\n"));
     out.push_str(&body::lua_table());
     out.push_str(&group::lua_table());
+    out.push_str(&batch::lua_table());
     out.push_str(&order::lua_table());
     out.push_str(&format!("local LOG_LINES_KEPT = {LOG_LINES_KEPT}\n"));
     out.push_str(&format!(
@@ -490,6 +496,7 @@ pub(crate) fn values() -> impl Iterator<Item = &'static str> {
     (LUA_NAMES
         .iter()
         .chain(group::LUA_NAMES)
+        .chain(batch::LUA_NAMES)
         .chain(order::LUA_NAMES))
     .map(|(_, v)| *v)
     .chain([kind::SCHEDULE, kind::LAYOUT, field::BODY_SIZE])

@@ -55,6 +55,7 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/finished", include_str!("lib/finished.lua")),
     ("lib/running", include_str!("lib/running.lua")),
     ("lib/job", include_str!("lib/job.lua")),
+    ("lib/batches", include_str!("lib/batches.lua")),
 ];
 
 /// Every transition, one script each, by its type's definition: a
@@ -92,6 +93,12 @@ pub(crate) const ALL: &[&ScriptDef] = &[
     super::relayout::Relayout::DEF,
     super::relayout::LayoutSwap::DEF,
     super::group::GroupGet::DEF,
+    super::batches::BatchOpen::DEF,
+    super::batches::BatchAdd::DEF,
+    super::batches::BatchSettle::DEF,
+    super::batches::BatchNote::DEF,
+    super::batches::BatchClose::DEF,
+    super::batches::BatchCancelJobs::DEF,
 ];
 
 /// The body every call runs around its transition `name`, for the
@@ -110,7 +117,7 @@ pub(crate) const ALL: &[&ScriptDef] = &[
 fn wrapper(name: &str) -> String {
     format!(
         "P, SCHEDULE, NOW, COUNTS, BODIES.layout, H.armed, H.heads_later = ARGV[1], KEYS[1], nil, {{}}, nil, nil, nil\n\
-         H.ties, H.seq, H.seq_room = nil, nil, nil\n\
+         H.ties, H.seq, H.seq_room, BATCH.noted = nil, nil, nil, nil\n\
          EVENTS = tonumber(table.remove(ARGV))\n\
          local late = CALL.past_deadline(table.remove(ARGV))\n\
          if late then return late end\n\
@@ -118,6 +125,7 @@ fn wrapper(name: &str) -> String {
          if refused then return refused end\n\
          local reply = dq_{name}(KEYS, ARGV)\n\
          COUNT.flush()\n\
+         if BATCH.noted then redis.call('PUBLISH', P .. WAKE_CHANNEL, BATCH.NOTES_NOTICE) end\n\
          return reply\n"
     )
 }

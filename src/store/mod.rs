@@ -42,6 +42,7 @@
 //! a [`Status`], declared here and handed to the scripts as Lua constants.
 
 mod batch;
+pub(crate) mod batches;
 mod body;
 pub(crate) mod call;
 pub mod commands;

@@ -41,6 +41,9 @@
 -- may also get DEDUPLICATED (nothing changed) or DEBOUNCED (the key's
 -- pending job took the push), and then a fourth field: that job's id.
 --
+-- Batches (extra.batch): the job's field BATCH.FIELD and an entry in its
+-- partition's live index of the batch (one ZADD); a replaced job of a
+-- batch leaves a note for its home (BATCH.left, lib/batches.lua).
 -- Cost: a plain job as before (extra "" is never decoded). A grouped job
 -- (extra.group): one field more in its HSET, and a replaced job's HMGET
 -- reads its old group (nothing is written to the group until the job is
@@ -97,6 +100,14 @@ for j = 1, n do
     if g ~= nil then
       if refused == nil then refused = G.refusal() or false end
       if refused then return invalid('job ' .. j .. ': ' .. refused) end
+    end
+    -- Batches: the batch's id as batch ids are checked (1 to MAX_ID_BYTES,
+    -- no control character); a job of a batch is only ever created (its
+    -- batch's home took its id in first), never replaces nor dedups.
+    local b = x.batch
+    if b ~= nil and (type(b) ~= 'string' or #b < 1 or #b > BATCH.MAX_ID_BYTES or string.find(b, '%c')
+      or ARGV[a + 9] ~= 'keep' or x.dedup ~= nil) then
+      return invalid('job ' .. j .. ': batch must be 1 to ' .. BATCH.MAX_ID_BYTES .. ' bytes without control characters, pushed in keep mode without dedup')
     end
     extras[j] = x
     local d = x.dedup

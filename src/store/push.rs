@@ -54,6 +54,9 @@ pub(crate) struct Extra {
     /// Groups: the job's group key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// Batches: the batch the job joins (its home took the id in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// A push's dedup settings as push.lua reads them (`extra.dedup`).

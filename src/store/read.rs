@@ -129,7 +129,10 @@ impl Store {
     }
 
     /// `ids` by the partition each lives in, in their order.
-    fn by_partition<'a>(&self, ids: &'a [String]) -> BTreeMap<usize, Vec<&'a String>> {
+    pub(in crate::store) fn by_partition<'a>(
+        &self,
+        ids: &'a [String],
+    ) -> BTreeMap<usize, Vec<&'a String>> {
         let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
         for id in ids {
             groups.entry(self.part_of(id)).or_default().push(id);

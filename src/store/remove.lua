@@ -33,6 +33,9 @@
 -- Cost per finish of a plain reserved job: one HMGET; the call's lease
 -- ends go in one ZREM and the keys of its removed jobs in one DEL, so a
 -- batch of finishes costs two calls more, not two per job.
+-- Batches: a job of a batch leaves a note for the batch's home as it ends
+-- (BATCH.left: finished, or deleted); a job of none: one field more in its
+-- HMGET.
 --
 -- Returns { DONE, then per removal: status, topic, state it was in }:
 -- status DONE, MISSING (no such job; for a finish, a finished job's record
@@ -90,7 +93,7 @@ for j = 1, n do
   local job = job_key(id)
   local f = NONE
   if not (gone and gone[id]) then
-    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT, GROUP)
+    f = redis.call('HMGET', job, STATE, TOPIC, TOKEN, DEDUP, TAGS, CANCELLED_AT, GROUP, BATCH.FIELD)
   end
   local record = f[1] == FINISHED
   if f[6] and mode == 'lease' and f[3] == token then
@@ -111,13 +114,15 @@ for j = 1, n do
   else
     local topic, state = f[2], state_of(f[1])
     if mode == 'any' then
-      JOB.delete(id, state, topic, f[5], f[4], f[7])
+      JOB.delete(id, state, topic, f[5], f[4], f[7], f[8])
     else
       local keep = keeps[topic] or default_keep
       local due
       if (keep > 0 or result) and state == DELAYED then due = H.due(id, topic) end
       -- A result travels in the event's error field (as a progress does).
       if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic, nil, nil, result) end
+      -- Batches: a note for the batch's home (nothing for a job of none).
+      BATCH.left(id, f[8], BATCH.O_FINISHED)
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id
         COUNT.move(topic, RESERVED, nil)

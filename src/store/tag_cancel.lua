@@ -13,6 +13,7 @@
 -- JOB.delete.
 -- Groups: a ready or reserved job's group is read (one HGET) to leave its
 -- group's line or give its slot back.
+-- Batches: a job of a batch leaves a note for its home (BATCH.left).
 --
 -- Returns { DONE, last id looked at ("" when the index ends in this page),
 -- how many jobs were deleted, then id, state of each job left alone }.
@@ -39,7 +40,7 @@ for _, j in ipairs(live) do
     skipped[#skipped + 1] = j.id
     skipped[#skipped + 1] = j.state
   else
-    JOB.delete(j.id, j.state, j.topic, j.tags, j.dedup)
+    JOB.delete(j.id, j.state, j.topic, j.tags, j.dedup, nil, j.batch)
     changed = changed + 1
   end
 end

@@ -61,6 +61,12 @@ pub struct JobSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "server", schema(min_length = 1, max_length = 128))]
     pub group: Option<String>,
+    /// The batch the job joins (`POST /v1/batches`; none such: 404, one
+    /// that fired or was cancelled: 409): only created (an id in use: 409),
+    /// no dedup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "server", schema(min_length = 1, max_length = 200))]
+    pub batch: Option<String>,
     /// W3C trace context, kept with the job and handed on; overrides the
     /// request's `traceparent` header. Invalid: 400.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -16,6 +16,7 @@
 //!
 //! Times are Unix milliseconds of the Redis clock.
 
+pub mod batches;
 pub mod due;
 pub mod events;
 pub mod groups;
@@ -32,6 +33,9 @@ pub mod topics;
 
 use serde::{Deserialize, Serialize};
 
+pub use batches::{
+    BatchBody, BatchCancelled, BatchCreated, BatchJobsSpec, BatchOnSpec, CallbackSpec, NewBatchSpec,
+};
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
 pub use groups::{GroupBody, GroupPageBody, GroupSpec, GroupsQuery};

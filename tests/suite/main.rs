@@ -33,6 +33,8 @@
 //! - [`topic_schedule`]: each topic's own schedule of delayed jobs: listed
 //!   from its first page, kept exact, backfilled on a Redis without them.
 //!
+//! - [`batches`]: batches of jobs and their callback, pushed once after the
+//!   last job's outcome, across partitions and instances; [`batches::http`].
 //! - [`results`]: a job's result, carried by its finish, bounded, kept on
 //!   its finished record (or for the result retention), read back;
 //!   [`results::work`] `delayq work`'s from a command's output or its own
@@ -104,6 +106,7 @@ mod shell_words;
 mod slowlog;
 
 mod bad_input;
+mod batches;
 mod batching;
 mod cancel;
 mod cli_client;

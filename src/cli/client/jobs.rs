@@ -80,6 +80,10 @@ pub struct Push {
     /// The job's group within its topic (see `delayq group`).
     #[arg(long)]
     group: Option<String>,
+    /// The batch the job joins (see `delayq batch`): only created, never
+    /// replacing a job; no dedup with it.
+    #[arg(long, conflicts_with = "dedup_key")]
+    batch: Option<String>,
 }
 
 /// The trace context in the environment, taken as a request's headers
@@ -136,6 +140,7 @@ impl Push {
                 max_wait_ms: self.dedup_max_wait.map(ms),
             }),
             priority: self.priority,
+            batch: self.batch,
             traceparent,
             tracestate,
             tags: self.tags,

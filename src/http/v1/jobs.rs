@@ -59,7 +59,7 @@ struct TraceHeaders {
 }
 
 /// A request's trace context headers (see [`crate::trace::from_headers`]).
-type HeaderTrace = Option<(String, Option<String>)>;
+pub(super) type HeaderTrace = Option<(String, Option<String>)>;
 
 /// A job's trace context: its own fields (checked: 400 naming the field),
 /// else the request's headers (already checked; invalid ones were
@@ -78,6 +78,20 @@ fn job_trace(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<(Option<String>,
                 crate::trace::check_tracestate(ts).map_err(ApiError::invalid)?;
             }
             Ok((Some(tp), ts.clone()))
+        }
+    }
+}
+
+/// `job` joining batch `into` (if given): a job naming another is refused.
+fn joined(mut job: NewJob, into: Option<&str>) -> ApiResult<NewJob> {
+    let Some(b) = into else { return Ok(job) };
+    match &job.batch {
+        Some(named) if named != b => Err(ApiError::invalid(format!(
+            "job names batch {named:?}, pushed into batch {b:?}"
+        ))),
+        _ => {
+            job.batch = Some(b.to_owned());
+            Ok(job)
         }
     }
 }
@@ -128,6 +142,7 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
             .unwrap_or(0),
         tags: spec.tags.clone(),
         group: spec.group.clone(),
+        batch: spec.batch.clone(),
     })
 }
 
@@ -197,13 +212,23 @@ pub(super) async fn push_batch(
 ) -> ApiResult<Json<BatchReply>> {
     let batch: BatchSpec = parse(&state, body)?;
     let header = crate::trace::from_headers(&headers);
+    push_jobs(&state, batch.jobs, &header, None).await.map(Json)
+}
+
+/// Pushes raw jobs (each read on its own), with `into`: into that batch
+/// (a job naming another is refused at its index). One result per job.
+pub(super) async fn push_jobs(
+    state: &AppState,
+    raw: Vec<serde_json::Value>,
+    header: &HeaderTrace,
+    into: Option<&str>,
+) -> ApiResult<BatchReply> {
     state
         .queue
         .limits()
-        .check_batch(batch.jobs.len())
+        .check_batch(raw.len())
         .map_err(ApiError::invalid)?;
-    let specs: Vec<ApiResult<NewJob>> = batch
-        .jobs
+    let specs: Vec<ApiResult<NewJob>> = raw
         .into_iter()
         .map(|raw| {
             serde_json::from_value::<JobSpec>(raw)
@@ -214,7 +239,8 @@ pub(super) async fn push_batch(
                         format!("invalid job: {e}"),
                     )
                 })
-                .and_then(|spec| new_job(&spec, &header))
+                .and_then(|spec| new_job(&spec, header))
+                .and_then(|job| joined(job, into))
         })
         .collect();
     let jobs: Vec<NewJob> = specs
@@ -256,11 +282,11 @@ pub(super) async fn push_batch(
         })
         .collect();
     let accepted = results.iter().filter(|r| r.error.is_none()).count();
-    Ok(Json(BatchReply {
+    Ok(BatchReply {
         accepted,
         rejected: results.len() - accepted,
         results,
-    }))
+    })
 }
 
 pub(super) fn not_found(id: &str) -> ApiError {

@@ -7,7 +7,7 @@
 //! | 400 | the body is not JSON of the expected shape (`bad_request`) |
 //! | 404 | no such job (`not_found`) or route (`no_route`) |
 //! | 405 | the route exists, the method does not (`method_not_allowed`) |
-//! | 409 | stale lease token (`stale_lease`), or the id exists and `if_exists` is `keep` (`exists`) |
+//! | 409 | stale lease token (`stale_lease`), the id exists and `if_exists` is `keep` (`exists`), or a batch's state refuses the request (`conflict`) |
 //! | 413 | request body over the limit (`too_large`) |
 //! | 422 | a value breaks a documented limit (`invalid`) |
 //! | 503 | Redis unreachable or too slow, nothing changed (`unavailable`) |
@@ -17,12 +17,13 @@
 //! resource: [`jobs`] (push, get, delete, reschedule), [`lease`] (finish,
 //! release, nack, touch), [`pop`], [`topics`] (counts, listings, dead
 //! letters, pause), [`recurring`] (recurring schedules), [`rate`] (rate
-//! limits),
+//! limits), [`batches`] (batches of jobs with a callback),
 //! [`ops`] (health, readiness, metrics, the OpenAPI document). Every route
 //! is one row of [`ROUTES`]: the router is built from it, and the tests
 //! check the OpenAPI document ([`openapi`], derived from the handlers and
 //! the wire types) against it.
 
+pub mod batches;
 pub mod events;
 pub mod groups;
 pub mod instances;
@@ -146,6 +147,11 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/recurring/{name}/resume", || {
         post(recurring::resume)
     }),
+    write("post", "/v1/batches", || post(batches::create)),
+    route("get", "/v1/batches/{id}", || get(batches::get_one)),
+    write("post", "/v1/batches/{id}/jobs", || post(batches::push)),
+    write("post", "/v1/batches/{id}/close", || post(batches::close)),
+    write("post", "/v1/batches/{id}/cancel", || post(batches::cancel)),
     route("get", "/v1/tags/{tag}/jobs", || get(tags::jobs)),
     write("post", "/v1/tags/{tag}/cancel", || post(tags::cancel)),
     write("post", "/v1/tags/{tag}/reschedule", || {
@@ -187,6 +193,14 @@ struct GroupPath {
     topic: String,
     #[param(max_length = 128)]
     group: String,
+}
+
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+struct BatchId {
+    #[param(max_length = 200)]
+    id: String,
 }
 
 #[derive(utoipa::IntoParams)]

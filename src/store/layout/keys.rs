@@ -197,6 +197,22 @@ impl Keys {
     pub fn layout(&self) -> String {
         format!("{}{}", self.base, kind::LAYOUT)
     }
+    /// Batch `id`'s hash (in its home partition).
+    pub fn batch(&self, id: &str) -> String {
+        format!("{}{}{id}", self.base, super::batch_kind::BATCH)
+    }
+    /// Batch `id`'s members and their outcomes (in its home partition).
+    pub fn batch_members(&self, id: &str) -> String {
+        format!("{}{}{id}", self.base, super::batch_kind::MEMBERS)
+    }
+    /// This partition's reservations of batches homed here.
+    pub fn batch_reserved(&self) -> String {
+        format!("{}{}", self.base, super::batch_kind::RESERVED)
+    }
+    /// This partition's notes for batches' homes.
+    pub fn notes(&self) -> String {
+        format!("{}{}", self.base, super::batch_kind::NOTES)
+    }
 }
 
 /// Hash slots in a Redis Cluster.

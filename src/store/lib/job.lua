@@ -48,14 +48,16 @@ function JOB.forget(id, tags, dedup, dels, job)
 end
 
 -- Deletes job `id` (in `state`, of `topic`; `tags` and `dedup` its TAGS
--- and DEDUP fields; `group` its GROUP field, nil: read if needed) for
+-- and DEDUP fields; `group` its GROUP field, nil: read if needed; `batch`
+-- its BATCH.FIELD, whose home hears of it: BATCH.left) for
 -- good, keeping no record: out of the structure its state keeps it in,
 -- then forgotten; the event "deleted". The one way a job is deleted:
 -- DELETE, a tag cancel, a dead-letter purge, dead-letter retention, and a
 -- recurring schedule's pending tick dropped (JOB.drop_if_delayed).
-function JOB.delete(id, state, topic, tags, dedup, group)
+function JOB.delete(id, state, topic, tags, dedup, group, batch)
   -- A finished job's kept record going is no change of a job.
   if EVENTS > 0 and state ~= FINISHED then EVENT.emit(EV_DELETED, id, topic) end
+  if state ~= FINISHED then BATCH.left(id, batch, BATCH.O_DELETED) end
   JOB.detach(id, state, topic, group)
   JOB.forget(id, tags, dedup)
 end
@@ -63,8 +65,8 @@ end
 -- Removes `id` if it is still delayed (never handed over). 1 if removed.
 function JOB.drop_if_delayed(id)
   if id == '' then return 0 end
-  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP)
+  local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP, BATCH.FIELD)
   if not f[2] or f[1] then return 0 end
-  JOB.delete(id, DELAYED, f[2], f[3], f[4])
+  JOB.delete(id, DELAYED, f[2], f[3], f[4], nil, f[5])
   return 1
 end

@@ -14,8 +14,8 @@ function RETRIES.trim_dead(topic, now_ms, max_count, max_age)
     for _, id in ipairs(oldest) do drop[#drop + 1] = id end
   end
   for _, id in ipairs(drop) do
-    local f = redis.call('HMGET', job_key(id), TAGS, DEDUP)
-    JOB.delete(id, DEAD, topic, f[1], f[2])
+    local f = redis.call('HMGET', job_key(id), TAGS, DEDUP, BATCH.FIELD)
+    JOB.delete(id, DEAD, topic, f[1], f[2], nil, f[3])
   end
 end
 
@@ -27,7 +27,7 @@ end
 -- Returns state, due_ms.
 function RETRIES.fail(id, topic, now_ms, err, override, dead_max, dead_age, fallback)
   local job = job_key(id)
-  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY, GROUP)
+  local f = redis.call('HMGET', job, ATTEMPTS, RETRY, MAX, HIST, DEDUP, PRIORITY, GROUP, BATCH.FIELD)
   local attempts = tonumber(f[1]) or 0
   local intervals = {}
   for v in string.gmatch(f[2] or '', '[^,]+') do
@@ -62,6 +62,8 @@ function RETRIES.fail(id, topic, now_ms, err, override, dead_max, dead_age, fall
     redis.call('HSET', job, STATE, DEAD, DEAD_AT, now_ms)
     redis.call('ZADD', KEY.dead(topic), now_ms, id)
     COUNT.move(topic, RESERVED, DEAD)
+    -- Batches: a note for the batch's home (nothing for a job of none).
+    BATCH.left(id, f[8], BATCH.O_DEAD)
     RETRIES.trim_dead(topic, now_ms, dead_max, dead_age)
     return DEAD, now_ms
   end

@@ -284,8 +284,10 @@ function JOB.upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
     JOB.detach(id, state_of(old[1]), old[2], old[4])
     -- The job it replaces ends: its tags' entries, its simple dedup (issue
     -- 51: the record was left naming the new job) and its keys go.
-    local named = redis.call('HMGET', job, TAGS, DEDUP)
+    local named = redis.call('HMGET', job, TAGS, DEDUP, BATCH.FIELD)
     JOB.forget(id, named[1], named[2], nil, job)
+    -- A job of a batch replaced is a job of it deleted (BATCH.left).
+    if not record then BATCH.left(id, named[3], BATCH.O_DELETED) end
   end
   local ready = at_once and H.due_now(due)
   -- Its push order, if it ties (false: none), in the same HSET.
@@ -320,6 +322,11 @@ function JOB.upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
     -- Groups: the group key, checked by push.lua.
     if extra and extra.group then
       fields[#fields + 1] = GROUP; fields[#fields + 1] = extra.group
+    end
+    -- Batches: the batch's id, and the job in its partition's live index.
+    if extra and extra.batch then
+      fields[#fields + 1] = BATCH.FIELD; fields[#fields + 1] = extra.batch
+      BATCH.join(id, extra.batch)
     end
     redis.call('HSET', job, unpack(fields))
   end

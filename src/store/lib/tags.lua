@@ -20,7 +20,7 @@ end
 
 -- Tags: a page of the index of `tag` after id `after` ('' from the start),
 -- at most `limit` ids in byte order, and each one's STATE, TOPIC, TAGS,
--- DEDUP.
+-- DEDUP, BATCH.FIELD.
 -- Entries whose job is gone or no longer carries the tag are dropped here
 -- (none should be: see TAG.untag) and not returned. Costs O(log N + limit).
 -- Returns the live entries { id, state, topic, tags, dedup } and the last id looked at
@@ -32,7 +32,7 @@ function TAG.page(tag, after, limit)
   local ids = redis.call('ZRANGEBYLEX', key, from, '+', 'LIMIT', 0, limit)
   local live = {}
   for _, id in ipairs(ids) do
-    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP)
+    local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TAGS, DEDUP, BATCH.FIELD)
     local has = false
     if f[2] and f[3] then
       for t in string.gmatch(f[3], '[^\n]+') do
@@ -40,7 +40,7 @@ function TAG.page(tag, after, limit)
       end
     end
     if has and f[1] ~= FINISHED then
-      live[#live + 1] = { id = id, state = state_of(f[1]), topic = f[2], tags = f[3], dedup = f[4] }
+      live[#live + 1] = { id = id, state = state_of(f[1]), topic = f[2], tags = f[3], dedup = f[4], batch = f[5] }
     else
       redis.call('ZREM', key, id)
     end

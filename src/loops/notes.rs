@@ -1,0 +1,129 @@
+//! The relay: carries the notes a batch's jobs leave as they end (each in
+//! its own partition's stream, written with the end itself) to their
+//! batches' homes, where `batch_note.lua` counts each outcome once and
+//! fires a callback whose batch is done; then drops them. And it settles
+//! reservations whose pusher died between taking an id in and pushing it.
+//!
+//! Each partition's leader relays its notes (one relay a partition, as one
+//! sweep): at once when a call that wrote notes says so on the wake
+//! channel, and every [`LOOK_EVERY`] for notices that went unheard. A
+//! relay that dies between counting and dropping leaves the notes for the
+//! next, which counts nothing twice. Notes are dropped only once every
+//! home that counted them answered (acknowledged by replicas, with replica
+//! acks), so a failover of a home brings back no count without its note.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+use super::Handles;
+use crate::error::Result;
+use crate::store::batches::{BatchNote, BatchSettle};
+use crate::store::Store;
+
+/// How often the relay looks without a notice: an idle queue pays two
+/// reads a partition per look.
+pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(15);
+
+/// Most notes read and counted per call.
+const NOTES_PER_CALL: usize = 500;
+
+/// A reservation older than this whose job does not exist was never
+/// pushed: far longer than any push's deadline.
+pub(crate) const RESERVATION_GRACE: Duration = Duration::from_secs(60);
+
+/// Most reservations looked at per partition and look.
+const RESERVATIONS_PER_LOOK: usize = 200;
+
+/// Relays the partitions this instance leads until the queue stops.
+pub(super) async fn run(h: Handles) {
+    let mut last_reservations = tokio::time::Instant::now();
+    loop {
+        for part in h.leader.held() {
+            if let Err(e) = relay(&h.store, part).await {
+                warn!(part, error = %e, "relaying batch notes failed; trying again later");
+            }
+        }
+        if last_reservations.elapsed() >= LOOK_EVERY {
+            last_reservations = tokio::time::Instant::now();
+            for part in h.leader.held() {
+                if let Err(e) = settle_reservations(&h.store, part).await {
+                    debug!(part, error = %e, "settling batch reservations failed; trying again later");
+                }
+            }
+        }
+        tokio::select! {
+            _ = h.notes.notified() => {}
+            _ = tokio::time::sleep(LOOK_EVERY) => {}
+            _ = h.stop.wait() => return,
+        }
+    }
+}
+
+/// Carries partition `part`'s notes home until none is left: per call of
+/// at most [`NOTES_PER_CALL`] notes, one XRANGE, one `batch_note` call per
+/// home they name, one XDEL. Returns how many notes went.
+pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
+    let retention = store.keep.results.as_millis() as u64;
+    let mut relayed = 0;
+    loop {
+        let notes = store.notes(part, NOTES_PER_CALL).await?;
+        if notes.is_empty() {
+            return Ok(relayed);
+        }
+        let mut homes: BTreeMap<usize, Vec<(&str, &str, &str)>> = BTreeMap::new();
+        for n in &notes {
+            homes
+                .entry(store.part_of(&n.batch))
+                .or_default()
+                .push((&n.batch, &n.id, &n.outcome));
+        }
+        for (home, triples) in homes {
+            let (changed, fired) = store.run::<BatchNote>(home, (retention, &triples)).await?;
+            if fired > 0 {
+                debug!(home, changed, fired, "batch callbacks pushed");
+            }
+        }
+        let entries: Vec<&str> = notes.iter().map(|n| n.entry.as_str()).collect();
+        store.drop_notes(part, &entries).await?;
+        relayed += notes.len();
+        if notes.len() < NOTES_PER_CALL {
+            return Ok(relayed);
+        }
+    }
+}
+
+/// Settles partition `part`'s reservations older than
+/// [`RESERVATION_GRACE`]: an id whose job carries the batch was pushed;
+/// one with no such job never will be (its pusher died first), and leaves
+/// its batch. One ZRANGEBYSCORE, one HGET per id, one `batch_settle` call
+/// per batch. Returns how many were settled.
+pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<usize> {
+    let now = store.redis.clock().now_ms().await?;
+    let before = now - RESERVATION_GRACE.as_millis() as i64;
+    let old = store
+        .old_reservations(part, before, RESERVATIONS_PER_LOOK)
+        .await?;
+    if old.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<String> = old.iter().map(|(_, id)| id.clone()).collect();
+    let carried = store.batches_of(&ids).await?;
+    let mut by_batch: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for ((batch, id), has) in old.iter().zip(&carried) {
+        let how = if has.as_deref() == Some(batch.as_str()) {
+            "landed"
+        } else {
+            "lost"
+        };
+        by_batch.entry(batch).or_default().push((id, how));
+    }
+    let retention = store.keep.results.as_millis() as u64;
+    for (batch, outcomes) in by_batch {
+        store
+            .run::<BatchSettle>(part, (batch, retention, &outcomes))
+            .await?;
+    }
+    Ok(old.len())
+}

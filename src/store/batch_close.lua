@@ -1,0 +1,44 @@
+-- batch_close.lua: a batch's pusher is done adding: close it, or cancel it.
+--
+-- KEYS[1]  schedule zset   {p}:schedule (the batch's home)
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  batch id
+-- ARGV[3]  "close" or "cancel"
+-- ARGV[4]  how long a fired or cancelled batch is kept, ms
+--
+-- Close: an open batch becomes closed, and fires at once if every job it
+-- took in has its outcome (an empty batch fires at its close). Running
+-- jobs of a closed batch may still add jobs to it (batch_add.lua).
+-- Cancel: the batch never fires; it takes no more jobs and is kept for
+-- the retention with its counts. Its jobs not handed out yet are deleted
+-- by the caller, partition by partition (batch_cancel_jobs.lua).
+--
+-- Touches: the batch's hash (firing: its members, the callback job).
+-- Publishes: a ready notice, firing. Helpers: BATCH.fire_if_done.
+--
+-- Returns { DONE, state after } or { MISSING }; { STALE, state } when the
+-- batch has fired (or, closing, was cancelled): nothing changed.
+-- Cost: one HGET and one HMGET; then at most a push's writes.
+-- Guarantees: one atomic step; a batch fires once, never while open; a
+-- refused call changes nothing.
+local b, what, retention = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if (what ~= 'close' and what ~= 'cancel') or not retention or retention < 1 then
+  return invalid('batch_close takes a batch id, close or cancel, and a retention')
+end
+local key = BATCH.key(b)
+local st = redis.call('HGET', key, BATCH.STATE)
+if not st then return { MISSING } end
+local now_ms = math.floor(now_us() / 1000)
+if st == BATCH.FIRED or st == BATCH.CANCELLED then
+  if (what == 'cancel') == (st == BATCH.CANCELLED) then return { DONE, st } end
+  return { STALE, st }
+end
+if what == 'cancel' then
+  redis.call('HSET', key, BATCH.STATE, BATCH.CANCELLED, BATCH.ENDED_AT, now_ms)
+  redis.call('PEXPIRE', key, retention)
+  redis.call('PEXPIRE', BATCH.members_key(b), retention)
+  return { DONE, BATCH.CANCELLED }
+end
+redis.call('HSET', key, BATCH.STATE, BATCH.CLOSED)
+if BATCH.fire_if_done(b, now_ms, retention) then return { DONE, BATCH.FIRED } end
+return { DONE, BATCH.CLOSED }

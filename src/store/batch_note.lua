@@ -1,0 +1,40 @@
+-- batch_note.lua: the relay brings notes home: each batch job's outcome
+-- counted once, and each batch whose last job this was fires its callback.
+--
+-- KEYS[1]  schedule zset   {p}:schedule (the batches' home)
+-- ARGV[1]  key prefix "{p}:"
+-- ARGV[2]  how long a fired batch is kept, ms
+-- ARGV[3..] triples: batch id, job id, outcome (f finished, d dead,
+--          x deleted), as the job's partition wrote them (BATCH.left)
+--
+-- A note may come more than once (a relay that died before it deleted
+-- it, two relays at once): BATCH.apply counts each member's outcome once.
+-- A note for a batch that has fired or gone changes nothing.
+--
+-- Touches: the batches' hashes and members; firing, the callback jobs
+-- (BATCH.fire_if_done). Publishes: a ready notice per callback fired.
+-- Helpers: BATCH.apply, BATCH.fire_if_done.
+--
+-- Returns { DONE, how many counts changed, how many callbacks fired }.
+--
+-- Cost: per note two HGETs and at most three writes; per batch whose
+-- counts changed one HMGET, and a push's writes when it fires. Bounded by
+-- the notes given. Guarantees: one atomic step.
+local retention = tonumber(ARGV[2])
+local n = (#ARGV - 2) / 3
+if not retention or retention < 1 or n < 1 or n ~= math.floor(n) then
+  return invalid('batch_note takes a retention and triples of batch, job id, outcome')
+end
+local changed, fired, touched, order = 0, 0, {}, {}
+for i = 3, #ARGV, 3 do
+  local b = ARGV[i]
+  if BATCH.apply(b, ARGV[i + 1], ARGV[i + 2]) then
+    changed = changed + 1
+    if not touched[b] then touched[b] = true; order[#order + 1] = b end
+  end
+end
+local now_ms = math.floor(now_us() / 1000)
+for _, b in ipairs(order) do
+  if BATCH.fire_if_done(b, now_ms, retention) then fired = fired + 1 end
+end
+return { DONE, changed, fired }

@@ -1,0 +1,270 @@
+//! Batches of jobs with a callback (issue 53): the scripts of a batch's
+//! home (open, take ids in, settle reservations, count notes, close or
+//! cancel) and of its jobs' partitions (cancel a page of them), the reads
+//! of a batch and of the notes the relay carries. (Not `batch.rs`, which
+//! gathers many calls into one.) lib/batches.lua says how a job's end
+//! reaches its batch's home.
+
+use std::collections::BTreeMap;
+
+use super::script::script;
+use super::{Status, Store};
+use crate::error::{Error, Result};
+use crate::redis::Fields;
+use crate::store::layout::note_field;
+
+/// The callback a batch pushes once: a job to `topic`, made ready at once,
+/// its body the batch's report.
+#[derive(Clone, Debug)]
+pub(crate) struct Callback {
+    pub id: String,
+    pub topic: String,
+    pub body: String,
+    pub ttr_ms: u64,
+    pub intervals_ms: String,
+    pub max_attempts: u32,
+}
+
+script! {
+    /// Creates batch `id` in its home (call it there): true, or false when
+    /// the id names a batch already (nothing changed). Bounded: one hash.
+    BatchOpen = "batch_open", when_full: false, acked: true, late_unknown: true,
+        (
+            id: &'a str,
+            cb: &'a Callback => (&cb.id, &cb.topic, &cb.body, cb.ttr_ms, &cb.intervals_ms, cb.max_attempts),
+            on: &'a str,
+        ) -> bool = created;
+    /// Takes `ids` into batch `id` at its home, before they are pushed:
+    /// per id, true if taken in now, false if a member already. O(ids).
+    BatchAdd = "batch_add", when_full: false, acked: true, late_unknown: true,
+        (id: &'a str, ids: &'a [&'a str]) -> Taken = taken;
+    /// Ends reservations of batch `id`: each id "landed" (pushed) or
+    /// "lost" (never pushed);
+    /// whether the batch fired. O(ids).
+    BatchSettle = "batch_settle", when_full: true, acked: true, late_unknown: true,
+        (id: &'a str, retention_ms: u64, outcomes: &'a [(&'a str, &'a str)]) -> bool = fired;
+    /// Counts notes (batch, job, outcome) at their batches' home: how many
+    /// counts changed, how many callbacks fired. O(notes).
+    BatchNote = "batch_note", when_full: true, acked: true, late_unknown: true,
+        (retention_ms: u64, notes: &'a [(&'a str, &'a str, &'a str)]) -> (u64, u64) = noted;
+    /// Closes ("close") or cancels ("cancel") batch `id`: its state after.
+    BatchClose = "batch_close", when_full: true, acked: true, late_unknown: true,
+        (id: &'a str, what: &'a str, retention_ms: u64) -> Closed = closed;
+    /// Deletes a page of batch `id`'s jobs not handed out in one partition,
+    /// after `cursor`: the next cursor ("" at the end), how many went.
+    BatchCancelJobs = "batch_cancel_jobs", when_full: true, acked: true, late_unknown: true,
+        (id: &'a str, cursor: &'a str, limit: usize) -> (String, u64) = page;
+}
+
+/// [`BatchAdd`]'s reply.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Taken {
+    /// Per id: taken in now (true), or a member already (false).
+    Ids(Vec<bool>),
+    /// No such batch.
+    Missing,
+    /// It fired or was cancelled: its state.
+    Ended(String),
+}
+
+/// [`BatchClose`]'s reply.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Closed {
+    /// Its state after the call.
+    Now(String),
+    Missing,
+    /// It fired (or, closing, was cancelled): its state; nothing changed.
+    Ended(String),
+}
+
+fn created((status, _): (Status, Fields)) -> Result<bool> {
+    Ok(status == Status::Done)
+}
+
+fn taken((status, mut f): (Status, Fields)) -> Result<Taken> {
+    match status {
+        Status::Done => {
+            let mut ids = Vec::with_capacity(f.left());
+            while f.left() > 0 {
+                ids.push(f.int()? == 1);
+            }
+            Ok(Taken::Ids(ids))
+        }
+        Status::Missing => Ok(Taken::Missing),
+        Status::Stale => Ok(Taken::Ended(f.string()?)),
+        other => Err(Error::protocol("batch_add", format!("status {other:?}"))),
+    }
+}
+
+fn fired((_, mut f): (Status, Fields)) -> Result<bool> {
+    Ok(f.int()? == 1)
+}
+
+fn noted((_, mut f): (Status, Fields)) -> Result<(u64, u64)> {
+    Ok((f.int()?.max(0) as u64, f.int()?.max(0) as u64))
+}
+
+fn closed((status, mut f): (Status, Fields)) -> Result<Closed> {
+    match status {
+        Status::Done => Ok(Closed::Now(f.string()?)),
+        Status::Missing => Ok(Closed::Missing),
+        Status::Stale => Ok(Closed::Ended(f.string()?)),
+        other => Err(Error::protocol("batch_close", format!("status {other:?}"))),
+    }
+}
+
+fn page((_, mut f): (Status, Fields)) -> Result<(String, u64)> {
+    Ok((f.string()?, f.int()?.max(0) as u64))
+}
+
+/// A note as the relay read it: its stream id, batch, job id, outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Note {
+    pub entry: String,
+    pub batch: String,
+    pub id: String,
+    pub outcome: String,
+}
+
+impl Store {
+    /// Batch `id`'s hash as stored (empty: no such batch). One HGETALL of
+    /// a hash of fixed fields.
+    pub(crate) async fn batch_fields(&self, id: &str) -> Result<BTreeMap<String, String>> {
+        let part = &self.parts()[self.part_of(id)];
+        let mut cmd = redis::cmd("HGETALL");
+        cmd.arg(part.batch(id));
+        self.redis
+            .call("batch", cmd.query_async(&mut self.redis.conn()))
+            .await
+    }
+
+    /// Up to `limit` of partition `part`'s notes, oldest first. One XRANGE
+    /// bounded by `limit`.
+    pub(crate) async fn notes(&self, part: usize, limit: usize) -> Result<Vec<Note>> {
+        let mut cmd = redis::cmd("XRANGE");
+        cmd.arg(self.parts()[part].notes())
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit);
+        type Entry = (String, Vec<(String, String)>);
+        let entries: Vec<Entry> = self
+            .redis
+            .call("notes", cmd.query_async(&mut self.redis.conn()))
+            .await?;
+        Ok(entries
+            .into_iter()
+            .map(|(entry, fields)| {
+                let get = |name: &str| {
+                    fields
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                Note {
+                    batch: get(note_field::BATCH),
+                    id: get(note_field::ID),
+                    outcome: get(note_field::OUTCOME),
+                    entry,
+                }
+            })
+            .collect())
+    }
+
+    /// Deletes notes `entries` of partition `part`, once their homes have
+    /// counted them. One XDEL.
+    pub(crate) async fn drop_notes(&self, part: usize, entries: &[&str]) -> Result<()> {
+        let mut cmd = redis::cmd("XDEL");
+        cmd.arg(self.parts()[part].notes()).arg(entries);
+        self.redis
+            .call::<i64>("notes", cmd.query_async(&mut self.redis.conn()))
+            .await?;
+        Ok(())
+    }
+
+    /// Up to `limit` reservations of partition `part` taken in before
+    /// `before_ms` (Redis time) and not yet settled: (batch, job id). One
+    /// ZRANGEBYSCORE bounded by `limit`.
+    pub(crate) async fn old_reservations(
+        &self,
+        part: usize,
+        before_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>> {
+        let mut cmd = redis::cmd("ZRANGEBYSCORE");
+        cmd.arg(self.parts()[part].batch_reserved())
+            .arg("-inf")
+            .arg(before_ms)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit);
+        let entries: Vec<String> = self
+            .redis
+            .call("reservations", cmd.query_async(&mut self.redis.conn()))
+            .await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|e| {
+                e.split_once('\n')
+                    .map(|(b, id)| (b.to_owned(), id.to_owned()))
+            })
+            .collect())
+    }
+
+    /// The batch each of `ids` carries (None: no such job, or one of no
+    /// batch). One HGET per id, one round trip per partition.
+    pub(crate) async fn batches_of(&self, ids: &[String]) -> Result<Vec<Option<String>>> {
+        let mut found = std::collections::HashMap::new();
+        for (part, ids) in self.by_partition(ids) {
+            let keys = &self.parts()[part];
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.cmd("HGET")
+                    .arg(keys.job(id))
+                    .arg(crate::store::layout::field::BATCH);
+            }
+            let rows: Vec<Option<String>> = self
+                .redis
+                .call("batches_of", pipe.query_async(&mut self.redis.conn()))
+                .await?;
+            found.extend(ids.into_iter().cloned().zip(rows));
+        }
+        Ok(ids
+            .iter()
+            .map(|id| found.get(id).cloned().flatten())
+            .collect())
+    }
+}
+
+/// A batch's stored fields, by name (`layout::batch_field`).
+pub(crate) fn field<'a>(fields: &'a BTreeMap<String, String>, name: &str) -> &'a str {
+    fields.get(name).map(String::as_str).unwrap_or_default()
+}
+
+/// A count field of a batch's hash.
+pub(crate) fn count(fields: &BTreeMap<String, String>, name: &str) -> u64 {
+    field(fields, name).parse().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::reply::sample;
+
+    #[test]
+    fn decodes_ids_taken_in_and_ended_batches() {
+        let d = |r: &[&str]| taken(Fields::parse("batch_add", sample(r)).unwrap());
+        assert_eq!(d(&["0", "1", "0"]).unwrap(), Taken::Ids(vec![true, false]));
+        assert_eq!(d(&["1"]).unwrap(), Taken::Missing);
+        assert_eq!(d(&["2", "fired"]).unwrap(), Taken::Ended("fired".into()));
+    }
+
+    #[test]
+    fn decodes_a_close() {
+        let d = |r: &[&str]| closed(Fields::parse("batch_close", sample(r)).unwrap());
+        assert_eq!(d(&["0", "closed"]).unwrap(), Closed::Now("closed".into()));
+        assert_eq!(d(&["1"]).unwrap(), Closed::Missing);
+        assert_eq!(d(&["2", "fired"]).unwrap(), Closed::Ended("fired".into()));
+    }
+}
