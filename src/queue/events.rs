@@ -116,7 +116,8 @@ impl Queue {
             let (mut error, mut progress, mut result) = (None, None, None);
             match e.kind.as_str() {
                 crate::store::layout::event::PROGRESS => progress = e.error.map(json),
-                crate::store::layout::event::FINISHED => result = e.error.map(json),
+                crate::store::layout::event::FINISHED
+                | crate::store::layout::event::BATCH_FIRED => result = e.error.map(json),
                 _ => error = e.error,
             }
             let event = Event {

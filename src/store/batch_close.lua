@@ -15,6 +15,8 @@
 --
 -- Touches: the batch's hash (firing: its members, the callback job).
 -- Publishes: a ready notice, firing. Helpers: BATCH.fire_if_done.
+-- Events: batch_closed (an open batch closed), batch_cancelled; firing,
+-- batch_fired.
 --
 -- Returns { DONE, state after } or { MISSING }; { STALE, state } when the
 -- batch has fired (or, closing, was cancelled): nothing changed.
@@ -33,12 +35,15 @@ if st == BATCH.FIRED or st == BATCH.CANCELLED then
   if (what == 'cancel') == (st == BATCH.CANCELLED) then return { DONE, st } end
   return { STALE, st }
 end
+local topic = redis.call('HGET', key, BATCH.CALLBACK_TOPIC)
 if what == 'cancel' then
+  if EVENTS > 0 then EVENT.emit(BATCH.EV_CANCELLED, b, topic, 0) end
   redis.call('HSET', key, BATCH.STATE, BATCH.CANCELLED, BATCH.ENDED_AT, now_ms)
   redis.call('PEXPIRE', key, retention)
   redis.call('PEXPIRE', BATCH.members_key(b), retention)
   return { DONE, BATCH.CANCELLED }
 end
+if st == BATCH.OPEN and EVENTS > 0 then EVENT.emit(BATCH.EV_CLOSED, b, topic, 0) end
 redis.call('HSET', key, BATCH.STATE, BATCH.CLOSED)
 if BATCH.fire_if_done(b, now_ms, retention) then return { DONE, BATCH.FIRED } end
 return { DONE, BATCH.CLOSED }

@@ -329,6 +329,12 @@ pub mod event {
     pub const CANCELLED: &str = "cancelled";
     /// A running job's holder reported progress: `e` is the value (JSON).
     pub const PROGRESS: &str = "progress";
+    /// Batches: a batch (`i` its id, `q` its callback's topic) was closed,
+    /// fired its callback (`e` the report, JSON), or was cancelled. In its
+    /// home partition's stream.
+    pub const BATCH_CLOSED: &str = "batch_closed";
+    pub const BATCH_FIRED: &str = "batch_fired";
+    pub const BATCH_CANCELLED: &str = "batch_cancelled";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).

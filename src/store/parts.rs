@@ -51,6 +51,18 @@ impl Store {
         layout::partition_of(id, self.parts().len())
     }
 
+    /// `ids` by the partition each lives in, in their order.
+    pub(super) fn by_partition<'a>(
+        &self,
+        ids: &'a [String],
+    ) -> std::collections::BTreeMap<usize, Vec<&'a String>> {
+        let mut groups = std::collections::BTreeMap::<usize, Vec<&String>>::new();
+        for id in ids {
+            groups.entry(self.part_of(id)).or_default().push(id);
+        }
+        groups
+    }
+
     /// The partition `group` lives in (its home): every job of the group,
     /// its line, slots, rate bucket and turn are there, so its limits are
     /// counted in one place however many partitions the queue has.

@@ -128,18 +128,6 @@ impl Store {
         }
     }
 
-    /// `ids` by the partition each lives in, in their order.
-    pub(in crate::store) fn by_partition<'a>(
-        &self,
-        ids: &'a [String],
-    ) -> BTreeMap<usize, Vec<&'a String>> {
-        let mut groups: BTreeMap<usize, Vec<&String>> = BTreeMap::new();
-        for id in ids {
-            groups.entry(self.part_of(id)).or_default().push(id);
-        }
-        groups
-    }
-
     /// A job, in whatever state it is.
     pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>> {
         Ok(self.get_many(&[id.to_owned()]).await?.pop())

@@ -533,3 +533,43 @@ async fn bad_batches_and_pushes_into_them_are_refused_and_change_nothing() {
     let e = q.close_batch("never-made").await;
     assert!(matches!(e, Err(Error::NoBatch(_))), "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batchs_close_fire_and_cancel_are_events_with_its_report() {
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        events: true,
+        ..config(&redis)
+    })
+    .unwrap();
+    q.create_batch(&new_batch("evented", BatchOn::Settled))
+        .await
+        .unwrap();
+    q.push(&member("e1", "evented")).await.unwrap();
+    q.close_batch("evented").await.unwrap();
+    let d = pop_one(&q, "close").await;
+    q.finish(&d.id, &d.token).await.unwrap();
+    let b = fired(&q, "evented").await;
+    q.create_batch(&new_batch("dropped", BatchOn::Settled))
+        .await
+        .unwrap();
+    q.cancel_batch("dropped").await.unwrap();
+    let read = q.events_after("0", &[], 1000).await.unwrap();
+    let of = |id: &str| -> Vec<(String, Option<Value>)> {
+        read.events
+            .iter()
+            .filter(|(_, e)| e.id == id)
+            .map(|(_, e)| (e.event.clone(), e.result.clone()))
+            .collect()
+    };
+    let evented = of("evented");
+    assert_eq!(evented.len(), 2, "{evented:?}");
+    assert_eq!(evented[0].0, "batch_closed");
+    assert_eq!(evented[1].0, "batch_fired");
+    let report = evented[1].1.as_ref().expect("the report");
+    assert_eq!((report["jobs"].as_u64(), report["finished"].as_u64()), (Some(1), Some(1)));
+    let callback: Vec<String> = of(&b.callback_id).into_iter().map(|e| e.0).collect();
+    assert_eq!(&callback[..2], ["pushed", "fired"]);
+    let dropped: Vec<String> = of("dropped").into_iter().map(|e| e.0).collect();
+    assert_eq!(dropped, ["batch_cancelled"]);
+}

@@ -123,6 +123,9 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("N_BATCH", note_field::BATCH),
     ("N_ID", note_field::ID),
     ("N_OUTCOME", note_field::OUTCOME),
+    ("EV_CLOSED", super::event::BATCH_CLOSED),
+    ("EV_FIRED", super::event::BATCH_FIRED),
+    ("EV_CANCELLED", super::event::BATCH_CANCELLED),
 ];
 
 /// `local BATCH = { ... }` for the prelude.

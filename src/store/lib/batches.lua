@@ -78,6 +78,8 @@ end
 -- given at creation, if one was}. The batch becomes fired in the same
 -- step, its members' outcomes go, and its hash stays for `retention_ms`.
 -- Returns true if it fired. Cost: one HMGET, then (firing) a push's writes.
+-- Events: batch_fired (the report as its error field), and the callback
+-- job's pushed and fired.
 function BATCH.fire_if_done(b, now_ms, retention_ms)
   local key = BATCH.key(b)
   local f = redis.call('HMGET', key, BATCH.STATE, BATCH.ON, BATCH.JOBS, BATCH.FINISHED,
@@ -90,8 +92,10 @@ function BATCH.fire_if_done(b, now_ms, retention_ms)
   local report = { batch = b, jobs = n, finished = finished, dead = dead, deleted = deleted }
   if f[9] and f[9] ~= '' then report.body = f[9] end
   local id, topic = f[7], f[8]
-  local _, due, put = JOB.upsert(id, topic, cjson.encode(report), f[10], now_ms,
+  local body = cjson.encode(report)
+  local _, due, put = JOB.upsert(id, topic, body, f[10], now_ms,
     f[11] or '', f[12] or '0', 'keep', nil, true)
+  if EVENTS > 0 then EVENT.emit(BATCH.EV_FIRED, b, topic, 0, now_ms, body) end
   if put then
     LISTS.notify(topic, 1)
     if EVENTS > 0 then
