@@ -211,6 +211,11 @@ pub struct Instance {
     /// the partition leaders keep layout 1 in force.
     #[serde(default)]
     pub layout: Option<u8>,
+    /// Whether its scripts tell a batch's home of its jobs' ends. Null
+    /// from an older build: while one runs, batches are not created (its
+    /// finishes would leave them waiting for ever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches: Option<bool>,
 }
 
 impl Instance {

@@ -47,6 +47,7 @@ pub fn this_process(
         events: Some(events),
         topic_schedules: Some(true),
         layout: Some(crate::queue::LAYOUT),
+        batches: Some(true),
     }
 }
 

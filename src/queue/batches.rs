@@ -39,6 +39,7 @@ impl Queue {
             b.id.clone()
         };
         check_batch_id(&id).map_err(Error::Invalid)?;
+        self.check_builds_know_batches().await?;
         let store = self.store();
         let home = store.part_of(&id);
         let cb_id = std::iter::repeat_with(|| uuid::Uuid::new_v4().to_string())
@@ -77,6 +78,28 @@ impl Queue {
             )));
         }
         self.batch(&id).await?.ok_or(Error::NoBatch(id))
+    }
+
+    /// Refuses while an instance of an older build runs on this queue:
+    /// its scripts would end jobs of a batch without telling the batch's
+    /// home, and the batch would wait for ever. One read of the heartbeats
+    /// (bounded by the instances).
+    async fn check_builds_know_batches(&self) -> Result<()> {
+        let old: Vec<String> = self
+            .instances()
+            .await?
+            .into_iter()
+            .filter(|i| i.batches != Some(true))
+            .map(|i| format!("{} ({})", i.id, i.version))
+            .collect();
+        if old.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Conflict(format!(
+            "batches need every instance of this queue to run a build that knows them; \
+             these do not: {}: upgrade them first",
+            old.join(", ")
+        )))
     }
 
     /// A batch's state and counts, or None (no such batch, or its

@@ -573,3 +573,26 @@ async fn a_batchs_close_fire_and_cancel_are_events_with_its_report() {
     let dropped: Vec<String> = of("dropped").into_iter().map(|e| e.0).collect();
     assert_eq!(dropped, ["batch_cancelled"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_batch_is_made_while_an_instance_of_an_older_build_runs() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    // An older build's heartbeat says nothing of batches: its finishes
+    // would leave a batch waiting for ever.
+    let mut old = delayq::instances::this_process("old-host", "127.0.0.1:1", Vec::new(), false);
+    old.batches = None;
+    q.heartbeat(&mut old, Duration::from_secs(60)).await.unwrap();
+    let e = q.create_batch(&new_batch("early", BatchOn::Settled)).await;
+    match e {
+        Err(Error::Conflict(m)) => assert!(m.contains(&old.id), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(q.batch("early").await.unwrap().is_none());
+    // Gone (stopped), batches are made again; this build's own heartbeat
+    // says it knows them.
+    q.forget_instance(&old.id).await.unwrap();
+    let mut now = delayq::instances::this_process("new-host", "127.0.0.1:2", Vec::new(), false);
+    q.heartbeat(&mut now, Duration::from_secs(60)).await.unwrap();
+    q.create_batch(&new_batch("early", BatchOn::Settled)).await.unwrap();
+}
