@@ -195,3 +195,7 @@ pub struct LibraryPageExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/webhooks.md")]
 pub struct WebhooksPageExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/batches.md")]
+pub struct BatchesPageExamples;

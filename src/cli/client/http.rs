@@ -222,6 +222,10 @@ pub(super) fn recurring_path(name: &str) -> String {
     format!("/v1/recurring/{}", encode(name))
 }
 
+pub(super) fn batch_path(id: &str) -> String {
+    format!("/v1/batches/{}", encode(id))
+}
+
 /// The server's base URL: `HOST:PORT` is taken as `http://HOST:PORT`.
 fn server_base(server: &str) -> String {
     let base = server.trim().trim_end_matches('/');

@@ -5,9 +5,10 @@
 //! server reads and writes. One module per group of commands: [`jobs`]
 //! (push, get, delete, reschedule, list), [`lease`] (pop, finish, nack,
 //! touch), [`running`] (progress, log), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
-//! (recurring schedules), [`rate`] (rate limits), [`groups`] (groups); [`http`] sends, [`out`]
-//! prints.
+//! (recurring schedules), [`rate`] (rate limits), [`groups`] (groups), [`batches`]
+//! (batches); [`http`] sends, [`out`] prints.
 
+mod batches;
 mod events;
 mod groups;
 mod http;
@@ -102,6 +103,9 @@ pub enum ClientCommand {
     Rate(rate::Rate),
     /// A topic's groups: their figures, concurrency limits and pauses.
     Group(groups::Group),
+    /// Batches: jobs pushed with `delayq push --batch ID`, and one
+    /// callback job once they all have their outcomes.
+    Batch(batches::Batch),
     /// Follow the event stream (the server needs --events) until Ctrl-C.
     Events(events::Events),
     /// List, cancel or reschedule a tag's jobs, every page.
@@ -131,6 +135,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Recurring(c) => c.run().await,
         ClientCommand::Rate(c) => c.run().await,
         ClientCommand::Group(c) => c.run().await,
+        ClientCommand::Batch(c) => c.run().await,
         ClientCommand::Events(c) => c.run().await,
         ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Progress(c) => c.run().await,

@@ -47,8 +47,7 @@ function footer() {
 function applyLang() {
   document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
   for (const n of document.querySelectorAll("[data-i18n]")) n.textContent = t(n.getAttribute("data-i18n"));
-  document.getElementById("find-id").placeholder = t("find.placeholder");
-  document.getElementById("find-id").setAttribute("aria-label", t("find.placeholder"));
+  findLabels();
   document.getElementById("lang").textContent = t("lang.other");
   document.getElementById("mode").textContent = config.read_only ? t("readonly") : "";
 }
@@ -67,6 +66,7 @@ async function route() {
   try {
     let still = true;
     if (parts[0] === "job" && parts[1]) { still = false; await jobPage(mine, parts.slice(1).join("/")); }
+    else if (parts[0] === "batch" && parts[1]) await batchPage(mine, parts.slice(1).join("/"));
     else if (parts[0] === "dead" && parts[1]) await deadPage(mine, parts[1], parts[2]);
     else if (parts[0] === "topic" && parts[1] && parts[2] === "dead") await deadPage(mine, parts[1], parts[3]);
     else if (parts[0] === "topic" && parts[1]) await topicPage(mine, parts[1], parts[2] || "delayed", parts[3]);
@@ -105,8 +105,9 @@ async function start() {
   document.getElementById("find").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const id = document.getElementById("find-id").value.trim();
-    if (id) location.hash = "#/job/" + enc(id);
+    if (id) location.hash = findTarget(id);
   });
+  document.getElementById("find-kind").addEventListener("change", findLabels);
   // Typing in a form of the page holds the refresh, which would redraw it.
   const main = document.getElementById("main");
   const edited = () => { dirty = true; footer(); };

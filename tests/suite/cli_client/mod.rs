@@ -7,5 +7,6 @@ use crate::common::*;
 use delayq::{JobState, RetryPolicy};
 use serde_json::Value;
 
+mod batches;
 mod commands;
 mod work;

@@ -15,6 +15,7 @@ use delayq::{JobState, NewJob, Queue, RetryPolicy};
 use serde_json::{json, Value};
 
 mod actions;
+mod batches;
 mod groups;
 mod layout;
 mod views;
@@ -481,6 +482,19 @@ async fn sample(redis: &RedisServer, server: ServerConfig) -> (Queue, TestServer
     q.nack(&d.id, &d.token, None, "provider said 503")
         .await
         .unwrap();
+    // An open batch, waiting for its jobs.
+    q.create_batch(&delayq::NewBatch {
+        id: "sale-1".into(),
+        on: delayq::BatchOn::Settled,
+        callback: delayq::BatchCallback {
+            topic: "settle".into(),
+            body: String::new(),
+            ttr: Duration::from_secs(60),
+            retry: None,
+        },
+    })
+    .await
+    .unwrap();
     let s = TestServer::start(
         q.clone(),
         ServerConfig {
@@ -523,4 +537,5 @@ const VIEWS: &[(&str, &str)] = &[
     ("webhooks", "webhooks"),
     ("instances", "instances"),
     ("dead/sms", "dead"),
+    ("batch/sale-1", "batch"),
 ];
