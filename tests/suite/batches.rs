@@ -567,7 +567,10 @@ async fn a_batchs_close_fire_and_cancel_are_events_with_its_report() {
     assert_eq!(evented[0].0, "batch_closed");
     assert_eq!(evented[1].0, "batch_fired");
     let report = evented[1].1.as_ref().expect("the report");
-    assert_eq!((report["jobs"].as_u64(), report["finished"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (report["jobs"].as_u64(), report["finished"].as_u64()),
+        (Some(1), Some(1))
+    );
     let callback: Vec<String> = of(&b.callback_id).into_iter().map(|e| e.0).collect();
     assert_eq!(&callback[..2], ["pushed", "fired"]);
     let dropped: Vec<String> = of("dropped").into_iter().map(|e| e.0).collect();
@@ -582,7 +585,9 @@ async fn no_batch_is_made_while_an_instance_of_an_older_build_runs() {
     // would leave a batch waiting for ever.
     let mut old = delayq::instances::this_process("old-host", "127.0.0.1:1", Vec::new(), false);
     old.batches = None;
-    q.heartbeat(&mut old, Duration::from_secs(60)).await.unwrap();
+    q.heartbeat(&mut old, Duration::from_secs(60))
+        .await
+        .unwrap();
     let e = q.create_batch(&new_batch("early", BatchOn::Settled)).await;
     match e {
         Err(Error::Conflict(m)) => assert!(m.contains(&old.id), "{m}"),
@@ -593,6 +598,10 @@ async fn no_batch_is_made_while_an_instance_of_an_older_build_runs() {
     // says it knows them.
     q.forget_instance(&old.id).await.unwrap();
     let mut now = delayq::instances::this_process("new-host", "127.0.0.1:2", Vec::new(), false);
-    q.heartbeat(&mut now, Duration::from_secs(60)).await.unwrap();
-    q.create_batch(&new_batch("early", BatchOn::Settled)).await.unwrap();
+    q.heartbeat(&mut now, Duration::from_secs(60))
+        .await
+        .unwrap();
+    q.create_batch(&new_batch("early", BatchOn::Settled))
+        .await
+        .unwrap();
 }

@@ -57,7 +57,7 @@ end
 function JOB.delete(id, state, topic, tags, dedup, group, batch)
   -- A finished job's kept record going is no change of a job.
   if EVENTS > 0 and state ~= FINISHED then EVENT.emit(EV_DELETED, id, topic) end
-  if state ~= FINISHED then BATCH.left(id, batch, BATCH.O_DELETED) end
+  if batch and state ~= FINISHED then BATCH.left(id, batch, BATCH.O_DELETED) end
   JOB.detach(id, state, topic, group)
   JOB.forget(id, tags, dedup)
 end
