@@ -263,6 +263,8 @@ pub struct Job {
     pub tags: Vec<String>,
     /// Its group, if it has one.
     pub group: Option<String>,
+    /// The batch it belongs to, if any ([`crate::batch`]).
+    pub batch: Option<String>,
     /// The progress its holder last reported
     /// ([`Queue::progress`](crate::Queue::progress)); it stays across
     /// attempts and in a finished job's record.

@@ -74,6 +74,7 @@ fn decode_job(
             .map(|t| t.lines().map(str::to_owned).collect())
             .unwrap_or_default(),
         group: f.remove(field::GROUP),
+        batch: f.remove(field::BATCH),
         state,
         priority: int(f.get(field::PRIORITY)).map_or(0, |p| p.clamp(0, 255) as u8),
         progress: f

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{DueAt, ErrorBody};
+use super::DueAt;
 use crate::job::JobState;
 // For the doc links only (a link written inline would show in the
 // OpenAPI descriptions, which are the doc comments).
@@ -254,42 +254,6 @@ pub struct PushedBody {
     pub outcome: Outcome,
 }
 
-/// `POST /v1/jobs/batch`. Each job is read on its own: a broken one is
-/// reported at its index, the others are pushed.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct BatchSpec {
-    #[cfg_attr(feature = "server", schema(value_type = Vec<JobSpec>, max_items = 1000))]
-    pub jobs: Vec<serde_json::Value>,
-}
-
-/// A batch's results, one per job in the order sent.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct BatchReply {
-    pub accepted: usize,
-    pub rejected: usize,
-    pub results: Vec<BatchResult>,
-}
-
-/// One job of a batch: its [`Pushed`] fields, or an error.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
-pub struct BatchResult {
-    pub index: usize,
-    /// The status a push of this job alone would have had.
-    pub status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub due_at_ms: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<Outcome>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorBody>,
-}
-
 /// A job as stored.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
@@ -341,6 +305,9 @@ pub struct JobBody {
     /// Its group, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The batch it belongs to, if any (a finished job's record keeps none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
     /// The progress its holder last reported (`POST
     /// /v1/jobs/{id}/progress`); it stays across attempts and in a
     /// finished job's record.

@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod ops;
 pub mod outcome;
 pub mod pop;
+pub mod pushes;
 pub mod rate;
 pub mod recurring;
 pub mod running;
@@ -40,13 +41,14 @@ pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_
 pub use events::{Event, EventGap, EventsQuery};
 pub use groups::{GroupBody, GroupPageBody, GroupSpec, GroupsQuery};
 pub use jobs::{
-    Attempt, BatchReply, BatchResult, BatchSpec, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec,
-    Interval, JobBody, JobSpec, NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec,
-    Rescheduled, Retry, RetrySpec, TokenSpec, TouchSpec, Touched,
+    Attempt, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec, Interval, JobBody, JobSpec,
+    NackSpec, NackedBody, Outcome, PushedBody, RescheduleSpec, Rescheduled, Retry, RetrySpec,
+    TokenSpec, TouchSpec, Touched,
 };
 pub use ops::{Instance, Instances, WebhookConsumer, WebhookStatus, Webhooks};
 pub use outcome::JobQuery;
 pub use pop::{DeliveryBody, FinishReply, FinishResult, FinishSpec, LeaseSpec, PopSpec, Popped};
+pub use pushes::{BatchReply, BatchResult, BatchSpec};
 pub use rate::{Rate, RateLimitBody, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 pub use running::{FinishJobSpec, LogLineBody, LogSpec, ProgressSpec};

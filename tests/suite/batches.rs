@@ -98,6 +98,8 @@ async fn the_callback_is_pushed_once_when_the_last_job_has_its_outcome() {
         .collect();
     push_all(&q, &jobs).await;
     assert_eq!(read(&q, "sale-7").await.jobs, 12);
+    let member = q.get("o0").await.unwrap().unwrap();
+    assert_eq!(member.batch.as_deref(), Some("sale-7"));
     assert_eq!(q.close_batch("sale-7").await.unwrap(), BatchState::Closed);
     // Ten finish, one dies, one is deleted; the callback waits for each.
     for i in 0..12 {

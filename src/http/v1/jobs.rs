@@ -420,6 +420,7 @@ impl From<crate::job::Job> for wire::JobBody {
             priority: (j.priority > 0).then_some(j.priority),
             tags: j.tags,
             group: j.group,
+            batch: j.batch,
             progress: j.progress,
             result: j.result,
             logs: None,

@@ -70,6 +70,12 @@ async fn a_batch_is_found_from_the_header_and_its_page_follows_it_to_firing() {
         delayq::BatchState::Closed
     );
     b.wait_text(&field("state"), "closed").await;
+    // A job of the batch links to it.
+    b.view(&s.base, "job/close-1", "job").await;
+    assert_eq!(b.text("#job dd[data-field=batch]").await, "sale-9");
+    b.click("#job dd[data-field=batch] a").await;
+    b.find("main[data-page=batch]").await;
+    b.wait_text(&field("state"), "closed").await;
     for _ in 0..2 {
         let d = q
             .pop(&topics(&["close"]), Duration::from_secs(10))

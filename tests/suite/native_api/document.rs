@@ -424,9 +424,15 @@ fn the_published_schema_names_stay_as_they_are() {
 
 const PUBLISHED_SCHEMAS: &[&str] = &[
     "Attempt",
+    "Batch",
+    "BatchCancelled",
+    "BatchCreated",
+    "BatchJobsSpec",
+    "BatchOnSpec",
     "BatchReply",
     "BatchResult",
     "BatchSpec",
+    "CallbackSpec",
     "Cancelled",
     "DeadPage",
     "DedupModeSpec",
@@ -464,6 +470,7 @@ const PUBLISHED_SCHEMAS: &[&str] = &[
     "Missed",
     "NackSpec",
     "Nacked",
+    "NewBatchSpec",
     "Outcome",
     "Paused",
     "PopSpec",
