@@ -539,8 +539,9 @@ async fn a_holder_sigkilled_mid_batch_leaves_its_job_to_another_worker_and_the_b
 /// `batches` section runs 100,000).
 const OPEN_AT_ONCE: usize = 20_000;
 
-/// Most callbacks one relay call may fire: no more than one push call
-/// writes jobs (a push script call takes at most 128).
+/// Most batches one relay call may name, so most callbacks it may fire:
+/// no more than one push call writes jobs (a push script call takes at
+/// most 128).
 const MOST_FIRES_A_CALL: usize = 128;
 
 /// How many arguments a call in the slowlog had: Redis keeps 31 and says
@@ -560,8 +561,8 @@ fn argc(args: &[String]) -> usize {
 /// 20,000 batches of one job each, open at once over 4 partitions, then
 /// closed and their jobs finished by a fast consumer (500 a pop): each
 /// fires once (20,000 callbacks, each its own batch's). The relay's calls
-/// are bounded by what they carry: none fires more callbacks than a push
-/// call writes jobs (SLOWLOG at 1 ms over the drain: each costly call with its
+/// are bounded by what they carry: none names more batches (here, notes),
+/// so fires more callbacks, than a push call writes jobs (SLOWLOG at 1 ms over the drain: each costly call with its
 /// arguments and Redis time, printed with the memory an open batch costs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_thousand_batches_open_at_once_fire_once_each_in_bounded_relay_calls() {
@@ -677,7 +678,7 @@ async fn twenty_thousand_batches_open_at_once_fire_once_each_in_bounded_relay_ca
     );
     assert!(
         most <= MOST_FIRES_A_CALL,
-        "a relay call carried {most} notes, each of which may fire a callback: more than a push call's \
+        "a relay call carried {most} notes of as many batches, each of which may fire its callback: more than a push call's \
          {MOST_FIRES_A_CALL} jobs (Redis time of the relay's calls: median {} us, max {} us)",
         times.get(times.len() / 2).copied().unwrap_or(0),
         times.last().copied().unwrap_or(0),
