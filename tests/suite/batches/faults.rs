@@ -685,3 +685,94 @@ async fn twenty_thousand_batches_open_at_once_fire_once_each_in_bounded_relay_ca
     );
     q.close().await;
 }
+
+/// One batch of 30 jobs over 6 partitions on 3 cluster masters with a
+/// replica each, replica acks 1; the master holding the batch's home
+/// SIGKILLed while its jobs are being finished; its replica takes over
+/// and the old master comes back as the new one's replica. The batch
+/// fires once, counting its 30 finishes, not before the last was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
+    use crate::redis_cluster::TestCluster;
+    let mut cluster = TestCluster::start(3);
+    let parts = 6;
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        ..crate::cluster::cluster_config(&cluster, parts)
+    })
+    .unwrap();
+    retried("the first call", || q.check_connection()).await;
+    create_retried(&q, "through").await;
+    let members: Vec<NewJob> = (0..30)
+        .map(|i| patient_member(&format!("through-{i}"), "through", 5_000))
+        .collect();
+    let ids: Vec<&str> = members.iter().map(|j| j.id.as_str()).collect();
+    assert!(masters_of(&cluster, &ids, parts).len() >= 2);
+    push_all(&q, &members).await;
+    retried("close", || q.close_batch("through")).await;
+    let home = masters_of(&cluster, &["through"], parts);
+    let home = *home.iter().next().unwrap();
+
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = ["close", "close", "settle"]
+        .into_iter()
+        .map(|t| tokio::spawn(consume(q.clone(), t, ledger.clone(), stop.clone())))
+        .collect();
+    eventually(Duration::from_secs(60), "ten finished", || async {
+        (ledger.outcomes.lock().unwrap().len() >= 10).then_some(())
+    })
+    .await;
+    let finished_at_kill = ledger.outcomes.lock().unwrap().len();
+    cluster.nodes[home].kill();
+    eventually(Duration::from_secs(60), "a replica takes over", || async {
+        (cluster.masters().len() == 3 && cluster.settled()).then_some(())
+    })
+    .await;
+    cluster.nodes[home].restart();
+    until_value(
+        1,
+        Duration::from_secs(90),
+        "the callback handed out",
+        || async { Some(ledger.callbacks.lock().unwrap().len() as u64) },
+    )
+    .await;
+    let b = eventually(FIRE_WITHIN, "the callback finished", || async {
+        let b = q.batch("through").await.ok()??;
+        (callbacks(&q).await == 0).then_some(b)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.unwrap();
+    }
+    assert_eq!(
+        (b.state, b.jobs, b.finished, b.dead),
+        (BatchState::Fired, 30, 30, 0)
+    );
+    let cbs = ledger.callbacks.lock().unwrap().clone();
+    let seen = &cbs[&b.callback_id];
+    assert_eq!(seen.len(), 1, "the callback handed out {seen:?}");
+    let outcomes = ledger.outcomes.lock().unwrap().clone();
+    let last_sent = ids
+        .iter()
+        .map(|id| {
+            outcomes
+                .get(*id)
+                .unwrap_or_else(|| panic!("{id} unfinished"))
+                .sent
+        })
+        .max()
+        .unwrap();
+    assert!(
+        seen[0].1 > last_sent,
+        "the callback handed out at {} us, before the last finish was sent at {last_sent} us",
+        seen[0].1
+    );
+    println!(
+        "cluster master killed: {finished_at_kill} of 30 finished at the kill; the batch fired once, {} us after its last finish was sent",
+        seen[0].1 - last_sent
+    );
+    q.close().await;
+}
