@@ -50,6 +50,8 @@
 //! `--only idle`: the Redis commands a minute of an idle delayq and of
 //! BullMQ's idle Worker, same window ([`idle`]; `idle-delayq` without
 //! BullMQ; `--idle-secs N` sets the window, 600 by default).
+//! `--only batches`: a batch of 100,000 jobs beside plain jobs, and
+//! 100,000 batches of one job ([`batches`]).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`http_lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
@@ -57,6 +59,7 @@
 //! line, [`table`] prints the main table, [`common`] holds what they share.
 
 mod adds;
+mod batches;
 mod burst;
 mod cluster;
 mod common;
@@ -182,6 +185,9 @@ async fn main() {
     }
     if o.replica_acks {
         replica_acks::run(5_000, o.repeats).await;
+    }
+    if let Some(n) = o.batches {
+        batches::run(n).await;
     }
     if let Some(with_bullmq) = o.idle {
         let node = node_here();

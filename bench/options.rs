@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|replica-acks|groups]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|replica-acks|groups|batches]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -31,6 +31,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      CPU per job lifecycle without and with replica acks, rounds interleaved; --repeats N rounds)
                      or groups (20,000 jobs due at one instant over 1,000 groups, one holding 90%: each group's
                      lateness, delayq grouped and not, and plain BullMQ; --only groups-delayq: no BullMQ)
+                     or batches (a batch of 100,000 jobs beside 100,000 plain jobs, then 100,000 batches of one
+                     job: Redis CPU and memory per job, last finish to callback, the relay's costly calls)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
@@ -105,6 +107,8 @@ pub(crate) struct Options {
     /// Run the EVALSHA-beside-FCALL scenario.
     pub(crate) evalsha: bool,
     pub(crate) replica_acks: bool,
+    /// Run the batches scenario with this many jobs (and batches).
+    pub(crate) batches: Option<usize>,
     pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
@@ -133,6 +137,7 @@ pub(crate) fn options() -> Options {
         idle_window: std::time::Duration::from_secs(600),
         evalsha: false,
         replica_acks: false,
+        batches: None,
         burst_jobs: 20_000,
         memory: Some(true),
         scale: None,
@@ -267,12 +272,16 @@ pub(crate) fn options() -> Options {
                         o.replica_acks = true;
                         (vec![], false, false)
                     }
+                    Some("batches") => {
+                        o.batches = Some(if smoke_run { 2_000 } else { 100_000 });
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|burst-webhook|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|burst-webhook|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq|batches, not {other:?}"
                 ),
                 }
             }

@@ -26,8 +26,14 @@ use crate::store::Store;
 /// reads a partition per look.
 pub(crate) const LOOK_EVERY: Duration = Duration::from_secs(15);
 
-/// Most notes read and counted per call.
+/// Most notes read, counted and dropped per call.
 const NOTES_PER_CALL: usize = 500;
+
+/// Most batches one `batch_note` call names: it fires at most one
+/// callback each (a push's writes), and a push call takes no more jobs
+/// than this either. Notes of one batch cost a few HGETs each: 500 of one
+/// batch go in one call; 500 of 500 batches held Redis 20-50 ms.
+const BATCHES_PER_COUNT: usize = 128;
 
 /// A reservation older than this whose job does not exist was never
 /// pushed: far longer than any push's deadline.
@@ -63,7 +69,8 @@ pub(super) async fn run(h: Handles) {
 
 /// Carries partition `part`'s notes home until none is left: per call of
 /// at most [`NOTES_PER_CALL`] notes, one XRANGE, one `batch_note` call per
-/// home they name, one XDEL. Returns how many notes went.
+/// home they name and [`BATCHES_PER_COUNT`] of its batches, one XDEL.
+/// Returns how many notes went.
 pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
     let retention = store.keep.results.as_millis() as u64;
     let mut relayed = 0;
@@ -80,9 +87,11 @@ pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
                 .push((&n.batch, &n.id, &n.outcome));
         }
         for (home, triples) in homes {
-            let (changed, fired) = store.run::<BatchNote>(home, (retention, &triples)).await?;
-            if fired > 0 {
-                debug!(home, changed, fired, "batch callbacks pushed");
+            for chunk in by_batches(&triples, BATCHES_PER_COUNT) {
+                let (changed, fired) = store.run::<BatchNote>(home, (retention, chunk)).await?;
+                if fired > 0 {
+                    debug!(home, changed, fired, "batch callbacks pushed");
+                }
             }
         }
         let entries: Vec<&str> = notes.iter().map(|n| n.entry.as_str()).collect();
@@ -92,6 +101,27 @@ pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
             return Ok(relayed);
         }
     }
+}
+
+/// `notes` (batch, id, outcome) cut in order into runs naming at most
+/// `most` batches each.
+fn by_batches<'n, 'a>(
+    notes: &'n [(&'a str, &'a str, &'a str)],
+    most: usize,
+) -> Vec<&'n [(&'a str, &'a str, &'a str)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut named) = (0, std::collections::HashSet::new());
+    for (i, (batch, _, _)) in notes.iter().enumerate() {
+        if !named.contains(batch) && named.len() == most {
+            runs.push(&notes[start..i]);
+            (start, named) = (i, Default::default());
+        }
+        named.insert(*batch);
+    }
+    if start < notes.len() {
+        runs.push(&notes[start..]);
+    }
+    runs
 }
 
 /// Settles partition `part`'s reservations older than
@@ -126,4 +156,29 @@ pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<us
             .await?;
     }
     Ok(old.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_call_names_at_most_so_many_batches_and_keeps_the_order() {
+        let notes: Vec<(&str, &str, &str)> = ["a", "a", "b", "a", "c", "c", "d", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (*b, ["0", "1", "2", "3", "4", "5", "6", "7"][i], "f"))
+            .collect();
+        let runs = by_batches(&notes, 2);
+        let names: Vec<Vec<&str>> = runs
+            .iter()
+            .map(|r| r.iter().map(|n| n.0).collect())
+            .collect();
+        assert_eq!(
+            names,
+            [vec!["a", "a", "b", "a"], vec!["c", "c", "d"], vec!["b"]]
+        );
+        assert_eq!(by_batches(&notes, 128).len(), 1);
+        assert!(by_batches(&[], 2).is_empty());
+    }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::common::*;
 
+mod faults;
 mod http;
 
 /// A generous bound for the relay to carry the last note home.

@@ -1,0 +1,778 @@
+//! Batches under faults (issue 53's adversaries): a Sentinel failover with
+//! replica acks, a Redis Cluster whose masters hold one batch's jobs, a
+//! holder SIGKILLed mid-batch, and 20,000 batches open at once. Each
+//! batch's callback is pushed once, never before its last job's outcome.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use delayq::testing::{partition_of, slot, Keys};
+use delayq::{
+    BatchOn, BatchState, Config, Delivery, Error, NewJob, Queue, Redis, RetryPolicy, Sentinel,
+};
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::{callbacks, fired, member, new_batch, read, FIRE_WITHIN};
+use crate::common::*;
+use crate::sentinel::{master_and_replica, port_of, SentinelServer};
+
+/// Now, us since the epoch: the clock Redis's TIME reads on this machine.
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// A member whose lease may run out in an outage and be retried (one
+/// attempt would make it dead).
+fn patient_member(id: &str, batch: &str, ttr_ms: u64) -> NewJob {
+    NewJob {
+        batch: Some(batch.into()),
+        retry: Some(RetryPolicy {
+            intervals: vec![],
+            max_attempts: Some(10),
+        }),
+        ..job(id, "close", 0, ttr_ms)
+    }
+}
+
+/// What a finish's answer says of the job's outcome, us since the epoch:
+/// written after `sent` (the try that took, or the first of this lease's
+/// tries when one found the job gone) and acknowledged at `acked`.
+#[derive(Clone, Copy, Debug)]
+struct Outcome {
+    sent: i64,
+    acked: i64,
+}
+
+/// Finishes a lease as a careful consumer does: sent again while Redis
+/// is away; an answer says whether it took (Ok), took on an earlier try
+/// whose reply was lost (gone), or the lease ran out (stale: the job's
+/// next delivery finishes it, None).
+async fn finish_carefully(q: &Queue, d: &Delivery, stop: &AtomicBool) -> Option<Outcome> {
+    let first = now_us();
+    while !stop.load(Ordering::Relaxed) {
+        let sent = now_us();
+        match q.finish(&d.id, &d.token).await {
+            Ok(()) => {
+                return Some(Outcome {
+                    sent,
+                    acked: now_us(),
+                })
+            }
+            Err(Error::NotFound(_)) => {
+                return Some(Outcome {
+                    sent: first,
+                    acked: now_us(),
+                })
+            }
+            Err(Error::StaleLease(_)) => return None,
+            Err(e) if e.is_unavailable() => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("finishing {}: {e}", d.id),
+        }
+    }
+    None
+}
+
+/// What the consumers saw.
+#[derive(Default)]
+struct Ledger {
+    /// Per member id, its outcome as its finish's answer told it.
+    outcomes: Mutex<HashMap<String, Outcome>>,
+    /// Per callback id, its first deliveries (attempt 1: a second one is
+    /// a second push) as (report, Redis's pop time in us).
+    callbacks: Mutex<HashMap<String, Vec<(Value, i64)>>>,
+    /// Callback deliveries after the first (a lease lost in the outage).
+    redelivered: Mutex<Vec<String>>,
+}
+
+/// Pops jobs of `topic` (members, or callbacks) until `stop`, finishing
+/// each.
+async fn consume(q: Queue, topic: &'static str, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+    let topics = topics(&[topic]);
+    while !stop.load(Ordering::Relaxed) {
+        let got = match q.pop_many(&topics, 2, Duration::from_millis(500)).await {
+            Ok(got) => got,
+            // The outage: a refused connection answers at once.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        for d in got.iter().filter(|d| d.topic == "settle") {
+            if d.attempts == 1 {
+                let report: Value = serde_json::from_str(&d.body).unwrap();
+                let mut cbs = ledger.callbacks.lock().unwrap();
+                let seen = cbs.entry(d.id.clone()).or_default();
+                seen.push((report, d.popped_at_us));
+            } else {
+                ledger.redelivered.lock().unwrap().push(d.id.clone());
+            }
+        }
+        // The work.
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let finishes = got.iter().map(|d| {
+            let (q, ledger, stop) = (&q, &ledger, &stop);
+            async move {
+                if let Some(o) = finish_carefully(q, d, stop).await {
+                    if d.topic == "close" {
+                        ledger.outcomes.lock().unwrap().insert(d.id.clone(), o);
+                    }
+                }
+            }
+        });
+        futures::future::join_all(finishes).await;
+    }
+}
+
+fn sentinel_config(sentinel: &SentinelServer) -> Config {
+    Config {
+        redis: Redis::Sentinel(Sentinel {
+            sentinels: vec![sentinel.url()],
+            master: "m".into(),
+            db: 0,
+        }),
+        replica_acks: 1,
+        partitions: 4,
+        redis_timeout: Duration::from_secs(2),
+        ..Config::default()
+    }
+}
+
+/// Creates batch `id`, a call made again while Redis misses its timeout:
+/// a try that got there before its reply was lost is found (Conflict).
+async fn create_retried(q: &Queue, id: &str) {
+    for attempt in 0..5 {
+        match q.create_batch(&new_batch(id, BatchOn::Settled)).await {
+            Ok(_) => return,
+            Err(Error::Conflict(_)) if attempt > 0 => return,
+            Err(e) if e.is_unavailable() => continue,
+            Err(e) => panic!("creating {id}: {e}"),
+        }
+    }
+    panic!("creating {id}: Redis did not answer five times");
+}
+
+/// 20 batches of 10 jobs over 4 partitions behind Sentinel with replica
+/// acks; the master SIGKILLed while consumers finish them; Sentinel
+/// promotes the replica and the old master comes back as its replica.
+/// Every batch fires once, counting its 10 finishes, and no callback is
+/// handed out before its batch's last finish was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_early() {
+    let (batches, per_batch) = (20, 10);
+    let (mut master, replica) = master_and_replica();
+    let (master_port, replica_port) = (port_of(&master), port_of(&replica));
+    let sentinel = SentinelServer::start_with(master_port, 1);
+    wait_until(Duration::from_secs(20), "the sentinel to see both", || {
+        sentinel.view() == Some((master_port, 1))
+    });
+    let queues = [0, 1].map(|_| Queue::connect(sentinel_config(&sentinel)).unwrap());
+    let q = &queues[0];
+    retried("the first call", || q.check_connection()).await;
+    let mut members = Vec::new();
+    for b in 0..batches {
+        let id = format!("fo-{b}");
+        create_retried(q, &id).await;
+        members.extend((0..per_batch).map(|j| patient_member(&format!("fo-{b}-{j}"), &id, 10_000)));
+    }
+    push_all(q, &members).await;
+    for b in 0..batches {
+        let id = format!("fo-{b}");
+        let state = retried("close", || q.close_batch(&id)).await;
+        assert_eq!(state, BatchState::Closed);
+    }
+
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    // Two consumers of members and one of callbacks on each instance.
+    let consumers: Vec<_> = queues
+        .iter()
+        .flat_map(|q| [(q, "close"), (q, "close"), (q, "settle")])
+        .map(|(q, t)| tokio::spawn(consume(q.clone(), t, ledger.clone(), stop.clone())))
+        .collect();
+    // The kill comes with a third of the jobs finished and a few batches
+    // fired, the rest running or waiting.
+    let total = batches * per_batch;
+    eventually(
+        Duration::from_secs(60),
+        "a third finished, two batches fired",
+        || async {
+            let finished = ledger.outcomes.lock().unwrap().len();
+            let fired = ledger.callbacks.lock().unwrap().len();
+            (finished >= total / 3 && fired >= 2).then_some(())
+        },
+    )
+    .await;
+    let finished_at_kill = ledger.outcomes.lock().unwrap().len();
+    let fired_at_kill = ledger.callbacks.lock().unwrap().len();
+    master.kill();
+    eventually(Duration::from_secs(60), "the failover", || async {
+        (sentinel.view().map(|v| v.0) == Some(replica_port)).then_some(())
+    })
+    .await;
+    // With replica acks a master without a replica acknowledges nothing:
+    // the old master comes back as the new one's replica.
+    master.restart();
+    let all_fired = until_value(
+        batches as u64,
+        Duration::from_secs(90),
+        "every batch's callback handed out",
+        || async { Some(ledger.callbacks.lock().unwrap().len() as u64) },
+    );
+    all_fired.await;
+    // Every callback finished, every note relayed (on the promoted
+    // replica): nothing more can fire.
+    eventually(FIRE_WITHIN, "callbacks finished, notes relayed", || async {
+        let mut notes = 0;
+        for k in Keys::partitions("dq", 4) {
+            notes += replica.cmd::<i64>(&["XLEN", &k.notes()]).await;
+        }
+        (notes == 0 && callbacks(q).await == 0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.unwrap();
+    }
+
+    let outcomes = ledger.outcomes.lock().unwrap().clone();
+    let cbs = ledger.callbacks.lock().unwrap().clone();
+    let mut after_last_ack = 0;
+    let mut closest_us = i64::MAX;
+    for b in 0..batches {
+        let id = format!("fo-{b}");
+        let batch = retried("read", || q.batch(&id)).await.expect("the batch");
+        assert_eq!(
+            (batch.state, batch.jobs, batch.finished, batch.dead),
+            (BatchState::Fired, per_batch as u64, per_batch as u64, 0),
+            "{id}"
+        );
+        let seen = cbs.get(&batch.callback_id).map_or(&[][..], |v| &v[..]);
+        assert_eq!(seen.len(), 1, "{id}'s callback handed out {seen:?}");
+        let (report, popped_us) = &seen[0];
+        assert_eq!(report["batch"], id.as_str());
+        assert_eq!(report["finished"], per_batch);
+        let mine: Vec<Outcome> = (0..per_batch)
+            .map(|j| {
+                *outcomes
+                    .get(&format!("{id}-{j}"))
+                    .unwrap_or_else(|| panic!("{id}-{j} has no finish answered"))
+            })
+            .collect();
+        let last_sent = mine.iter().map(|o| o.sent).max().unwrap();
+        let last_acked = mine.iter().map(|o| o.acked).max().unwrap();
+        // The last outcome was written after its finish was sent: a
+        // callback handed out before that fired early.
+        assert!(
+            *popped_us > last_sent,
+            "{id}'s callback handed out at {popped_us} us, before its last finish was sent at {last_sent} us"
+        );
+        if *popped_us >= last_acked {
+            after_last_ack += 1;
+        }
+        closest_us = closest_us.min(popped_us - last_sent);
+    }
+    let redelivered = ledger.redelivered.lock().unwrap().len();
+    println!(
+        "sentinel failover: {finished_at_kill} of {total} finished and {fired_at_kill} of {batches} callbacks out at the kill; \
+         every batch fired once; {after_last_ack} of {batches} callbacks handed out after their last finish's \
+         acknowledgement arrived (the rest between its sending and its reply), the closest {closest_us} us after \
+         the send; {redelivered} callbacks delivered again after a lost lease"
+    );
+    for q in queues {
+        q.close().await;
+    }
+}
+
+/// Finishes every delivery of `topic` until `want` distinct ids were
+/// finished (a pop or finish a busy machine's Redis did not answer in time
+/// is made again); the deliveries.
+async fn finish_all(q: &Queue, topic: &str, want: usize) -> Vec<Delivery> {
+    let topics = topics(&[topic]);
+    let mut got: Vec<Delivery> = Vec::new();
+    let mut ids = HashSet::new();
+    let mut moved_at = Instant::now();
+    while ids.len() < want {
+        assert!(
+            moved_at.elapsed() < Duration::from_secs(60),
+            "{} of {want} {topic} jobs finished, none for a minute",
+            ids.len()
+        );
+        let Ok(batch) = q.pop_many(&topics, 500, Duration::from_millis(200)).await else {
+            continue;
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        let leases: Vec<(&str, &str)> = batch
+            .iter()
+            .map(|d| (d.id.as_str(), d.token.as_str()))
+            .collect();
+        for (d, r) in batch
+            .iter()
+            .zip(retried("finish_many", || q.finish_many(&leases)).await)
+        {
+            match r {
+                Ok(()) | Err(Error::NotFound(_)) => {
+                    ids.insert(d.id.clone());
+                }
+                Err(e) => panic!("finishing {}: {e}", d.id),
+            }
+        }
+        moved_at = Instant::now();
+        got.extend(batch);
+    }
+    got
+}
+
+/// The masters (node indexes) that serve the partitions of `ids`.
+fn masters_of(
+    cluster: &crate::redis_cluster::TestCluster,
+    ids: &[&str],
+    parts: usize,
+) -> HashSet<usize> {
+    let keys = Keys::partitions("dq", parts);
+    ids.iter()
+        .map(|id| {
+            let p = partition_of(id, parts);
+            crate::cluster::owner_of(cluster, slot(keys[p].schedule().as_bytes()))
+        })
+        .collect()
+}
+
+/// A queue of 6 partitions over a cluster of 3 masters: each batch's jobs
+/// sit on two masters or more (its home on one of them); every batch
+/// fires once; a running job adding jobs to its closed batch holds the
+/// callback back until they too have finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_over_three_cluster_masters_fire_once_and_an_adding_job_holds_its_batch_back() {
+    use crate::redis_cluster::{node_config, TestCluster};
+    let cluster = TestCluster::start_with(3, 0, &node_config());
+    let parts = 6;
+    let q = Queue::connect(crate::cluster::cluster_config(&cluster, parts)).unwrap();
+    retried("the first call", || q.check_connection()).await;
+    let (batches, per_batch) = (10, 12);
+    let mut members = Vec::new();
+    for b in 0..batches {
+        let id = format!("cl-{b}");
+        q.create_batch(&new_batch(&id, BatchOn::Settled))
+            .await
+            .unwrap();
+        let jobs: Vec<NewJob> = (0..per_batch)
+            .map(|j| member(&format!("cl-{b}-{j}"), &id))
+            .collect();
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let on = masters_of(&cluster, &ids, parts);
+        assert!(on.len() >= 2, "{id}'s jobs on masters {on:?}");
+        members.extend(jobs);
+    }
+    push_all(&q, &members).await;
+    for b in 0..batches {
+        assert_eq!(
+            q.close_batch(&format!("cl-{b}")).await.unwrap(),
+            BatchState::Closed
+        );
+    }
+    finish_all(&q, "close", batches * per_batch).await;
+    let cbs = finish_all(&q, "settle", batches).await;
+    let mut reported = HashSet::new();
+    for d in &cbs {
+        assert_eq!(d.attempts, 1, "{} delivered again", d.id);
+        let r: Value = serde_json::from_str(&d.body).unwrap();
+        assert_eq!(
+            (r["jobs"].as_u64(), r["finished"].as_u64()),
+            (Some(12), Some(12))
+        );
+        assert!(
+            reported.insert(r["batch"].as_str().unwrap().to_owned()),
+            "{r} twice"
+        );
+    }
+    assert_eq!((cbs.len(), reported.len()), (batches, batches));
+    for b in 0..batches {
+        let read = read(&q, &format!("cl-{b}")).await;
+        assert_eq!((read.state, read.finished), (BatchState::Fired, 12));
+    }
+
+    // A running job adds six jobs to its closed batch, then finishes.
+    q.create_batch(&new_batch("settlement", BatchOn::Settled))
+        .await
+        .unwrap();
+    q.push(&member("root", "settlement")).await.unwrap();
+    q.close_batch("settlement").await.unwrap();
+    let root = super::pop_one(&q, "close").await;
+    let more: Vec<NewJob> = (0..6)
+        .map(|i| member(&format!("child-{i}"), "settlement"))
+        .collect();
+    let ids: Vec<&str> = more.iter().map(|j| j.id.as_str()).collect();
+    let on = masters_of(&cluster, &ids, parts);
+    assert!(on.len() >= 2, "the children on masters {on:?}");
+    for r in q.push_many(&more).await.unwrap() {
+        r.unwrap();
+    }
+    q.finish(&root.id, &root.token).await.unwrap();
+    eventually(FIRE_WITHIN, "root's outcome counted", || async {
+        (read(&q, "settlement").await.finished == 1).then_some(())
+    })
+    .await;
+    let b = read(&q, "settlement").await;
+    assert_eq!((b.state, b.jobs, b.pending), (BatchState::Closed, 7, 6));
+    let children = finish_all(&q, "close", 6).await;
+    assert!(children.iter().all(|d| d.id.starts_with("child-")));
+    let b = fired(&q, "settlement").await;
+    assert_eq!((b.jobs, b.finished), (7, 7));
+    let cb = finish_all(&q, "settle", 1).await;
+    assert_eq!(cb[0].id, b.callback_id);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(callbacks(&q).await, 0, "one callback a batch");
+    q.close().await;
+}
+
+/// `delayq work` children, each in a process group of its own, SIGKILLed
+/// with their commands when dropped.
+struct Worker(std::process::Child);
+
+impl Worker {
+    fn start(base: &str, concurrency: usize, script: &str) -> Worker {
+        use std::os::unix::process::CommandExt;
+        Worker(
+            std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .args(["work", "close", "--concurrency"])
+                .arg(concurrency.to_string())
+                .args(["--server", base, "--", "sh", "-c", script])
+                .stderr(std::process::Stdio::null())
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        )
+    }
+
+    /// SIGKILL to the worker and the command it runs.
+    fn kill9(&mut self) {
+        // SAFETY: a signal to our own child's process group.
+        unsafe {
+            libc::kill(-(self.0.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A `delayq work` holding a batch's last job (its command never ends)
+/// is SIGKILLed: the batch waits; the lease runs out and a second worker
+/// finishes the job; the batch fires once, every job counted finished
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_sigkilled_mid_batch_leaves_its_job_to_another_worker_and_the_batch_fires_once() {
+    let redis = RedisServer::start();
+    let s = TestServer::start(queue(&redis), Default::default()).await;
+    let q = &s.queue;
+    q.create_batch(&new_batch("nightly", BatchOn::Settled))
+        .await
+        .unwrap();
+    let jobs: Vec<NewJob> = [("n1", "ok"), ("n2", "ok"), ("held", "hang")]
+        .iter()
+        .map(|(id, body)| NewJob {
+            body: (*body).into(),
+            ..patient_member(id, "nightly", 2_000)
+        })
+        .collect();
+    push_all(q, &jobs).await;
+    q.close_batch("nightly").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let holding = dir.path().join("holding");
+    let script = format!(
+        "body=$(cat); if [ \"$body\" = hang ]; then echo \"$DELAYQ_JOB_ATTEMPT\" >> {}; exec sleep 600; fi",
+        holding.display()
+    );
+    let mut holder = Worker::start(&s.base, 3, &script);
+    eventually(
+        Duration::from_secs(30),
+        "the others finished, held running",
+        || async {
+            let b = read(q, "nightly").await;
+            (b.finished == 2 && holding.exists()).then_some(())
+        },
+    )
+    .await;
+    let held = q.get("held").await.unwrap().unwrap();
+    assert_eq!(held.state, delayq::JobState::Reserved);
+    holder.kill9();
+    // The holder's lease (kept while its command ran) runs out; the batch
+    // waits for it.
+    let b = read(q, "nightly").await;
+    assert_eq!((b.state, b.finished, b.pending), (BatchState::Closed, 2, 1));
+    let _other = Worker::start(&s.base, 1, "cat >/dev/null");
+    let b = fired(q, "nightly").await;
+    assert_eq!(
+        (b.jobs, b.finished, b.dead, b.deleted),
+        (3, 3, 0, 0),
+        "every job counted once"
+    );
+    assert_eq!(std::fs::read_to_string(&holding).unwrap(), "1\n");
+    let d = super::pop_one(q, "settle").await;
+    assert_eq!((d.id.as_str(), d.attempts), (b.callback_id.as_str(), 1));
+    let r: Value = serde_json::from_str(&d.body).unwrap();
+    assert_eq!(
+        (r["jobs"].as_u64(), r["finished"].as_u64()),
+        (Some(3), Some(3))
+    );
+    q.finish(&d.id, &d.token).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(callbacks(q).await, 0, "one callback");
+    drop(_other);
+    s.stop().await;
+}
+
+/// How many batches the open-at-once test holds (the benchmark's
+/// `batches` section runs 100,000).
+const OPEN_AT_ONCE: usize = 20_000;
+
+/// Most batches one relay call may name, so most callbacks it may fire:
+/// no more than one push call writes jobs (a push script call takes at
+/// most 128).
+const MOST_FIRES_A_CALL: usize = 128;
+
+/// How many arguments a call in the slowlog had: Redis keeps 31 and says
+/// how many more.
+fn argc(args: &[String]) -> usize {
+    let more = args
+        .last()
+        .and_then(|a| a.strip_prefix("... ("))
+        .and_then(|a| a.strip_suffix(" more arguments)"))
+        .and_then(|n| n.parse::<usize>().ok());
+    match more {
+        Some(n) => args.len() - 1 + n,
+        None => args.len(),
+    }
+}
+
+/// 20,000 batches of one job each, open at once over 4 partitions, then
+/// closed and their jobs finished by a fast consumer (500 a pop): each
+/// fires once (20,000 callbacks, each its own batch's). The relay's calls
+/// are bounded by what they carry: none names more batches (here, notes),
+/// so fires more callbacks, than a push call writes jobs (SLOWLOG at 1 ms over the drain: each costly call with its
+/// arguments and Redis time, printed with the memory an open batch costs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_thousand_batches_open_at_once_fire_once_each_in_bounded_relay_calls() {
+    let n = OPEN_AT_ONCE;
+    let redis = RedisServer::start();
+    let q = super::split_queue(&redis, 4);
+    q.check_connection().await.unwrap();
+    let started = Instant::now();
+    let before = memory_at_rest(&redis).await;
+    let ids: Vec<String> = (0..n).map(|i| format!("open-{i}")).collect();
+    futures::stream::iter(&ids)
+        .map(|id| {
+            let q = &q;
+            async move { create_retried(q, id).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    let created = started.elapsed();
+    let opened = memory_at_rest(&redis).await;
+    let members: Vec<NewJob> = ids
+        .iter()
+        .map(|id| member(&format!("{id}-job"), id))
+        .collect();
+    futures::stream::iter(members.chunks(500))
+        .map(|chunk| push_all(&q, chunk))
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+    let with_jobs = memory_at_rest(&redis).await;
+    let first = read(&q, "open-0").await;
+    assert_eq!((first.state, first.jobs), (BatchState::Open, 1));
+    futures::stream::iter(&ids)
+        .map(|id| {
+            let q = &q;
+            async move {
+                let s = retried("close", || q.close_batch(id)).await;
+                assert_eq!(s, BatchState::Closed);
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    // From here every call of 1 ms or more is logged (Redis 7 logs the
+    // commands a script calls too, so everything would be millions): the
+    // relay's calls that carry many notes, pops and finishes of many jobs.
+    arm_slowlog(&redis, 100_000).await;
+    let _: () = redis
+        .cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "1000"])
+        .await;
+    let closed_at = Instant::now();
+    let (jobs, cbs) = tokio::join!(finish_all(&q, "close", n), finish_all(&q, "settle", n));
+    let drained = closed_at.elapsed();
+    assert!(jobs.iter().all(|d| d.attempts == 1));
+    let mut batches = HashSet::new();
+    for d in &cbs {
+        assert_eq!(d.attempts, 1, "callback {} delivered again", d.id);
+        let r: Value = serde_json::from_str(&d.body).unwrap();
+        assert_eq!(r["finished"], 1, "{r}");
+        assert!(
+            batches.insert(r["batch"].as_str().unwrap().to_owned()),
+            "{r}: a second callback"
+        );
+    }
+    assert_eq!((cbs.len(), batches.len()), (n, n), "one callback a batch");
+    eventually(FIRE_WITHIN, "every note relayed", || async {
+        let mut notes = 0;
+        for k in Keys::partitions("dq", 4) {
+            notes += redis.cmd::<i64>(&["XLEN", &k.notes()]).await;
+        }
+        (notes == 0).then_some(())
+    })
+    .await;
+    assert_eq!(callbacks(&q).await, 0, "no callback beyond one a batch");
+    let last = read(&q, &ids[n - 1]).await;
+    assert_eq!((last.state, last.finished), (BatchState::Fired, 1));
+
+    // Each relay call of 1 ms or more: its notes (batch, id, outcome each, after the
+    // function's name, the key count, the key, the prefix and the
+    // retention) and its Redis time.
+    let log = slowlog_entries(&redis).await;
+    assert!(log.len() < 100_000, "the slowlog overflowed: {}", log.len());
+    let relays: Vec<(usize, i64)> = log
+        .iter()
+        .filter(|(_, a)| a.len() > 1 && a[0] == "fcall" && a[1].starts_with("dq_batch_note_"))
+        .map(|(us, a)| ((argc(a) - 6) / 3, *us))
+        .collect();
+    let notes: usize = relays.iter().map(|r| r.0).sum();
+    let most = relays.iter().map(|r| r.0).max().unwrap_or(0);
+    let mut times: Vec<i64> = relays.iter().map(|r| r.1).collect();
+    times.sort();
+    let over_10ms = |prefix: &str| {
+        log.iter()
+            .filter(|(us, a)| *us > 10_000 && a.len() > 1 && a[1].starts_with(prefix))
+            .count()
+    };
+    println!(
+        "{n} batches open at once (4 partitions): created in {created:?}; Redis memory {:.0} B an open batch, \
+         {:.0} B with its job; closed, jobs finished and {n} callbacks handed out in {drained:?}; \
+         relay calls of 1 ms or more: {} carrying {notes} notes (at most {most} a call), Redis time a call median {} us, \
+         max {} us, {:.1} us a note; calls over 10 ms: batch scripts {}, pops {}, finishes {}, all {} of {}",
+        (opened - before) / n as f64,
+        (with_jobs - before) / n as f64,
+        relays.len(),
+        times.get(times.len() / 2).copied().unwrap_or(0),
+        times.last().copied().unwrap_or(0),
+        times.iter().sum::<i64>() as f64 / notes.max(1) as f64,
+        over_10ms("dq_batch_"),
+        over_10ms("dq_pop_"),
+        over_10ms("dq_remove_"),
+        log.iter().filter(|(us, _)| *us > 10_000).count(),
+        log.len(),
+    );
+    assert!(
+        most <= MOST_FIRES_A_CALL,
+        "a relay call carried {most} notes of as many batches, each of which may fire its callback: more than a push call's \
+         {MOST_FIRES_A_CALL} jobs (Redis time of the relay's calls: median {} us, max {} us)",
+        times.get(times.len() / 2).copied().unwrap_or(0),
+        times.last().copied().unwrap_or(0),
+    );
+    q.close().await;
+}
+
+/// One batch of 30 jobs over 6 partitions on 3 cluster masters with a
+/// replica each, replica acks 1; the master holding the batch's home
+/// SIGKILLed while its jobs are being finished; its replica takes over
+/// and the old master comes back as the new one's replica. The batch
+/// fires once, counting its 30 finishes, not before the last was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
+    use crate::redis_cluster::TestCluster;
+    let mut cluster = TestCluster::start(3);
+    let parts = 6;
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        ..crate::cluster::cluster_config(&cluster, parts)
+    })
+    .unwrap();
+    retried("the first call", || q.check_connection()).await;
+    create_retried(&q, "through").await;
+    let members: Vec<NewJob> = (0..30)
+        .map(|i| patient_member(&format!("through-{i}"), "through", 5_000))
+        .collect();
+    let ids: Vec<&str> = members.iter().map(|j| j.id.as_str()).collect();
+    assert!(masters_of(&cluster, &ids, parts).len() >= 2);
+    push_all(&q, &members).await;
+    retried("close", || q.close_batch("through")).await;
+    let home = masters_of(&cluster, &["through"], parts);
+    let home = *home.iter().next().unwrap();
+
+    let ledger = Arc::new(Ledger::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = ["close", "close", "settle"]
+        .into_iter()
+        .map(|t| tokio::spawn(consume(q.clone(), t, ledger.clone(), stop.clone())))
+        .collect();
+    eventually(Duration::from_secs(60), "ten finished", || async {
+        (ledger.outcomes.lock().unwrap().len() >= 10).then_some(())
+    })
+    .await;
+    let finished_at_kill = ledger.outcomes.lock().unwrap().len();
+    cluster.nodes[home].kill();
+    eventually(Duration::from_secs(60), "a replica takes over", || async {
+        (cluster.masters().len() == 3 && cluster.settled()).then_some(())
+    })
+    .await;
+    cluster.nodes[home].restart();
+    until_value(
+        1,
+        Duration::from_secs(90),
+        "the callback handed out",
+        || async { Some(ledger.callbacks.lock().unwrap().len() as u64) },
+    )
+    .await;
+    let b = eventually(FIRE_WITHIN, "the callback finished", || async {
+        let b = q.batch("through").await.ok()??;
+        (callbacks(&q).await == 0).then_some(b)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.unwrap();
+    }
+    assert_eq!(
+        (b.state, b.jobs, b.finished, b.dead),
+        (BatchState::Fired, 30, 30, 0)
+    );
+    let cbs = ledger.callbacks.lock().unwrap().clone();
+    let seen = &cbs[&b.callback_id];
+    assert_eq!(seen.len(), 1, "the callback handed out {seen:?}");
+    let outcomes = ledger.outcomes.lock().unwrap().clone();
+    let last_sent = ids
+        .iter()
+        .map(|id| {
+            outcomes
+                .get(*id)
+                .unwrap_or_else(|| panic!("{id} unfinished"))
+                .sent
+        })
+        .max()
+        .unwrap();
+    assert!(
+        seen[0].1 > last_sent,
+        "the callback handed out at {} us, before the last finish was sent at {last_sent} us",
+        seen[0].1
+    );
+    println!(
+        "cluster master killed: {finished_at_kill} of 30 finished at the kill; the batch fired once, {} us after its last finish was sent",
+        seen[0].1 - last_sent
+    );
+    q.close().await;
+}
