@@ -13,28 +13,30 @@
 --
 -- Touches: the batches' hashes and members; firing, the callback jobs
 -- (BATCH.fire_if_done). Publishes: a ready notice per callback fired.
--- Helpers: BATCH.apply, BATCH.fire_if_done.
+-- Helpers: BATCH.apply, BATCH.write_counts, BATCH.fire_if_done.
 --
 -- Returns { DONE, how many counts changed, how many callbacks fired }.
 --
--- Cost: per note two HGETs and at most three writes; per batch whose
--- counts changed one HMGET, and a push's writes when it fires. Bounded by
+-- Cost: per note one HGET and at most one HSET; per batch named one HGET,
+-- and, if its counts changed, one HINCRBY per count that moved and one
+-- HMGET, and a push's writes when it fires. Bounded by
 -- the notes given. Guarantees: one atomic step.
 local retention = tonumber(ARGV[2])
 local n = (#ARGV - 2) / 3
 if not retention or retention < 1 or n < 1 or n ~= math.floor(n) then
   return invalid('batch_note takes a retention and triples of batch, job id, outcome')
 end
-local changed, fired, touched, order = 0, 0, {}, {}
+local changed, fired, calls, order = 0, 0, {}, {}
 for i = 3, #ARGV, 3 do
   local b = ARGV[i]
-  if BATCH.apply(b, ARGV[i + 1], ARGV[i + 2]) then
+  if BATCH.apply(b, ARGV[i + 1], ARGV[i + 2], calls) then
     changed = changed + 1
-    if not touched[b] then touched[b] = true; order[#order + 1] = b end
+    if not calls[b].changed then calls[b].changed = true; order[#order + 1] = b end
   end
 end
 local now_ms = math.floor(now_us() / 1000)
 for _, b in ipairs(order) do
+  BATCH.write_counts(b, calls)
   if BATCH.fire_if_done(b, now_ms, retention) then fired = fired + 1 end
 end
 return { DONE, changed, fired }
