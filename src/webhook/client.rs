@@ -1,9 +1,8 @@
 //! The HTTP client a webhook sends with. A plain `http://` URL goes
 //! through hyper's pooled client with what every request shares (the URI,
 //! the fixed headers) made once: reqwest's layers re-parsed the URL and
-//! copied the headers of every request, a sixth of the webhook's CPU per
-//! delivery. https, credentials in the URL and a proxy from the
-//! environment go through reqwest, as before.
+//! copied the headers of every request. https, credentials in the URL and
+//! a proxy from the environment go through reqwest, as before.
 
 use std::sync::Arc;
 use std::time::Duration;
