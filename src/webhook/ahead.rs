@@ -248,14 +248,6 @@ impl Lanes {
                         Ok(jobs) => {
                             failing.reset();
                             dry = jobs.is_empty() && !waited;
-                            // Free slots the jobs checked or being
-                            // checked will not take: a slot that came free
-                            // while a check was at Redis is not left idle
-                            // until that check, and another, come back.
-                            let mut spare = self
-                                .slots
-                                .available_permits()
-                                .saturating_sub(q.checked.len() + q.checking);
                             for (job, held) in jobs.into_iter().zip(held) {
                                 let w = Waiting::new(job, held, sent);
                                 // Straight from its pop to a free slot, its
@@ -264,12 +256,11 @@ impl Lanes {
                                 // whose reply took longer than FRESH is
                                 // checked (its jobs waited in the reply).
                                 let now = Instant::now();
-                                let direct = spare > 0
+                                let direct = q.len() == 0
                                     && w.ends >= now + margin
                                     && (waited || now.saturating_duration_since(sent) <= FRESH);
                                 match direct.then(|| self.slots.clone().try_acquire_owned().ok()).flatten() {
                                     Some(slot) => {
-                                        spare -= 1;
                                         let ends = w.ends;
                                         self.send(w, slot, ends);
                                     }

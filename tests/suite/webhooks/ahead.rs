@@ -74,9 +74,8 @@ async fn changed_while_waiting(proxy_delay: Duration, slots: usize) {
     let q = queue_at(proxy.url());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let (url, seen) = gated_receiver(gate.clone()).await;
-    // More than are leased at first (held and waiting): once the slots
-    // come free, newly popped jobs go straight to them beside the ones
-    // that waited.
+    // More than are leased at first (held and waiting): jobs are popped
+    // while those that waited are checked and sent.
     let names: Vec<String> = (0..4 * slots + 2).map(|i| format!("ah-{i}")).collect();
     let ids: Vec<&str> = names.iter().map(String::as_str).collect();
     push_ready(&direct, "ahead", &ids, 600_000).await;
@@ -148,9 +147,9 @@ async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_from_the_pr
     changed_while_waiting(Duration::ZERO, 1).await;
 }
 
-/// As above with two slots: jobs popped once the slots come free go
-/// straight to them while those that waited are checked, and still no
-/// job that waited is sent on its pop's finding.
+/// As above with two slots (two requests held, four jobs waiting, more
+/// popped once the slots come free): no job that waited is sent on its
+/// pop's finding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_deleted_or_rescheduled_while_leased_ahead_of_two_slots_is_not_sent() {
     changed_while_waiting(Duration::ZERO, 2).await;
