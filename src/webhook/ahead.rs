@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::client::Sender;
 use super::request::deliver;
 use super::{Seen, Webhook};
 use crate::backoff::Backoff;
@@ -102,10 +103,8 @@ type Checked = (
 /// lease ends is given back, its attempt uncounted.
 pub(super) struct Lanes {
     pub(super) queue: Queue,
-    pub(super) client: reqwest::Client,
+    pub(super) sender: Arc<Sender>,
     pub(super) hook: Arc<Webhook>,
-    /// The hook's URL, parsed once (see [`deliver`]).
-    pub(super) target: Option<Arc<reqwest::Url>>,
     pub(super) seen: Seen,
     /// Deliveries in flight (the webhook's concurrency).
     pub(super) slots: Arc<Semaphore>,
@@ -350,11 +349,10 @@ impl Lanes {
     /// Delivers a job in a task of its own, holding its slot until the
     /// request is answered and its place until the job is settled.
     fn send(&self, w: Waiting, slot: OwnedSemaphorePermit, lease_ends: Instant) {
-        let (queue, client, hook, target, seen) = (
+        let (queue, sender, hook, seen) = (
             self.queue.clone(),
-            self.client.clone(),
+            self.sender.clone(),
             self.hook.clone(),
-            self.target.clone(),
             self.seen.clone(),
         );
         let (finishes, ended) = (self.finishes.clone(), self.ended.clone());
@@ -364,7 +362,7 @@ impl Lanes {
         tokio::spawn(
             async move {
                 let (id, token, attempt) = (job.id.clone(), job.token.clone(), job.attempts);
-                match deliver(&queue, &client, &hook, target.as_deref(), job, &seen).await {
+                match deliver(&queue, &sender, &hook, job, &seen).await {
                     Ok(result) => {
                         drop(slot);
                         // Only gone when the finisher is (the runtime is

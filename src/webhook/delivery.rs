@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use super::ahead::{Lanes, AHEAD};
+use super::client::Sender;
 use super::Secret;
 use crate::consumer::finish_batches;
 use crate::duration::show_duration;
@@ -144,15 +145,7 @@ pub fn host_of(url: &str) -> String {
 
 /// Delivers `hook.topic`'s jobs until `shutdown`.
 pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
-    // A redirect is not followed: only a 2xx to the POST itself finishes a
-    // job (a 302 followed by a GET without body answered 200 by whatever
-    // is there is no delivery).
-    let client = crate::https::client_builder()
-        .timeout(hook.timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("an HTTP client with a timeout");
-    let target = reqwest::Url::parse(&hook.url).ok().map(Arc::new);
+    let sender = Arc::new(Sender::new(&hook));
     let hook = Arc::new(hook);
     let seen = Seen::default();
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
@@ -169,9 +162,8 @@ pub async fn run(queue: Queue, hook: Webhook, shutdown: Shutdown) {
         leased: Arc::new(Semaphore::new((AHEAD + 2) * hook.concurrency)),
         ended: Arc::new(Notify::new()),
         queue,
-        client,
+        sender,
         hook,
-        target,
         seen,
         finishes,
     };

@@ -38,6 +38,8 @@ use sha2::Sha256;
 #[cfg(feature = "server")]
 mod ahead;
 #[cfg(feature = "server")]
+mod client;
+#[cfg(feature = "server")]
 mod delivery;
 #[cfg(feature = "server")]
 mod request;

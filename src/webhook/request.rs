@@ -5,6 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use hyper::header::HeaderValue;
+
+use super::client::{Answer, SendError, Sender};
 use super::{note, sign, Seen, Webhook, ERROR_BODY_BYTES, ERROR_BODY_CHARS};
 use crate::job::Delivery;
 use crate::queue::Queue;
@@ -23,13 +26,11 @@ struct Sent<'a> {
 
 /// One delivery: Ok on 2xx (with the job's result, JSON text, when the
 /// hook takes the reply's body as one and it has one), otherwise the error
-/// that goes into the job's history. `target`: the hook's URL, parsed once for all its deliveries
-/// (None: it does not parse, and the request says so).
+/// that goes into the job's history.
 pub(super) async fn deliver(
     queue: &Queue,
-    client: &reqwest::Client,
+    sender: &Sender,
     hook: &Webhook,
-    target: Option<&reqwest::Url>,
     job: Delivery,
     seen: &Seen,
 ) -> Result<Option<String>, String> {
@@ -43,35 +44,19 @@ pub(super) async fn deliver(
         topic: &job.topic,
     })
     .expect("JSON of strings and numbers");
-    let req = match target {
-        Some(url) => client.post(url.clone()),
-        None => client.post(&hook.url),
-    };
-    let mut req = req
-        .header("content-type", "application/json")
-        .header("x-delayq-id", &job.id)
-        .header("x-delayq-topic", &job.topic)
-        .header("x-delayq-attempt", job.attempts.to_string());
     // A traced job's request carries its context (W3C headers); the
     // request is a span of that trace.
     let (traceparent, span) = job.hand_over(crate::trace::HopKind::Webhook);
-    if let Some(tp) = traceparent {
-        req = req.header("traceparent", tp);
-        if let Some(ts) = &job.tracestate {
-            req = req.header("tracestate", ts);
-        }
-    }
-    if let Some(secret) = &hook.secret {
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        req = req
-            .header("x-delayq-timestamp", ts.to_string())
-            .header("x-delayq-signature", sign(&secret.0, ts, &body));
-    }
     let started = Instant::now();
-    let result = req.body(body).send().instrument(span.clone()).await;
+    let result = match headers(hook, &job, traceparent, &body) {
+        Ok(headers) => {
+            sender
+                .post(hook, started, headers, body)
+                .instrument(span.clone())
+                .await
+        }
+        Err(e) => Err(SendError::Other(e)),
+    };
     let m = queue.metrics();
     m.webhook_duration
         .observe([&job.topic], started.elapsed().as_secs_f64());
@@ -89,8 +74,7 @@ pub(super) async fn deliver(
             let code = resp.status().as_u16();
             status = Some(code.to_string());
             let to = resp
-                .headers()
-                .get(reqwest::header::LOCATION)
+                .location()
                 .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned())
                 .unwrap_or_default();
             let to: String = to.chars().take(ERROR_BODY_CHARS).collect();
@@ -108,24 +92,16 @@ pub(super) async fn deliver(
             let body = error_body(resp, started + hook.timeout).await;
             ("http_error", Err(format!("HTTP {code}: {body}")))
         }
-        Err(e) if e.is_timeout() => (
+        Err(SendError::Timeout) => (
             "timeout",
             Err(format!("timed out after {:?}", hook.timeout)),
         ),
-        Err(e) => {
-            // The causes too: "invalid peer certificate: UnknownIssuer" is
-            // what tells a user to set SSL_CERT_FILE. The URL as shown, not
-            // reqwest's: the error is kept with the job and in the webhook
-            // status, and the URL's query may hold a secret.
-            let e = e.without_url();
-            let mut why = format!("connection error: {}: {e}", hook.shown_url());
-            let mut cause = std::error::Error::source(&e);
-            while let Some(c) = cause {
-                why = format!("{why}: {c}");
-                cause = c.source();
-            }
-            ("connection_error", Err(why))
-        }
+        // The URL as shown: the error is kept with the job and in the
+        // webhook status, and the URL's query may hold a secret.
+        Err(SendError::Other(why)) => (
+            "connection_error",
+            Err(format!("connection error: {}: {why}", hook.shown_url())),
+        ),
     };
     m.webhook_deliveries.inc([&job.topic, outcome], 1);
     // Redis time as this process knows it from its replies: a round trip
@@ -138,10 +114,46 @@ pub(super) async fn deliver(
     verdict
 }
 
+/// The request's headers besides its content type: the job's, its trace
+/// context, and the signature over `body` when the hook has a secret. An
+/// id or topic no header can carry is an error naming it.
+fn headers(
+    hook: &Webhook,
+    job: &Delivery,
+    traceparent: Option<String>,
+    body: &[u8],
+) -> Result<Vec<(&'static str, HeaderValue)>, String> {
+    let value = |name: &str, v: &str| {
+        HeaderValue::from_str(v).map_err(|_| format!("{name} {v:?} cannot be sent as a header"))
+    };
+    let mut h = Vec::with_capacity(7);
+    h.push(("x-delayq-id", value("id", &job.id)?));
+    h.push(("x-delayq-topic", value("topic", &job.topic)?));
+    h.push(("x-delayq-attempt", HeaderValue::from(job.attempts)));
+    if let Some(tp) = traceparent {
+        h.push(("traceparent", value("traceparent", &tp)?));
+        if let Some(ts) = &job.tracestate {
+            h.push(("tracestate", value("tracestate", ts)?));
+        }
+    }
+    if let Some(secret) = &hook.secret {
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        h.push(("x-delayq-timestamp", HeaderValue::from(ts)));
+        h.push((
+            "x-delayq-signature",
+            value("signature", &sign(&secret.0, ts, body))?,
+        ));
+    }
+    Ok(h)
+}
+
 /// A 2xx reply's body as the job's result (JSON text): None when empty,
 /// over [`MAX_RESULT_BYTES`](crate::defaults::MAX_RESULT_BYTES) or not read
 /// whole by `deadline` (the job still finishes; the log says why).
-async fn reply_result(mut resp: reqwest::Response, deadline: Instant, id: &str) -> Option<String> {
+async fn reply_result(mut resp: Answer, deadline: Instant, id: &str) -> Option<String> {
     use crate::defaults::MAX_RESULT_BYTES;
     let mut got = Vec::new();
     loop {
@@ -185,7 +197,7 @@ async fn reply_result(mut resp: reqwest::Response, deadline: Instant, id: &str) 
 /// The start of a failed reply's body, for its error: at most
 /// [`ERROR_BODY_BYTES`] are read, none after `deadline` (the delivery's
 /// timeout), and the connection is dropped with the rest unread.
-async fn error_body(mut resp: reqwest::Response, deadline: Instant) -> String {
+async fn error_body(mut resp: Answer, deadline: Instant) -> String {
     let mut got = Vec::new();
     let mut unread = None;
     while got.len() < ERROR_BODY_BYTES {
@@ -195,8 +207,8 @@ async fn error_body(mut resp: reqwest::Response, deadline: Instant) -> String {
                 got.extend_from_slice(&chunk[..chunk.len().min(ERROR_BODY_BYTES - got.len())])
             }
             Ok(Ok(None)) => break,
-            Ok(Err(e)) if !e.is_timeout() => {
-                unread = Some(format!("the body cut off: {}", e.without_url()));
+            Ok(Err(e)) if !e.timeout => {
+                unread = Some(format!("the body cut off: {}", e.why));
                 break;
             }
             Ok(Err(_)) | Err(_) => {

@@ -60,33 +60,37 @@ async fn waiting(q: &Queue, ids: &[&str], seen: &[(String, String)]) -> Vec<Stri
     out
 }
 
-/// One slot, its request held by the receiver, so jobs leased ahead wait:
-/// one is deleted and one rescheduled 3 s on while they wait. Neither is
-/// sent from the process: the deleted one never, the rescheduled one only
-/// once due again, on attempt 1 (the attempt its first lease counted is
-/// uncounted, since it was never sent); every other job once, attempts in
-/// step. Through `proxy_delay` of lateness on every Redis reply.
-async fn changed_while_waiting(proxy_delay: Duration) {
+/// `slots` slots, their requests held by the receiver, so jobs leased
+/// ahead wait: one is deleted and one rescheduled 3 s on while they wait.
+/// Neither is sent from the process: the deleted one never, the
+/// rescheduled one only once due again, on attempt 1 (the attempt its
+/// first lease counted is uncounted, since it was never sent); every other
+/// job once, attempts in step. Through `proxy_delay` of lateness on every
+/// Redis reply.
+async fn changed_while_waiting(proxy_delay: Duration, slots: usize) {
     let redis = RedisServer::start();
     let direct = queue(&redis);
     let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
     let q = queue_at(proxy.url());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let (url, seen) = gated_receiver(gate.clone()).await;
-    let ids = ["ah-0", "ah-1", "ah-2", "ah-3", "ah-4", "ah-5"];
+    // More than are leased at first (held and waiting): jobs are popped
+    // while those that waited are checked and sent.
+    let names: Vec<String> = (0..4 * slots + 2).map(|i| format!("ah-{i}")).collect();
+    let ids: Vec<&str> = names.iter().map(String::as_str).collect();
     push_ready(&direct, "ahead", &ids, 600_000).await;
     proxy.set_delay(proxy_delay);
     let shutdown = Shutdown::new();
     let hook = Webhook {
-        concurrency: 1,
+        concurrency: slots,
         ..Webhook::new("ahead", &url)
     };
     let task = tokio::spawn(webhook::run(q.clone(), hook, shutdown.clone()));
-    // One request held, two jobs leased ahead of the slot.
+    // A request held per slot, two jobs a slot leased ahead.
     let ahead = eventually(Duration::from_secs(60), "jobs leased ahead", || async {
         let s = untimed(&seen);
         let w = waiting(&direct, &ids, &s).await;
-        (s.len() == 1 && w.len() == 2).then_some(w)
+        (s.len() == slots && w.len() == 2 * slots).then_some(w)
     })
     .await;
     let (deleted, moved) = (ahead[0].clone(), ahead[1].clone());
@@ -98,7 +102,7 @@ async fn changed_while_waiting(proxy_delay: Duration) {
         .unwrap();
     gate.add_permits(1000);
     eventually(Duration::from_secs(60), "every job finished", || async {
-        for id in ids {
+        for id in &ids {
             if direct.get(id).await.unwrap().is_some() {
                 return None;
             }
@@ -140,12 +144,20 @@ async fn changed_while_waiting(proxy_delay: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_from_the_process() {
-    changed_while_waiting(Duration::ZERO).await;
+    changed_while_waiting(Duration::ZERO, 1).await;
+}
+
+/// As above with two slots (two requests held, four jobs waiting, more
+/// popped once the slots come free): no job that waited is sent on its
+/// pop's finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_deleted_or_rescheduled_while_leased_ahead_of_two_slots_is_not_sent() {
+    changed_while_waiting(Duration::ZERO, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_deleted_or_rescheduled_while_leased_ahead_is_not_sent_with_redis_replies_late() {
-    changed_while_waiting(Duration::from_millis(300)).await;
+    changed_while_waiting(Duration::from_millis(300), 1).await;
 }
 
 /// One slot, its request held by the receiver past the ttr (2 s) of the

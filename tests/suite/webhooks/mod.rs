@@ -16,6 +16,7 @@ use serde_json::Value;
 
 mod ahead;
 mod delivery;
+mod plain_http;
 mod receivers;
 mod settings;
 mod status;
