@@ -239,7 +239,7 @@ impl Limits {
     pub fn check_batch(&self, jobs: usize) -> Result<(), String> {
         if jobs > self.max_batch {
             return Err(format!(
-                "{jobs} jobs in one batch; the limit is {}",
+                "{jobs} jobs in one request; the limit is {}",
                 self.max_batch
             ));
         }
@@ -399,6 +399,15 @@ fn check_not_a_tick(id: &str) -> Result<(), String> {
 
 /// Ids and topics are taken as given, so one with spaces around it would be
 /// a different name from the one a consumer types: refuse it instead.
+/// Checks the id of a batch created now: [`crate::batch::check_batch_id`],
+/// and, as a new job id, no white space at its ends and not `.` or `..`
+/// (no URL could name it).
+pub fn check_new_batch_id(id: &str) -> Result<(), String> {
+    crate::batch::check_batch_id(id)?;
+    check_untrimmed("batch id", id)?;
+    check_not_dot_segment("batch id", id)
+}
+
 fn check_untrimmed(what: &str, name: &str) -> Result<(), String> {
     if name.trim() != name {
         return Err(format!(

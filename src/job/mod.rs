@@ -19,9 +19,9 @@ use crate::retry::RetryPolicy;
 use crate::trace::HopKind;
 
 pub use limits::{
-    check_due_at, check_group, check_keep_finished, check_priority, check_tag, check_tags, Limits,
-    MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_GROUP_BYTES, MAX_KEEP_FINISHED,
-    MAX_PRIORITY, MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
+    check_due_at, check_group, check_keep_finished, check_new_batch_id, check_priority, check_tag,
+    check_tags, Limits, MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_GROUP_BYTES,
+    MAX_KEEP_FINISHED, MAX_PRIORITY, MAX_TAGS, MAX_TAG_BYTES, TICK_ID_PREFIX,
 };
 
 /// A job to push.

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::job::{NewJob, PushOutcome, Pushed};
 use crate::store::batches::{
     count, field, BatchAdd, BatchCancelJobs, BatchClose, BatchOpen, BatchSettle, Callback, Closed,
-    Taken,
+    Take, Taken,
 };
 use crate::store::layout::batch_field as f;
 
@@ -38,7 +38,15 @@ impl Queue {
         } else {
             b.id.clone()
         };
-        check_batch_id(&id).map_err(Error::Invalid)?;
+        crate::job::check_new_batch_id(&id).map_err(Error::Invalid)?;
+        // The report carries the body escaped: bounded as a result is.
+        if b.callback.body.len() > crate::defaults::MAX_RESULT_BYTES {
+            return Err(Error::Invalid(format!(
+                "callback body is {} bytes; the limit is {}",
+                b.callback.body.len(),
+                crate::defaults::MAX_RESULT_BYTES
+            )));
+        }
         self.check_builds_know_batches().await?;
         let store = self.store();
         let home = store.part_of(&id);
@@ -232,15 +240,36 @@ impl Queue {
             }
             Err(e) => return each(jobs, e),
         };
-        let pushes: Vec<_> = jobs.iter().map(|j| self.to_push(j)).collect();
-        let replies = match store.push_many(&pushes).await {
-            Ok(r) => r,
-            // The reservations stay; the relay settles them.
-            Err(e) => return each(jobs, e),
+        // An id that had its outcome in this batch is not pushed again.
+        let sent: Vec<(&NewJob, Take)> = jobs
+            .iter()
+            .zip(taken.iter().copied())
+            .filter(|(_, t)| *t != Take::Ended)
+            .map(|(j, t)| (*j, t))
+            .collect();
+        let pushes: Vec<_> = sent.iter().map(|(j, _)| self.to_push(j)).collect();
+        let replies = if pushes.is_empty() {
+            Vec::new()
+        } else {
+            match store.push_many(&pushes).await {
+                Ok(r) => r,
+                // The reservations stay; the relay settles them.
+                Err(e) => return each(jobs, e),
+            }
         };
+        let mut replies = sent.iter().map(|(j, _)| j.id.as_str()).zip(replies);
         let mut settle: Vec<(&str, &str)> = Vec::new();
         let mut out = Vec::with_capacity(jobs.len());
-        for ((job, reply), new) in jobs.iter().zip(replies).zip(taken) {
+        for (job, take) in jobs.iter().zip(taken) {
+            if take == Take::Ended {
+                out.push(Err(Error::Conflict(format!(
+                    "job id {:?} already had its outcome in batch {batch:?}: a batch takes an id once",
+                    job.id
+                ))));
+                continue;
+            }
+            let (_, reply) = replies.next().expect("a reply per job sent");
+            let new = take == Take::New;
             match reply {
                 Ok(r) if r.outcome == PushOutcome::Kept && new => {
                     // The id names a job of no batch, or another's.

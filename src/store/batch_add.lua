@@ -15,11 +15,14 @@
 -- Touches: the batch's hash and members, the reservations. Publishes:
 -- nothing. Helpers: BATCH.key, BATCH.members_key, now_us.
 --
--- Returns { DONE, then per id 1 (taken in) or 0 (already a member: a push
--- made again) }, { MISSING } (no such batch), or { STALE, state } (fired
--- or cancelled: it takes no job; nothing changed).
+-- Returns { DONE, then per id 1 (taken in), 0 (a member with no outcome
+-- yet: a push made again) or 2 (a member that had its outcome: a batch
+-- takes an id once, so its new push is refused) }, { MISSING } (no such
+-- batch), or { STALE, state } (fired or cancelled: it takes no job;
+-- nothing changed).
 --
--- Cost: per id one HSETNX, and a ZADD for each taken in; one HINCRBY.
+-- Cost: per id one HSETNX, and a ZADD for each taken in or an HGET for
+-- each a member already; one HINCRBY.
 -- Guarantees: ids are taken in once; the whole call is one atomic step.
 local b = ARGV[2]
 if #ARGV < 3 then return invalid('batch_add takes a batch id and one or more job ids') end
@@ -35,6 +38,8 @@ for i = 3, #ARGV do
   if taken == 1 then
     added = added + 1
     redis.call('ZADD', reserved, now_ms, b .. '\n' .. ARGV[i])
+  elseif redis.call('HGET', mk, ARGV[i]) ~= BATCH.O_PENDING then
+    taken = 2
   end
   reply[#reply + 1] = taken
 end

@@ -35,7 +35,7 @@ script! {
             on: &'a str,
         ) -> bool = created;
     /// Takes `ids` into batch `id` at its home, before they are pushed:
-    /// per id, true if taken in now, false if a member already. O(ids).
+    /// per id what the home made of it. O(ids).
     BatchAdd = "batch_add", when_full: false, acked: true, late_unknown: true,
         (id: &'a str, ids: &'a [&'a str]) -> Taken = taken;
     /// Ends reservations of batch `id`: each id "landed" (pushed) or
@@ -56,11 +56,22 @@ script! {
         (id: &'a str, cursor: &'a str, limit: usize) -> (String, u64) = page;
 }
 
+/// What a batch's home made of an id it was asked to take in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Taken in now.
+    New,
+    /// A member with no outcome yet (a push made again).
+    Member,
+    /// A member that had its outcome: a batch takes an id once.
+    Ended,
+}
+
 /// [`BatchAdd`]'s reply.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Taken {
-    /// Per id: taken in now (true), or a member already (false).
-    Ids(Vec<bool>),
+    /// Per id.
+    Ids(Vec<Take>),
     /// No such batch.
     Missing,
     /// It fired or was cancelled: its state.
@@ -86,7 +97,11 @@ fn taken((status, mut f): (Status, Fields)) -> Result<Taken> {
         Status::Done => {
             let mut ids = Vec::with_capacity(f.left());
             while f.left() > 0 {
-                ids.push(f.int()? == 1);
+                ids.push(match f.int()? {
+                    1 => Take::New,
+                    0 => Take::Member,
+                    _ => Take::Ended,
+                });
             }
             Ok(Taken::Ids(ids))
         }
@@ -255,7 +270,10 @@ mod tests {
     #[test]
     fn decodes_ids_taken_in_and_ended_batches() {
         let d = |r: &[&str]| taken(Fields::parse("batch_add", sample(r)).unwrap());
-        assert_eq!(d(&["0", "1", "0"]).unwrap(), Taken::Ids(vec![true, false]));
+        assert_eq!(
+            d(&["0", "1", "0", "2"]).unwrap(),
+            Taken::Ids(vec![Take::New, Take::Member, Take::Ended])
+        );
         assert_eq!(d(&["1"]).unwrap(), Taken::Missing);
         assert_eq!(d(&["2", "fired"]).unwrap(), Taken::Ended("fired".into()));
     }

@@ -473,7 +473,7 @@ async fn bad_batches_and_pushes_into_them_are_refused_and_change_nothing() {
         "{none:?}"
     );
     assert!(q.get("orphan").await.unwrap().is_none());
-    // Ids: too long, control characters.
+    // Ids: too long, control characters; and ids no URL could name.
     let long = "b".repeat(delayq::batch::MAX_BATCH_ID_BYTES + 1);
     for bad in [long.as_str(), "a\nb", " "] {
         let e = q.create_batch(&new_batch(bad, BatchOn::Settled)).await;
@@ -481,6 +481,19 @@ async fn bad_batches_and_pushes_into_them_are_refused_and_change_nothing() {
         let e = q.push(&member("x", bad)).await;
         assert!(matches!(e, Err(Error::Invalid(_))), "{bad:?}: {e:?}");
     }
+    for bad in [".", "..", " padded", "padded "] {
+        let e = q.create_batch(&new_batch(bad, BatchOn::Settled)).await;
+        assert!(matches!(e, Err(Error::Invalid(_))), "{bad:?}: {e:?}");
+        assert!(q.batch(bad).await.unwrap().is_none());
+    }
+    // A callback body past a result's limit (the report escapes it).
+    let mut big = new_batch("big-body", BatchOn::Settled);
+    big.callback.body = "\"".repeat(delayq::defaults::MAX_RESULT_BYTES + 1);
+    let e = q.create_batch(&big).await;
+    assert!(
+        matches!(e, Err(Error::Invalid(ref m)) if m.contains("callback body")),
+        "{e:?}"
+    );
     // A callback that breaks a job's limits.
     let mut b = new_batch("cb", BatchOn::Settled);
     b.callback.topic = String::new();
@@ -532,6 +545,38 @@ async fn bad_batches_and_pushes_into_them_are_refused_and_change_nothing() {
         || async { (read(&q, "twice").await.deleted == 1).then_some(()) },
     )
     .await;
+    // An id that had its outcome in the batch is not taken again: the
+    // batch would count the new job done before it ran.
+    let again = q.push(&member("m1", "twice")).await;
+    assert!(
+        matches!(again, Err(Error::Conflict(ref m)) if m.contains("once")),
+        "{again:?}"
+    );
+    let plain = q.get("m1").await.unwrap().unwrap();
+    assert_eq!(plain.batch, None, "the plain job left as it was");
+    let b = read(&q, "twice").await;
+    assert_eq!((b.jobs, b.deleted, b.pending), (1, 1, 0));
+    // A note for an id the batch never took in (a job of an earlier batch
+    // of the same id, its retention run out) counts nothing.
+    let _: String = redis
+        .cmd(&[
+            "XADD",
+            "{dq}:notes",
+            "*",
+            "b",
+            "twice",
+            "i",
+            "stranger",
+            "o",
+            "d",
+        ])
+        .await;
+    eventually(FIRE_WITHIN, "the stranger's note relayed", || async {
+        (redis.cmd::<i64>(&["XLEN", "{dq}:notes"]).await == 0).then_some(())
+    })
+    .await;
+    let b = read(&q, "twice").await;
+    assert_eq!((b.jobs, b.dead), (1, 0));
     assert!(q.batch("never-made").await.unwrap().is_none());
     let e = q.close_batch("never-made").await;
     assert!(matches!(e, Err(Error::NoBatch(_))), "{e:?}");

@@ -156,7 +156,7 @@ impl Batch {
                 let reply = c
                     .call::<BatchCreated>(Method::POST, "/v1/batches", Some(&spec))
                     .await?;
-                return c.show(&reply, |r, o| {
+                c.show(&reply, |r, o| {
                     batch(&r.batch, o);
                     if jobs.is_some() {
                         refusals(&r.jobs, o);
@@ -167,7 +167,16 @@ impl Batch {
                             );
                         }
                     }
-                });
+                })?;
+                // A script must not take a batch left open for success.
+                if reply.value.jobs.rejected > 0 {
+                    anyhow::bail!(
+                        "{} of the batch's jobs were refused; batch {} stays open",
+                        reply.value.jobs.rejected,
+                        reply.value.batch.id
+                    );
+                }
+                return Ok(());
             }
             BatchCommand::Get { id } => c.fetch::<BatchBody>(Method::GET, &batch_path(&id)).await?,
             BatchCommand::Close { id } => {

@@ -30,6 +30,11 @@ pub(super) async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<BatchCreated>)> {
     let spec: NewBatchSpec = parse(&state, body)?;
+    // An id given is checked as given (an empty one is no request for a
+    // UUID: that is leaving it out).
+    if let Some(id) = &spec.id {
+        crate::job::check_new_batch_id(id).map_err(ApiError::invalid)?;
+    }
     // Checked before the batch exists: a refused request leaves nothing.
     state
         .queue

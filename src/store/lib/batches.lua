@@ -43,10 +43,11 @@ local COUNT_OF = {
 
 -- At the home: member `id` of batch `b` reached `outcome`. Counted once: a
 -- note seen again changes nothing; a dead member later finished or
--- deleted (requeued, purged) moves from dead to that; a member the home
--- never took in (its push outran its reservation, or the relay dropped a
--- reservation it found no job for) is taken in now. A fired batch counts
--- nothing more (its members are gone). `calls`: the call's table of
+-- deleted (requeued, purged) moves from dead to that; an id the home
+-- never took in is none of this batch's (a job of an earlier batch of the
+-- same id, whose retention ran out; or one whose reservation the relay
+-- settled lost) and counts nothing. A fired batch counts nothing more
+-- (its members are gone). `calls`: the call's table of
 -- batches seen, whose state is read once a call and whose count changes
 -- gather there until BATCH.write_counts. Returns true if a count changed.
 -- Cost: one HGET and at most one HSET a note, one HGET a batch a call.
@@ -61,12 +62,12 @@ function BATCH.apply(b, id, outcome, calls)
   if not c.live or not field then return false end
   local mk = BATCH.members_key(b)
   local was = redis.call('HGET', mk, id)
-  if was == outcome or was == BATCH.O_FINISHED or was == BATCH.O_DELETED then return false end
+  if not was or was == outcome or was == BATCH.O_FINISHED or was == BATCH.O_DELETED then
+    return false
+  end
   local d = c.deltas
   if was == BATCH.O_DEAD then
     d[BATCH.DEAD] = (d[BATCH.DEAD] or 0) - 1
-  elseif not was then
-    d[BATCH.JOBS] = (d[BATCH.JOBS] or 0) + 1
   end
   redis.call('HSET', mk, id, outcome)
   d[field] = (d[field] or 0) + 1

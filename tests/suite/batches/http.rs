@@ -131,6 +131,12 @@ async fn refusals_over_http_name_the_problem_and_leave_nothing() {
         let (s, r) = post("/v1/batches", body.clone()).await;
         assert_eq!(s, 400, "{body}: {r}");
     }
+    let (s, r) = post(
+        "/v1/batches",
+        json!({"id": "", "callback": {"topic": "settle"}}),
+    )
+    .await;
+    assert_eq!(s, 422, "an empty id is no id: {r}");
     let long = "b".repeat(201);
     let (s, r) = post(
         "/v1/batches",

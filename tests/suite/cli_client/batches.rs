@@ -139,6 +139,38 @@ async fn a_batch_from_a_jobs_file_closes_and_one_cancelled_deletes_its_jobs() {
         "{out}"
     );
     assert!(out.contains("jobs accepted: 2, refused: 0"), "{out}");
+    // A job refused: the batch stays open, and the command fails (a script
+    // must not take it for done).
+    let dup = dir.path().join("dup.json");
+    std::fs::write(
+        &dup,
+        r#"[{"id": "d-1", "topic": "remind"}, {"id": "d-1", "topic": "remind"}]"#,
+    )
+    .unwrap();
+    let (ok, out, err) = delayq_cli(
+        b,
+        &[
+            "batch",
+            "create",
+            "--id",
+            "dup",
+            "--callback-topic",
+            "report",
+            "--jobs",
+            dup.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("1 of the batch's jobs were refused; batch dup stays open"),
+        "{err}"
+    );
+    assert!(out.contains("refused: 1"), "{out}");
+    assert_eq!(
+        s.queue.batch("dup").await.unwrap().unwrap().state,
+        delayq::BatchState::Open
+    );
     let (ok, out, err) = delayq_cli(b, &["batch", "cancel", "nine"]).await;
     assert!(ok, "{err}");
     assert!(out.contains("cancelled nine; jobs deleted: 2"), "{out}");
