@@ -30,6 +30,10 @@ pub enum Error {
     #[error("no batch with id {0:?}")]
     NoBatch(String),
 
+    /// No flow whose parent has this id (or one whose retention ran out).
+    #[error("no flow with parent id {0:?}")]
+    NoFlow(String),
+
     /// The request names something whose state refuses it (a batch that
     /// fired or was cancelled; an id in use pushed into a batch): nothing
     /// changed.

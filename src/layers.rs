@@ -29,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "trace",
             "batch",
             "job",
+            "flow",
             "rate",
             "group",
             "recurring",

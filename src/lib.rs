@@ -25,7 +25,7 @@
 //! Map of the crate, in layers: each module imports only from the layers
 //! below its own (`src/layers.rs` lists them and a test holds it): base
 //! (`defaults`, `duration`, `error`, `shutdown`, `backoff`, `retry`,
-//! `https`) <- `redis` <- model (`trace`, `job`, `batch`, `rate`,
+//! `https`) <- `redis` <- model (`trace`, `job`, `batch`, `flow`, `rate`,
 //! `group`, `recurring`, `figures`) <- `store` <- engine (`stats`, `metrics`,
 //! `waiters`, `loops`, `queue`, `instances`, `consumer`, `webhook`) <- api
 //! (`wire`, `http`) <- the binary's `cli`. No two files import each other,
@@ -60,6 +60,8 @@
 //! - [`job`]: job types at each step of their life, and input limits.
 //! - [`batch`]: batches of jobs and the callback pushed once when they
 //!   are done (the store's `batches` and lib/batches.lua keep them).
+//! - [`flow`]: flows, a parent job that waits for its children: a batch
+//!   of the children whose callback is the parent (lib/flows.lua).
 //! - [`rate`]: a topic's (or a group's) rate limit.
 //! - [`group`]: a topic's groups: a group's figures and settings, a change
 //!   to some of them, a page of groups.
@@ -106,6 +108,7 @@ pub mod defaults;
 pub mod duration;
 pub mod error;
 pub mod figures;
+pub mod flow;
 pub mod group;
 #[cfg(feature = "server")]
 pub mod http;
@@ -153,10 +156,11 @@ pub use consumer::Consumer;
 pub use defaults::MAX_PARTITIONS;
 pub use error::{Error, Result};
 pub use figures::{Memory, Overview, Settings};
+pub use flow::{ChildDead, Flow, FlowPushed, FlowState, NewFlow};
 pub use group::{Group, GroupChange, GroupPage, GroupSettings};
 pub use job::{
-    Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job, JobState, Limits, LogLine, Nacked,
-    NewJob, PushOutcome, Pushed,
+    Child, ChildOutcome, Children, Dedup, DedupMode, Delivery, FailedAttempt, IfExists, Job,
+    JobState, Limits, LogLine, Nacked, NewJob, PushOutcome, Pushed,
 };
 pub use loops::DispatchPath;
 pub use queue::{Config, Queue, Resolution, TagChange, TagMove};

@@ -46,7 +46,7 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match e {
             Error::Invalid(m) => ApiError::invalid(m),
-            Error::NotFound(_) | Error::NoBatch(_) => {
+            Error::NotFound(_) | Error::NoBatch(_) | Error::NoFlow(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
             }
             Error::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),

@@ -11,6 +11,7 @@
 //!
 //! The limits, and the checks of what a producer sends, are in `limits.rs`.
 
+mod children;
 mod limits;
 
 use std::time::Duration;
@@ -18,6 +19,8 @@ use std::time::Duration;
 use crate::retry::RetryPolicy;
 use crate::trace::HopKind;
 
+pub(crate) use children::children_of;
+pub use children::{Child, ChildOutcome, Children};
 pub use limits::{
     check_due_at, check_group, check_keep_finished, check_new_batch_id, check_priority, check_tag,
     check_tags, Limits, MAX_DEDUP_KEY_BYTES, MAX_DEDUP_WINDOW, MAX_DUE_AT_MS, MAX_GROUP_BYTES,
@@ -274,6 +277,9 @@ pub struct Job {
     /// on its finished record; `Some(Null)` for a result of null. Listings
     /// leave it out: [`Queue::get`](crate::Queue::get) reads it.
     pub result: Option<serde_json::Value>,
+    /// A flow's parent (the `flow` module), once released: each child's
+    /// outcome and result. Listings leave it out.
+    pub children: Option<Children>,
     /// Listings only: the body's size in bytes when the listing left it out
     /// (`body` is then empty): a body over [`LIST_BODY_BYTES`], or one past
     /// [`LIST_PAGE_BODY_BYTES`] of bodies in the page. `get` reads it whole.
@@ -312,6 +318,9 @@ pub struct Delivery {
     /// The push's W3C trace context, as stored.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// A flow's parent (the `flow` module): each child's outcome and result,
+    /// by child id. None on other jobs.
+    pub children: Option<Children>,
 }
 
 impl Delivery {

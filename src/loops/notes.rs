@@ -79,12 +79,12 @@ pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
         if notes.is_empty() {
             return Ok(relayed);
         }
-        let mut homes: BTreeMap<usize, Vec<(&str, &str, &str)>> = BTreeMap::new();
+        let mut homes: BTreeMap<usize, Vec<Counted>> = BTreeMap::new();
         for n in &notes {
             homes
-                .entry(store.part_of(&n.batch))
+                .entry(store.batch_home(&n.batch))
                 .or_default()
-                .push((&n.batch, &n.id, &n.outcome));
+                .push((&n.batch, &n.id, &n.outcome, &n.result));
         }
         for (home, triples) in homes {
             for chunk in by_batches(&triples, BATCHES_PER_COUNT) {
@@ -103,15 +103,14 @@ pub(crate) async fn relay(store: &Store, part: usize) -> Result<usize> {
     }
 }
 
-/// `notes` (batch, id, outcome) cut in order into runs naming at most
-/// `most` batches each.
-fn by_batches<'n, 'a>(
-    notes: &'n [(&'a str, &'a str, &'a str)],
-    most: usize,
-) -> Vec<&'n [(&'a str, &'a str, &'a str)]> {
+/// A note as its home counts it: batch, job id, outcome, result.
+type Counted<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// `notes` cut in order into runs naming at most `most` batches each.
+fn by_batches<'n, 'a>(notes: &'n [Counted<'a>], most: usize) -> Vec<&'n [Counted<'a>]> {
     let mut runs = Vec::new();
     let (mut start, mut named) = (0, std::collections::HashSet::new());
-    for (i, (batch, _, _)) in notes.iter().enumerate() {
+    for (i, (batch, _, _, _)) in notes.iter().enumerate() {
         if !named.contains(batch) && named.len() == most {
             runs.push(&notes[start..i]);
             (start, named) = (i, Default::default());
@@ -125,10 +124,11 @@ fn by_batches<'n, 'a>(
 }
 
 /// Settles partition `part`'s reservations older than
-/// [`RESERVATION_GRACE`]: an id whose job carries the batch was pushed;
-/// one with no such job never will be (its pusher died first), and leaves
-/// its batch. One ZRANGEBYSCORE, one HGET per id, one `batch_settle` call
-/// per batch. Returns how many were settled.
+/// [`RESERVATION_GRACE`]: an id whose job carries the batch was pushed
+/// (or, a flow's child, is a waiting parent: its flow exists);
+/// one with neither never will be (its pusher died first), and leaves
+/// its batch. One ZRANGEBYSCORE, one HGET per id (and one HGETALL per
+/// flow child), one `batch_settle` call per batch. Returns how many were settled.
 pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<usize> {
     let now = store.redis.clock().now_ms().await?;
     let before = now - RESERVATION_GRACE.as_millis() as i64;
@@ -142,7 +142,14 @@ pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<us
     let carried = store.batches_of(&ids).await?;
     let mut by_batch: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for ((batch, id), has) in old.iter().zip(&carried) {
-        let how = if has.as_deref() == Some(batch.as_str()) {
+        // A flow's child that is a parent in turn has no job until its own
+        // children are done: its flow is what landed.
+        let waiting_parent = batch.starts_with(crate::flow::FLOW_MARK)
+            && !store
+                .batch_fields(&crate::flow::flow_batch_id(id))
+                .await?
+                .is_empty();
+        let how = if has.as_deref() == Some(batch.as_str()) || waiting_parent {
             "landed"
         } else {
             "lost"
@@ -164,10 +171,10 @@ mod tests {
 
     #[test]
     fn a_count_call_names_at_most_so_many_batches_and_keeps_the_order() {
-        let notes: Vec<(&str, &str, &str)> = ["a", "a", "b", "a", "c", "c", "d", "b"]
+        let notes: Vec<Counted> = ["a", "a", "b", "a", "c", "c", "d", "b"]
             .iter()
             .enumerate()
-            .map(|(i, b)| (*b, ["0", "1", "2", "3", "4", "5", "6", "7"][i], "f"))
+            .map(|(i, b)| (*b, ["0", "1", "2", "3", "4", "5", "6", "7"][i], "f", ""))
             .collect();
         let runs = by_batches(&notes, 2);
         let names: Vec<Vec<&str>> = runs

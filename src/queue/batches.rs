@@ -76,9 +76,10 @@ impl Queue {
             ttr_ms: cb.ttr.as_millis() as u64,
             intervals_ms: policy.intervals_ms(),
             max_attempts: policy.max_attempts.unwrap_or(0),
+            parent: None,
         };
         let created = store
-            .run::<BatchOpen>(home, (&id, &callback, b.on.as_str()))
+            .run::<BatchOpen>(home, (&id, &callback, b.on.as_str(), &callback))
             .await?;
         if !created {
             return Err(Error::Conflict(format!(
@@ -92,7 +93,7 @@ impl Queue {
     /// its scripts would end jobs of a batch without telling the batch's
     /// home, and the batch would wait for ever. One read of the heartbeats
     /// (bounded by the instances).
-    async fn check_builds_know_batches(&self) -> Result<()> {
+    pub(super) async fn check_builds_know_batches(&self) -> Result<()> {
         let old: Vec<String> = self
             .instances()
             .await?
@@ -155,6 +156,12 @@ impl Queue {
     /// Cancelling a fired batch is refused ([`Error::Conflict`]).
     pub async fn cancel_batch(&self, id: &str) -> Result<u64> {
         self.close_or_cancel(id, "cancel").await?;
+        self.cancel_batch_jobs(id).await
+    }
+
+    /// Deletes a cancelled batch's jobs not handed out, partition by
+    /// partition, a page a call. How many went.
+    pub(super) async fn cancel_batch_jobs(&self, id: &str) -> Result<u64> {
         let store = self.store();
         let mut deleted = 0;
         for part in 0..store.parts().len() {
@@ -175,7 +182,13 @@ impl Queue {
 
     async fn close_or_cancel(&self, id: &str, what: &str) -> Result<BatchState> {
         check_batch_id(id).map_err(Error::Invalid)?;
-        let home = self.store().part_of(id);
+        self.end_batch(id, what).await
+    }
+
+    /// Closes ("close") or cancels ("cancel") batch `id` (a flow's too),
+    /// checked by the caller.
+    pub(super) async fn end_batch(&self, id: &str, what: &str) -> Result<BatchState> {
+        let home = self.store().batch_home(id);
         let reply = self
             .store()
             .run::<BatchClose>(home, (id, what, self.batch_retention()))
@@ -227,7 +240,7 @@ impl Queue {
 
     async fn push_into_batch(&self, batch: &str, jobs: &[&NewJob]) -> Vec<Result<Pushed>> {
         let store = self.store();
-        let home = store.part_of(batch);
+        let home = store.batch_home(batch);
         let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let taken = match store.run::<BatchAdd>(home, (batch, &ids)).await {
             Ok(Taken::Ids(t)) => t,

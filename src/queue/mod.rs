@@ -15,6 +15,7 @@ mod admin;
 mod batches;
 mod config;
 mod events;
+mod flows;
 mod groups;
 mod instances;
 mod layout;

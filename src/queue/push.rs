@@ -130,7 +130,10 @@ impl Queue {
     /// counted). With no id, a UUID that lands there; with an id on a
     /// partitioned queue, refused unless the id is there. Any other push
     /// is taken as it is.
-    fn placed<'a>(&self, job: &'a NewJob) -> Result<std::borrow::Cow<'a, NewJob>, String> {
+    pub(super) fn placed<'a>(
+        &self,
+        job: &'a NewJob,
+    ) -> Result<std::borrow::Cow<'a, NewJob>, String> {
         let store = self.store();
         let key_home = job.dedup.as_ref().map(|d| store.part_of(&d.key));
         let group_home = job.group.as_deref().map(|g| store.group_home(g));

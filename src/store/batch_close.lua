@@ -15,6 +15,8 @@
 --
 -- Touches: the batch's hash (firing: its members, the callback job).
 -- Publishes: a ready notice, firing. Helpers: BATCH.fire_if_done.
+-- A flow (lib/flows.lua) cancelled: its parent's cancelled event, and a
+-- note (deleted) for the flow its parent is a child of; closed, no event.
 -- Events: batch_closed (an open batch closed), batch_cancelled; firing,
 -- batch_fired.
 --
@@ -35,15 +37,24 @@ if st == BATCH.FIRED or st == BATCH.CANCELLED then
   if (what == 'cancel') == (st == BATCH.CANCELLED) then return { DONE, st } end
   return { STALE, st }
 end
+local flow = BATCH.is_flow(b)
 local topic = redis.call('HGET', key, BATCH.CALLBACK_TOPIC)
 if what == 'cancel' then
-  if EVENTS > 0 then EVENT.emit(BATCH.EV_CANCELLED, b, topic, 0) end
+  if flow then
+    -- A waiting parent cancelled: its event, and the flow it is a child
+    -- of (if any) counts it deleted.
+    local parent = string.sub(b, 2)
+    if EVENTS > 0 then EVENT.emit(EV_CANCELLED, parent, topic, 0) end
+    BATCH.left(parent, redis.call('HGET', key, BATCH.UPPER) or nil, BATCH.O_DELETED)
+  elseif EVENTS > 0 then
+    EVENT.emit(BATCH.EV_CANCELLED, b, topic, 0)
+  end
   redis.call('HSET', key, BATCH.STATE, BATCH.CANCELLED, BATCH.ENDED_AT, now_ms)
   redis.call('PEXPIRE', key, retention)
   redis.call('PEXPIRE', BATCH.members_key(b), retention)
   return { DONE, BATCH.CANCELLED }
 end
-if st == BATCH.OPEN and EVENTS > 0 then EVENT.emit(BATCH.EV_CLOSED, b, topic, 0) end
+if st == BATCH.OPEN and EVENTS > 0 and not flow then EVENT.emit(BATCH.EV_CLOSED, b, topic, 0) end
 redis.call('HSET', key, BATCH.STATE, BATCH.CLOSED)
 if BATCH.fire_if_done(b, now_ms, retention) then return { DONE, BATCH.FIRED } end
 return { DONE, BATCH.CLOSED }

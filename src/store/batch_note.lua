@@ -4,8 +4,9 @@
 -- KEYS[1]  schedule zset   {p}:schedule (the batches' home)
 -- ARGV[1]  key prefix "{p}:"
 -- ARGV[2]  how long a fired batch is kept, ms
--- ARGV[3..] triples: batch id, job id, outcome (f finished, d dead,
---          x deleted), as the job's partition wrote them (BATCH.left)
+-- ARGV[3..] quadruples: batch id, job id, outcome (f finished, d dead,
+--          x deleted), result ("" none; a flow's child's), as the job's
+--          partition wrote them (BATCH.left)
 --
 -- A note may come more than once (a relay that died before it deleted
 -- it, two relays at once): BATCH.apply counts each member's outcome once.
@@ -17,19 +18,20 @@
 --
 -- Returns { DONE, how many counts changed, how many callbacks fired }.
 --
--- Cost: per note one HGET and at most one HSET; per batch named one HGET,
+-- Cost: per note one HGET and at most one HSET (two with a result); per
+-- batch named one HGET (two for a flow with results),
 -- and, if its counts changed, one HINCRBY per count that moved and one
 -- HMGET, and a push's writes when it fires. Bounded by
 -- the notes given. Guarantees: one atomic step.
 local retention = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 3
+local n = (#ARGV - 2) / 4
 if not retention or retention < 1 or n < 1 or n ~= math.floor(n) then
-  return invalid('batch_note takes a retention and triples of batch, job id, outcome')
+  return invalid('batch_note takes a retention and quadruples of batch, job id, outcome, result')
 end
 local changed, fired, calls, order = 0, 0, {}, {}
-for i = 3, #ARGV, 3 do
+for i = 3, #ARGV, 4 do
   local b = ARGV[i]
-  if BATCH.apply(b, ARGV[i + 1], ARGV[i + 2], calls) then
+  if BATCH.apply(b, ARGV[i + 1], ARGV[i + 2], calls, ARGV[i + 3]) then
     changed = changed + 1
     if not calls[b].changed then calls[b].changed = true; order[#order + 1] = b end
   end

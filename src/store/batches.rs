@@ -23,6 +23,36 @@ pub(crate) struct Callback {
     pub ttr_ms: u64,
     pub intervals_ms: String,
     pub max_attempts: u32,
+    /// A flow's parent (see [`crate::flow`]); None for a batch.
+    pub parent: Option<ParentOptions>,
+}
+
+/// What a flow's parent takes beyond a batch's callback.
+#[derive(Clone, Debug)]
+pub(crate) struct ParentOptions {
+    pub child_dead: &'static str,
+    pub delay_ms: u64,
+    pub priority: u8,
+    /// Newline-separated.
+    pub tags: String,
+    /// The flow (batch id) whose child this parent is; "" for a root.
+    pub upper: String,
+}
+
+impl Callback {
+    /// batch_open's flow arguments ("" and zeros for a batch).
+    fn parent_args(&self) -> (&str, u64, u64, &str, &str) {
+        match &self.parent {
+            Some(p) => (
+                p.child_dead,
+                p.delay_ms,
+                u64::from(p.priority),
+                &p.tags,
+                &p.upper,
+            ),
+            None => ("", 0, 0, "", ""),
+        }
+    }
 }
 
 script! {
@@ -33,6 +63,7 @@ script! {
             id: &'a str,
             cb: &'a Callback => (&cb.id, &cb.topic, &cb.body, cb.ttr_ms, &cb.intervals_ms, cb.max_attempts),
             on: &'a str,
+            flow: &'a Callback => flow.parent_args(),
         ) -> bool = created;
     /// Takes `ids` into batch `id` at its home, before they are pushed:
     /// per id what the home made of it. O(ids).
@@ -43,10 +74,10 @@ script! {
     /// whether the batch fired. O(ids).
     BatchSettle = "batch_settle", when_full: true, acked: true, late_unknown: true,
         (id: &'a str, retention_ms: u64, outcomes: &'a [(&'a str, &'a str)]) -> bool = fired;
-    /// Counts notes (batch, job, outcome) at their batches' home: how many
-    /// counts changed, how many callbacks fired. O(notes).
+    /// Counts notes (batch, job, outcome, result) at their batches' home:
+    /// how many counts changed, how many callbacks fired. O(notes).
     BatchNote = "batch_note", when_full: true, acked: true, late_unknown: true,
-        (retention_ms: u64, notes: &'a [(&'a str, &'a str, &'a str)]) -> (u64, u64) = noted;
+        (retention_ms: u64, notes: &'a [(&'a str, &'a str, &'a str, &'a str)]) -> (u64, u64) = noted;
     /// Closes ("close") or cancels ("cancel") batch `id`: its state after.
     BatchClose = "batch_close", when_full: true, acked: true, late_unknown: true,
         (id: &'a str, what: &'a str, retention_ms: u64) -> Closed = closed;
@@ -139,13 +170,21 @@ pub(crate) struct Note {
     pub batch: String,
     pub id: String,
     pub outcome: String,
+    /// A flow's child's result ("" none).
+    pub result: String,
 }
 
 impl Store {
+    /// The partition batch `id` lives in: its id's, or for a flow its
+    /// parent's (the parent is pushed there when the flow fires).
+    pub(crate) fn batch_home(&self, id: &str) -> usize {
+        self.part_of(id.strip_prefix(crate::flow::FLOW_MARK).unwrap_or(id))
+    }
+
     /// Batch `id`'s hash as stored (empty: no such batch). One HGETALL of
     /// a hash of fixed fields.
     pub(crate) async fn batch_fields(&self, id: &str) -> Result<BTreeMap<String, String>> {
-        let part = &self.parts()[self.part_of(id)];
+        let part = &self.parts()[self.batch_home(id)];
         let mut cmd = redis::cmd("HGETALL");
         cmd.arg(part.batch(id));
         self.redis
@@ -181,6 +220,7 @@ impl Store {
                     batch: get(note_field::BATCH),
                     id: get(note_field::ID),
                     outcome: get(note_field::OUTCOME),
+                    result: get(note_field::RESULT),
                     entry,
                 }
             })
@@ -225,6 +265,38 @@ impl Store {
                     .map(|(b, id)| (b.to_owned(), id.to_owned()))
             })
             .collect())
+    }
+
+    /// Batch `id`'s members' ids (kept after a cancel for the retention;
+    /// gone once it fired). One HKEYS, bounded by the members (a flow's:
+    /// [`crate::flow::MAX_FLOW_CHILDREN`]).
+    pub(crate) async fn batch_members(&self, id: &str) -> Result<Vec<String>> {
+        let part = &self.parts()[self.batch_home(id)];
+        let mut cmd = redis::cmd("HKEYS");
+        cmd.arg(part.batch_members(id));
+        self.redis
+            .call("batch", cmd.query_async(&mut self.redis.conn()))
+            .await
+    }
+
+    /// Whether each of `ids` is the parent of a flow (kept or waiting).
+    /// One EXISTS per id, one round trip per partition.
+    pub(crate) async fn flows_exist(&self, ids: &[String]) -> Result<Vec<bool>> {
+        let mut found = std::collections::HashMap::new();
+        for (part, ids) in self.by_partition(ids) {
+            let keys = &self.parts()[part];
+            let mut pipe = redis::pipe();
+            for id in &ids {
+                pipe.cmd("EXISTS")
+                    .arg(keys.batch(&crate::flow::flow_batch_id(id)));
+            }
+            let rows: Vec<bool> = self
+                .redis
+                .call("flows_exist", pipe.query_async(&mut self.redis.conn()))
+                .await?;
+            found.extend(ids.into_iter().cloned().zip(rows));
+        }
+        Ok(ids.iter().map(|id| found.get(id) == Some(&true)).collect())
     }
 
     /// The batch each of `ids` carries (None: no such job, or one of no

@@ -261,6 +261,11 @@ pub mod field {
     pub const SEQ: &str = "i";
     /// The batch the job belongs to; absent on other jobs.
     pub const BATCH: &str = "y";
+    /// A flow's parent (see [`crate::flow`]): its children's outcomes and
+    /// results (a JSON object by child id), written when its children are
+    /// done; absent on other jobs. Read by a pop and a job's own read, as
+    /// a result is, never by a listing.
+    pub const CHILDREN: &str = "j";
 
     /// Every field but BODY and RESULT: what a listing reads first (a body
     /// is read only if it fits the page, see `store::read`; a result, up to
@@ -335,6 +340,10 @@ pub mod event {
     pub const BATCH_CLOSED: &str = "batch_closed";
     pub const BATCH_FIRED: &str = "batch_fired";
     pub const BATCH_CANCELLED: &str = "batch_cancelled";
+    /// Flows: a parent was taken in and waits for its children (`i` its
+    /// id, `q` its topic). When they are done it is pushed (pushed, fired)
+    /// or, a child having died under `fail`, it dies (pushed, dead).
+    pub const WAITING: &str = "waiting";
 }
 
 /// Fields of a recurring schedule's hash (`{p}:recur:<name>`).

@@ -56,6 +56,7 @@ const HELPERS: &[(&str, &str)] = &[
     ("lib/running", include_str!("lib/running.lua")),
     ("lib/job", include_str!("lib/job.lua")),
     ("lib/batches", include_str!("lib/batches.lua")),
+    ("lib/flows", include_str!("lib/flows.lua")),
 ];
 
 /// Every transition, one script each, by its type's definition: a

@@ -59,7 +59,8 @@
 -- Returns { DONE, now_us, held, retry_ms, ungranted, again, n, then per job (n):
 --           id, topic, body, token, due_ms, attempts, lease_until_ms, then
 --           per job with trace context: its place k (1..n), traceparent,
---           tracestate ("" when none) }: a plain job's reply carries no
+--           tracestate ("" when none); per flow parent: -k, its
+--           children's outcomes (JSON), "" }: a plain job's reply carries no
 --           empty trace values (each value costs Redis its encoding); held:
 --           ready jobs a rate limit kept back (up to the number asked for),
 --           retry_ms: when the limit lets the next one out (0: not held);
@@ -97,7 +98,8 @@ local bytes = 0
 local HEADER = 7
 local PER_JOB = 7
 local jobs = { DONE, now, 0, 0, 0, 0, 0 }
--- Trace context of the jobs that have one: k, traceparent, tracestate.
+-- Trace context of the jobs that have one: k, traceparent, tracestate;
+-- a flow parent's children: -k, their outcomes, "".
 local traces = {}
 local got, held, retry, ungranted = 0, 0, 0, 0
 local stale = 0
@@ -133,7 +135,7 @@ for i = 6, #ARGV do
     local id = LISTS.take(topic, at)
     if id == nil then break end
     local f = id and redis.call('HMGET', job_key(id), STATE, TOPIC, BODY, TTR, DUE, ATTEMPTS,
-      TRACEPARENT, TRACESTATE, PRIORITY, GROUP)
+      TRACEPARENT, TRACESTATE, PRIORITY, GROUP, BATCH.CHILDREN)
     if not f or not LISTS.live(at, f[1], f[2], topic, f[9], f[10]) then
       -- Stale (see LISTS.take), or a group that may not hand out left the
       -- rotation: skipped, a bounded number per call.
@@ -174,6 +176,13 @@ for i = 6, #ARGV do
         traces[#traces + 1] = got
         traces[#traces + 1] = f[7]
         traces[#traces + 1] = f[8] or ''
+      end
+      -- A flow's parent: its children's outcomes, counted in the bytes.
+      if f[11] then
+        traces[#traces + 1] = -got
+        traces[#traces + 1] = f[11]
+        traces[#traces + 1] = ''
+        bytes = bytes + #f[11]
       end
       took = took + 1
       bytes = bytes + #f[3]

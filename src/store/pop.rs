@@ -103,7 +103,8 @@ pub(crate) struct Popped {
 
 /// The reply: Redis time (us), what was held back, the number of jobs n,
 /// seven values per job, then three per job with trace context (its place
-/// 1..n, traceparent, tracestate).
+/// 1..n, traceparent, tracestate) and per flow parent (minus its place,
+/// its children's outcomes, "").
 fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
     if status != Status::Done {
         return Err(Error::protocol("pop", format!("status {status:?}")));
@@ -134,16 +135,22 @@ fn decode((status, mut f): (Status, Fields)) -> Result<Popped> {
             lease_until_ms: f.int()?,
             traceparent: None,
             tracestate: None,
+            children: None,
         });
     }
     while f.left() > 0 {
         let k = f.int()?;
-        let d = usize::try_from(k - 1)
+        let d = usize::try_from(k.abs() - 1)
             .ok()
             .and_then(|i| deliveries.get_mut(i))
             .ok_or_else(|| bad(f.left()))?;
-        d.traceparent = Some(f.string()?).filter(|s| !s.is_empty());
-        d.tracestate = Some(f.string()?).filter(|s| !s.is_empty());
+        if k < 0 {
+            d.children = Some(crate::job::children_of(&f.string()?));
+            f.string()?;
+        } else {
+            d.traceparent = Some(f.string()?).filter(|s| !s.is_empty());
+            d.tracestate = Some(f.string()?).filter(|s| !s.is_empty());
+        }
     }
     Ok(Popped {
         now_us: popped_at_us,

@@ -101,12 +101,11 @@ for j = 1, n do
       if refused == nil then refused = G.refusal() or false end
       if refused then return invalid('job ' .. j .. ': ' .. refused) end
     end
-    -- Batches: the batch's id as batch ids are checked (1 to MAX_ID_BYTES,
-    -- no control character); a job of a batch is only ever created (its
+    -- Batches: the batch's id as batch ids are checked (BATCH.valid_id: a
+    -- flow's, or 1 to MAX_ID_BYTES, no control character); a job of a batch is only ever created (its
     -- batch's home took its id in first), never replaces nor dedups.
     local b = x.batch
-    if b ~= nil and (type(b) ~= 'string' or #b < 1 or #b > BATCH.MAX_ID_BYTES or string.find(b, '%c')
-      or ARGV[a + 9] ~= 'keep' or x.dedup ~= nil) then
+    if b ~= nil and (not BATCH.valid_id(b) or ARGV[a + 9] ~= 'keep' or x.dedup ~= nil) then
       return invalid('job ' .. j .. ': batch must be 1 to ' .. BATCH.MAX_ID_BYTES .. ' bytes without control characters, pushed in keep mode without dedup')
     end
     extras[j] = x

@@ -83,6 +83,9 @@ fn decode_job(
         result: f
             .remove(field::RESULT)
             .map(|p| serde_json::from_str(&p).unwrap_or(serde_json::Value::String(p))),
+        children: f
+            .remove(field::CHILDREN)
+            .map(|c| crate::job::children_of(&c)),
         body_left_out: None,
     }))
 }

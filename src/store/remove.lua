@@ -122,7 +122,7 @@ for j = 1, n do
       -- A result travels in the event's error field (as a progress does).
       if EVENTS > 0 then EVENT.emit(EV_FINISHED, id, topic, nil, nil, result) end
       -- Batches: a note for the batch's home (a job of none: no call).
-      if f[8] then BATCH.left(id, f[8], BATCH.O_FINISHED) end
+      if f[8] then BATCH.left(id, f[8], BATCH.O_FINISHED, result) end
       if unleases and state == RESERVED and not f[7] then
         unleases[#unleases + 1] = id
         COUNT.move(topic, RESERVED, nil)

@@ -35,6 +35,8 @@
 //!
 //! - [`batches`]: batches of jobs and their callback, pushed once after the
 //!   last job's outcome, across partitions and instances; [`batches::http`].
+//! - [`flows`]: a parent that waits for its children (a tree), their
+//!   results handed to it; a dead child fails it or not; cancel down the tree.
 //! - [`results`]: a job's result, carried by its finish, bounded, kept on
 //!   its finished record (or for the result retention), read back;
 //!   [`results::work`] `delayq work`'s from a command's output or its own
@@ -124,6 +126,7 @@ mod events_canary;
 mod failover;
 mod fault_suite;
 mod faults;
+mod flows;
 mod groups;
 mod history;
 mod horizon;

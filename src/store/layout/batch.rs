@@ -22,6 +22,9 @@ pub mod batch_kind {
     /// `{h}:breserved`: `<batch>\n<id>` -> when the home took it in (ms),
     /// until its pusher confirms the push (or the relay finds the job).
     pub const RESERVED: &str = "breserved";
+    /// `{h}:bk:<flow>`: a flow's children's results, child id -> its
+    /// result (JSON), as their notes brought them (flows only).
+    pub const RESULTS: &str = "bk:";
     /// `{p}:notes`: the partition's notes stream (fields in
     /// [`super::note_field`]), until the relay has carried them home.
     pub const NOTES: &str = "notes";
@@ -45,6 +48,22 @@ pub mod batch_field {
     pub const CALLBACK_TTR: &str = "cr";
     pub const CALLBACK_RETRY: &str = "cp";
     pub const CALLBACK_MAX: &str = "cm";
+    /// Flows only: the parent's delay after its release (ms), priority,
+    /// tags (newline-separated); absent when none.
+    pub const CALLBACK_DELAY: &str = "cd";
+    pub const CALLBACK_PRIORITY: &str = "co";
+    pub const CALLBACK_TAGS: &str = "ct";
+    /// Flows only: the flow (its batch id) whose child this flow's parent
+    /// is; absent on a tree's root.
+    pub const UPPER: &str = "u";
+    /// Flows only: what a dead child does: `fail` (the parent dies at
+    /// once) or `ignore` (it counts as settled).
+    pub const CHILD_DEAD: &str = "k";
+    /// Flows only: bytes of children's results kept (at most
+    /// [`crate::flow::MAX_CHILDREN_RESULTS_BYTES`]).
+    pub const RESULT_BYTES: &str = "rb";
+    /// Flows only: the dead child that failed the parent.
+    pub const FAILED_BY: &str = "fb";
     /// Jobs taken in, and how many of them finished, died, were deleted.
     pub const JOBS: &str = "n";
     pub const FINISHED: &str = "f";
@@ -79,11 +98,22 @@ pub mod outcome {
     pub const PENDING: &str = "p";
 }
 
+/// A flow's child's outcome as its parent is handed it (field
+/// [`super::field::CHILDREN`]; `crate::ChildOutcome`).
+pub mod child_outcome {
+    pub const FINISHED: &str = "finished";
+    pub const DEAD: &str = "dead";
+    pub const DELETED: &str = "deleted";
+    pub const PENDING: &str = "pending";
+}
+
 /// Fields of a note (`{p}:notes`).
 pub mod note_field {
     pub const BATCH: &str = "b";
     pub const ID: &str = "i";
     pub const OUTCOME: &str = "o";
+    /// Flows only: a finished child's result (JSON), for its parent.
+    pub const RESULT: &str = "r";
 }
 
 /// Batches' names, as fields of one Lua table `BATCH`: the library is near
@@ -104,6 +134,21 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("CALLBACK_TTR", batch_field::CALLBACK_TTR),
     ("CALLBACK_RETRY", batch_field::CALLBACK_RETRY),
     ("CALLBACK_MAX", batch_field::CALLBACK_MAX),
+    ("CALLBACK_DELAY", batch_field::CALLBACK_DELAY),
+    ("CALLBACK_PRIORITY", batch_field::CALLBACK_PRIORITY),
+    ("CALLBACK_TAGS", batch_field::CALLBACK_TAGS),
+    ("UPPER", batch_field::UPPER),
+    ("CHILD_DEAD", batch_field::CHILD_DEAD),
+    ("RESULT_BYTES", batch_field::RESULT_BYTES),
+    ("FAILED_BY", batch_field::FAILED_BY),
+    ("RESULTS_KEY", batch_kind::RESULTS),
+    ("CHILDREN", super::field::CHILDREN),
+    ("N_RESULT", note_field::RESULT),
+    ("EV_WAITING", super::event::WAITING),
+    ("CHILD_FINISHED", child_outcome::FINISHED),
+    ("CHILD_DEAD_NAME", child_outcome::DEAD),
+    ("CHILD_DELETED", child_outcome::DELETED),
+    ("CHILD_PENDING", child_outcome::PENDING),
     ("JOBS", batch_field::JOBS),
     ("FINISHED", batch_field::FINISHED),
     ("DEAD", batch_field::DEAD),
@@ -134,8 +179,12 @@ pub(super) fn lua_table() -> String {
     for (name, value) in LUA_NAMES {
         out.push_str(&format!("{name} = '{value}', "));
     }
+    // A flow's batch id is its parent's id after this byte (see
+    // crate::flow): no batch id given by a user holds a control character.
     out.push_str(&format!(
-        "MAX_ID_BYTES = {} }}\n",
+        "FLOW_MARK = '\\{}', MAX_RESULTS_BYTES = {}, MAX_ID_BYTES = {} }}\n",
+        crate::flow::FLOW_MARK as u32,
+        crate::flow::MAX_CHILDREN_RESULTS_BYTES,
         crate::batch::MAX_BATCH_ID_BYTES
     ));
     out

@@ -12,7 +12,22 @@
 -- where batch_note.lua counts each member's outcome once, however often a
 -- note arrives.
 
+-- A flow (src/flow.rs) is a batch whose id is its parent's id after
+-- BATCH.FLOW_MARK (a byte no batch id given by a user holds), whose
+-- callback is the parent itself, and whose notes carry results.
+
 function BATCH.key(b) return P .. BATCH.KEY .. b end
+function BATCH.results_key(b) return P .. BATCH.RESULTS_KEY .. b end
+function BATCH.is_flow(b) return string.byte(b, 1) == 1 end
+
+-- A batch id as a job may carry it: a flow's (the mark, then a job id
+-- without control characters), or 1 to MAX_ID_BYTES without them.
+function BATCH.valid_id(b)
+  if type(b) ~= 'string' then return false end
+  local s, most = b, BATCH.MAX_ID_BYTES
+  if BATCH.is_flow(b) then s, most = string.sub(b, 2), 4096 end
+  return #s >= 1 and #s <= most and not string.find(s, '%c')
+end
 function BATCH.members_key(b) return P .. BATCH.MEMBERS_KEY .. b end
 function BATCH.live_key(b) return P .. BATCH.LIVE_KEY .. b end
 
@@ -26,11 +41,18 @@ end
 -- home, and out of the live index unless dead (a dead job is still there,
 -- and a cancel leaves it). One XADD (and a ZREM) per job of a batch; a
 -- job of none pays nothing but the field in its caller's HMGET.
-function BATCH.left(id, b, outcome)
+-- A flow's child that finished with a `result` carries it home for its
+-- parent (one field more in its note).
+function BATCH.left(id, b, outcome, result)
   if not b then return end
   if outcome ~= BATCH.O_DEAD then redis.call('ZREM', BATCH.live_key(b), id) end
-  redis.call('XADD', P .. BATCH.NOTES_KEY, '*',
-    BATCH.N_BATCH, b, BATCH.N_ID, id, BATCH.N_OUTCOME, outcome)
+  if result and BATCH.is_flow(b) then
+    redis.call('XADD', P .. BATCH.NOTES_KEY, '*',
+      BATCH.N_BATCH, b, BATCH.N_ID, id, BATCH.N_OUTCOME, outcome, BATCH.N_RESULT, result)
+  else
+    redis.call('XADD', P .. BATCH.NOTES_KEY, '*',
+      BATCH.N_BATCH, b, BATCH.N_ID, id, BATCH.N_OUTCOME, outcome)
+  end
   -- The wrapper publishes one notice a call (src/store/library.rs).
   BATCH.noted = true
 end
@@ -50,8 +72,11 @@ local COUNT_OF = {
 -- (its members are gone). `calls`: the call's table of
 -- batches seen, whose state is read once a call and whose count changes
 -- gather there until BATCH.write_counts. Returns true if a count changed.
--- Cost: one HGET and at most one HSET a note, one HGET a batch a call.
-function BATCH.apply(b, id, outcome, calls)
+-- A flow's finished child's `result` ("" none) is kept for its parent
+-- while the flow's results stay within MAX_RESULTS_BYTES (past it, the
+-- child's outcome only). Cost: one HGET and at most one HSET a note (two
+-- with a result), one HGET a batch a call (two for a flow with results).
+function BATCH.apply(b, id, outcome, calls, result)
   local c = calls[b]
   if not c then
     local st = redis.call('HGET', BATCH.key(b), BATCH.STATE)
@@ -71,6 +96,16 @@ function BATCH.apply(b, id, outcome, calls)
   end
   redis.call('HSET', mk, id, outcome)
   d[field] = (d[field] or 0) + 1
+  if result and result ~= '' and outcome == BATCH.O_FINISHED and BATCH.is_flow(b) then
+    if not c.bytes then
+      c.bytes = tonumber(redis.call('HGET', BATCH.key(b), BATCH.RESULT_BYTES)) or 0
+    end
+    if c.bytes + #result <= BATCH.MAX_RESULTS_BYTES then
+      redis.call('HSET', BATCH.results_key(b), id, result)
+      c.bytes = c.bytes + #result
+      d[BATCH.RESULT_BYTES] = (d[BATCH.RESULT_BYTES] or 0) + #result
+    end
+  end
   return true
 end
 
@@ -93,7 +128,8 @@ end
 -- `on` finished, none is dead. The callback job (its id, topic, ttr and
 -- retries fixed at creation) is made ready now, its body a JSON report:
 -- {"batch", "jobs", "finished", "dead", "deleted", and "body": the body
--- given at creation, if one was}. The batch becomes fired in the same
+-- given at creation, if one was}. A flow's callback is its parent
+-- (BATCH.release, lib/flows.lua). The batch becomes fired in the same
 -- step, its members' outcomes go, and its hash stays for `retention_ms`.
 -- Returns true if it fired. Cost: one HMGET, then (firing) a push's writes.
 -- Events: batch_fired (the report as its error field), and the callback
@@ -102,27 +138,35 @@ function BATCH.fire_if_done(b, now_ms, retention_ms)
   local key = BATCH.key(b)
   local f = redis.call('HMGET', key, BATCH.STATE, BATCH.ON, BATCH.JOBS, BATCH.FINISHED,
     BATCH.DEAD, BATCH.DELETED, BATCH.CALLBACK_ID, BATCH.CALLBACK_TOPIC, BATCH.CALLBACK_BODY,
-    BATCH.CALLBACK_TTR, BATCH.CALLBACK_RETRY, BATCH.CALLBACK_MAX)
+    BATCH.CALLBACK_TTR, BATCH.CALLBACK_RETRY, BATCH.CALLBACK_MAX, BATCH.CHILD_DEAD)
   if f[1] ~= BATCH.CLOSED then return false end
   local n, finished, dead, deleted = counts(f)
-  if finished + dead + deleted < n then return false end
-  if f[2] == BATCH.ON_FINISHED and dead > 0 then return false end
-  local report = { batch = b, jobs = n, finished = finished, dead = dead, deleted = deleted }
-  if f[9] and f[9] ~= '' then report.body = f[9] end
-  local id, topic = f[7], f[8]
-  local body = cjson.encode(report)
-  local _, due, put = JOB.upsert(id, topic, body, f[10], now_ms,
-    f[11] or '', f[12] or '0', 'keep', nil, true)
-  if EVENTS > 0 then EVENT.emit(BATCH.EV_FIRED, b, topic, 0, now_ms, body) end
-  if put then
-    LISTS.notify(topic, 1)
-    if EVENTS > 0 then
-      EVENT.emit(EV_PUSHED, id, topic, 0, due)
-      EVENT.emit(EV_FIRED, id, topic, 0, due)
+  -- A flow whose dead child fails its parent does not wait for the rest.
+  local failed = f[13] == 'fail' and dead > 0
+  if not failed then
+    if finished + dead + deleted < n then return false end
+    if f[2] == BATCH.ON_FINISHED and dead > 0 then return false end
+  end
+  if f[13] then
+    BATCH.release(b, f, now_ms, failed)
+  else
+    local report = { batch = b, jobs = n, finished = finished, dead = dead, deleted = deleted }
+    if f[9] and f[9] ~= '' then report.body = f[9] end
+    local id, topic = f[7], f[8]
+    local body = cjson.encode(report)
+    local _, due, put = JOB.upsert(id, topic, body, f[10], now_ms,
+      f[11] or '', f[12] or '0', 'keep', nil, true)
+    if EVENTS > 0 then EVENT.emit(BATCH.EV_FIRED, b, topic, 0, now_ms, body) end
+    if put then
+      LISTS.notify(topic, 1)
+      if EVENTS > 0 then
+        EVENT.emit(EV_PUSHED, id, topic, 0, due)
+        EVENT.emit(EV_FIRED, id, topic, 0, due)
+      end
     end
   end
   redis.call('HSET', key, BATCH.STATE, BATCH.FIRED, BATCH.ENDED_AT, now_ms)
-  redis.call('DEL', BATCH.members_key(b))
+  redis.call('DEL', BATCH.members_key(b), BATCH.results_key(b))
   redis.call('PEXPIRE', key, retention_ms)
   return true
 end

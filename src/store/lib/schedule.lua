@@ -328,6 +328,10 @@ function JOB.upsert(id, topic, body, ttr, due, retry, max, mode, extra, at_once)
       fields[#fields + 1] = BATCH.FIELD; fields[#fields + 1] = extra.batch
       BATCH.join(id, extra.batch)
     end
+    -- Flows: a parent released carries its children's outcomes.
+    if extra and extra.children then
+      fields[#fields + 1] = BATCH.CHILDREN; fields[#fields + 1] = extra.children
+    end
     redis.call('HSET', job, unpack(fields))
   end
   COUNT.add(DELAYED, topic, 1)

@@ -117,7 +117,7 @@ async fn twenty_thousand_batches_open_at_once_fire_once_each_in_bounded_relay_ca
     let relays: Vec<(usize, i64)> = log
         .iter()
         .filter(|(_, a)| a.len() > 1 && a[0] == "fcall" && a[1].starts_with("dq_batch_note_"))
-        .map(|(us, a)| ((argc(a) - 6) / 3, *us))
+        .map(|(us, a)| ((argc(a) - 6) / 4, *us))
         .collect();
     let notes: usize = relays.iter().map(|r| r.0).sum();
     let most = relays.iter().map(|r| r.0).max().unwrap_or(0);
