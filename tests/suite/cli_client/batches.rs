@@ -40,6 +40,13 @@ async fn a_batch_made_from_the_command_line_fires_once_its_jobs_finish() {
         .await;
         assert!(ok, "{err}");
     }
+    // A job's text names its batch, as its JSON does.
+    let (ok, out, err) = delayq_cli(b, &["get", "order-1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().any(|l| l.trim_start() == "batch: sale-7"),
+        "{out}"
+    );
     let (ok, out, err) = delayq_cli(b, &["batch", "get", "sale-7"]).await;
     assert!(ok, "{err}");
     assert!(out.contains("state: open"), "{out}");
