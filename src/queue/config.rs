@@ -74,7 +74,8 @@ pub struct Config {
     /// How long a job finished with a result keeps it in a topic that
     /// keeps no finished records (with a window, the result stays as long
     /// as the record): a record read by [`Queue::get`](super::Queue::get),
-    /// not listed nor counted. 1 ms to a year; default
+    /// not listed nor counted; also how long a batch that fired or was
+    /// cancelled stays readable. 1 ms to a year; default
     /// [`RESULT_RETENTION`](defaults::RESULT_RETENTION), 24 h.
     pub result_retention: Duration,
     /// Write the event stream (pushed, fired, delivered, finished, failed,

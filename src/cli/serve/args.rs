@@ -232,7 +232,8 @@ pub struct ServeArgs {
 
     /// How long a job finished with a result keeps it in a topic that
     /// keeps no finished records (GET /v1/jobs/{id} reads it; not listed
-    /// nor counted): 1ms to 365d.
+    /// nor counted), and how long a batch that fired or was cancelled
+    /// stays readable (then its id is free): 1ms to 365d.
     #[arg(long, env = "DELAYQ_RESULT_RETENTION", default_value = defaults::RESULT_RETENTION.text, value_parser = result_retention)]
     pub(super) result_retention: Duration,
 

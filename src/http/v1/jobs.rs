@@ -147,7 +147,8 @@ fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
 }
 
 /// A push's result as the API reports it: 201 created, 200 replaced, 409
-/// when the id exists and `if_exists` is keep. Deduplicated and debounced
+/// when the id exists and `if_exists` is keep (or it is a member of the
+/// push's batch, pending). Deduplicated and debounced
 /// are 200 with the key's job id: what a dedup push asks for happened, and
 /// the caller learns which job stands for it (a 409 names the caller's own
 /// id, which a dedup push need not have).
@@ -158,14 +159,19 @@ fn pushed(job: &NewJob, pushed: Pushed) -> ApiResult<(StatusCode, PushedBody)> {
         PushOutcome::Deduplicated => (StatusCode::OK, Outcome::Deduplicated),
         PushOutcome::Debounced => (StatusCode::OK, Outcome::Debounced),
         PushOutcome::Kept => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "exists",
-                format!(
+            // A job of a batch is pushed with keep whatever if_exists says,
+            // and only a member still pending comes back kept.
+            let why = match &job.batch {
+                Some(batch) => format!(
+                    "job {:?} is already in batch {batch:?}, pending (due at {} ms); nothing changed",
+                    job.id, pushed.due_ms
+                ),
+                None => format!(
                     "job {:?} exists (due at {} ms) and if_exists is keep; nothing changed",
                     job.id, pushed.due_ms
                 ),
-            ))
+            };
+            return Err(ApiError::new(StatusCode::CONFLICT, "exists", why));
         }
     };
     Ok((
@@ -184,7 +190,7 @@ fn pushed(job: &NewJob, pushed: Pushed) -> ApiResult<(StatusCode, PushedBody)> {
     responses(
         (status = 201, description = "Created", body = PushedBody),
         (status = 200, description = "Replaced an existing job with the same id, or deduplicated or debounced by the dedup key (id: the key's job)", body = PushedBody),
-        (status = 409, description = "The id exists and if_exists is keep (exists)", body = ErrorReply),
+        (status = 409, description = "The id exists and if_exists is keep, or is already in the job's batch, pending (exists)", body = ErrorReply),
     ))]
 pub(super) async fn push_one(
     State(state): State<AppState>,

@@ -85,6 +85,41 @@ async fn refusals_over_http_name_the_problem_and_leave_nothing() {
     assert_eq!(r["jobs"]["rejected"], 1);
     assert_eq!(r["jobs"]["results"][1]["status"], 422);
     assert_eq!(r["batch"]["state"], "open");
+    // A member pushed again while pending (a retry after a lost reply):
+    // 409 saying so, in either path, and still one member.
+    let (s, r) = post(
+        "/v1/jobs",
+        json!({"id": "j1", "topic": "t", "body": "new", "batch": "b1"}),
+    )
+    .await;
+    let said = r["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        (s, r["error"]["code"].as_str()),
+        (409, Some("exists")),
+        "{r}"
+    );
+    assert!(
+        said.contains("already in batch \"b1\", pending") && !said.contains("if_exists"),
+        "{said}"
+    );
+    let (s, r) = post(
+        "/v1/batches/b1/jobs",
+        json!({"jobs": [{"id": "j1", "topic": "t", "body": "new"}]}),
+    )
+    .await;
+    assert_eq!((s, r["rejected"].as_u64()), (200, Some(1)), "{r}");
+    assert_eq!(r["results"][0]["status"], 409, "{r}");
+    assert!(
+        r["results"][0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already in batch \"b1\", pending")),
+        "{r}"
+    );
+    assert_eq!(get_json(base, "/v1/jobs/j1").await.1["body"], "");
+    assert_eq!(get_json(base, "/v1/batches/b1").await.1["jobs"], 1);
     // Push the rest, close.
     let (s, r) = post(
         "/v1/batches/b1/jobs",

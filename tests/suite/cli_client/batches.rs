@@ -40,6 +40,13 @@ async fn a_batch_made_from_the_command_line_fires_once_its_jobs_finish() {
         .await;
         assert!(ok, "{err}");
     }
+    // A job's text names its batch, as its JSON does.
+    let (ok, out, err) = delayq_cli(b, &["get", "order-1"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().any(|l| l.trim_start() == "batch: sale-7"),
+        "{out}"
+    );
     let (ok, out, err) = delayq_cli(b, &["batch", "get", "sale-7"]).await;
     assert!(ok, "{err}");
     assert!(out.contains("state: open"), "{out}");
@@ -252,4 +259,23 @@ async fn batch_commands_name_what_is_wrong_and_change_nothing() {
     .await;
     assert!(!ok && err.contains("201 bytes"), "{err}");
     s.stop().await;
+}
+
+/// An ended batch is kept for the result retention: the flag's help says
+/// so, where an operator looks for it.
+#[test]
+fn the_result_retention_help_says_it_keeps_an_ended_batch_readable() {
+    let out = delayq_run(&["serve", "--help"], &[]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let from = help.find("--result-retention").expect("the flag listed");
+    let to = from + help[from..].find("[env: ").expect("its variable");
+    let text = help[from..to]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("a batch that fired or was cancelled stays readable"),
+        "{text}"
+    );
 }

@@ -14,7 +14,8 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
         b,
         &[
             "push", "--topic", "remind", "--id", "m1", "--body", "renew", "--delay", "15d",
-            "--retry", "1m,5m", "--json",
+            "--retry", "1m,5m", "--tag", "renewals", "--tag", "monthly", "--group", "acct-7",
+            "--json",
         ],
     )
     .await;
@@ -31,6 +32,10 @@ async fn the_client_subcommands_manage_jobs_and_dead_letters() {
         out.contains("state: delayed") && out.contains("body: renew"),
         "{out}"
     );
+    // Its tags and group, as its JSON has them.
+    for line in ["tags: renewals, monthly", "group: acct-7"] {
+        assert!(out.lines().any(|l| l.trim_start() == line), "{line}: {out}");
+    }
     // A time is labelled as one (its raw ms are in --json).
     assert!(
         out.lines().any(|l| l.trim_start().starts_with("due: ")) && !out.contains("due_at_ms"),
