@@ -13,6 +13,8 @@ use serde_json::json;
 
 use crate::common::*;
 
+mod faults;
+
 /// A generous bound for the relay to carry a child's end home.
 const RELEASE_WITHIN: Duration = Duration::from_secs(30);
 
@@ -24,14 +26,14 @@ fn split_queue(redis: &RedisServer, partitions: usize) -> Queue {
     .unwrap()
 }
 
-fn leaf(id: &str, topic: &str) -> NewFlow {
+pub(super) fn leaf(id: &str, topic: &str) -> NewFlow {
     NewFlow::leaf(NewJob {
         retry: one_attempt(),
         ..job(id, topic, 0, 60_000)
     })
 }
 
-fn parent(id: &str, topic: &str, children: Vec<NewFlow>) -> NewFlow {
+pub(super) fn parent(id: &str, topic: &str, children: Vec<NewFlow>) -> NewFlow {
     NewFlow {
         job: job(id, topic, 0, 60_000),
         children,

@@ -1,0 +1,181 @@
+//! Flows through faults: trees whose jobs sit on three cluster masters,
+//! the master holding parents' flows SIGKILLed while children finish
+//! (replica acks 1). Each parent is released once, never before its last
+//! child's finish was sent, with every child's result.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayq::testing::{partition_of, slot, Keys};
+use delayq::{ChildOutcome, Config, Error, NewFlow, Queue};
+use serde_json::json;
+
+use super::{leaf, parent};
+use crate::common::*;
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// What the consumers saw: when each finish was sent (the first), and
+/// each first delivery of a parent with the children it carried.
+#[derive(Default)]
+struct Seen {
+    finish_sent: HashMap<String, i64>,
+    first_delivery: HashMap<String, (i64, delayq::Children)>,
+    deliveries: HashMap<String, u32>,
+}
+
+/// Pops from every topic of the trees and finishes each job with its id
+/// as its result, through the failover (calls that fail are made again
+/// by the lease's end).
+async fn consume(q: Queue, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
+    let topics = topics(&["refund", "send", "notify", "order"]);
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(got) = q.pop_many(&topics, 50, Duration::from_millis(200)).await else {
+            continue;
+        };
+        for d in got {
+            let at = now_us();
+            {
+                let mut s = seen.lock().unwrap();
+                *s.deliveries.entry(d.id.clone()).or_default() += 1;
+                if let Some(c) = &d.children {
+                    s.first_delivery
+                        .entry(d.id.clone())
+                        .or_insert((at, c.clone()));
+                }
+                s.finish_sent.entry(d.id.clone()).or_insert(now_us());
+            }
+            match q
+                .finish_with_result(&d.id, &d.token, &json!({ "by": d.id }))
+                .await
+            {
+                Ok(()) | Err(Error::NotFound(_)) => {}
+                // Unknown or refused during the failover: the lease runs
+                // out and the job comes again.
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Tree `n`: an order with two refunds and a notice sent three ways (a
+/// parent of its own); leaves retried (a lease that runs out in the
+/// failover is an attempt), leases of 5 s.
+fn tree(n: usize) -> NewFlow {
+    let patient = |mut f: NewFlow| {
+        f.job.ttr = Duration::from_secs(5);
+        f.job.retry = None;
+        f
+    };
+    let sends: Vec<NewFlow> = (0..3)
+        .map(|i| patient(leaf(&format!("t{n}-send-{i}"), "send")))
+        .collect();
+    let kids = vec![
+        patient(leaf(&format!("t{n}-refund-0"), "refund")),
+        patient(leaf(&format!("t{n}-refund-1"), "refund")),
+        patient(parent(&format!("t{n}-notify"), "notify", sends)),
+    ];
+    patient(parent(&format!("t{n}-order"), "order", kids))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_over_cluster_masters_release_each_parent_once_through_a_master_killed() {
+    use crate::redis_cluster::TestCluster;
+    let mut cluster = TestCluster::start(3);
+    let parts = 6;
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        ..crate::cluster::cluster_config(&cluster, parts)
+    })
+    .unwrap();
+    retried("the first call", || q.check_connection()).await;
+    let flows = 8;
+    let trees: Vec<NewFlow> = (0..flows).map(tree).collect();
+    let keys = Keys::partitions("dq", parts);
+    let master = |id: &str| {
+        crate::cluster::owner_of(
+            &cluster,
+            slot(keys[partition_of(id, parts)].schedule().as_bytes()),
+        )
+    };
+    // The children of the trees, together, sit on every master.
+    let masters: std::collections::HashSet<usize> = trees
+        .iter()
+        .flat_map(|t| t.jobs())
+        .map(|n| master(&n.job.id))
+        .collect();
+    assert_eq!(masters.len(), 3, "the trees' jobs on masters {masters:?}");
+    for t in &trees {
+        retried("push_flow", || q.push_flow(t)).await;
+    }
+    // The master of the first root's flow goes down mid-way.
+    let home = master("t0-order");
+
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(consume(q.clone(), seen.clone(), stop.clone())))
+        .collect();
+    eventually(Duration::from_secs(60), "ten children finished", || async {
+        (seen.lock().unwrap().finish_sent.len() >= 10).then_some(())
+    })
+    .await;
+    cluster.nodes[home].kill();
+    eventually(Duration::from_secs(60), "a replica takes over", || async {
+        (cluster.masters().len() == 3 && cluster.settled()).then_some(())
+    })
+    .await;
+    cluster.nodes[home].restart();
+    eventually(
+        Duration::from_secs(120),
+        "every root handed out",
+        || async {
+            let s = seen.lock().unwrap();
+            (0..flows)
+                .all(|n| s.first_delivery.contains_key(&format!("t{n}-order")))
+                .then_some(())
+        },
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.await.unwrap();
+    }
+
+    let s = seen.lock().unwrap();
+    for t in &trees {
+        for p in t.jobs().into_iter().filter(|n| !n.children.is_empty()) {
+            let id = &p.job.id;
+            let (at, kids) = &s.first_delivery[id];
+            assert_eq!(kids.len(), p.children.len(), "{id}: {kids:?}");
+            for c in &p.children {
+                let k = &kids[&c.job.id];
+                assert_eq!(k.outcome, ChildOutcome::Finished, "{id}: {}", c.job.id);
+                assert_eq!(k.result, Some(json!({ "by": c.job.id })));
+                let sent = s.finish_sent[&c.job.id];
+                assert!(
+                    *at > sent,
+                    "{id} handed out at {at} us, before {}'s finish was sent at {sent} us",
+                    c.job.id
+                );
+            }
+            // Released once: a second delivery of a parent is only a
+            // lease that ran out in the failover, never a second parent.
+            let flow = q.flow(id).await.unwrap().unwrap();
+            assert_eq!(flow.state, delayq::FlowState::Released, "{id}");
+        }
+    }
+    let again: Vec<(&String, &u32)> = s.deliveries.iter().filter(|(_, n)| **n > 1).collect();
+    println!(
+        "{flows} trees of 8 jobs over 3 masters, one killed: every parent released once; delivered again (leases run out in the failover): {again:?}"
+    );
+    drop(s);
+    q.close().await;
+}
