@@ -15,9 +15,9 @@ use delayq::{BatchCallback, BatchOn, Config, Delivery, NewBatch, NewJob, Queue};
 use crate::common::{cpu, id, new_job};
 use crate::Redis;
 
-const PARTITIONS: usize = 4;
+pub(crate) const PARTITIONS: usize = 4;
 
-fn queue(redis: &Redis) -> Queue {
+pub(crate) fn queue(redis: &Redis) -> Queue {
     Queue::connect(Config {
         redis: delayq::Redis::Url(redis.url()),
         partitions: PARTITIONS,
@@ -41,7 +41,7 @@ fn batch(id: &str) -> NewBatch {
 
 /// What Redis holds for data once it holds still: used_memory less the
 /// clients' buffers, read every 200 ms until five reads agree within 2 KB.
-async fn memory_at_rest(redis: &Redis) -> f64 {
+pub(crate) async fn memory_at_rest(redis: &Redis) -> f64 {
     let read = || redis.info("memory", "used_memory") - redis.info("memory", "mem_clients_normal");
     let mut still = vec![read()];
     for _ in 0..150 {
@@ -59,7 +59,7 @@ async fn memory_at_rest(redis: &Redis) -> f64 {
 }
 
 /// Pushes `jobs`, 500 a call, 8 calls at once.
-async fn push_all(q: &Queue, jobs: &[NewJob]) {
+pub(crate) async fn push_all(q: &Queue, jobs: &[NewJob]) {
     stream::iter(jobs.chunks(500))
         .map(|chunk| async move {
             for r in q.push_many(chunk).await.expect("push_many") {
@@ -73,7 +73,7 @@ async fn push_all(q: &Queue, jobs: &[NewJob]) {
 
 /// Pops and finishes `n` jobs of `topic`, 500 a pop, two consumers; when
 /// the last finish was answered.
-async fn drain(q: &Queue, topic: &str, n: usize) -> Instant {
+pub(crate) async fn drain(q: &Queue, topic: &str, n: usize) -> Instant {
     let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
     let consumers: Vec<_> = (0..2)
         .map(|_| {
@@ -112,7 +112,7 @@ async fn drain(q: &Queue, topic: &str, n: usize) -> Instant {
 
 /// The relay's `batch_note` calls in the slowlog: how many, their notes
 /// in all, the most a call, the median and largest Redis time (us).
-async fn relay_calls(redis: &Redis) -> (usize, usize, usize, i64, i64) {
+pub(crate) async fn relay_calls(redis: &Redis) -> (usize, usize, usize, i64, i64) {
     let log: Vec<redis::Value> = redis.cmd(&["SLOWLOG", "GET", "-1"]).await;
     let mut calls: Vec<(usize, i64)> = Vec::new();
     for entry in &log {
@@ -139,7 +139,8 @@ async fn relay_calls(redis: &Redis) -> (usize, usize, usize, i64, i64) {
             .and_then(|a| a.strip_suffix(" more arguments)"))
             .and_then(|n| n.parse::<usize>().ok());
         let argc = more.map_or(text.len(), |m| text.len() - 1 + m);
-        calls.push(((argc - 6) / 3, *us));
+        // Four values a note: batch, job id, outcome, result.
+        calls.push(((argc - 6) / 4, *us));
     }
     let mut times: Vec<i64> = calls.iter().map(|c| c.1).collect();
     times.sort_unstable();
@@ -152,7 +153,7 @@ async fn relay_calls(redis: &Redis) -> (usize, usize, usize, i64, i64) {
     )
 }
 
-async fn arm_slowlog(redis: &Redis) {
+pub(crate) async fn arm_slowlog(redis: &Redis) {
     for (k, v) in [
         ("slowlog-max-len", "100000"),
         ("slowlog-log-slower-than", "1000"),

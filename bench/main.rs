@@ -52,6 +52,8 @@
 //! BullMQ; `--idle-secs N` sets the window, 600 by default).
 //! `--only batches`: a batch of 100,000 jobs beside plain jobs, and
 //! 100,000 batches of one job ([`batches`]).
+//! `--only flows`: a parent of 10,000 children, and 100 parents of 100
+//! under a root, beside plain jobs ([`flows`]).
 //!
 //! One module per scenario ([`adds`], [`http_push`], [`memory`],
 //! [`lifecycle`], [`lateness`], [`http_lateness`], [`cluster`], [`sidecars`], [`refresh`]: a dashboard
@@ -64,6 +66,7 @@ mod burst;
 mod cluster;
 mod common;
 mod evalsha;
+mod flows;
 mod groups;
 mod http_lateness;
 mod http_push;
@@ -188,6 +191,9 @@ async fn main() {
     }
     if let Some(n) = o.batches {
         batches::run(n).await;
+    }
+    if let Some(n) = o.flows {
+        flows::run(n).await;
     }
     if let Some(with_bullmq) = o.idle {
         let node = node_here();

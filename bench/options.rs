@@ -1,7 +1,7 @@
 //! The command line: which systems and scenarios, and how big.
 
 /// What `--help` prints.
-const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|replica-acks|groups|batches]
+const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --smoke] [--only delayq|bullmq|apalis|cluster|refresh|sidecars|burst|memory|scale|http-lateness|idle|evalsha|replica-acks|groups|batches|flows]
                                        [--repeats N] [--pending 0,100000,1000000] [--scale-burst N] [--settle-rewrites] [--idle-secs N]
   --quick            small counts, one repeat
   --smoke            tiny counts: checks the harness, not the speed
@@ -33,6 +33,9 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
                      lateness, delayq grouped and not, and plain BullMQ; --only groups-delayq: no BullMQ)
                      or batches (a batch of 100,000 jobs beside 100,000 plain jobs, then 100,000 batches of one
                      job: Redis CPU and memory per job, last finish to callback, the relay's costly calls)
+                     or flows (a parent of 10,000 children, 100 parents of 100 under a root, a parent whose
+                     children finish with results, beside plain jobs: Redis CPU and memory per job, last
+                     child's finish to the parent popped)
   --repeats N        runs of every scenario (medians are shown); default 3
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
@@ -109,6 +112,8 @@ pub(crate) struct Options {
     pub(crate) replica_acks: bool,
     /// Run the batches scenario with this many jobs (and batches).
     pub(crate) batches: Option<usize>,
+    /// Run the flows scenario with this many children.
+    pub(crate) flows: Option<usize>,
     pub(crate) http_flow: crate::http_lateness::Flow,
     /// `--pending` was given (the burst then loads those; 0 otherwise).
     pub(crate) pending_given: bool,
@@ -138,6 +143,7 @@ pub(crate) fn options() -> Options {
         evalsha: false,
         replica_acks: false,
         batches: None,
+        flows: None,
         burst_jobs: 20_000,
         memory: Some(true),
         scale: None,
@@ -276,12 +282,16 @@ pub(crate) fn options() -> Options {
                         o.batches = Some(if smoke_run { 2_000 } else { 100_000 });
                         (vec![], false, false)
                     }
+                    Some("flows") => {
+                        o.flows = Some(if smoke_run { 1_000 } else { 10_000 });
+                        (vec![], false, false)
+                    }
                     Some("http-lateness") => {
                         o.http_lateness = true;
                         (vec![], false, false)
                     }
                     other => panic!(
-                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|burst-webhook|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq|batches, not {other:?}"
+                    "--only delayq|bullmq|apalis|cluster|refresh|sidecars|sidecars-delayq|burst|burst-delayq|burst-webhook|memory|memory-delayq|scale|scale-delayq|http-lateness|idle|idle-delayq|evalsha|replica-acks|groups|groups-delayq|batches|flows, not {other:?}"
                 ),
                 }
             }

@@ -205,6 +205,17 @@ async fn a_dead_child_fails_its_parent_at_once_or_is_ignored_as_the_flow_says() 
     let s = pop_one(&q, "charge").await;
     q.finish(&s.id, &s.token).await.unwrap();
     none_ready(&q, "settle").await;
+    // Requeued, the failed parent runs with its children as they were.
+    assert_eq!(
+        q.requeue_dead("settle", &["settle-1".to_string()])
+            .await
+            .unwrap(),
+        1
+    );
+    let p = pop_one(&q, "settle").await;
+    assert_eq!(p.id, "settle-1");
+    assert_eq!(p.children.unwrap()[other].outcome, ChildOutcome::Pending);
+    q.finish(&p.id, &p.token).await.unwrap();
 
     // ignore: the parent runs once the rest are done.
     let d = pop_one(&q, "charge2").await;
