@@ -387,3 +387,73 @@ async fn a_flow_is_checked_whole_before_its_first_write() {
     assert_eq!(q.get("taken").await.unwrap().unwrap().topic, "t");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_is_handed_at_most_a_mebibyte_of_results_and_every_outcome() {
+    let redis = RedisServer::start();
+    let q = split_queue(&redis, 2);
+    // 17 results of 64 KiB: the 17th finished is past the 1 MiB a parent
+    // is handed, and comes as its outcome alone.
+    let n = delayq::flow::MAX_CHILDREN_RESULTS_BYTES / delayq::defaults::MAX_RESULT_BYTES + 1;
+    let kids = (0..n)
+        .map(|i| leaf(&format!("page-{i:02}"), "render"))
+        .collect();
+    q.push_flow(&parent("book-1", "bind", kids)).await.unwrap();
+    // A JSON string of 64 KiB with its quotes.
+    let text = json!("x".repeat(delayq::defaults::MAX_RESULT_BYTES - 2));
+    let mut order = Vec::new();
+    for _ in 0..n {
+        let d = pop_one(&q, "render").await;
+        q.finish_with_result(&d.id, &d.token, &text).await.unwrap();
+        order.push(d.id);
+    }
+    let p = released(&q, "bind").await;
+    let kids = p.children.unwrap();
+    assert_eq!(kids.len(), n);
+    assert!(kids.values().all(|k| k.outcome == ChildOutcome::Finished));
+    let with: Vec<&String> = kids
+        .iter()
+        .filter(|(_, k)| k.result.is_some())
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(with.len(), n - 1, "results kept: {with:?}");
+    assert!(kids[order.last().unwrap()].result.is_none());
+    q.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_pushed_with_a_waiting_parents_id_keeps_it_and_the_flow_above_goes_on() {
+    let redis = RedisServer::start();
+    let q = split_queue(&redis, 3);
+    q.push_flow(&parent(
+        "trip-1",
+        "book",
+        vec![
+            leaf("hotel-1", "reserve"),
+            parent("flights-1", "pay", vec![leaf("leg-1", "reserve")]),
+        ],
+    ))
+    .await
+    .unwrap();
+    // Someone pushes a job of their own with the waiting parent's id.
+    q.push(&job("flights-1", "other", 60_000, 60_000))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let d = pop_one(&q, "reserve").await;
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    // The other job stays as it was; the root runs, its child counted
+    // deleted (no parent was made for it).
+    let root = released(&q, "book").await;
+    let kids = root.children.unwrap();
+    assert_eq!(kids["flights-1"].outcome, ChildOutcome::Deleted);
+    assert_eq!(kids["hotel-1"].outcome, ChildOutcome::Finished);
+    let other = q.get("flights-1").await.unwrap().unwrap();
+    assert_eq!(
+        (other.topic.as_str(), other.state),
+        ("other", JobState::Delayed)
+    );
+    none_ready(&q, "pay").await;
+    q.close().await;
+}

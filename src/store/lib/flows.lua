@@ -41,7 +41,8 @@ end
 -- died and the flow says fail), made dead at once, its error naming the
 -- child. A parent that is a child of another flow carries that flow's id
 -- and tells it of its death (BATCH.left). An id in use by a job (pushed
--- outside the flow meanwhile) keeps that job, and the parent is not made.
+-- outside the flow meanwhile) keeps that job, and the parent is not made
+-- (the flow above counts it deleted).
 -- Events: pushed, then fired (or, delayed, nothing more yet) or dead.
 function BATCH.release(b, f, now_ms, failed)
   local x = redis.call('HMGET', BATCH.key(b), BATCH.CALLBACK_DELAY, BATCH.CALLBACK_PRIORITY,
@@ -56,7 +57,13 @@ function BATCH.release(b, f, now_ms, failed)
   if not failed then due = now_ms + (tonumber(x[1]) or 0) end
   local _, due, put = JOB.upsert(id, topic, f[9] or '', f[10], due,
     f[11] or '', f[12] or '0', 'keep', extra, true)
-  if not put then return end
+  if not put then
+    -- A job pushed with the parent's id meanwhile holds it: the parent is
+    -- not made, and the flow above (if any) counts it deleted rather than
+    -- wait for it.
+    BATCH.left(id, x[4] or nil, BATCH.O_DELETED)
+    return
+  end
   if EVENTS > 0 then EVENT.emit(EV_PUSHED, id, topic, 0, due) end
   if failed then
     -- Made ready above (due now): out of ready (its list entry stays,
