@@ -89,7 +89,8 @@ impl NewFlow {
         }
     }
 
-    /// Every job of the tree, parents before their children (depth first).
+    /// Every job of the tree, parents before their children, level by
+    /// level (the root, its children, then theirs).
     pub fn jobs(&self) -> Vec<&NewFlow> {
         let mut out = vec![self];
         let mut i = 0;

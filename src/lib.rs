@@ -203,3 +203,7 @@ pub struct WebhooksPageExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/batches.md")]
 pub struct BatchesPageExamples;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/flows.md")]
+pub struct FlowsPageExamples;

@@ -39,6 +39,7 @@ const APP: &str = concat!(
     include_str!("ui/app/groups.js"),
     include_str!("ui/app/jobs.js"),
     include_str!("ui/app/batches.js"),
+    include_str!("ui/app/flows.js"),
     include_str!("ui/app/server.js"),
     include_str!("ui/app.js"),
 );

@@ -16,13 +16,17 @@
 -- Touches: the batch's hash (firing: its members, the callback job).
 -- Publishes: a ready notice, firing. Helpers: BATCH.fire_if_done.
 -- A flow (lib/flows.lua) cancelled: its parent's cancelled event, and a
--- note (deleted) for the flow its parent is a child of; closed, no event.
+-- note (deleted) for the flow its parent is a child of; its children's
+-- results go (its parent never runs: kept, they would stay for ever);
+-- closed, no event.
 -- Events: batch_closed (an open batch closed), batch_cancelled; firing,
 -- batch_fired.
 --
 -- Returns { DONE, state after } or { MISSING }; { STALE, state } when the
 -- batch has fired (or, closing, was cancelled): nothing changed.
--- Cost: one HGET and one HMGET; then at most a push's writes.
+-- Cost: one HGET and one HMGET (a flow's cancel: an HGET and a DEL
+-- more, the DEL bounded by its results, at most MAX_RESULTS_BYTES); then
+-- at most a push's writes.
 -- Guarantees: one atomic step; a batch fires once, never while open; a
 -- refused call changes nothing.
 local b, what, retention = ARGV[2], ARGV[3], tonumber(ARGV[4])
@@ -46,6 +50,7 @@ if what == 'cancel' then
     local parent = string.sub(b, 2)
     if EVENTS > 0 then EVENT.emit(EV_CANCELLED, parent, topic, 0) end
     BATCH.left(parent, redis.call('HGET', key, BATCH.UPPER) or nil, BATCH.O_DELETED)
+    redis.call('DEL', BATCH.results_key(b))
   elseif EVENTS > 0 then
     EVENT.emit(BATCH.EV_CANCELLED, b, topic, 0)
   end

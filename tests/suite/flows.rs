@@ -457,3 +457,47 @@ async fn a_job_pushed_with_a_waiting_parents_id_keeps_it_and_the_flow_above_goes
     none_ready(&q, "pay").await;
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_flow_keeps_no_childrens_results() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.push_flow(&parent(
+        "report-1",
+        "report",
+        vec![leaf("part-1", "parts"), leaf("part-2", "parts")],
+    ))
+    .await
+    .unwrap();
+    let counted = |n: u64| {
+        let q = q.clone();
+        async move {
+            eventually(RELEASE_WITHIN, "the child's end counted", || async {
+                q.flow("report-1")
+                    .await
+                    .unwrap()
+                    .filter(|f| f.finished == n)
+            })
+            .await
+        }
+    };
+    // One child's result reached the flow before the cancel, one after it
+    // (a running child ends as its consumer says).
+    let early = pop_one(&q, "parts").await;
+    let late = pop_one(&q, "parts").await;
+    q.finish_with_result(&early.id, &early.token, &json!({"rows": 1}))
+        .await
+        .unwrap();
+    counted(1).await;
+    q.cancel_flow("report-1").await.unwrap();
+    q.finish_with_result(&late.id, &late.token, &json!({"rows": 2}))
+        .await
+        .unwrap();
+    assert_eq!(counted(2).await.state, FlowState::Cancelled);
+    // The parent never runs: its children's results are kept for nobody,
+    // and a key kept with no expiry would stay for ever.
+    let results = format!("{{dq}}:bk:{}", delayq::flow::flow_batch_id("report-1"));
+    let ttl: i64 = redis.cmd(&["PTTL", &results]).await;
+    assert_eq!(ttl, -2, "{results:?} kept (PTTL {ttl})");
+    q.close().await;
+}

@@ -67,6 +67,7 @@ async function route() {
     let still = true;
     if (parts[0] === "job" && parts[1]) { still = false; await jobPage(mine, parts.slice(1).join("/")); }
     else if (parts[0] === "batch" && parts[1]) await batchPage(mine, parts.slice(1).join("/"));
+    else if (parts[0] === "flow" && parts[1]) await flowPage(mine, parts.slice(1).join("/"));
     else if (parts[0] === "dead" && parts[1]) await deadPage(mine, parts[1], parts[2]);
     else if (parts[0] === "topic" && parts[1] && parts[2] === "dead") await deadPage(mine, parts[1], parts[3]);
     else if (parts[0] === "topic" && parts[1]) await topicPage(mine, parts[1], parts[2] || "delayed", parts[3]);

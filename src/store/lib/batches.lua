@@ -74,13 +74,16 @@ local COUNT_OF = {
 -- gather there until BATCH.write_counts. Returns true if a count changed.
 -- A flow's finished child's `result` ("" none) is kept for its parent
 -- while the flow's results stay within MAX_RESULTS_BYTES (past it, the
--- child's outcome only). Cost: one HGET and at most one HSET a note (two
--- with a result), one HGET a batch a call (two for a flow with results).
+-- child's outcome only), and only while the flow waits (open or closed):
+-- a cancelled flow still counts, but its parent never runs. Cost: one
+-- HGET and at most one HSET a note (two with a result), one HGET a batch
+-- a call (two for a flow with results).
 function BATCH.apply(b, id, outcome, calls, result)
   local c = calls[b]
   if not c then
     local st = redis.call('HGET', BATCH.key(b), BATCH.STATE)
-    c = { live = st ~= false and st ~= BATCH.FIRED, deltas = {} }
+    c = { live = st ~= false and st ~= BATCH.FIRED,
+      waits = st == BATCH.OPEN or st == BATCH.CLOSED, deltas = {} }
     calls[b] = c
   end
   local field = COUNT_OF[outcome]
@@ -96,7 +99,7 @@ function BATCH.apply(b, id, outcome, calls, result)
   end
   redis.call('HSET', mk, id, outcome)
   d[field] = (d[field] or 0) + 1
-  if result and result ~= '' and outcome == BATCH.O_FINISHED and BATCH.is_flow(b) then
+  if result and result ~= '' and outcome == BATCH.O_FINISHED and c.waits and BATCH.is_flow(b) then
     if not c.bytes then
       c.bytes = tonumber(redis.call('HGET', BATCH.key(b), BATCH.RESULT_BYTES)) or 0
     end

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 mod actions;
 mod batches;
+mod flows;
 mod groups;
 mod layout;
 mod views;

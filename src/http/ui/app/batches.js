@@ -64,16 +64,16 @@ Object.assign(STRINGS.zh, {
 
 // The header's finder: its field and button say what it looks for.
 function findLabels() {
-  const batch = document.getElementById("find-kind").value === "batch";
+  const kind = document.getElementById("find-kind").value;
   const input = document.getElementById("find-id");
-  input.placeholder = t(batch ? "find.batch.placeholder" : "find.placeholder");
+  input.placeholder = t(kind === "job" ? "find.placeholder" : "find." + kind + ".placeholder");
   input.setAttribute("aria-label", input.placeholder);
   document.getElementById("find-kind").setAttribute("aria-label", t("find.kind"));
-  document.querySelector("#find button").textContent = t(batch ? "find.batch.button" : "find.button");
+  document.querySelector("#find button").textContent = t(kind === "job" ? "find.button" : "find." + kind + ".button");
 }
-// Where the finder leads for `id`.
+// Where the finder leads for `id`: a job's, a batch's or a flow's page.
 function findTarget(id) {
-  return (document.getElementById("find-kind").value === "batch" ? "#/batch/" : "#/job/") + enc(id);
+  return "#/" + document.getElementById("find-kind").value + "/" + enc(id);
 }
 
 async function batchPage(mine, id) {

@@ -6,7 +6,8 @@ async function jobPage(mine, id) {
     j = await api("GET", "v1/jobs/" + enc(id));
   } catch (e) {
     if (e instanceof Unauthorized) throw e;
-    show(mine, el("h2", {}, t("job")), el("p", { class: "error", id: "job-missing" }, t("job.missing", JSON.stringify(id), e.message)));
+    const waiting = await waitingParent(id);
+    show(mine, el("h2", {}, t("job")), el("p", { class: "error", id: "job-missing" }, t("job.missing", JSON.stringify(id), e.message)), waiting);
     return;
   }
   const body = j.body || "";
@@ -29,10 +30,10 @@ async function jobPage(mine, id) {
     ["tags", "f.tags", (j.tags || []).join(", ") || t("none")],
     ["progress", "f.progress", has(j.progress) ? JSON.stringify(j.progress) : t("none")],
     ["result", "f.result", has(j.result) ? JSON.stringify(j.result) : t("none")],
-    ["batch", "f.batch", j.batch ? link("#/batch/" + enc(j.batch), j.batch) : t("none")],
+    batchField(j.batch),
   ];
   // Every other field the server sends, as it sends it (nulls left out).
-  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags", "progress", "result", "batch", "logs"]);
+  const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags", "progress", "result", "batch", "logs", "children"]);
   for (const [k, v] of Object.entries(j)) {
     if (known.has(k) || !has(v)) continue;
     const shown = typeof v === "object" ? JSON.stringify(v, (_, x) => (x === null ? undefined : x)) : String(v);
@@ -71,6 +72,7 @@ async function jobPage(mine, id) {
     el("h2", {}, t("job") + " ", el("span", { id: "job-id" }, j.id)),
     el("dl", { class: "fields", id: "job" }, fields.map(([k, label, v]) => [el("dt", {}, label ? t(label) : k), el("dd", { "data-field": k }, v)])),
     actions.length ? el("div", { class: "actions" }, actions) : null,
+    childrenSection(j.children),
     el("h2", {}, t("job.history")),
     history.length ? table("history", [[t("col.attempts"), "num"], t("col.when"), t("col.error")], history)
       : el("p", { class: "muted" }, t("job.history.none")),
