@@ -216,6 +216,8 @@ impl Queue {
                 priority: j.priority,
                 tags: j.tags.join("\n"),
                 upper,
+                traceparent: j.traceparent.clone().unwrap_or_default(),
+                tracestate: j.tracestate.clone().unwrap_or_default(),
             }),
         }
     }

@@ -15,6 +15,8 @@
 -- ARGV[12] flows: the parent's priority
 -- ARGV[13] flows: the parent's tags, newline-separated ("" none)
 -- ARGV[14] flows: the flow whose child the parent is ("" for a root)
+-- ARGV[15] flows: the parent's traceparent ("" untraced)
+-- ARGV[16] flows: the parent's tracestate ("" none)
 --
 -- A batch is created open: its pusher adds jobs, then closes it
 -- (batch_close.lua); it fires only once closed.
@@ -61,6 +63,8 @@ if flow then
     BATCH.CALLBACK_PRIORITY, ARGV[12])
   if ARGV[13] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TAGS, ARGV[13]) end
   if ARGV[14] ~= '' then redis.call('HSET', key, BATCH.UPPER, ARGV[14]) end
+  if ARGV[15] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TRACEPARENT, ARGV[15]) end
+  if ARGV[16] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TRACESTATE, ARGV[16]) end
   if EVENTS > 0 then EVENT.emit(BATCH.EV_WAITING, cid, topic, 0) end
 end
 return { DONE }

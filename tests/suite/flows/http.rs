@@ -169,6 +169,7 @@ async fn a_flow_pushed_over_http_runs_its_parents_with_their_childrens_outcomes(
     assert_eq!((s, j["state"].as_str()), (200, Some("reserved")), "{j}");
     documented("/v1/jobs/{id}", "get", s, &j);
     assert_eq!(j["children"], close["children"]);
+    assert!(j.get("traceparent").is_none(), "untraced: {j}");
     let (_, f) = get_json(base, "/v1/flows/order-1").await;
     assert_eq!(
         (
@@ -495,5 +496,38 @@ async fn flow_refusals_over_http_name_the_problem_and_leave_nothing() {
         (404, Some("not_found")),
         "{v}"
     );
+    server.stop().await;
+}
+
+/// A parent pushed with a trace context (its own, or the request's) is
+/// handed out with it, as its leaves are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_keeps_its_trace_context_as_its_leaves_do() {
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), ServerConfig::default()).await;
+    let base = server.base.as_str();
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (s, v) = post(
+        base,
+        "/v1/flows",
+        json!({"id": "traced", "topic": "close", "traceparent": tp, "tracestate": "shop=7",
+               "children": [{"id": "traced-leaf", "topic": "leaf", "traceparent": tp}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    let leaf = pop(base, "leaf").await;
+    assert_eq!(
+        get_json(base, "/v1/jobs/traced-leaf").await.1["traceparent"],
+        tp
+    );
+    finish(base, &leaf, Value::Null).await;
+    let parent = released(base, "close").await;
+    let (_, j) = get_json(base, "/v1/jobs/traced").await;
+    assert_eq!(
+        (j["traceparent"].as_str(), j["tracestate"].as_str()),
+        (Some(tp), Some("shop=7")),
+        "the parent as read: {j}"
+    );
+    assert_eq!(parent["traceparent"], tp, "as popped: {parent}");
     server.stop().await;
 }
