@@ -27,17 +27,63 @@ pub enum ChildDeadSpec {
 /// dedup, `due_at` or batch. A leaf takes no batch or dedup, and is only
 /// created (an id in use: 409).
 #[derive(Serialize, Debug, Clone, Default)]
-#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 pub struct FlowSpec {
     #[serde(flatten)]
     pub job: JobSpec,
     /// At most 10,000 a parent, 20,000 jobs a flow, 16 levels.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "server", schema(no_recursion))]
     pub children: Vec<FlowSpec>,
     /// A parent's only (default fail).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_child_dead: Option<ChildDeadSpec>,
+}
+
+/// The schema is `JobSpec`'s object with the two fields of a flow added,
+/// not an allOf of the two: `JobSpec` refuses fields it does not name
+/// (`additionalProperties: false`), which would refuse `children`.
+#[cfg(feature = "server")]
+impl utoipa::PartialSchema for FlowSpec {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, Schema};
+        use utoipa::openapi::{Ref, RefOr};
+        let RefOr::T(Schema::Object(mut node)) = <JobSpec as utoipa::PartialSchema>::schema()
+        else {
+            unreachable!("JobSpec is an object")
+        };
+        node.description = Some(
+            "`POST /v1/flows`: a job of a flow, with the fields of `POST /v1/jobs`, and its \
+             children, each a node like this one. The root is a parent (it has children). A \
+             parent needs an `id` (it names its flow); its `delay_ms` counts from when its \
+             children are done; it takes no group, dedup, `due_at` or batch. A leaf takes no \
+             batch or dedup, and is only created (an id in use: 409)."
+                .into(),
+        );
+        let children = ArrayBuilder::new()
+            .items(Ref::from_schema_name("FlowSpec"))
+            .description(Some(
+                "Its children: at most 10,000 a parent, 20,000 jobs a flow, 16 levels.",
+            ));
+        node.properties.insert("children".into(), children.into());
+        let mut dead = Ref::from_schema_name("ChildDeadSpec");
+        dead.description = "A parent's only (default fail): what a dead child does.".into();
+        node.properties.insert("on_child_dead".into(), dead.into());
+        RefOr::T(Schema::Object(node))
+    }
+}
+
+#[cfg(feature = "server")]
+impl utoipa::ToSchema for FlowSpec {
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        use utoipa::PartialSchema;
+        schemas.push(("JobSpec".into(), JobSpec::schema()));
+        <JobSpec as utoipa::ToSchema>::schemas(schemas);
+        schemas.push(("ChildDeadSpec".into(), ChildDeadSpec::schema()));
+    }
 }
 
 /// A node is read as a job (unknown fields refused, as `POST /v1/jobs`

@@ -531,3 +531,28 @@ async fn a_parent_keeps_its_trace_context_as_its_leaves_do() {
     assert_eq!(parent["traceparent"], tp, "as popped: {parent}");
     server.stop().await;
 }
+
+/// A node's schema is a job's with `children` and `on_child_dead` in the
+/// same object: a schema refusing fields it does not name (as a job's
+/// does) must name those two, or a validating client refuses every flow.
+#[test]
+fn the_flow_schema_is_a_jobs_with_its_children() {
+    let doc: Value = serde_json::from_str(delayq::http::v1::openapi::json()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let node = &schemas["FlowSpec"];
+    assert_eq!(node["additionalProperties"], false, "{node}");
+    for field in schemas["JobSpec"]["properties"].as_object().unwrap().keys() {
+        assert!(node["properties"].get(field).is_some(), "{field}: {node}");
+    }
+    assert_eq!(
+        node["properties"]["children"]["items"]["$ref"],
+        "#/components/schemas/FlowSpec"
+    );
+    assert_eq!(
+        node["properties"]["on_child_dead"]["$ref"],
+        "#/components/schemas/ChildDeadSpec"
+    );
+    assert_eq!(node["required"], json!(["topic"]));
+    let body = &doc["paths"]["/v1/flows"]["post"]["requestBody"]["content"]["application/json"];
+    assert_eq!(body["schema"]["$ref"], "#/components/schemas/FlowSpec");
+}
