@@ -21,6 +21,7 @@ pub struct Child {
 
 /// A child's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "server", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ChildOutcome {
     Finished,
@@ -29,6 +30,17 @@ pub enum ChildOutcome {
     Deleted,
     /// None yet: its parent failed first (a sibling died).
     Pending,
+}
+
+impl ChildOutcome {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ChildOutcome::Finished => "finished",
+            ChildOutcome::Dead => "dead",
+            ChildOutcome::Deleted => "deleted",
+            ChildOutcome::Pending => "pending",
+        }
+    }
 }
 
 /// The children as stored (a JSON object written by the store); a value
@@ -67,5 +79,13 @@ mod tests {
         assert_eq!(c["c"].result, Some(serde_json::Value::Null));
         assert_eq!(c["d/e"].outcome, ChildOutcome::Pending);
         assert!(children_of("not json").is_empty());
+        for o in [
+            ChildOutcome::Finished,
+            ChildOutcome::Dead,
+            ChildOutcome::Deleted,
+            ChildOutcome::Pending,
+        ] {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
     }
 }

@@ -216,6 +216,8 @@ impl Queue {
                 priority: j.priority,
                 tags: j.tags.join("\n"),
                 upper,
+                traceparent: j.traceparent.clone().unwrap_or_default(),
+                tracestate: j.tracestate.clone().unwrap_or_default(),
             }),
         }
     }
@@ -331,13 +333,13 @@ fn check_parent(job: &NewJob) -> std::result::Result<(), String> {
         return Err("a parent needs an id (it names its flow)".into());
     }
     for (asked, what) in [
-        (job.group.is_some(), "a group"),
-        (job.dedup.is_some(), "a dedup key"),
+        (job.group.is_some(), "group"),
+        (job.dedup.is_some(), "dedup key"),
         (
             job.due_at_ms.is_some(),
-            "a due time (its delay counts from its release)",
+            "due time (its delay counts from its release)",
         ),
-        (job.batch.is_some(), "a batch"),
+        (job.batch.is_some(), "batch"),
     ] {
         if asked {
             return Err(format!("a parent takes no {what}"));

@@ -15,6 +15,8 @@
 -- ARGV[12] flows: the parent's priority
 -- ARGV[13] flows: the parent's tags, newline-separated ("" none)
 -- ARGV[14] flows: the flow whose child the parent is ("" for a root)
+-- ARGV[15] flows: the parent's traceparent ("" untraced)
+-- ARGV[16] flows: the parent's tracestate ("" none)
 --
 -- A batch is created open: its pusher adds jobs, then closes it
 -- (batch_close.lua); it fires only once closed.
@@ -30,8 +32,9 @@
 -- already, or one kept after it ended; a flow's parent id names a job:
 -- state "job"; nothing changed).
 --
--- Cost: one HGET, one HSET (a flow: one HGET more). Guarantees: a batch
--- is created once; a refused call changes nothing.
+-- Cost: one HGET, one HSET (a flow: one HGET and at most five HSETs
+-- more, each of one to three fields). Guarantees: a batch is created
+-- once; a refused call changes nothing.
 local b, cid, topic = ARGV[2], ARGV[3], ARGV[4]
 local on = ARGV[9]
 if b == '' or cid == '' or topic == '' or not tonumber(ARGV[6]) or not tonumber(ARGV[8])
@@ -41,8 +44,8 @@ end
 local flow = BATCH.is_flow(b)
 local dead = ARGV[10]
 if flow ~= (dead == 'fail' or dead == 'ignore') or (flow and cid ~= string.sub(b, 2))
-  or (flow and (not tonumber(ARGV[11]) or not tonumber(ARGV[12]))) then
-  return invalid('batch_open: a flow (and only one) names what a dead child does, its parent as callback, a delay and a priority')
+  or (flow and (not tonumber(ARGV[11]) or not tonumber(ARGV[12]) or not ARGV[16])) then
+  return invalid('batch_open: a flow (and only one) names what a dead child does, its parent as callback, a delay, a priority, tags, its upper flow and trace context')
 end
 local key = BATCH.key(b)
 local was = redis.call('HGET', key, BATCH.STATE)
@@ -61,6 +64,8 @@ if flow then
     BATCH.CALLBACK_PRIORITY, ARGV[12])
   if ARGV[13] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TAGS, ARGV[13]) end
   if ARGV[14] ~= '' then redis.call('HSET', key, BATCH.UPPER, ARGV[14]) end
+  if ARGV[15] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TRACEPARENT, ARGV[15]) end
+  if ARGV[16] ~= '' then redis.call('HSET', key, BATCH.CALLBACK_TRACESTATE, ARGV[16]) end
   if EVENTS > 0 then EVENT.emit(BATCH.EV_WAITING, cid, topic, 0) end
 end
 return { DONE }

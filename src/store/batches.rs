@@ -37,11 +37,14 @@ pub(crate) struct ParentOptions {
     pub tags: String,
     /// The flow (batch id) whose child this parent is; "" for a root.
     pub upper: String,
+    /// Its W3C trace context ("" for none).
+    pub traceparent: String,
+    pub tracestate: String,
 }
 
 impl Callback {
     /// batch_open's flow arguments ("" and zeros for a batch).
-    fn parent_args(&self) -> (&str, u64, u64, &str, &str) {
+    fn parent_args(&self) -> (&str, u64, u64, &str, &str, &str, &str) {
         match &self.parent {
             Some(p) => (
                 p.child_dead,
@@ -49,8 +52,10 @@ impl Callback {
                 u64::from(p.priority),
                 &p.tags,
                 &p.upper,
+                &p.traceparent,
+                &p.tracestate,
             ),
-            None => ("", 0, 0, "", ""),
+            None => ("", 0, 0, "", "", "", ""),
         }
     }
 }

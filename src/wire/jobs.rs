@@ -319,6 +319,10 @@ pub struct JobBody {
     /// unless configured). Absent without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<serde_json::Value>,
+    /// `GET /v1/jobs/{id}` only, a flow's parent (`POST /v1/flows`) once
+    /// released: each child's outcome and result, by child id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<std::collections::BTreeMap<String, super::ChildBody>>,
     /// `GET /v1/jobs/{id}` only: its log, oldest line first (the last 100
     /// lines, each at most 1024 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

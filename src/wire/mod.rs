@@ -19,6 +19,7 @@
 pub mod batches;
 pub mod due;
 pub mod events;
+pub mod flows;
 pub mod groups;
 pub mod jobs;
 pub mod ops;
@@ -39,6 +40,10 @@ pub use batches::{
 };
 pub use due::{numeric_due_at_error, parse_rfc3339_ms, DueAt, MIN_NUMERIC_DUE_AT_MS};
 pub use events::{Event, EventGap, EventsQuery};
+pub use flows::{
+    children_body, ChildBody, ChildDeadSpec, ChildrenBody, FlowBody, FlowCancelled, FlowPushedBody,
+    FlowSpec,
+};
 pub use groups::{GroupBody, GroupPageBody, GroupSpec, GroupsQuery};
 pub use jobs::{
     Attempt, Cancelled, DedupModeSpec, DedupSpec, IfExistsSpec, Interval, JobBody, JobSpec,

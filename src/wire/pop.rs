@@ -51,6 +51,10 @@ pub struct DeliveryBody {
     pub traceparent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// A flow's parent only (`POST /v1/flows`): each child's outcome and
+    /// result, by child id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<std::collections::BTreeMap<String, super::ChildBody>>,
 }
 
 /// `POST /v1/finish`: finish the jobs of a pop at once, each under its own

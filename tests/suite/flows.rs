@@ -2,7 +2,7 @@
 //! levels, across partitions), then runs with their outcomes and results;
 //! a dead child fails the parent or is ignored; cancelling a waiting
 //! parent cancels its children down the tree; a flow is checked whole
-//! before its first write.
+//! before its first write. [`flows::http`] over `/v1`.
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::common::*;
 
 mod faults;
+mod http;
 
 /// A generous bound for the relay to carry a child's end home.
 const RELEASE_WITHIN: Duration = Duration::from_secs(30);
@@ -336,7 +337,7 @@ async fn a_flow_is_checked_whole_before_its_first_write() {
     );
     let mut grouped = parent("p", "t", vec![leaf("c", "t")]);
     grouped.job.group = Some("g".into());
-    invalid(q.push_flow(&grouped).await, "a parent takes no a group");
+    invalid(q.push_flow(&grouped).await, "a parent takes no group");
     invalid(
         q.push_flow(&parent("p", "t", vec![leaf("c", "t"), leaf("c", "t")]))
             .await,

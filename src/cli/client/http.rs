@@ -226,6 +226,10 @@ pub(super) fn batch_path(id: &str) -> String {
     format!("/v1/batches/{}", encode(id))
 }
 
+pub(super) fn flow_path(id: &str) -> String {
+    format!("/v1/flows/{}", encode(id))
+}
+
 /// The server's base URL: `HOST:PORT` is taken as `http://HOST:PORT`.
 fn server_base(server: &str) -> String {
     let base = server.trim().trim_end_matches('/');

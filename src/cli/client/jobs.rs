@@ -195,6 +195,14 @@ impl Get {
                     outln!(o, "{key:>15}: {shown}");
                 }
             }
+            // A flow's parent: each child's outcome, one a line (`--json`
+            // has their results).
+            if let Some(children) = &j.children {
+                outln!(o, "{:>15}: {}", "children", children.len());
+                for (id, c) in children {
+                    outln!(o, "{:>15}  {id} {}", "", c.outcome.as_str());
+                }
+            }
             // The last lines of its log (`--json` has all it keeps).
             let logs = j.logs.as_deref().unwrap_or_default();
             if !logs.is_empty() {

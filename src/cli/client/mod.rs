@@ -6,10 +6,11 @@
 //! (push, get, delete, reschedule, list), [`lease`] (pop, finish, nack,
 //! touch), [`running`] (progress, log), [`topics`] (stats, dead letters, pause, resume), [`recurring`]
 //! (recurring schedules), [`rate`] (rate limits), [`groups`] (groups), [`batches`]
-//! (batches); [`http`] sends, [`out`] prints.
+//! (batches), [`flows`] (flows); [`http`] sends, [`out`] prints.
 
 mod batches;
 mod events;
+mod flows;
 mod groups;
 mod http;
 mod jobs;
@@ -106,6 +107,9 @@ pub enum ClientCommand {
     /// Batches: jobs pushed with `delayq push --batch ID`, and one
     /// callback job once they all have their outcomes.
     Batch(batches::Batch),
+    /// Flows: a parent job that waits for its children (a tree pushed
+    /// from a JSON file), then runs with their outcomes and results.
+    Flow(flows::Flow),
     /// Follow the event stream (the server needs --events) until Ctrl-C.
     Events(events::Events),
     /// List, cancel or reschedule a tag's jobs, every page.
@@ -136,6 +140,7 @@ pub async fn run(command: ClientCommand) -> Result<()> {
         ClientCommand::Rate(c) => c.run().await,
         ClientCommand::Group(c) => c.run().await,
         ClientCommand::Batch(c) => c.run().await,
+        ClientCommand::Flow(c) => c.run().await,
         ClientCommand::Events(c) => c.run().await,
         ClientCommand::Tags(c) => c.run().await,
         ClientCommand::Progress(c) => c.run().await,

@@ -50,7 +50,7 @@ pub(super) fn retry_policy(spec: &RetrySpec) -> ApiResult<RetryPolicy> {
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Header)]
 #[allow(dead_code)]
-struct TraceHeaders {
+pub(super) struct TraceHeaders {
     /// W3C traceparent, kept with the job(s) and handed on; an invalid one
     /// is ignored (W3C). A job's own `traceparent` field overrides it.
     traceparent: Option<String>,
@@ -96,7 +96,7 @@ fn joined(mut job: NewJob, into: Option<&str>) -> ApiResult<NewJob> {
     }
 }
 
-fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
+pub(super) fn new_job(spec: &JobSpec, header: &HeaderTrace) -> ApiResult<NewJob> {
     if spec.delay_ms.is_some() && spec.due_at.is_some() {
         return Err(ApiError::invalid("give delay_ms or due_at, not both"));
     }
@@ -429,6 +429,7 @@ impl From<crate::job::Job> for wire::JobBody {
             batch: j.batch,
             progress: j.progress,
             result: j.result,
+            children: j.children.map(wire::children_body),
             logs: None,
             body_left_out: j.body_left_out,
         }

@@ -17,7 +17,8 @@
 //! resource: [`jobs`] (push, get, delete, reschedule), [`lease`] (finish,
 //! release, nack, touch), [`pop`], [`topics`] (counts, listings, dead
 //! letters, pause), [`recurring`] (recurring schedules), [`rate`] (rate
-//! limits), [`batches`] (batches of jobs with a callback),
+//! limits), [`batches`] (batches of jobs with a callback), [`flows`]
+//! (a parent job that waits for its children),
 //! [`ops`] (health, readiness, metrics, the OpenAPI document). Every route
 //! is one row of [`ROUTES`]: the router is built from it, and the tests
 //! check the OpenAPI document ([`openapi`], derived from the handlers and
@@ -25,6 +26,7 @@
 
 pub mod batches;
 pub mod events;
+pub mod flows;
 pub mod groups;
 pub mod instances;
 pub mod jobs;
@@ -152,6 +154,9 @@ pub const ROUTES: &[Route] = &[
     write("post", "/v1/batches/{id}/jobs", || post(batches::push)),
     write("post", "/v1/batches/{id}/close", || post(batches::close)),
     write("post", "/v1/batches/{id}/cancel", || post(batches::cancel)),
+    write("post", "/v1/flows", || post(flows::push)),
+    route("get", "/v1/flows/{id}", || get(flows::get_one)),
+    write("post", "/v1/flows/{id}/cancel", || post(flows::cancel)),
     route("get", "/v1/tags/{tag}/jobs", || get(tags::jobs)),
     write("post", "/v1/tags/{tag}/cancel", || post(tags::cancel)),
     write("post", "/v1/tags/{tag}/reschedule", || {

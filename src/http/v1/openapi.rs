@@ -17,7 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
-use super::{batches, events, groups, stats};
+use super::{batches, events, flows, groups, stats};
 use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
 
 #[derive(OpenApi)]
@@ -45,6 +45,7 @@ use super::{instances, jobs, lease, ops, pop, rate, recurring, tags, topics};
         groups::list, groups::get_one, groups::put, groups::pause, groups::resume,
         lease::progress, lease::log,
         batches::create, batches::get_one, batches::push, batches::close, batches::cancel,
+        flows::push, flows::get_one, flows::cancel,
     ),
     components(schemas(crate::wire::ErrorReply, crate::wire::EventGap)),
     modifiers(&Shared),

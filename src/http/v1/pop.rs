@@ -113,6 +113,7 @@ impl From<Delivery> for wire::DeliveryBody {
             due_at_ms: d.due_ms,
             traceparent: d.traceparent,
             tracestate: d.tracestate,
+            children: d.children.map(wire::children_body),
         }
     }
 }

@@ -53,6 +53,9 @@ pub mod batch_field {
     pub const CALLBACK_DELAY: &str = "cd";
     pub const CALLBACK_PRIORITY: &str = "co";
     pub const CALLBACK_TAGS: &str = "ct";
+    /// Flows only: the parent's W3C trace context (absent: untraced).
+    pub const CALLBACK_TRACEPARENT: &str = "cx";
+    pub const CALLBACK_TRACESTATE: &str = "cy";
     /// Flows only: the flow (its batch id) whose child this flow's parent
     /// is; absent on a tree's root.
     pub const UPPER: &str = "u";
@@ -137,6 +140,8 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("CALLBACK_DELAY", batch_field::CALLBACK_DELAY),
     ("CALLBACK_PRIORITY", batch_field::CALLBACK_PRIORITY),
     ("CALLBACK_TAGS", batch_field::CALLBACK_TAGS),
+    ("CALLBACK_TRACEPARENT", batch_field::CALLBACK_TRACEPARENT),
+    ("CALLBACK_TRACESTATE", batch_field::CALLBACK_TRACESTATE),
     ("UPPER", batch_field::UPPER),
     ("CHILD_DEAD", batch_field::CHILD_DEAD),
     ("RESULT_BYTES", batch_field::RESULT_BYTES),

@@ -1,7 +1,8 @@
 -- lib/flows.lua: flows (issue 53): a parent job that waits for its
 -- children. A flow is a batch (lib/batches.lua) whose id is the parent's
 -- after BATCH.FLOW_MARK, in the parent's partition, whose callback is the
--- parent itself (its own topic, body, ttr, retries, delay, priority, tags)
+-- parent itself (its own topic, body, ttr, retries, delay, priority, tags,
+-- trace context)
 -- and whose members are the children; a child that is a parent in turn
 -- is a member whose job is made when its own children are done. Fills:
 -- BATCH (release).
@@ -46,13 +47,13 @@ end
 -- Events: pushed, then fired (or, delayed, nothing more yet) or dead.
 function BATCH.release(b, f, now_ms, failed)
   local x = redis.call('HMGET', BATCH.key(b), BATCH.CALLBACK_DELAY, BATCH.CALLBACK_PRIORITY,
-    BATCH.CALLBACK_TAGS, BATCH.UPPER)
+    BATCH.CALLBACK_TAGS, BATCH.UPPER, BATCH.CALLBACK_TRACEPARENT, BATCH.CALLBACK_TRACESTATE)
   local id, topic = f[7], f[8]
   local children, died = children_of(b)
   local tags = {}
   for t in string.gmatch(x[3] or '', '[^\n]+') do tags[#tags + 1] = t end
   local extra = { priority = tonumber(x[2]) or 0, tags = tags, batch = x[4] or nil,
-    children = children }
+    children = children, traceparent = x[5] or nil, tracestate = x[6] or nil }
   local due = now_ms
   if not failed then due = now_ms + (tonumber(x[1]) or 0) end
   local _, due, put = JOB.upsert(id, topic, f[9] or '', f[10], due,

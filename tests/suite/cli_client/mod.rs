@@ -9,4 +9,5 @@ use serde_json::Value;
 
 mod batches;
 mod commands;
+mod flows;
 mod work;

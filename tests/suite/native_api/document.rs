@@ -100,13 +100,32 @@ async fn the_openapi_document_names_each_operation_and_its_401() {
 }
 
 /// The fields of `value` that `schema` (in `doc`) does not name, as paths.
-fn undocumented(doc: &Value, schema: &Value, value: &Value, at: &str, out: &mut Vec<String>) {
+pub(crate) fn undocumented(
+    doc: &Value,
+    schema: &Value,
+    value: &Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
     if let Some(r) = schema["$ref"].as_str() {
         let name = r.rsplit('/').next().unwrap();
         let schema = &doc["components"]["schemas"][name];
         return undocumented(doc, schema, value, at, out);
     }
-    let branches: Vec<&Value> = ["oneOf", "anyOf", "allOf"]
+    // A schema of any value (a job's result, its progress) documents all
+    // a value holds.
+    let shapes = [
+        "type",
+        "properties",
+        "items",
+        "additionalProperties",
+        "$ref",
+    ];
+    let kinds = ["oneOf", "anyOf", "allOf"];
+    if schema.is_object() && !shapes.iter().chain(&kinds).any(|k| schema.get(k).is_some()) {
+        return;
+    }
+    let branches: Vec<&Value> = kinds
         .iter()
         .flat_map(|k| schema[*k].as_array().into_iter().flatten())
         .collect();
@@ -434,6 +453,9 @@ const PUBLISHED_SCHEMAS: &[&str] = &[
     "BatchSpec",
     "CallbackSpec",
     "Cancelled",
+    "Child",
+    "ChildDeadSpec",
+    "ChildOutcome",
     "DeadPage",
     "DedupModeSpec",
     "DedupSpec",
@@ -448,6 +470,10 @@ const PUBLISHED_SCHEMAS: &[&str] = &[
     "FinishReply",
     "FinishResult",
     "FinishSpec",
+    "Flow",
+    "FlowCancelled",
+    "FlowPushed",
+    "FlowSpec",
     "Group",
     "GroupPage",
     "GroupSpec",

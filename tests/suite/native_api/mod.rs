@@ -10,7 +10,7 @@ use delayq::http::v1::{openapi, ROUTES};
 use delayq::http::ServerConfig;
 use serde_json::{json, Value};
 
-mod document;
+pub(crate) mod document;
 mod requests;
 
 struct Api {
