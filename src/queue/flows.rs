@@ -32,7 +32,10 @@ impl Queue {
     /// Everything is checked before the first write ([`Error::Invalid`]
     /// naming the job); a parent id in use, or a leaf id in use, is
     /// [`Error::Conflict`], and nothing of the flow stays but leaves
-    /// handed out meanwhile.
+    /// handed out meanwhile. A push that failed for want of Redis (no
+    /// answer in time, a failover) leaves what it wrote: the same push
+    /// made again finishes it (a flow still being pushed is taken up where
+    /// it is; ids taken in are taken once), and until then no parent runs.
     #[tracing::instrument(skip_all, fields(flow = %flow.job.id))]
     pub async fn push_flow(&self, flow: &NewFlow) -> Result<FlowPushed> {
         let tree = self.checked_tree(flow).map_err(Error::Invalid)?;
@@ -42,6 +45,10 @@ impl Queue {
         let mut opened = Vec::new();
         let done = self.push_tree(&tree, &mut opened).await;
         if let Err(e) = done {
+            if e.may_pass() {
+                // Kept for the same push made again (see above).
+                return Err(e);
+            }
             // Undo, root first (its cancel walks down what it can reach).
             for parent in &opened {
                 if let Err(undo) = self.cancel_flow(parent).await {
@@ -138,7 +145,14 @@ impl Queue {
             let created = store
                 .run::<BatchOpen>(store.batch_home(&b), (&b, &callback, on, &callback))
                 .await?;
-            if !created {
+            // A flow still being pushed: an earlier push of this tree
+            // that failed for want of Redis, taken up here.
+            let resumed = !created
+                && self
+                    .flow(&n.job.id)
+                    .await?
+                    .is_some_and(|f| f.state == FlowState::Adding);
+            if !created && !resumed {
                 return Err(Error::Conflict(format!(
                     "flow parent id {:?} is in use (a job, or a flow pushed within the retention); pick another id",
                     n.job.id
@@ -158,7 +172,7 @@ impl Queue {
         for (b, ids) in &sub {
             let home = store.batch_home(b);
             match store.run::<BatchAdd>(home, (b, ids)).await? {
-                Taken::Ids(t) if t.iter().all(|t| *t == Take::New) => {}
+                Taken::Ids(t) if t.iter().all(|t| *t != Take::Ended) => {}
                 other => {
                     return Err(Error::protocol(
                         "flow",

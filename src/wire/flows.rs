@@ -181,10 +181,10 @@ pub struct FlowBody {
     /// The flow this parent is a child of (its parent's id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
-    pub created_ms: i64,
+    pub created_at_ms: i64,
     /// When its parent was released, failed or was cancelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ended_ms: Option<i64>,
+    pub ended_at_ms: Option<i64>,
 }
 
 impl From<crate::flow::Flow> for FlowBody {
@@ -201,8 +201,8 @@ impl From<crate::flow::Flow> for FlowBody {
             pending: f.pending,
             failed_by: f.failed_by,
             parent: f.parent,
-            created_ms: f.created_ms,
-            ended_ms: f.ended_ms,
+            created_at_ms: f.created_ms,
+            ended_at_ms: f.ended_ms,
         }
     }
 }

@@ -37,7 +37,7 @@ pub enum FlowCommand {
 
 /// One flow: its fields, then its children's counts in a table.
 fn flow(f: &FlowBody, o: &mut String) {
-    let ended = f.ended_ms.map(|ms| local_time(Some(ms)));
+    let ended = f.ended_at_ms.map(|ms| local_time(Some(ms)));
     for (key, value) in [
         ("id", Some(f.id.clone())),
         ("topic", Some(f.topic.clone())),
@@ -45,7 +45,7 @@ fn flow(f: &FlowBody, o: &mut String) {
         ("on dead child", Some(f.on_child_dead.clone())),
         ("failed by", f.failed_by.clone()),
         ("parent", f.parent.clone()),
-        ("created", Some(local_time(Some(f.created_ms)))),
+        ("created", Some(local_time(Some(f.created_at_ms)))),
         ("ended", ended),
     ] {
         if let Some(value) = value {

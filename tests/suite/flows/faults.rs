@@ -179,3 +179,76 @@ async fn flows_over_cluster_masters_release_each_parent_once_through_a_master_ki
     );
     q.close().await;
 }
+
+/// A push cut off by a Redis that stops answering (SIGSTOP) part way:
+/// the error says so, nothing runs its parent, and the same push made
+/// again once Redis answers takes the flow up where it was and finishes
+/// it; every child runs once and the parent once, with all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_push_cut_off_by_a_stalled_redis_is_finished_by_the_same_push_made_again() {
+    use crate::redis_server::Stopped;
+    let redis = RedisServer::start();
+    let q = Queue::connect(Config {
+        partitions: 4,
+        ..config(&redis)
+    })
+    .unwrap();
+    let n = 5_000;
+    let kids: Vec<NewFlow> = (0..n)
+        .map(|i| leaf(&format!("line-{i:04}"), "lines"))
+        .collect();
+    let flow = parent("invoice-1", "invoice", kids);
+    let push = {
+        let (q, flow) = (q.clone(), flow.clone());
+        tokio::spawn(async move { q.push_flow(&flow).await })
+    };
+    // Stalled once the flow exists, while its leaves are being pushed.
+    eventually(Duration::from_secs(30), "the flow opened", || async {
+        q.flow("invoice-1").await.ok().flatten().map(|_| ())
+    })
+    .await;
+    let stalled = Stopped::new(redis.pid());
+    let first = push.await.unwrap();
+    drop(stalled);
+    let Err(e) = first else {
+        // The push finished before the stall: nothing to take up (rare).
+        println!("the push finished before the stall; nothing cut off");
+        q.close().await;
+        return;
+    };
+    assert!(e.is_unavailable(), "{e}");
+    let f = retried("flow", || q.flow("invoice-1")).await.unwrap();
+    assert_eq!(f.state, delayq::FlowState::Adding, "{f:?}");
+    let pushed = retried("push_flow again", || q.push_flow(&flow)).await;
+    assert_eq!(pushed.jobs.len(), n + 1);
+    let f = q.flow("invoice-1").await.unwrap().unwrap();
+    assert_eq!(
+        (f.state, f.children),
+        (delayq::FlowState::Waiting, n as u64)
+    );
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        let got = q
+            .pop_many(&topics(&["lines"]), 500, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let leases: Vec<(&str, &str)> = got
+            .iter()
+            .map(|d| (d.id.as_str(), d.token.as_str()))
+            .collect();
+        for r in q.finish_many(&leases).await.unwrap() {
+            r.unwrap();
+        }
+        for d in &got {
+            assert!(seen.insert(d.id.clone()), "{} twice", d.id);
+        }
+    }
+    let p = eventually(Duration::from_secs(30), "the parent", || async {
+        q.pop(&topics(&["invoice"]), Duration::from_millis(200))
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(p.children.unwrap().len(), n);
+    q.close().await;
+}

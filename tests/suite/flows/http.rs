@@ -120,7 +120,7 @@ async fn a_flow_pushed_over_http_runs_its_parents_with_their_childrens_outcomes(
         (Some(3), Some(3))
     );
     assert!(
-        f["created_ms"].as_i64().unwrap() > 0 && f.get("ended_ms").is_none(),
+        f["created_at_ms"].as_i64().unwrap() > 0 && f.get("ended_at_ms").is_none(),
         "{f}"
     );
     let (_, sub) = get_json(base, "/v1/flows/notify-1").await;
@@ -180,7 +180,7 @@ async fn a_flow_pushed_over_http_runs_its_parents_with_their_childrens_outcomes(
         (Some("released"), Some(3), Some(0)),
         "{f}"
     );
-    assert!(f["ended_ms"].as_i64().is_some(), "{f}");
+    assert!(f["ended_at_ms"].as_i64().is_some(), "{f}");
     // Released: it is a job now, cancelled as one.
     let (s, v) = post(base, "/v1/flows/order-1/cancel", json!({})).await;
     assert_eq!(

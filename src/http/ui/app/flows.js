@@ -93,8 +93,8 @@ async function flowPage(mine, id) {
     ["deleted", "bf.deleted", num(f.deleted)],
     ["failed_by", "ff.failed.by", f.failed_by ? link("#/job/" + enc(f.failed_by), f.failed_by) : t("none")],
     ["upper", "ff.upper", f.parent ? flowLink(f.parent) : t("none")],
-    ["created", "bf.created", whenRel(f.created_ms)],
-    ["ended", "bf.ended", whenRel(f.ended_ms)],
+    ["created", "bf.created", whenRel(f.created_at_ms)],
+    ["ended", "bf.ended", whenRel(f.ended_at_ms)],
   ];
   const actions = [];
   if (!config.read_only && (f.state === "adding" || f.state === "waiting")) {
