@@ -288,7 +288,7 @@ impl Queue {
                     // The id names a job of no batch, or another's.
                     settle.push((&job.id, "lost"));
                     out.push(Err(Error::Conflict(format!(
-                        "job id {:?} is in use: a job pushed into a batch is only created",
+                        "job id {:?} is in use (a job, or a waiting flow's parent): a job pushed into a batch is only created",
                         job.id
                     ))));
                 }

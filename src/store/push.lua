@@ -43,7 +43,10 @@
 --
 -- Batches (extra.batch): the job's field BATCH.FIELD and an entry in its
 -- partition's live index of the batch (one ZADD); a replaced job of a
--- batch leaves a note for its home (BATCH.left, lib/batches.lua).
+-- batch leaves a note for its home (BATCH.left, lib/batches.lua). A job
+-- of a batch (only created) is KEPT, nothing written, when its id names a
+-- waiting flow's parent (BATCH.waiting_parent: one HGET more): were it
+-- pushed, the parent would find its id taken at its release.
 -- Cost: a plain job as before (extra "" is never decoded). A grouped job
 -- (extra.group): one field more in its HSET, and a replaced job's HMGET
 -- reads its old group (nothing is written to the group until the job is
@@ -133,7 +136,9 @@ for j = 1, n do
   local id, topic = ARGV[a + 1], ARGV[a + 2]
   local x = extras[j]
   local status, due, put, jid
-  if x and x.dedup then
+  if x and x.batch and BATCH.waiting_parent(id) then
+    status, due, put = KEPT, dues[j], false
+  elseif x and x.dedup then
     status, due, put, jid = DEDUPS.push(id, topic, ARGV[a + 3], ARGV[a + 4], dues[j],
       ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], x, true)
   else

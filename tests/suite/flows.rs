@@ -502,3 +502,37 @@ async fn a_cancelled_flow_keeps_no_childrens_results() {
     assert_eq!(ttl, -2, "{results:?} kept (PTTL {ttl})");
     q.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_is_refused_the_id_of_a_waiting_parent() {
+    let redis = RedisServer::start();
+    let q = split_queue(&redis, 3);
+    q.push_flow(&parent(
+        "digest-1",
+        "digest",
+        vec![leaf("remind-1", "remind")],
+    ))
+    .await
+    .unwrap();
+    // Another flow names the waiting parent's id as a leaf: were it
+    // pushed, the digest's parent would find its id taken at its release
+    // and never be made, its flow saying `released`.
+    let e = q
+        .push_flow(&parent("other-1", "other", vec![leaf("digest-1", "other")]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Conflict(m) if m.contains("digest-1")),
+        "{e:?}"
+    );
+    assert!(q.get("digest-1").await.unwrap().is_none());
+    let d = pop_one(&q, "remind").await;
+    q.finish(&d.id, &d.token).await.unwrap();
+    let root = released(&q, "digest").await;
+    assert_eq!(root.id, "digest-1");
+    assert_eq!(
+        root.children.unwrap()["remind-1"].outcome,
+        ChildOutcome::Finished
+    );
+    q.close().await;
+}

@@ -28,6 +28,14 @@ function BATCH.valid_id(b)
   if BATCH.is_flow(b) then s, most = string.sub(b, 2), 4096 end
   return #s >= 1 and #s <= most and not string.find(s, '%c')
 end
+-- Whether `id` names the parent of a flow still waiting (its push under
+-- way, or its children not all done): an id a job of a batch may not take.
+-- Read where the job is pushed: its id's partition, a flow's home (a
+-- grouped job lives in its group's, on a split queue). One HGET.
+function BATCH.waiting_parent(id)
+  local st = redis.call('HGET', BATCH.key(BATCH.FLOW_MARK .. id), BATCH.STATE)
+  return st == BATCH.OPEN or st == BATCH.CLOSED
+end
 function BATCH.members_key(b) return P .. BATCH.MEMBERS_KEY .. b end
 function BATCH.live_key(b) return P .. BATCH.LIVE_KEY .. b end
 
