@@ -556,3 +556,26 @@ fn the_flow_schema_is_a_jobs_with_its_children() {
     let body = &doc["paths"]["/v1/flows"]["post"]["requestBody"]["content"]["application/json"];
     assert_eq!(body["schema"]["$ref"], "#/components/schemas/FlowSpec");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayq_get_names_a_childs_flow_without_a_control_character() {
+    let redis = RedisServer::start();
+    let server = TestServer::start(queue(&redis), ServerConfig::default()).await;
+    let base = server.base.as_str();
+    let (s, v) = post(
+        base,
+        "/v1/flows",
+        json!({"id": "order-7", "topic": "close",
+               "children": [{"id": "refund-7", "topic": "refund"}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{v}");
+    // The child's batch is its parent's flow (the parent's id after a
+    // control byte): the text names the flow, printing no control byte
+    // to the terminal.
+    let (ok, out, err) = delayq_cli(base, &["get", "refund-7"]).await;
+    assert!(ok, "{err}");
+    assert!(!out.contains('\u{1}'), "{out:?}");
+    assert!(out.lines().any(|l| l.trim() == "flow: order-7"), "{out}");
+    assert!(!out.contains("batch:"), "{out}");
+}
