@@ -308,6 +308,10 @@ pub struct JobBody {
     /// The batch it belongs to, if any (a finished job's record keeps none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<String>,
+    /// A flow's child: its parent's id (`GET /v1/flows/{id}`), in place of
+    /// `batch` (a finished job's record keeps none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
     /// The progress its holder last reported (`POST
     /// /v1/jobs/{id}/progress`); it stays across attempts and in a
     /// finished job's record.

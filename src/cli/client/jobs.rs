@@ -169,13 +169,6 @@ impl Get {
         let reply = c.fetch::<JobBody>(Method::GET, &job_path(&self.id)).await?;
         c.show(&reply, |j, o| {
             let time = |ms: Option<i64>| ms.map(|ms| local_time(Some(ms)));
-            // A flow's child carries its parent's flow as its batch, the
-            // parent's id after a control byte: named as the flow.
-            let flow = j
-                .batch
-                .as_deref()
-                .and_then(|b| b.strip_prefix(delayq::flow::FLOW_MARK));
-            let batch = j.batch.clone().filter(|_| flow.is_none());
             let fields = [
                 ("id", Some(j.id.clone())),
                 ("topic", Some(j.topic.clone())),
@@ -186,8 +179,8 @@ impl Get {
                 ("priority", j.priority.map(|p| p.to_string())),
                 ("tags", (!j.tags.is_empty()).then(|| j.tags.join(", "))),
                 ("group", j.group.clone()),
-                ("batch", batch),
-                ("flow", flow.map(str::to_owned)),
+                ("batch", j.batch.clone()),
+                ("flow", j.flow.clone()),
                 ("lease until", time(j.lease_until_ms)),
                 ("dead since", time(j.dead_at_ms)),
                 ("finished at", time(j.finished_at_ms)),

@@ -426,7 +426,10 @@ impl From<crate::job::Job> for wire::JobBody {
             priority: (j.priority > 0).then_some(j.priority),
             tags: j.tags,
             group: j.group,
-            batch: j.batch,
+            flow: (j.batch.as_deref())
+                .and_then(|b| b.strip_prefix(crate::flow::FLOW_MARK))
+                .map(str::to_owned),
+            batch: j.batch.filter(|b| !b.starts_with(crate::flow::FLOW_MARK)),
             progress: j.progress,
             result: j.result,
             children: j.children.map(wire::children_body),

@@ -578,4 +578,9 @@ async fn delayq_get_names_a_childs_flow_without_a_control_character() {
     assert!(!out.contains('\u{1}'), "{out:?}");
     assert!(out.lines().any(|l| l.trim() == "flow: order-7"), "{out}");
     assert!(!out.contains("batch:"), "{out}");
+    // Over HTTP: `flow`, the parent's id, in place of the raw batch id.
+    let (s, j) = get_json(base, "/v1/jobs/refund-7").await;
+    assert_eq!((s, &j["flow"]), (200, &json!("order-7")), "{j}");
+    assert!(j.get("batch").is_none(), "{j}");
+    documented("/v1/jobs/{id}", "get", s, &j);
 }

@@ -64,9 +64,6 @@ Object.assign(STRINGS.zh, {
   "act.flow.cancelled": "已取消流程 {0}：删除了 {1} 个任务",
 });
 
-// A flow's batch id is its parent's id after this control byte.
-const FLOW_MARK = "\u0001";
-function flowOf(batch) { return typeof batch === "string" && batch.startsWith(FLOW_MARK) ? batch.slice(1) : null; }
 function flowLink(parent) { return link("#/flow/" + enc(parent), parent); }
 
 async function flowPage(mine, id) {
@@ -109,12 +106,11 @@ async function flowPage(mine, id) {
   );
 }
 
-// A job page's field for its batch: a flow's child links to its parent's
-// flow (the raw id starts with a control byte), another job to its batch.
-function batchField(batch) {
-  const parent = flowOf(batch);
-  if (parent !== null) return ["flow", "f.flow", flowLink(parent)];
-  return ["batch", "f.batch", batch ? link("#/batch/" + enc(batch), batch) : t("none")];
+// A job page's field for its batch: a flow's child (its `flow`, the
+// parent's id) links to its parent's flow, another job to its batch.
+function batchField(j) {
+  if (j.flow) return ["flow", "f.flow", flowLink(j.flow)];
+  return ["batch", "f.batch", j.batch ? link("#/batch/" + enc(j.batch), j.batch) : t("none")];
 }
 
 // A released parent's children: id (linked), outcome and result.

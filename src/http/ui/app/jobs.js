@@ -30,7 +30,7 @@ async function jobPage(mine, id) {
     ["tags", "f.tags", (j.tags || []).join(", ") || t("none")],
     ["progress", "f.progress", has(j.progress) ? JSON.stringify(j.progress) : t("none")],
     ["result", "f.result", has(j.result) ? JSON.stringify(j.result) : t("none")],
-    batchField(j.batch),
+    batchField(j),
   ];
   // Every other field the server sends, as it sends it (nulls left out).
   const known = new Set(["id", "topic", "state", "due_at_ms", "attempts", "ttr_ms", "retry", "lease_until_ms", "dead_at_ms", "finished_at_ms", "last_error", "history", "body", "tags", "progress", "result", "batch", "logs", "children"]);
