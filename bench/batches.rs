@@ -163,17 +163,10 @@ pub(crate) async fn arm_slowlog(redis: &Redis) {
     let _: () = redis.cmd(&["SLOWLOG", "RESET"]).await;
 }
 
-/// A plain job's lifecycle beside a batch job's, N each, then N batches
-/// of one job.
-pub(crate) async fn run(n: usize) {
-    println!();
-    println!(
-        "batches: {n} jobs, one queue of {PARTITIONS} partitions on one redis-server (redis-conf/redis.conf, AOF always), \
-         64-byte bodies, pushes of 500 jobs 8 at once, two consumers popping and finishing 500 at a time; \
-         Redis CPU from INFO cpu, memory from INFO memory at rest (less client buffers)"
-    );
-
-    // N plain jobs: the baseline.
+/// N plain jobs pushed, popped and finished on a server of their own,
+/// the baseline of the batches' and flows' runs: Redis CPU (us) and memory
+/// (B) a job.
+pub(crate) async fn plain_baseline(n: usize) -> (f64, f64) {
     let redis = Redis::start_tcp(&[]);
     let q = queue(&redis);
     q.check_connection().await.unwrap();
@@ -185,10 +178,22 @@ pub(crate) async fn run(n: usize) {
     push_all(&q, &plain).await;
     let m1 = memory_at_rest(&redis).await;
     drain(&q, "work", n).await;
-    let plain_cpu = (cpu(&redis) - c0) / n as f64 * 1e6;
-    let plain_mem = (m1 - m0) / n as f64;
+    let per = ((cpu(&redis) - c0) / n as f64 * 1e6, (m1 - m0) / n as f64);
     q.close().await;
-    drop(redis);
+    per
+}
+
+/// A plain job's lifecycle beside a batch job's, N each, then N batches
+/// of one job.
+pub(crate) async fn run(n: usize) {
+    println!();
+    println!(
+        "batches: {n} jobs, one queue of {PARTITIONS} partitions on one redis-server (redis-conf/redis.conf, AOF always), \
+         64-byte bodies, pushes of 500 jobs 8 at once, two consumers popping and finishing 500 at a time; \
+         Redis CPU from INFO cpu, memory from INFO memory at rest (less client buffers)"
+    );
+
+    let (plain_cpu, plain_mem) = plain_baseline(n).await;
 
     // One batch of N jobs.
     let redis = Redis::start_tcp(&[]);

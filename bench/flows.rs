@@ -14,7 +14,7 @@ use futures::stream::{self, StreamExt};
 
 use delayq::{NewFlow, NewJob, Queue};
 
-use crate::batches::{drain, memory_at_rest, push_all, queue, PARTITIONS};
+use crate::batches::{drain, memory_at_rest, plain_baseline, push_all, queue, PARTITIONS};
 use crate::common::{cpu, id, new_job};
 use crate::Redis;
 
@@ -80,25 +80,13 @@ pub(crate) async fn run(n: usize) {
          64-byte bodies, pushes of 500 jobs 8 at once (a flow: one push_flow), two consumers popping and finishing 500 at a time; \
          Redis CPU from INFO cpu, memory from INFO memory at rest (less client buffers)"
     );
-    // N plain jobs: the baseline.
-    let redis = Redis::start_tcp(&[]);
-    let q = queue(&redis);
-    q.check_connection().await.unwrap();
+    let (plain_cpu, plain_mem) = plain_baseline(n).await;
+    println!(
+        "  plain jobs:              Redis CPU {plain_cpu:.1} us a job (push, pop, finish), {plain_mem:.0} B a pending job"
+    );
     let plain: Vec<NewJob> = (0..n)
         .map(|i| new_job(id("plain", i), "work", Duration::ZERO))
         .collect();
-    let m0 = memory_at_rest(&redis).await;
-    let c0 = cpu(&redis);
-    push_all(&q, &plain).await;
-    let m1 = memory_at_rest(&redis).await;
-    drain(&q, "work", n).await;
-    let plain_cpu = (cpu(&redis) - c0) / n as f64 * 1e6;
-    println!(
-        "  plain jobs:              Redis CPU {plain_cpu:.1} us a job (push, pop, finish), {:.0} B a pending job",
-        (m1 - m0) / n as f64
-    );
-    q.close().await;
-    drop(redis);
     // N plain jobs finished with results, one call each: the peer of the
     // flow whose children do.
     let redis = Redis::start_tcp(&[]);

@@ -127,8 +127,8 @@ fn by_batches<'n, 'a>(notes: &'n [Counted<'a>], most: usize) -> Vec<&'n [Counted
 /// [`RESERVATION_GRACE`]: an id whose job carries the batch was pushed
 /// (or, a flow's child, is a waiting parent: its flow exists);
 /// one with neither never will be (its pusher died first), and leaves
-/// its batch. One ZRANGEBYSCORE, one HGET per id (and one HGETALL per
-/// flow child), one `batch_settle` call per batch. Returns how many were settled.
+/// its batch. One ZRANGEBYSCORE, one HGET per id (and one EXISTS per
+/// flow child not found), one `batch_settle` call per batch. Returns how many were settled.
 pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<usize> {
     let now = store.redis.clock().now_ms().await?;
     let before = now - RESERVATION_GRACE.as_millis() as i64;
@@ -140,16 +140,28 @@ pub(crate) async fn settle_reservations(store: &Store, part: usize) -> Result<us
     }
     let ids: Vec<String> = old.iter().map(|(_, id)| id.clone()).collect();
     let carried = store.batches_of(&ids).await?;
+    let landed: Vec<bool> = old
+        .iter()
+        .zip(&carried)
+        .map(|((batch, _), has)| has.as_deref() == Some(batch.as_str()))
+        .collect();
+    // A flow's child that is a parent in turn has no job until its own
+    // children are done: its flow is what landed. One EXISTS each, for
+    // those only.
+    let unsure: Vec<String> = old
+        .iter()
+        .zip(&landed)
+        .filter(|((batch, _), landed)| !**landed && batch.starts_with(crate::flow::FLOW_MARK))
+        .map(|((_, id), _)| id.clone())
+        .collect();
+    let waiting: std::collections::HashSet<&String> = unsure
+        .iter()
+        .zip(store.flows_exist(&unsure).await?)
+        .filter_map(|(id, is_flow)| is_flow.then_some(id))
+        .collect();
     let mut by_batch: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
-    for ((batch, id), has) in old.iter().zip(&carried) {
-        // A flow's child that is a parent in turn has no job until its own
-        // children are done: its flow is what landed.
-        let waiting_parent = batch.starts_with(crate::flow::FLOW_MARK)
-            && !store
-                .batch_fields(&crate::flow::flow_batch_id(id))
-                .await?
-                .is_empty();
-        let how = if has.as_deref() == Some(batch.as_str()) || waiting_parent {
+    for ((batch, id), landed) in old.iter().zip(landed) {
+        let how = if landed || (batch.starts_with(crate::flow::FLOW_MARK) && waiting.contains(id)) {
             "landed"
         } else {
             "lost"
