@@ -109,9 +109,13 @@ fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
         }
         let h = h.clone();
         tokio::spawn(async move {
-            if let Err(e) = h.dispatch(part, &ids, DispatchPath::Event).await {
+            match h.dispatch(part, &ids, DispatchPath::Event).await {
+                // The call ran out of time with jobs due whose trigger keys
+                // are gone: the sweep moves them now, not at its next look.
+                Ok(d) if d.next_due_ms.is_some() => h.wake.one(part),
+                Ok(_) => {}
                 // The sweep will fire these; nothing is lost.
-                debug!(error = %e, "event dispatch failed");
+                Err(e) => debug!(error = %e, "event dispatch failed"),
             }
         });
     }

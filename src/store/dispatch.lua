@@ -35,8 +35,15 @@
 -- HINCRBY, HMGET, EXISTS, at most HSETNX, LPUSH, ZADD, PUBLISH). A plain
 -- job: one field more in its HMGET, nothing else.
 --
--- Returns { DONE, now_us, moved, next_due_ms or -1 (-1 from a call with
---           ids, which does not look), armed (schedule entries
+-- Time: a call stops taking new work once it has run about a millisecond
+-- (CALL.spent in lib/call.lua; at most `limit` jobs either way), at a
+-- safe point: a topic's millisecond it began moving moves whole, the rest
+-- is left due for the next call. So a call stays about as short whether
+-- its jobs are in one topic or in a thousand topics or groups.
+--
+-- Returns { DONE, now_us, moved, next_due_ms or -1 (a call with ids does
+--           not look: -1, or now if it left due jobs for lack of time, for
+--           its caller to wake the sweep), armed (schedule entries
 --           the sweep's arming looked at, at most ARGV[2]), next_arm_ms
 --           (Redis time at which the sweep should arm again, or -1: a call
 --           with ids), #topics,
@@ -87,8 +94,10 @@ local function whole_ms(got, full)
   return i
 end
 -- Topics whose due jobs from this time (ms) on wait for the next call,
--- their millisecond cut by the limit.
+-- their millisecond cut by the limit (or every due job: -math.huge).
 local cut = {}
+-- Whether the call ran out of time (CALL.spent) and left due jobs.
+local left = false
 -- Ids (by place) that are not the caller's: their trigger keys go too.
 local extra = {}
 -- Admits entries of topic schedules ({ id, topic, due }) not in `seen`.
@@ -203,14 +212,21 @@ if not sweeping then
   end
   local seen, found, room = {}, {}, limit - #ids
   for _, id in ipairs(ids) do seen[id] = true end
-  for _, t in ipairs(order) do
+  for n, t in ipairs(order) do
     if room <= 0 then break end
-    local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
-    local keep = whole_ms(got, #got / 2 >= room)
-    if keep < #got then cut[t] = tonumber(got[keep + 2]) end
-    room = room - #got / 2
-    for i = 1, keep, 2 do
-      if not seen[got[i]] then found[#found + 1] = { got[i], t, got[i + 1] } end
+    -- Out of time: this topic's due jobs, named or not, wait whole for the
+    -- sweep (woken by the reply), so none moves before an earlier one of
+    -- its millisecond that was not read.
+    if left or (n % 16 == 0 and CALL.spent(0.5)) then
+      left, cut[t] = true, -math.huge
+    else
+      local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
+      local keep = whole_ms(got, #got / 2 >= room)
+      if keep < #got then cut[t] = tonumber(got[keep + 2]) end
+      room = room - #got / 2
+      for i = 1, keep, 2 do
+        if not seen[got[i]] then found[#found + 1] = { got[i], t, got[i + 1] } end
+      end
     end
   end
   admit(found, seen, true)
@@ -228,8 +244,10 @@ else
   -- most, whichever sets list them.
   local room = limit - #due / 2
   local found = {}
-  for _, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
+  for n, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
     if room <= 0 then break end
+    -- Out of time: the topics after this one wait for the next call.
+    if n % 16 == 0 and CALL.spent(0.5) then left = true break end
     local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
@@ -254,14 +272,35 @@ if #ids > 1 then out, out_of, out_topics, out_triggers = {}, {}, {}, {} end
 -- An id named twice is handled once: its first handling took or replaced
 -- its entry (a lease that ran out may even have been delayed again).
 local handled = {}
+-- Out of time (CALL.spent, looked at every 16 jobs), the call takes no new
+-- work: a millisecond of a topic it began moving (`begun`: topic -> due
+-- ms) still moves whole, its ties in push order; any other job waits for
+-- the next call. A shared schedule entry's topic is not known before its
+-- HMGET: its millisecond (`shared_ms`, the entries being in due order)
+-- moves whole across topics.
+local stopping, since, begun, shared_ms = false, 0, {}, nil
 -- The delayed jobs to make ready, put in line after the loop in (due,
 -- push order): { due, SEQ (0: none), place, id, topic, level, group }.
 local movers = {}
 for k, id in ipairs(ids) do
   if moved >= limit then break end
   local score = scores[k]
+  local hold = false
   if score and tonumber(score) <= now_ms and not handled[id] then
     score = tonumber(score)
+    if not stopping and since >= 16 then since, stopping = 0, CALL.spent() end
+    if stopping then
+      local t = (fields[k] and fields[k][2]) or from_topic[id]
+      if t then hold = begun[t] ~= score else hold = shared_ms ~= score end
+      left = left or hold
+    end
+  end
+  if hold then
+    -- Left for the next call, untouched.
+  elseif score and tonumber(score) <= now_ms and not handled[id] then
+    score = tonumber(score)
+    since = since + 1
+    if not fields[k] and not from_topic[id] then shared_ms = score end
     local f = fields[k] or redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP, H.SEQ)
     handled[id] = true
     local topic = f[2]
@@ -292,6 +331,7 @@ for k, id in ipairs(ids) do
         H.remove(topic, id)
       end
       movers[#movers + 1] = { score, tonumber(f[6]) or 0, k, id, topic, LISTS.level_of(f[4]), f[5] }
+      begun[topic] = score
       became = READY
     elseif state == RESERVED then
       moved = moved + 1
@@ -367,7 +407,11 @@ end
 
 -- The next due time is the sweep's to sleep on; a call with ids (the
 -- event path) has no use for it and does not look.
-local reply = { DONE, now, moved, sweeping and H.next_due() or -1, armed, next_arm, #topics }
+-- A call with ids that left due jobs says now, for its caller to wake the
+-- sweep: their trigger keys have expired.
+local next_due = -1
+if sweeping then next_due = H.next_due() elseif left then next_due = now_ms end
+local reply = { DONE, now, moved, next_due, armed, next_arm, #topics }
 for _, topic in ipairs(topics) do
   local here = math.min(ready[topic], waiting[topic] or 0)
   if ready[topic] > here then LISTS.notify(topic, ready[topic] - here) end

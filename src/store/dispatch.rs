@@ -67,7 +67,8 @@ pub(crate) struct Dispatched {
     pub now_us: i64,
     pub moved: usize,
     /// Due time (ms) of the earliest job still in the schedule (a sweep's
-    /// only: a call with ids does not look, and says None).
+    /// only: a call with ids does not look, and says None, or now if it
+    /// left due jobs when its time ran out).
     pub next_due_ms: Option<i64>,
     /// Schedule entries the sweep's arming looked at.
     pub armed: usize,

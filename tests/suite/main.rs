@@ -119,6 +119,7 @@ mod dashboard;
 mod deadlines;
 mod dedup;
 mod delivery;
+mod dispatch_time;
 mod docs;
 mod doctor;
 mod events;

@@ -113,14 +113,16 @@ function H.arm_topics(now_ms, half, limit, from, till, cursor)
     end
     if c_id == '' or not c_due then c_id = nil end
   end
-  local budget, armed = limit, 0
+  local budget, armed, reads = limit, 0, 0
   -- Arms `t`'s entries in (from, till] after (due_at, id_at) if given;
-  -- false once the budget ran out (the watermark then says where, `head`
-  -- being t's place among the heads).
+  -- false once the budget or the call's time (CALL.spent, looked at every
+  -- fourth read, never before the first) ran out (the watermark then says
+  -- where, `head` being t's place among the heads).
   local function walk(t, head, due_at, id_at)
     local key = KEY.topic_schedule(t)
     while true do
-      if budget <= 0 then
+      reads = reads + 1
+      if budget <= 0 or (reads % 4 == 0 and CALL.spent()) then
         H.write_armed(string.format('%d:\n%d\n%s\n%s\n%s\n%s', till, from,
           head and string.format('%.17g', head) or '', t, due_at or '', id_at or ''))
         return false
@@ -189,10 +191,12 @@ end
 -- at least half the horizon ahead, nothing: one GET, no write. Otherwise
 -- trigger keys for the delayed jobs after the watermark due within the
 -- horizon (`horizon` ms from `now_ms`), at most `limit` schedule entries
--- looked at, then the watermark moved past them. A watermark behind
+-- looked at (fewer once the call's time ran out, CALL.spent), then the
+-- watermark moved past them. A watermark behind
 -- `now_ms` restarts at now: what is due is the sweep's to move.
 -- Returns the entries looked at and when (Redis ms) to arm again: once the
--- watermark is half the horizon away, or now if a batch was full.
+-- watermark is half the horizon away, or now if a batch was full or cut
+-- short.
 function H.arm_ahead(now_ms, horizon, limit)
   local half = math.floor(horizon / 2)
   local upto, after = H.armed_upto()
@@ -220,10 +224,12 @@ function H.arm_ahead(now_ms, horizon, limit)
   else
     got = redis.call('ZRANGE', SCHEDULE, string.format('(%d', upto), till, 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
   end
-  local seen, last_id, last_due = 0, nil, nil
+  local seen, last_id, last_due, stopped = 0, nil, nil, false
   for i = 1, #got, 2 do
     local due = tonumber(got[i + 1])
     if due > till then break end
+    -- Out of time (CALL.spent, every 32 entries): the rest next call.
+    if seen % 32 == 31 and CALL.spent() then stopped = true break end
     local id = got[i]
     -- A delayed job has no state field; a lease's end gets no key.
     if due > now_ms and not redis.call('HGET', job_key(id), STATE) then
@@ -231,7 +237,7 @@ function H.arm_ahead(now_ms, horizon, limit)
     end
     seen, last_id, last_due = seen + 1, id, due
   end
-  if seen == limit then
+  if seen == limit or stopped then
     H.write_armed(string.format('%d:%s', last_due, last_id))
     return seen, now_ms
   end

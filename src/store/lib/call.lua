@@ -90,6 +90,21 @@ local function now_us()
   return NOW
 end
 
+-- A script holds every other client of Redis while it runs, and what a
+-- call of many items costs depends on their shape as much as on their
+-- number (a thousand jobs due in a thousand topics or groups cost several
+-- times a thousand in one). So the calls that handle many items at once
+-- (dispatch, the arming walk) look at the clock as they go and stop at a
+-- safe point once they have run `share` of CALL.BUDGET_US since the
+-- call's first TIME (now_us), saying what they left for the next call.
+-- One TIME a look: the callers look every few items, not every one.
+CALL.BUDGET_US = 1000
+function CALL.spent(share)
+  local start = now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) - start >= CALL.BUDGET_US * (share or 1)
+end
+
 -- A call that reaches Redis after its caller gave up must not act: the
 -- caller has already reported failure (and may be retrying). Returns the
 -- error reply to give, or nil to go on.

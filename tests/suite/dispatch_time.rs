@@ -1,0 +1,148 @@
+//! A dispatch call stops once it has run about a millisecond (issue 54):
+//! whatever the shape of what is due (a thousand topics, a thousand
+//! groups), no call holds Redis for long. It stops at a safe point: a
+//! topic's millisecond it began moving moves whole, in push order, and
+//! what it left is moved by the next call, nothing lost, nothing twice.
+
+use std::time::Duration;
+
+use crate::common::*;
+use delayq::{Config, NewJob, Queue};
+
+const LIMIT: Duration = Duration::from_secs(30);
+/// Topics and jobs per topic and millisecond: 4,000 moves, several
+/// milliseconds of Redis time on any machine.
+const TOPICS: usize = 200;
+const PER_MS: usize = 10;
+
+/// One dispatch call with a limit far above what is due, made here (the
+/// queue under test does not dispatch): with `ids`, as for their expired
+/// trigger keys; without, a sweep. How many jobs it moved, and its next
+/// due time (-1: none said).
+async fn dispatch_once(redis: &RedisServer, ids: &[String]) -> (i64, i64) {
+    use delayq::testing::{call, scripts, Keys};
+    let path = script_path(redis, scripts::DISPATCH).await;
+    let mut args = redis::Cmd::new();
+    args.arg(100_000).arg(1000).arg(86_400_000).arg(0).arg(0);
+    for id in ids {
+        args.arg(id);
+    }
+    let cmd = call(path, scripts::DISPATCH, &Keys::new("dq"), false, 0, &args);
+    let reply: Vec<redis::Value> = cmd.query_async(&mut redis.conn().await).await.unwrap();
+    match (&reply[2], &reply[3]) {
+        (redis::Value::Int(moved), redis::Value::Int(next)) => (*moved, *next),
+        v => panic!("dispatch replied {v:?}"),
+    }
+}
+
+/// Pops one job at a time until none is ready: their ids, in order.
+async fn drain(q: &Queue, topic: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let got = q.try_pop(&topics(&[topic]), 1).await.unwrap();
+        let Some(d) = got.into_iter().next() else {
+            return out;
+        };
+        q.finish(&d.id, &d.token).await.unwrap();
+        out.push(d.id);
+    }
+}
+
+/// TOPICS topics with PER_MS jobs due at `at` and PER_MS at `at + 1`,
+/// each millisecond's ids sorting against the order pushed ("t007-1-9"
+/// first): each topic's push order, and every id.
+async fn load(q: &Queue, at: i64) -> (Vec<Vec<String>>, Vec<String>) {
+    let mut orders = Vec::new();
+    for t in 0..TOPICS {
+        let topic = format!("t{t:03}");
+        let mut jobs = Vec::new();
+        for (k, due) in [at, at + 1].into_iter().enumerate() {
+            for i in (0..PER_MS).rev() {
+                jobs.push(NewJob {
+                    due_at_ms: Some(due),
+                    ..job(&format!("{topic}-{k}-{i}"), &topic, 0, 60_000)
+                });
+            }
+        }
+        push_all(q, &jobs).await;
+        orders.push(jobs.into_iter().map(|j| j.id).collect::<Vec<_>>());
+    }
+    let all = orders.iter().flatten().cloned().collect();
+    (orders, all)
+}
+
+/// Out of time, a call (sweep or event path, layouts 1 and 3) moves part
+/// of what is due and leaves the rest due; the calls after it move the
+/// rest; every topic's jobs come out in push order, each once. (Before,
+/// one call moved all 4,000.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_out_of_time_leaves_the_rest_whole_and_in_order() {
+    for layout in ["1 held", "3 held"] {
+        for by_event in [false, true] {
+            let redis = RedisServer::start();
+            let _: () = redis.cmd(&["SET", "{dq}:layout", layout]).await;
+            let q = Queue::connect(Config {
+                dispatch: false,
+                ..config(&redis)
+            })
+            .unwrap();
+            let at = redis.time_ms().await + 2000;
+            let (orders, all) = load(&q, at).await;
+            eventually(LIMIT, "Redis's clock past the due times", || async {
+                (redis.time_ms().await > at + 1).then_some(())
+            })
+            .await;
+            let what = format!("layout {layout}, by event: {by_event}");
+            let (moved, next) = dispatch_once(&redis, if by_event { &all } else { &[] }).await;
+            assert!(
+                moved > 0 && (moved as usize) < all.len(),
+                "{what}: the first call moved {moved} of {}",
+                all.len()
+            );
+            if by_event {
+                // It says it left due jobs, for its caller to wake the sweep.
+                assert!(next > 0, "{what}: the event call said {next}");
+            }
+            let mut calls = 1;
+            while dispatch_once(&redis, &[]).await.0 > 0 {
+                calls += 1;
+            }
+            for (t, want) in orders.iter().enumerate() {
+                let got = drain(&q, &format!("t{t:03}")).await;
+                assert_eq!(&got, want, "{what}: topic {t} after {calls} calls");
+            }
+            q.close().await;
+        }
+    }
+}
+
+/// With the service dispatching, a thousand topics whose jobs fall due
+/// together all fire, each once, though each call takes only part of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_topics_due_together_all_fire_once_across_calls() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let n = 1000;
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| job(&format!("j{i:04}"), &format!("m{i:04}"), 1500, 60_000))
+        .collect();
+    push_all(&q, &jobs).await;
+    let names: Vec<String> = (0..n).map(|i| format!("m{i:04}")).collect();
+    let mut fired = std::collections::HashSet::new();
+    let deadline = std::time::Instant::now() + LIMIT;
+    while fired.len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {n} fired",
+            fired.len()
+        );
+        for chunk in names.chunks(32) {
+            for d in q.try_pop(chunk, 64).await.unwrap() {
+                assert!(fired.insert(d.id.clone()), "{} handed out twice", d.id);
+                q.finish(&d.id, &d.token).await.unwrap();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    q.close().await;
+}
