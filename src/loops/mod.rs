@@ -165,14 +165,15 @@ impl Retries {
 
 impl Handles {
     /// Runs partition `part`'s dispatch script for `ids` (from expired
-    /// events), or for everything due when `ids` is empty (the sweep), and
-    /// counts what it did.
+    /// events), or for everything due when `ids` is empty (the sweep),
+    /// moving at most `limit` jobs, and counts what it did.
     #[tracing::instrument(name = "dispatch", skip_all, fields(part, path = ?path, ids = ids.len()))]
     pub async fn dispatch(
         &self,
         part: usize,
         ids: &[String],
         path: DispatchPath,
+        limit: usize,
     ) -> Result<Dispatched> {
         // Local first: the jobs this instance's idle waiters can take are
         // theirs, woken here without a notice that would wake every
@@ -182,7 +183,7 @@ impl Handles {
             .dispatch(
                 part,
                 ids,
-                self.batch,
+                limit,
                 self.retention,
                 self.trigger_horizon,
                 &waiting,

@@ -80,6 +80,12 @@ fn reason(ended: &Result<(), String>) -> String {
     }
 }
 
+/// Most ids of expired trigger keys one dispatch call is given: a call
+/// reads each id's job before it moves any, and stops moving after about a
+/// millisecond (dispatch.lua), so ids beyond what it can move in that time
+/// would be read for nothing.
+const EVENT_IDS: usize = 128;
+
 /// Partition of each expired trigger key, by the partitions' prefixes.
 struct Triggers(Vec<String>);
 
@@ -109,13 +115,21 @@ fn dispatch_due(h: &Handles, due: HashMap<usize, Vec<String>>) {
         }
         let h = h.clone();
         tokio::spawn(async move {
-            match h.dispatch(part, &ids, DispatchPath::Event).await {
-                // The call ran out of time with jobs due whose trigger keys
-                // are gone: the sweep moves them now, not at its next look.
-                Ok(d) if d.next_due_ms.is_some() => h.wake.one(part),
-                Ok(_) => {}
-                // The sweep will fire these; nothing is lost.
-                Err(e) => debug!(error = %e, "event dispatch failed"),
+            // A call looks up every id it is given before it moves any:
+            // many ids go in calls of EVENT_IDS, one after another.
+            for ids in ids.chunks(EVENT_IDS) {
+                match h.dispatch(part, ids, DispatchPath::Event, h.batch).await {
+                    // The call ran out of time with jobs due whose trigger
+                    // keys are gone: the sweep moves them now, not at its
+                    // next look.
+                    Ok(d) if d.next_due_ms.is_some() => h.wake.one(part),
+                    Ok(_) => {}
+                    // The sweep will fire these; nothing is lost.
+                    Err(e) => {
+                        debug!(error = %e, "event dispatch failed");
+                        return;
+                    }
+                }
             }
         });
     }

@@ -71,6 +71,8 @@ pub(crate) async fn run(h: Handles, part: usize) {
     // earliest after the next call, that look was early, and the wait for it
     // counts from the reply instead (one early look per due time at most).
     let mut aimed_from_send: Option<i64> = None;
+    // A burst's first call reads no more than a quarter batch.
+    let mut limit = (h.batch / 4).max(MIN_LIMIT).min(h.batch);
     loop {
         if !h.leader.holds(part) {
             // Standing by: the term keeper wakes this when it takes the
@@ -83,14 +85,17 @@ pub(crate) async fn run(h: Handles, part: usize) {
             continue;
         }
         let sent = Instant::now();
-        let until = match h.dispatch(part, &[], DispatchPath::Sweep).await {
+        let until = match h.dispatch(part, &[], DispatchPath::Sweep, limit).await {
             Ok(out) => {
                 if failing {
                     tracing::info!("sweep reaches redis again");
                     failing = false;
                 }
                 backoff.reset();
-                if out.moved >= h.batch {
+                let left = out.next_due_ms.is_some_and(|d| d * 1000 <= out.now_us);
+                let moved_all = out.moved >= limit;
+                limit = next_limit(limit, out.moved, left, h.batch);
+                if moved_all {
                     // More is due than one call may move: go on at once.
                     continue;
                 }
@@ -153,6 +158,28 @@ pub(crate) async fn run(h: Handles, part: usize) {
     }
 }
 
+/// The most jobs the sweep's next call may move, after one that moved
+/// `moved` of `limit` (`left`: jobs due remain). A call reads its limit's
+/// worth of due entries before it moves any, and stops moving after about
+/// a millisecond (dispatch.lua): after a call that stopped at less than
+/// half its limit with jobs left, the limit comes down to about what it
+/// moved (so little is read for nothing); after one that came near its
+/// limit (a call also leaves a millisecond's ties whole for the next), it
+/// doubles, up to `batch`. So it settles where a call's time runs out at
+/// a half to all of its limit.
+fn next_limit(limit: usize, moved: usize, left: bool, batch: usize) -> usize {
+    if moved * 4 >= limit * 3 {
+        (limit * 2).min(batch)
+    } else if left && moved * 2 < limit {
+        (moved + moved / 4).max(MIN_LIMIT).min(batch)
+    } else {
+        limit
+    }
+}
+
+/// The least the sweep's limit comes down to.
+const MIN_LIMIT: usize = 16;
+
 /// Sleeps until `until`, never earlier, ~0.1 ms late rather than tokio's
 /// ~1 ms. Dropped early, the thread sleeps out its last stretch unseen.
 async fn sleep_until_fine(until: Instant) {
@@ -196,4 +223,25 @@ async fn trim_dead_letters(h: &Handles) -> crate::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_follows_what_a_call_moved_in_its_time() {
+        // Stopped short by time: down to about what it moved.
+        assert_eq!(next_limit(1000, 80, true, 1000), 100);
+        assert_eq!(next_limit(1000, 3, true, 1000), MIN_LIMIT);
+        // Full, or near it (ties left whole): doubles, up to the batch.
+        assert_eq!(next_limit(100, 100, true, 1000), 200);
+        assert_eq!(next_limit(25, 20, true, 1000), 50);
+        assert_eq!(next_limit(800, 800, false, 1000), 1000);
+        // Between: unchanged; so is a call that moved everything due.
+        assert_eq!(next_limit(400, 250, true, 1000), 400);
+        assert_eq!(next_limit(100, 40, false, 1000), 100);
+        // A batch below the least limit is still the most.
+        assert_eq!(next_limit(8, 2, true, 8), 8);
+    }
 }

@@ -221,6 +221,16 @@ impl Queue {
         Gauges {
             jobs,
             groups,
+            ..self.local_gauges()
+        }
+    }
+
+    /// The gauges this process knows without asking Redis: the queue's
+    /// depths, pauses, backlog ages and groups left out.
+    pub fn local_gauges(&self) -> Gauges {
+        Gauges {
+            jobs: None,
+            groups: Default::default(),
             subscriber_connected: self.subscriber_connected(),
             expired_events: self.expired_events_heard(),
             waiting_pops: self

@@ -64,7 +64,9 @@ fn refused_job(message: &str) -> Option<(usize, String)> {
 
 impl Store {
     /// One call of `B`'s script over `items` (all of partition `part`),
-    /// changing nothing after `deadline`.
+    /// changing nothing after `deadline`. The results of the first items:
+    /// all of them, or fewer (at least one) when the script ran out of time
+    /// and left the others untouched (PARTIAL).
     pub(crate) async fn batch_call<B: PerJob>(
         &self,
         part: usize,
@@ -78,13 +80,26 @@ impl Store {
             B::args(item, &mut call);
         }
         let (status, mut f) = self.send(call).await?;
-        if status != Status::Done {
-            return Err(Error::protocol(op, format!("status {status:?}")));
+        let mut out = Vec::with_capacity(items.len());
+        match status {
+            Status::Done => {
+                for _ in items {
+                    out.push(B::decode(&mut f)?);
+                }
+            }
+            Status::Partial => {
+                while f.left() > 0 && out.len() < items.len() {
+                    out.push(B::decode(&mut f)?);
+                }
+                if out.is_empty() || out.len() == items.len() {
+                    return Err(Error::protocol(
+                        op,
+                        format!("{} of {} in a partial reply", out.len(), items.len()),
+                    ));
+                }
+            }
+            _ => return Err(Error::protocol(op, format!("status {status:?}"))),
         }
-        let out = items
-            .iter()
-            .map(|_| B::decode(&mut f))
-            .collect::<Result<Vec<_>>>()?;
         if f.left() > 0 {
             return Err(Error::protocol(op, "reply too long".into()));
         }
@@ -107,11 +122,14 @@ impl Store {
         while !left.is_empty() {
             let batch: Vec<&B::Item> = left.iter().map(|&i| items[i]).collect();
             match self.batch_call::<B>(part, &batch, deadline).await {
+                // All of them, or the first ones (the call ran out of time):
+                // the rest go again.
                 Ok(results) => {
+                    let done = results.len();
                     for (&i, r) in left.iter().zip(results) {
                         out[i] = Some(Ok(r));
                     }
-                    break;
+                    left.drain(..done);
                 }
                 Err(Error::Invalid(m)) => match refused_job(&m) {
                     Some((k, why)) if k < left.len() => {

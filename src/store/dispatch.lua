@@ -217,7 +217,7 @@ if not sweeping then
     -- Out of time: this topic's due jobs, named or not, wait whole for the
     -- sweep (woken by the reply), so none moves before an earlier one of
     -- its millisecond that was not read.
-    if left or (n % 16 == 0 and CALL.spent(0.5)) then
+    if left or (n % 16 == 0 and CALL.spent(0.4)) then
       left, cut[t] = true, -math.huge
     else
       local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
@@ -247,7 +247,7 @@ else
   for n, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
     if room <= 0 then break end
     -- Out of time: the topics after this one wait for the next call.
-    if n % 16 == 0 and CALL.spent(0.5) then left = true break end
+    if n % 16 == 0 and CALL.spent(0.4) then left = true break end
     local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
@@ -272,8 +272,9 @@ if #ids > 1 then out, out_of, out_topics, out_triggers = {}, {}, {}, {} end
 -- An id named twice is handled once: its first handling took or replaced
 -- its entry (a lease that ran out may even have been delayed again).
 local handled = {}
--- Out of time (CALL.spent, looked at every 16 jobs), the call takes no new
--- work: a millisecond of a topic it began moving (`begun`: topic -> due
+-- Out of time (CALL.spent, looked at every 16 jobs; at 0.6 of the budget,
+-- what it moved is still to be taken out of the schedules), the call takes
+-- no new work: a millisecond of a topic it began moving (`begun`: topic -> due
 -- ms) still moves whole, its ties in push order; any other job waits for
 -- the next call. A shared schedule entry's topic is not known before its
 -- HMGET: its millisecond (`shared_ms`, the entries being in due order)
@@ -288,7 +289,7 @@ for k, id in ipairs(ids) do
   local hold = false
   if score and tonumber(score) <= now_ms and not handled[id] then
     score = tonumber(score)
-    if not stopping and since >= 16 then since, stopping = 0, CALL.spent() end
+    if not stopping and since >= 16 then since, stopping = 0, CALL.spent(0.6) end
     if stopping then
       local t = (fields[k] and fields[k][2]) or from_topic[id]
       if t then hold = begun[t] ~= score else hold = shared_ms ~= score end
@@ -400,8 +401,9 @@ end
 
 -- The sweep arms the jobs that came within the horizon (bounded like the
 -- moves); the event path arms nothing.
+-- A call that ran out of time arms nothing: the next comes at once.
 local armed, next_arm = 0, -1
-if sweeping and horizon > 0 then
+if sweeping and horizon > 0 and not left then
   armed, next_arm = H.arm_ahead(now_ms, horizon, limit)
 end
 

@@ -117,10 +117,13 @@ pub enum Status {
     /// The job was cancelled while its lease was held: the holder's call
     /// changed nothing.
     Cancelled = 7,
+    /// A call of many items ran out of time: the results of the first
+    /// items only, the others untouched (push.lua).
+    Partial = 8,
 }
 
 impl Status {
-    const ALL: [Status; 8] = [
+    const ALL: [Status; 9] = [
         Status::Done,
         Status::Missing,
         Status::Stale,
@@ -129,6 +132,7 @@ impl Status {
         Status::Deduplicated,
         Status::Debounced,
         Status::Cancelled,
+        Status::Partial,
     ];
 
     fn lua_name(self) -> &'static str {
@@ -141,6 +145,7 @@ impl Status {
             Status::Deduplicated => "DEDUPLICATED",
             Status::Debounced => "DEBOUNCED",
             Status::Cancelled => "CANCELLED",
+            Status::Partial => "PARTIAL",
         }
     }
 

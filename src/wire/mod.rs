@@ -57,7 +57,7 @@ pub use pushes::{BatchReply, BatchResult, BatchSpec};
 pub use rate::{Rate, RateLimitBody, RateSpec};
 pub use recurring::{RecurringList, RecurringRun, RecurringSpec, RecurringStateBody};
 pub use running::{FinishJobSpec, LogLineBody, LogSpec, ProgressSpec};
-pub use stats::{Held, Lateness, Series, Throughput, ThroughputQuery};
+pub use stats::{Held, Lateness, MetricsQuery, Series, Throughput, ThroughputQuery};
 pub use tags::{TagCancelSpec, TagChanged, TagJobs, TagJobsQuery, TagRescheduleSpec, TagSkipped};
 pub use topics::{
     DeadPage, DeadQuery, JobsPage, JobsQuery, Paused, Purged, RequeueSpec, Requeued, TopicCounts,

@@ -9,7 +9,8 @@ use delayq::{Config, NewJob, Queue, RateLimit, Resolution, RetryPolicy};
 use serde_json::Value;
 
 use crate::common::{
-    config, eventually, get_json, job, push_all, queue, topics, RedisServer, TestServer,
+    arm_slowlog, config, eventually, get_json, job, push_all, queue, slowlog_entries, topics,
+    RedisServer, TestServer,
 };
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -295,6 +296,58 @@ async fn on_a_cluster_every_partition_counts_and_shows_its_backlog() {
     let mut o = q.topics().await.unwrap();
     let later = q.topic_stats(&mut o, &Default::default()).await.unwrap();
     assert_eq!(later.samples, 30, "every hand-over's lateness");
+    q.close().await;
+}
+
+/// `/metrics?redis=false` (the dashboard overview's) asks Redis nothing:
+/// no depth series, no read of the counts, where the full scrape has both;
+/// a bad value or an unknown parameter is a 400 naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metrics_scrape_without_redis_reads_nothing_of_the_queue() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let s = TestServer::start(q.clone(), ServerConfig::default()).await;
+    let jobs: Vec<NewJob> = (0..3)
+        .map(|i| job(&format!("j{i}"), &format!("topic-{i}"), 60_000, 1000))
+        .collect();
+    push_all(&q, &jobs).await;
+    let scrape = |query: &'static str| {
+        let url = format!("{}/metrics{query}", s.base);
+        async move {
+            let r = reqwest::get(url).await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The scrape's reads of the counts (HSCAN: the loops' scripts read the
+    // count hash too, and Redis logs a script's commands).
+    let counts_read = || async {
+        (slowlog_entries(&redis).await.into_iter())
+            .filter(|(_, a)| a[0] == "hscan" && a.get(1).is_some_and(|k| k == "{dq}:count"))
+            .map(|(_, a)| a)
+            .collect::<Vec<_>>()
+    };
+    arm_slowlog(&redis, 10_000).await;
+    let (status, text) = scrape("?redis=false").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("delayq_build_info{"), "{text}");
+    assert!(!text.contains("delayq_jobs{"), "{text}");
+    let read = counts_read().await;
+    assert!(read.is_empty(), "the counts were read: {read:?}");
+    let (_, full) = scrape("").await;
+    assert!(
+        full.contains("delayq_jobs{topic=\"topic-1\",state=\"delayed\"} 1"),
+        "{full}"
+    );
+    assert!(
+        !counts_read().await.is_empty(),
+        "the full scrape read no counts"
+    );
+    for (query, names) in [("?redis=maybe", "redis"), ("?depth=0", "depth")] {
+        let (status, body) = scrape(query).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body.contains(names), "{query}: {body}");
+    }
+    s.stop().await;
     q.close().await;
 }
 

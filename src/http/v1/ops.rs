@@ -1,12 +1,14 @@
 //! Operations: `/healthz`, `/readyz`, `/metrics`.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use super::ApiError;
 use crate::http::AppState;
-use crate::wire::{Health, MasterMemory, Readiness, ShardBody};
+use crate::wire::{Health, MasterMemory, MetricsQuery, Readiness, ShardBody};
 
 /// The process is alive, and its version
 #[utoipa::path(get, path = "/healthz", operation_id = "healthz",
@@ -99,17 +101,35 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
 /// Prometheus metrics (text exposition format)
 ///
 /// Queue depths are read from Redis at scrape time (and left out while
-/// Redis is away; `delayq_redis_errors_total` says so).
-#[utoipa::path(get, path = "/metrics", operation_id = "metrics",
+/// Redis is away; `delayq_redis_errors_total` says so): every topic's
+/// counts, in bounded calls. `redis=false` leaves them out and makes no
+/// Redis call (the dashboard's overview, which shows only this process's
+/// lateness and dispatch paths, asks so).
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", params(MetricsQuery),
     responses((status = 200, description = "Metrics", body = String, content_type = "text/plain")))]
-pub(super) async fn metrics(State(state): State<AppState>) -> Response {
+pub(super) async fn metrics(
+    State(state): State<AppState>,
+    q: Result<Query<MetricsQuery>, QueryRejection>,
+) -> Response {
+    let q_redis = match q {
+        Ok(Query(m)) => m.redis.unwrap_or(true),
+        Err(e) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, "bad_request", e.body_text())
+                .into_response()
+        }
+    };
     let q = &state.queue;
+    let gauges = if q_redis {
+        q.gauges().await
+    } else {
+        q.local_gauges()
+    };
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        q.metrics().render(&q.gauges().await),
+        q.metrics().render(&gauges),
     )
         .into_response()
 }

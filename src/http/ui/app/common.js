@@ -142,8 +142,10 @@ async function optional(call) {
     throw e;
   }
 }
-async function metricsText() {
-  const r = await fetch(API + "metrics", { credentials: "same-origin", headers: { "X-Delayq-UI": "1" } });
+// `query`: "?redis=false" for this process's own series only (no Redis
+// call, whatever the number of topics).
+async function metricsText(query) {
+  const r = await fetch(API + "metrics" + (query || ""), { credentials: "same-origin", headers: { "X-Delayq-UI": "1" } });
   if (r.status === 401) throw new Unauthorized();
   return r.ok ? r.text() : "";
 }

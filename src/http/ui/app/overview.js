@@ -6,7 +6,7 @@ async function overview(mine, cursor) {
   const [topics, upcoming, metrics, tp] = await Promise.all([
     api("GET", "v1/topics?limit=50" + (cursor ? "&cursor=" + enc(cursor) : "")),
     api("GET", "v1/schedule?limit=20"),
-    metricsText().catch(() => ""),
+    metricsText("?redis=false").catch(() => ""),
     optional(api("GET", "v1/stats/throughput?resolution=" + chartRes)),
   ]);
   const names = Object.keys(topics.topics).slice(0, 50);

@@ -1,13 +1,14 @@
-//! A dispatch call stops once it has run about a millisecond (issue 54):
-//! whatever the shape of what is due (a thousand topics, a thousand
-//! groups), no call holds Redis for long. It stops at a safe point: a
-//! topic's millisecond it began moving moves whole, in push order, and
-//! what it left is moved by the next call, nothing lost, nothing twice.
+//! A dispatch or push call stops once it has run about a millisecond
+//! (issue 54): whatever the shape of its jobs (a thousand topics, a
+//! thousand groups), no call holds Redis for long. It stops at a safe
+//! point: a dispatch moves a topic's millisecond it began whole, in push
+//! order, a push stops after a whole job; the next call does the rest,
+//! nothing lost, nothing twice.
 
 use std::time::Duration;
 
 use crate::common::*;
-use delayq::{Config, NewJob, Queue};
+use delayq::{Config, NewJob, PushOutcome, Queue};
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// Topics and jobs per topic and millisecond: 4,000 moves, several
@@ -144,5 +145,53 @@ async fn many_topics_due_together_all_fire_once_across_calls() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    q.close().await;
+}
+
+/// A push of 128 jobs that each cost many writes (8 tags, a group, a
+/// priority, a topic of their own) runs out of time part-way: the jobs
+/// after the stop go in the next call. Every job is pushed once, in the
+/// order given: the last, with the first one's id, replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_out_of_time_sends_the_rest_in_the_next_call() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let heavy = |i: usize, id: &str| NewJob {
+        tags: (0..8).map(|t| format!("tag{t}-{i}")).collect(),
+        group: Some(format!("g{i}")),
+        priority: 3,
+        body: format!("body {i}"),
+        ..job(id, &format!("topic{i:03}"), 600_000, 60_000)
+    };
+    let mut jobs: Vec<NewJob> = (0..127).map(|i| heavy(i, &format!("j{i:03}"))).collect();
+    jobs.push(heavy(127, "j000"));
+    arm_slowlog(&redis, 10_000).await;
+    let results = q.push_many(&jobs).await.unwrap();
+    let calls = script_calls(&redis, "dq_push").await;
+    assert!(calls >= 2, "128 heavy jobs went in {calls} call");
+    for (i, r) in results.iter().enumerate() {
+        let want = if i == 127 {
+            PushOutcome::Replaced
+        } else {
+            PushOutcome::Created
+        };
+        assert_eq!(
+            r.as_ref().unwrap().outcome,
+            want,
+            "job {i} after {calls} calls"
+        );
+    }
+    let first = q.get("j000").await.unwrap().unwrap();
+    assert_eq!(
+        (first.topic.as_str(), first.body.as_str()),
+        ("topic127", "body 127")
+    );
+    for i in 1..127 {
+        let j = q.get(&format!("j{i:03}")).await.unwrap().unwrap();
+        assert_eq!(j.topic, format!("topic{i:03}"));
+    }
+    let o = q.topics().await.unwrap();
+    let delayed: u64 = o.topics.values().map(|t| t.delayed).sum();
+    assert_eq!(delayed, 127, "delayed jobs counted");
     q.close().await;
 }
