@@ -161,7 +161,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
 /// The most jobs the sweep's next call may move, after one that moved
 /// `moved` of `limit` (`left`: jobs due remain). A call reads its limit's
 /// worth of due entries before it moves any, and stops moving after about
-/// a millisecond (dispatch.lua): after a call that stopped at less than
+/// a millisecond of its run (dispatch.lua): after a call that stopped at less than
 /// half its limit with jobs left, the limit comes down to about what it
 /// moved (so little is read for nothing); after one that came near its
 /// limit (a call also leaves a millisecond's ties whole for the next), it

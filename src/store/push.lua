@@ -34,7 +34,7 @@
 -- Helpers: CALL.due_time, invalid, JOB.upsert (JOB.detach, JOB.schedule, COUNT.add), DEDUPS.push,
 -- H.new_head (which also ends the leader's term by the new due time).
 --
--- Time: a call that has run about a millisecond (CALL.spent in
+-- Time: a call that has run CALL.BUDGET_US (1.5 ms: CALL.spent in
 -- lib/call.lua) pushes no more jobs: it replies PARTIAL in place of DONE,
 -- with the results of the jobs it pushed (at least 8, the first ones in
 -- order); the rest are untouched, for the caller's next call. A call of

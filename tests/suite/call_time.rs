@@ -1,5 +1,5 @@
 //! A dispatch or push call stops once it has run about a millisecond
-//! (issue 54): whatever the shape of its jobs (a thousand topics, a
+//! (CALL.BUDGET_US, issue 54): whatever the shape of its jobs (a thousand topics, a
 //! thousand groups), no call holds Redis for long. It stops at a safe
 //! point: a dispatch moves a topic's millisecond it began whole, in push
 //! order, a push stops after a whole job; the next call does the rest,
