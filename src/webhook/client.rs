@@ -17,7 +17,7 @@ use super::Webhook;
 
 /// How one webhook sends its requests.
 pub(super) enum Sender {
-    Plain(Plain),
+    Plain(Box<Plain>),
     Reqwest {
         client: reqwest::Client,
         /// The URL parsed once (None: it does not parse, and each request
@@ -36,7 +36,7 @@ impl Sender {
             .iter()
             .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
         match plain_url(&hook.url).and_then(|u| Plain::new(&u)) {
-            Some(plain) if !proxied => Sender::Plain(plain),
+            Some(plain) if !proxied => Sender::Plain(Box::new(plain)),
             _ => {
                 // A redirect is not followed: only a 2xx to the POST itself
                 // finishes a job (a 302 followed by a GET without body
