@@ -150,6 +150,14 @@ impl Lanes {
         let mut last_end: Option<Instant> = None;
         let mut failing = Backoff::starting_at(Duration::from_millis(50));
         let mut calm_from = Instant::now();
+        // Made once, not on every turn of the loop (a turn per delivery
+        // that ends): a waiter on each, and a timer reset only when its
+        // time changes.
+        let stop = shutdown.wait();
+        let ended = self.ended.clone();
+        let end = ended.notified();
+        let wake = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(stop, end, wake);
         loop {
             // Deliveries that end together free their slots at once.
             tokio::task::yield_now().await;
@@ -239,9 +247,19 @@ impl Lanes {
                     }));
                 }
             }
+            // The next job to give back, or the end of a calm after errors.
             let next_use_by = q.unchecked.iter().map(|w| w.use_by).min();
+            let wake_at = next_use_by
+                .into_iter()
+                .chain((calm_from > now).then_some(calm_from))
+                .min();
+            if let Some(at) = wake_at {
+                if wake.deadline() != at {
+                    wake.as_mut().reset(at);
+                }
+            }
             tokio::select! {
-                _ = shutdown.wait() => break,
+                _ = &mut stop => break,
                 (sent, waited, got, held) = async { popping.as_mut().unwrap().await }, if popping.is_some() => {
                     popping = None;
                     match got {
@@ -279,12 +297,12 @@ impl Lanes {
                     q.checking = 0;
                     self.checked(sent, batch, found, &mut q, &mut failing, &mut calm_from);
                 }
-                _ = self.ended.notified() => {
+                _ = &mut end => {
+                    end.set(ended.notified());
                     dry = false;
                     last_end = Some(Instant::now());
                 }
-                _ = tokio::time::sleep_until(next_use_by.unwrap_or(now)), if next_use_by.is_some() => {}
-                _ = tokio::time::sleep_until(calm_from), if calm_from > now => {}
+                _ = &mut wake, if wake_at.is_some() => {}
             }
         }
         // A pop under way is dropped: its jobs go back once its reply

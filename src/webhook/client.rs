@@ -1,28 +1,23 @@
-//! The HTTP client a webhook sends with. A plain `http://` URL goes
-//! through hyper's pooled client with what every request shares (the URI,
-//! the fixed headers) made once: reqwest's layers re-parsed the URL and
-//! copied the headers of every request. https, credentials in the URL and
-//! a proxy from the environment go through reqwest, as before.
+//! The HTTP client a webhook sends with. A plain `http://` URL goes over
+//! hyper's HTTP/1 connections kept by the webhook itself, with what every
+//! request shares (the path, the fixed headers) made once (`plain.rs`):
+//! reqwest's layers re-parsed the URL and copied the headers of every
+//! request. https, credentials in the URL and a proxy from the environment
+//! go through reqwest, as before.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, LOCATION};
-use hyper::{Request, StatusCode, Uri};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper::header::{HeaderValue, LOCATION};
+use hyper::StatusCode;
 use tokio::time::Instant;
 
+use super::plain::{chain, Plain, PlainAnswer};
 use super::Webhook;
 
 /// How one webhook sends its requests.
 pub(super) enum Sender {
-    Plain {
-        client: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
-        uri: Uri,
-    },
+    Plain(Box<Plain>),
     Reqwest {
         client: reqwest::Client,
         /// The URL parsed once (None: it does not parse, and each request
@@ -40,19 +35,8 @@ impl Sender {
         let proxied = PROXY_VARS
             .iter()
             .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
-        match plain_uri(&hook.url) {
-            Some(uri) if !proxied => {
-                // As reqwest's: no delay on small writes, idle connections
-                // kept 90 s.
-                let mut http = HttpConnector::new();
-                http.set_nodelay(true);
-                let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-                    .timer(TokioTimer::new())
-                    .pool_timer(TokioTimer::new())
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .build(http);
-                Sender::Plain { client, uri }
-            }
+        match plain_url(&hook.url).and_then(|u| Plain::new(&u)) {
+            Some(plain) if !proxied => Sender::Plain(Box::new(plain)),
             _ => {
                 // A redirect is not followed: only a 2xx to the POST itself
                 // finishes a job (a 302 followed by a GET without body
@@ -76,21 +60,14 @@ impl Sender {
         started: Instant,
         headers: Vec<(&'static str, HeaderValue)>,
         body: Vec<u8>,
-    ) -> Result<Answer, SendError> {
+    ) -> Result<Answer<'_>, SendError> {
         match self {
-            Sender::Plain { client, uri } => {
-                let mut req = Request::post(uri.clone())
-                    .body(Full::new(Bytes::from(body)))
-                    .expect("a request of a parsed URI and valid headers");
-                let h = req.headers_mut();
-                h.insert(ACCEPT, HeaderValue::from_static("*/*"));
-                h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                for (name, value) in headers {
-                    h.insert(HeaderName::from_static(name), value);
-                }
-                match tokio::time::timeout_at(started + hook.timeout, client.request(req)).await {
-                    Ok(Ok(resp)) => Ok(Answer::Plain(resp)),
-                    Ok(Err(e)) => Err(SendError::Other(chain("error sending request", &e))),
+            Sender::Plain(plain) => {
+                match tokio::time::timeout_at(started + hook.timeout, plain.post(headers, body))
+                    .await
+                {
+                    Ok(Ok(answer)) => Ok(Answer::Plain(answer)),
+                    Ok(Err(why)) => Err(SendError::Other(why)),
                     Err(_) => Err(SendError::Timeout),
                 }
             }
@@ -119,28 +96,16 @@ impl Sender {
     }
 }
 
-/// The URI of a plain http URL that needs nothing of reqwest's (no
-/// credentials to turn into a header); None otherwise. Without its
-/// fragment, as reqwest sends it.
-fn plain_uri(url: &str) -> Option<Uri> {
+/// A plain http URL that needs nothing of reqwest's (no credentials to
+/// turn into a header); None otherwise. Without its fragment, as reqwest
+/// sends it.
+fn plain_url(url: &str) -> Option<reqwest::Url> {
     let mut url = reqwest::Url::parse(url).ok()?;
     if url.scheme() != "http" || !url.username().is_empty() || url.password().is_some() {
         return None;
     }
     url.set_fragment(None);
-    url.as_str().parse().ok()
-}
-
-/// `first`, then the causes of `e`: "invalid peer certificate:
-/// UnknownIssuer" is what tells a user to set SSL_CERT_FILE.
-fn chain(first: &str, e: &(dyn std::error::Error + 'static)) -> String {
-    let mut why = first.to_owned();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        why = format!("{why}: {c}");
-        cause = c.source();
-    }
-    why
+    Some(url)
 }
 
 /// Why a request got no answer.
@@ -151,8 +116,8 @@ pub(super) enum SendError {
 }
 
 /// A receiver's answer, its body not read yet.
-pub(super) enum Answer {
-    Plain(hyper::Response<hyper::body::Incoming>),
+pub(super) enum Answer<'a> {
+    Plain(PlainAnswer<'a>),
     Reqwest(reqwest::Response),
 }
 
@@ -162,17 +127,17 @@ pub(super) struct BodyError {
     pub(super) why: String,
 }
 
-impl Answer {
+impl Answer<'_> {
     pub(super) fn status(&self) -> StatusCode {
         match self {
-            Answer::Plain(r) => r.status(),
+            Answer::Plain(r) => r.response().status(),
             Answer::Reqwest(r) => r.status(),
         }
     }
 
     pub(super) fn location(&self) -> Option<&HeaderValue> {
         match self {
-            Answer::Plain(r) => r.headers().get(LOCATION),
+            Answer::Plain(r) => r.response().headers().get(LOCATION),
             Answer::Reqwest(r) => r.headers().get(LOCATION),
         }
     }
@@ -181,7 +146,7 @@ impl Answer {
     pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, BodyError> {
         match self {
             Answer::Plain(r) => loop {
-                match r.body_mut().frame().await {
+                match r.frame().await {
                     None => return Ok(None),
                     Some(Ok(frame)) => {
                         if let Ok(data) = frame.into_data() {
@@ -203,6 +168,15 @@ impl Answer {
             }),
         }
     }
+
+    /// Done with a 2xx whose body no one reads: a plain connection reads
+    /// what is left of it by `deadline` (a little) to carry the next
+    /// request; reqwest's pool sees to its own.
+    pub(super) async fn done(self, deadline: Instant) {
+        if let Answer::Plain(r) = self {
+            r.drain(deadline).await;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -212,17 +186,17 @@ mod tests {
     #[test]
     fn only_plain_http_without_credentials_skips_reqwest() {
         assert_eq!(
-            plain_uri("http://h:8080/in?a=b#frag").unwrap(),
+            plain_url("http://h:8080/in?a=b#frag").unwrap().as_str(),
             "http://h:8080/in?a=b"
         );
-        assert_eq!(plain_uri("http://h").unwrap(), "http://h/");
+        assert_eq!(plain_url("http://h").unwrap().as_str(), "http://h/");
         for url in [
             "https://h/in",
             "http://user:pw@h/in",
             "http://user@h/in",
             "not a url",
         ] {
-            assert!(plain_uri(url).is_none(), "{url}");
+            assert!(plain_url(url).is_none(), "{url}");
         }
     }
 }

@@ -42,6 +42,8 @@ mod client;
 #[cfg(feature = "server")]
 mod delivery;
 #[cfg(feature = "server")]
+mod plain;
+#[cfg(feature = "server")]
 mod request;
 
 #[cfg(feature = "server")]

@@ -66,7 +66,10 @@ pub(super) async fn deliver(
             status = Some(resp.status().as_u16().to_string());
             let result = match hook.result {
                 true => reply_result(resp, started + hook.timeout, &job.id).await,
-                false => None,
+                false => {
+                    resp.done(started + hook.timeout).await;
+                    None
+                }
             };
             ("success", Ok(result))
         }
@@ -153,7 +156,7 @@ fn headers(
 /// A 2xx reply's body as the job's result (JSON text): None when empty,
 /// over [`MAX_RESULT_BYTES`](crate::defaults::MAX_RESULT_BYTES) or not read
 /// whole by `deadline` (the job still finishes; the log says why).
-async fn reply_result(mut resp: Answer, deadline: Instant, id: &str) -> Option<String> {
+async fn reply_result(mut resp: Answer<'_>, deadline: Instant, id: &str) -> Option<String> {
     use crate::defaults::MAX_RESULT_BYTES;
     let mut got = Vec::new();
     loop {
@@ -197,7 +200,7 @@ async fn reply_result(mut resp: Answer, deadline: Instant, id: &str) -> Option<S
 /// The start of a failed reply's body, for its error: at most
 /// [`ERROR_BODY_BYTES`] are read, none after `deadline` (the delivery's
 /// timeout), and the connection is dropped with the rest unread.
-async fn error_body(mut resp: Answer, deadline: Instant) -> String {
+async fn error_body(mut resp: Answer<'_>, deadline: Instant) -> String {
     let mut got = Vec::new();
     let mut unread = None;
     while got.len() < ERROR_BODY_BYTES {
