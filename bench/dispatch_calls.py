@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from script_time import Redis, fcall
+from script_time import Redis, fcall, push
 
 N = int(os.environ.get("N", 20000))
 ROUNDS = int(os.environ.get("ROUNDS", 2))
@@ -46,7 +46,7 @@ def burst(r, build, follow, topics):
         for i in range(start, min(start + 128, N)):
             args += [f"j-{i:07d}", f"t-{i % topics:06d}", "x" * 64, 30000, 0,
                      due + i * 1000 // N, "", 0, "replace", ""]
-        r(*fcall(build, "push", args))
+        push(r, build, args)
     while int(r("TIME")[0]) * 1000 < due + 1500:
         time.sleep(0.1)
     calls, limit = [], BATCH // 4 if follow else int(os.environ.get("LIMIT", BATCH))

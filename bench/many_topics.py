@@ -22,7 +22,7 @@ median and longest.
 import os
 import sys
 
-from script_time import Redis, fcall
+from script_time import Redis, fcall, push
 
 LIMIT = int(os.environ.get("LIMIT", 1000))
 PAGES = int(os.environ.get("PAGES", 20))
@@ -44,7 +44,7 @@ def load(r, build, topics):
         args = []
         for i in range(start, min(start + 500, topics)):
             args += [f"t-{i:06d}", f"t-{i:06d}", "x" * 64, 30000, 0, due + i, "", 0, "replace", ""]
-        r(*fcall(build, "push", args))
+        push(r, build, args)
 
 
 def arming_pass(r, build):
