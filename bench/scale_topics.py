@@ -32,9 +32,9 @@ import os
 import sys
 import time
 import urllib.parse
-import urllib.request
 
 from script_time import Redis, fcall, push
+from topic_pages import cpu, get, usec
 
 ROUNDS = int(os.environ.get("ROUNDS", 3))
 IDLE = float(os.environ.get("IDLE", 20))
@@ -43,27 +43,6 @@ TOPICS = int(os.environ.get("TOPICS", 100_000))
 GROUPS = int(os.environ.get("GROUPS", 1_000_000))
 PUSH = int(os.environ.get("PUSH", 128))
 SCENARIOS = os.environ.get("SCENARIOS", "few,topics,groups").split(",")
-
-
-def usec(r):
-    total = 0
-    for line in r("INFO", "commandstats").splitlines():
-        if line.startswith("cmdstat_"):
-            total += int(line.split("usec=")[1].split(",")[0])
-    return total
-
-
-def cpu(r):
-    info = dict(
-        line.split(":", 1) for line in r("INFO", "cpu").splitlines() if ":" in line
-    )
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
-def get(base, path):
-    with urllib.request.urlopen(base + path, timeout=300) as resp:
-        body = resp.read()
-    return json.loads(body) if path.startswith("/v1") else body
 
 
 def load(r, build, jobs):

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use crate::common::*;
+use crate::priority::drain;
 use delayq::{Config, NewJob, PushOutcome, Queue};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -33,19 +34,6 @@ async fn dispatch_once(redis: &RedisServer, ids: &[String]) -> (i64, i64) {
     match (&reply[2], &reply[3]) {
         (redis::Value::Int(moved), redis::Value::Int(next)) => (*moved, *next),
         v => panic!("dispatch replied {v:?}"),
-    }
-}
-
-/// Pops one job at a time until none is ready: their ids, in order.
-async fn drain(q: &Queue, topic: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    loop {
-        let got = q.try_pop(&topics(&[topic]), 1).await.unwrap();
-        let Some(d) = got.into_iter().next() else {
-            return out;
-        };
-        q.finish(&d.id, &d.token).await.unwrap();
-        out.push(d.id);
     }
 }
 

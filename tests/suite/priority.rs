@@ -28,7 +28,7 @@ async fn ready(q: &Queue, topic: &str, n: u64) {
 }
 
 /// Pops one job at a time until none is ready: their ids, in order.
-async fn drain(q: &Queue, topic: &str) -> Vec<String> {
+pub(crate) async fn drain(q: &Queue, topic: &str) -> Vec<String> {
     let mut out = Vec::new();
     loop {
         let got = q.try_pop(&topics(&[topic]), 1).await.unwrap();
