@@ -11,9 +11,10 @@ ROUNDS times (default 2; the builds' order alternates): N jobs (default
 20,000; 64-byte bodies, layout 3) pushed 128 a call, due over one second
 (so about 20 a millisecond tie), then, once all are due, sweep calls until
 one moves nothing. A build marked `:follow` gets the limit the service's
-sweep gives it (`next_limit` in src/loops/sweep.rs: a quarter of 1,000 to
-begin, down to what a call moved after one cut short, doubling after a
-full one); the others 1,000 a call, as `dispatch_batch`. A call's time is
+sweep gives it (`next_limit` in src/loops/sweep.rs: a quarter of 1,000
+to begin, or a sixteenth with `:follow16` as the sweep does since a
+call's tail counts in its time, down to what a call moved after one cut
+short, doubling after a full one); the others 1,000 a call, as `dispatch_batch`. A call's time is
 `cmdstat_fcall`'s usec over it (its own run, network not counted). Prints
 per build: calls, median and longest call, jobs a call, Redis us a job.
 """
@@ -49,7 +50,7 @@ def burst(r, build, follow, topics):
         push(r, build, args)
     while int(r("TIME")[0]) * 1000 < due + 1500:
         time.sleep(0.1)
-    calls, limit = [], BATCH // 4 if follow else int(os.environ.get("LIMIT", BATCH))
+    calls, limit = [], BATCH // follow if follow else int(os.environ.get("LIMIT", BATCH))
     while True:
         r("CONFIG", "RESETSTAT")
         rep = r(*fcall(build, "dispatch", [limit, 1000, 86_400_000, 3_600_000, 0]))
@@ -68,7 +69,9 @@ def main():
     for a in sys.argv[2:]:
         name, spec = a.split("=")
         version, _, mode = spec.partition(":")
-        builds[name] = ((version, "trail"), mode == "follow")
+        # ":follow" starts at a quarter batch (the sweep before issue 54's
+        # tail counting), ":follow16" at a sixteenth (after it).
+        builds[name] = ((version, "trail"), {"follow": 4, "follow16": 16}.get(mode, 0))
     r = Redis(port)
     names = list(builds)
     for topics in TOPICS:

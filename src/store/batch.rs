@@ -152,8 +152,13 @@ impl Store {
     }
 
     /// Many items in as few calls as the limits allow: one or more per
-    /// partition, the calls at once. A result per item, in the order of
-    /// `items`; the outer error when no call got through.
+    /// partition, the partitions' calls at once, each partition's one
+    /// after another: a call that ran out of time (PARTIAL) sends its
+    /// rest before the next call of its partition goes, so every item is
+    /// applied in the order of `items` (a later push of the same id
+    /// replaces the earlier; ties keep their push order). A result per
+    /// item, in the order of `items`; the outer error when no call got
+    /// through.
     pub(crate) async fn batch_many<B: PerJob>(
         &self,
         items: &[B::Item],
@@ -165,16 +170,27 @@ impl Store {
             groups.entry(part_of(item)).or_default().push(i);
         }
         let mut calls: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut lanes: Vec<std::ops::Range<usize>> = Vec::new();
         for (part, members) in groups {
+            let first = calls.len();
             for chunk in chunks::<B, _>(members, |&i| B::bytes(&items[i])) {
                 calls.push((part, chunk));
             }
+            lanes.push(first..calls.len());
         }
-        let replies = futures::future::join_all(calls.iter().map(|(part, members)| {
-            let batch: Vec<&B::Item> = members.iter().map(|&i| &items[i]).collect();
-            async move { self.batch_each::<B>(*part, &batch, deadline).await }
+        let per_lane = futures::future::join_all(lanes.into_iter().map(|lane| {
+            let calls = &calls[lane];
+            async move {
+                let mut replies = Vec::with_capacity(calls.len());
+                for (part, members) in calls {
+                    let batch: Vec<&B::Item> = members.iter().map(|&i| &items[i]).collect();
+                    replies.push(self.batch_each::<B>(*part, &batch, deadline).await);
+                }
+                replies
+            }
         }))
         .await;
+        let replies: Vec<_> = per_lane.into_iter().flatten().collect();
         if let Some(Err(e)) = replies.iter().find(|r| r.is_err()) {
             if replies.iter().all(|r| r.is_err()) {
                 return Err(e.clone());

@@ -35,12 +35,14 @@
 -- HINCRBY, HMGET, EXISTS, at most HSETNX, LPUSH, ZADD, PUBLISH). A plain
 -- job: one field more in its HMGET, nothing else.
 --
--- Time: a call stops taking new work once it has run 0.6 of CALL.BUDGET_US
--- (0.9 ms; 0.4 while reading: CALL.spent in lib/call.lua; at most
--- `limit` jobs either way), at a
--- safe point: a topic's millisecond it began moving moves whole, the rest
--- is left due for the next call. So a call stays about as short whether
--- its jobs are in one topic or in a thousand topics or groups.
+-- Time: the clock a call looks at (CALL.spent in lib/call.lua) counts all
+-- it does. It reads the due entries up to 0.3 of CALL.BUDGET_US (an
+-- event call its named ids up to 0.15), reads the jobs behind them while
+-- there is time to move them, then makes them ready topic by topic, each
+-- topic's tail with it, up to 0.9; at most `limit` jobs either way. Out
+-- of time, it stops at a safe point, the rest left due for the next call,
+-- and arms nothing. So a call stays about as short whether its jobs are
+-- in one topic or in a thousand topics or groups.
 --
 -- Returns { DONE, now_us, moved, next_due_ms or -1 (a call with ids does
 --           not look: -1, or now if it left due jobs for lack of time, for
@@ -77,7 +79,7 @@ local ids, scores, from_topic = {}, {}, {}
 -- schedule (by place in ids), used again by the move below; and the
 -- places whose score the shared schedule gave (only those have an entry
 -- there to remove).
-local fields, shared = {}, {}
+local fields, shared, unread = {}, {}, {}
 local sweeping = #ARGV < first_id
 local split = H.split()
 -- Ties (issue 49): jobs of a topic due in the same millisecond become
@@ -167,10 +169,16 @@ if not sweeping then
   -- Layout 3: a delayed job's time is in its topic schedule only. The
   -- ids the schedule lacks: only a delayed job's is looked up, one
   -- ZMSCORE per topic and 500 ids (a late event's job has mostly moved).
+  -- Out of time (CALL.spent at 0.15 of the budget, every 8 reads), the
+  -- ids not read wait for the sweep (`unread`; the reply wakes it): the
+  -- ties read below may still take them, as any job of their millisecond.
   if split then
-    local by_topic, order = {}, {}
+    local by_topic, order, reads = {}, {}, 0
     for k, id in ipairs(ids) do
-      if not scores[k] then
+      if not scores[k] and (left or (reads % 8 == 7 and CALL.spent(0.15))) then
+        left, unread[k] = true, true
+      elseif not scores[k] then
+        reads = reads + 1
         local f = redis.call('HMGET', job_key(id), STATE, TOPIC, TTR, PRIORITY, GROUP, H.SEQ)
         fields[k] = f
         if f[2] and not f[1] then
@@ -211,15 +219,20 @@ if not sweeping then
       end
     end
   end
-  local seen, found, room = {}, {}, limit - #ids
-  for _, id in ipairs(ids) do seen[id] = true end
+  -- The ties read: as many more as the call was named ids, and 64 (a
+  -- burst's others are the sweep's).
+  local seen, found, room = {}, {}, math.min(limit - #ids, #ids + 64)
+  for k, id in ipairs(ids) do
+    if not unread[k] then seen[id] = true end
+  end
+  local held = false
   for n, t in ipairs(order) do
     if room <= 0 then break end
     -- Out of time: this topic's due jobs, named or not, wait whole for the
     -- sweep (woken by the reply), so none moves before an earlier one of
     -- its millisecond that was not read.
-    if left or (n % 16 == 0 and CALL.spent(0.4)) then
-      left, cut[t] = true, -math.huge
+    if held or (n % 16 == 0 and CALL.spent(0.3)) then
+      held, left, cut[t] = true, true, -math.huge
     else
       local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
       local keep = whole_ms(got, #got / 2 >= room)
@@ -248,7 +261,7 @@ else
   for n, t in ipairs(redis.call('ZRANGE', P .. HEADS_KEY, '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, limit)) do
     if room <= 0 then break end
     -- Out of time: the topics after this one wait for the next call.
-    if n % 16 == 0 and CALL.spent(0.4) then left = true break end
+    if n % 16 == 0 and CALL.spent(0.3) then left = true break end
     local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
@@ -259,38 +272,58 @@ else
   admit(found, seen, false)
 end
 
-local moved = 0
-local ready = {}
+-- Two steps. The first reads each due job (HMGET) and decides: a lease
+-- that ran out is failed at once (RETRIES.fail), a delayed job is put
+-- among the movers, nothing written yet. The second makes the movers
+-- ready topic by topic, each topic's whole tail with it (its schedule
+-- entries out, its head, its notice, its counts), so the clock it looks
+-- at counts everything the call does: out of time, it stops at a safe
+-- point and the movers after it stay as they are, due, for the next call.
+local taken, moved = 0, 0
 local topics = {}
 local per = {}
--- A call moving many jobs takes them out of the schedules once at its end:
--- one ZREM of the shared schedule, one ZREM and one head update per topic
--- schedule, one DEL of the trigger keys, not those per job. (Nothing in
--- the loop reads a moved job's entries again; the arming and next due
--- time below come after.) A call of one job writes as it goes.
-local out, out_of, out_topics, out_triggers
-if #ids > 1 then out, out_of, out_topics, out_triggers = {}, {}, {}, {} end
+-- A call moving many jobs takes them out of the shared schedule and
+-- deletes their trigger keys once at its end (one ZREM, one DEL, each
+-- O(the jobs moved)); a topic schedule once per topic. A call of one job
+-- writes as it goes.
+local out, out_triggers
+if #ids > 1 then out, out_triggers = {}, {} end
 -- An id named twice is handled once: its first handling took or replaced
 -- its entry (a lease that ran out may even have been delayed again).
 local handled = {}
--- Out of time (CALL.spent, looked at every 16 jobs; at 0.6 of the budget,
--- what it moved is still to be taken out of the schedules), the call takes
--- no new work: a millisecond of a topic it began moving (`begun`: topic -> due
--- ms) still moves whole, its ties in push order; any other job waits for
--- the next call. A shared schedule entry's topic is not known before its
--- HMGET: its millisecond (`shared_ms`, the entries being in due order)
--- moves whole across topics.
+-- The first step takes no more than the second has time to move: making
+-- a job ready costs about twice reading it (four times a grouped job's),
+-- so it stops once it has used a third (a fifth) of the time left before
+-- 0.9 of the budget when it began (`from`; looked at every 8 jobs, once
+-- it took one). Then it takes no new work: a millisecond of a topic it
+-- began taking (`begun`: topic -> due ms) is still taken whole, its ties
+-- in push order; any other job waits for the next call. A shared schedule
+-- entry's topic is not known before its HMGET: its millisecond
+-- (`shared_ms`, the entries being in due order) is taken whole across
+-- topics.
+local from = CALL.elapsed()
+local share = 1 / 3
+local function read_enough()
+  return CALL.elapsed() >= from + (CALL.BUDGET_US * 0.9 - from) * share
+end
 local stopping, since, begun, shared_ms = false, 0, {}, nil
--- The delayed jobs to make ready, put in line after the loop in (due,
--- push order): { due, SEQ (0: none), place, id, topic, level, group }.
-local movers = {}
+-- The delayed jobs to make ready, per topic in the order topics were met:
+-- { due, SEQ (0: none), place, id, topic, level, group }.
+local movers, mover_topics = {}, {}
+local function add_to(t)
+  if not per[t] then
+    per[t] = { 0, 0, 0, {}, 0 }
+    topics[#topics + 1] = t
+  end
+  return per[t]
+end
 for k, id in ipairs(ids) do
-  if moved >= limit then break end
+  if taken >= limit then break end
   local score = scores[k]
   local hold = false
   if score and tonumber(score) <= now_ms and not handled[id] then
     score = tonumber(score)
-    if not stopping and since >= 16 then since, stopping = 0, CALL.spent(0.6) end
+    if not stopping and since >= 8 and taken > 0 then since, stopping = 0, read_enough() end
     if stopping then
       local t = (fields[k] and fields[k][2]) or from_topic[id]
       if t then hold = begun[t] ~= score else hold = shared_ms ~= score end
@@ -307,40 +340,34 @@ for k, id in ipairs(ids) do
     handled[id] = true
     local topic = f[2]
     local state = topic and state_of(f[1])
-    local became
     if state == DELAYED and cut[topic] and score >= cut[topic] then
       -- Its millisecond was cut by the limit: the next call moves it.
-      became = nil
+      left = true
     elseif state == DELAYED then
-      moved = moved + 1
-      if out then
-        if sweeping or shared[k] then out[#out + 1] = id end
-        local l = out_of[topic]
-        if not l then
-          l = {}
-          out_of[topic] = l
-          out_topics[#out_topics + 1] = topic
-        end
-        l[#l + 1] = id
-        if sweeping or extra[k] then out_triggers[#out_triggers + 1] = KEY.trigger(id) end
-      elseif sweeping then
-        JOB.unschedule(id, topic)
-      else
-        -- Called with the ids of expired triggers: there is no trigger
-        -- key left to delete, and a shared schedule's entry only if it
-        -- gave the score.
-        if shared[k] then redis.call('ZREM', SCHEDULE, id) end
-        H.remove(topic, id)
+      taken = taken + 1
+      local l = movers[topic]
+      if not l then
+        l = {}
+        movers[topic] = l
+        mover_topics[#mover_topics + 1] = topic
       end
-      movers[#movers + 1] = { score, tonumber(f[6]) or 0, k, id, topic, LISTS.level_of(f[4]), f[5] }
+      l[#l + 1] = { score, tonumber(f[6]) or 0, k, id, topic, LISTS.level_of(f[4]), f[5] }
+      if f[5] then share = 1 / 5 end
       begun[topic] = score
-      became = READY
     elseif state == RESERVED then
+      taken = taken + 1
       moved = moved + 1
+      -- A failed attempt's writes: a few times a read's.
+      since = since + 3
       -- RETRIES.fail takes it out of the schedule.
-      became = RETRIES.fail(id, topic, math.ceil(now / 1000),
+      local became = RETRIES.fail(id, topic, math.ceil(now / 1000),
         'lease expired (ttr ' .. f[3] .. ' ms)', nil, dead_max, dead_age)
       EVENT.failed(id, topic, became)
+      local p = add_to(topic)
+      p[1] = p[1] + 1
+      if became == DEAD then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
+      if became == READY then p[5] = p[5] + 1 end
+      p[4][#p[4] + 1] = now - score * 1000
     else
       -- No job behind the entry: nothing to hand over. (Its topic is
       -- unknown unless a topic schedule listed it; the topic's listing
@@ -350,53 +377,135 @@ for k, id in ipairs(ids) do
     -- Listed by another topic's schedule than the job's own: stale there.
     local via = from_topic[id]
     if via and topic and via ~= topic then H.remove(via, id) end
-    if became then
-      if not per[topic] then
-        per[topic] = { 0, 0, 0, {} }
-        ready[topic] = 0
-        topics[#topics + 1] = topic
-      end
-      local p = per[topic]
-      p[1] = p[1] + 1
-      if state == RESERVED then
-        if became == DEAD then p[3] = p[3] + 1 else p[2] = p[2] + 1 end
-      end
-      if became == READY then ready[topic] = ready[topic] + 1 end
-      p[4][#p[4] + 1] = now - score * 1000
-    end
   end
 end
 
--- Into their lines in (due, push order): the schedules list a
--- millisecond's jobs by id. Order matters within a topic only: sorted only
--- when a topic's jobs are out of that order (O(n log n) Lua comparisons
--- then, about 2.6 us a job for a thousand; none for a call without ties).
+-- The second step. Into their lines in (due, push order): the schedules
+-- list a millisecond's jobs by id. Order matters within a topic only: a
+-- topic's movers are sorted only when out of that order (O(n log n) Lua
+-- comparisons then, about 2.6 us a job for a thousand; none for a call
+-- without ties).
 local function before(a, b)
   if a[1] ~= b[1] then return a[1] < b[1] end
   if a[2] ~= b[2] then return a[2] < b[2] end
   return a[3] < b[3]
 end
-local last = {}
-for _, m in ipairs(movers) do
-  local p = last[m[5]]
-  if p and (m[1] < p[1] or (m[1] == p[1] and m[2] < p[2])) then
-    table.sort(movers, before)
-    break
+local function in_order(l)
+  for i = 2, #l do
+    local a, b = l[i - 1], l[i]
+    if b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]) then return false end
   end
-  last[m[5]] = m
+  return true
 end
-for _, m in ipairs(movers) do
-  JOB.make_ready(m[4], m[5], DELAYED, m[1], m[6], m[7])
-  if EVENTS > 0 then EVENT.emit(EV_FIRED, m[4], m[5], nil, m[1]) end
+-- A topic's movers in that order. A Lua comparator costs a function call
+-- a comparison (about 2.6 us a job for a thousand), more than the call
+-- may then have time to move: so the distinct due times are sorted as
+-- plain numbers, and a millisecond's ties by one number each, SEQ and
+-- place (exact below 2^53: SEQ below 2^32, places below 2^20), the
+-- comparator only past that.
+local function ordered(l)
+  if in_order(l) then return l end
+  local at, dues = {}, {}
+  for _, m in ipairs(l) do
+    local b = at[m[1]]
+    if not b then
+      b = {}
+      at[m[1]] = b
+      dues[#dues + 1] = m[1]
+    end
+    b[#b + 1] = m
+  end
+  table.sort(dues)
+  local out = {}
+  for _, d in ipairs(dues) do
+    local b = at[d]
+    if #b > 1 then
+      local keys, of, plain = {}, {}, true
+      for _, m in ipairs(b) do
+        if m[2] >= 4294967296 or m[3] >= 1048576 then plain = false break end
+        local key = m[2] * 1048576 + m[3]
+        keys[#keys + 1] = key
+        of[key] = m
+      end
+      if plain then
+        table.sort(keys)
+        for i, key in ipairs(keys) do b[i] = of[key] end
+      else
+        table.sort(b, before)
+      end
+    end
+    for _, m in ipairs(b) do out[#out + 1] = m end
+  end
+  return out
 end
-
+-- Out of time (CALL.spent at 0.9 of the budget, looked at every 8 units
+-- of work: a plain job 1, a grouped one 3, a topic's tail 4), the call
+-- makes no more movers ready: the rest keep their schedule entries and
+-- trigger keys, due, and `left` says so. A topic's movers go in order, so
+-- what stays of a millisecond comes after what moved in push order too
+-- (the first step took the millisecond whole, for the order to be
+-- known). The first topic's first job always moves: every call makes
+-- progress.
+local late, work = false, 0
+-- A topic's ready jobs beyond those its caller's idle waiters take: one
+-- notice, once (p[6]: how many the caller's waiters take).
+local function tell(topic)
+  local p = per[topic]
+  if p[6] then return end
+  p[6] = math.min(p[5], waiting[topic] or 0)
+  if p[5] > p[6] then LISTS.notify(topic, p[5] - p[6]) end
+end
+for n, topic in ipairs(mover_topics) do
+  if not late and n > 1 and work >= 8 then work, late = 0, CALL.spent(0.9) end
+  if late then
+    left = true
+  else
+    local l = ordered(movers[topic])
+    local p, gone = add_to(topic), {}
+    for i, m in ipairs(l) do
+      if not late and work >= 8 then work, late = 0, CALL.spent(0.9) end
+      if late then
+        left = true
+        break
+      end
+      -- A grouped job's move (G.push) runs about three times a plain one's
+      -- commands.
+      work = work + (m[7] and 3 or 1)
+      local id, k = m[4], m[3]
+      if not out then
+        if sweeping then
+          JOB.unschedule(id, topic)
+        else
+          -- Called with the ids of expired triggers: there is no trigger
+          -- key left to delete, and a shared schedule's entry only if it
+          -- gave the score.
+          if shared[k] then redis.call('ZREM', SCHEDULE, id) end
+          H.remove(topic, id)
+        end
+      else
+        if sweeping or shared[k] then out[#out + 1] = id end
+        if sweeping or extra[k] then out_triggers[#out_triggers + 1] = KEY.trigger(id) end
+        gone[#gone + 1] = id
+      end
+      JOB.make_ready(id, topic, DELAYED, m[1], m[6], m[7])
+      if EVENTS > 0 then EVENT.emit(EV_FIRED, id, topic, nil, m[1]) end
+      moved = moved + 1
+      p[1] = p[1] + 1
+      p[5] = p[5] + 1
+      p[4][#p[4] + 1] = now - m[1] * 1000
+    end
+    -- The topic's tail: its schedule's entries and head, its notice, its
+    -- counts (COUNT.flush writes what the call gathered so far).
+    local key, removed = KEY.topic_schedule(topic), 0
+    CALL.in_chunks(gone, function(...) removed = removed + redis.call('ZREM', key, ...) end)
+    if removed > 0 then H.head(topic) end
+    tell(topic)
+    COUNT.flush()
+    work = work + 4
+  end
+end
 if out then
   CALL.in_chunks(out, function(...) redis.call('ZREM', SCHEDULE, ...) end)
-  for _, t in ipairs(out_topics) do
-    local key, removed = KEY.topic_schedule(t), 0
-    CALL.in_chunks(out_of[t], function(...) removed = removed + redis.call('ZREM', key, ...) end)
-    if removed > 0 then H.head(t) end
-  end
   CALL.in_chunks(out_triggers, function(...) redis.call('DEL', ...) end)
 end
 
@@ -416,14 +525,13 @@ local next_due = -1
 if sweeping then next_due = H.next_due() elseif left then next_due = now_ms end
 local reply = { DONE, now, moved, next_due, armed, next_arm, #topics }
 for _, topic in ipairs(topics) do
-  local here = math.min(ready[topic], waiting[topic] or 0)
-  if ready[topic] > here then LISTS.notify(topic, ready[topic] - here) end
   local p = per[topic]
+  tell(topic)
   reply[#reply + 1] = topic
   reply[#reply + 1] = p[1]
   reply[#reply + 1] = p[2]
   reply[#reply + 1] = p[3]
-  reply[#reply + 1] = here
+  reply[#reply + 1] = p[6]
 end
 for _, topic in ipairs(topics) do
   for _, l in ipairs(per[topic][4]) do reply[#reply + 1] = l end

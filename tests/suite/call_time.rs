@@ -12,10 +12,12 @@ use crate::priority::drain;
 use delayq::{Config, NewJob, PushOutcome, Queue};
 
 const LIMIT: Duration = Duration::from_secs(30);
-/// Topics and jobs per topic and millisecond: 4,000 moves, several
-/// milliseconds of Redis time on any machine.
-const TOPICS: usize = 200;
-const PER_MS: usize = 10;
+/// The shapes of load the dispatch tests use: topics, milliseconds a
+/// topic, jobs a millisecond; each 4,000 moves, several milliseconds of
+/// Redis time on any machine. Many topics stop a call between topics;
+/// one topic stops it within the topic, part-way through a millisecond's
+/// ties.
+const SHAPES: [(usize, i64, usize); 2] = [(200, 2, 10), (1, 400, 10)];
 
 /// One dispatch call with a limit far above what is due, made here (the
 /// queue under test does not dispatch): with `ids`, as for their expired
@@ -37,19 +39,23 @@ async fn dispatch_once(redis: &RedisServer, ids: &[String]) -> (i64, i64) {
     }
 }
 
-/// TOPICS topics with PER_MS jobs due at `at` and PER_MS at `at + 1`,
-/// each millisecond's ids sorting against the order pushed ("t007-1-9"
-/// first): each topic's push order, and every id.
-async fn load(q: &Queue, at: i64) -> (Vec<Vec<String>>, Vec<String>) {
+/// `topics` topics with `per_ms` jobs due in each of `ms` milliseconds
+/// from `at`, each millisecond's ids sorting against the order pushed
+/// ("t007-1-9" first): each topic's push order, and every id.
+async fn load(
+    q: &Queue,
+    at: i64,
+    (topics, ms, per_ms): (usize, i64, usize),
+) -> (Vec<Vec<String>>, Vec<String>) {
     let mut orders = Vec::new();
-    for t in 0..TOPICS {
+    for t in 0..topics {
         let topic = format!("t{t:03}");
         let mut jobs = Vec::new();
-        for (k, due) in [at, at + 1].into_iter().enumerate() {
-            for i in (0..PER_MS).rev() {
+        for k in 0..ms {
+            for i in (0..per_ms).rev() {
                 jobs.push(NewJob {
-                    due_at_ms: Some(due),
-                    ..job(&format!("{topic}-{k}-{i}"), &topic, 0, 60_000)
+                    due_at_ms: Some(at + k),
+                    ..job(&format!("{topic}-{k:03}-{i}"), &topic, 0, 60_000)
                 });
             }
         }
@@ -62,12 +68,21 @@ async fn load(q: &Queue, at: i64) -> (Vec<Vec<String>>, Vec<String>) {
 
 /// Out of time, a call (sweep or event path, layouts 1 and 3) moves part
 /// of what is due and leaves the rest due; the calls after it move the
-/// rest; every topic's jobs come out in push order, each once. (Before,
-/// one call moved all 4,000.)
+/// rest; every topic's jobs come out in push order, each once, and the
+/// counts say where they are. (Before, one call moved all 4,000.) One
+/// topic of ties: a call stops part-way through a millisecond's ties,
+/// what it leaves of them after what it moved in push order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_out_of_time_leaves_the_rest_whole_and_in_order() {
-    for layout in ["1 held", "3 held"] {
-        for by_event in [false, true] {
+    for (layout, by_event, shape) in [
+        ("1 held", false, SHAPES[0]),
+        ("1 held", true, SHAPES[0]),
+        ("3 held", false, SHAPES[0]),
+        ("3 held", true, SHAPES[0]),
+        ("3 held", false, SHAPES[1]),
+        ("3 held", true, SHAPES[1]),
+    ] {
+        {
             let redis = RedisServer::start();
             let _: () = redis.cmd(&["SET", "{dq}:layout", layout]).await;
             let q = Queue::connect(Config {
@@ -76,12 +91,12 @@ async fn a_call_out_of_time_leaves_the_rest_whole_and_in_order() {
             })
             .unwrap();
             let at = redis.time_ms().await + 2000;
-            let (orders, all) = load(&q, at).await;
+            let (orders, all) = load(&q, at, shape).await;
             eventually(LIMIT, "Redis's clock past the due times", || async {
-                (redis.time_ms().await > at + 1).then_some(())
+                (redis.time_ms().await > at + shape.1).then_some(())
             })
             .await;
-            let what = format!("layout {layout}, by event: {by_event}");
+            let what = format!("layout {layout}, by event: {by_event}, {} topics", shape.0);
             let (moved, next) = dispatch_once(&redis, if by_event { &all } else { &[] }).await;
             assert!(
                 moved > 0 && (moved as usize) < all.len(),
@@ -96,9 +111,25 @@ async fn a_call_out_of_time_leaves_the_rest_whole_and_in_order() {
             while dispatch_once(&redis, &[]).await.0 > 0 {
                 calls += 1;
             }
+            let counts = q.topics().await.unwrap();
+            let ready: u64 = counts.topics.values().map(|t| t.ready).sum();
+            let delayed: u64 = counts.topics.values().map(|t| t.delayed).sum();
+            assert_eq!(
+                (ready, delayed),
+                (all.len() as u64, 0),
+                "{what}: counts after {calls} calls"
+            );
             for (t, want) in orders.iter().enumerate() {
                 let got = drain(&q, &format!("t{t:03}")).await;
-                assert_eq!(&got, want, "{what}: topic {t} after {calls} calls");
+                let at = got.iter().zip(want).position(|(g, w)| g != w);
+                assert!(
+                    at.is_none() && got.len() == want.len(),
+                    "{what}: topic {t} after {calls} calls: {} of {} jobs, out of order from {at:?}: {:?} where {:?}",
+                    got.len(),
+                    want.len(),
+                    at.map(|i| &got[i..(i + 12).min(got.len())]),
+                    at.map(|i| &want[i..(i + 12).min(want.len())]),
+                );
             }
             q.close().await;
         }
@@ -136,10 +167,14 @@ async fn many_topics_due_together_all_fire_once_across_calls() {
     q.close().await;
 }
 
-/// A push of 128 jobs that each cost many writes (8 tags, a group, a
-/// priority, a topic of their own) runs out of time part-way: the jobs
-/// after the stop go in the next call. Every job is pushed once, in the
-/// order given: the last, with the first one's id, replaces it.
+/// A push of 256 jobs that each cost many writes (8 tags, a group, a
+/// priority, a topic of their own) runs out of time part-way through each
+/// call of 128: the jobs after the stop go in the next call, before the
+/// next 128 go. Every job is pushed once, in the order given: the last,
+/// with the first one's id, replaces it; the 129th, with the 128th's id
+/// (the one most likely left to the first call's rest), replaces that.
+/// (Before, the second call went beside the first, and the first's rest
+/// after both.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_out_of_time_sends_the_rest_in_the_next_call() {
     let redis = RedisServer::start();
@@ -151,14 +186,18 @@ async fn a_push_out_of_time_sends_the_rest_in_the_next_call() {
         body: format!("body {i}"),
         ..job(id, &format!("topic{i:03}"), 600_000, 60_000)
     };
-    let mut jobs: Vec<NewJob> = (0..127).map(|i| heavy(i, &format!("j{i:03}"))).collect();
-    jobs.push(heavy(127, "j000"));
+    let id = |i: usize| match i {
+        255 => "j000".to_string(),
+        128 => "j127".to_string(),
+        i => format!("j{i:03}"),
+    };
+    let jobs: Vec<NewJob> = (0..256).map(|i| heavy(i, &id(i))).collect();
     arm_slowlog(&redis, 10_000).await;
     let results = q.push_many(&jobs).await.unwrap();
     let calls = script_calls(&redis, "dq_push").await;
-    assert!(calls >= 2, "128 heavy jobs went in {calls} call");
+    assert!(calls >= 3, "256 heavy jobs went in {calls} calls");
     for (i, r) in results.iter().enumerate() {
-        let want = if i == 127 {
+        let want = if i == 255 || i == 128 {
             PushOutcome::Replaced
         } else {
             PushOutcome::Created
@@ -169,17 +208,20 @@ async fn a_push_out_of_time_sends_the_rest_in_the_next_call() {
             "job {i} after {calls} calls"
         );
     }
-    let first = q.get("j000").await.unwrap().unwrap();
-    assert_eq!(
-        (first.topic.as_str(), first.body.as_str()),
-        ("topic127", "body 127")
-    );
-    for i in 1..127 {
+    for (id, from) in [("j000", 255), ("j127", 128)] {
+        let j = q.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (j.topic, j.body),
+            (format!("topic{from:03}"), format!("body {from}")),
+            "{id} after {calls} calls"
+        );
+    }
+    for i in (1..255).filter(|&i| i != 127 && i != 128) {
         let j = q.get(&format!("j{i:03}")).await.unwrap().unwrap();
         assert_eq!(j.topic, format!("topic{i:03}"));
     }
     let o = q.topics().await.unwrap();
     let delayed: u64 = o.topics.values().map(|t| t.delayed).sum();
-    assert_eq!(delayed, 127, "delayed jobs counted");
+    assert_eq!(delayed, 254, "delayed jobs counted");
     q.close().await;
 }

@@ -12,12 +12,16 @@ function COUNT.add(state, topic, by)
   COUNTS[field] = (COUNTS[field] or 0) + by
 end
 
+-- Writes the changes gathered so far, and forgets them: a call may flush
+-- as it goes (dispatch does, a topic at a time, so that its clock counts
+-- the writes), and the wrapper flushes again at its end.
 function COUNT.flush()
   local key = P .. COUNT_KEY
   for field, by in pairs(COUNTS) do
     if by ~= 0 and redis.call('HINCRBY', key, field, by) <= 0 then
       redis.call('HDEL', key, field)
     end
+    COUNTS[field] = nil
   end
 end
 
