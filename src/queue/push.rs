@@ -220,10 +220,13 @@ impl Queue {
         .await
     }
 
-    /// Pushes many jobs in one round trip (one script call per partition,
-    /// of up to 128 jobs each, the calls at once; each
-    /// job is still its own atomic upsert). Jobs that break a limit get
-    /// their own [`Error::Invalid`] and are not sent.
+    /// Pushes many jobs in few round trips: one script call per partition
+    /// and up to 128 jobs, the partitions' calls at once, a partition's
+    /// one after another, so the jobs are applied in the order given (a
+    /// later job with an earlier one's id replaces it; jobs due in the same
+    /// millisecond become ready in this order). Each job is still its own
+    /// atomic upsert. Jobs that break a limit get their own
+    /// [`Error::Invalid`] and are not sent.
     #[tracing::instrument(skip_all, fields(jobs = jobs.len()))]
     pub async fn push_many(&self, jobs: &[NewJob]) -> Result<Vec<Result<Pushed>>> {
         let placed: Vec<Result<std::borrow::Cow<NewJob>, String>> =

@@ -207,8 +207,9 @@ impl Store {
     }
 
     /// Many pushes: one script call per partition (and per
-    /// [`Pushes::MAX_ITEMS`] jobs), the calls at once; each job is still
-    /// its own upsert, in the order given, with its own result (a job the
+    /// [`Pushes::MAX_ITEMS`] jobs), the partitions' calls at once, a
+    /// partition's one after another; each job is still its own upsert,
+    /// in the order given, with its own result (a job the
     /// script refuses fails alone). With replica acks asked for, the
     /// pushes are acknowledged only if enough replicas have them.
     pub(crate) async fn push_many(&self, pushes: &[Push]) -> Result<Vec<Result<PushReply>>> {
