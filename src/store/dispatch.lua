@@ -22,7 +22,8 @@
 -- {p}:heads), trigger keys, the watermark ({p}:armed), job hashes, ready
 -- lists, dead sets, count hash. Publishes: ready (one notice per
 -- topic).
--- Helpers: JOB.unschedule, H.remove, H.head, JOB.make_ready, RETRIES.fail,
+-- Helpers: JOB.unschedule, H.remove, H.head, H.in_push_order, JOB.make_ready,
+-- COUNT.flush, CALL.elapsed, CALL.spent, RETRIES.fail,
 -- LISTS.notify, H.next_due, H.arm_ahead, CALL.in_chunks.
 -- Cost per delayed job moved: HMGET, HSET, LPUSH (JOB.make_ready); a call of
 -- more than one job removes them from the schedules once (one ZREM of the
@@ -380,64 +381,8 @@ for k, id in ipairs(ids) do
   end
 end
 
--- The second step. Into their lines in (due, push order): the schedules
--- list a millisecond's jobs by id. Order matters within a topic only: a
--- topic's movers are sorted only when out of that order (O(n log n) Lua
--- comparisons then, about 2.6 us a job for a thousand; none for a call
--- without ties).
-local function before(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
-  if a[2] ~= b[2] then return a[2] < b[2] end
-  return a[3] < b[3]
-end
-local function in_order(l)
-  for i = 2, #l do
-    local a, b = l[i - 1], l[i]
-    if b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]) then return false end
-  end
-  return true
-end
--- A topic's movers in that order. A Lua comparator costs a function call
--- a comparison (about 2.6 us a job for a thousand), more than the call
--- may then have time to move: so the distinct due times are sorted as
--- plain numbers, and a millisecond's ties by one number each, SEQ and
--- place (exact below 2^53: SEQ below 2^32, places below 2^20), the
--- comparator only past that.
-local function ordered(l)
-  if in_order(l) then return l end
-  local at, dues = {}, {}
-  for _, m in ipairs(l) do
-    local b = at[m[1]]
-    if not b then
-      b = {}
-      at[m[1]] = b
-      dues[#dues + 1] = m[1]
-    end
-    b[#b + 1] = m
-  end
-  table.sort(dues)
-  local out = {}
-  for _, d in ipairs(dues) do
-    local b = at[d]
-    if #b > 1 then
-      local keys, of, plain = {}, {}, true
-      for _, m in ipairs(b) do
-        if m[2] >= 4294967296 or m[3] >= 1048576 then plain = false break end
-        local key = m[2] * 1048576 + m[3]
-        keys[#keys + 1] = key
-        of[key] = m
-      end
-      if plain then
-        table.sort(keys)
-        for i, key in ipairs(keys) do b[i] = of[key] end
-      else
-        table.sort(b, before)
-      end
-    end
-    for _, m in ipairs(b) do out[#out + 1] = m end
-  end
-  return out
-end
+-- The second step. Into their lines in (due, push order), a topic's
+-- movers sorted only when out of that order (H.in_push_order).
 -- Out of time (CALL.spent at 0.9 of the budget, looked at every 8 units
 -- of work: a plain job 1, a grouped one 3, a topic's tail 4), the call
 -- makes no more movers ready: the rest keep their schedule entries and
@@ -460,7 +405,7 @@ for n, topic in ipairs(mover_topics) do
   if late then
     left = true
   else
-    local l = ordered(movers[topic])
+    local l = H.in_push_order(movers[topic])
     local p, gone = add_to(topic), {}
     for i, m in ipairs(l) do
       if not late and work >= 8 then work, late = 0, CALL.spent(0.9) end
