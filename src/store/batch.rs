@@ -119,8 +119,15 @@ impl Store {
     ) -> Result<Vec<Result<B::Out>>> {
         let mut out: Vec<Option<Result<B::Out>>> = (0..items.len()).map(|_| None).collect();
         let mut left: Vec<usize> = (0..items.len()).collect();
+        // How many items a call is sent: all at first; after a call that
+        // ran out of time, about as many as it took, so that the rest are
+        // not sent, read and checked again for nothing (a push checks
+        // every job it is sent before its first write); doubling again
+        // after a call that took all it was sent.
+        let mut room = items.len();
         while !left.is_empty() {
-            let batch: Vec<&B::Item> = left.iter().map(|&i| items[i]).collect();
+            let sent = room.min(left.len());
+            let batch: Vec<&B::Item> = left[..sent].iter().map(|&i| items[i]).collect();
             match self.batch_call::<B>(part, &batch, deadline).await {
                 // All of them, or the first ones (the call ran out of time):
                 // the rest go again.
@@ -130,6 +137,11 @@ impl Store {
                         out[i] = Some(Ok(r));
                     }
                     left.drain(..done);
+                    room = if done < sent {
+                        (done + done / 4).max(1)
+                    } else {
+                        (room * 2).min(items.len())
+                    };
                 }
                 Err(Error::Invalid(m)) => match refused_job(&m) {
                     Some((k, why)) if k < left.len() => {
