@@ -100,6 +100,12 @@ end
 -- Topics whose due jobs from this time (ms) on wait for the next call,
 -- their millisecond cut by the limit (or every due job: -math.huge).
 local cut = {}
+-- Topics whose read was one millisecond that filled the room: it may
+-- hold more jobs than this call reads, so it goes over several calls, its
+-- push order held within each (whole_ms); out of time, the first step
+-- stops taking it part-way too, not reading what the second has no time
+-- to move (a burst due at one instant).
+local spill = {}
 -- Whether the call ran out of time (CALL.spent) and left due jobs.
 local left = false
 -- Ids (by place) that are not the caller's: their trigger keys go too.
@@ -238,6 +244,7 @@ if not sweeping then
       local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
       local keep = whole_ms(got, #got / 2 >= room)
       if keep < #got then cut[t] = tonumber(got[keep + 2]) end
+      if keep == #got and #got / 2 >= room then spill[t] = true end
       room = room - #got / 2
       for i = 1, keep, 2 do
         if not seen[got[i]] then found[#found + 1] = { got[i], t, got[i + 1] } end
@@ -267,6 +274,7 @@ else
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
     local keep = whole_ms(got, #got / 2 >= room)
+    if keep == #got and #got / 2 >= room then spill[t] = true end
     room = room - #got / 2
     for i = 1, keep, 2 do found[#found + 1] = { got[i], t, got[i + 1] } end
   end
@@ -298,7 +306,8 @@ local handled = {}
 -- 0.9 of the budget when it began (`from`; looked at every 8 jobs, once
 -- it took one). Then it takes no new work: a millisecond of a topic it
 -- began taking (`begun`: topic -> due ms) is still taken whole, its ties
--- in push order; any other job waits for the next call. A shared schedule
+-- in push order, unless it spills over calls anyway (`spill`); any other
+-- job waits for the next call. A shared schedule
 -- entry's topic is not known before its HMGET: its millisecond
 -- (`shared_ms`, the entries being in due order) is taken whole across
 -- topics.
@@ -327,7 +336,7 @@ for k, id in ipairs(ids) do
     if not stopping and since >= 8 and taken > 0 then since, stopping = 0, read_enough() end
     if stopping then
       local t = (fields[k] and fields[k][2]) or from_topic[id]
-      if t then hold = begun[t] ~= score else hold = shared_ms ~= score end
+      if t then hold = begun[t] ~= score or spill[t] else hold = shared_ms ~= score end
       left = left or hold
     end
   end

@@ -21,7 +21,7 @@ async fn fcalls(redis: &RedisServer) -> u64 {
 
 /// How many times Redis has run `command` since its start (scripts' calls
 /// included).
-async fn calls(redis: &RedisServer, command: &str) -> u64 {
+pub async fn calls(redis: &RedisServer, command: &str) -> u64 {
     let info: String = redis.cmd(&["INFO", "commandstats"]).await;
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()

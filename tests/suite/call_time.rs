@@ -24,10 +24,15 @@ const SHAPES: [(usize, i64, usize); 2] = [(200, 2, 10), (1, 400, 10)];
 /// trigger keys; without, a sweep. How many jobs it moved, and its next
 /// due time (-1: none said).
 async fn dispatch_once(redis: &RedisServer, ids: &[String]) -> (i64, i64) {
+    dispatch_limited(redis, 100_000, ids).await
+}
+
+/// [`dispatch_once`] with a limit.
+async fn dispatch_limited(redis: &RedisServer, limit: usize, ids: &[String]) -> (i64, i64) {
     use delayq::testing::{call, scripts, Keys};
     let path = script_path(redis, scripts::DISPATCH).await;
     let mut args = redis::Cmd::new();
-    args.arg(100_000).arg(1000).arg(86_400_000).arg(0).arg(0);
+    args.arg(limit).arg(1000).arg(86_400_000).arg(0).arg(0);
     for id in ids {
         args.arg(id);
     }
@@ -134,6 +139,54 @@ async fn a_call_out_of_time_leaves_the_rest_whole_and_in_order() {
             q.close().await;
         }
     }
+}
+
+/// A burst: 4,000 jobs of one topic due in one millisecond, more than a
+/// call reads (the default batch, 1,000) and far more than it moves in its
+/// time: handed out over several calls. While what is left of it fills a
+/// call's read, each call reads (HMGET) the jobs it moves and few more:
+/// within twice the jobs moved. (Before, a call took what it read of the
+/// millisecond whole: "375 calls read 375000 jobs to move 3000".) Every
+/// job moves once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_in_one_millisecond_is_read_as_it_is_moved() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = Queue::connect(Config {
+        dispatch: false,
+        ..config(&redis)
+    })
+    .unwrap();
+    let at = redis.time_ms().await + 2000;
+    let (_, all) = load(&q, at, (1, 1, 4000)).await;
+    // Nothing else reads jobs meanwhile.
+    q.close().await;
+    eventually(LIMIT, "Redis's clock past the due time", || async {
+        (redis.time_ms().await > at).then_some(())
+    })
+    .await;
+    let before = crate::batching::calls(&redis, "hmget").await;
+    let (mut calls, mut moved) = (0, 0);
+    while moved < 3000 {
+        let m = dispatch_limited(&redis, 1000, &[]).await.0;
+        assert!(m > 0, "a call moved nothing, {moved} moved before");
+        calls += 1;
+        moved += m;
+    }
+    let read = crate::batching::calls(&redis, "hmget").await - before;
+    assert!(
+        read <= 2 * moved as u64,
+        "{calls} calls read {read} jobs to move {moved}"
+    );
+    // The rest, as the sweep's first call reads.
+    loop {
+        let m = dispatch_limited(&redis, 62, &[]).await.0;
+        if m == 0 {
+            break;
+        }
+        moved += m;
+    }
+    assert_eq!(moved as usize, all.len());
 }
 
 /// With the service dispatching, a thousand topics whose jobs fall due
