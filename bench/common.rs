@@ -146,14 +146,26 @@ pub(crate) async fn settled(q: &Queue) {
 }
 
 pub(crate) async fn add_single(q: &Queue, tag: &str, n: usize, delay: Duration) -> Duration {
+    add_single_body(q, tag, n, delay, 64, &"b".repeat(64)).await
+}
+
+/// [`add_single`] with `inflight` pushes at once and the given body.
+pub(crate) async fn add_single_body(
+    q: &Queue,
+    tag: &str,
+    n: usize,
+    delay: Duration,
+    inflight: usize,
+    body: &str,
+) -> Duration {
     let start = Instant::now();
     stream::iter(0..n)
         .map(|i| {
             let q = q.clone();
-            let job = new_job(id(tag, i), "t", delay);
+            let job = new_job_with(id(tag, i), "t", delay, body.to_owned());
             async move { push(&q, &job).await }
         })
-        .buffer_unordered(64)
+        .buffer_unordered(inflight)
         .for_each(|_| async {})
         .await;
     start.elapsed()

@@ -40,6 +40,8 @@ const USAGE: &str = "usage: cargo run --release --example bench -- [--quick | --
   --pending N,...    jobs waiting an hour away during the lateness runs (a day away during a burst;
                      default 0 there; with --only scale, the sizes the set grows to)
   --scale-burst N    the scale section's burst (default 100,000; --quick 10,000, --smoke 500)
+  --scale-inflight N the scale section's stages loaded one job a push, N pushes in flight, on both
+                     sides (default 0: batches of 1,000)
   --idle-secs N      the idle scenario's window (default 600); with --only scale, each stage's idle window (default 5)
   --short-ids        ids like far0-123456 instead of 36 characters, on both sides (scale, memory, the main table)
   --no-persistence   the scale and burst sections' servers without AOF (default: redis-conf/redis.conf, appendfsync always)
@@ -309,6 +311,12 @@ pub(crate) fn options() -> Options {
             }
             "--no-persistence" => {
                 crate::common::NO_PERSISTENCE.store(true, std::sync::atomic::Ordering::Relaxed)
+            }
+            "--scale-inflight" => {
+                o.scale_sizes.inflight = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--scale-inflight N")
             }
             "--scale-burst" => {
                 o.scale_sizes.burst = args

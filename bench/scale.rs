@@ -16,7 +16,9 @@ use delayq::{Consumer, Delivery, Shutdown};
 use serde_json::json;
 
 use crate::burst::{bullmq_figures, lead_ms, library_on, Run, BATCH, TOPIC};
-use crate::common::{add_bulk_body, bullmq, cpu, json_body, percentile, queue, Persist, HOUR};
+use crate::common::{
+    add_bulk_body, add_single_body, bullmq, cpu, json_body, percentile, queue, Persist, HOUR,
+};
 use crate::lateness::delayq_lateness;
 use crate::Redis;
 
@@ -32,10 +34,14 @@ pub(crate) struct Scale {
     pub(crate) idle_ms: u64,
     /// AOF always, or none with `--no-persistence`.
     pub(crate) persist: Persist,
+    /// Pushes in flight, one job each (`--scale-inflight N`); 0: the
+    /// stages load in batches of [`BATCH`].
+    pub(crate) inflight: usize,
 }
 
-/// One stage: (pending, adds/s, bytes per job, idle Redis CPU %).
-type Stage = (usize, f64, f64, f64);
+/// One stage: (pending, adds/s, bytes per job, idle Redis CPU %, Redis
+/// CPU per add in us).
+type Stage = (usize, f64, f64, f64, f64);
 
 /// One system's figures.
 struct Side {
@@ -94,8 +100,15 @@ async fn delayq_side(s: &Scale) -> Side {
         eprintln!("scale: delayq, loading to {size} pending");
         let n = size - have;
         let before = redis.info("memory", "used_memory");
+        let c0 = cpu(&redis);
         // The same 64 serialized bytes as BullMQ stores (see memory.rs).
-        let took = add_bulk_body(&q, &format!("far{k}"), n, 24 * HOUR, BATCH, &json_body(64)).await;
+        let (tag, body) = (format!("far{k}"), json_body(64));
+        let took = if s.inflight > 0 {
+            add_single_body(&q, &tag, n, 24 * HOUR, s.inflight, &body).await
+        } else {
+            add_bulk_body(&q, &tag, n, 24 * HOUR, BATCH, &body).await
+        };
+        let add_us = (cpu(&redis) - c0) * 1e6 / n as f64;
         let after = redis.info("memory", "used_memory");
         // A Consumer at 64 waiting on the pending jobs' topic.
         let shutdown = Shutdown::new();
@@ -114,6 +127,7 @@ async fn delayq_side(s: &Scale) -> Side {
             n as f64 / took.as_secs_f64(),
             (after - before) / n as f64,
             idle * 100.0,
+            add_us,
         ));
         have = size;
     }
@@ -147,7 +161,7 @@ fn bullmq_side(s: &Scale) -> Side {
     let r = bullmq(
         "scale",
         &redis,
-        json!({"sizes": s.sizes, "batch": BATCH, "body": json_body(64), "idle_ms": s.idle_ms, "burst": s.burst,
+        json!({"sizes": s.sizes, "batch": BATCH, "inflight": s.inflight, "body": json_body(64), "idle_ms": s.idle_ms, "burst": s.burst,
                "burst_lead_ms": 2 * lead_ms(s.burst), "late_jobs": s.late_jobs,
                "late_spread_ms": s.late_spread_ms}),
     );
@@ -162,6 +176,7 @@ fn bullmq_side(s: &Scale) -> Side {
                 f("add_per_s"),
                 f("bytes_per_job"),
                 f("idle_cpu_pct"),
+                f("cpu_us_per_add"),
             )
         })
         .collect();
@@ -202,8 +217,13 @@ pub(crate) async fn run(s: &Scale, with_bullmq: bool) {
     let top = *s.sizes.last().unwrap();
     println!();
     println!(
-        "scale: one fresh redis-server per system (redis-conf/redis.conf, {}), the pending set grown stage by stage, jobs a day away pushed in batches of {BATCH}; bytes per job = used_memory delta over a stage / its jobs; idle Redis CPU over {:.0} s with a consumer at concurrency 64 waiting; then at {top} pending a burst of {} due at one instant drained at concurrency 64 (delayq: the library's Consumer; BullMQ: a Worker), and {} jobs due evenly over {} s with 16 consumers",
+        "scale: one fresh redis-server per system (redis-conf/redis.conf, {}), the pending set grown stage by stage, jobs a day away pushed {}; bytes per job = used_memory delta over a stage / its jobs; idle Redis CPU over {:.0} s with a consumer at concurrency 64 waiting; then at {top} pending a burst of {} due at one instant drained at concurrency 64 (delayq: the library's Consumer; BullMQ: a Worker), and {} jobs due evenly over {} s with 16 consumers",
         s.persist.label(),
+        if s.inflight > 0 {
+            format!("singly (Queue::push; BullMQ: queue.add), {} in flight", s.inflight)
+        } else {
+            format!("in batches of {BATCH}")
+        },
         s.idle_ms as f64 / 1000.0,
         s.burst,
         s.late_jobs,
@@ -235,6 +255,11 @@ pub(crate) async fn run(s: &Scale, with_bullmq: bool) {
             format!("add rate, {from} -> {} pending (jobs/s)", st.0),
             st.1,
             bs.map(|x| x.1),
+        );
+        row(
+            format!("Redis CPU per add, {from} -> {} pending (us)", st.0),
+            st.4,
+            bs.map(|x| x.4),
         );
         row(
             format!("bytes per pending job, {from} -> {}", st.0),
@@ -317,6 +342,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_spread_ms: 2000,
             idle_ms: 1000,
             persist: Persist::AofAlways,
+            inflight: 0,
         },
         "quick" => Scale {
             sizes: vec![1000, 10_000, 100_000],
@@ -325,6 +351,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_spread_ms: 5000,
             idle_ms: 3000,
             persist: Persist::AofAlways,
+            inflight: 0,
         },
         _ => Scale {
             sizes: vec![10_000, 100_000, 1_000_000],
@@ -333,6 +360,7 @@ pub(crate) fn sizes(label: &str) -> Scale {
             late_spread_ms: 20_000,
             idle_ms: 5000,
             persist: Persist::AofAlways,
+            inflight: 0,
         },
     }
 }

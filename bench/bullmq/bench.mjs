@@ -30,12 +30,12 @@ async function redisCpu(queue) {
 }
 
 // n adds, `inflight` at a time.
-async function addMany(queue, tag, n, delay, inflight) {
+async function addMany(queue, tag, n, delay, inflight, data = BODY) {
   let next = 0;
   const lane = async () => {
     while (next < n) {
       const i = next++;
-      await queue.add('job', BODY, { ...opts, delay, jobId: id(tag, i) });
+      await queue.add('job', data, { ...opts, delay, jobId: id(tag, i) });
     }
   };
   await Promise.all(Array.from({ length: inflight }, lane));
@@ -317,9 +317,12 @@ const scenarios = {
     for (const size of o.sizes) {
       const n = size - have;
       const before = await redisInfo(queue, 'memory', 'used_memory');
+      const c = await redisCpu(queue);
       const t = performance.now();
-      await addBulk(queue, `far${stages.length}`, n, 86_400_000, o.batch, data);
+      if (o.inflight > 0) await addMany(queue, `far${stages.length}`, n, 86_400_000, o.inflight, data);
+      else await addBulk(queue, `far${stages.length}`, n, 86_400_000, o.batch, data);
       const secs = (performance.now() - t) / 1000;
+      const cpu_us_per_add = (await redisCpu(queue) - c) * 1e6 / n;
       const after = await redisInfo(queue, 'memory', 'used_memory');
       const worker = new Worker(queue.name, async () => {}, { connection, concurrency: 64 });
       await worker.waitUntilReady();
@@ -329,7 +332,7 @@ const scenarios = {
       await sleep(o.idle_ms);
       const idle = (await redisCpu(queue) - c0) / ((performance.now() - t0) / 1000);
       await worker.close();
-      stages.push({ pending: size, add_per_s: n / secs, bytes_per_job: (after - before) / n, idle_cpu_pct: idle * 100 });
+      stages.push({ pending: size, add_per_s: n / secs, bytes_per_job: (after - before) / n, idle_cpu_pct: idle * 100, cpu_us_per_add });
       have = size;
     }
     // The burst and lateness scenarios read `o`: nothing more to preload.
