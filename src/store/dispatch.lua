@@ -89,13 +89,15 @@ local split = H.split()
 -- read that filled its limit (`got`, id and score pairs), how many elements
 -- to keep: all but the entries of its last due time, unless every entry
 -- has that time (then a millisecond with more jobs than the limit goes
--- over several calls, and its order holds within each).
+-- over several calls, and its order holds within each: the second value,
+-- true, says so).
 local function whole_ms(got, full)
-  if not full or #got < 4 then return #got end
+  if not full then return #got, false end
+  if #got < 4 then return #got, true end
   local last, i = got[#got], #got - 2
   while i >= 2 and got[i] == last do i = i - 2 end
-  if i < 2 then return #got end
-  return i
+  if i < 2 then return #got, true end
+  return i, false
 end
 -- Topics whose due jobs from this time (ms) on wait for the next call,
 -- their millisecond cut by the limit (or every due job: -math.huge).
@@ -242,9 +244,9 @@ if not sweeping then
       held, left, cut[t] = true, true, -math.huge
     else
       local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', bound[t], 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
-      local keep = whole_ms(got, #got / 2 >= room)
+      local keep, spills = whole_ms(got, #got / 2 >= room)
       if keep < #got then cut[t] = tonumber(got[keep + 2]) end
-      if keep == #got and #got / 2 >= room then spill[t] = true end
+      spill[t] = spills
       room = room - #got / 2
       for i = 1, keep, 2 do
         if not seen[got[i]] then found[#found + 1] = { got[i], t, got[i + 1] } end
@@ -273,8 +275,8 @@ else
     local got = redis.call('ZRANGE', KEY.topic_schedule(t), '-inf', now_ms, 'BYSCORE', 'LIMIT', 0, room, 'WITHSCORES')
     -- A head with nothing due behind it: read again.
     if #got == 0 then H.head(t) end
-    local keep = whole_ms(got, #got / 2 >= room)
-    if keep == #got and #got / 2 >= room then spill[t] = true end
+    local keep, spills = whole_ms(got, #got / 2 >= room)
+    spill[t] = spills
     room = room - #got / 2
     for i = 1, keep, 2 do found[#found + 1] = { got[i], t, got[i + 1] } end
   end
