@@ -104,6 +104,7 @@ async fn shutdown_while_a_pop_is_at_redis_gives_its_jobs_back() {
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let (url, seen) = gated_receiver(gate.clone()).await;
     push_ready(&direct, "popshut", &["popshut-0"], 600_000).await;
+    arm_slowlog(&redis, 10_000).await;
     let shutdown = Shutdown::new();
     let hook = Webhook {
         concurrency: 1,
@@ -115,6 +116,13 @@ async fn shutdown_while_a_pop_is_at_redis_gives_its_jobs_back() {
     // again only once it ends.
     eventually(Duration::from_secs(30), "the first delivery", || async {
         (seen.lock().unwrap().len() == 1).then_some(())
+    })
+    .await;
+    // The pop ahead that follows the first one's reply (and finds nothing)
+    // has run at Redis: the proxy holds replies, not requests, so a pop
+    // still on its way would take the second job before the hold shows.
+    eventually(Duration::from_secs(30), "the pop ahead run", || async {
+        (script_calls(&redis, "dq_pop").await >= 2).then_some(())
     })
     .await;
     proxy.hold(true);
