@@ -34,7 +34,7 @@ pub mod subscriber;
 pub mod sweep;
 mod upkeep;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -76,23 +76,40 @@ impl DispatchPath {
     }
 }
 
-/// One wake-up signal per partition's sweep.
-pub(crate) struct Wake(Vec<Notify>);
+/// One wake-up signal per partition's sweep, and whether that sweep is
+/// catching up.
+pub(crate) struct Wake {
+    notify: Vec<Notify>,
+    /// Set while the partition's sweep moves a backlog: its last call left
+    /// jobs due, and it calls again at once. Expired events are then left
+    /// to it (see `subscriber::call_expired`).
+    catching_up: Vec<AtomicBool>,
+}
 
 impl Wake {
     pub fn new(partitions: usize) -> Wake {
-        Wake((0..partitions).map(|_| Notify::new()).collect())
+        Wake {
+            notify: (0..partitions).map(|_| Notify::new()).collect(),
+            catching_up: (0..partitions).map(|_| AtomicBool::new(false)).collect(),
+        }
     }
     /// Partition `part`'s sweep looks again.
     pub fn one(&self, part: usize) {
-        self.0[part].notify_one();
+        self.notify[part].notify_one();
     }
     /// Every sweep looks again.
     pub fn all(&self) {
-        self.0.iter().for_each(Notify::notify_one);
+        self.notify.iter().for_each(Notify::notify_one);
     }
     fn of(&self, part: usize) -> &Notify {
-        &self.0[part]
+        &self.notify[part]
+    }
+    /// Whether partition `part`'s sweep is moving a backlog now.
+    pub fn catching_up(&self, part: usize) -> bool {
+        self.catching_up[part].load(Ordering::Relaxed)
+    }
+    fn set_catching_up(&self, part: usize, on: bool) {
+        self.catching_up[part].store(on, Ordering::Relaxed);
     }
 }
 
@@ -105,6 +122,8 @@ pub(crate) struct Handles {
     /// Pokes a partition's sweep to look at the schedule again (a new
     /// earliest job, or a reconnect after which events may have been lost).
     pub wake: Arc<Wake>,
+    /// Expired trigger keys heard, waiting for their dispatch call.
+    pub expired: Arc<subscriber::Expired>,
     /// True while the subscriber is connected.
     pub subscriber_up: Arc<AtomicBool>,
     /// Whether expired events are heard, as the canary found.

@@ -77,6 +77,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
     let mut limit = (h.batch / 16).max(MIN_LIMIT).min(h.batch);
     loop {
         if !h.leader.holds(part) {
+            h.wake.set_catching_up(part, false);
             // Standing by: the term keeper wakes this when it takes the
             // partition over.
             tokio::select! {
@@ -97,6 +98,9 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 let left = out.next_due_ms.is_some_and(|d| d * 1000 <= out.now_us);
                 let moved_all = out.moved >= limit;
                 limit = next_limit(limit, out.moved, left, h.batch);
+                // Either way the next call goes at once: until then, the
+                // subscriber leaves expired ids to this loop.
+                h.wake.set_catching_up(part, left || moved_all);
                 if moved_all {
                     // More is due than one call may move: go on at once.
                     continue;
@@ -145,6 +149,7 @@ pub(crate) async fn run(h: Handles, part: usize) {
                 from + wait.min(most).min(arm.unwrap_or(MAX_IDLE))
             }
             Err(e) => {
+                h.wake.set_catching_up(part, false);
                 if !failing {
                     warn!(error = %e, "sweep cannot reach redis; retrying");
                     failing = true;

@@ -136,6 +136,7 @@ impl Queue {
             waiters: Arc::default(),
             metrics,
             wake: Arc::new(Wake::new(parts)),
+            expired: Arc::new(crate::loops::subscriber::Expired::new(parts)),
             subscriber_up: Arc::default(),
             canary: Arc::default(),
             stop: config.shutdown.child(),
