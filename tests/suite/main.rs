@@ -9,6 +9,8 @@
 //! - [`consumer`]: the `Consumer`'s concurrency, finishes and nacks.
 //! - [`batching`]: group commit, each caller still answered on its own, lanes
 //!   that outlive a dead sender.
+//! - [`expired_events`]: expired events' ids looked up together, one
+//!   dispatch call at a time per partition.
 //! - [`recurring`]: recurring schedules and rate limits across instances:
 //!   [`recurring::ticks`], [`recurring::rate_limits`], [`recurring::definitions`],
 //!   [`recurring::pausing`].
@@ -124,6 +126,7 @@ mod docs;
 mod doctor;
 mod events;
 mod events_canary;
+mod expired_events;
 mod failover;
 mod fault_suite;
 mod faults;
