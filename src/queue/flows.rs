@@ -35,7 +35,8 @@ impl Queue {
     /// handed out meanwhile. A push that failed for want of Redis (no
     /// answer in time, a failover) leaves what it wrote: the same push
     /// made again finishes it (a flow still being pushed is taken up where
-    /// it is; ids taken in are taken once), and until then no parent runs.
+    /// it is; ids taken in are taken once), and until then no parent runs;
+    /// one that had written everything is taken as pushed.
     #[tracing::instrument(skip_all, fields(flow = %flow.job.id))]
     pub async fn push_flow(&self, flow: &NewFlow) -> Result<FlowPushed> {
         let tree = self.checked_tree(flow).map_err(Error::Invalid)?;
@@ -152,6 +153,12 @@ impl Queue {
                     .flow(&n.job.id)
                     .await?
                     .is_some_and(|f| f.state == FlowState::Adding);
+            // The root closed by an earlier push of this very tree, whose
+            // reply was lost (its last close, say, unconfirmed by a
+            // replica): every write of the push was made, bottom up.
+            if !created && !resumed && n.parent.is_none() && self.pushed_before(tree).await? {
+                return Ok(());
+            }
             if !created && !resumed {
                 return Err(Error::Conflict(format!(
                     "flow parent id {:?} is in use (a job, or a flow pushed within the retention); pick another id",
@@ -208,6 +215,43 @@ impl Queue {
             self.end_batch(&flow_batch_id(&n.job.id), "close").await?;
         }
         Ok(())
+    }
+
+    /// Whether `tree` was pushed whole before: its root's flow is closed
+    /// (or past it), in the root's topic, and holds the root's children
+    /// and only them (a leaf as a job of the flow, a parent as a flow
+    /// under it). A child whose job is gone since (finished and not kept)
+    /// says no: the push is refused as an id in use. Reads one job or flow
+    /// per child of the root.
+    async fn pushed_before(&self, tree: &[Node]) -> Result<bool> {
+        let root = &tree[0].job;
+        let Some(flow) = self.flow(&root.id).await? else {
+            return Ok(false);
+        };
+        let kids: Vec<&Node> = tree.iter().filter(|n| n.parent == Some(0)).collect();
+        if flow.state == FlowState::Adding
+            || flow.state == FlowState::Cancelled
+            || flow.topic != root.topic
+            || flow.children != kids.len() as u64
+        {
+            return Ok(false);
+        }
+        let batch = flow_batch_id(&root.id);
+        for k in kids {
+            let ours = if k.is_parent {
+                self.flow(&k.job.id)
+                    .await?
+                    .is_some_and(|f| f.parent.as_deref() == Some(root.id.as_str()))
+            } else {
+                self.get(&k.job.id)
+                    .await?
+                    .is_some_and(|j| j.batch.as_deref() == Some(batch.as_str()))
+            };
+            if !ours {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// A parent as its flow's callback.

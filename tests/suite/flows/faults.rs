@@ -1,7 +1,8 @@
 //! Flows through faults: trees whose jobs sit on three cluster masters,
 //! the master holding parents' flows SIGKILLed while children finish
 //! (replica acks 1). Each parent is released once, never before its last
-//! child's finish was sent, with every child's result.
+//! child's finish was sent, with every child's result. A push made
+//! again after its lost reply, cut part way or whole.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -260,5 +261,45 @@ async fn a_flow_push_cut_off_by_a_stalled_redis_is_finished_by_the_same_push_mad
     })
     .await;
     assert_eq!(p.children.unwrap().len(), n);
+    q.close().await;
+}
+
+/// A flow pushed whole whose reply was lost (on a busy cluster with
+/// replica acks: its last close written, its confirmation late) is pushed
+/// again by its caller, as the docs say: the same tree made again is taken
+/// as pushed, not refused as an id in use, and nothing of it is written
+/// twice. A different tree under the same root id is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_pushed_whole_and_made_again_is_taken_as_pushed_once() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let tree = || {
+        parent(
+            "again-root",
+            "again",
+            vec![
+                leaf("again-a", "again-leaf"),
+                parent("again-sub", "again", vec![leaf("again-b", "again-leaf")]),
+            ],
+        )
+    };
+    let first = q.push_flow(&tree()).await.unwrap();
+    let made_again = q.push_flow(&tree()).await.unwrap();
+    assert_eq!(made_again, first);
+    let flow = q.flow("again-root").await.unwrap().unwrap();
+    assert_eq!((flow.children, flow.pending), (2, 2), "{flow:?}");
+    // Each leaf once.
+    let got = q.try_pop(&topics(&["again-leaf"]), 10).await.unwrap();
+    let mut ids: Vec<_> = got.iter().map(|d| d.id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, ["again-a", "again-b"]);
+    // Another tree under the root's id: refused, nothing of it written.
+    let other = parent("again-root", "again", vec![leaf("again-c", "again-leaf")]);
+    let e = q.push_flow(&other).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::Conflict(m) if m.contains("\"again-root\" is in use")),
+        "{e:?}"
+    );
+    assert!(q.get("again-c").await.unwrap().is_none());
     q.close().await;
 }
