@@ -145,18 +145,27 @@ fn sentinel_config(sentinel: &SentinelServer) -> Config {
     }
 }
 
-/// Creates batch `id`, a call made again while Redis misses its timeout:
-/// a try that got there before its reply was lost is found (Conflict).
+/// Creates batch `id`, a call made again while Redis misses its timeout
+/// (a busy machine's cluster with replica acks can miss it several times
+/// running): a try that got there before its reply was lost is found
+/// (Conflict). Gives up after 90 s.
 async fn create_retried(q: &Queue, id: &str) {
-    for attempt in 0..5 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let mut attempt = 0;
+    loop {
         match q.create_batch(&new_batch(id, BatchOn::Settled)).await {
             Ok(_) => return,
             Err(Error::Conflict(_)) if attempt > 0 => return,
-            Err(e) if e.is_unavailable() => continue,
+            Err(e) if e.is_unavailable() => {}
             Err(e) => panic!("creating {id}: {e}"),
         }
+        attempt += 1;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "creating {id}: Redis did not answer in 90 s ({attempt} tries)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("creating {id}: Redis did not answer five times");
 }
 
 /// Pushes `jobs` (of batches) until each is in, calls that Redis could not
