@@ -148,16 +148,19 @@ impl Queue {
                 .await?;
             // A flow still being pushed: an earlier push of this tree
             // that failed for want of Redis, taken up here.
-            let resumed = !created
-                && self
-                    .flow(&n.job.id)
-                    .await?
-                    .is_some_and(|f| f.state == FlowState::Adding);
+            let found = if created {
+                None
+            } else {
+                self.flow(&n.job.id).await?
+            };
+            let resumed = found.as_ref().is_some_and(|f| f.state == FlowState::Adding);
             // The root closed by an earlier push of this very tree, whose
             // reply was lost (its last close, say, unconfirmed by a
             // replica): every write of the push was made, bottom up.
-            if !created && !resumed && n.parent.is_none() && self.pushed_before(tree).await? {
-                return Ok(());
+            if let (Some(f), None) = (&found, n.parent) {
+                if !resumed && self.pushed_before(tree, f).await? {
+                    return Ok(());
+                }
             }
             if !created && !resumed {
                 return Err(Error::Conflict(format!(
@@ -221,13 +224,10 @@ impl Queue {
     /// (or past it), in the root's topic, and holds the root's children
     /// and only them (a leaf as a job of the flow, a parent as a flow
     /// under it). A child whose job is gone since (finished and not kept)
-    /// says no: the push is refused as an id in use. Reads one job or flow
-    /// per child of the root.
-    async fn pushed_before(&self, tree: &[Node]) -> Result<bool> {
+    /// says no: the push is refused as an id in use. `flow` is the root's,
+    /// as read; one job or flow is read per child of the root.
+    async fn pushed_before(&self, tree: &[Node], flow: &Flow) -> Result<bool> {
         let root = &tree[0].job;
-        let Some(flow) = self.flow(&root.id).await? else {
-            return Ok(false);
-        };
         let kids: Vec<&Node> = tree.iter().filter(|n| n.parent == Some(0)).collect();
         if flow.state == FlowState::Adding
             || flow.state == FlowState::Cancelled
