@@ -137,9 +137,12 @@ impl Queue {
     /// `opened` once its flow exists.
     async fn push_tree(&self, tree: &[Node], opened: &mut Vec<String>) -> Result<()> {
         let store = self.store();
-        let upper_of = |n: &Node| n.parent.map(|p| flow_batch_id(&tree[p].job.id));
-        // 1. The flows, top down.
-        for n in tree.iter().filter(|n| n.is_parent) {
+        let upper_of = |n: &Node| upper_flow(tree, n);
+        // 1. The flows, top down. `closing` marks those this push closes:
+        // not the ones an earlier push of this tree closed already.
+        let mut closing = vec![false; tree.len()];
+        let (mut created_any, mut closed_before) = (false, false);
+        for (i, n) in tree.iter().enumerate().filter(|(_, n)| n.is_parent) {
             let b = flow_batch_id(&n.job.id);
             let callback = self.parent_callback(n, upper_of(n).unwrap_or_default());
             let on = BatchOn::Settled.as_str();
@@ -154,12 +157,17 @@ impl Queue {
                 self.flow(&n.job.id).await?
             };
             let resumed = found.as_ref().is_some_and(|f| f.state == FlowState::Adding);
-            // The root closed by an earlier push of this very tree, whose
+            // A flow closed by an earlier push of this very tree whose
             // reply was lost (its last close, say, unconfirmed by a
-            // replica): every write of the push was made, bottom up.
-            if let (Some(f), None) = (&found, n.parent) {
-                if !resumed && self.pushed_before(tree, f).await? {
-                    return Ok(());
+            // replica): every leaf was pushed before the first close, and
+            // closes go bottom up. The root closed: the push was whole.
+            if let Some(f) = found.as_ref().filter(|_| !resumed) {
+                if self.pushed_before(tree, i, f).await? {
+                    if n.parent.is_none() {
+                        return Ok(());
+                    }
+                    closed_before = true;
+                    continue;
                 }
             }
             if !created && !resumed {
@@ -168,8 +176,33 @@ impl Queue {
                     n.job.id
                 )));
             }
+            created_any |= created;
+            closing[i] = true;
             opened.push(n.job.id.clone());
         }
+        if closed_before && created_any {
+            // Part of the tree closed before, part never opened: not one
+            // earlier push of this tree (a flow gone since, say).
+            return Err(Error::Conflict(format!(
+                "flow parent id {:?}: part of this flow was pushed and closed before, part is missing; pick another id",
+                tree[0].job.id
+            )));
+        }
+        if !closed_before {
+            self.push_children(tree).await?;
+        }
+        // 4. Closed, bottom up: each fires once its children are done.
+        for (_, n) in tree.iter().enumerate().rev().filter(|(i, _)| closing[*i]) {
+            self.end_batch(&flow_batch_id(&n.job.id), "close").await?;
+        }
+        Ok(())
+    }
+
+    /// Steps 2 and 3 of a push: each parent takes its sub-flows' parents
+    /// in, and the leaves are pushed into their parents' flows.
+    async fn push_children(&self, tree: &[Node]) -> Result<()> {
+        let store = self.store();
+        let upper_of = |n: &Node| upper_flow(tree, n);
         // 2. Each parent's children that are parents: taken in (their
         // flows exist), at once settled.
         let retention = store.keep.results.as_millis().max(1) as u64;
@@ -213,35 +246,34 @@ impl Queue {
                 })?;
             }
         }
-        // 4. Closed, bottom up: each fires once its children are done.
-        for n in tree.iter().rev().filter(|n| n.is_parent) {
-            self.end_batch(&flow_batch_id(&n.job.id), "close").await?;
-        }
         Ok(())
     }
 
-    /// Whether `tree` was pushed whole before: its root's flow is closed
-    /// (or past it), in the root's topic, and holds the root's children
-    /// and only them (a leaf as a job of the flow, a parent as a flow
-    /// under it). A child whose job is gone since (finished and not kept)
-    /// says no: the push is refused as an id in use. `flow` is the root's,
-    /// as read; one job or flow is read per child of the root.
-    async fn pushed_before(&self, tree: &[Node], flow: &Flow) -> Result<bool> {
-        let root = &tree[0].job;
-        let kids: Vec<&Node> = tree.iter().filter(|n| n.parent == Some(0)).collect();
+    /// Whether the flow of `tree[at]` (a parent) was pushed whole and
+    /// closed before by this very tree: it is closed (or past it), in the
+    /// parent's topic, under the parent's own parent, and holds its
+    /// children and only them (a leaf as a job of the flow, a parent as a
+    /// flow under it). A child whose job is gone since (finished and not
+    /// kept) says no: the push is refused as an id in use. `flow` is the
+    /// parent's, as read; one job or flow is read per child.
+    async fn pushed_before(&self, tree: &[Node], at: usize, flow: &Flow) -> Result<bool> {
+        let node = &tree[at].job;
+        let upper = tree[at].parent.map(|p| tree[p].job.id.as_str());
+        let kids: Vec<&Node> = tree.iter().filter(|n| n.parent == Some(at)).collect();
         if flow.state == FlowState::Adding
             || flow.state == FlowState::Cancelled
-            || flow.topic != root.topic
+            || flow.topic != node.topic
+            || flow.parent.as_deref() != upper
             || flow.children != kids.len() as u64
         {
             return Ok(false);
         }
-        let batch = flow_batch_id(&root.id);
+        let batch = flow_batch_id(&node.id);
         for k in kids {
             let ours = if k.is_parent {
                 self.flow(&k.job.id)
                     .await?
-                    .is_some_and(|f| f.parent.as_deref() == Some(root.id.as_str()))
+                    .is_some_and(|f| f.parent.as_deref() == Some(node.id.as_str()))
             } else {
                 self.get(&k.job.id)
                     .await?
@@ -370,6 +402,11 @@ struct Node {
     parent: Option<usize>,
     is_parent: bool,
     on_child_dead: ChildDead,
+}
+
+/// The flow `n` is a child of (none for the root).
+fn upper_flow(tree: &[Node], n: &Node) -> Option<String> {
+    n.parent.map(|p| flow_batch_id(&tree[p].job.id))
 }
 
 /// What a leaf may not ask: it joins its parent's flow as a job joins a

@@ -303,3 +303,104 @@ async fn a_flow_pushed_whole_and_made_again_is_taken_as_pushed_once() {
     assert!(q.get("again-c").await.unwrap().is_none());
     q.close().await;
 }
+
+/// A flow push cut off between its closes (closed bottom up: a sub-flow
+/// closed, its root not yet; the reply of the sub-flow's close lost) is
+/// made again by its caller: the push takes the closed sub-flow as
+/// pushed, closes the root, and writes nothing twice; the tree then runs
+/// as one pushed once.
+///
+/// Replies come 1.5 s late through a proxy; once Redis ran the sub-flow's
+/// close (SLOWLOG), every reply is held, so the root's close is never
+/// sent and the push fails for want of Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_push_cut_off_between_its_closes_is_finished_by_the_same_push_made_again() {
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    let tree = || {
+        parent(
+            "cut-root",
+            "cut",
+            vec![
+                leaf("cut-a", "cut-leaf"),
+                parent("cut-sub", "cut-mid", vec![leaf("cut-b", "cut-leaf")]),
+            ],
+        )
+    };
+    let proxy = SlowProxy::start(&redis, Duration::from_millis(1_500)).await;
+    let slow = Queue::connect(Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: Duration::from_secs(6),
+        dispatch: false,
+        ..Config::default()
+    })
+    .unwrap();
+    arm_slowlog(&redis, 10_000).await;
+    let push = {
+        let (slow, flow) = (slow.clone(), tree());
+        tokio::spawn(async move { slow.push_flow(&flow).await })
+    };
+    let sub_batch = delayq::flow::flow_batch_id("cut-sub").to_lowercase();
+    eventually(
+        Duration::from_secs(120),
+        "the sub-flow's close run",
+        || async {
+            let closes = slowlog_entries(&redis)
+                .await
+                .into_iter()
+                .filter(|(_, args)| {
+                    args.iter().any(|a| a == &sub_batch) && args.iter().any(|a| a == "close")
+                });
+            (closes.count() > 0).then_some(())
+        },
+    )
+    .await;
+    proxy.hold(true);
+    let e = push.await.unwrap().unwrap_err();
+    assert!(e.is_unavailable(), "{e:?}");
+    proxy.hold(false);
+    let (root, sub) = (
+        q.flow("cut-root").await.unwrap().unwrap(),
+        q.flow("cut-sub").await.unwrap().unwrap(),
+    );
+    assert_eq!(root.state, delayq::FlowState::Adding, "{root:?}");
+    assert_ne!(sub.state, delayq::FlowState::Adding, "{sub:?}");
+    let again = tree();
+    let pushed = retried("push_flow again", || q.push_flow(&again)).await;
+    assert_eq!(pushed.jobs.len(), 4);
+    let root = q.flow("cut-root").await.unwrap().unwrap();
+    assert_eq!(
+        (root.state, root.children),
+        (delayq::FlowState::Waiting, 2),
+        "{root:?}"
+    );
+    // Each leaf once, then the sub-flow's parent, then the root.
+    let got = q.try_pop(&topics(&["cut-leaf"]), 10).await.unwrap();
+    let mut ids: Vec<_> = got.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["cut-a", "cut-b"]);
+    for d in &got {
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    for (topic, id) in [("cut-mid", "cut-sub"), ("cut", "cut-root")] {
+        let d = eventually(Duration::from_secs(60), id, || async {
+            q.pop(&topics(&[topic]), Duration::from_millis(200))
+                .await
+                .unwrap()
+        })
+        .await;
+        assert_eq!(d.id, id);
+        assert_eq!(
+            d.children.as_ref().map(|c| c.len()),
+            Some(if id == "cut-sub" { 1 } else { 2 })
+        );
+        q.finish(&d.id, &d.token).await.unwrap();
+    }
+    let none = q
+        .try_pop(&topics(&["cut-leaf", "cut-mid", "cut"]), 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "handed out twice: {none:?}");
+    slow.close().await;
+    q.close().await;
+}
