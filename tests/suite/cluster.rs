@@ -171,7 +171,15 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
             }
         }
         if state == delayq::JobState::Delayed {
-            assert!(of_state.windows(2).all(|w| w[0].due_ms <= w[1].due_ms));
+            let out_of_order: Vec<_> = of_state
+                .windows(2)
+                .filter(|w| w[0].due_ms > w[1].due_ms)
+                .map(|w| [&w[0], &w[1]].map(|j| (j.id.clone(), j.state, j.due_ms)))
+                .collect();
+            assert!(
+                out_of_order.is_empty(),
+                "listed out of due order: {out_of_order:?}"
+            );
         }
         listed.extend(of_state);
     }
