@@ -79,13 +79,14 @@ async function route() {
     else await overview(mine);
     if (mine !== seq) return;
     refreshes = still;
-    // Which view is shown (the tests wait for it).
-    document.getElementById("main").setAttribute("data-page", parts[0] || "overview");
     await health();
     document.getElementById("signout").hidden = !config.auth;
     footer();
     const d = new Date();
     document.getElementById("updated").textContent = t("updated", pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()));
+    // Which view is shown, drawn whole with its footer (the tests wait
+    // for it, then read any part of the page).
+    document.getElementById("main").setAttribute("data-page", parts[0] || "overview");
   } catch (e) {
     if (e instanceof Unauthorized) return loginPage(mine);
     show(mine, el("p", { class: "error" }, e.message));
