@@ -80,6 +80,8 @@ async function route() {
     if (mine !== seq) return;
     refreshes = still;
     await health();
+    // A newer draw began meanwhile: it finishes the page.
+    if (mine !== seq) return;
     document.getElementById("signout").hidden = !config.auth;
     footer();
     const d = new Date();
