@@ -85,11 +85,51 @@ async fn finish_carefully(q: &Queue, d: &Delivery, stop: &AtomicBool) -> Option<
 struct Ledger {
     /// Per member id, its outcome as its finish's answer told it.
     outcomes: Mutex<HashMap<String, Outcome>>,
-    /// Per callback id, its first deliveries (attempt 1: a second one is
-    /// a second push) as (report, Redis's pop time in us).
-    callbacks: Mutex<HashMap<String, Vec<(Value, i64)>>>,
-    /// Callback deliveries after the first (a lease lost in the outage).
-    redelivered: Mutex<Vec<String>>,
+    /// Per callback id, every delivery as (report, Redis's pop time in
+    /// us, attempt). Attempt 1 comes once a push: a second one is a
+    /// second push. A first pop whose reply the outage lost (its write
+    /// kept by the promoted replica) is seen only as attempt 2, after its
+    /// lease ran out.
+    callbacks: Mutex<HashMap<String, Vec<Handed>>>,
+}
+
+/// A callback's delivery.
+#[derive(Debug)]
+struct Handed {
+    report: Value,
+    popped_us: i64,
+    attempt: u32,
+}
+
+impl Ledger {
+    /// How many callbacks were handed out, each counted once.
+    fn handed_out(&self) -> usize {
+        self.callbacks.lock().unwrap().len()
+    }
+
+    /// Checks `callback_id`'s deliveries: one push (at most one first
+    /// attempt), each telling `batch`'s report; its earliest pop time.
+    fn pushed_once(&self, callback_id: &str, batch: &str, jobs: usize) -> i64 {
+        let cbs = self.callbacks.lock().unwrap();
+        let seen = cbs.get(callback_id).map_or(&[][..], |v| &v[..]);
+        assert!(!seen.is_empty(), "{batch}'s callback never handed out");
+        let firsts = seen.iter().filter(|h| h.attempt == 1).count();
+        assert!(
+            firsts <= 1,
+            "{batch}'s callback pushed {firsts} times: {seen:?}"
+        );
+        for h in seen {
+            assert_eq!(h.report["batch"], batch);
+            assert_eq!(h.report["finished"], jobs);
+        }
+        seen.iter().map(|h| h.popped_us).min().unwrap()
+    }
+
+    /// Callback deliveries after a first one (a lease lost in the outage).
+    fn redelivered(&self) -> usize {
+        let cbs = self.callbacks.lock().unwrap();
+        cbs.values().flatten().filter(|h| h.attempt > 1).count()
+    }
 }
 
 /// Pops jobs of `topic` (members, or callbacks) until `stop`, finishing
@@ -106,14 +146,14 @@ async fn consume(q: Queue, topic: &'static str, ledger: Arc<Ledger>, stop: Arc<A
             }
         };
         for d in got.iter().filter(|d| d.topic == "settle") {
-            if d.attempts == 1 {
-                let report: Value = serde_json::from_str(&d.body).unwrap();
-                let mut cbs = ledger.callbacks.lock().unwrap();
-                let seen = cbs.entry(d.id.clone()).or_default();
-                seen.push((report, d.popped_at_us));
-            } else {
-                ledger.redelivered.lock().unwrap().push(d.id.clone());
-            }
+            let report: Value = serde_json::from_str(&d.body).unwrap();
+            let mut cbs = ledger.callbacks.lock().unwrap();
+            let seen = cbs.entry(d.id.clone()).or_default();
+            seen.push(Handed {
+                report,
+                popped_us: d.popped_at_us,
+                attempt: d.attempts,
+            });
         }
         // The work.
         tokio::time::sleep(Duration::from_millis(40)).await;
@@ -203,7 +243,9 @@ async fn push_acked(q: &Queue, jobs: &[NewJob]) {
 /// acks; the master SIGKILLed while consumers finish them; Sentinel
 /// promotes the replica and the old master comes back as its replica.
 /// Every batch fires once, counting its 10 finishes, and no callback is
-/// handed out before its batch's last finish was sent.
+/// handed out before its batch's last finish was sent. A callback whose
+/// first pop's reply the kill cut off (the pop kept by the promoted
+/// replica) is handed out again when its lease ends: still one push.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_early() {
     let (batches, per_batch) = (20, 10);
@@ -245,13 +287,13 @@ async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_e
         "a third finished, two batches fired",
         || async {
             let finished = ledger.outcomes.lock().unwrap().len();
-            let fired = ledger.callbacks.lock().unwrap().len();
+            let fired = ledger.handed_out();
             (finished >= total / 3 && fired >= 2).then_some(())
         },
     )
     .await;
     let finished_at_kill = ledger.outcomes.lock().unwrap().len();
-    let fired_at_kill = ledger.callbacks.lock().unwrap().len();
+    let fired_at_kill = ledger.handed_out();
     master.kill();
     eventually(Duration::from_secs(60), "the failover", || async {
         (sentinel.view().map(|v| v.0) == Some(replica_port)).then_some(())
@@ -264,7 +306,7 @@ async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_e
         batches as u64,
         Duration::from_secs(90),
         "every batch's callback handed out",
-        || async { Some(ledger.callbacks.lock().unwrap().len() as u64) },
+        || async { Some(ledger.handed_out() as u64) },
     );
     all_fired.await;
     // Every callback finished, every note relayed (on the promoted
@@ -284,7 +326,6 @@ async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_e
     }
 
     let outcomes = ledger.outcomes.lock().unwrap().clone();
-    let cbs = ledger.callbacks.lock().unwrap().clone();
     let mut after_last_ack = 0;
     let mut closest_us = i64::MAX;
     for b in 0..batches {
@@ -295,11 +336,7 @@ async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_e
             (BatchState::Fired, per_batch as u64, per_batch as u64, 0),
             "{id}"
         );
-        let seen = cbs.get(&batch.callback_id).map_or(&[][..], |v| &v[..]);
-        assert_eq!(seen.len(), 1, "{id}'s callback handed out {seen:?}");
-        let (report, popped_us) = &seen[0];
-        assert_eq!(report["batch"], id.as_str());
-        assert_eq!(report["finished"], per_batch);
+        let popped_us = ledger.pushed_once(&batch.callback_id, &id, per_batch);
         let mine: Vec<Outcome> = (0..per_batch)
             .map(|j| {
                 *outcomes
@@ -312,15 +349,15 @@ async fn a_sentinel_failover_with_replica_acks_fires_each_batch_once_and_never_e
         // The last outcome was written after its finish was sent: a
         // callback handed out before that fired early.
         assert!(
-            *popped_us > last_sent,
+            popped_us > last_sent,
             "{id}'s callback handed out at {popped_us} us, before its last finish was sent at {last_sent} us"
         );
-        if *popped_us >= last_acked {
+        if popped_us >= last_acked {
             after_last_ack += 1;
         }
         closest_us = closest_us.min(popped_us - last_sent);
     }
-    let redelivered = ledger.redelivered.lock().unwrap().len();
+    let redelivered = ledger.redelivered();
     println!(
         "sentinel failover: {finished_at_kill} of {total} finished and {fired_at_kill} of {batches} callbacks out at the kill; \
          every batch fired once; {after_last_ack} of {batches} callbacks handed out after their last finish's \
@@ -625,7 +662,7 @@ async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
         1,
         Duration::from_secs(90),
         "the callback handed out",
-        || async { Some(ledger.callbacks.lock().unwrap().len() as u64) },
+        || async { Some(ledger.handed_out() as u64) },
     )
     .await;
     let b = eventually(FIRE_WITHIN, "the callback finished", || async {
@@ -642,9 +679,7 @@ async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
         (b.state, b.jobs, b.finished, b.dead),
         (BatchState::Fired, 30, 30, 0)
     );
-    let cbs = ledger.callbacks.lock().unwrap().clone();
-    let seen = &cbs[&b.callback_id];
-    assert_eq!(seen.len(), 1, "the callback handed out {seen:?}");
+    let popped_us = ledger.pushed_once(&b.callback_id, "through", 30);
     let outcomes = ledger.outcomes.lock().unwrap().clone();
     let last_sent = ids
         .iter()
@@ -657,13 +692,13 @@ async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
         .max()
         .unwrap();
     assert!(
-        seen[0].1 > last_sent,
-        "the callback handed out at {} us, before the last finish was sent at {last_sent} us",
-        seen[0].1
+        popped_us > last_sent,
+        "the callback handed out at {popped_us} us, before the last finish was sent at {last_sent} us"
     );
     println!(
-        "cluster master killed: {finished_at_kill} of 30 finished at the kill; the batch fired once, {} us after its last finish was sent",
-        seen[0].1 - last_sent
+        "cluster master killed: {finished_at_kill} of 30 finished at the kill; the batch fired once, {} us after its last finish was sent; {} deliveries again after a lost lease",
+        popped_us - last_sent,
+        ledger.redelivered()
     );
     q.close().await;
 }
