@@ -90,6 +90,17 @@ fn decode_job(
     }))
 }
 
+/// A job as a listing's first read finds it: its fields but the body, its
+/// due time if delayed, its body's length, and that length if the body is
+/// in pieces.
+struct Head<'a> {
+    id: &'a str,
+    fields: HashMap<String, String>,
+    due: Option<f64>,
+    len: u64,
+    pieced: Option<u64>,
+}
+
 /// Counts from the count hash ("<state>:<topic>" -> n).
 pub(super) fn decode_counts(counts: HashMap<String, i64>) -> BTreeMap<String, TopicCounts> {
     let mut topics: BTreeMap<String, TopicCounts> = BTreeMap::new();
@@ -225,8 +236,32 @@ impl Store {
     }
 
     /// A listing's first read of one partition: each job's fields but the
-    /// body, the body's length, and whether it is in pieces.
+    /// body, the body's length, and whether it is in pieces. A job that
+    /// falls due between the fields' read and its due time's (layout 3)
+    /// is read again, as [`get_in`](Self::get_in) does: never listed
+    /// delayed with no due time.
     async fn heads_in(&self, part: &Keys, ids: &[&String]) -> Result<Vec<(Job, u64, bool)>> {
+        let mut tries = 0;
+        loop {
+            let rows = self.heads_in_once(part, ids).await?;
+            let moved = rows
+                .iter()
+                .any(|r| get::moved_between_reads(&r.fields, r.due));
+            if !moved || tries == 3 {
+                let mut out = Vec::with_capacity(rows.len());
+                for r in rows {
+                    if let Some(j) = decode_job(r.id, r.fields, r.due)? {
+                        out.push((j, r.pieced.unwrap_or(r.len), r.pieced.is_some()));
+                    }
+                }
+                return Ok(out);
+            }
+            tries += 1;
+        }
+    }
+
+    /// One read of [`heads_in`](Self::heads_in).
+    async fn heads_in_once<'a>(&self, part: &Keys, ids: &[&'a String]) -> Result<Vec<Head<'a>>> {
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HMGET")
@@ -249,30 +284,33 @@ impl Store {
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
             let len: u64 = redis::from_redis_value(three[1].clone())
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
-            let score: Option<f64> = redis::from_redis_value(three[2].clone())
+            let due: Option<f64> = redis::from_redis_value(three[2].clone())
                 .map_err(|e| Error::protocol("list", e.to_string()))?;
-            let mut f: HashMap<String, String> = field::ALL_BUT_BODY
+            let mut fields: HashMap<String, String> = field::ALL_BUT_BODY
                 .iter()
                 .zip(fields)
                 .filter_map(|(k, v)| Some(((*k).to_owned(), v?)))
                 .collect();
             // A pieced body's length is its own field (HSTRLEN read 0).
-            let pieced = f
+            let pieced = fields
                 .remove(field::BODY_SIZE)
                 .and_then(|z| z.parse::<u64>().ok());
-            rows.push((*id, f, score, len, pieced));
+            rows.push(Head {
+                id,
+                fields,
+                due,
+                len,
+                pieced,
+            });
         }
-        let mut scores: Vec<Option<f64>> = rows.iter().map(|r| r.2).collect();
-        let fields: Vec<&HashMap<String, String>> = rows.iter().map(|r| &r.1).collect();
-        self.topic_dues("list", part, ids, &fields, &mut scores)
+        let mut dues: Vec<Option<f64>> = rows.iter().map(|r| r.due).collect();
+        let fields: Vec<&HashMap<String, String>> = rows.iter().map(|r| &r.fields).collect();
+        self.topic_dues("list", part, ids, &fields, &mut dues)
             .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for ((id, f, _, len, pieced), score) in rows.into_iter().zip(scores) {
-            if let Some(j) = decode_job(id, f, score)? {
-                out.push((j, pieced.unwrap_or(len), pieced.is_some()));
-            }
+        for (r, due) in rows.iter_mut().zip(dues) {
+            r.due = due;
         }
-        Ok(out)
+        Ok(rows)
     }
 
     /// Counts per topic and state, and the earliest due time, over every

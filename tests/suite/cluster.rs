@@ -154,10 +154,11 @@ async fn one_queue_spreads_over_every_master_and_two_instances_hand_each_job_out
         o.topics["close"].delayed + o.topics["close"].ready,
         n as u64
     );
-    // Listed over the six partitions, a page at a time: each job once, in
-    // due order.
+    // Listed over the six partitions, a page at a time: every job, the
+    // delayed in due order. Delayed first: a job falling due meanwhile is
+    // listed again as ready, never missed.
     let mut listed = Vec::new();
-    for state in [delayq::JobState::Ready, delayq::JobState::Delayed] {
+    for state in [delayq::JobState::Delayed, delayq::JobState::Ready] {
         let (mut of_state, mut cursor) = (Vec::new(), None::<String>);
         loop {
             let (jobs, next) = b

@@ -10,6 +10,15 @@ use super::decode_job;
 use crate::error::{Error, Result};
 use crate::job::Job;
 
+/// A job read delayed (a topic, no state, no due field) whose due time
+/// its topic schedule no longer held when read next: it moved in between.
+pub(super) fn moved_between_reads(f: &HashMap<String, String>, due: Option<f64>) -> bool {
+    due.is_none()
+        && f.contains_key(field::TOPIC)
+        && !f.contains_key(field::STATE)
+        && !f.contains_key(field::DUE)
+}
+
 impl Store {
     /// Jobs of one partition in one round trip (in layout 3 two). A job
     /// read delayed whose topic schedule no longer lists it when looked up
@@ -19,12 +28,7 @@ impl Store {
         let mut tries = 0;
         loop {
             let (rows, scores) = self.get_in_once(part, ids).await?;
-            let moved = rows.iter().zip(&scores).any(|(f, s)| {
-                s.is_none()
-                    && f.contains_key(field::TOPIC)
-                    && !f.contains_key(field::STATE)
-                    && !f.contains_key(field::DUE)
-            });
+            let moved = (rows.iter().zip(&scores)).any(|(f, s)| moved_between_reads(f, *s));
             if !moved || tries == 3 {
                 let mut jobs = Vec::with_capacity(ids.len());
                 for ((id, f), scheduled) in ids.iter().zip(rows).zip(scores) {

@@ -230,3 +230,70 @@ async fn the_all_topics_listing_merges_the_topic_schedules_in_order_page_by_page
     }
     q.close().await;
 }
+
+/// A delayed job's due time is in its topic schedule only, read in a
+/// second round trip after its fields: a job that falls due between the
+/// two (here: pushed again, due now) is read again, never listed delayed
+/// with no due time. The fields' reply is held until the job has moved,
+/// however slow the machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_moves_between_a_listings_two_reads_is_read_again() {
+    let redis = RedisServer::start();
+    let _: () = redis.cmd(&["SET", "{dq}:layout", "3 held"]).await;
+    let q = queue(&redis);
+    indexed(&redis).await;
+    let far = redis.time_ms().await + 3_600_000;
+    let at = |id: &str, due: i64| NewJob {
+        due_at_ms: Some(due),
+        ..job(id, "t", 0, 60_000)
+    };
+    q.push(&at("a", far)).await.unwrap();
+    q.push(&at("b", far + 1)).await.unwrap();
+    let proxy = SlowProxy::start(&redis, Duration::ZERO).await;
+    let slow = Queue::connect(Config {
+        redis: delayq::Redis::Url(proxy.url()),
+        redis_timeout: Duration::from_secs(60),
+        dispatch: false,
+        ..Config::default()
+    })
+    .unwrap();
+    retried("the slow queue's first call", || slow.check_connection()).await;
+    crate::slowlog::arm_slowlog(&redis, 10_000).await;
+    // Each reply 5 s on its way: the fields' reply is still in the proxy
+    // when the slow log shows their read.
+    proxy.set_delay(Duration::from_secs(5));
+    let listing = {
+        let slow = slow.clone();
+        tokio::spawn(async move { slow.list_jobs("t", JobState::Delayed, None, 10).await })
+    };
+    // The fields read (the slow log shows the commands a script runs too:
+    // the listing's own read is the one that takes the body's length):
+    // hold the replies, move "a", let them go.
+    eventually(LONG, "the listing's fields read", || async {
+        let entries = crate::slowlog::slowlog_entries(&redis).await;
+        let read = entries
+            .iter()
+            .any(|(_, args)| args[0] == "hstrlen" && args[1].ends_with(":a"));
+        read.then_some(())
+    })
+    .await;
+    proxy.hold(true);
+    q.push(&job("a", "t", 0, 60_000)).await.unwrap();
+    proxy.hold(false);
+    let (jobs, _) = listing.await.unwrap().unwrap();
+    let seen: Vec<_> = jobs
+        .iter()
+        .map(|j| (j.id.as_str(), j.state, j.due_ms))
+        .collect();
+    let a = jobs.iter().find(|j| j.id == "a").expect("a listed");
+    assert_eq!(a.state, JobState::Ready, "{seen:?}");
+    assert!(a.due_ms > 0, "{seen:?}");
+    let b = jobs.iter().find(|j| j.id == "b").expect("b listed");
+    assert_eq!(
+        (b.state, b.due_ms),
+        (JobState::Delayed, far + 1),
+        "{seen:?}"
+    );
+    slow.close().await;
+    q.close().await;
+}
