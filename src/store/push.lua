@@ -38,7 +38,9 @@
 -- lib/call.lua), with room kept for its tail, pushes no more jobs: it
 -- replies PARTIAL in place of DONE, with the results of the jobs it
 -- pushed (at least 4, the first ones in order); the rest are untouched,
--- for the caller's next call.
+-- for the caller's next call. Its checks, which decode each job's extra
+-- before the first write, stop the same way at 0.3 of the budget: the
+-- call pushes only the jobs it checked.
 --
 -- Returns { DONE, then per job: status, due_ms, new_head }: status DONE
 -- (created), REPLACED, or KEPT (the id exists and mode is keep: nothing
@@ -63,7 +65,7 @@
 -- death) costs a GET and a DEL more only for a simple-dedup job.
 -- Errors: DQINVALID "job <n>: ..." for a due time past MAX_TIME_MS, or a
 -- group while an instance of an older build runs (G.refusal), before any
--- write.
+-- write (a job after the checks' stop is checked in the next call).
 --
 -- Guarantees: each job is one JOB.upsert, applied in the order given (a later
 -- job with the same id sees the earlier one), and the whole call is one
@@ -83,13 +85,28 @@ local dues, extras = {}, {}
 -- Groups: why this partition takes no grouped job now (G.refusal), once a
 -- call; false: it takes them.
 local refused
+-- Every job pushed is checked before the first write, and only those:
+-- decoding extras (groups, tags, dedup...) costs time, so once the
+-- checks have run 0.3 of CALL.BUDGET_US (looked at every 4 decoded
+-- jobs, after at least 4 jobs) the call checks and pushes no more and
+-- replies PARTIAL; the jobs after it, a bad one among them, go in the
+-- caller's next call. Plain jobs ("" extra) cost no look at the clock.
+local sent, decoded, looked = n, 0, 0
 for j = 1, n do
+  if decoded >= looked + 4 and j > 4 then
+    looked = decoded
+    if CALL.spent(0.3) then
+      n = j - 1
+      break
+    end
+  end
   local a = 1 + (j - 1) * PUSH_ARGS
   local due, bad = CALL.due_time(ARGV[a + 5], ARGV[a + 6])
   if not due then return invalid('job ' .. j .. ': ' .. bad) end
   dues[j] = due
   local extra = ARGV[a + 10]
   if extra ~= '' then
+    decoded = decoded + 1
     local ok, x = pcall(cjson.decode, extra)
     if not ok or type(x) ~= 'table' then
       return invalid('job ' .. j .. ': extra is not a JSON object')
@@ -198,5 +215,5 @@ if head then
   H.new_head(dues[head])
   reply[scheduled[head]] = 1
 end
-if upto < n then reply[1] = PARTIAL end
+if upto < sent then reply[1] = PARTIAL end
 return reply

@@ -165,7 +165,7 @@ async fn a_burst_in_one_millisecond_is_read_as_it_is_moved() {
         (redis.time_ms().await > at).then_some(())
     })
     .await;
-    let before = crate::batching::calls(&redis, "hmget").await;
+    let before = command_calls(&redis, "hmget").await;
     let (mut calls, mut moved) = (0, 0);
     while moved < 3000 {
         let m = dispatch_limited(&redis, 1000, &[]).await.0;
@@ -173,7 +173,7 @@ async fn a_burst_in_one_millisecond_is_read_as_it_is_moved() {
         calls += 1;
         moved += m;
     }
-    let read = crate::batching::calls(&redis, "hmget").await - before;
+    let read = command_calls(&redis, "hmget").await - before;
     assert!(
         read <= 2 * moved as u64,
         "{calls} calls read {read} jobs to move {moved}"
@@ -276,5 +276,53 @@ async fn a_push_out_of_time_sends_the_rest_in_the_next_call() {
     let o = q.topics().await.unwrap();
     let delayed: u64 = o.topics.values().map(|t| t.delayed).sum();
     assert_eq!(delayed, 254, "delayed jobs counted");
+    q.close().await;
+}
+
+/// A push checks every job it writes before its first write, and only
+/// those: with extras that take long to decode (a long array the script
+/// reads and ignores), a call stops checking once out of time, pushes the
+/// jobs it checked and replies PARTIAL. A bad job later in the call is
+/// left to the caller's next call: the first ones are pushed, not refused
+/// with it. (Before, a call decoded all it was sent first, however long
+/// that took, and one bad job anywhere refused the call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_checks_no_more_jobs_than_it_has_time_to_push() {
+    use delayq::testing::{call, scripts, Keys};
+    let redis = RedisServer::start();
+    let q = queue(&redis);
+    q.check_connection().await.unwrap();
+    let path = script_path(&redis, scripts::PUSH).await;
+    let pad: Vec<u32> = (0..4000).collect();
+    let heavy = serde_json::json!({ "priority": 1, "pad": pad }).to_string();
+    let mut args = redis::Cmd::new();
+    for i in 0..128 {
+        let extra = if i == 127 { "not json" } else { heavy.as_str() };
+        args.arg(format!("j{i:03}"))
+            .arg("t")
+            .arg("body")
+            .arg(60_000)
+            .arg(600_000)
+            .arg(-1)
+            .arg("")
+            .arg(0)
+            .arg("replace")
+            .arg(extra);
+    }
+    let cmd = call(path, scripts::PUSH, &Keys::new("dq"), false, 0, &args);
+    let reply: Vec<redis::Value> = cmd
+        .query_async(&mut redis.conn().await)
+        .await
+        .expect("the jobs checked pushed, the bad one not reached");
+    // PARTIAL (8), then status, due time and head flag per job pushed.
+    assert_eq!(reply[0], redis::Value::Int(8), "{:?}", &reply[..1]);
+    let pushed = (reply.len() - 1) / 3;
+    assert!((4..127).contains(&pushed), "{pushed} of 128 pushed");
+    for i in 0..128 {
+        let j = q.get(&format!("j{i:03}")).await.unwrap();
+        assert_eq!(j.is_some(), i < pushed, "j{i:03} after {pushed} pushed");
+    }
+    let o = q.topics().await.unwrap();
+    assert_eq!(o.topics["t"].delayed, pushed as u64);
     q.close().await;
 }
