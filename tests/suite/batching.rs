@@ -9,26 +9,14 @@ use futures::future::join_all;
 use futures::FutureExt;
 
 use crate::common::{
-    arm_slowlog, config, eventually, job, push_all, queue, script_calls, topics, CutProxy,
-    RedisServer,
+    arm_slowlog, command_calls, config, eventually, job, push_all, queue, script_calls, topics,
+    CutProxy, RedisServer,
 };
 
 /// How many script calls Redis has run since its start.
 async fn fcalls(redis: &RedisServer) -> u64 {
     // EVALSHA where the server has no FUNCTION (Redis 6.2).
-    calls(redis, "fcall").await + calls(redis, "evalsha").await
-}
-
-/// How many times Redis has run `command` since its start (scripts' calls
-/// included).
-pub async fn calls(redis: &RedisServer, command: &str) -> u64 {
-    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|v| v.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    command_calls(redis, "fcall").await + command_calls(redis, "evalsha").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

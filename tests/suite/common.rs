@@ -12,7 +12,9 @@ use delayq::{Config, Queue, Shutdown};
 
 pub use crate::redis_server::{RedisServer, Stopped};
 pub use crate::shell_words::shell_words;
-pub use crate::slowlog::{arm_slowlog, script_call_times, script_calls, slowlog_entries};
+pub use crate::slowlog::{
+    arm_slowlog, command_calls, script_call_times, script_calls, slowlog_entries,
+};
 
 pub fn config(redis: &RedisServer) -> Config {
     Config {

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use delayq::{Config, Queue};
 
-use crate::batching::calls;
-use crate::common::{arm_slowlog, config, eventually, job, push_all, RedisServer};
+use crate::common::{arm_slowlog, command_calls, config, eventually, job, push_all, RedisServer};
 
 /// Expired events name their ids many at a time, and after a burst most
 /// name jobs the sweep has already moved: an event's dispatch looks its ids
@@ -56,13 +55,14 @@ async fn expired_events_look_their_ids_up_in_one_command() {
             for key in &triggers {
                 let _: Option<String> = redis.cmd(&["GET", key]).await;
             }
-            let looked = calls(&redis, "zscore").await + calls(&redis, "zmscore").await;
+            let looked =
+                command_calls(&redis, "zscore").await + command_calls(&redis, "zmscore").await;
             (looked > 0).then_some(())
         },
     )
     .await;
     assert_eq!(
-        calls(&redis, "zscore").await,
+        command_calls(&redis, "zscore").await,
         0,
         "an expired event's ids looked up one ZSCORE each"
     );

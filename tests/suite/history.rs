@@ -152,19 +152,6 @@ async fn a_finished_job_leaves_a_record_of_when_by_which_attempt_and_the_last_er
     s.stop().await;
 }
 
-/// Redis's count of calls of `cmd` so far (INFO commandstats).
-fn calls(redis: &RedisServer, cmd: &str) -> u64 {
-    let mut c = redis.client().get_connection().unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut c)
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
-        .and_then(|v| v.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_written() {
     let redis = RedisServer::start();
@@ -177,9 +164,16 @@ async fn without_keep_finished_a_finished_job_is_gone_and_nothing_more_is_writte
     // finish's.
     upkeep_pass_done(&redis).await;
     let writes = ["zadd", "hset", "pexpire", "pexpireat", "zrevrangebyscore"];
-    let before: Vec<u64> = writes.iter().map(|c| calls(&redis, c)).collect();
+    let counted = || async {
+        let mut n = Vec::new();
+        for c in writes {
+            n.push(command_calls(&redis, c).await);
+        }
+        n
+    };
+    let before = counted().await;
     q.finish(&d.id, &d.token).await.unwrap();
-    let after: Vec<u64> = writes.iter().map(|c| calls(&redis, c)).collect();
+    let after = counted().await;
     assert_eq!(
         before, after,
         "a finish wrote more than a removal: {writes:?}"

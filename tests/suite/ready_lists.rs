@@ -9,20 +9,6 @@ use std::time::Duration;
 use crate::common::*;
 use delayq::{NewJob, Queue, TagMove};
 
-/// How many times Redis ran `command` (scripts' commands included).
-async fn calls(redis: &RedisServer, command: &str) -> u64 {
-    let mut c = redis.conn().await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix)?.split(',').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 async fn ready_count(q: &Queue, topic: &str) -> u64 {
     q.topics()
         .await
@@ -92,14 +78,14 @@ async fn a_cancel_at_the_end_of_a_long_ready_list_never_walks_the_list() {
     // The tagged jobs are the oldest: the far end of the list from where
     // new ones join, which is where an LREM starts looking.
     ready_backlog(&q, "orders", "o", 12_000, 1_500).await;
-    let lrem_before = calls(&redis, "lrem").await;
+    let lrem_before = command_calls(&redis, "lrem").await;
 
     let cancelled = q.cancel_tag_all("promo").await.unwrap();
     assert_eq!(cancelled.changed, 1_500);
     // One plain DELETE of a ready job in the middle, too.
     assert!(q.delete("o6000").await.unwrap());
     assert_eq!(
-        calls(&redis, "lrem").await,
+        command_calls(&redis, "lrem").await,
         lrem_before,
         "removing ready jobs walked their list"
     );

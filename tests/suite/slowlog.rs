@@ -1,6 +1,7 @@
 //! What Redis's SLOWLOG says a test's calls cost: armed at 0 us, it
 //! lists every command with its Redis time, so tests count script calls
-//! and bound what a read costs without timing the machine.
+//! and bound what a read costs without timing the machine. And what
+//! INFO commandstats counts: how often Redis ran a command.
 
 use crate::redis_server::RedisServer;
 
@@ -67,4 +68,16 @@ pub async fn slowlog_entries(redis: &RedisServer) -> Vec<(i64, Vec<String>)> {
             Some((*us, args.collect()))
         })
         .collect()
+}
+
+/// How many times Redis has run `command` since its start (scripts'
+/// commands included), from INFO commandstats.
+pub async fn command_calls(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis.cmd(&["INFO", "commandstats"]).await;
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
