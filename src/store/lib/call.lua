@@ -82,18 +82,22 @@ local function state_of(stored) return stored or DELAYED end
 -- script is one atomic step, so one instant serves all of it, and TIME is
 -- a command like any other.
 local NOW
--- The process's CPU clock where the server gives scripts one (os.clock:
--- Valkey), false where it does not (Redis 6.2 and 7: no `os`), nil until
--- looked for (at a call: a library cannot look as it loads). CPU_AT: its
--- reading at the call's first TIME.
+-- Valkey's CPU clock (os.clock), for CALL.elapsed: false elsewhere, and
+-- on a Valkey without one; nil until looked for (at a call: a library
+-- cannot look as it loads). Redis has no `os`, and names no SERVER_NAME:
+-- there the look is one field read. CPU_AT: its reading at the call's
+-- first TIME.
 local CPU, CPU_AT
 local function now_us()
   if not NOW then
     local t = redis.call('TIME')
     NOW = tonumber(t[1]) * 1000000 + tonumber(t[2])
     if CPU == nil then
-      local ok, clock = pcall(function() return os.clock end)
-      CPU = ok and type(clock) == 'function' and clock or false
+      CPU = false
+      if redis.SERVER_NAME == 'valkey' then
+        local ok, clock = pcall(function() return os.clock end)
+        CPU = ok and type(clock) == 'function' and clock
+      end
     end
     CPU_AT = CPU and CPU()
   end
