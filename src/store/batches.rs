@@ -11,7 +11,6 @@ use super::script::script;
 use super::{Status, Store};
 use crate::error::{Error, Result};
 use crate::redis::Fields;
-use crate::store::layout::note_field;
 
 /// The callback a batch pushes once: a job to `topic`, made ready at once,
 /// its body the batch's report.
@@ -83,6 +82,12 @@ script! {
     /// how many counts changed, how many callbacks fired. O(notes).
     BatchNote = "batch_note", when_full: true, acked: true, late_unknown: true,
         (retention_ms: u64, notes: &'a [(&'a str, &'a str, &'a str, &'a str)]) -> (u64, u64) = noted;
+    /// Reads up to `limit` notes of the partition it is called on, for
+    /// the relay, oldest first. Acknowledged (its one write marks the
+    /// read): they come back only once the partition's replicas have
+    /// them, so no end a failover takes back goes home. O(limit).
+    NotesRead = "notes_read", when_full: true, acked: true, late_unknown: true,
+        (limit: usize) -> Vec<Note> = notes_of;
     /// Closes ("close") or cancels ("cancel") batch `id`: its state after.
     BatchClose = "batch_close", when_full: true, acked: true, late_unknown: true,
         (id: &'a str, what: &'a str, retention_ms: u64) -> Closed = closed;
@@ -155,6 +160,20 @@ fn noted((_, mut f): (Status, Fields)) -> Result<(u64, u64)> {
     Ok((f.int()?.max(0) as u64, f.int()?.max(0) as u64))
 }
 
+fn notes_of((_, mut f): (Status, Fields)) -> Result<Vec<Note>> {
+    let mut notes = Vec::with_capacity(f.left() / 5);
+    while f.left() > 0 {
+        notes.push(Note {
+            entry: f.string()?,
+            batch: f.string()?,
+            id: f.string()?,
+            outcome: f.string()?,
+            result: f.string()?,
+        });
+    }
+    Ok(notes)
+}
+
 fn closed((status, mut f): (Status, Fields)) -> Result<Closed> {
     match status {
         Status::Done => Ok(Closed::Now(f.string()?)),
@@ -197,39 +216,11 @@ impl Store {
             .await
     }
 
-    /// Up to `limit` of partition `part`'s notes, oldest first. One XRANGE
-    /// bounded by `limit`.
+    /// Up to `limit` of partition `part`'s notes, oldest first: with
+    /// replica acks, only once the partition's replicas have them all
+    /// ([`NotesRead`]).
     pub(crate) async fn notes(&self, part: usize, limit: usize) -> Result<Vec<Note>> {
-        let mut cmd = redis::cmd("XRANGE");
-        cmd.arg(self.parts()[part].notes())
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(limit);
-        type Entry = (String, Vec<(String, String)>);
-        let entries: Vec<Entry> = self
-            .redis
-            .call("notes", cmd.query_async(&mut self.redis.conn()))
-            .await?;
-        Ok(entries
-            .into_iter()
-            .map(|(entry, fields)| {
-                let get = |name: &str| {
-                    fields
-                        .iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or_default()
-                };
-                Note {
-                    batch: get(note_field::BATCH),
-                    id: get(note_field::ID),
-                    outcome: get(note_field::OUTCOME),
-                    result: get(note_field::RESULT),
-                    entry,
-                }
-            })
-            .collect())
+        self.run::<NotesRead>(part, (limit,)).await
     }
 
     /// Deletes notes `entries` of partition `part`, once their homes have

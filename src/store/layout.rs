@@ -120,7 +120,7 @@ mod group;
 mod keys;
 mod order;
 
-pub use batch::{batch_field, batch_kind, note_field};
+pub use batch::{batch_field, batch_kind};
 pub use body::{LAYOUT_READ, PIECE_BYTES};
 pub(crate) use keys::hash_tag;
 pub use keys::{partition_of, slot, validate_prefix, Keys};

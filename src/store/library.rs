@@ -98,6 +98,7 @@ pub(crate) const ALL: &[&ScriptDef] = &[
     super::batches::BatchAdd::DEF,
     super::batches::BatchSettle::DEF,
     super::batches::BatchNote::DEF,
+    super::batches::NotesRead::DEF,
     super::batches::BatchClose::DEF,
     super::batches::BatchCancelJobs::DEF,
 ];

@@ -28,6 +28,11 @@ pub mod batch_kind {
     /// `{p}:notes`: the partition's notes stream (fields in
     /// [`super::note_field`]), until the relay has carried them home.
     pub const NOTES: &str = "notes";
+    /// `{p}:relayed`: the newest note the relay read here (its entry id).
+    /// Written as the read's one write, so that the read's WAIT holds it
+    /// until the partition's replicas have every note it read: no end a
+    /// failover can take back goes home.
+    pub const RELAYED: &str = "relayed";
     /// What a call that wrote notes publishes on its partition's wake
     /// channel (one message a call): the relay there looks.
     pub const NOTES_NOTICE: &str = "notes";
@@ -127,6 +132,7 @@ pub(super) const LUA_NAMES: &[(&str, &str)] = &[
     ("LIVE_KEY", batch_kind::LIVE),
     ("RESERVED_KEY", batch_kind::RESERVED),
     ("NOTES_KEY", batch_kind::NOTES),
+    ("RELAYED_KEY", batch_kind::RELAYED),
     ("NOTES_NOTICE", batch_kind::NOTES_NOTICE),
     ("FIELD", super::field::BATCH),
     ("STATE", batch_field::STATE),

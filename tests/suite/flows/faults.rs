@@ -1,8 +1,9 @@
 //! Flows through faults: trees whose jobs sit on three cluster masters,
 //! the master holding parents' flows SIGKILLed while children finish
 //! (replica acks 1). Each parent is released once, never before its last
-//! child's finish was sent, with every child's result. A push made
-//! again after its lost reply, cut part way or whole.
+//! child's finish was sent, with every child's result. A child's
+//! finish its replica never had releases nothing. A push made again
+//! after its lost reply, cut part way or whole.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,6 +189,137 @@ async fn flows_over_cluster_masters_release_each_parent_once_through_a_master_ki
     println!(
         "{flows} trees of 8 jobs over 3 masters, one killed: every parent released once; delivered again (leases run out in the failover): {again:?}"
     );
+    q.close().await;
+}
+
+/// A child's finish that its master ran but its replica never had is no
+/// end: its note goes home only once the child's replicas have it. The
+/// child's master loses its replica (SIGSTOP) as the finish runs, then
+/// dies; the replica takes over without the finish, the child runs
+/// again, and its parent is handed out only after that second finish,
+/// with its result. (The relay carried the note at once: the parent ran
+/// on a finish the failover took back.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_childs_finish_its_replica_never_had_releases_no_parent() {
+    use crate::redis_cluster::TestCluster;
+    use crate::redis_server::Stopped;
+    let mut cluster = TestCluster::start(3);
+    let parts = 6;
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        ..crate::cluster::cluster_config(&cluster, parts)
+    })
+    .unwrap();
+    retried("the first call", || q.check_connection()).await;
+    let keys = Keys::partitions("dq", parts);
+    let master = |id: &str| {
+        crate::cluster::owner_of(
+            &cluster,
+            slot(keys[partition_of(id, parts)].schedule().as_bytes()),
+        )
+    };
+    // The child on another master than its parent's flow.
+    let child = (0..)
+        .map(|i| format!("refund-{i}"))
+        .find(|c| master(c) != master("order-1"))
+        .unwrap();
+    let mut leaf = leaf(&child, "refund");
+    leaf.job.ttr = Duration::from_secs(5);
+    leaf.job.retry = None;
+    let flow = parent("order-1", "order", vec![leaf]);
+    retried("push_flow", || q.push_flow(&flow)).await;
+    let d = eventually(Duration::from_secs(30), "the child", || async {
+        q.pop(&topics(&["refund"]), Duration::from_millis(500))
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    assert_eq!(d.id, child);
+
+    let b = master(&child);
+    let replica = cluster.replica_of(b);
+    // A stopped replica's kernel still takes in what its master sends:
+    // 32 MiB written first fill the sockets' buffers, so what follows
+    // stays in the master's memory, as behind a slow replica link.
+    let filler = (0..)
+        .map(|i| format!("filler-{i}"))
+        .find(|k| crate::cluster::owner_of(&cluster, slot(k.as_bytes())) == b)
+        .unwrap();
+    let stalled = Stopped::new(cluster.nodes[replica].pid());
+    let mut c = cluster.nodes[b].client().get_connection().unwrap();
+    redis::cmd("SET")
+        .arg(&filler)
+        .arg(vec![b'x'; 32 << 20])
+        .query::<()>(&mut c)
+        .unwrap();
+    let first = q
+        .finish_with_result(&d.id, &d.token, &json!({ "by": "attempt 1" }))
+        .await;
+    assert!(first.is_err(), "a finish its replica never had: {first:?}");
+    // The note is on the master alone: the relay must not carry it (it
+    // did in milliseconds; 5 s for a busy machine).
+    let released = async {
+        loop {
+            if let Ok(Some(f)) = q.flow("order-1").await {
+                if f.state == delayq::FlowState::Released {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let early = tokio::time::timeout(Duration::from_secs(5), released).await;
+    assert!(
+        early.is_err(),
+        "the parent released on a finish its child's replica never had"
+    );
+    cluster.nodes[b].kill();
+    drop(stalled);
+    eventually(
+        Duration::from_secs(60),
+        "the replica takes over",
+        || async { (cluster.masters().len() == 3 && cluster.settled()).then_some(()) },
+    )
+    .await;
+    // Back as the new master's replica: what replica acks wait for.
+    cluster.nodes[b].restart();
+
+    let mut last_finish = None;
+    let until = std::time::Instant::now() + Duration::from_secs(120);
+    let (at, p) = 'popping: loop {
+        assert!(
+            std::time::Instant::now() < until,
+            "no parent within 120 s of the failover"
+        );
+        let got = q
+            .pop_many(
+                &topics(&["refund", "order"]),
+                10,
+                Duration::from_millis(200),
+            )
+            .await
+            .unwrap_or_default();
+        for d in got {
+            if d.id != child {
+                break 'popping (now_us(), d);
+            }
+            last_finish = Some(now_us());
+            let by = json!({ "by": format!("attempt {}", d.attempts) });
+            let _ = q.finish_with_result(&d.id, &d.token, &by).await;
+        }
+    };
+    let sent = last_finish.unwrap_or_else(|| {
+        panic!("the parent handed out at {at} us, before its child ran again (its finish went with its master)")
+    });
+    assert!(
+        at > sent,
+        "the parent handed out at {at} us, before the child's finish at {sent} us"
+    );
+    let kids = p.children.expect("the parent's children");
+    let k = &kids[&child];
+    assert_eq!(k.outcome, ChildOutcome::Finished);
+    assert_ne!(k.result, Some(json!({ "by": "attempt 1" })), "{k:?}");
     q.close().await;
 }
 
