@@ -335,6 +335,28 @@ fn cli(args: &[&str]) -> String {
     text
 }
 
+/// A fresh cluster of three masters (a replica each) and a queue of
+/// `parts` partitions over it whose changes wait for one replica
+/// (replica acks 1), its first call made.
+pub async fn acked_queue(parts: usize) -> (TestCluster, Queue) {
+    let cluster = TestCluster::start(3);
+    let q = Queue::connect(Config {
+        replica_acks: 1,
+        ..cluster_config(&cluster, parts)
+    })
+    .unwrap();
+    retried("the first call", || q.check_connection()).await;
+    (cluster, q)
+}
+
+/// The master, by index, that serves the partition of job `id` in a
+/// queue of `parts` partitions (prefix `dq`) now.
+pub fn master_of_job(c: &TestCluster, parts: usize, id: &str) -> usize {
+    use delayq::testing::{partition_of, slot, Keys};
+    let keys = Keys::partitions("dq", parts);
+    owner_of(c, slot(keys[partition_of(id, parts)].schedule().as_bytes()))
+}
+
 /// The node that serves `slot` now, by index.
 pub fn owner_of(c: &TestCluster, slot: u16) -> usize {
     for i in c.masters() {

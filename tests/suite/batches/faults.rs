@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use delayq::testing::{partition_of, slot, Keys};
+use delayq::testing::Keys;
 use delayq::{
     BatchOn, BatchState, Config, Delivery, Error, NewJob, Queue, Redis, RetryPolicy, Sentinel,
 };
@@ -416,12 +416,8 @@ fn masters_of(
     ids: &[&str],
     parts: usize,
 ) -> HashSet<usize> {
-    let keys = Keys::partitions("dq", parts);
     ids.iter()
-        .map(|id| {
-            let p = partition_of(id, parts);
-            crate::cluster::owner_of(cluster, slot(keys[p].schedule().as_bytes()))
-        })
+        .map(|id| crate::cluster::master_of_job(cluster, parts, id))
         .collect()
 }
 
@@ -621,15 +617,8 @@ async fn a_holder_sigkilled_mid_batch_leaves_its_job_to_another_worker_and_the_b
 /// fires once, counting its 30 finishes, not before the last was sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_through_a_cluster_master_killed_fires_once_and_never_early() {
-    use crate::redis_cluster::TestCluster;
-    let mut cluster = TestCluster::start(3);
     let parts = 6;
-    let q = Queue::connect(Config {
-        replica_acks: 1,
-        ..crate::cluster::cluster_config(&cluster, parts)
-    })
-    .unwrap();
-    retried("the first call", || q.check_connection()).await;
+    let (mut cluster, q) = crate::cluster::acked_queue(parts).await;
     create_retried(&q, "through").await;
     let members: Vec<NewJob> = (0..30)
         .map(|i| patient_member(&format!("through-{i}"), "through", 5_000))

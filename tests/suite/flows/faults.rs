@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use delayq::testing::{partition_of, slot, Keys};
+use delayq::testing::slot;
 use delayq::{ChildOutcome, Config, Error, NewFlow, Queue};
 use serde_json::json;
 
@@ -90,24 +90,11 @@ fn tree(n: usize) -> NewFlow {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flows_over_cluster_masters_release_each_parent_once_through_a_master_killed() {
-    use crate::redis_cluster::TestCluster;
-    let mut cluster = TestCluster::start(3);
     let parts = 6;
-    let q = Queue::connect(Config {
-        replica_acks: 1,
-        ..crate::cluster::cluster_config(&cluster, parts)
-    })
-    .unwrap();
-    retried("the first call", || q.check_connection()).await;
+    let (mut cluster, q) = crate::cluster::acked_queue(parts).await;
     let flows = 8;
     let trees: Vec<NewFlow> = (0..flows).map(tree).collect();
-    let keys = Keys::partitions("dq", parts);
-    let master = |id: &str| {
-        crate::cluster::owner_of(
-            &cluster,
-            slot(keys[partition_of(id, parts)].schedule().as_bytes()),
-        )
-    };
+    let master = |id: &str| crate::cluster::master_of_job(&cluster, parts, id);
     // The children of the trees, together, sit on every master.
     let masters: std::collections::HashSet<usize> = trees
         .iter()
@@ -201,23 +188,10 @@ async fn flows_over_cluster_masters_release_each_parent_once_through_a_master_ki
 /// on a finish the failover took back.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_finish_its_replica_never_had_releases_no_parent() {
-    use crate::redis_cluster::TestCluster;
     use crate::redis_server::Stopped;
-    let mut cluster = TestCluster::start(3);
     let parts = 6;
-    let q = Queue::connect(Config {
-        replica_acks: 1,
-        ..crate::cluster::cluster_config(&cluster, parts)
-    })
-    .unwrap();
-    retried("the first call", || q.check_connection()).await;
-    let keys = Keys::partitions("dq", parts);
-    let master = |id: &str| {
-        crate::cluster::owner_of(
-            &cluster,
-            slot(keys[partition_of(id, parts)].schedule().as_bytes()),
-        )
-    };
+    let (mut cluster, q) = crate::cluster::acked_queue(parts).await;
+    let master = |id: &str| crate::cluster::master_of_job(&cluster, parts, id);
     // The child on another master than its parent's flow.
     let child = (0..)
         .map(|i| format!("refund-{i}"))
